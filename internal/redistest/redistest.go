@@ -1,0 +1,126 @@
+// Package redistest starts a private redis-server for a test: from PATH, on a free loopback
+// port, in the test's temp dir, with no persistence. In CI (CI=true) a missing redis-server
+// fails the test; elsewhere it skips with a message saying how to install it.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Server is a running redis-server owned by one test.
+type Server struct {
+	Addr string // host:port
+	dir  string
+	port int
+	cmd  *exec.Cmd
+	t    testing.TB
+}
+
+// URL is a redis:// URL for the server.
+func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
+
+// Start starts a redis-server and stops it when the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		msg := "redis-server not found in PATH: run `make test` (it installs it) or `apt-get install -y redis-server`"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	s := &Server{dir: t.TempDir(), port: freePort(t), t: t}
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+	s.start(bin)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func (s *Server) start(bin string) {
+	s.t.Helper()
+	s.cmd = exec.Command(bin,
+		"--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
+		"--dir", s.dir, "--save", "", "--appendonly", "no",
+		"--daemonize", "no", "--protected-mode", "yes",
+		"--logfile", filepath.Join(s.dir, "redis.log"))
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatalf("start redis-server: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		if err := ping(s.Addr); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			s.Stop()
+			s.t.Fatalf("redis-server on %s did not answer PING within 10s; log:\n%s", s.Addr, log)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Stop kills the server (idempotent). Its data is lost: the server keeps nothing on disk.
+func (s *Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Restart stops the server and starts an empty one on the same port.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.start(bin)
+}
+
+// ping sends an inline PING and waits for +PONG.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("unexpected reply %q", line)
+	}
+	return nil
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

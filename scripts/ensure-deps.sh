@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Makes sure the programs the tests start are installed: redis-server (and, with --browser,
+# Chromium for the dashboard test). Installs them from Debian's packages when run as root;
+# otherwise stops with a message saying what to install.
+set -euo pipefail
+
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+if [[ "${1:-}" == "--browser" ]]; then
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)
+fi
+[[ ${#need[@]} -eq 0 ]] && exit 0
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "missing: ${need[*]}. Install with: sudo apt-get install -y ${need[*]}" >&2
+  exit 1
+fi
+echo "installing ${need[*]} from Debian's packages" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
