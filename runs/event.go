@@ -1,0 +1,90 @@
+package runs
+
+import "time"
+
+// EventType says what happened. Types are "<subject>.<verb>"; consumers should ignore types
+// they do not know.
+type EventType string
+
+// Event types written by the engine and the store.
+const (
+	EventRunQueued     EventType = "run.queued"
+	EventRunStarted    EventType = "run.started"
+	EventPhaseStarted  EventType = "phase.started"
+	EventPhaseFinished EventType = "phase.finished"
+
+	EventLockWaiting  EventType = "lock.waiting"
+	EventLockAcquired EventType = "lock.acquired"
+	EventLockReleased EventType = "lock.released"
+	EventLockLost     EventType = "lock.lost"
+
+	EventServiceSynced     EventType = "service.synced"
+	EventServiceUnchanged  EventType = "service.unchanged"
+	EventServiceSuperseded EventType = "service.superseded"
+	EventServiceFailed     EventType = "service.failed"
+	EventServiceRestored   EventType = "service.restored"
+	EventDeployStarted     EventType = "deploy.started"
+	EventDeployFinished    EventType = "deploy.finished"
+	EventHealthOK          EventType = "health.ok"
+	EventHealthFailed      EventType = "health.failed"
+	EventMobileUpdated     EventType = "mobile.updated"
+
+	EventRunSucceeded   EventType = "run.succeeded"
+	EventRunFailed      EventType = "run.failed"
+	EventRunSuperseded  EventType = "run.superseded"
+	EventRunCanceled    EventType = "run.canceled"
+	EventRunInterrupted EventType = "run.interrupted"
+)
+
+// EndsRun reports whether the event is the last word on a run: run.succeeded, run.failed,
+// run.superseded, run.canceled or run.interrupted.
+func (t EventType) EndsRun() bool {
+	switch t {
+	case EventRunSucceeded, EventRunFailed, EventRunSuperseded, EventRunCanceled, EventRunInterrupted:
+		return true
+	}
+	return false
+}
+
+// EndEvent returns the event type that ends a run in terminal status s ("" if s is not terminal).
+func EndEvent(s Status) EventType {
+	switch s {
+	case StatusSucceeded:
+		return EventRunSucceeded
+	case StatusFailed:
+		return EventRunFailed
+	case StatusSuperseded:
+		return EventRunSuperseded
+	case StatusCanceled:
+		return EventRunCanceled
+	case StatusInterrupted:
+		return EventRunInterrupted
+	}
+	return ""
+}
+
+// Event is one entry of a run's append-only log. The store assigns Seq (1, 2, 3… per run,
+// without gaps, in append order), fills RunID, and sets At when it is zero.
+//
+// Events never carry secret values: Message and Data hold names, tags, fences and UUIDs.
+type Event struct {
+	Seq     int64             `json:"seq"`
+	RunID   string            `json:"run_id"`
+	At      time.Time         `json:"at"`
+	Type    EventType         `json:"type"`
+	Phase   Phase             `json:"phase,omitempty"`
+	Service string            `json:"service,omitempty"`
+	LockKey string            `json:"lock_key,omitempty"`
+	Fence   int64             `json:"fence,omitempty"`
+	Message string            `json:"message,omitempty"`
+	Data    map[string]string `json:"data,omitempty"`
+}
+
+// Data keys used by the events the store writes itself.
+const (
+	// DataHeldLocks is a run.interrupted event's comma-separated list of the keys the run
+	// held when its daemon stopped.
+	DataHeldLocks = "held_locks"
+	// DataOwner is the owner (daemon instance) a run.interrupted event was marked for.
+	DataOwner = "owner"
+)

@@ -1,0 +1,236 @@
+// Package runs is the record of what the orchestrator did: a Run is one execution of a
+// pipeline with its trigger, its status, one Step per service and phase (what changed, which
+// lock it waited for, under which fence, which deployment), and an ordered, append-only log
+// of Events.
+//
+// The package holds the domain types and the Store contract. Backends live below it:
+// runs/sqlitestore (the embedded single-host default, one SQLite file in the state dir) and
+// runs/redisstore (multi-host, next to the Redis lock backend). runs/runstest is the
+// conformance suite both pass. Follow, written once above the backends, replays a run's
+// events and then follows new ones live (for the SSE endpoint and the CLI).
+//
+// Nothing here ever holds a secret: a Step records the keys of the env vars it wrote and the
+// old and new image tag, never values.
+package runs
+
+import (
+	"slices"
+	"time"
+)
+
+// Status is where a run is. A run moves queued → phase1 → phase2 → mobile → succeeded, or
+// ends early as failed, superseded, canceled or interrupted.
+type Status string
+
+// The statuses of a run.
+const (
+	StatusQueued      Status = "queued"
+	StatusPhase1      Status = "phase1"
+	StatusPhase2      Status = "phase2"
+	StatusMobile      Status = "mobile"
+	StatusSucceeded   Status = "succeeded"
+	StatusFailed      Status = "failed"
+	StatusSuperseded  Status = "superseded" // a newer run of the pipeline replaced it while queued
+	StatusCanceled    Status = "canceled"
+	StatusInterrupted Status = "interrupted" // the daemon executing it stopped under it
+)
+
+// Statuses lists every status, in lifecycle order.
+var Statuses = []Status{
+	StatusQueued, StatusPhase1, StatusPhase2, StatusMobile,
+	StatusSucceeded, StatusFailed, StatusSuperseded, StatusCanceled, StatusInterrupted,
+}
+
+// Terminal reports whether a run in this status has ended: succeeded, failed, superseded,
+// canceled or interrupted.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusSucceeded, StatusFailed, StatusSuperseded, StatusCanceled, StatusInterrupted:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of Statuses.
+func (s Status) Valid() bool { return slices.Contains(Statuses, s) }
+
+// Phase names a part of a run. Steps and events carry it.
+type Phase string
+
+// The phases of a run (DESIGN.md, "The two phases").
+const (
+	Phase1      Phase = "phase1" // sync env vars and image tags, under coolify:phase1
+	Phase2      Phase = "phase2" // deploy and health-check, under coolify:phase2
+	PhaseMobile Phase = "mobile" // Flagsmith remote-config update, in the mobile: namespace
+)
+
+// Trigger is what asked for a run and with which parameters.
+type Trigger struct {
+	Build      string            `json:"build,omitempty"`
+	ImageTag   string            `json:"image_tag,omitempty"`
+	Commit     string            `json:"commit,omitempty"`
+	AppVersion string            `json:"app_version,omitempty"`
+	Params     map[string]string `json:"params,omitempty"`
+	// By says who or what triggered the run: "api:<token name>", "webhook:github:<delivery>",
+	// "cli:<user>".
+	By string `json:"by"`
+	// IdempotencyKey, when set, makes Store.Create return the existing run of the same
+	// pipeline created with the same key instead of a second run.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// Run is one execution of a pipeline.
+type Run struct {
+	ID       string  `json:"id"`
+	Pipeline string  `json:"pipeline"`
+	Trigger  Trigger `json:"trigger"`
+	Status   Status  `json:"status"`
+	// Reason says why a run failed, was superseded, canceled or interrupted ("lock lost",
+	// "health check failed for api", "superseded by run <id>", "daemon restarted").
+	Reason    string    `json:"reason,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	StartedAt time.Time `json:"started_at,omitzero"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+	// Steps holds one step per (phase, name), in the order they were first set: the Phase-1
+	// steps of every service, then Phase 2, then mobile.
+	Steps []Step `json:"steps"`
+	// Owner is the daemon instance executing the run (empty while nobody has claimed it).
+	// Store.MarkInterrupted finds an instance's runs by it after a restart.
+	Owner string `json:"owner,omitempty"`
+	// HeldLocks are the lock keys the run holds right now. The engine keeps it current so
+	// that, when the daemon dies, the interrupted report says which locks were left behind.
+	HeldLocks []string `json:"held_locks,omitempty"`
+	// Version counts the writes of the run; the store sets it (1 after Create, +1 on every
+	// Update). Clients can use it as an ETag.
+	Version int64 `json:"version"`
+}
+
+// StepStatus is where one step (one service in one phase, or one mobile change) is.
+type StepStatus string
+
+// The statuses of a step.
+const (
+	StepPending     StepStatus = "pending"      // not started
+	StepWaitingLock StepStatus = "waiting_lock" // waiting for its lock
+	StepRunning     StepStatus = "running"      // holding its lock and working
+	StepSynced      StepStatus = "synced"       // Phase 1 done: the service carries this run's config
+	StepDeployed    StepStatus = "deployed"     // Phase 2: the deployment finished, health check pending
+	StepHealthy     StepStatus = "healthy"      // Phase 2 done: deployed and healthy
+	StepUpdated     StepStatus = "updated"      // mobile step done
+	StepSuperseded  StepStatus = "superseded"   // a newer run re-synced the service; not deployed by this run
+	StepFailed      StepStatus = "failed"
+	StepRestored    StepStatus = "restored" // the Phase-1 snapshot was put back (and redeployed if needed)
+	StepSkipped     StepStatus = "skipped"  // not done because the run stopped before it
+)
+
+// Done reports whether the step has finished one way or another.
+func (s StepStatus) Done() bool {
+	switch s {
+	case StepPending, StepWaitingLock, StepRunning, StepDeployed:
+		return false
+	}
+	return true
+}
+
+// Step is one service in one phase (UUID set), or one mobile change (UUID empty).
+type Step struct {
+	Phase Phase `json:"phase"`
+	// Name is the service's name in the pipeline, or the mobile step's name.
+	Name string `json:"name"`
+	// UUID is the Coolify application or service UUID (services only).
+	UUID      string     `json:"uuid,omitempty"`
+	Status    StepStatus `json:"status"`
+	StartedAt time.Time  `json:"started_at,omitzero"`
+	EndedAt   time.Time  `json:"ended_at,omitzero"`
+	// LockKey is the key the step ran under ("coolify:<uuid>", "mobile:flagsmith:<feature>"),
+	// LockWait how long it waited for it, Fence the fence it was granted.
+	LockKey  string        `json:"lock_key,omitempty"`
+	LockWait time.Duration `json:"lock_wait_ns,omitempty"`
+	Fence    int64         `json:"fence,omitempty"`
+	// Changes is what the step wrote (Phase 1, mobile): names, never values.
+	Changes Changes `json:"changes,omitzero"`
+	// DeploymentUUID is the Coolify deployment this step started (Phase 2), or the one that
+	// redeployed the previous tag when the step was restored.
+	DeploymentUUID string `json:"deployment_uuid,omitempty"`
+	// RestoredAt is when the Phase-1 snapshot was put back (zero if never).
+	RestoredAt time.Time `json:"restored_at,omitzero"`
+	// Error is the failure, as text for humans (never containing secret values).
+	Error string `json:"error,omitempty"`
+}
+
+// Changes records what a step changed, by name only.
+type Changes struct {
+	// EnvKeys are the keys of the env vars written (added or changed), sorted. Never values.
+	EnvKeys []string `json:"env_keys,omitempty"`
+	// ImageTag is the image tag change, nil when the tag was already right.
+	ImageTag *TagChange `json:"image_tag,omitempty"`
+	// Fields are the fields of a mobile feature's JSON document that changed.
+	Fields []string `json:"fields,omitempty"`
+}
+
+// Empty reports whether nothing was changed.
+func (c Changes) Empty() bool {
+	return len(c.EnvKeys) == 0 && c.ImageTag == nil && len(c.Fields) == 0
+}
+
+// TagChange is an image tag going from Old to New.
+type TagChange struct {
+	Old string `json:"old"`
+	New string `json:"new"`
+}
+
+// Step returns a pointer to the step of phase named name, or nil. The pointer is into
+// r.Steps and stays valid until the next SetStep that appends.
+func (r *Run) Step(phase Phase, name string) *Step {
+	for i := range r.Steps {
+		if r.Steps[i].Phase == phase && r.Steps[i].Name == name {
+			return &r.Steps[i]
+		}
+	}
+	return nil
+}
+
+// SetStep replaces the step with the same phase and name, or appends s.
+func (r *Run) SetStep(s Step) {
+	if p := r.Step(s.Phase, s.Name); p != nil {
+		*p = s
+		return
+	}
+	r.Steps = append(r.Steps, s)
+}
+
+// StepsOf returns the steps of one phase, in order.
+func (r *Run) StepsOf(phase Phase) []Step {
+	var out []Step
+	for _, s := range r.Steps {
+		if s.Phase == phase {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Clone returns a deep copy of r: the copy shares no map or slice with r.
+func (r Run) Clone() Run {
+	c := r
+	if r.Trigger.Params != nil {
+		c.Trigger.Params = make(map[string]string, len(r.Trigger.Params))
+		for k, v := range r.Trigger.Params {
+			c.Trigger.Params[k] = v
+		}
+	}
+	c.HeldLocks = slices.Clone(r.HeldLocks)
+	if r.Steps != nil {
+		c.Steps = make([]Step, len(r.Steps))
+		for i, s := range r.Steps {
+			s.Changes.EnvKeys = slices.Clone(s.Changes.EnvKeys)
+			s.Changes.Fields = slices.Clone(s.Changes.Fields)
+			if s.Changes.ImageTag != nil {
+				t := *s.Changes.ImageTag
+				s.Changes.ImageTag = &t
+			}
+			c.Steps[i] = s
+		}
+	}
+	return c
+}
