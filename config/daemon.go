@@ -1,0 +1,161 @@
+package config
+
+import "time"
+
+// Daemon is the daemon's configuration: where it listens, which backend holds locks and runs,
+// the API tokens, the CI webhooks and where pipelines live. LoadDaemon builds it from defaults,
+// a YAML file, ORCH_* environment variables and command-line flags, in that order of
+// precedence (later wins).
+type Daemon struct {
+	// Listen is the HTTP address (default DefaultListen).
+	Listen string `koanf:"listen"`
+	// RedisURL selects the Redis backend when set (redis://, rediss:// or unix://; a
+	// password may be in it, hence a Secret). Empty means the embedded SQLite backend in
+	// StateDir.
+	RedisURL Secret `koanf:"redis_url"`
+	// StateDir holds the embedded backend's database and other local state (default
+	// DefaultStateDir).
+	StateDir string `koanf:"state_dir"`
+	// PipelinesDir is the directory of pipeline files (default DefaultPipelinesDir).
+	PipelinesDir string `koanf:"pipelines_dir"`
+	Tokens       Tokens `koanf:"tokens"`
+	// PublicRead lets read endpoints and the dashboard answer without a token.
+	PublicRead bool `koanf:"public_read"`
+	// RateLimits apply per client to the trigger and webhook routes.
+	RateLimits RateLimits `koanf:"rate_limits"`
+	Webhooks   Webhooks   `koanf:"webhooks"`
+	Log        Log        `koanf:"log"`
+	// ShutdownGrace is how long SIGTERM waits for the current steps (default 30s).
+	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
+	// MaxBodyBytes caps request bodies (default 1 MiB).
+	MaxBodyBytes int64 `koanf:"max_body_bytes"`
+
+	// File is the config file it was loaded from ("" when none).
+	File string `koanf:"-"`
+}
+
+// Daemon defaults.
+const (
+	DefaultListen        = "127.0.0.1:8080"
+	DefaultStateDir      = "./.orchestrator"
+	DefaultPipelinesDir  = "./pipelines"
+	DefaultShutdownGrace = 30 * time.Second
+	DefaultMaxBodyBytes  = 1 << 20
+)
+
+// Backend names the lock and run-store backend a Daemon selects.
+type Backend string
+
+// Backends.
+const (
+	BackendRedis    Backend = "redis"
+	BackendEmbedded Backend = "sqlite"
+)
+
+// Backend returns BackendRedis when RedisURL is set, else BackendEmbedded.
+func (d *Daemon) Backend() Backend {
+	if d.RedisURL.IsSet() {
+		return BackendRedis
+	}
+	return BackendEmbedded
+}
+
+// Tokens are the bearer tokens of the HTTP API. An empty token disables what it guards
+// (no trigger without a trigger token, no admin action without an admin token). When set,
+// each is at least MinTokenLength characters.
+type Tokens struct {
+	Trigger Secret `koanf:"trigger"` // POST /v1/pipelines/{name}/runs, cancel
+	Admin   Secret `koanf:"admin"`   // forced release, freeze; also passes every other check
+	Read    Secret `koanf:"read"`    // read endpoints and dashboard when PublicRead is false
+}
+
+// MinTokenLength is the shortest API token or webhook secret accepted.
+const MinTokenLength = 16
+
+// RateLimits are the per-client token buckets of the trigger and webhook routes.
+type RateLimits struct {
+	Trigger Rate `koanf:"trigger"`
+	Webhook Rate `koanf:"webhook"`
+}
+
+// Rate is a token bucket: PerSecond requests per second on average, bursts of Burst.
+// PerSecond 0 turns the limit off.
+type Rate struct {
+	PerSecond float64 `koanf:"per_second"`
+	Burst     int     `koanf:"burst"`
+}
+
+// Default rate limits.
+var (
+	DefaultTriggerRate = Rate{PerSecond: 5, Burst: 20}
+	DefaultWebhookRate = Rate{PerSecond: 10, Burst: 50}
+)
+
+// Log configures the daemon's slog handler.
+type Log struct {
+	Level  string `koanf:"level"`  // debug | info (default) | warn | error
+	Format string `koanf:"format"` // auto (default: JSON unless stderr is a terminal) | json | text
+}
+
+// Provider names a webhook provider.
+type Provider string
+
+// Webhook providers.
+const (
+	ProviderGitHub  Provider = "github"
+	ProviderGitLab  Provider = "gitlab"
+	ProviderGeneric Provider = "generic"
+)
+
+// Webhooks holds one Webhook per provider; a nil one refuses that provider's deliveries.
+type Webhooks struct {
+	GitHub  *Webhook `koanf:"github"`
+	GitLab  *Webhook `koanf:"gitlab"`
+	Generic *Webhook `koanf:"generic"`
+}
+
+// For returns the provider's webhook config, or nil when it is not configured.
+func (w Webhooks) For(p Provider) *Webhook {
+	switch p {
+	case ProviderGitHub:
+		return w.GitHub
+	case ProviderGitLab:
+		return w.GitLab
+	case ProviderGeneric:
+		return w.Generic
+	}
+	return nil
+}
+
+// Webhook is one provider's verification secret and mapping rules.
+type Webhook struct {
+	// Secret is the HMAC-SHA256 key (github: X-Hub-Signature-256; generic: X-Signature-256)
+	// or the shared token (gitlab: X-Gitlab-Token). Empty refuses every delivery.
+	Secret Secret `koanf:"secret"`
+	// Rules are tried in order; the first that matches an event decides the run.
+	Rules []WebhookRule `koanf:"rules"`
+}
+
+// WebhookRule maps CI events to a pipeline run. Empty match fields match anything; the others
+// are glob patterns (path.Match syntax, e.g. "release/*").
+type WebhookRule struct {
+	Repository string `koanf:"repository"` // "owner/name" (GitHub) or "group/project" path (GitLab)
+	Branch     string `koanf:"branch"`     // branch name, without refs/heads/
+	Workflow   string `koanf:"workflow"`   // GitHub workflow name, GitLab pipeline source/name
+	Event      string `koanf:"event"`      // e.g. workflow_run, push, pipeline
+
+	// Pipeline is the pipeline to run.
+	Pipeline string `koanf:"pipeline"`
+	// Trigger holds the run's parameters. Each value may be fixed text or use
+	// ${payload.a.b} references into the delivery's JSON body, filled by RuleTrigger.
+	Trigger TriggerTemplate `koanf:"trigger"`
+}
+
+// TriggerTemplate is a Trigger whose values may hold ${payload.…} references.
+type TriggerTemplate struct {
+	Build      string            `koanf:"build"`
+	ImageTag   string            `koanf:"image_tag"`
+	Commit     string            `koanf:"commit"`
+	AppVersion string            `koanf:"app_version"`
+	Params     map[string]string `koanf:"params"`
+}

@@ -1,0 +1,76 @@
+// Package config loads and validates the orchestrator's two kinds of configuration: pipeline
+// definitions (one YAML file per pipeline, in a directory) and the daemon's own config (a YAML
+// file, ORCH_* environment variables and flags). Both are read with koanf; both come back
+// fully validated with defaults filled in, or with every problem of the file at once.
+//
+// # Pipeline files
+//
+// One pipeline per file; the name defaults to the file's base name. testdata/pipelines/ at the
+// top of the repository holds commented samples. The schema:
+//
+//	name: prod                              # default: file base name; ^[a-z0-9][a-z0-9_-]{0,62}$
+//	description: "..."
+//	coolify:
+//	  url: https://coolify.example.com      # the client appends /api/v1
+//	  token: ${COOLIFY_TOKEN}
+//	secrets:                                # named secret sources; "env" is built in
+//	  vault:
+//	    infisical: { url: https://eu.infisical.com, client_id: ..., client_secret: ${...},
+//	                 project_id: ..., environment: prod, path: / }
+//	services:
+//	  - name: api                           # default: the uuid
+//	    uuid: abc123                        # Coolify resource UUID, unique in the file
+//	    kind: application                   # application (default) | service
+//	    image_tag: "${trigger.image_tag}"   # empty: leave the tag alone (required empty for kind service)
+//	    env:
+//	      - { key: LOG_LEVEL, value: info, is_buildtime: false }
+//	      - { key: DATABASE_URL, secret: { source: vault, key: DATABASE_URL } }
+//	      - { key: SENTRY_DSN, secret: { source: env, key: SENTRY_DSN } }
+//	      - { key: GIT_SHA, value: "${trigger.commit}" }
+//	    health:
+//	      coolify_status: running:healthy   # exact; "running" matches any running:<health>
+//	      http: { url: https://api.example.com/healthz, expect_status: 200, timeout: 30s }
+//	    deploy_timeout: 10m
+//	mobile:
+//	  - name: version_state                 # default: the feature
+//	    flagsmith: { url: https://api.flagsmith.com, api_key: ${FLAGSMITH_KEY}, environment: <env key> }
+//	    feature: version_state
+//	    when: after_phase2                  # after_phase2 (default) | before_phase1
+//	    set: { ios.latest_version: "${trigger.app_version}" }
+//	    never_downgrade: true
+//	locks:
+//	  ttl: 10m
+//	  phase:   { timeout: 60s, max_retries: 3, backoff: [1s, 2s, 4s] }
+//	  service: { timeout: 30s, max_retries: 2 }
+//	  on_frozen: wait                       # wait (default) | fail
+//	on_failure: rollback                    # rollback (default) | halt
+//	concurrency: queue                      # queue (default) | supersede
+//
+// Env var flags are is_buildtime, is_runtime (both default true, as in Coolify), is_literal,
+// is_multiline, is_shown_once (default false) and comment; they are always complete because
+// Coolify resets omitted flags.
+//
+// # References
+//
+// ${NAME} is replaced at load time by getenv(NAME); an unset or empty variable is an error
+// naming the file, the field and the variable, never its value. $${ is a literal ${.
+// ${trigger.build}, ${trigger.image_tag}, ${trigger.commit}, ${trigger.app_version} and
+// ${trigger.params.KEY} are allowed only in services[].image_tag, services[].env[].value,
+// services[].health.http.url and mobile[].set values, and are filled per run by
+// Pipeline.Resolve. Coolify's own {{...}} references pass through untouched. In the daemon
+// config, webhooks.*.rules[].trigger values may use ${payload.a.b}, filled by
+// WebhookRule.Trigger from a delivery.
+//
+// # Errors
+//
+// Loaders return Problems: one Problem per thing wrong, each with the file, the field path
+// (e.g. services[2].uuid) and what is wrong, printed as "file: field: what is wrong". Unknown
+// fields, duplicate service UUIDs, bad durations, enum values, image tags, env keys and lock
+// keys outside their namespace are all problems. Values from the environment and secrets never
+// appear in a Problem.
+//
+// # Daemon config
+//
+// testdata/config/orchestrator.yaml (Redis) and orchestrator-embedded.yaml (SQLite) are
+// commented samples; see Daemon for the fields and EnvOverrides for the ORCH_* variables.
+package config

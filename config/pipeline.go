@@ -1,0 +1,332 @@
+package config
+
+import (
+	"strings"
+	"time"
+)
+
+// Pipeline is one pipeline definition: a Coolify instance, the services to sync and deploy
+// there, optional mobile steps, lock budgets and policies. Load it with LoadPipelineFile or
+// LoadPipelines; every loaded Pipeline has passed validation and has its defaults filled in.
+//
+// Fields that take trigger placeholders (Service.ImageTag, EnvVar.Value, HTTPCheck.URL and
+// MobileStep.Set values) hold their text as written, with ${trigger.…} and $${ escapes, until
+// Resolve fills them for one run. The engine works on resolved copies only.
+type Pipeline struct {
+	// Name identifies the pipeline (URL path segment, lock holder prefix). It defaults to the
+	// file's base name without extension and must match ^[a-z0-9][a-z0-9_-]{0,62}$.
+	Name        string `koanf:"name"`
+	Description string `koanf:"description"`
+	// Coolify is the one instance every service of this pipeline lives on.
+	Coolify Coolify `koanf:"coolify"`
+	// Secrets are named secret sources env vars may read from. The name "env" is built in
+	// (the daemon's own environment) and can't be redefined.
+	Secrets  map[string]SecretSource `koanf:"secrets"`
+	Services []Service               `koanf:"services"`
+	Mobile   []MobileStep            `koanf:"mobile"`
+	Locks    LockPolicy              `koanf:"locks"`
+	// OnFailure says what a Phase-2 failure does (default OnFailureRollback).
+	OnFailure OnFailure `koanf:"on_failure"`
+	// Concurrency says how runs of this pipeline queue (default ConcurrencyQueue).
+	Concurrency Concurrency `koanf:"concurrency"`
+
+	// File is the path the pipeline was loaded from ("" when built in code).
+	File string `koanf:"-"`
+}
+
+// Coolify names a Coolify instance.
+type Coolify struct {
+	// URL is the instance's base URL (scheme and host, optional path prefix); the client
+	// appends /api/v1.
+	URL string `koanf:"url"`
+	// Token is the API token ("<id>|<secret>"); it needs read, write and deploy abilities
+	// (and read:sensitive to compare env values).
+	Token Secret `koanf:"token"`
+}
+
+// SecretSource is a named place secrets come from. Exactly one kind is set.
+type SecretSource struct {
+	Infisical *Infisical `koanf:"infisical"`
+}
+
+// Infisical reads secrets of one project environment and folder with a machine identity
+// (Universal Auth).
+type Infisical struct {
+	URL          string `koanf:"url"` // e.g. https://eu.infisical.com
+	ClientID     string `koanf:"client_id"`
+	ClientSecret Secret `koanf:"client_secret"`
+	ProjectID    string `koanf:"project_id"`
+	Environment  string `koanf:"environment"` // environment slug, e.g. "prod"
+	Path         string `koanf:"path"`        // secret folder, default "/"
+}
+
+// EnvSource is the built-in secret source name that reads the daemon's own environment.
+const EnvSource = "env"
+
+// ServiceKind is the kind of Coolify resource a service is.
+type ServiceKind string
+
+// Service kinds.
+const (
+	// KindApplication is a Coolify application (/applications/{uuid}); it has an image tag and
+	// env vars with build-time/runtime flags.
+	KindApplication ServiceKind = "application"
+	// KindService is a Coolify service (docker compose, /services/{uuid}); it has no image tag
+	// and its env vars take no build-time/runtime flags.
+	KindService ServiceKind = "service"
+)
+
+// Service is one Coolify resource the pipeline syncs and deploys.
+type Service struct {
+	// Name is the step name, unique in the pipeline (holder IDs, reports); defaults to UUID.
+	Name string `koanf:"name"`
+	// UUID is the Coolify resource UUID. Unique in the pipeline; the lock key is "coolify:<uuid>".
+	UUID string `koanf:"uuid"`
+	// Kind defaults to KindApplication.
+	Kind ServiceKind `koanf:"kind"`
+	// ImageTag is the docker_registry_image_tag Phase 1 sets; empty means "leave the tag as it
+	// is". Takes trigger placeholders; after Resolve it matches ImageTagPattern.
+	ImageTag string `koanf:"image_tag"`
+	// Env are the variables Phase 1 syncs, in order. Keys are unique per service.
+	Env    []EnvVar `koanf:"env"`
+	Health Health   `koanf:"health"`
+	// DeployTimeout bounds waiting for one deployment to end (default DefaultDeployTimeout);
+	// a deployment still running then is canceled.
+	DeployTimeout time.Duration `koanf:"deploy_timeout"`
+}
+
+// DefaultDeployTimeout is Service.DeployTimeout when the file names none.
+const DefaultDeployTimeout = 10 * time.Minute
+
+// EnvVar is one environment variable to sync. Exactly one of Value and Secret is set (an
+// explicitly empty value: `value: ""`). The flags are always complete, because Coolify resets
+// omitted flags on PATCH (see the Coolify notes): IsBuildtime and IsRuntime default to true
+// like Coolify's own defaults, the others to false.
+type EnvVar struct {
+	// Key matches EnvKeyPattern.
+	Key string `koanf:"key"`
+	// Value is a literal. It may hold trigger placeholders, and Coolify's own {{...}} shared
+	// variable references, which pass through untouched. Held as a Secret: env values are
+	// never logged.
+	Value Secret `koanf:"value"`
+	// Secret, if set, says where the value comes from at run time.
+	Secret *SecretRef `koanf:"secret"`
+
+	IsBuildtime bool `koanf:"is_buildtime"`
+	IsRuntime   bool `koanf:"is_runtime"`
+	IsLiteral   bool `koanf:"is_literal"`
+	IsMultiline bool `koanf:"is_multiline"`
+	IsShownOnce bool `koanf:"is_shown_once"`
+	// Comment is Coolify's env comment (at most 256 characters).
+	Comment string `koanf:"comment"`
+}
+
+// SecretRef points at one secret: a key in a source named under Pipeline.Secrets, or in the
+// daemon's environment when Source is EnvSource.
+type SecretRef struct {
+	Source string `koanf:"source"`
+	Key    string `koanf:"key"`
+}
+
+// Health is the check run after a deployment ends. Both parts are optional; an empty Health
+// checks nothing beyond the deployment's own status.
+type Health struct {
+	// CoolifyStatus is the status the resource must reach: "running:healthy" matches exactly,
+	// "running" matches "running" and any "running:<health>". Empty: don't check.
+	CoolifyStatus string `koanf:"coolify_status"`
+	// HTTP, if set, is polled until it answers ExpectStatus or its timeout passes.
+	HTTP *HTTPCheck `koanf:"http"`
+}
+
+// StatusOK reports whether a Coolify status string (e.g. "running:unknown") satisfies
+// CoolifyStatus. An empty CoolifyStatus accepts anything.
+func (h Health) StatusOK(status string) bool {
+	want := h.CoolifyStatus
+	if want == "" || status == want {
+		return true
+	}
+	return !strings.Contains(want, ":") && strings.HasPrefix(status, want+":")
+}
+
+// HTTPCheck is an HTTP health check.
+type HTTPCheck struct {
+	// URL takes trigger placeholders.
+	URL string `koanf:"url"`
+	// ExpectStatus defaults to 200.
+	ExpectStatus int `koanf:"expect_status"`
+	// Timeout is the whole check's deadline (default DefaultHealthTimeout).
+	Timeout time.Duration `koanf:"timeout"`
+}
+
+// DefaultHealthTimeout is HTTPCheck.Timeout when the file names none.
+const DefaultHealthTimeout = 30 * time.Second
+
+// MobileWhen says when a mobile step runs.
+type MobileWhen string
+
+// Mobile step timings.
+const (
+	WhenAfterPhase2  MobileWhen = "after_phase2" // default: after every service is deployed
+	WhenBeforePhase1 MobileWhen = "before_phase1"
+)
+
+// MobileStep is a read-modify-write of one Flagsmith feature value (a JSON document such as
+// version_state) under the lock key "mobile:flagsmith:<feature>".
+type MobileStep struct {
+	// Name is the step name, unique among the pipeline's mobile steps; defaults to Feature.
+	Name      string    `koanf:"name"`
+	Flagsmith Flagsmith `koanf:"flagsmith"`
+	// Feature is the Flagsmith feature name; it matches FeatureNamePattern.
+	Feature string `koanf:"feature"`
+	// When defaults to WhenAfterPhase2.
+	When MobileWhen `koanf:"when"`
+	// Set maps dotted paths inside the feature's JSON document (e.g. "ios.latest_version") to
+	// the values to write there. Values take trigger placeholders.
+	Set map[string]string `koanf:"set"`
+	// NeverDowngrade refuses to replace a value with a lower version (dotted numeric
+	// comparison) and leaves it as it is.
+	NeverDowngrade bool `koanf:"never_downgrade"`
+}
+
+// Flagsmith names a Flagsmith project environment.
+type Flagsmith struct {
+	URL string `koanf:"url"` // e.g. https://api.flagsmith.com
+	// APIKey is an organisation (Master) API key, sent as "Authorization: Api-Key <key>".
+	APIKey Secret `koanf:"api_key"`
+	// Environment is the environment's client-side API key used in Admin API paths.
+	Environment string `koanf:"environment"`
+}
+
+// OnFrozen says what a run does when it meets a lock frozen by an operator.
+type OnFrozen string
+
+// Frozen-lock policies.
+const (
+	OnFrozenWait OnFrozen = "wait" // default: wait within the lock budget
+	OnFrozenFail OnFrozen = "fail" // fail at once (locks.Request.FailOnFrozen)
+)
+
+// LockPolicy holds the pipeline's lease TTL and acquire budgets.
+type LockPolicy struct {
+	// TTL is every lease's time to live (default 10m); the heartbeat renews at TTL/3.
+	TTL time.Duration `koanf:"ttl"`
+	// Phase is the budget for coolify:phase1 and coolify:phase2 (default 60s, 3 retries).
+	Phase Budget `koanf:"phase"`
+	// Service is the budget for coolify:<uuid> and mobile keys (default 30s, 2 retries).
+	Service  Budget   `koanf:"service"`
+	OnFrozen OnFrozen `koanf:"on_frozen"`
+}
+
+// Budget bounds an Acquire: 1+MaxRetries attempts of at most Timeout each, with Backoff[i]
+// slept after attempt i (the last entry repeats). It converts field for field to
+// locks.Budget.
+type Budget struct {
+	Timeout    time.Duration   `koanf:"timeout"`
+	MaxRetries int             `koanf:"max_retries"`
+	Backoff    []time.Duration `koanf:"backoff"`
+}
+
+// Defaults of LockPolicy, equal to the locks package's defaults.
+var (
+	DefaultLockTTL       = 10 * time.Minute
+	DefaultPhaseBudget   = Budget{Timeout: 60 * time.Second, MaxRetries: 3, Backoff: DefaultBackoff()}
+	DefaultServiceBudget = Budget{Timeout: 30 * time.Second, MaxRetries: 2, Backoff: DefaultBackoff()}
+)
+
+// DefaultBackoff returns a fresh copy of the default pauses between attempts (1s, 2s, 4s).
+func DefaultBackoff() []time.Duration {
+	return []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
+}
+
+// OnFailure says what a Phase-2 failure does.
+type OnFailure string
+
+// Failure policies.
+const (
+	// OnFailureRollback restores the Phase-1 snapshot of every service this run changed but did
+	// not deploy successfully, and redeploys the failed one on its previous tag.
+	OnFailureRollback OnFailure = "rollback"
+	// OnFailureHalt stops and leaves everything as it is, with a report.
+	OnFailureHalt OnFailure = "halt"
+)
+
+// Concurrency says how runs of one pipeline queue.
+type Concurrency string
+
+// Concurrency policies.
+const (
+	// ConcurrencyQueue runs them in FIFO order.
+	ConcurrencyQueue Concurrency = "queue"
+	// ConcurrencySupersede lets a newer pending run replace an older pending one; a run already
+	// in a phase is never replaced.
+	ConcurrencySupersede Concurrency = "supersede"
+)
+
+// Trigger holds the parameters of one run; Resolve fills ${trigger.build},
+// ${trigger.image_tag}, ${trigger.commit}, ${trigger.app_version} and ${trigger.params.KEY}
+// from it. The JSON form is the body of POST /v1/pipelines/{name}/runs.
+type Trigger struct {
+	Build      string            `json:"build,omitempty"`
+	ImageTag   string            `json:"image_tag,omitempty"`
+	Commit     string            `json:"commit,omitempty"`
+	AppVersion string            `json:"app_version,omitempty"`
+	Params     map[string]string `json:"params,omitempty"`
+}
+
+// Lock namespaces: each remote mutator's key prefix. Every lock key a pipeline takes lies in
+// exactly one of them; CheckNamespaces refuses a set in which one is a prefix of another.
+const (
+	NamespaceCoolify = "coolify:"
+	NamespaceMobile  = "mobile:"
+)
+
+// Namespaces returns the registered lock namespaces, in registration order.
+func Namespaces() []string { return []string{NamespaceCoolify, NamespaceMobile} }
+
+// Lock keys of the two Coolify phases.
+const (
+	Phase1Key = NamespaceCoolify + "phase1"
+	Phase2Key = NamespaceCoolify + "phase2"
+)
+
+// ServiceLockKey is the lock key of a Coolify resource: "coolify:<uuid>".
+func ServiceLockKey(uuid string) string { return NamespaceCoolify + uuid }
+
+// MobileLockKey is the lock key of a Flagsmith feature: "mobile:flagsmith:<feature>".
+func MobileLockKey(feature string) string { return NamespaceMobile + "flagsmith:" + feature }
+
+// LockKey is the service's lock key.
+func (s Service) LockKey() string { return ServiceLockKey(s.UUID) }
+
+// LockKey is the mobile step's lock key.
+func (m MobileStep) LockKey() string { return MobileLockKey(m.Feature) }
+
+// LockKeys returns every key a run of the pipeline may take: the phase keys, one per service
+// and one per mobile feature, without duplicates, in that order.
+func (p *Pipeline) LockKeys() []string {
+	keys := []string{Phase1Key, Phase2Key}
+	seen := map[string]bool{Phase1Key: true, Phase2Key: true}
+	add := func(k string) {
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	for _, s := range p.Services {
+		add(s.LockKey())
+	}
+	for _, m := range p.Mobile {
+		add(m.LockKey())
+	}
+	return keys
+}
+
+// Service returns the service with the given UUID, or nil.
+func (p *Pipeline) Service(uuid string) *Service {
+	for i := range p.Services {
+		if p.Services[i].UUID == uuid {
+			return &p.Services[i]
+		}
+	}
+	return nil
+}
