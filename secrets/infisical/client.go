@@ -1,0 +1,537 @@
+// Package infisical is a client for the parts of the Infisical API that Phase 1 needs: log in
+// as a machine identity (universal auth) and list the secrets of one folder of a project
+// environment, with secret references expanded and imported secrets merged. Source adapts it
+// to secrets.Source.
+//
+// The client runs on go-retryablehttp: it retries transport errors, 5xx and 429 (waiting the
+// seconds named in the 429 message, since Infisical sends no Retry-After header), and fails
+// fast on other 4xx with a typed *APIError. It logs in lazily, keeps the access token until
+// shortly before it expires, and logs in again once when a request is refused with 401 or 403
+// "TokenError".
+//
+// Secret values, the client secret and access tokens are never logged and never appear in an
+// error or in String output; values are handed back in secrets.Values, which redacts itself,
+// and are not kept by the client after a call returns.
+//
+// Behaviour follows ../shared/reference/flagsmith/NOTES.md, section 2; secrets/infisical/
+// infisicaltest is the fake server the tests and the demo run against.
+package infisical
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/deploy-orchestrator/orchestrator/secrets"
+)
+
+// Routes used. The list route is v3 "raw", the one the official Go SDK calls; it is served by
+// Infisical Cloud and by self-hosted releases old and new (v4 /api/v4/secrets is the newer
+// equivalent with projectId instead of workspaceId).
+const (
+	loginPath = "/api/v1/auth/universal-auth/login"
+	listPath  = "/api/v3/secrets/raw"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultRetryMax      = 4
+	DefaultRetryWaitMin  = 500 * time.Millisecond
+	DefaultRetryWaitMax  = 15 * time.Second
+	DefaultMaxRetryAfter = time.Minute
+)
+
+// Bounds on what the client reads from the server.
+const (
+	maxErrorBody = 64 << 10
+	maxListBody  = 32 << 20
+	maxPeek      = 4 << 10
+)
+
+// Log attribute keys.
+const (
+	attrMethod   = "method"
+	attrPath     = "path"
+	attrStatus   = "status"
+	attrError    = "error"
+	attrIdentity = "identity"
+	attrTTL      = "expires_in"
+	attrScope    = "scope"
+	attrCount    = "count"
+	attrImports  = "imports"
+)
+
+// Config configures a Client. BaseURL, ClientID and ClientSecret are required.
+//
+// Printing or logging a Config never shows ClientSecret.
+type Config struct {
+	// BaseURL is the Infisical host, e.g. https://us.infisical.com or a self-hosted URL.
+	BaseURL string
+	// ClientID and ClientSecret are the machine identity's universal-auth credentials.
+	ClientID     string
+	ClientSecret string `json:"-"`
+	// Version goes into the User-Agent header as "orchestrator/<Version>"; "dev" when empty.
+	Version string
+	// Logger receives debug and info records (never a value or credential); none when nil.
+	Logger *slog.Logger
+	// HTTPClient carries the requests; a pooled client with sane timeouts when nil.
+	HTTPClient *http.Client
+	// RetryMax is how many times a request is retried after a transport error, 5xx or 429:
+	// DefaultRetryMax when 0, no retries when negative.
+	RetryMax int
+	// RetryWaitMin and RetryWaitMax bound the exponential backoff between retries.
+	RetryWaitMin, RetryWaitMax time.Duration
+	// MaxRetryAfter caps a wait the server asks for (429 "try again in N seconds").
+	MaxRetryAfter time.Duration
+	// Now is the clock used for token expiry; time.Now when nil.
+	Now func() time.Time
+}
+
+// String shows the host and the client id, never the client secret.
+func (c Config) String() string {
+	return fmt.Sprintf("infisical.Config{BaseURL: %s, ClientID: %s, ClientSecret: [redacted]}", c.BaseURL, c.ClientID)
+}
+
+// GoString is String.
+func (c Config) GoString() string { return c.String() }
+
+// Format prints String for every verb, so no verb shows the client secret.
+func (c Config) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
+
+// LogValue makes slog show String.
+func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// Client talks to one Infisical host as one machine identity. It is safe for concurrent use;
+// concurrent calls share one access token and one login.
+type Client struct {
+	base         *url.URL
+	clientID     string
+	clientSecret string
+	userAgent    string
+	log          *slog.Logger
+	http         *retryablehttp.Client
+	now          func() time.Time
+	maxWait      time.Duration
+
+	loginTurn chan struct{} // one login at a time; acquire with a select on ctx
+
+	mu      sync.Mutex
+	token   string
+	renewAt time.Time // log in again from this instant; zero when the token has no expiry
+}
+
+// New returns a Client for cfg. It makes no request: the first call logs in. It returns an
+// error when BaseURL is not an absolute http(s) URL or ClientID or ClientSecret is empty.
+func New(cfg Config) (*Client, error) {
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("infisical: base url %q: want an absolute http or https url", cfg.BaseURL)
+	}
+	if cfg.ClientID == "" || cfg.ClientSecret == "" {
+		return nil, errors.New("infisical: client id and client secret are required")
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawQuery, u.Fragment = "", ""
+
+	c := &Client{
+		base:         u,
+		clientID:     cfg.ClientID,
+		clientSecret: cfg.ClientSecret,
+		userAgent:    "orchestrator/" + cmpOr(cfg.Version, "dev"),
+		log:          cfg.Logger,
+		now:          cfg.Now,
+		maxWait:      cfg.MaxRetryAfter,
+		loginTurn:    make(chan struct{}, 1),
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.maxWait <= 0 {
+		c.maxWait = DefaultMaxRetryAfter
+	}
+
+	rc := retryablehttp.NewClient()
+	rc.Logger = nil // the client logs for itself, with slog
+	if cfg.HTTPClient != nil {
+		rc.HTTPClient = cfg.HTTPClient
+	}
+	switch {
+	case cfg.RetryMax < 0:
+		rc.RetryMax = 0
+	case cfg.RetryMax == 0:
+		rc.RetryMax = DefaultRetryMax
+	default:
+		rc.RetryMax = cfg.RetryMax
+	}
+	rc.RetryWaitMin = cmpOr(cfg.RetryWaitMin, DefaultRetryWaitMin)
+	rc.RetryWaitMax = cmpOr(cfg.RetryWaitMax, DefaultRetryWaitMax)
+	rc.CheckRetry = c.checkRetry
+	rc.Backoff = c.backoff
+	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
+	c.http = rc
+	return c, nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// String shows the host and the client id; never the secret or a token.
+func (c *Client) String() string {
+	return fmt.Sprintf("infisical.Client{%s, identity %s}", c.base, c.clientID)
+}
+
+// GoString is String.
+func (c *Client) GoString() string { return c.String() }
+
+// Format prints String for every verb.
+func (c *Client) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
+
+// Scope names one folder of secrets: a project, an environment slug and a folder path.
+type Scope struct {
+	ProjectID   string `json:"project_id"`
+	Environment string `json:"environment"`
+	// Path is the folder, "/" when empty.
+	Path string `json:"path"`
+}
+
+func (s Scope) path() string { return cmpOr(s.Path, "/") }
+
+// String is `infisical project "p" environment "prod" path "/"`.
+func (s Scope) String() string {
+	return fmt.Sprintf("infisical project %q environment %q path %q", s.ProjectID, s.Environment, s.path())
+}
+
+// Listing is the merged content of one folder.
+type Listing struct {
+	// Values holds every secret whose value is readable. When a key is both the folder's
+	// own and imported, the folder's own secret wins; when several imports carry it, the
+	// import listed last wins (the order the Infisical CLI merges them in).
+	Values secrets.Values
+	// Hidden lists, sorted, the keys whose value Infisical hid (secretValueHidden): the
+	// identity may see them but not read them.
+	Hidden []string
+}
+
+// ListSecrets lists the secrets of scope in one request, with references (${KEY},
+// ${env.folder.KEY}) expanded by the server and imported folders merged (see Listing for
+// which side wins). Infisical expands a reference it cannot resolve to "" and does not report
+// it; the client cannot see the difference.
+//
+// It returns an error wrapping *APIError for a non-2xx answer (errors.Is ErrNotFound for an
+// unknown or out-of-scope project, environment or folder; ErrUnauthorized when the identity
+// could not log in; ErrRateLimited when 429 outlasted every retry), ctx's error when ctx ends,
+// or a transport error after the retries.
+func (c *Client) ListSecrets(ctx context.Context, scope Scope) (Listing, error) {
+	if scope.ProjectID == "" || scope.Environment == "" {
+		return Listing{}, fmt.Errorf("list secrets of %s: project id and environment are required", scope)
+	}
+	q := url.Values{
+		"workspaceId":            {scope.ProjectID},
+		"environment":            {scope.Environment},
+		"secretPath":             {scope.path()},
+		"expandSecretReferences": {"true"},
+		"include_imports":        {"true"}, // snake_case: includeImports is silently ignored
+		"recursive":              {"false"},
+		"viewSecretValue":        {"true"},
+	}
+	var out listResponse
+	if err := c.authed(ctx, http.MethodGet, listPath, q, &out); err != nil {
+		return Listing{}, fmt.Errorf("list secrets of %s: %w", scope, err)
+	}
+	l := out.merge()
+	c.log.LogAttrs(ctx, slog.LevelDebug, "infisical secrets listed",
+		slog.String(attrScope, scope.String()), slog.Int(attrCount, l.Values.Len()+len(l.Hidden)),
+		slog.Int(attrImports, len(out.Imports)))
+	return l, nil
+}
+
+type rawSecret struct {
+	SecretKey         string `json:"secretKey"`
+	SecretValue       string `json:"secretValue"`
+	SecretValueHidden bool   `json:"secretValueHidden"`
+}
+
+type listResponse struct {
+	Secrets []rawSecret `json:"secrets"`
+	Imports []struct {
+		SecretPath  string      `json:"secretPath"`
+		Environment string      `json:"environment"`
+		Secrets     []rawSecret `json:"secrets"`
+	} `json:"imports"`
+}
+
+// merge applies the precedence documented on Listing: own secrets first, then imports from
+// the last to the first; the first occurrence of a key wins.
+func (r *listResponse) merge() Listing {
+	vals := make(map[string]string, len(r.Secrets))
+	seen := make(map[string]bool, len(r.Secrets))
+	var hidden []string
+	take := func(s rawSecret) {
+		if seen[s.SecretKey] {
+			return
+		}
+		seen[s.SecretKey] = true
+		if s.SecretValueHidden {
+			hidden = append(hidden, s.SecretKey)
+			return
+		}
+		vals[s.SecretKey] = s.SecretValue
+	}
+	for _, s := range r.Secrets {
+		take(s)
+	}
+	for i := len(r.Imports) - 1; i >= 0; i-- {
+		for _, s := range r.Imports[i].Secrets {
+			take(s)
+		}
+	}
+	slices.Sort(hidden)
+	return Listing{Values: secrets.NewValues(vals), Hidden: hidden}
+}
+
+// authed makes a request with the access token, logging in first when there is none or it
+// is about to expire, and once more when the server refuses the token.
+func (c *Client) authed(ctx context.Context, method, path string, q url.Values, out any) error {
+	for attempt := 0; ; attempt++ {
+		tok, err := c.accessToken(ctx)
+		if err != nil {
+			return err
+		}
+		err = c.do(ctx, method, path, q, nil, tok, out)
+		var apiErr *APIError
+		if attempt == 0 && errors.As(err, &apiErr) && apiErr.tokenRejected() {
+			c.log.LogAttrs(ctx, slog.LevelInfo, "infisical token refused, logging in again",
+				slog.Int(attrStatus, apiErr.StatusCode), slog.String(attrError, apiErr.Name))
+			c.dropToken(tok)
+			continue
+		}
+		return err
+	}
+}
+
+// accessToken returns a token valid for a while yet, logging in when needed. Concurrent
+// callers wait for a single login.
+func (c *Client) accessToken(ctx context.Context) (string, error) {
+	if tok, ok := c.cachedToken(); ok {
+		return tok, nil
+	}
+	select {
+	case c.loginTurn <- struct{}{}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	defer func() { <-c.loginTurn }()
+	if tok, ok := c.cachedToken(); ok { // someone else logged in meanwhile
+		return tok, nil
+	}
+	return c.login(ctx)
+}
+
+func (c *Client) cachedToken() (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.token == "" || (!c.renewAt.IsZero() && !c.now().Before(c.renewAt)) {
+		return "", false
+	}
+	return c.token, true
+}
+
+func (c *Client) dropToken(tok string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.token == tok {
+		c.token, c.renewAt = "", time.Time{}
+	}
+}
+
+// refreshMargin is how long before expiry a token is replaced: a tenth of its life, at most a
+// minute.
+func refreshMargin(ttl time.Duration) time.Duration { return min(ttl/10, time.Minute) }
+
+type loginRequest struct {
+	ClientID     string `json:"clientId"`
+	ClientSecret string `json:"clientSecret"`
+}
+
+type loginResponse struct {
+	AccessToken string `json:"accessToken"`
+	ExpiresIn   int64  `json:"expiresIn"`
+	TokenType   string `json:"tokenType"`
+}
+
+// login exchanges the client id and secret for an access token (universal auth).
+func (c *Client) login(ctx context.Context) (string, error) {
+	start := c.now()
+	var out loginResponse
+	err := c.do(ctx, http.MethodPost, loginPath, nil, loginRequest{ClientID: c.clientID, ClientSecret: c.clientSecret}, "", &out)
+	if err != nil {
+		return "", fmt.Errorf("log in as identity %q: %w", c.clientID, err)
+	}
+	if out.AccessToken == "" {
+		return "", fmt.Errorf("log in as identity %q: infisical answered without an access token", c.clientID)
+	}
+	ttl := time.Duration(out.ExpiresIn) * time.Second
+	c.mu.Lock()
+	c.token, c.renewAt = out.AccessToken, time.Time{}
+	if ttl > 0 {
+		c.renewAt = start.Add(ttl - refreshMargin(ttl))
+	}
+	c.mu.Unlock()
+	c.log.LogAttrs(ctx, slog.LevelInfo, "infisical login",
+		slog.String(attrIdentity, c.clientID), slog.Duration(attrTTL, ttl))
+	return out.AccessToken, nil
+}
+
+// do sends one request (retried by retryablehttp) and decodes a 2xx JSON answer into out, or
+// returns an *APIError for any other status.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, in any, token string, out any) error {
+	u := *c.base
+	u.Path += path
+	u.RawQuery = q.Encode()
+	var body any
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("infisical: %s %s: encode request: %w", method, path, err)
+		}
+		body = b
+	}
+	req, err := retryablehttp.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return fmt.Errorf("infisical: %s %s: %w", method, path, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.userAgent)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return fmt.Errorf("infisical: %s %s: %w", method, path, ctxErr)
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // drop the URL: the path says where, the query says nothing useful
+		}
+		return fmt.Errorf("infisical: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		return decodeAPIError(method, path, resp.StatusCode, b, func(s string) string { return c.scrub(s, token) })
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxListBody)).Decode(out); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return fmt.Errorf("infisical: %s %s: %w", method, path, ctxErr)
+		}
+		return fmt.Errorf("infisical: %s %s: decode response: %w", method, path, err)
+	}
+	return nil
+}
+
+// scrub removes the client secret and tokens from text the server sent back, in case a
+// message echoes them.
+func (c *Client) scrub(s, token string) string {
+	c.mu.Lock()
+	current := c.token
+	c.mu.Unlock()
+	for _, secret := range []string{c.clientSecret, token, current} {
+		if secret != "" {
+			s = strings.ReplaceAll(s, secret, "[redacted]")
+		}
+	}
+	return s
+}
+
+// retryInRe finds the wait in Infisical's 429 message "Rate limit exceeded. Please try again
+// in N seconds".
+var retryInRe = regexp.MustCompile(`(?i)try again in (\d+) seconds?`)
+
+// checkRetry retries transport errors, 5xx (but 501) and 429, and nothing else. For a 429
+// without Retry-After it reads the wait from the message and records it as Retry-After, so
+// backoff sees it; the body stays readable for the error that follows if retries run out.
+func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return false, ctxErr
+	}
+	if err != nil {
+		retry, perr := retryablehttp.DefaultRetryPolicy(ctx, resp, err)
+		if retry {
+			c.log.LogAttrs(ctx, slog.LevelInfo, "infisical transient failure",
+				slog.String(attrError, err.Error()))
+		}
+		return retry, perr
+	}
+	retry := resp.StatusCode == http.StatusTooManyRequests ||
+		(resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented)
+	if !retry {
+		return false, nil
+	}
+	if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+		peek, _ := io.ReadAll(io.LimitReader(resp.Body, maxPeek))
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(peek), resp.Body), resp.Body}
+		if m := retryInRe.FindSubmatch(peek); m != nil {
+			resp.Header.Set("Retry-After", string(m[1]))
+		}
+	}
+	var method, path string
+	if resp.Request != nil {
+		method, path = resp.Request.Method, resp.Request.URL.Path
+	}
+	c.log.LogAttrs(ctx, slog.LevelInfo, "infisical transient failure",
+		slog.String(attrMethod, method), slog.String(attrPath, path), slog.Int(attrStatus, resp.StatusCode))
+	return true, nil
+}
+
+// backoff waits what the server asked for (Retry-After, possibly taken from a 429 message),
+// capped at MaxRetryAfter; otherwise exponentially from min to max with jitter.
+func (c *Client) backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
+	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+			return min(time.Duration(s)*time.Second, c.maxWait)
+		}
+	}
+	d := maxWait
+	if attempt < 30 {
+		d = min(minWait<<attempt, maxWait)
+	}
+	if d <= 0 {
+		return 0
+	}
+	return d/2 + rand.N(d/2+1)
+}

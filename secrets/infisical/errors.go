@@ -1,0 +1,164 @@
+package infisical
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Sentinel errors matched (errors.Is) by *APIError.
+var (
+	// ErrUnauthorized: the credentials or the token were refused (401, or 403 with error
+	// "TokenError"). The client has already logged in again once when it sees this.
+	ErrUnauthorized = errors.New("infisical: unauthorized")
+	// ErrForbidden: the identity lacks a permission (403 other than TokenError).
+	ErrForbidden = errors.New("infisical: permission denied")
+	// ErrNotFound: the project, environment or folder does not exist or is out of the
+	// identity's scope (Infisical answers 404 for both).
+	ErrNotFound = errors.New("infisical: not found")
+	// ErrRateLimited: 429 after every retry was spent.
+	ErrRateLimited = errors.New("infisical: rate limited")
+	// ErrHiddenValue is matched by *HiddenValueError.
+	ErrHiddenValue = errors.New("infisical: secret value hidden")
+)
+
+// APIError is a non-2xx answer from Infisical. It keeps the request's method and path (never
+// the query or body), the status and the server's error body {reqId, statusCode, message,
+// error}. Message never contains the client secret or an access token: the client scrubs them.
+type APIError struct {
+	Method     string
+	Path       string
+	StatusCode int
+	// Name is the server's "error" field: "TokenError", "NotFound", "ValidationFailure", …
+	Name string
+	// Message is the server's message; a 422's array of issues is joined with "; ".
+	Message string
+	// ReqID is the server's request id, for Infisical support.
+	ReqID string
+}
+
+func (e *APIError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "infisical: %s %s: %d", e.Method, e.Path, e.StatusCode)
+	if e.Name != "" {
+		b.WriteString(" ")
+		b.WriteString(e.Name)
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	if e.ReqID != "" {
+		fmt.Fprintf(&b, " (reqId %s)", e.ReqID)
+	}
+	return b.String()
+}
+
+// Is matches the sentinel errors of this package by status and error name.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case ErrUnauthorized:
+		return e.tokenRejected()
+	case ErrForbidden:
+		return e.StatusCode == http.StatusForbidden && !e.tokenRejected()
+	case ErrNotFound:
+		return e.StatusCode == http.StatusNotFound
+	case ErrRateLimited:
+		return e.StatusCode == http.StatusTooManyRequests
+	}
+	return false
+}
+
+// tokenRejected reports an answer after which logging in again may help: 401 (bad or
+// exhausted token), or 403 with error "TokenError" (expired, malformed or badly signed JWT).
+func (e *APIError) tokenRejected() bool {
+	return e.StatusCode == http.StatusUnauthorized ||
+		(e.StatusCode == http.StatusForbidden && e.Name == "TokenError")
+}
+
+// HiddenValueError reports requested secrets whose values Infisical hid
+// (secretValueHidden=true): the machine identity may see that the secret exists but lacks the
+// permission to read its value. Grant the identity read-value permission on the path.
+type HiddenValueError struct {
+	Scope Scope
+	Keys  []string
+}
+
+func (e *HiddenValueError) Error() string {
+	return fmt.Sprintf("infisical: %s: value hidden for %s (the identity may not read secret values)",
+		e.Scope, strings.Join(e.Keys, ", "))
+}
+
+// Is makes errors.Is(err, ErrHiddenValue) true.
+func (e *HiddenValueError) Is(target error) bool { return target == ErrHiddenValue }
+
+// maxMessage bounds the server message kept in an APIError.
+const maxMessage = 512
+
+// decodeAPIError builds an APIError from a response body, leniently: message may be a string,
+// an array of strings or zod issues ({message, path}), or anything else; a body that is not
+// JSON at all (a proxy's HTML page) becomes a truncated text message. scrub removes secrets.
+func decodeAPIError(method, path string, status int, body []byte, scrub func(string) string) *APIError {
+	e := &APIError{Method: method, Path: path, StatusCode: status}
+	var raw struct {
+		ReqID   string          `json:"reqId"`
+		Error   string          `json:"error"`
+		Message json.RawMessage `json:"message"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		e.Message = truncate(scrub(strings.TrimSpace(string(body))))
+		return e
+	}
+	e.ReqID, e.Name = raw.ReqID, raw.Error
+	e.Message = truncate(scrub(messageText(raw.Message)))
+	return e
+}
+
+func messageText(m json.RawMessage) string {
+	if len(m) == 0 || string(m) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(m, &s) == nil {
+		return s
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(m, &items) == nil {
+		parts := make([]string, 0, len(items))
+		for _, it := range items {
+			var str string
+			if json.Unmarshal(it, &str) == nil {
+				parts = append(parts, str)
+				continue
+			}
+			var issue struct {
+				Message string `json:"message"`
+				Path    []any  `json:"path"`
+			}
+			if json.Unmarshal(it, &issue) == nil && issue.Message != "" {
+				if len(issue.Path) > 0 {
+					segs := make([]string, len(issue.Path))
+					for i, p := range issue.Path {
+						segs[i] = fmt.Sprint(p)
+					}
+					parts = append(parts, strings.Join(segs, ".")+": "+issue.Message)
+				} else {
+					parts = append(parts, issue.Message)
+				}
+				continue
+			}
+			parts = append(parts, string(it))
+		}
+		return strings.Join(parts, "; ")
+	}
+	return string(m)
+}
+
+func truncate(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxMessage], "") + "…"
+}

@@ -1,0 +1,209 @@
+package secrets
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+)
+
+// Ref names one secret: the source it comes from, by the name the pipeline gives that source,
+// and its key there.
+type Ref struct {
+	Source string `json:"source"`
+	Key    string `json:"key"`
+}
+
+// String is "source:key".
+func (r Ref) String() string { return r.Source + ":" + r.Key }
+
+// ErrUnknownSource is matched (errors.Is) when a Ref names a source the Resolver was not given.
+var ErrUnknownSource = errors.New("unknown secrets source")
+
+// Resolver resolves Refs against named sources for the length of one run.
+//
+// Each Resolve call asks every source it needs exactly once, with all of that source's keys,
+// and the sources in parallel. What it gets is kept until Forget, so a later call (the next
+// service of the same run) asks only for keys not yet resolved. Create one Resolver per run and
+// call Forget when the run no longer needs the values; do not share one across runs, or a
+// changed secret would not be seen.
+//
+// A Resolver is safe for concurrent use; concurrent Resolve calls take turns, so a key is
+// never fetched twice.
+type Resolver struct {
+	sources map[string]Source
+	turn    chan struct{} // holds one token; whoever holds it owns cache
+	cache   map[Ref]string
+}
+
+// NewResolver returns a Resolver over sources, keyed by the names Refs use.
+func NewResolver(sources map[string]Source) *Resolver {
+	r := &Resolver{
+		sources: maps.Clone(sources),
+		turn:    make(chan struct{}, 1),
+		cache:   make(map[Ref]string),
+	}
+	r.turn <- struct{}{}
+	return r
+}
+
+// Resolve returns the values of refs.
+//
+// It returns an error wrapping ErrUnknownSource for a Ref whose source was not given, and,
+// per failing source, that source's error wrapped with its name, all joined with errors.Join
+// so that one run reports every missing key at once (errors.Is(err, ErrMissing) finds them).
+// It returns ctx's error when ctx ends first. No error contains a value.
+func (r *Resolver) Resolve(ctx context.Context, refs ...Ref) (Resolved, error) {
+	select {
+	case <-r.turn:
+	case <-ctx.Done():
+		return Resolved{}, ctx.Err()
+	}
+	defer func() { r.turn <- struct{}{} }()
+
+	// Group the keys not yet resolved by source, each key once, in the order asked.
+	need := make(map[string][]string)
+	var errs []error
+	for _, ref := range refs {
+		if _, ok := r.cache[ref]; ok {
+			continue
+		}
+		if _, ok := r.sources[ref.Source]; !ok {
+			errs = append(errs, fmt.Errorf("resolve %s: %w %q", ref, ErrUnknownSource, ref.Source))
+			continue
+		}
+		if !slices.Contains(need[ref.Source], ref.Key) {
+			need[ref.Source] = append(need[ref.Source], ref.Key)
+		}
+	}
+
+	type result struct {
+		source string
+		vals   Values
+		err    error
+	}
+	results := make([]result, 0, len(need))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, keys := range need {
+		src := r.sources[name]
+		wg.Go(func() {
+			vals, err := src.Fetch(ctx, keys)
+			mu.Lock()
+			results = append(results, result{source: name, vals: vals, err: err})
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+
+	slices.SortFunc(results, func(a, b result) int { return cmp.Compare(a.source, b.source) })
+	for _, res := range results {
+		if res.err != nil {
+			errs = append(errs, fmt.Errorf("source %q: %w", res.source, res.err))
+			continue
+		}
+		for _, k := range need[res.source] {
+			v, ok := res.vals.Get(k)
+			if !ok {
+				// A Source must return every key or fail; catch one that does not.
+				errs = append(errs, fmt.Errorf("source %q: %w", res.source,
+					&MissingError{Source: res.source, Keys: []string{k}}))
+				continue
+			}
+			r.cache[Ref{Source: res.source, Key: k}] = v
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return Resolved{}, err
+	}
+	if len(errs) > 0 {
+		return Resolved{}, errors.Join(errs...)
+	}
+
+	out := make(map[Ref]string, len(refs))
+	for _, ref := range refs {
+		out[ref] = r.cache[ref]
+	}
+	return Resolved{p: &resolvedData{m: out}}, nil
+}
+
+// Forget drops every value the Resolver holds. Call it when the run no longer needs them.
+// A later Resolve fetches again.
+func (r *Resolver) Forget() {
+	<-r.turn
+	clear(r.cache)
+	r.turn <- struct{}{}
+}
+
+// Resolved holds the values of resolved Refs. Like Values, it never prints, logs or encodes a
+// value.
+type Resolved struct {
+	p *resolvedData
+}
+
+type resolvedData struct {
+	m map[Ref]string
+}
+
+// Get returns the value of ref and whether it was resolved.
+func (r Resolved) Get(ref Ref) (string, bool) {
+	if r.p == nil {
+		return "", false
+	}
+	v, ok := r.p.m[ref]
+	return v, ok
+}
+
+// Len is the number of resolved Refs.
+func (r Resolved) Len() int {
+	if r.p == nil {
+		return 0
+	}
+	return len(r.p.m)
+}
+
+// Refs returns the resolved Refs, sorted by source then key.
+func (r Resolved) Refs() []Ref {
+	if r.p == nil {
+		return nil
+	}
+	return slices.SortedFunc(maps.Keys(r.p.m), func(a, b Ref) int {
+		return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Key, b.Key))
+	})
+}
+
+// String shows the Refs and hides the values.
+func (r Resolved) String() string {
+	refs := r.Refs()
+	names := make([]string, len(refs))
+	for i, ref := range refs {
+		names[i] = ref.String()
+	}
+	return describe("secrets.Resolved", names)
+}
+
+// GoString is String.
+func (r Resolved) GoString() string { return r.String() }
+
+// Format prints String for every verb.
+func (r Resolved) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(r.String())) }
+
+// LogValue makes slog show the Refs only.
+func (r Resolved) LogValue() slog.Value { return slog.StringValue(r.String()) }
+
+// MarshalJSON encodes every value as "[redacted]", keyed by "source:key".
+func (r Resolved) MarshalJSON() ([]byte, error) {
+	out := make(map[string]string, r.Len())
+	for _, ref := range r.Refs() {
+		out[ref.String()] = redacted
+	}
+	return json.Marshal(out)
+}
+
+// MarshalText is String.
+func (r Resolved) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
