@@ -1,0 +1,436 @@
+// Package coolify is a client for the Coolify REST API (`<instance>/api/v1`), limited to what
+// the deploy phases need: read applications and services, list and write their environment
+// variables, set an application's image tag, trigger, watch and cancel deployments, restart.
+//
+// It was written against Coolify 4.3.x (the 4.3.11 development tip; behaviour of older
+// releases is noted where it differs) and follows the server's code where it disagrees with
+// the published OpenAPI spec. The token it is given needs the abilities
+//
+//   - read: every GET (applications, services, env vars, deployments);
+//   - write: env var create/update/delete and the application PATCH that sets the image tag;
+//   - deploy: POST /deploy, deployment cancel, application and service restart;
+//   - read:sensitive: to read env var values back (without it values come back hidden, see
+//     [EnvVar.ValueHidden]); it only takes effect when the token's user is a team admin/owner.
+//
+// or root. Abilities do not imply each other: a token with write but without read cannot read.
+//
+// The server's traps are handled here, not by callers: the env PATCH that wipes an omitted
+// value and resets omitted flags ([Client.UpsertEnvs] always sends the value and every flag),
+// preview twins in env listings ([Client.ListEnvs] drops them), and the deploy that is silently
+// dropped while the application already has a queued or running deployment ([Client.Deploy]
+// returns [ErrDeployDeduplicated] instead of a deployment that does not exist).
+//
+// Every request carries `User-Agent: orchestrator/<version>`; requests made under a context from
+// [WithTrace] also carry `X-Orchestrator-Run` and `X-Orchestrator-Fence`, so Coolify's access log
+// or a proxy can tell which run and which lease made each change.
+//
+// Failures are *[APIError] values (method, path, status, the server's message and field errors)
+// that match the sentinel errors of this package with errors.Is. 429 answers are retried after
+// their Retry-After, 5xx answers and connection errors with exponential backoff, all within a
+// budget ([WithRetry]); other 4xx answers fail at once. Env var values never appear in errors or
+// logs.
+package coolify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// System is the name this client reports to a [MetricsFunc].
+const System = "coolify"
+
+// Headers every request made under [WithTrace] carries.
+const (
+	HeaderRun   = "X-Orchestrator-Run"
+	HeaderFence = "X-Orchestrator-Fence"
+)
+
+// Log attribute keys used by this package.
+const (
+	logKeyMethod  = "method"
+	logKeyRoute   = "route"
+	logKeyPath    = "path"
+	logKeyStatus  = "status"
+	logKeyAttempt = "attempt"
+	logKeyRunID   = "run_id"
+	logKeyFence   = "fence"
+	logKeyError   = "error"
+	logKeyWait    = "wait"
+)
+
+// MetricsFunc is told about every HTTP attempt the client makes (retries included): the system
+// ("coolify"), the method, the route template (e.g. "/applications/{uuid}/envs", so label
+// cardinality stays bounded), the response status (0 when no response arrived) and the time the
+// attempt took. It must be safe for concurrent use and must not block.
+type MetricsFunc func(system, method, route string, status int, d time.Duration)
+
+// RetryPolicy bounds the retries of one call. A call makes at most 1+MaxRetries attempts. Between
+// attempts it waits an exponential backoff from MinWait doubling up to MaxWait, or, after a 429 or
+// 503, the server's Retry-After. A Retry-After longer than MaxRetryAfter ends the call at once
+// with the 429/503 error (its RetryAfter field tells the caller how long the server asked for).
+type RetryPolicy struct {
+	MaxRetries    int
+	MinWait       time.Duration
+	MaxWait       time.Duration
+	MaxRetryAfter time.Duration
+}
+
+// DefaultRetryPolicy is used unless [WithRetry] says otherwise.
+var DefaultRetryPolicy = RetryPolicy{
+	MaxRetries:    4,
+	MinWait:       250 * time.Millisecond,
+	MaxWait:       5 * time.Second,
+	MaxRetryAfter: 60 * time.Second,
+}
+
+// Default poll interval of [Client.WaitDeployment].
+const DefaultPollInterval = 2 * time.Second
+
+// Client talks to one Coolify instance with one API token. It is safe for concurrent use.
+type Client struct {
+	base      *url.URL // instance URL + /api/v1, no trailing slash
+	token     string
+	rc        *retryablehttp.Client
+	httpc     *http.Client
+	logger    *slog.Logger
+	userAgent string
+	metrics   MetricsFunc
+	retry     RetryPolicy
+	poll      time.Duration
+}
+
+// Option configures a [Client].
+type Option func(*Client)
+
+// WithHTTPClient makes the client send through hc (its Transport and Timeout are used; the
+// client wraps the transport to measure attempts). Default: a pooled client with a 30 s timeout.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.httpc = hc } }
+
+// WithRetry sets the retry budget of every call.
+func WithRetry(p RetryPolicy) Option { return func(c *Client) { c.retry = p } }
+
+// WithLogger sets the logger for debug records of attempts and retries. Default: discard.
+func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.logger = l } }
+
+// WithVersion sets the version in the `User-Agent: orchestrator/<version>` header. Default "dev".
+func WithVersion(v string) Option {
+	return func(c *Client) { c.userAgent = "orchestrator/" + v }
+}
+
+// WithMetrics registers fn to be told about every HTTP attempt.
+func WithMetrics(fn MetricsFunc) Option { return func(c *Client) { c.metrics = fn } }
+
+// WithPollInterval sets how often [Client.WaitDeployment] polls. Default [DefaultPollInterval].
+func WithPollInterval(d time.Duration) Option { return func(c *Client) { c.poll = d } }
+
+// New returns a client for the Coolify instance at baseURL (e.g. "https://coolify.example.com";
+// the client appends "/api/v1") authenticating with token (the whole "<id>|<secret>" string).
+// New does not contact the server. A malformed baseURL makes every call fail.
+func New(baseURL, token string, opts ...Option) *Client {
+	c := &Client{
+		token:     token,
+		logger:    slog.New(slog.DiscardHandler),
+		userAgent: "orchestrator/dev",
+		retry:     DefaultRetryPolicy,
+		poll:      DefaultPollInterval,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	if u, err := url.Parse(strings.TrimRight(baseURL, "/")); err == nil && u.Scheme != "" && u.Host != "" {
+		u.Path = strings.TrimRight(u.Path, "/") + "/api/v1"
+		u.RawQuery, u.Fragment = "", ""
+		c.base = u
+	}
+	if c.httpc == nil {
+		c.httpc = &http.Client{Timeout: 30 * time.Second}
+	}
+	hc := *c.httpc
+	next := hc.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	hc.Transport = &meteredTransport{next: next, metrics: c.metrics}
+	c.rc = &retryablehttp.Client{
+		HTTPClient:   &hc,
+		Logger:       nil,
+		RetryWaitMin: c.retry.MinWait,
+		RetryWaitMax: c.retry.MaxWait,
+		RetryMax:     c.retry.MaxRetries,
+		CheckRetry:   c.checkRetry,
+		Backoff:      c.backoff,
+		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+		RequestLogHook: func(_ retryablehttp.Logger, r *http.Request, attempt int) {
+			if attempt > 0 {
+				c.logger.LogAttrs(r.Context(), slog.LevelDebug, "coolify request retry",
+					slog.String(logKeyMethod, r.Method), slog.String(logKeyRoute, routeFrom(r.Context())),
+					slog.Int(logKeyAttempt, attempt+1))
+			}
+		},
+	}
+	return c
+}
+
+// BaseURL is the API base the client sends to ("<instance>/api/v1"), or "" when the URL given to
+// New was malformed.
+func (c *Client) BaseURL() string {
+	if c.base == nil {
+		return ""
+	}
+	return c.base.String()
+}
+
+type traceKey struct{}
+
+type trace struct {
+	runID string
+	fence int64
+}
+
+// WithTrace returns a context under which every request carries `X-Orchestrator-Run: runID` and
+// `X-Orchestrator-Fence: fence` (the fence of the lease the run acts under; 0 omits the header).
+func WithTrace(ctx context.Context, runID string, fence int64) context.Context {
+	return context.WithValue(ctx, traceKey{}, trace{runID: runID, fence: fence})
+}
+
+// TraceFrom returns the run ID and fence attached by [WithTrace], and whether there were any.
+func TraceFrom(ctx context.Context) (runID string, fence int64, ok bool) {
+	t, ok := ctx.Value(traceKey{}).(trace)
+	return t.runID, t.fence, ok
+}
+
+type routeKey struct{}
+
+// retryClass says which failures a request may be retried after.
+type retryClass int
+
+const (
+	// retryAll: idempotent requests (GET, and our PATCH/DELETE, which carry the full state).
+	retryAll retryClass = iota
+	// retryUnsent: non-idempotent requests (POST): retried only when the failure proves the
+	// server did not act (429, 503, connection refused).
+	retryUnsent
+)
+
+type reqMeta struct {
+	route string
+	class retryClass
+}
+
+func routeFrom(ctx context.Context) string {
+	if m, ok := ctx.Value(routeKey{}).(reqMeta); ok {
+		return m.route
+	}
+	return ""
+}
+
+// call describes one API call.
+type call struct {
+	method string
+	route  string // template for metrics and logs, e.g. "/applications/{uuid}"
+	path   string // escaped path below /api/v1
+	query  url.Values
+	body   any // JSON-encoded when non-nil
+	noAuth bool
+}
+
+// do performs the call and decodes a 2xx JSON body into out (when out is non-nil). Non-2xx
+// answers become *APIError; transport failures are returned wrapped with method and path.
+func (c *Client) do(ctx context.Context, k call, out any) (int, error) {
+	if c.base == nil {
+		return 0, fmt.Errorf("%s %s: %w", k.method, k.path, ErrBadBaseURL)
+	}
+	u := *c.base
+	u.Path = c.base.Path + k.path
+	u.RawPath = c.base.Path + k.path
+	if len(k.query) > 0 {
+		u.RawQuery = k.query.Encode()
+	}
+	fullPath := u.Path
+	var body any
+	if k.body != nil {
+		b, err := json.Marshal(k.body)
+		if err != nil {
+			return 0, fmt.Errorf("%s %s: encode body: %w", k.method, fullPath, err)
+		}
+		body = b
+	}
+	class := retryAll
+	if k.method == http.MethodPost {
+		class = retryUnsent
+	}
+	ctx = context.WithValue(ctx, routeKey{}, reqMeta{route: k.route, class: class})
+	req, err := retryablehttp.NewRequestWithContext(ctx, k.method, u.String(), body)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", k.method, fullPath, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.userAgent)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if !k.noAuth {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	runID, fence, traced := TraceFrom(ctx)
+	if traced {
+		if runID != "" {
+			req.Header.Set(HeaderRun, runID)
+		}
+		if fence != 0 {
+			req.Header.Set(HeaderFence, strconv.FormatInt(fence, 10))
+		}
+	}
+
+	resp, err := c.rc.Do(req)
+	if err != nil {
+		if resp != nil {
+			// Retries gave out on a response the policy wanted to retry: report the response.
+			defer resp.Body.Close()
+			return resp.StatusCode, c.apiError(k.method, fullPath, resp)
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			return 0, fmt.Errorf("%s %s: %w", k.method, fullPath, ctxErr)
+		}
+		c.logger.LogAttrs(ctx, slog.LevelDebug, "coolify request failed",
+			slog.String(logKeyMethod, k.method), slog.String(logKeyRoute, k.route),
+			slog.String(logKeyError, err.Error()))
+		return 0, fmt.Errorf("%s %s: %w: %w", k.method, fullPath, ErrUnavailable, stripURL(err))
+	}
+	defer resp.Body.Close()
+	attrs := []slog.Attr{
+		slog.String(logKeyMethod, k.method), slog.String(logKeyRoute, k.route),
+		slog.String(logKeyPath, fullPath), slog.Int(logKeyStatus, resp.StatusCode),
+	}
+	if traced {
+		attrs = append(attrs, slog.String(logKeyRunID, runID), slog.Int64(logKeyFence, fence))
+	}
+	c.logger.LogAttrs(ctx, slog.LevelDebug, "coolify request", attrs...)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, c.apiError(k.method, fullPath, resp)
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+		return resp.StatusCode, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("%s %s: read response: %w: %w", k.method, fullPath, ErrUnavailable, err)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return resp.StatusCode, fmt.Errorf("%s %s: decode %d response: %w", k.method, fullPath, resp.StatusCode, err)
+	}
+	return resp.StatusCode, nil
+}
+
+const maxBody = 32 << 20
+
+// stripURL drops the *url.Error wrapper (whose text repeats the URL, query included).
+func stripURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func (c *Client) apiError(method, path string, resp *http.Response) error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	e := &APIError{Method: method, Path: path, Status: resp.StatusCode}
+	if d, ok := retryAfter(resp); ok {
+		e.RetryAfter = d
+	}
+	e.decodeBody(data)
+	return e
+}
+
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	h := resp.Header.Get("Retry-After")
+	if h == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseInt(strings.TrimSpace(h), 10, 64); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second, true
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return max(time.Until(t), 0), true
+	}
+	return 0, false
+}
+
+// checkRetry is the retry policy: 429 always (the server did nothing), 503 always (maintenance,
+// or an overloaded proxy: not processed), other 5xx and connection errors for idempotent requests
+// only, a refused connection for every request. A Retry-After beyond the budget stops at once.
+func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	meta, _ := ctx.Value(routeKey{}).(reqMeta)
+	if err != nil {
+		if meta.class == retryAll {
+			return true, nil
+		}
+		return isConnRefused(err), nil
+	}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
+		if d, ok := retryAfter(resp); ok && d > c.retry.MaxRetryAfter {
+			return false, nil
+		}
+		return true, nil
+	case resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented:
+		return meta.class == retryAll, nil
+	}
+	return false, nil
+}
+
+func isConnRefused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// backoff waits the server's Retry-After after 429/503, else MinWait·2^attempt capped at MaxWait.
+func (c *Client) backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
+	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		if d, ok := retryAfter(resp); ok {
+			return d
+		}
+	}
+	d := minWait
+	for i := 0; i < attempt && d < maxWait; i++ {
+		d *= 2
+	}
+	return min(d, maxWait)
+}
+
+// meteredTransport reports every attempt to the metrics hook.
+type meteredTransport struct {
+	next    http.RoundTripper
+	metrics MetricsFunc
+}
+
+func (t *meteredTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.metrics == nil {
+		return t.next.RoundTrip(r)
+	}
+	start := time.Now()
+	resp, err := t.next.RoundTrip(r)
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	t.metrics(System, r.Method, routeFrom(r.Context()), status, time.Since(start))
+	return resp, err
+}
