@@ -1,0 +1,314 @@
+package mobile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Kind is the JSON type of a feature value as Flagsmith stores it.
+type Kind int
+
+// The kinds Flagsmith stores: a string ("unicode"), an integer ("int", 32 bits), a boolean
+// ("bool"), or no value at all.
+const (
+	KindNull Kind = iota
+	KindString
+	KindInt
+	KindBool
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindString:
+		return "string"
+	case KindInt:
+		return "integer"
+	case KindBool:
+		return "boolean"
+	}
+	return "null"
+}
+
+// MaxStringValue is Flagsmith's limit on a string value, in characters.
+const MaxStringValue = 20000
+
+// Value is a feature state's value with its JSON type. A JSON document such as
+// version_state is a KindString value holding the document's text.
+type Value struct {
+	Kind Kind
+	Str  string
+	Int  int64
+	Bool bool
+}
+
+// StringValue, IntValue and BoolValue build values of one kind.
+func StringValue(s string) Value { return Value{Kind: KindString, Str: s} }
+func IntValue(i int64) Value     { return Value{Kind: KindInt, Int: i} }
+func BoolValue(b bool) Value     { return Value{Kind: KindBool, Bool: b} }
+
+// Equal reports whether v and w have the same kind and value.
+func (v Value) Equal(w Value) bool { return v == w }
+
+// String renders the value as JSON (a string value is quoted).
+func (v Value) String() string {
+	b, _ := v.MarshalJSON()
+	return string(b)
+}
+
+// MarshalJSON encodes the value with its JSON type: the type Flagsmith's legacy write infers.
+func (v Value) MarshalJSON() ([]byte, error) {
+	switch v.Kind {
+	case KindString:
+		return json.Marshal(v.Str)
+	case KindInt:
+		return []byte(strconv.FormatInt(v.Int, 10)), nil
+	case KindBool:
+		return []byte(strconv.FormatBool(v.Bool)), nil
+	}
+	return []byte("null"), nil
+}
+
+// UnmarshalJSON decodes a string, an integer, a boolean or null. Any other JSON (a fraction,
+// an object) is an error: Flagsmith never answers with one.
+func (v *Value) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case bytes.Equal(b, []byte("null")):
+		*v = Value{}
+	case len(b) > 0 && b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*v = StringValue(s)
+	case bytes.Equal(b, []byte("true")), bytes.Equal(b, []byte("false")):
+		*v = BoolValue(b[0] == 't')
+	default:
+		i, err := strconv.ParseInt(string(b), 10, 64)
+		if err != nil {
+			return fmt.Errorf("feature value %.40s: not a string, integer, boolean or null", b)
+		}
+		*v = IntValue(i)
+	}
+	return nil
+}
+
+// typed is the FeatureStateValue shape the versioning endpoints take:
+// {"type":"unicode|int|bool", "string_value"|"integer_value"|"boolean_value": ...}.
+type typed struct {
+	Type         string  `json:"type"`
+	StringValue  *string `json:"string_value,omitempty"`
+	IntegerValue *int64  `json:"integer_value,omitempty"`
+	BooleanValue *bool   `json:"boolean_value,omitempty"`
+}
+
+func (v Value) typed() typed {
+	switch v.Kind {
+	case KindInt:
+		return typed{Type: "int", IntegerValue: &v.Int}
+	case KindBool:
+		return typed{Type: "bool", BooleanValue: &v.Bool}
+	case KindString:
+		return typed{Type: "unicode", StringValue: &v.Str}
+	}
+	empty := ""
+	return typed{Type: "unicode", StringValue: &empty}
+}
+
+// validate checks the value against Flagsmith's storage limits before it is sent.
+func (v Value) validate() error {
+	switch v.Kind {
+	case KindString:
+		if n := len([]rune(v.Str)); n > MaxStringValue {
+			return fmt.Errorf("string value of %d characters is over Flagsmith's limit of %d", n, MaxStringValue)
+		}
+	case KindInt:
+		if v.Int < math.MinInt32 || v.Int > math.MaxInt32 {
+			return fmt.Errorf("integer value %d does not fit Flagsmith's 32-bit integer", v.Int)
+		}
+	}
+	return nil
+}
+
+// Environment is the part of a Flagsmith environment the orchestrator uses.
+type Environment struct {
+	ID      int64  `json:"id"`
+	APIKey  string `json:"api_key"`
+	Name    string `json:"name"`
+	Project int64  `json:"project"`
+	// V2Versioning decides the write path: versions (true) or feature state updates (false).
+	V2Versioning bool `json:"use_v2_feature_versioning"`
+	// MinimumChangeRequestApprovals is nil when change requests are off.
+	MinimumChangeRequestApprovals *int `json:"minimum_change_request_approvals"`
+}
+
+// Feature is a project's feature (flag or remote config).
+type Feature struct {
+	ID      int64  `json:"id"`
+	Name    string `json:"name"`
+	Project int64  `json:"project"`
+}
+
+// FeatureState is an environment default of a feature: its value and whether it is enabled.
+type FeatureState struct {
+	ID          int64     `json:"id"`
+	Feature     int64     `json:"feature"`
+	Environment int64     `json:"environment"`
+	Enabled     bool      `json:"enabled"`
+	Value       Value     `json:"feature_state_value"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	// FeatureSegment and Identity are set on segment and identity overrides, never on an
+	// environment default.
+	FeatureSegment *int64          `json:"feature_segment"`
+	Identity       json.RawMessage `json:"identity,omitempty"`
+	// Version is the uuid of the environment feature version the state belongs to (v2
+	// environments only).
+	Version string `json:"environment_feature_version"`
+}
+
+// Version is an environment feature version (v2 environments).
+type Version struct {
+	UUID      string     `json:"uuid"`
+	Published bool       `json:"published"`
+	IsLive    bool       `json:"is_live"`
+	LiveFrom  *time.Time `json:"live_from"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+type page[T any] struct {
+	Count   int     `json:"count"`
+	Next    *string `json:"next"`
+	Results []T     `json:"results"`
+}
+
+// Environment returns the environment whose (client-side) API key is envKey.
+// Errors: ErrNotFound, ErrUnauthorized, or another *APIError or transport error.
+func (c *Client) Environment(ctx context.Context, envKey string) (Environment, error) {
+	var env Environment
+	err := c.do(ctx, "GET", "/api/v1/environments/"+url.PathEscape(envKey)+"/", nil, nil, &env)
+	return env, err
+}
+
+// Feature finds the feature of project named exactly name (the server's search is a
+// case-insensitive substring match; the match here is exact). It reads every page.
+// Errors: ErrNotFound when no feature has exactly that name, or an API/transport error.
+func (c *Client) Feature(ctx context.Context, project int64, name string) (Feature, error) {
+	path := "/api/v1/projects/" + strconv.FormatInt(project, 10) + "/features/"
+	for p := 1; ; p++ {
+		q := url.Values{"search": {name}, "page_size": {"999"}, "page": {strconv.Itoa(p)}}
+		var pg page[Feature]
+		if err := c.do(ctx, "GET", path, q, nil, &pg); err != nil {
+			return Feature{}, err
+		}
+		for _, f := range pg.Results {
+			if f.Name == name {
+				return f, nil
+			}
+		}
+		if pg.Next == nil || *pg.Next == "" || len(pg.Results) == 0 {
+			return Feature{}, fmt.Errorf("feature %q in project %d: %w", name, project, ErrNotFound)
+		}
+	}
+}
+
+// FeatureState returns the environment default state of feature featureID in the
+// environment envKey. On v2 environments this is the state of the live version.
+// Errors: ErrNotFound when the environment has no default state for the feature, or an
+// API/transport error.
+func (c *Client) FeatureState(ctx context.Context, envKey string, featureID int64) (FeatureState, error) {
+	path := "/api/v1/environments/" + url.PathEscape(envKey) + "/featurestates/"
+	var pg page[FeatureState]
+	q := url.Values{"feature": {strconv.FormatInt(featureID, 10)}}
+	if err := c.do(ctx, "GET", path, q, nil, &pg); err != nil {
+		return FeatureState{}, err
+	}
+	var found []FeatureState
+	for _, fs := range pg.Results {
+		if fs.Feature == featureID && fs.FeatureSegment == nil && isNullJSON(fs.Identity) {
+			found = append(found, fs)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return FeatureState{}, fmt.Errorf("default state of feature %d in environment %q: %w", featureID, envKey, ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	return FeatureState{}, fmt.Errorf("default state of feature %d in environment %q: %d states listed, want 1", featureID, envKey, len(found))
+}
+
+func isNullJSON(b json.RawMessage) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) == 0 || bytes.Equal(b, []byte("null"))
+}
+
+// UpdateFeatureState writes the value and enabled flag of state stateID in the environment
+// envKey (v1 environments: PUT …/featurestates/{id}/). The value is sent with its JSON type,
+// which is the type Flagsmith stores. It returns the updated state.
+// Errors: ErrLegacyWrite on a v2 environment, ErrNotFound, a validation *APIError (400), or
+// an API/transport error.
+func (c *Client) UpdateFeatureState(ctx context.Context, envKey string, stateID, featureID int64, v Value, enabled bool) (FeatureState, error) {
+	if err := v.validate(); err != nil {
+		return FeatureState{}, fmt.Errorf("update feature state %d: %w", stateID, err)
+	}
+	path := "/api/v1/environments/" + url.PathEscape(envKey) + "/featurestates/" + strconv.FormatInt(stateID, 10) + "/"
+	body := struct {
+		Feature int64 `json:"feature"`
+		Value   Value `json:"feature_state_value"`
+		Enabled bool  `json:"enabled"`
+	}{featureID, v, enabled}
+	var fs FeatureState
+	err := c.do(ctx, "PUT", path, nil, body, &fs)
+	return fs, err
+}
+
+// LiveVersion returns the newest live version of feature featureID in the environment with
+// integer id envID (v2 environments). Errors: ErrNotFound when none is live, or an
+// API/transport error.
+func (c *Client) LiveVersion(ctx context.Context, envID, featureID int64) (Version, error) {
+	var pg page[Version]
+	q := url.Values{"is_live": {"true"}}
+	if err := c.do(ctx, "GET", versionsPath(envID, featureID), q, nil, &pg); err != nil {
+		return Version{}, err
+	}
+	// Results are ordered newest live_from first; the filter may be ignored by older servers.
+	for _, v := range pg.Results {
+		if v.IsLive {
+			return v, nil
+		}
+	}
+	return Version{}, fmt.Errorf("live version of feature %d in environment %d: %w", featureID, envID, ErrNotFound)
+}
+
+// PublishVersion creates a version of feature featureID in the environment envID whose
+// environment default has value v and the enabled flag, and publishes it at once (v2
+// environments: POST …/versions/ with publish_immediately). The server clones the live
+// version and applies the change in the same request. It returns the new version.
+// Errors: a validation *APIError (400), ErrNotFound, or an API/transport error.
+func (c *Client) PublishVersion(ctx context.Context, envID, featureID int64, v Value, enabled bool) (Version, error) {
+	if err := v.validate(); err != nil {
+		return Version{}, fmt.Errorf("publish version of feature %d: %w", featureID, err)
+	}
+	type stateUpdate struct {
+		FeatureSegment *int64 `json:"feature_segment"`
+		Enabled        bool   `json:"enabled"`
+		Value          typed  `json:"feature_state_value"`
+	}
+	body := struct {
+		Update  []stateUpdate `json:"feature_states_to_update"`
+		Publish bool          `json:"publish_immediately"`
+	}{[]stateUpdate{{Enabled: enabled, Value: v.typed()}}, true}
+	var ver Version
+	err := c.do(ctx, "POST", versionsPath(envID, featureID), nil, body, &ver)
+	return ver, err
+}
+
+func versionsPath(envID, featureID int64) string {
+	return "/api/v1/environments/" + strconv.FormatInt(envID, 10) + "/features/" + strconv.FormatInt(featureID, 10) + "/versions/"
+}

@@ -1,0 +1,301 @@
+package mobile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/locks"
+)
+
+// LockPrefix is the lock namespace of the mobile step; its keys are
+// "mobile:flagsmith:<feature>".
+const LockPrefix = "mobile:"
+
+// LockKey returns the lock key the step takes for a Flagsmith feature.
+func LockKey(feature string) string { return LockPrefix + "flagsmith:" + feature }
+
+// DefaultMaxAttempts bounds how often the step starts over when the value moves between
+// its read and its write.
+const DefaultMaxAttempts = 5
+
+// Errors of the step, besides the client's and the locks package's.
+var (
+	// ErrConflict: the value changed between the read and the write on every attempt.
+	ErrConflict = errors.New("flagsmith value kept changing under the step")
+	// ErrVerify: the value read back after the write is not the value written.
+	ErrVerify = errors.New("flagsmith value read back differs from the value written")
+	// ErrChangeRequests: the environment requires change requests (approvals); the step
+	// does not bypass them.
+	ErrChangeRequests = errors.New("flagsmith environment requires change requests")
+	// ErrInvalid: a malformed request (no environment, feature, holder or change).
+	ErrInvalid = errors.New("invalid mobile step request")
+)
+
+// Locker is what the step needs from *locks.Locker.
+type Locker interface {
+	Acquire(ctx context.Context, r locks.Request) (*locks.Lease, error)
+	Held(owner string) []string
+}
+
+// Step is the mobile read-modify-write of a Flagsmith feature value under the lock
+// "mobile:flagsmith:<feature>". It is safe for concurrent use; concurrent runs on one
+// feature serialize on the lock.
+type Step struct {
+	client      *Client
+	locker      Locker
+	logger      *slog.Logger
+	maxAttempts int
+	ttl         time.Duration
+	budget      locks.Budget
+}
+
+// StepOption configures a Step.
+type StepOption func(*Step)
+
+// WithStepLogger sets the step's logger (default: discard).
+func WithStepLogger(l *slog.Logger) StepOption { return func(s *Step) { s.logger = l } }
+
+// WithMaxAttempts bounds the read-compare-write attempts (default DefaultMaxAttempts).
+func WithMaxAttempts(n int) StepOption { return func(s *Step) { s.maxAttempts = max(1, n) } }
+
+// WithLockTTL sets the lease TTL (default locks.DefaultTTL).
+func WithLockTTL(d time.Duration) StepOption { return func(s *Step) { s.ttl = d } }
+
+// WithLockBudget sets the acquire budget used when a Request names none (default
+// locks.ServiceBudget).
+func WithLockBudget(b locks.Budget) StepOption { return func(s *Step) { s.budget = b } }
+
+// NewStep returns a step writing through c under locks from l.
+func NewStep(c *Client, l Locker, opts ...StepOption) *Step {
+	s := &Step{
+		client:      c,
+		locker:      l,
+		logger:      slog.New(slog.DiscardHandler),
+		maxAttempts: DefaultMaxAttempts,
+		budget:      locks.ServiceBudget,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Request is one mobile update.
+type Request struct {
+	// Environment is the environment's API key (the client-side key in Admin API paths).
+	Environment string
+	// Feature is the exact feature name, e.g. "version_state".
+	Feature string
+	// Changes are applied in order to the value read.
+	Changes []Change
+	// Holder names who holds the lock: "<pipeline>#<build>/<step>", e.g. "prod#1234/mobile".
+	Holder string
+	// Owner groups the run's leases; empty means Holder up to its last '/'.
+	Owner string
+	// RunID goes into the X-Orchestrator-Run header of every Flagsmith call.
+	RunID string
+	// Message is shown with the lease to whoever waits for it.
+	Message string
+	// Budget bounds the wait for the lock; zero means the step's budget.
+	Budget locks.Budget
+	// FailOnFrozen fails at once when an operator froze the key.
+	FailOnFrozen bool
+}
+
+// Result says what the step did.
+type Result struct {
+	Environment string `json:"environment"`
+	Feature     string `json:"feature"`
+	LockKey     string `json:"lock_key"`
+	Fence       int64  `json:"fence"`
+	// Old is the value the applied change started from; New the value written (equal to
+	// Old when nothing changed).
+	Old Value `json:"old"`
+	New Value `json:"new"`
+	// Changed is false when the changes were already in place: nothing was written.
+	Changed bool `json:"changed"`
+	// Attempts counts read-compare-write rounds (more than 1 when the value moved).
+	Attempts int `json:"attempts"`
+	// Skipped lists changes the never-downgrade rule left out.
+	Skipped []Skipped `json:"skipped,omitempty"`
+	// V2 tells which write path was used; Version is the published version's uuid (v2).
+	V2      bool   `json:"v2"`
+	Version string `json:"version,omitempty"`
+}
+
+// Run takes the lock "mobile:flagsmith:<feature>", reads the feature value, applies the
+// changes, re-reads just before writing (starting over, at most the step's max attempts,
+// when the value moved), writes, reads back and verifies, and releases the lock. The
+// Flagsmith calls run under the lease's context, so a lost lease stops them.
+//
+// It refuses to start while the owner holds any lock (a run never holds keys of two
+// namespaces, and mobile keys are not nested).
+//
+// Errors: ErrInvalid; locks.ErrNamespace when the owner holds another key; the Acquire
+// errors of locks (ErrBudgetExhausted, ErrFrozen, ErrUnavailable, context errors);
+// ErrChangeRequests; ErrNotFound for a missing environment or feature; ErrChange when a
+// change does not apply; ErrConflict; ErrVerify; locks.ErrLost when the lease was lost
+// during the work or before its release (the Result then says what was written); and the
+// client's *APIError and transport errors.
+func (s *Step) Run(ctx context.Context, r Request) (Result, error) {
+	key := LockKey(r.Feature)
+	res := Result{Environment: r.Environment, Feature: r.Feature, LockKey: key}
+	if r.Environment == "" || r.Feature == "" || r.Holder == "" || len(r.Changes) == 0 {
+		return res, fmt.Errorf("mobile step %q: %w: environment, feature, holder and at least one change are required", key, ErrInvalid)
+	}
+	owner := r.Owner
+	if owner == "" {
+		owner = r.Holder
+		if i := strings.LastIndexByte(owner, '/'); i >= 0 {
+			owner = owner[:i]
+		}
+	}
+	if held := s.locker.Held(owner); len(held) > 0 {
+		return res, fmt.Errorf("mobile step %q: %q still holds %s: %w (the mobile step never runs while a run holds another lock, e.g. a coolify: key)",
+			key, owner, quoteAll(held), locks.ErrNamespace)
+	}
+	budget := r.Budget
+	if budget.Timeout == 0 && budget.MaxRetries == 0 {
+		budget = s.budget
+	}
+	lease, err := s.locker.Acquire(ctx, locks.Request{
+		Key: key, Holder: r.Holder, Owner: r.Owner, Message: r.Message,
+		TTL: s.ttl, Budget: budget, FailOnFrozen: r.FailOnFrozen,
+	})
+	if err != nil {
+		return res, fmt.Errorf("mobile step: acquire %q: %w", key, err)
+	}
+	res.Fence = lease.Fence()
+	s.logger.LogAttrs(ctx, slog.LevelInfo, "mobile step lock acquired",
+		slog.String(logKeyLockKey, key), slog.Int64(logKeyFence, res.Fence), slog.String(logKeyRunID, r.RunID))
+
+	lctx, cancel := lease.Context(ctx)
+	runID := r.RunID
+	if runID == "" {
+		runID = traceFrom(ctx).runID
+	}
+	lctx = WithTrace(lctx, runID, res.Fence)
+	err = s.rmw(lctx, r, &res)
+	cancel()
+
+	relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer relCancel()
+	if rerr := lease.Release(relCtx); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("mobile step: release %q: %w", key, rerr))
+	}
+	if err != nil {
+		return res, err
+	}
+	s.logger.LogAttrs(ctx, slog.LevelInfo, "mobile step done",
+		slog.String(logKeyLockKey, key), slog.Int64(logKeyFence, res.Fence),
+		slog.Bool(logKeyChanged, res.Changed), slog.Int(logKeyAttempt, res.Attempts))
+	return res, nil
+}
+
+// snapshot is what one read sees: the state and, on v2, the live version.
+type snapshot struct {
+	state FeatureState
+	live  string
+}
+
+// same reports whether nothing moved between two reads: on v1 the state, its value and
+// updated_at; on v2 the live version and the value.
+func (a snapshot) same(b snapshot) bool {
+	return a.state.ID == b.state.ID && a.state.Value == b.state.Value &&
+		a.state.UpdatedAt.Equal(b.state.UpdatedAt) && a.live == b.live
+}
+
+func (s *Step) read(ctx context.Context, env Environment, feat Feature) (snapshot, error) {
+	st, err := s.client.FeatureState(ctx, env.APIKey, feat.ID)
+	if err != nil {
+		return snapshot{}, err
+	}
+	snap := snapshot{state: st}
+	if env.V2Versioning {
+		v, err := s.client.LiveVersion(ctx, env.ID, feat.ID)
+		if err != nil {
+			return snapshot{}, err
+		}
+		snap.live = v.UUID
+	}
+	return snap, nil
+}
+
+func (s *Step) rmw(ctx context.Context, r Request, res *Result) error {
+	env, err := s.client.Environment(ctx, r.Environment)
+	if err != nil {
+		return fmt.Errorf("mobile step: environment: %w", err)
+	}
+	if env.MinimumChangeRequestApprovals != nil {
+		return fmt.Errorf("mobile step: environment %q (minimum approvals %d): %w",
+			env.Name, *env.MinimumChangeRequestApprovals, ErrChangeRequests)
+	}
+	res.V2 = env.V2Versioning
+	feat, err := s.client.Feature(ctx, env.Project, r.Feature)
+	if err != nil {
+		return fmt.Errorf("mobile step: %w", err)
+	}
+	snap, err := s.read(ctx, env, feat)
+	if err != nil {
+		return fmt.Errorf("mobile step: read %q: %w", r.Feature, err)
+	}
+	for attempt := 1; attempt <= s.maxAttempts; attempt++ {
+		res.Attempts = attempt
+		next, skipped, changed, err := apply(snap.state.Value, r.Changes)
+		if err != nil {
+			return fmt.Errorf("mobile step %q: %w", r.Feature, err)
+		}
+		res.Old, res.New, res.Skipped = snap.state.Value, next, skipped
+		if !changed {
+			return nil
+		}
+		again, err := s.read(ctx, env, feat)
+		if err != nil {
+			return fmt.Errorf("mobile step: re-read %q: %w", r.Feature, err)
+		}
+		if !snap.same(again) {
+			s.logger.LogAttrs(ctx, slog.LevelWarn, "flagsmith value moved before write; starting over",
+				slog.String(logKeyFeature, r.Feature), slog.String(logKeyEnv, env.Name),
+				slog.Int(logKeyAttempt, attempt))
+			snap = again
+			continue
+		}
+		if env.V2Versioning {
+			v, err := s.client.PublishVersion(ctx, env.ID, feat.ID, next, snap.state.Enabled)
+			if err != nil {
+				return fmt.Errorf("mobile step: write %q: %w", r.Feature, err)
+			}
+			res.Version = v.UUID
+		} else {
+			if _, err := s.client.UpdateFeatureState(ctx, env.APIKey, snap.state.ID, feat.ID, next, snap.state.Enabled); err != nil {
+				return fmt.Errorf("mobile step: write %q: %w", r.Feature, err)
+			}
+		}
+		res.Changed = true
+		back, err := s.read(ctx, env, feat)
+		if err != nil {
+			return fmt.Errorf("mobile step: read back %q: %w", r.Feature, err)
+		}
+		if back.state.Value != next {
+			return fmt.Errorf("mobile step %q: read back a %s of %d bytes, wrote a %s of %d bytes: %w",
+				r.Feature, back.state.Value.Kind, len(back.state.Value.String()), next.Kind, len(next.String()), ErrVerify)
+		}
+		if env.V2Versioning && back.live != res.Version {
+			return fmt.Errorf("mobile step %q: live version is %s, published %s: %w", r.Feature, back.live, res.Version, ErrVerify)
+		}
+		return nil
+	}
+	return fmt.Errorf("mobile step %q: %d attempts: %w", r.Feature, s.maxAttempts, ErrConflict)
+}
+
+func quoteAll(keys []string) string {
+	q := make([]string, len(keys))
+	for i, k := range keys {
+		q[i] = fmt.Sprintf("%q", k)
+	}
+	return strings.Join(q, ", ")
+}
