@@ -1,0 +1,177 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/rawbytes"
+	"github.com/knadh/koanf/v2"
+)
+
+// LoadPipelineFile loads and validates one pipeline file. getenv resolves ${NAME}
+// references (pass os.Getenv). The pipeline's name defaults to the file's base name without
+// extension.
+//
+// Errors: Problems listing everything wrong with the file (unreadable, invalid YAML, unknown
+// fields, unset variables, invalid values), each naming the file and the field.
+func LoadPipelineFile(path string, getenv func(string) string) (*Pipeline, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, Problems{{File: path, Message: err.Error()}}
+	}
+	return LoadPipelineBytes(path, data, getenv)
+}
+
+// LoadPipelineBytes is LoadPipelineFile on data already read; file names it in problems and
+// gives the default pipeline name.
+//
+// Errors: Problems, as for LoadPipelineFile.
+func LoadPipelineBytes(file string, data []byte, getenv func(string) string) (*Pipeline, error) {
+	c := &problems{file: file}
+	raw, ok := parseYAML(data, c)
+	if !ok {
+		return nil, c.list
+	}
+	x := &loadExpander{getenv: getenv, runtime: pipelineRuntime, fromEnv: map[string]bool{}}
+	walkStrings(raw, "", c, x.expand)
+	checkKeys(raw, reflect.TypeFor[Pipeline](), "", c)
+	checkEnvEntries(raw, c)
+	pipelineDefaults(raw)
+
+	var p Pipeline
+	decodeProblems := decodeTree(raw, &p, c)
+	p.File = file
+	if p.Name == "" {
+		p.Name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+	}
+	applyPipelineDefaults(&p)
+
+	v := &validator{problems: &problems{file: file}, fromEnv: x.fromEnv}
+	v.pipeline(&p)
+	c.list = append(c.list, withoutShadowed(v.list, decodeProblems)...)
+	if len(c.list) > 0 {
+		return nil, c.list
+	}
+	return &p, nil
+}
+
+// LoadPipelines loads every *.yaml and *.yml file directly in dir (hidden files skipped),
+// keyed by pipeline name. It loads all of them even when some fail: the map holds those that
+// loaded, and the error lists the problems of the others.
+//
+// Errors: Problems: an unreadable directory, every problem of every file, and two files
+// defining the same pipeline name.
+func LoadPipelines(dir string, getenv func(string) string) (map[string]*Pipeline, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, Problems{{File: dir, Message: "read pipelines directory: " + unwrapPathError(err)}}
+	}
+	out := map[string]*Pipeline{}
+	var all Problems
+	for _, e := range entries {
+		name := e.Name()
+		ext := filepath.Ext(name)
+		if e.IsDir() || strings.HasPrefix(name, ".") || (ext != ".yaml" && ext != ".yml") {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		p, err := LoadPipelineFile(path, getenv)
+		if err != nil {
+			all = append(all, AsProblems(err)...)
+			continue
+		}
+		if prev, dup := out[p.Name]; dup {
+			all = append(all, Problem{File: path, Field: "name", Message: fmt.Sprintf("pipeline %q is already defined in %s", p.Name, prev.File)})
+			continue
+		}
+		out[p.Name] = p
+	}
+	return out, all.Err()
+}
+
+// readFile reads a config file of at most maxFileSize bytes.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, errors.New("read: " + unwrapPathError(err))
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, errors.New("read: " + unwrapPathError(err))
+	}
+	return data, nil
+}
+
+// unwrapPathError drops the path os errors repeat (the problem names the file already).
+func unwrapPathError(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// parseYAML parses a file's bytes into a tree with koanf's YAML parser.
+func parseYAML(data []byte, c *problems) (map[string]any, bool) {
+	if len(data) > maxFileSize {
+		c.add("", "file is larger than %d bytes", maxFileSize)
+		return nil, false
+	}
+	ko := koanf.New(".")
+	if err := ko.Load(rawbytes.Provider(data), yaml.Parser()); err != nil {
+		c.add("", "invalid YAML: %v", err)
+		return nil, false
+	}
+	raw := ko.Raw()
+	if raw == nil {
+		raw = map[string]any{}
+	}
+	return raw, true
+}
+
+// decodeTree decodes a checked raw tree into out through koanf and returns the problems it
+// found (also added to c).
+func decodeTree(raw map[string]any, out any, c *problems) Problems {
+	ko := koanf.New(".")
+	// Delimiter "" keeps keys such as "ios.latest_version" whole.
+	if err := ko.Load(confmap.Provider(raw, ""), nil); err != nil {
+		c.add("", "load: %v", err)
+		return c.list
+	}
+	before := len(c.list)
+	decode(ko, out, c, nil)
+	return slices.Clone(c.list[before:])
+}
+
+// withoutShadowed drops validation problems about fields that already failed to decode (a
+// field of the wrong type decodes as its zero value, which would be reported again as
+// "is required").
+func withoutShadowed(list, decoded Problems) Problems {
+	if len(decoded) == 0 {
+		return list
+	}
+	var out Problems
+	for _, p := range list {
+		shadowed := false
+		for _, d := range decoded {
+			if d.Field == "" || p.Field == d.Field || strings.HasPrefix(p.Field, d.Field+".") ||
+				strings.HasPrefix(p.Field, d.Field+"[") || strings.HasPrefix(d.Field, p.Field+".") {
+				shadowed = true
+				break
+			}
+		}
+		if !shadowed {
+			out = append(out, p)
+		}
+	}
+	return out
+}
