@@ -129,7 +129,7 @@ func (r *Resolver) Resolve(ctx context.Context, refs ...Ref) (Resolved, error) {
 	for _, ref := range refs {
 		out[ref] = r.cache[ref]
 	}
-	return Resolved{p: &resolvedData{m: out}}, nil
+	return Resolved{m: func() map[Ref]string { return out }}, nil
 }
 
 // Forget drops every value the Resolver holds. Call it when the run no longer needs them.
@@ -141,38 +141,35 @@ func (r *Resolver) Forget() {
 }
 
 // Resolved holds the values of resolved Refs. Like Values, it never prints, logs or encodes a
-// value.
+// value, and keeps its map in a closure so that fmt cannot reach it.
 type Resolved struct {
-	p *resolvedData
+	m func() map[Ref]string
 }
 
-type resolvedData struct {
-	m map[Ref]string
+func (r Resolved) data() map[Ref]string {
+	if r.m == nil {
+		return nil
+	}
+	return r.m()
 }
 
 // Get returns the value of ref and whether it was resolved.
 func (r Resolved) Get(ref Ref) (string, bool) {
-	if r.p == nil {
-		return "", false
-	}
-	v, ok := r.p.m[ref]
+	v, ok := r.data()[ref]
 	return v, ok
 }
 
 // Len is the number of resolved Refs.
 func (r Resolved) Len() int {
-	if r.p == nil {
-		return 0
-	}
-	return len(r.p.m)
+	return len(r.data())
 }
 
 // Refs returns the resolved Refs, sorted by source then key.
 func (r Resolved) Refs() []Ref {
-	if r.p == nil {
+	if r.m == nil {
 		return nil
 	}
-	return slices.SortedFunc(maps.Keys(r.p.m), func(a, b Ref) int {
+	return slices.SortedFunc(maps.Keys(r.data()), func(a, b Ref) int {
 		return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Key, b.Key))
 	})
 }

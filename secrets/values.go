@@ -29,14 +29,18 @@ const redacted = "[redacted]"
 // use. Values can be copied freely; copies share the same read-only data.
 //
 // Printing, logging or encoding a Values shows its key names and never a value. The map lives
-// behind a pointer so that even a struct holding a Values in an unexported field, printed with
-// %+v, shows an address rather than the map.
+// in a closure, which fmt prints as an address whatever the verb, so even a struct that holds a
+// Values in an unexported field (where fmt cannot call its methods) prints no value.
 type Values struct {
-	p *valuesData
+	m func() map[string]string // nil for the zero Values
 }
 
-type valuesData struct {
-	m map[string]string
+// data returns the map (nil for the zero Values). Callers must not modify it.
+func (v Values) data() map[string]string {
+	if v.m == nil {
+		return nil
+	}
+	return v.m()
 }
 
 // NewValues returns Values holding a copy of m.
@@ -44,33 +48,28 @@ func NewValues(m map[string]string) Values {
 	if len(m) == 0 {
 		return Values{}
 	}
-	return Values{p: &valuesData{m: maps.Clone(m)}}
+	c := maps.Clone(m)
+	return Values{m: func() map[string]string { return c }}
 }
 
 // Get returns the value of key and whether it is present. An empty value that is present is
 // reported as present.
 func (v Values) Get(key string) (string, bool) {
-	if v.p == nil {
-		return "", false
-	}
-	s, ok := v.p.m[key]
+	s, ok := v.data()[key]
 	return s, ok
 }
 
 // Len is the number of keys.
 func (v Values) Len() int {
-	if v.p == nil {
-		return 0
-	}
-	return len(v.p.m)
+	return len(v.data())
 }
 
 // Keys returns the key names, sorted.
 func (v Values) Keys() []string {
-	if v.p == nil {
+	if v.m == nil {
 		return nil
 	}
-	return slices.Sorted(maps.Keys(v.p.m))
+	return slices.Sorted(maps.Keys(v.data()))
 }
 
 // Pick returns the values of keys, in a new Values, and the keys that are absent, in the

@@ -1,0 +1,377 @@
+// Package infisicaltest is a fake Infisical server for tests and the demo, in the style of
+// net/http/httptest: an http.Handler with in-memory state (machine identities, projects,
+// environments, folders of secrets, secret imports), built with NewHandler and usable without
+// a *testing.T, and NewServer, which starts it on a loopback port for the length of a test.
+//
+// It serves the routes the client uses, with the real server's shapes and quirks (see
+// ../shared/reference/flagsmith/NOTES.md, section 2):
+//
+//   - POST /api/v1/auth/universal-auth/login: {clientId, clientSecret} → {accessToken,
+//     expiresIn, accessTokenMaxTTL, tokenType}; wrong credentials → 401 "Invalid credentials";
+//     a body missing fields → 422 ValidationFailure whose message is an array of issues.
+//   - GET /api/v3/secrets/raw (workspaceId) and GET /api/v4/secrets (projectId): the secrets of
+//     a folder. References (${KEY}, ${env.KEY}, ${env.folder.KEY}) are expanded only with
+//     expandSecretReferences=true; a reference that cannot be resolved, or a cycle, expands to
+//     "" as in Infisical. Imported folders are returned in imports[] only with
+//     include_imports=true (the camelCase includeImports is ignored, as by the real server).
+//     Values the identity may not read come back as "<hidden-by-infisical>" with
+//     secretValueHidden=true.
+//   - Errors use the body {reqId, statusCode, message, error}: no bearer → 401
+//     UnauthorizedError; expired token → 403 TokenError "Your token has expired. Please
+//     re-authenticate."; unknown token → 403 TokenError; missing project or environment → 400;
+//     unknown project, environment or folder → 404 NotFound.
+//
+// Knobs inject what the real server does under load: RateLimitNext (429 "Rate limit exceeded.
+// Please try again in N seconds", no Retry-After header), FailNext (5xx), SetLatency, and
+// ExpireTokens. Requests returns what was called, without credentials or tokens.
+package infisicaltest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// HiddenValue is what the server sends in place of a value the identity may not read.
+const HiddenValue = "<hidden-by-infisical>"
+
+// DefaultTokenTTL is an Identity's access token lifetime when it names none (Infisical's
+// default is 30 days).
+const DefaultTokenTTL = 30 * 24 * time.Hour
+
+// Identity is a machine identity with universal-auth credentials.
+type Identity struct {
+	ClientID     string
+	ClientSecret string
+	// TokenTTL is the access token lifetime (expiresIn); DefaultTokenTTL when zero.
+	TokenTTL time.Duration
+	// HideValues denies the identity read-value permission: every value comes back hidden.
+	HideValues bool
+	// HiddenKeys hides the values of these keys only (a permission condition on secret name).
+	HiddenKeys []string
+}
+
+// Folder names one folder of secrets.
+type Folder struct {
+	ProjectID   string
+	Environment string
+	// Path is the folder path, "/" when empty.
+	Path string
+}
+
+func (f Folder) norm() Folder {
+	f.Path = cleanPath(f.Path)
+	return f
+}
+
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	p = path.Clean("/" + p)
+	return p
+}
+
+// Request is one call the server received. It holds no credentials, tokens or values.
+type Request struct {
+	Method string
+	Path   string
+	// Query is the raw query string (project, environment, folder and flags only).
+	Query string
+	// ClientID is the identity that made the call: the one logging in, or the token's owner;
+	// "" when unauthenticated.
+	ClientID string
+	// Status is the status the server answered.
+	Status int
+}
+
+// Option configures a Handler at construction.
+type Option func(*Handler)
+
+// WithIdentity adds a machine identity.
+func WithIdentity(id Identity) Option { return func(h *Handler) { h.addIdentity(id) } }
+
+// WithSecrets sets secrets of a folder (creating the project, environment and folder).
+func WithSecrets(f Folder, kv map[string]string) Option {
+	return func(h *Handler) {
+		for k, v := range kv {
+			h.setSecret(f, k, v)
+		}
+	}
+}
+
+// WithImport makes into import the secrets of from (appended after into's other imports).
+func WithImport(into, from Folder) Option { return func(h *Handler) { h.addImport(into, from) } }
+
+// WithClock sets the server's clock for token issue and expiry; time.Now by default.
+func WithClock(now func() time.Time) Option { return func(h *Handler) { h.now = now } }
+
+// WithLatency delays every answer by d (or until the request's context ends).
+func WithLatency(d time.Duration) Option { return func(h *Handler) { h.latency = d } }
+
+// Handler is the fake server as an http.Handler. All methods are safe for concurrent use.
+type Handler struct {
+	mux *http.ServeMux
+
+	mu         sync.Mutex
+	now        func() time.Time
+	identities map[string]*Identity // by client id
+	tokens     map[string]token
+	folders    map[Folder]*folder
+	envs       map[[2]string]bool // {project, environment} that exist
+	latency    time.Duration
+	rateLimit  struct{ n, seconds int }
+	failNext   struct{ n, status int }
+	requests   []Request
+	onRequest  func(Request)
+	reqSeq     int
+}
+
+type token struct {
+	clientID string
+	expires  time.Time
+}
+
+type folder struct {
+	id      string
+	secrets map[string]*secret
+	order   []string // keys in insertion order, for stable answers
+	imports []Folder
+}
+
+type secret struct {
+	id        string
+	version   int
+	value     string
+	createdAt time.Time
+	updatedAt time.Time
+}
+
+// NewHandler returns a fake server with the given state.
+func NewHandler(opts ...Option) *Handler {
+	h := &Handler{
+		now:        time.Now,
+		identities: make(map[string]*Identity),
+		tokens:     make(map[string]token),
+		folders:    make(map[Folder]*folder),
+		envs:       make(map[[2]string]bool),
+	}
+	for _, o := range opts {
+		o(h)
+	}
+	h.mux = http.NewServeMux()
+	h.routes()
+	return h
+}
+
+// Server is a Handler listening on a loopback port.
+type Server struct {
+	*Handler
+	// URL is the base URL to give the client, e.g. http://127.0.0.1:41234.
+	URL string
+	srv *httptest.Server
+}
+
+// NewServer starts a fake server for the length of the test.
+func NewServer(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	h := NewHandler(opts...)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &Server{Handler: h, URL: srv.URL, srv: srv}
+}
+
+// Close stops the server; NewServer's cleanup does it too.
+func (s *Server) Close() { s.srv.Close() }
+
+// AddIdentity adds (or replaces) a machine identity.
+func (h *Handler) AddIdentity(id Identity) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.addIdentity(id)
+}
+
+func (h *Handler) addIdentity(id Identity) {
+	if id.TokenTTL == 0 {
+		id.TokenTTL = DefaultTokenTTL
+	}
+	id.HiddenKeys = slices.Clone(id.HiddenKeys)
+	h.identities[id.ClientID] = &id
+}
+
+// SetSecret creates or updates one secret (and its project, environment and folder).
+func (h *Handler) SetSecret(f Folder, key, value string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.setSecret(f, key, value)
+}
+
+func (h *Handler) setSecret(f Folder, key, value string) {
+	fo := h.folder(f)
+	now := h.now()
+	if s, ok := fo.secrets[key]; ok {
+		s.value, s.version, s.updatedAt = value, s.version+1, now
+		return
+	}
+	fo.secrets[key] = &secret{id: newID(), version: 1, value: value, createdAt: now, updatedAt: now}
+	fo.order = append(fo.order, key)
+}
+
+// DeleteSecret removes one secret; it is a no-op when absent.
+func (h *Handler) DeleteSecret(f Folder, key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fo, ok := h.folders[f.norm()]
+	if !ok {
+		return
+	}
+	delete(fo.secrets, key)
+	fo.order = slices.DeleteFunc(fo.order, func(k string) bool { return k == key })
+}
+
+// AddImport makes into import the secrets of from, after into's other imports.
+func (h *Handler) AddImport(into, from Folder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.addImport(into, from)
+}
+
+func (h *Handler) addImport(into, from Folder) {
+	h.folder(from)
+	fo := h.folder(into)
+	fo.imports = append(fo.imports, from.norm())
+}
+
+// folder returns f, creating it and its parents, environment and project. Callers hold mu.
+func (h *Handler) folder(f Folder) *folder {
+	f = f.norm()
+	h.envs[[2]string{f.ProjectID, f.Environment}] = true
+	for p := f.Path; ; p = path.Dir(p) {
+		pf := Folder{ProjectID: f.ProjectID, Environment: f.Environment, Path: p}
+		if _, ok := h.folders[pf]; !ok {
+			h.folders[pf] = &folder{id: newID(), secrets: make(map[string]*secret)}
+		}
+		if p == "/" {
+			break
+		}
+	}
+	return h.folders[f]
+}
+
+// ExpireTokens makes every access token issued so far expired: the next call with one gets
+// 403 TokenError "Your token has expired".
+func (h *Handler) ExpireTokens() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	past := h.now().Add(-time.Second)
+	for k, t := range h.tokens {
+		t.expires = past
+		h.tokens[k] = t
+	}
+}
+
+// RateLimitNext answers the next n requests with 429 and the message "Rate limit exceeded.
+// Please try again in <seconds> seconds", without a Retry-After header, as Infisical does.
+func (h *Handler) RateLimitNext(n, seconds int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rateLimit.n, h.rateLimit.seconds = n, seconds
+}
+
+// FailNext answers the next n requests with status (500 InternalServerError, 502, 503 or 504
+// GatewayTimeoutError).
+func (h *Handler) FailNext(n, status int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failNext.n, h.failNext.status = n, status
+}
+
+// SetLatency delays every later answer by d (or until the request's context ends).
+func (h *Handler) SetLatency(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.latency = d
+}
+
+// OnRequest registers fn to be called as each request arrives, before any latency, with the
+// request's method, path and query (Status and ClientID are not known yet). Tests use it to
+// act while a request is in flight.
+func (h *Handler) OnRequest(fn func(Request)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.onRequest = fn
+}
+
+// Requests returns the calls received so far, in order.
+func (h *Handler) Requests() []Request {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.requests)
+}
+
+// Count returns how many received calls had this method and path.
+func (h *Handler) Count(method, path string) int {
+	n := 0
+	for _, r := range h.Requests() {
+		if r.Method == method && r.Path == path {
+			n++
+		}
+	}
+	return n
+}
+
+// ResetRequests forgets the calls received so far.
+func (h *Handler) ResetRequests() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.requests = nil
+}
+
+func newID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// apiError is Infisical's error body.
+type apiError struct {
+	ReqID      string `json:"reqId"`
+	StatusCode int    `json:"statusCode"`
+	Message    any    `json:"message"`
+	Error      string `json:"error"`
+}
+
+// errorNames are the "error" values Infisical sends per status.
+var errorNames = map[int]string{
+	400: "BadRequest",
+	401: "UnauthorizedError",
+	403: "PermissionDenied",
+	404: "NotFound",
+	422: "ValidationFailure",
+	429: "RateLimitExceeded",
+	500: "InternalServerError",
+	502: "BadGateway",
+	503: "ServiceUnavailable",
+	504: "GatewayTimeoutError",
+}
+
+var refRe = regexp.MustCompile(`\$\{([^}]+)\}`)
+
+// maxRefDepth bounds how deep references are followed.
+const maxRefDepth = 10
+
+func splitRef(ref string) (env string, folderPath string, key string, local bool) {
+	parts := strings.Split(strings.TrimSpace(ref), ".")
+	if len(parts) == 1 {
+		return "", "", parts[0], true
+	}
+	return parts[0], "/" + strings.Join(parts[1:len(parts)-1], "/"), parts[len(parts)-1], false
+}

@@ -1,0 +1,332 @@
+package infisicaltest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// routes is the map of the fake API.
+func (h *Handler) routes() {
+	h.mux.HandleFunc("POST /api/v1/auth/universal-auth/login", h.handleLogin)
+	h.mux.HandleFunc("GET /api/v3/secrets/raw", h.handleList("workspaceId"))
+	h.mux.HandleFunc("GET /api/v4/secrets", h.handleList("projectId"))
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		_, reqID := fromContext(r.Context())
+		writeErrorNamed(w, reqID, http.StatusNotFound, "Not Found", fmt.Sprintf("Route %s:%s not found", r.Method, r.URL.Path))
+	})
+}
+
+// ServeHTTP records the request, applies the latency and fault knobs, then routes it.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery}
+
+	h.mu.Lock()
+	h.reqSeq++
+	reqID := fmt.Sprintf("req-%d", h.reqSeq)
+	latency, hook := h.latency, h.onRequest
+	var fault func()
+	switch {
+	case h.rateLimit.n > 0:
+		h.rateLimit.n--
+		secs := h.rateLimit.seconds
+		fault = func() {
+			writeError(rec, reqID, http.StatusTooManyRequests,
+				fmt.Sprintf("Rate limit exceeded. Please try again in %d seconds", secs))
+		}
+	case h.failNext.n > 0:
+		h.failNext.n--
+		status := h.failNext.status
+		fault = func() { writeError(rec, reqID, status, "Something went wrong") }
+	}
+	h.mu.Unlock()
+
+	if hook != nil {
+		hook(req)
+	}
+	if latency > 0 {
+		t := time.NewTimer(latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+		}
+	}
+	if fault != nil {
+		fault()
+	} else {
+		r = r.WithContext(withReqID(r.Context(), reqID, rec))
+		h.mux.ServeHTTP(rec, r)
+	}
+
+	req.Status, req.ClientID = rec.status, rec.clientID
+	h.mu.Lock()
+	h.requests = append(h.requests, req)
+	h.mu.Unlock()
+}
+
+// recorder keeps the status and the identity a handler attributed the call to.
+type recorder struct {
+	http.ResponseWriter
+	status   int
+	clientID string
+}
+
+func (r *recorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, reqID string, status int, message any) {
+	writeErrorNamed(w, reqID, status, errorNames[status], message)
+}
+
+func writeErrorNamed(w http.ResponseWriter, reqID string, status int, name string, message any) {
+	if name == "" {
+		name = http.StatusText(status)
+	}
+	writeJSON(w, status, apiError{ReqID: reqID, StatusCode: status, Message: message, Error: name})
+}
+
+type loginBody struct {
+	ClientID     *string `json:"clientId"`
+	ClientSecret *string `json:"clientSecret"`
+}
+
+type issue struct {
+	Code    string   `json:"code"`
+	Message string   `json:"message"`
+	Path    []string `json:"path"`
+}
+
+func (h *Handler) handleLogin(w http.ResponseWriter, r *http.Request) {
+	rec, reqID := fromContext(r.Context())
+	var body loginBody
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&body); err != nil {
+		writeError(w, reqID, http.StatusBadRequest, "Body is not valid JSON")
+		return
+	}
+	var issues []issue
+	if body.ClientID == nil {
+		issues = append(issues, issue{Code: "invalid_type", Message: "Required", Path: []string{"clientId"}})
+	}
+	if body.ClientSecret == nil {
+		issues = append(issues, issue{Code: "invalid_type", Message: "Required", Path: []string{"clientSecret"}})
+	}
+	if len(issues) > 0 {
+		writeError(w, reqID, http.StatusUnprocessableEntity, issues)
+		return
+	}
+
+	h.mu.Lock()
+	id, ok := h.identities[*body.ClientID]
+	if !ok || id.ClientSecret != *body.ClientSecret {
+		h.mu.Unlock()
+		writeError(w, reqID, http.StatusUnauthorized, "Invalid credentials")
+		return
+	}
+	rec.clientID = id.ClientID
+	tok := "fake-infisical-token-" + newID()
+	ttl := id.TokenTTL
+	h.tokens[tok] = token{clientID: id.ClientID, expires: h.now().Add(ttl)}
+	h.mu.Unlock()
+
+	secs := int64(ttl / time.Second)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"accessToken":       tok,
+		"expiresIn":         secs,
+		"accessTokenMaxTTL": secs,
+		"tokenType":         "Bearer",
+	})
+}
+
+// authenticate returns the identity behind the bearer token, or writes the error the real
+// server answers.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*Identity, bool) {
+	rec, reqID := fromContext(r.Context())
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || tok == "" {
+		writeError(w, reqID, http.StatusUnauthorized, "Failed to authenticate: missing bearer token")
+		return nil, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.tokens[tok]
+	if !ok {
+		writeErrorNamed(w, reqID, http.StatusForbidden, "TokenError", "Invalid token")
+		return nil, false
+	}
+	rec.clientID = t.clientID
+	if !h.now().Before(t.expires) {
+		writeErrorNamed(w, reqID, http.StatusForbidden, "TokenError", "Your token has expired. Please re-authenticate.")
+		return nil, false
+	}
+	id, ok := h.identities[t.clientID]
+	if !ok {
+		writeErrorNamed(w, reqID, http.StatusForbidden, "TokenError", "Invalid token")
+		return nil, false
+	}
+	cp := *id
+	return &cp, true
+}
+
+// secretJSON is one secret as the raw list routes return it.
+type secretJSON struct {
+	ID                string    `json:"id"`
+	ID2               string    `json:"_id"`
+	Workspace         string    `json:"workspace"`
+	Environment       string    `json:"environment"`
+	Version           int       `json:"version"`
+	Type              string    `json:"type"`
+	SecretKey         string    `json:"secretKey"`
+	SecretValue       string    `json:"secretValue"`
+	SecretComment     string    `json:"secretComment"`
+	SecretValueHidden bool      `json:"secretValueHidden"`
+	SecretPath        string    `json:"secretPath"`
+	CreatedAt         time.Time `json:"createdAt"`
+	UpdatedAt         time.Time `json:"updatedAt"`
+	Tags              []any     `json:"tags"`
+	SecretMetadata    []any     `json:"secretMetadata"`
+}
+
+type importJSON struct {
+	SecretPath  string       `json:"secretPath"`
+	Environment string       `json:"environment"`
+	FolderID    string       `json:"folderId"`
+	Secrets     []secretJSON `json:"secrets"`
+}
+
+func (h *Handler) handleList(projectParam string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, reqID := fromContext(r.Context())
+		id, ok := h.authenticate(w, r)
+		if !ok {
+			return
+		}
+		q := r.URL.Query()
+		f := Folder{ProjectID: q.Get(projectParam), Environment: q.Get("environment"), Path: q.Get("secretPath")}.norm()
+		if f.ProjectID == "" || f.Environment == "" {
+			writeError(w, reqID, http.StatusBadRequest, "Missing project id or environment")
+			return
+		}
+		expand := q.Get("expandSecretReferences") == "true"
+		withImports := q.Get("include_imports") == "true"
+
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !h.envs[[2]string{f.ProjectID, f.Environment}] {
+			writeError(w, reqID, http.StatusNotFound,
+				fmt.Sprintf("Environment with slug '%s' in project with ID '%s' not found", f.Environment, f.ProjectID))
+			return
+		}
+		fo, ok := h.folders[f]
+		if !ok {
+			writeError(w, reqID, http.StatusNotFound,
+				fmt.Sprintf("Folder with path '%s' in environment with slug '%s' not found", f.Path, f.Environment))
+			return
+		}
+		out := struct {
+			Secrets []secretJSON `json:"secrets"`
+			Imports []importJSON `json:"imports,omitempty"`
+		}{Secrets: h.render(f, fo, id, expand)}
+		if withImports {
+			out.Imports = []importJSON{}
+			for _, imp := range fo.imports {
+				ifo, ok := h.folders[imp]
+				if !ok {
+					continue
+				}
+				out.Imports = append(out.Imports, importJSON{
+					SecretPath: imp.Path, Environment: imp.Environment, FolderID: ifo.id,
+					Secrets: h.render(imp, ifo, id, expand),
+				})
+			}
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// render returns a folder's secrets as the identity sees them. Callers hold mu.
+func (h *Handler) render(f Folder, fo *folder, id *Identity, expand bool) []secretJSON {
+	out := make([]secretJSON, 0, len(fo.order))
+	for _, k := range fo.order {
+		s := fo.secrets[k]
+		v := s.value
+		if expand {
+			v = h.expand(f, v, map[string]bool{f.Environment + f.Path + ":" + k: true}, 0)
+		}
+		hidden := id.HideValues || slices.Contains(id.HiddenKeys, k)
+		if hidden {
+			v = HiddenValue
+		}
+		out = append(out, secretJSON{
+			ID: s.id, ID2: s.id, Workspace: f.ProjectID, Environment: f.Environment,
+			Version: s.version, Type: "shared", SecretKey: k, SecretValue: v,
+			SecretValueHidden: hidden, SecretPath: f.Path,
+			CreatedAt: s.createdAt, UpdatedAt: s.updatedAt, Tags: []any{}, SecretMetadata: []any{},
+		})
+	}
+	return out
+}
+
+// expand replaces ${...} references in v as seen from folder f: ${KEY} is a key of f,
+// ${env.KEY} a key at the root of environment env, ${env.a.b.KEY} a key of folder /a/b there.
+// Unresolvable references and cycles become "", as in Infisical. Callers hold mu.
+func (h *Handler) expand(f Folder, v string, visiting map[string]bool, depth int) string {
+	if depth > maxRefDepth {
+		return ""
+	}
+	return refRe.ReplaceAllStringFunc(v, func(m string) string {
+		env, p, key, local := splitRef(m[2 : len(m)-1])
+		target := f
+		if !local {
+			target = Folder{ProjectID: f.ProjectID, Environment: env, Path: cleanPath(p)}
+		}
+		id := target.Environment + target.Path + ":" + key
+		if visiting[id] {
+			return ""
+		}
+		fo, ok := h.folders[target]
+		if !ok {
+			return ""
+		}
+		s, ok := fo.secrets[key]
+		if !ok {
+			return ""
+		}
+		visiting[id] = true
+		defer delete(visiting, id)
+		return h.expand(target, s.value, visiting, depth+1)
+	})
+}
+
+type ctxKey struct{}
+
+type reqInfo struct {
+	rec   *recorder
+	reqID string
+}
+
+func withReqID(ctx context.Context, reqID string, rec *recorder) context.Context {
+	return context.WithValue(ctx, ctxKey{}, reqInfo{rec: rec, reqID: reqID})
+}
+
+// fromContext returns the recorder and request id ServeHTTP attached.
+func fromContext(ctx context.Context) (*recorder, string) {
+	ri, _ := ctx.Value(ctxKey{}).(reqInfo)
+	if ri.rec == nil {
+		ri.rec = &recorder{}
+	}
+	return ri.rec, ri.reqID
+}
