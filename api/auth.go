@@ -1,0 +1,161 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+)
+
+// role is what a request's token lets it do.
+type role int
+
+// Roles, from the least to the most. Each token grants one role; the admin token passes
+// every check except the read-only audit rule below, and the trigger token passes read checks.
+const (
+	roleNone    role = iota // no token (or reads are public)
+	roleRead                // the read token
+	roleTrigger             // the trigger token
+	roleAdmin               // the admin token
+)
+
+func (r role) String() string {
+	switch r {
+	case roleRead:
+		return "read"
+	case roleTrigger:
+		return "trigger"
+	case roleAdmin:
+		return "admin"
+	}
+	return "anonymous"
+}
+
+// access says which roles a route admits.
+type access int
+
+const (
+	accessRead    access = iota // public when PublicRead; else read, trigger or admin token
+	accessTrigger               // trigger or admin token
+	accessAdmin                 // admin token only
+	accessAudit                 // read or admin token, even when reads are public
+)
+
+// authenticator checks bearer tokens in constant time. It keeps only SHA-256 digests of the
+// tokens, so comparisons take the same time whatever the lengths, and every configured token
+// is compared on every request.
+type authenticator struct {
+	tokens     []tokenDigest
+	publicRead bool
+}
+
+type tokenDigest struct {
+	role role
+	sum  [sha256.Size]byte
+}
+
+// cookieName is the dashboard's session cookie: it holds a read (or stronger) token for
+// browsers, which cannot send bearer headers from EventSource. See dashboard.go.
+const cookieName = "orchestrator_token"
+
+func newAuthenticator(t config.Tokens, publicRead bool) *authenticator {
+	a := &authenticator{publicRead: publicRead}
+	for _, c := range []struct {
+		r role
+		s config.Secret
+	}{{roleRead, t.Read}, {roleTrigger, t.Trigger}, {roleAdmin, t.Admin}} {
+		if c.s.IsSet() { // an empty token disables its role: it never matches
+			a.tokens = append(a.tokens, tokenDigest{role: c.r, sum: sha256.Sum256([]byte(c.s.Reveal()))})
+		}
+	}
+	return a
+}
+
+// identify returns the role of the token presented, whether one was presented, and whether
+// it matched a configured token.
+func (a *authenticator) identify(r *http.Request) (rl role, presented, valid bool) {
+	tok, presented := bearer(r)
+	if !presented {
+		return roleNone, false, false
+	}
+	sum := sha256.Sum256([]byte(tok))
+	found := 0
+	for _, t := range a.tokens {
+		if m := subtle.ConstantTimeCompare(sum[:], t.sum[:]); m == 1 {
+			found = 1
+			rl = max(rl, t.role)
+		}
+	}
+	return rl, true, found == 1
+}
+
+// bearer reads "Authorization: Bearer <token>", or the dashboard cookie.
+func bearer(r *http.Request) (string, bool) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, tok, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+			return "", true // presented, but not a bearer token: it matches nothing
+		}
+		return strings.TrimSpace(tok), true
+	}
+	if c, err := r.Cookie(cookieName); err == nil && c.Value != "" {
+		return c.Value, true
+	}
+	return "", false
+}
+
+// check returns nil when the request may use a route of the given access, else the answer:
+// 401 when no valid token was presented (RFC 6750 invalid_token), 403 when the token is valid
+// but its role does not admit the route (insufficient_scope).
+func (a *authenticator) check(r *http.Request, acc access) (role, error) {
+	rl, presented, valid := a.identify(r)
+	if presented && !valid {
+		return roleNone, &httpError{status: http.StatusUnauthorized, code: "unauthenticated",
+			message: "the token is not valid; send Authorization: Bearer <token>"}
+	}
+	ok := false
+	switch acc {
+	case accessRead:
+		ok = rl >= roleRead || a.publicRead
+	case accessTrigger:
+		ok = rl >= roleTrigger
+	case accessAdmin:
+		ok = rl == roleAdmin
+	case accessAudit:
+		ok = rl == roleRead || rl == roleAdmin
+	}
+	if ok {
+		return rl, nil
+	}
+	if !presented {
+		return roleNone, &httpError{status: http.StatusUnauthorized, code: "unauthenticated",
+			message: "this route needs a token; send Authorization: Bearer <token>"}
+	}
+	need := map[access]string{accessRead: "a read", accessTrigger: "the trigger or admin", accessAdmin: "the admin", accessAudit: "the read or admin"}[acc]
+	return rl, &httpError{status: http.StatusForbidden, code: "forbidden",
+		message: "this route needs " + need + " token; the " + rl.String() + " token is not enough"}
+}
+
+type roleKey struct{}
+
+// require wraps a handler with an access check; the role is in the request's context.
+func (s *server) require(acc access, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		rl, err := s.auth.check(r, acc)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="orchestrator"`)
+			s.writeError(w, r, err)
+			return
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), roleKey{}, rl)))
+	}
+}
+
+// actor names who made the request, for Trigger.By and the audit trail: "api:<role>".
+func actor(r *http.Request) string {
+	rl, _ := r.Context().Value(roleKey{}).(role)
+	return "api:" + rl.String()
+}

@@ -1,0 +1,132 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// Errors the Engine returns, wrapped, for the API to map to status codes. The engine matches
+// them with errors.Is (or returns a *FieldError for an invalid trigger).
+var (
+	// ErrUnknownPipeline: no pipeline of that name is loaded (404).
+	ErrUnknownPipeline = errors.New("unknown pipeline")
+	// ErrInvalid: the request is malformed (400). A *FieldError matches it and names the field.
+	ErrInvalid = errors.New("invalid request")
+	// ErrShuttingDown: the daemon takes no new runs because it is stopping (503).
+	ErrShuttingDown = errors.New("daemon is shutting down")
+)
+
+// Besides the errors above, the API maps runs.ErrNotFound (404), runs.ErrEnded (409: cancel
+// of a run that already ended), runs.ErrInvalid (400), and the locks sentinels: ErrNotFound
+// (404), *HeldError with ErrStale or ErrHeld (409, naming the current holder), ErrInvalid
+// (400); ErrUnavailable of either backend becomes 503.
+
+// FieldError says which field of a request is wrong and why. It matches ErrInvalid.
+type FieldError struct {
+	// Field is the JSON field path ("image_tag", "params.region"), the query parameter, the
+	// path parameter ("name") or the header ("Idempotency-Key").
+	Field string
+	// Reason is what is wrong, for humans, never quoting a secret.
+	Reason string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason) }
+
+// Is makes a *FieldError match ErrInvalid.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+// fieldErr returns a *FieldError.
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// httpError is an error that already knows its answer: status, code and message.
+type httpError struct {
+	status     int
+	code       string
+	message    string
+	field      string
+	retryAfter int // seconds; 0 means no Retry-After header
+}
+
+func (e *httpError) Error() string { return e.message }
+
+func newHTTPError(status int, code, format string, args ...any) *httpError {
+	return &httpError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+// errorBody is the JSON body of every error answer: {"error":{"code","message","field"}}.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	// Current is the lease in the way of a lock operation, when there is one (never its token).
+	Current *locks.Info `json:"current,omitempty"`
+}
+
+// toHTTP is the one place that turns an error into a status code and a JSON error body.
+func toHTTP(err error) (int, errorDetail, int) {
+	var (
+		he *httpError
+		fe *FieldError
+		le *locks.HeldError
+	)
+	switch {
+	case errors.As(err, &he):
+		return he.status, errorDetail{Code: he.code, Message: he.message, Field: he.field}, he.retryAfter
+	case errors.As(err, &fe):
+		return http.StatusBadRequest, errorDetail{Code: "invalid", Message: fe.Error(), Field: fe.Field}, 0
+	case errors.Is(err, ErrUnknownPipeline):
+		return http.StatusNotFound, errorDetail{Code: "unknown_pipeline", Message: err.Error(), Field: "name"}, 0
+	case errors.Is(err, ErrShuttingDown):
+		return http.StatusServiceUnavailable, errorDetail{Code: "shutting_down", Message: err.Error()}, 5
+	case errors.Is(err, runs.ErrNotFound):
+		return http.StatusNotFound, errorDetail{Code: "run_not_found", Message: err.Error(), Field: "id"}, 0
+	case errors.Is(err, runs.ErrEnded):
+		return http.StatusConflict, errorDetail{Code: "run_ended", Message: err.Error()}, 0
+	case errors.As(err, &le) && (errors.Is(err, locks.ErrStale) || errors.Is(err, locks.ErrHeld)):
+		cur := le.Current
+		code := "lock_held"
+		if errors.Is(err, locks.ErrStale) {
+			code = "lock_changed"
+		}
+		return http.StatusConflict, errorDetail{Code: code, Message: err.Error(), Current: &cur}, 0
+	case errors.Is(err, locks.ErrNotFound):
+		return http.StatusNotFound, errorDetail{Code: "lock_not_found", Message: err.Error(), Field: "key"}, 0
+	case errors.Is(err, runs.ErrInvalid), errors.Is(err, locks.ErrInvalid), errors.Is(err, ErrInvalid):
+		return http.StatusBadRequest, errorDetail{Code: "invalid", Message: err.Error()}, 0
+	case errors.Is(err, runs.ErrUnavailable), errors.Is(err, locks.ErrUnavailable):
+		return http.StatusServiceUnavailable, errorDetail{Code: "unavailable", Message: "a backend is unavailable; try again"}, 5
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, errorDetail{Code: "timeout", Message: "the request timed out; try again"}, 1
+	}
+	return http.StatusInternalServerError, errorDetail{Code: "internal", Message: "internal error; the daemon's log has the details"}, 0
+}
+
+// writeError answers err as JSON. Errors that are the server's fault are logged here, once,
+// with the request ID; the client's mistakes are not logged beyond the access log.
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, detail, retryAfter := toHTTP(err)
+	if status >= 500 {
+		s.log.ErrorContext(r.Context(), "request failed",
+			slog.String(keyRequestID, requestID(r.Context())),
+			slog.String(keyRoute, routePattern(r)),
+			slog.Int(keyStatus, status),
+			slog.String(keyError, err.Error()))
+	}
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	encode(w, status, errorBody{Error: detail})
+}

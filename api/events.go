@@ -1,0 +1,143 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// handleEvents serves GET /v1/runs/{id}/events as Server-Sent Events: every event of the run
+// after Last-Event-ID (header, or the last_event_id query parameter), then new ones live
+// until the run ends. Each run event is one message whose id is its Seq and whose data is
+// the event as JSON (the type is inside, so EventSource's onmessage sees every one). When the
+// run has ended and everything was sent, a final "end" event carries the run's status and
+// reason, and the stream closes. A comment line every Heartbeat keeps idle streams open.
+func (s *server) handleEvents() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := validRunID(chi.URLParam(r, "id"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		last := r.Header.Get("Last-Event-ID")
+		if last == "" {
+			last = r.URL.Query().Get("last_event_id")
+		}
+		after, err := validLastEventID(last)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		// Answer 404 as JSON before the stream starts.
+		if _, err := s.runs.Get(r.Context(), id); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+
+		rc := http.NewResponseController(w)
+		_ = rc.SetWriteDeadline(time.Time{}) // the stream outlives the server's write timeout
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+
+		sw := &sseWriter{w: w, rc: rc}
+		if err := sw.comment("stream of run " + id); err != nil {
+			return
+		}
+
+		ctx, cancel := context.WithCancel(r.Context())
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // the heartbeat; stopped and waited for below
+			defer wg.Done()
+			t := time.NewTicker(s.heartbeat)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if sw.comment("heartbeat") != nil {
+						cancel()
+						return
+					}
+				}
+			}
+		}()
+
+		err = runs.Follow(ctx, s.runs, id, after, sw.event)
+		if err == nil {
+			if run, gerr := s.runs.Get(ctx, id); gerr == nil {
+				err = sw.end(run)
+			}
+		}
+		cancel()
+		wg.Wait()
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, errClientGone) {
+			s.log.WarnContext(r.Context(), "event stream ended with an error",
+				slog.String(keyRequestID, requestID(r.Context())),
+				slog.String(keyRunID, id), slog.String(keyError, err.Error()))
+		}
+	}
+}
+
+// errClientGone: a write to the stream failed, the client went away.
+var errClientGone = errors.New("event stream client gone")
+
+// sseWriter writes SSE frames; the heartbeat goroutine and the follower share it.
+type sseWriter struct {
+	mu sync.Mutex
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (sw *sseWriter) write(b []byte) error {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if _, err := sw.w.Write(b); err != nil {
+		return fmt.Errorf("%w: %v", errClientGone, err)
+	}
+	if err := sw.rc.Flush(); err != nil {
+		return fmt.Errorf("%w: %v", errClientGone, err)
+	}
+	return nil
+}
+
+func (sw *sseWriter) comment(text string) error {
+	return sw.write([]byte(": " + text + "\n\n"))
+}
+
+// event writes one run event: "id: <seq>\ndata: <json>\n\n".
+func (sw *sseWriter) event(e runs.Event) error {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encode event %d: %w", e.Seq, err)
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "id: %d\ndata: %s\n\n", e.Seq, data)
+	return sw.write(b.Bytes())
+}
+
+// endEvent is the data of the final "end" event.
+type endEvent struct {
+	RunID  string      `json:"run_id"`
+	Status runs.Status `json:"status"`
+	Reason string      `json:"reason,omitempty"`
+}
+
+func (sw *sseWriter) end(r runs.Run) error {
+	data, _ := json.Marshal(endEvent{RunID: r.ID, Status: r.Status, Reason: r.Reason})
+	return sw.write(fmt.Appendf(nil, "event: end\ndata: %s\n\n", data))
+}

@@ -1,0 +1,177 @@
+package api
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/deploy-orchestrator/orchestrator/locks"
+)
+
+// locksResponse is GET /v1/locks: every live lease with holder, fence, times, message and
+// waiters. locks.Info never encodes its token.
+type locksResponse struct {
+	Locks []locks.Info `json:"locks"`
+}
+
+// handleListLocks serves GET /v1/locks?prefix=.
+func (s *server) handleListLocks() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		prefix := r.URL.Query().Get("prefix")
+		if err := validText("prefix", prefix, 256); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		infos, err := s.locks.List(r.Context(), prefix)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		encode(w, http.StatusOK, locksResponse{Locks: redactLeases(infos)})
+	}
+}
+
+// redactLeases clears tokens (belt and braces: Info's JSON form omits them already).
+func redactLeases(in []locks.Info) []locks.Info {
+	out := make([]locks.Info, len(in))
+	for i, l := range in {
+		l.Token = ""
+		out[i] = l
+	}
+	return out
+}
+
+// handleAudit serves GET /v1/locks/audit?limit=: operator actions, newest first.
+func (s *server) handleAudit() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		limit, err := validAuditLimit(r.URL.Query().Get("limit"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		entries, err := s.locks.Audit(r.Context(), limit)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		for i := range entries {
+			if entries[i].Evicted != nil {
+				ev := *entries[i].Evicted
+				ev.Token = ""
+				entries[i].Evicted = &ev
+			}
+		}
+		if entries == nil {
+			entries = []locks.AuditEntry{}
+		}
+		encode(w, http.StatusOK, map[string]any{"entries": entries})
+	}
+}
+
+// handleForceRelease serves POST /v1/locks/{key}/release with {fence|holder, reason, by}:
+// 200 with the evicted lease; 409 naming the current lease when what was seen is stale.
+func (s *server) handleForceRelease() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, err := validLockKey(chi.URLParam(r, "key"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		var b forceBody
+		if err := decode(r, &b, false); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := validForce(b); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		by := operator(r, b.By)
+		evicted, err := s.locks.ForceRelease(r.Context(), locks.ForceRequest{
+			Key: key, Fence: b.Fence, Holder: b.Holder, Reason: b.Reason, By: by,
+		})
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		evicted.Token = ""
+		s.log.WarnContext(r.Context(), "lock force-released",
+			slog.String(keyRequestID, requestID(r.Context())),
+			slog.String(keyLockKey, key), slog.Int64(keyFence, evicted.Fence),
+			slog.String("holder", evicted.Holder), slog.String(keyBy, by), slog.String(keyReason, b.Reason))
+		encode(w, http.StatusOK, map[string]any{"released": evicted})
+	}
+}
+
+// handleFreeze serves POST /v1/locks/{key}/freeze with {message, until|for, by}: 200 with
+// the operator lease; 409 when the key is held.
+func (s *server) handleFreeze() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, err := validLockKey(chi.URLParam(r, "key"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		var b freezeBody
+		if err := decode(r, &b, false); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		until, err := validFreeze(b, s.now())
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		by := operator(r, b.By)
+		info, err := s.locks.Freeze(r.Context(), locks.FreezeRequest{Key: key, Message: b.Message, By: by, Until: until})
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		info.Token = ""
+		s.log.WarnContext(r.Context(), "lock frozen",
+			slog.String(keyRequestID, requestID(r.Context())),
+			slog.String(keyLockKey, key), slog.String(keyBy, by), slog.Time("until", until))
+		encode(w, http.StatusOK, map[string]any{"frozen": info})
+	}
+}
+
+// handleUnfreeze serves DELETE /v1/locks/{key}/freeze with an optional {reason, by}: 204;
+// 404 when the key is not frozen.
+func (s *server) handleUnfreeze() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, err := validLockKey(chi.URLParam(r, "key"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		var b unfreezeBody
+		if err := decode(r, &b, true); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := validUnfreeze(b); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		by := operator(r, b.By)
+		if err := s.locks.Unfreeze(r.Context(), key, by, b.Reason); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.log.WarnContext(r.Context(), "lock unfrozen",
+			slog.String(keyRequestID, requestID(r.Context())),
+			slog.String(keyLockKey, key), slog.String(keyBy, by))
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// operator is who an admin action is recorded as: the token's role, and the name the
+// operator gave, if any ("api:admin (alice)").
+func operator(r *http.Request, name string) string {
+	if name == "" {
+		return actor(r)
+	}
+	return actor(r) + " (" + name + ")"
+}

@@ -1,0 +1,227 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// Metrics is the daemon's Prometheus registry and the hooks that feed it. One Metrics is
+// built in cmd/orchestrator and handed to everyone who reports: the engine (RunEnded,
+// PhaseDone, StepDone), the Locker (Metrics implements locks.Observer), the outside-API
+// clients (OutsideRequest has the shape of coolify.MetricsFunc) and the HTTP server itself.
+//
+// Every method is safe for concurrent use and never blocks. A nil *Metrics ignores every
+// call, so a component can be built without metrics in tests.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	runs          *prometheus.CounterVec
+	phaseDuration *prometheus.HistogramVec
+	stepDuration  *prometheus.HistogramVec
+	lockWait      *prometheus.HistogramVec
+	lockHold      *prometheus.HistogramVec
+	lockLost      *prometheus.CounterVec
+	lockForced    *prometheus.CounterVec
+	outside       *prometheus.CounterVec
+	outsideDur    *prometheus.HistogramVec
+	httpRequests  *prometheus.CounterVec
+	httpDuration  *prometheus.HistogramVec
+	webhooks      *prometheus.CounterVec
+}
+
+var _ locks.Observer = (*Metrics)(nil)
+
+// Buckets (seconds). Deploy phases take minutes; HTTP requests take milliseconds.
+var (
+	longBuckets  = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200}
+	shortBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+)
+
+// NewMetrics returns a Metrics with its own registry, holding the orchestrator's metrics and
+// the Go runtime and process collectors.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_runs_total",
+			Help: "Runs that ended, by pipeline and final status.",
+		}, []string{"pipeline", "status"}),
+		phaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "orchestrator_phase_duration_seconds",
+			Help:    "Time a run spent in a phase (phase1, phase2, mobile), by pipeline.",
+			Buckets: longBuckets,
+		}, []string{"pipeline", "phase"}),
+		stepDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "orchestrator_step_duration_seconds",
+			Help:    "Time one service step took in a phase, lock wait included, by pipeline, phase and final step status.",
+			Buckets: longBuckets,
+		}, []string{"pipeline", "phase", "status"}),
+		lockWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "orchestrator_lock_wait_seconds",
+			Help:    "Time from asking for a lock to being granted it, by lock namespace.",
+			Buckets: longBuckets,
+		}, []string{"namespace"}),
+		lockHold: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "orchestrator_lock_hold_seconds",
+			Help:    "Time a lease was held until released or lost, by lock namespace.",
+			Buckets: longBuckets,
+		}, []string{"namespace"}),
+		lockLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_lock_lost_total",
+			Help: "Leases lost (expired before renewal, replaced or force-released), by lock namespace.",
+		}, []string{"namespace"}),
+		lockForced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_lock_forced_releases_total",
+			Help: "Operator forced releases, by lock namespace.",
+		}, []string{"namespace"}),
+		outside: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_outside_requests_total",
+			Help: `HTTP attempts to outside systems (coolify, flagsmith, infisical), by system, method, route template and status ("error" when no response arrived).`,
+		}, []string{"system", "method", "route", "status"}),
+		outsideDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "orchestrator_outside_request_duration_seconds",
+			Help:    "Duration of HTTP attempts to outside systems, by system.",
+			Buckets: shortBuckets,
+		}, []string{"system"}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_http_requests_total",
+			Help: "Requests to the daemon's HTTP API, by route pattern, method and status code.",
+		}, []string{"route", "method", "code"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "orchestrator_http_request_duration_seconds",
+			Help:    "Duration of requests to the daemon's HTTP API (SSE streams excluded), by route pattern.",
+			Buckets: shortBuckets,
+		}, []string{"route"}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_webhooks_total",
+			Help: "CI webhook deliveries, by provider and outcome (triggered, duplicate, unmapped, ignored, rejected).",
+		}, []string{"provider", "outcome"}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.runs, m.phaseDuration, m.stepDuration,
+		m.lockWait, m.lockHold, m.lockLost, m.lockForced,
+		m.outside, m.outsideDur, m.httpRequests, m.httpDuration, m.webhooks,
+	)
+	return m
+}
+
+// Registry returns the registry, for tests and for callers that add their own collectors.
+func (m *Metrics) Registry() *prometheus.Registry {
+	if m == nil {
+		return nil
+	}
+	return m.reg
+}
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	if m == nil {
+		return http.NotFoundHandler()
+	}
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// RunEnded counts a run that reached a terminal status.
+func (m *Metrics) RunEnded(pipeline string, status runs.Status) {
+	if m == nil {
+		return
+	}
+	m.runs.WithLabelValues(pipeline, string(status)).Inc()
+}
+
+// PhaseDone records how long a run spent in a phase.
+func (m *Metrics) PhaseDone(pipeline string, phase runs.Phase, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.phaseDuration.WithLabelValues(pipeline, string(phase)).Observe(d.Seconds())
+}
+
+// StepDone records how long one step took and how it ended.
+func (m *Metrics) StepDone(pipeline string, phase runs.Phase, status runs.StepStatus, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.stepDuration.WithLabelValues(pipeline, string(phase), string(status)).Observe(d.Seconds())
+}
+
+// Acquired implements locks.Observer: a lease on key was granted after waiting.
+func (m *Metrics) Acquired(key string, waited time.Duration) {
+	if m == nil {
+		return
+	}
+	m.lockWait.WithLabelValues(namespace(key)).Observe(waited.Seconds())
+}
+
+// Released implements locks.Observer: a lease on key ended after being held, released by its
+// holder or lost.
+func (m *Metrics) Released(key string, held time.Duration, lost bool) {
+	if m == nil {
+		return
+	}
+	ns := namespace(key)
+	m.lockHold.WithLabelValues(ns).Observe(held.Seconds())
+	if lost {
+		m.lockLost.WithLabelValues(ns).Inc()
+	}
+}
+
+// ForceReleased implements locks.Observer: an operator force-released key.
+func (m *Metrics) ForceReleased(key string) {
+	if m == nil {
+		return
+	}
+	m.lockForced.WithLabelValues(namespace(key)).Inc()
+}
+
+// OutsideRequest records one HTTP attempt to an outside system. Its signature is
+// coolify.MetricsFunc's: pass m.OutsideRequest to coolify.WithMetrics and its siblings.
+// route must be a template ("/applications/{uuid}"), never a raw path; status 0 means no
+// response arrived.
+func (m *Metrics) OutsideRequest(system, method, route string, status int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	code := "error"
+	if status > 0 {
+		code = strconv.Itoa(status)
+	}
+	m.outside.WithLabelValues(system, method, route, code).Inc()
+	m.outsideDur.WithLabelValues(system).Observe(d.Seconds())
+}
+
+func (m *Metrics) httpRequest(route, method string, code int, d time.Duration, stream bool) {
+	if m == nil {
+		return
+	}
+	m.httpRequests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
+	if !stream {
+		m.httpDuration.WithLabelValues(route).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) webhook(provider, outcome string) {
+	if m == nil {
+		return
+	}
+	m.webhooks.WithLabelValues(provider, outcome).Inc()
+}
+
+// namespace is the lock key's namespace without the colon ("coolify" for "coolify:phase1").
+func namespace(key string) string {
+	if i := strings.IndexByte(key, ':'); i > 0 {
+		return key[:i]
+	}
+	return "none"
+}

@@ -1,0 +1,229 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"golang.org/x/time/rate"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+)
+
+// Log attribute keys of this package.
+const (
+	keyRequestID = "request_id"
+	keyMethod    = "method"
+	keyRoute     = "route"
+	keyStatus    = "status"
+	keyDuration  = "duration"
+	keyRemote    = "remote"
+	keyError     = "error"
+	keyRunID     = "run_id"
+	keyPipeline  = "pipeline"
+	keyProvider  = "provider"
+	keyDelivery  = "delivery"
+	keyLockKey   = "lock_key"
+	keyFence     = "fence"
+	keyReason    = "reason"
+	keyBy        = "by"
+)
+
+// requestIDHeader carries the request ID both ways: a client may send one, the answer
+// always carries the one used in the daemon's log.
+const requestIDHeader = "X-Request-ID"
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+type requestIDKey struct{}
+
+// requestID returns the request's ID ("" outside a request).
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// routePattern is the chi route pattern that matched ("/v1/runs/{id}"), or "unmatched".
+// Logs and metrics use it instead of the raw path, which may hold anything a client sent.
+func routePattern(r *http.Request) string {
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		if p := rc.RoutePattern(); p != "" {
+			return p
+		}
+	}
+	return "unmatched"
+}
+
+// statusWriter records the status of an answer.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	stream bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+		w.stream = w.Header().Get("Content-Type") == "text/event-stream"
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and SetWriteDeadline.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// observe gives every request an ID, recovers panics as 500s, and writes one access-log line
+// and the HTTP metrics when the request ends. Query strings are never logged: the dashboard's
+// first visit may carry a token there.
+func (s *server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get(requestIDHeader)
+		if !requestIDPattern.MatchString(id) {
+			id = newRequestID()
+		}
+		w.Header().Set(requestIDHeader, id)
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+		sw := &statusWriter{ResponseWriter: w}
+
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.ErrorContext(r.Context(), "handler panicked",
+					slog.String(keyRequestID, id), slog.String(keyRoute, routePattern(r)),
+					slog.Any(keyError, p))
+				if sw.status == 0 {
+					s.writeError(sw, r, newHTTPError(http.StatusInternalServerError, "internal", "internal error"))
+				}
+			}
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			d := time.Since(start)
+			route := routePattern(r)
+			s.metrics.httpRequest(route, r.Method, status, d, sw.stream)
+			level := slog.LevelInfo
+			if route == "/healthz" || route == "/readyz" || route == "/metrics" {
+				level = slog.LevelDebug
+			}
+			s.log.LogAttrs(r.Context(), level, "http request",
+				slog.String(keyRequestID, id),
+				slog.String(keyMethod, r.Method),
+				slog.String(keyRoute, route),
+				slog.Int(keyStatus, status),
+				slog.Duration(keyDuration, d),
+				slog.String(keyRemote, clientIP(r)))
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// limitBody caps the request body at n bytes.
+func limitBody(n int64, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, n)
+		next(w, r)
+	}
+}
+
+// clientIP is the remote address without its port. The daemon trusts no forwarding header:
+// behind a proxy every client shares the proxy's bucket, which errs on the safe side.
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// limiter is a token bucket per client IP. Buckets idle for longer than it takes them to
+// refill are dropped as new clients arrive, so memory stays bounded by the active clients.
+type limiter struct {
+	rate  config.Rate
+	now   func() time.Time
+	mu    sync.Mutex
+	by    map[string]*bucket
+	sweep time.Time
+}
+
+type bucket struct {
+	lim  *rate.Limiter
+	seen time.Time
+}
+
+func newLimiter(r config.Rate, now func() time.Time) *limiter {
+	if r.Burst < 1 {
+		r.Burst = 1
+	}
+	return &limiter{rate: r, now: now, by: map[string]*bucket{}}
+}
+
+// allow takes a token for client; when none is left it returns how long until one is.
+func (l *limiter) allow(client string) (bool, time.Duration) {
+	if l.rate.PerSecond <= 0 {
+		return true, 0
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	idle := time.Duration(float64(l.rate.Burst)/l.rate.PerSecond*float64(time.Second)) + time.Minute
+	if now.Sub(l.sweep) > idle {
+		for k, b := range l.by {
+			if now.Sub(b.seen) > idle {
+				delete(l.by, k)
+			}
+		}
+		l.sweep = now
+	}
+	b := l.by[client]
+	if b == nil {
+		b = &bucket{lim: rate.NewLimiter(rate.Limit(l.rate.PerSecond), l.rate.Burst)}
+		l.by[client] = b
+	}
+	b.seen = now
+	res := b.lim.ReserveN(now, 1)
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
+
+// rateLimit answers 429 with Retry-After (whole seconds, at least 1) when the client's bucket
+// is empty.
+func (s *server) rateLimit(l *limiter, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if ok, wait := l.allow(clientIP(r)); !ok {
+			secs := int(math.Ceil(wait.Seconds()))
+			s.writeError(w, r, &httpError{status: http.StatusTooManyRequests, code: "rate_limited",
+				message: "too many requests; retry after " + strconv.Itoa(secs) + "s", retryAfter: max(secs, 1)})
+			return
+		}
+		next(w, r)
+	}
+}

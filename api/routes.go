@@ -1,0 +1,70 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// routes is the map of the API: every route, its access rule, its body limit and its rate
+// limit, in one place.
+//
+//	GET    /healthz                        public    process up
+//	GET    /readyz                         public    run store and lock backend reachable
+//	GET    /metrics                        read      Prometheus
+//	GET    /                               read      dashboard: recent runs and current locks
+//	GET    /runs/{id}                      read      dashboard: one run, live
+//	GET    /static/*                       public    embedded CSS and JS
+//	POST   /v1/pipelines/{name}/runs       trigger   start a run (Idempotency-Key), rate limited
+//	GET    /v1/pipelines/{name}/plan       trigger   dry run
+//	GET    /v1/pipelines                   read      pipeline names
+//	GET    /v1/runs                        read      list (pipeline, status, limit, cursor)
+//	GET    /v1/runs/{id}                   read      one run
+//	GET    /v1/runs/{id}/events            read      SSE: the log so far, then live (Last-Event-ID)
+//	POST   /v1/runs/{id}/cancel            trigger   cancel a run
+//	GET    /v1/locks                       read      current leases (never tokens)
+//	GET    /v1/locks/audit                 audit     operator actions (read or admin token)
+//	POST   /v1/locks/{key}/release         admin     forced release (fence or holder, reason)
+//	POST   /v1/locks/{key}/freeze          admin     freeze (message, until or for)
+//	DELETE /v1/locks/{key}/freeze          admin     lift a freeze
+//	POST   /v1/webhooks/{github,gitlab,generic}  signature  CI webhooks, rate limited
+func (s *server) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(s.observe)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, newHTTPError(http.StatusNotFound, "not_found", "no such route"))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, newHTTPError(http.StatusMethodNotAllowed, "method_not_allowed", "method %s is not allowed here", r.Method))
+	})
+
+	r.Get("/healthz", s.handleHealthz())
+	r.Get("/readyz", s.handleReadyz())
+	r.Get("/metrics", s.require(accessRead, s.metrics.Handler().ServeHTTP))
+
+	r.Get("/", s.tokenCookie(s.require(accessRead, s.handleDashboard())))
+	r.Get("/runs/{id}", s.tokenCookie(s.require(accessRead, s.handleRunPage())))
+	r.Handle("/static/*", s.handleStatic())
+
+	r.Route("/v1", func(r chi.Router) {
+		r.Get("/pipelines", s.require(accessRead, s.handlePipelines()))
+		r.Post("/pipelines/{name}/runs", s.rateLimit(s.triggerRate,
+			s.require(accessTrigger, limitBody(maxAPIBody, s.handleTrigger()))))
+		r.Get("/pipelines/{name}/plan", s.require(accessTrigger, s.handlePlan()))
+
+		r.Get("/runs", s.require(accessRead, s.handleListRuns()))
+		r.Get("/runs/{id}", s.require(accessRead, s.handleGetRun()))
+		r.Get("/runs/{id}/events", s.require(accessRead, s.handleEvents()))
+		r.Post("/runs/{id}/cancel", s.require(accessTrigger, limitBody(maxAPIBody, s.handleCancel())))
+
+		r.Get("/locks", s.require(accessRead, s.handleListLocks()))
+		r.Get("/locks/audit", s.require(accessAudit, s.handleAudit()))
+		r.Post("/locks/{key}/release", s.require(accessAdmin, limitBody(maxAPIBody, s.handleForceRelease())))
+		r.Post("/locks/{key}/freeze", s.require(accessAdmin, limitBody(maxAPIBody, s.handleFreeze())))
+		r.Delete("/locks/{key}/freeze", s.require(accessAdmin, limitBody(maxAPIBody, s.handleUnfreeze())))
+
+		r.Post("/webhooks/{provider}", s.rateLimit(s.webhookRate,
+			limitBody(s.webhookBodyLimit(), s.handleWebhook())))
+	})
+	return r
+}

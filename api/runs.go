@@ -1,0 +1,160 @@
+package api
+
+import (
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// runResponse is the answer of the trigger and cancel routes.
+type runResponse struct {
+	Run *runs.Run `json:"run"`
+	// Existing is true when an Idempotency-Key matched a run created before.
+	Existing bool `json:"existing,omitempty"`
+}
+
+// handleTrigger serves POST /v1/pipelines/{name}/runs: 202 with the run and its Location;
+// the same Idempotency-Key answers the same run (existing=true).
+func (s *server) handleTrigger() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name, err := validPipelineName(chi.URLParam(r, "name"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		key := r.Header.Get("Idempotency-Key")
+		if err := validIdempotencyKey(key); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		var body triggerBody
+		if err := decode(r, &body, false); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		t, err := validTrigger(body)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		t.By = actor(r)
+		t.IdempotencyKey = key
+		run, existing, err := s.engine.Submit(r.Context(), name, t)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.log.InfoContext(r.Context(), "run submitted",
+			slog.String(keyRequestID, requestID(r.Context())),
+			slog.String(keyRunID, run.ID), slog.String(keyPipeline, name),
+			slog.Bool("existing", existing), slog.String(keyBy, t.By))
+		w.Header().Set("Location", "/v1/runs/"+run.ID)
+		encode(w, http.StatusAccepted, runResponse{Run: run, Existing: existing})
+	}
+}
+
+// handlePlan serves GET /v1/pipelines/{name}/plan: the dry run for the trigger given in the
+// query (build, image_tag, commit, app_version, param=KEY=VALUE).
+func (s *server) handlePlan() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name, err := validPipelineName(chi.URLParam(r, "name"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		t, err := validPlanQuery(r.URL.Query())
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		t.By = actor(r)
+		plan, err := s.engine.Plan(r.Context(), name, t)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		encode(w, http.StatusOK, map[string]any{"pipeline": name, "plan": plan})
+	}
+}
+
+// handlePipelines serves GET /v1/pipelines: the loaded pipelines' names, sorted.
+func (s *server) handlePipelines() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		names := slices.Clone(s.engine.Pipelines())
+		slices.Sort(names)
+		encode(w, http.StatusOK, map[string]any{"pipelines": names})
+	}
+}
+
+// handleListRuns serves GET /v1/runs?pipeline=&status=&limit=&cursor=: newest first, with
+// "next" as the cursor of the following page.
+func (s *server) handleListRuns() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		f, err := validListQuery(r.URL.Query())
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		page, err := s.runs.List(r.Context(), f)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if page.Runs == nil {
+			page.Runs = []runs.Run{}
+		}
+		encode(w, http.StatusOK, page)
+	}
+}
+
+// handleGetRun serves GET /v1/runs/{id}.
+func (s *server) handleGetRun() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := validRunID(chi.URLParam(r, "id"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		run, err := s.runs.Get(r.Context(), id)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		w.Header().Set("ETag", etag(run))
+		encode(w, http.StatusOK, run)
+	}
+}
+
+// handleCancel serves POST /v1/runs/{id}/cancel: 200 with the run; 409 when it already ended.
+func (s *server) handleCancel() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := validRunID(chi.URLParam(r, "id"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		var body struct{}
+		if err := decode(r, &body, true); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		run, err := s.engine.Cancel(r.Context(), id)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.log.InfoContext(r.Context(), "run cancel requested",
+			slog.String(keyRequestID, requestID(r.Context())),
+			slog.String(keyRunID, id), slog.String(keyBy, actor(r)))
+		encode(w, http.StatusOK, runResponse{Run: run})
+	}
+}
+
+func etag(r runs.Run) string {
+	return `"` + r.ID + "-" + strconv.FormatInt(r.Version, 10) + `"`
+}

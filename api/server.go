@@ -1,0 +1,134 @@
+package api
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// Engine is what the API needs from the deploy engine (package phases). The engine returns
+// the errors listed in errors.go, wrapped, so the API can answer with the right status.
+type Engine interface {
+	// Submit validates t against the pipeline and enqueues a run; existing is true when
+	// t.IdempotencyKey matched a run already created (that run is returned, nothing new
+	// starts). Errors: ErrUnknownPipeline; a *FieldError (ErrInvalid) naming the trigger
+	// field; ErrShuttingDown; runs.ErrUnavailable.
+	Submit(ctx context.Context, pipeline string, t runs.Trigger) (run *runs.Run, existing bool, err error)
+	// Cancel stops a run: a queued one never starts, a running one stops after its current
+	// step and compensates. Errors: runs.ErrNotFound; runs.ErrEnded when it already ended.
+	Cancel(ctx context.Context, runID string) (*runs.Run, error)
+	// Plan is the dry run: what a run with t would change, as a JSON-encodable value.
+	// Errors: ErrUnknownPipeline; a *FieldError; outside-API errors.
+	Plan(ctx context.Context, pipeline string, t runs.Trigger) (any, error)
+	// Pipelines lists the loaded pipelines' names.
+	Pipelines() []string
+}
+
+// Locks is what the API needs from the lock service; *locks.Locker implements it.
+type Locks interface {
+	List(ctx context.Context, prefix string) ([]locks.Info, error)
+	ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.Info, error)
+	Freeze(ctx context.Context, r locks.FreezeRequest) (locks.Info, error)
+	Unfreeze(ctx context.Context, key, by, reason string) error
+	Audit(ctx context.Context, limit int) ([]locks.AuditEntry, error)
+	Ping(ctx context.Context) error
+}
+
+var _ Locks = (*locks.Locker)(nil)
+
+// Deps is what NewServer is built from. Engine, Runs, Locks and Config are required.
+type Deps struct {
+	Config *config.Daemon
+	Engine Engine
+	Runs   runs.Store
+	Locks  Locks
+	// Metrics is served at /metrics and told about every request (nil: no metrics).
+	Metrics *Metrics
+	// Logger receives the access log and server-side failures (nil: discard).
+	Logger *slog.Logger
+
+	// Heartbeat is the interval of SSE comment lines that keep idle streams open through
+	// proxies (default 15s).
+	Heartbeat time.Duration
+	// DeliveryTTL is how long a webhook delivery ID is remembered for de-duplication
+	// (default 72h: GitHub lets a delivery be redelivered for three days).
+	DeliveryTTL time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Defaults of Deps.
+const (
+	DefaultHeartbeat   = 15 * time.Second
+	DefaultDeliveryTTL = 72 * time.Hour
+	// maxAPIBody caps JSON bodies of the API routes; webhooks get Config.MaxBodyBytes.
+	maxAPIBody = 64 << 10
+)
+
+// server holds the handlers' dependencies. It is built once by NewServer.
+type server struct {
+	cfg         *config.Daemon
+	engine      Engine
+	runs        runs.Store
+	locks       Locks
+	metrics     *Metrics
+	log         *slog.Logger
+	heartbeat   time.Duration
+	deliveryTTL time.Duration
+	now         func() time.Time
+	auth        *authenticator
+	triggerRate *limiter
+	webhookRate *limiter
+	pages       *pages
+}
+
+// NewServer returns the daemon's HTTP handler: the API, the webhooks, the dashboard, health
+// and metrics (see routes.go for the map). It panics if a required dependency is missing,
+// since that is a wiring mistake in cmd.
+func NewServer(d Deps) http.Handler {
+	if d.Config == nil || d.Engine == nil || d.Runs == nil || d.Locks == nil {
+		panic("api.NewServer: Config, Engine, Runs and Locks are required")
+	}
+	s := &server{
+		cfg:         d.Config,
+		engine:      d.Engine,
+		runs:        d.Runs,
+		locks:       d.Locks,
+		metrics:     d.Metrics,
+		log:         d.Logger,
+		heartbeat:   d.Heartbeat,
+		deliveryTTL: d.DeliveryTTL,
+		now:         d.Now,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.heartbeat <= 0 {
+		s.heartbeat = DefaultHeartbeat
+	}
+	if s.deliveryTTL <= 0 {
+		s.deliveryTTL = DefaultDeliveryTTL
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.auth = newAuthenticator(d.Config.Tokens, d.Config.PublicRead)
+	s.triggerRate = newLimiter(d.Config.RateLimits.Trigger, s.now)
+	s.webhookRate = newLimiter(d.Config.RateLimits.Webhook, s.now)
+	s.pages = newPages()
+	return s.routes()
+}
+
+// webhookBodyLimit is the largest webhook body accepted.
+func (s *server) webhookBodyLimit() int64 {
+	if s.cfg.MaxBodyBytes > 0 {
+		return s.cfg.MaxBodyBytes
+	}
+	return config.DefaultMaxBodyBytes
+}

@@ -1,0 +1,335 @@
+package api
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// Validation of everything a client sends, in one place. Each check returns a *FieldError
+// naming the field, so the answer says what to fix.
+
+var (
+	// pipelineNamePattern is config's rule for pipeline names.
+	pipelineNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	// runIDPattern accepts run IDs (ULIDs) and other IDs a store may hand out.
+	runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+	// lockKeyNamePattern is the part of a lock key after its namespace.
+	lockKeyNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$`)
+	// imageTagPattern is Coolify's docker_registry_image_tag rule.
+	imageTagPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+	// paramKeyPattern is the rule for trigger parameter names.
+	paramKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`)
+	// idempotencyKeyPattern bounds Idempotency-Key headers.
+	idempotencyKeyPattern = regexp.MustCompile(`^[\x21-\x7e]{1,200}$`)
+)
+
+// Limits on trigger values.
+const (
+	maxTriggerValue = 256
+	maxParamValue   = 1024
+	maxParams       = 64
+	maxReason       = 1024
+	maxFreezeFor    = 30 * 24 * time.Hour
+)
+
+// pathParam returns a path parameter unescaped. chi routes on the escaped path, so "%2F" and
+// "%2e%2e" arrive here and are judged like the characters they stand for.
+func pathParam(raw, field string) (string, error) {
+	v, err := url.PathUnescape(raw)
+	if err != nil {
+		return "", fieldErr(field, "not a valid path segment")
+	}
+	return v, nil
+}
+
+// validPipelineName checks a {name} path parameter.
+func validPipelineName(raw string) (string, error) {
+	name, err := pathParam(raw, "name")
+	if err != nil {
+		return "", err
+	}
+	if !pipelineNamePattern.MatchString(name) {
+		return "", fieldErr("name", "a pipeline name is 1-63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit")
+	}
+	return name, nil
+}
+
+// validRunID checks an {id} path parameter.
+func validRunID(raw string) (string, error) {
+	id, err := pathParam(raw, "id")
+	if err != nil {
+		return "", err
+	}
+	if !runIDPattern.MatchString(id) {
+		return "", fieldErr("id", "not a run ID")
+	}
+	return id, nil
+}
+
+// validLockKey checks a {key} path parameter: "<namespace>:<name>" in a registered namespace.
+func validLockKey(raw string) (string, error) {
+	key, err := pathParam(raw, "key")
+	if err != nil {
+		return "", err
+	}
+	for _, ns := range config.Namespaces() {
+		if name, ok := strings.CutPrefix(key, ns); ok {
+			if lockKeyNamePattern.MatchString(name) && !strings.Contains(name, "..") {
+				return key, nil
+			}
+			break
+		}
+	}
+	return "", fieldErr("key", "a lock key is <namespace>:<name> in one of the namespaces %s", strings.Join(config.Namespaces(), ", "))
+}
+
+// triggerBody is the body of POST /v1/pipelines/{name}/runs.
+type triggerBody struct {
+	Build      string            `json:"build"`
+	ImageTag   string            `json:"image_tag"`
+	Commit     string            `json:"commit"`
+	AppVersion string            `json:"app_version"`
+	Params     map[string]string `json:"params"`
+}
+
+// validTrigger checks the trigger's values and returns them as a runs.Trigger. The engine
+// checks them against the pipeline (required params, tag after resolution) on top.
+func validTrigger(b triggerBody) (runs.Trigger, error) {
+	for _, f := range []struct{ name, v string }{
+		{"build", b.Build}, {"commit", b.Commit}, {"app_version", b.AppVersion},
+	} {
+		if err := validText(f.name, f.v, maxTriggerValue); err != nil {
+			return runs.Trigger{}, err
+		}
+	}
+	if b.ImageTag != "" && !imageTagPattern.MatchString(b.ImageTag) {
+		return runs.Trigger{}, fieldErr("image_tag", "an image tag is 1-128 characters of A-Z, a-z, 0-9, '_', '.' and '-', not starting with '.' or '-'")
+	}
+	if len(b.Params) > maxParams {
+		return runs.Trigger{}, fieldErr("params", "at most %d parameters", maxParams)
+	}
+	for k, v := range b.Params {
+		if !paramKeyPattern.MatchString(k) {
+			return runs.Trigger{}, fieldErr("params", "parameter name %q: use 1-64 characters of A-Z, a-z, 0-9, '_', '.' and '-', starting with a letter or '_'", truncate(k, 64))
+		}
+		if err := validText("params."+k, v, maxParamValue); err != nil {
+			return runs.Trigger{}, err
+		}
+	}
+	t := runs.Trigger{Build: b.Build, ImageTag: b.ImageTag, Commit: b.Commit, AppVersion: b.AppVersion}
+	if len(b.Params) > 0 {
+		t.Params = make(map[string]string, len(b.Params))
+		for k, v := range b.Params {
+			t.Params[k] = v
+		}
+	}
+	return t, nil
+}
+
+// validText checks a free-text value: valid UTF-8, no control characters, at most max bytes.
+func validText(field, v string, max int) error {
+	if len(v) > max {
+		return fieldErr(field, "longer than %d bytes", max)
+	}
+	if !utf8.ValidString(v) {
+		return fieldErr(field, "not valid UTF-8")
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f {
+			return fieldErr(field, "holds a control character")
+		}
+	}
+	return nil
+}
+
+// validIdempotencyKey checks the Idempotency-Key header ("" when absent).
+func validIdempotencyKey(v string) error {
+	if v != "" && !idempotencyKeyPattern.MatchString(v) {
+		return fieldErr("Idempotency-Key", "1-200 printable ASCII characters without spaces")
+	}
+	return nil
+}
+
+// listQuery is GET /v1/runs's query: pipeline, status (repeated or comma-separated), limit,
+// cursor.
+func validListQuery(q url.Values) (runs.Filter, error) {
+	var f runs.Filter
+	if p := q.Get("pipeline"); p != "" {
+		if !pipelineNamePattern.MatchString(p) {
+			return f, fieldErr("pipeline", "not a pipeline name")
+		}
+		f.Pipeline = p
+	}
+	for _, v := range q["status"] {
+		for _, s := range strings.Split(v, ",") {
+			st := runs.Status(strings.TrimSpace(s))
+			if !st.Valid() {
+				return f, fieldErr("status", "unknown status %q; one of %s", truncate(string(st), 32), statusList())
+			}
+			f.Status = append(f.Status, st)
+		}
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > runs.MaxLimit {
+			return f, fieldErr("limit", "a number from 1 to %d", runs.MaxLimit)
+		}
+		f.Limit = n
+	}
+	if c := q.Get("cursor"); c != "" {
+		if len(c) > 512 {
+			return f, fieldErr("cursor", "not a cursor from a previous page")
+		}
+		f.Cursor = c
+	}
+	return f, nil
+}
+
+func statusList() string {
+	names := make([]string, len(runs.Statuses))
+	for i, s := range runs.Statuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// planQuery is GET /v1/pipelines/{name}/plan's query: build, image_tag, commit, app_version
+// and param=KEY=VALUE (repeated), the same values a trigger body carries.
+func validPlanQuery(q url.Values) (runs.Trigger, error) {
+	b := triggerBody{Build: q.Get("build"), ImageTag: q.Get("image_tag"), Commit: q.Get("commit"), AppVersion: q.Get("app_version")}
+	for _, kv := range q["param"] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return runs.Trigger{}, fieldErr("param", "write param=KEY=VALUE")
+		}
+		if b.Params == nil {
+			b.Params = map[string]string{}
+		}
+		b.Params[k] = v
+	}
+	return validTrigger(b)
+}
+
+// forceBody is the body of POST /v1/locks/{key}/release.
+type forceBody struct {
+	// Fence or Holder: what the operator saw, exactly one.
+	Fence  int64  `json:"fence"`
+	Holder string `json:"holder"`
+	Reason string `json:"reason"`
+	// By names the operator for the audit trail (optional; the token's role is always recorded).
+	By string `json:"by"`
+}
+
+func validForce(b forceBody) error {
+	switch {
+	case b.Fence < 0:
+		return fieldErr("fence", "a fence is a positive number")
+	case b.Fence == 0 && b.Holder == "":
+		return fieldErr("fence", "name the fence or the holder you saw (GET /v1/locks), so a newer lease is not removed by mistake")
+	case b.Fence != 0 && b.Holder != "":
+		return fieldErr("holder", "name the fence or the holder you saw, not both")
+	case strings.TrimSpace(b.Reason) == "":
+		return fieldErr("reason", "a forced release needs a reason for the audit trail")
+	}
+	if err := validText("holder", b.Holder, maxTriggerValue); err != nil {
+		return err
+	}
+	if err := validText("reason", b.Reason, maxReason); err != nil {
+		return err
+	}
+	return validText("by", b.By, maxTriggerValue)
+}
+
+// freezeBody is the body of POST /v1/locks/{key}/freeze: a message and either an absolute
+// expiry (until, RFC 3339) or a duration from now (for, e.g. "30m").
+type freezeBody struct {
+	Message string    `json:"message"`
+	Until   time.Time `json:"until"`
+	For     string    `json:"for"`
+	By      string    `json:"by"`
+}
+
+// validFreeze checks a freeze and returns when it ends.
+func validFreeze(b freezeBody, now time.Time) (time.Time, error) {
+	if strings.TrimSpace(b.Message) == "" {
+		return time.Time{}, fieldErr("message", "a freeze needs a message saying why")
+	}
+	if err := validText("message", b.Message, maxReason); err != nil {
+		return time.Time{}, err
+	}
+	if err := validText("by", b.By, maxTriggerValue); err != nil {
+		return time.Time{}, err
+	}
+	until := b.Until
+	switch {
+	case b.For != "" && !until.IsZero():
+		return time.Time{}, fieldErr("for", "give until or for, not both")
+	case b.For != "":
+		d, err := time.ParseDuration(b.For)
+		if err != nil || d <= 0 {
+			return time.Time{}, fieldErr("for", "a positive duration such as \"30m\" or \"2h\"")
+		}
+		until = now.Add(d)
+	case until.IsZero():
+		return time.Time{}, fieldErr("until", "give until (RFC 3339) or for (a duration such as \"30m\")")
+	}
+	if !until.After(now) {
+		return time.Time{}, fieldErr("until", "must be in the future")
+	}
+	if until.Sub(now) > maxFreezeFor {
+		return time.Time{}, fieldErr("until", "at most %s from now", maxFreezeFor)
+	}
+	return until, nil
+}
+
+// unfreezeBody is the optional body of DELETE /v1/locks/{key}/freeze.
+type unfreezeBody struct {
+	Reason string `json:"reason"`
+	By     string `json:"by"`
+}
+
+func validUnfreeze(b unfreezeBody) error {
+	if err := validText("reason", b.Reason, maxReason); err != nil {
+		return err
+	}
+	return validText("by", b.By, maxTriggerValue)
+}
+
+// validLastEventID checks the SSE Last-Event-ID header (an event Seq; "" means from the start).
+func validLastEventID(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fieldErr("Last-Event-ID", "an event sequence number")
+	}
+	return n, nil
+}
+
+// validAuditLimit checks GET /v1/locks/audit's limit.
+func validAuditLimit(v string) (int, error) {
+	if v == "" {
+		return 100, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, fieldErr("limit", "a number from 1 to 1000")
+	}
+	return n, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return fmt.Sprintf("%s…", s[:n])
+}

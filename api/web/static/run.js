@@ -1,0 +1,133 @@
+// Live run page: follows /v1/runs/{id}/events over Server-Sent Events and, on every event,
+// re-reads the run and redraws its steps, without reloading the page. Rendering mirrors the
+// server's run.html template.
+(function () {
+  "use strict";
+  var root = document.getElementById("run");
+  if (!root) return;
+  var id = root.getAttribute("data-run-id");
+  var live = document.getElementById("live");
+  var eventsList = document.getElementById("events");
+  var fetching = false, again = false, ended = false;
+
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function isZero(t) { return !t || t.indexOf("0001-01-01") === 0; }
+  function clock(t) {
+    if (isZero(t)) return "";
+    var d = new Date(t);
+    return pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()) + "Z";
+  }
+  function dur(ms) {
+    if (ms < 1000) return Math.round(ms) + "ms";
+    if (ms < 60000) return (ms / 1000).toFixed(1) + "s";
+    return Math.floor(ms / 60000) + "m" + pad(Math.round((ms % 60000) / 1000)) + "s";
+  }
+  function took(start, end) {
+    if (isZero(start)) return "";
+    if (isZero(end)) return "running";
+    return dur(new Date(end) - new Date(start));
+  }
+  function wait(ns) { return ns ? dur(ns / 1e6) : ""; }
+  function detail(s) {
+    if (s.error) return s.error;
+    var parts = [], c = s.changes || {};
+    if (c.image_tag) parts.push("tag " + c.image_tag.old + " → " + c.image_tag["new"]);
+    if (c.env_keys && c.env_keys.length) parts.push("env: " + c.env_keys.join(", "));
+    if (c.fields && c.fields.length) parts.push("fields: " + c.fields.join(", "));
+    if (s.deployment_uuid) parts.push("deployment " + s.deployment_uuid);
+    return parts.join("; ");
+  }
+  function cell(label, content) {
+    var td = document.createElement("td");
+    td.setAttribute("data-label", label);
+    if (content instanceof Node) td.appendChild(content); else td.textContent = content;
+    return td;
+  }
+  function badge(status) {
+    var b = document.createElement("span");
+    b.className = "badge s-" + status;
+    b.textContent = status;
+    return b;
+  }
+
+  function render(run) {
+    var st = document.getElementById("run-status");
+    st.className = "badge s-" + run.status;
+    st.textContent = run.status;
+    document.getElementById("run-reason").textContent = run.reason || "";
+    var sections = document.querySelectorAll("section.phase");
+    for (var i = 0; i < sections.length; i++) {
+      var phase = sections[i].getAttribute("data-phase");
+      var tbody = sections[i].querySelector("tbody");
+      var steps = (run.steps || []).filter(function (s) { return s.phase === phase; });
+      var rows = document.createDocumentFragment();
+      steps.forEach(function (s) {
+        var tr = document.createElement("tr");
+        tr.setAttribute("data-step", s.phase + "/" + s.name);
+        tr.setAttribute("data-status", s.status);
+        tr.appendChild(cell("Step", s.name));
+        tr.appendChild(cell("Status", badge(s.status)));
+        tr.appendChild(cell("Lock wait", wait(s.lock_wait_ns)));
+        tr.appendChild(cell("Fence", s.fence ? String(s.fence) : ""));
+        tr.appendChild(cell("Started", clock(s.started_at)));
+        tr.appendChild(cell("Took", took(s.started_at, s.ended_at)));
+        tr.appendChild(cell("Detail", detail(s)));
+        rows.appendChild(tr);
+      });
+      if (!steps.length) {
+        var tr = document.createElement("tr");
+        tr.className = "none";
+        var td = document.createElement("td");
+        td.colSpan = 7;
+        td.textContent = "No steps in this phase.";
+        tr.appendChild(td);
+        rows.appendChild(tr);
+      }
+      tbody.replaceChildren(rows);
+    }
+  }
+
+  function refresh() {
+    if (fetching) { again = true; return; }
+    fetching = true;
+    fetch("/v1/runs/" + encodeURIComponent(id), { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (run) { if (run) render(run); })
+      .catch(function () {})
+      .then(function () {
+        fetching = false;
+        if (again) { again = false; refresh(); }
+      });
+  }
+
+  function addEvent(ev) {
+    var li = document.createElement("li");
+    var t = document.createElement("span"); t.className = "t"; t.textContent = clock(ev.at);
+    var ty = document.createElement("span"); ty.className = "ty"; ty.textContent = ev.type;
+    li.appendChild(t); li.appendChild(ty);
+    var what = [ev.phase, ev.service, ev.lock_key, ev.fence ? "fence " + ev.fence : "", ev.message]
+      .filter(function (x) { return x; }).join(" · ");
+    li.appendChild(document.createTextNode(what));
+    eventsList.appendChild(li);
+    eventsList.scrollTop = eventsList.scrollHeight;
+  }
+
+  function setLive(text, on) {
+    live.textContent = text;
+    live.className = on ? "live on" : "live";
+  }
+
+  var es = new EventSource("/v1/runs/" + encodeURIComponent(id) + "/events");
+  es.onopen = function () { setLive("live", true); };
+  es.onmessage = function (m) {
+    try { addEvent(JSON.parse(m.data)); } catch (e) { return; }
+    refresh();
+  };
+  es.addEventListener("end", function () {
+    ended = true;
+    es.close();
+    setLive("run ended", false);
+    refresh();
+  });
+  es.onerror = function () { if (!ended) setLive("reconnecting…", false); };
+})();

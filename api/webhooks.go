@@ -1,0 +1,590 @@
+package api
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// CI webhooks. Each provider's delivery is verified first (an HMAC-SHA256 of the raw body, or
+// GitLab's shared token, compared in constant time), then parsed into a ciEvent, matched
+// against the provider's rules from the daemon config, de-duplicated, and submitted as a run.
+//
+// Headers read:
+//
+//	github   X-Hub-Signature-256: sha256=<hex>, X-GitHub-Event, X-GitHub-Delivery
+//	gitlab   X-Gitlab-Token, X-Gitlab-Event, X-Gitlab-Event-UUID (or Idempotency-Key)
+//	generic  X-Signature-256: sha256=<hex of HMAC-SHA256(secret, body)>, X-Delivery-ID
+//
+// A delivery is a replay when its delivery ID was seen within Deps.DeliveryTTL, or when its
+// body is byte-for-byte one already turned into a run (the run's idempotency key is the
+// body's SHA-256, so a captured body re-sent under a fresh delivery ID starts nothing new).
+// A delivery without an ID is identified by its body alone.
+
+// Webhook headers.
+const (
+	headerGitHubSignature = "X-Hub-Signature-256"
+	headerGitHubEvent     = "X-GitHub-Event"
+	headerGitHubDelivery  = "X-GitHub-Delivery"
+	headerGitLabToken     = "X-Gitlab-Token"
+	headerGitLabEvent     = "X-Gitlab-Event"
+	headerGitLabDelivery  = "X-Gitlab-Event-UUID"
+	headerGenericSig      = "X-Signature-256"
+	// HeaderGenericDelivery is the delivery ID header of the generic webhook.
+	HeaderGenericDelivery = "X-Delivery-ID"
+)
+
+var deliveryIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// webhookResponse is the answer to a delivery.
+type webhookResponse struct {
+	// Status is "triggered", "duplicate", "ignored" or "unmapped".
+	Status string `json:"status"`
+	// Reason says why nothing started (ignored, unmapped, duplicate).
+	Reason   string    `json:"reason,omitempty"`
+	Pipeline string    `json:"pipeline,omitempty"`
+	Run      *runs.Run `json:"run,omitempty"`
+}
+
+// ciEvent is a delivery reduced to what rules match on and what a run needs.
+type ciEvent struct {
+	Event      string // workflow_run, push, pipeline, or the generic body's event
+	Repository string
+	Branch     string // without refs/heads/; empty for tags
+	Workflow   string
+	// Defaults of the run's trigger, overridden by the rule's trigger template.
+	Trigger runs.Trigger
+	// Ignore, when set, says why this delivery is not a deploy signal (a failed workflow, a
+	// deleted branch, a ping) and nothing is matched.
+	Ignore string
+	// Payload is the decoded body, for ${payload.…} references.
+	Payload any
+}
+
+// handleWebhook serves POST /v1/webhooks/{provider}.
+func (s *server) handleWebhook() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		provider := config.Provider(chi.URLParam(r, "provider"))
+		switch provider {
+		case config.ProviderGitHub, config.ProviderGitLab, config.ProviderGeneric:
+		default:
+			s.writeError(w, r, newHTTPError(http.StatusNotFound, "not_found", "no webhook provider of that name; use github, gitlab or generic"))
+			return
+		}
+		resp, status, err := s.webhook(r, provider)
+		outcome := resp.Status
+		if err != nil {
+			outcome = "rejected"
+		}
+		s.metrics.webhook(string(provider), outcome)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if resp.Run != nil {
+			w.Header().Set("Location", "/v1/runs/"+resp.Run.ID)
+		}
+		encode(w, status, resp)
+	}
+}
+
+// webhook does the work of handleWebhook and returns the answer.
+func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResponse, int, error) {
+	hook := s.cfg.Webhooks.For(provider)
+	if hook == nil || !hook.Secret.IsSet() {
+		return webhookResponse{}, 0, newHTTPError(http.StatusForbidden, "webhook_disabled",
+			"the %s webhook has no secret configured, so every delivery is refused", provider)
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return webhookResponse{}, 0, bodyError(err)
+	}
+	if err := verifyDelivery(provider, []byte(hook.Secret.Reveal()), r.Header, body); err != nil {
+		return webhookResponse{}, 0, err
+	}
+	delivery, err := deliveryID(provider, r.Header)
+	if err != nil {
+		return webhookResponse{}, 0, err
+	}
+	ev, err := parseDelivery(provider, r.Header, body)
+	if err != nil {
+		return webhookResponse{}, 0, err
+	}
+	log := s.log.With(slog.String(keyRequestID, requestID(r.Context())),
+		slog.String(keyProvider, string(provider)), slog.String(keyDelivery, delivery))
+	if ev.Ignore != "" {
+		log.InfoContext(r.Context(), "webhook ignored", slog.String(keyReason, ev.Ignore))
+		return webhookResponse{Status: "ignored", Reason: ev.Ignore}, http.StatusAccepted, nil
+	}
+	i, rule := matchRule(hook.Rules, ev)
+	if rule == nil {
+		reason := fmt.Sprintf("no rule matches event=%q repository=%q branch=%q workflow=%q",
+			ev.Event, ev.Repository, ev.Branch, ev.Workflow)
+		log.InfoContext(r.Context(), "webhook unmapped", slog.String(keyReason, reason))
+		return webhookResponse{Status: "unmapped", Reason: reason}, http.StatusAccepted, nil
+	}
+	t, err := ruleTrigger(i, rule, ev)
+	if err != nil {
+		return webhookResponse{}, 0, err
+	}
+
+	bodySum := sha256.Sum256(body)
+	if delivery != "" {
+		seen, err := s.runs.SeenDelivery(r.Context(), string(provider)+":"+delivery, s.deliveryTTL)
+		if err != nil {
+			return webhookResponse{}, 0, fmt.Errorf("check delivery: %w", err)
+		}
+		if seen {
+			log.InfoContext(r.Context(), "webhook duplicate")
+			return webhookResponse{Status: "duplicate", Reason: "this delivery ID was already received", Pipeline: rule.Pipeline}, http.StatusOK, nil
+		}
+	} else {
+		delivery = "sha256:" + hex.EncodeToString(bodySum[:8])
+	}
+	t.By = "webhook:" + string(provider) + ":" + delivery
+	t.IdempotencyKey = "webhook:" + string(provider) + ":" + hex.EncodeToString(bodySum[:])
+	run, existing, err := s.engine.Submit(r.Context(), rule.Pipeline, t)
+	if err != nil {
+		return webhookResponse{}, 0, err
+	}
+	if existing {
+		log.InfoContext(r.Context(), "webhook duplicate", slog.String(keyRunID, run.ID))
+		return webhookResponse{Status: "duplicate", Reason: "this payload already started a run", Pipeline: rule.Pipeline, Run: run}, http.StatusOK, nil
+	}
+	log.InfoContext(r.Context(), "webhook triggered a run",
+		slog.String(keyRunID, run.ID), slog.String(keyPipeline, rule.Pipeline), slog.Int("rule", i))
+	return webhookResponse{Status: "triggered", Pipeline: rule.Pipeline, Run: run}, http.StatusAccepted, nil
+}
+
+// errBadSignature is the answer to a delivery whose signature or token does not verify.
+func errBadSignature(msg string) error {
+	return &httpError{status: http.StatusUnauthorized, code: "bad_signature", message: msg}
+}
+
+// verifyDelivery checks a delivery's signature (github, generic) or token (gitlab) in
+// constant time. It returns a 401 *httpError when it does not verify.
+func verifyDelivery(provider config.Provider, secret []byte, h http.Header, body []byte) error {
+	if len(secret) == 0 {
+		return errBadSignature("no secret configured")
+	}
+	switch provider {
+	case config.ProviderGitLab:
+		tok := h.Get(headerGitLabToken)
+		if tok == "" {
+			return errBadSignature("missing " + headerGitLabToken)
+		}
+		a, b := sha256.Sum256([]byte(tok)), sha256.Sum256(secret)
+		if subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
+			return errBadSignature(headerGitLabToken + " does not match")
+		}
+		return nil
+	case config.ProviderGitHub, config.ProviderGeneric:
+		name := headerGitHubSignature
+		if provider == config.ProviderGeneric {
+			name = headerGenericSig
+		}
+		return verifyHMAC(name, h.Get(name), secret, body)
+	}
+	return errBadSignature("unknown provider")
+}
+
+// verifyHMAC checks "sha256=<hex>" against HMAC-SHA256(secret, body).
+func verifyHMAC(header, value string, secret, body []byte) error {
+	if value == "" {
+		return errBadSignature("missing " + header)
+	}
+	hexSig, ok := strings.CutPrefix(value, "sha256=")
+	if !ok {
+		return errBadSignature(header + " must be sha256=<hex>")
+	}
+	got, err := hex.DecodeString(hexSig)
+	if err != nil || len(got) != sha256.Size {
+		return errBadSignature(header + " must be sha256=<64 hex digits>")
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	if !hmac.Equal(got, mac.Sum(nil)) {
+		return errBadSignature(header + " does not match the body")
+	}
+	return nil
+}
+
+// Sign returns the value of X-Signature-256 (and GitHub's X-Hub-Signature-256) for body:
+// "sha256=" and the hex HMAC-SHA256 of body under secret. CI scripts calling the generic
+// webhook and tests use it.
+func Sign(secret, body []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// deliveryID returns the delivery's ID ("" when the provider sent none).
+func deliveryID(provider config.Provider, h http.Header) (string, error) {
+	var name string
+	switch provider {
+	case config.ProviderGitHub:
+		name = headerGitHubDelivery
+	case config.ProviderGitLab:
+		name = headerGitLabDelivery
+		if h.Get(name) == "" {
+			name = "Idempotency-Key"
+		}
+	default:
+		name = HeaderGenericDelivery
+	}
+	id := h.Get(name)
+	if id != "" && !deliveryIDPattern.MatchString(id) {
+		return "", &httpError{status: http.StatusBadRequest, code: "invalid", field: name,
+			message: "invalid " + name + ": 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'"}
+	}
+	return id, nil
+}
+
+// parseDelivery turns a verified body into a ciEvent. A body that is not the JSON the
+// provider documents is a 400 naming the field.
+func parseDelivery(provider config.Provider, h http.Header, body []byte) (ciEvent, error) {
+	payload, err := decodePayload(body)
+	if err != nil {
+		return ciEvent{}, err
+	}
+	switch provider {
+	case config.ProviderGitHub:
+		return parseGitHub(h.Get(headerGitHubEvent), body, payload)
+	case config.ProviderGitLab:
+		return parseGitLab(h.Get(headerGitLabEvent), body, payload)
+	default:
+		return parseGeneric(body, payload)
+	}
+}
+
+// decodePayload decodes a body as one JSON object, numbers kept as json.Number.
+func decodePayload(body []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, jsonError(err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "the payload must be a JSON object"}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "unexpected data after the JSON payload"}
+	}
+	return v, nil
+}
+
+// decodeLenient decodes body into v, ignoring fields v does not name; a known field of the
+// wrong type is a 400 naming it.
+func decodeLenient(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return jsonError(err)
+	}
+	return nil
+}
+
+// githubWorkflowRun is the part of a GitHub workflow_run delivery the daemon reads.
+type githubWorkflowRun struct {
+	Action      string `json:"action"`
+	WorkflowRun *struct {
+		Name       string `json:"name"`
+		HeadBranch string `json:"head_branch"`
+		HeadSHA    string `json:"head_sha"`
+		RunNumber  int64  `json:"run_number"`
+		Event      string `json:"event"`
+		Status     string `json:"status"`
+		Conclusion string `json:"conclusion"`
+		Path       string `json:"path"`
+	} `json:"workflow_run"`
+	Repository githubRepo `json:"repository"`
+}
+
+// githubPush is the part of a GitHub push delivery the daemon reads.
+type githubPush struct {
+	Ref        string     `json:"ref"`
+	After      string     `json:"after"`
+	Deleted    bool       `json:"deleted"`
+	Repository githubRepo `json:"repository"`
+}
+
+type githubRepo struct {
+	FullName string `json:"full_name"`
+}
+
+func parseGitHub(event string, body []byte, payload any) (ciEvent, error) {
+	switch event {
+	case "ping":
+		return ciEvent{Event: event, Ignore: "ping: the webhook is set up", Payload: payload}, nil
+	case "workflow_run":
+		var p githubWorkflowRun
+		if err := decodeLenient(body, &p); err != nil {
+			return ciEvent{}, err
+		}
+		if p.WorkflowRun == nil {
+			return ciEvent{}, fieldErr("workflow_run", "missing from a workflow_run delivery")
+		}
+		wr := p.WorkflowRun
+		ev := ciEvent{
+			Event: event, Repository: p.Repository.FullName, Branch: wr.HeadBranch, Workflow: wr.Name,
+			Trigger: runs.Trigger{Build: strconv.FormatInt(wr.RunNumber, 10), Commit: wr.HeadSHA},
+			Payload: payload,
+		}
+		switch {
+		case p.Action != "completed":
+			ev.Ignore = fmt.Sprintf("workflow_run action %q: only completed runs deploy", truncate(p.Action, 32))
+		case wr.Conclusion != "success":
+			ev.Ignore = fmt.Sprintf("workflow_run concluded %q: only successful runs deploy", truncate(wr.Conclusion, 32))
+		}
+		return ev, nil
+	case "push":
+		var p githubPush
+		if err := decodeLenient(body, &p); err != nil {
+			return ciEvent{}, err
+		}
+		if p.Ref == "" {
+			return ciEvent{}, fieldErr("ref", "missing from a push delivery")
+		}
+		ev := ciEvent{Event: event, Repository: p.Repository.FullName, Payload: payload,
+			Trigger: runs.Trigger{Commit: p.After}}
+		ev.Branch, _ = strings.CutPrefix(p.Ref, "refs/heads/")
+		if !strings.HasPrefix(p.Ref, "refs/heads/") {
+			ev.Branch = ""
+		}
+		if p.Deleted {
+			ev.Ignore = "push deleted the ref: nothing to deploy"
+		}
+		return ev, nil
+	case "":
+		return ciEvent{}, &httpError{status: http.StatusBadRequest, code: "invalid", field: headerGitHubEvent, message: "missing " + headerGitHubEvent}
+	}
+	return ciEvent{Event: event, Ignore: fmt.Sprintf("GitHub event %q is not a deploy signal (workflow_run and push are)", truncate(event, 64)), Payload: payload}, nil
+}
+
+// gitlabPipeline is the part of a GitLab pipeline event the daemon reads.
+type gitlabPipeline struct {
+	ObjectKind       string `json:"object_kind"`
+	ObjectAttributes *struct {
+		ID     int64   `json:"id"`
+		IID    int64   `json:"iid"`
+		Name   *string `json:"name"`
+		Ref    string  `json:"ref"`
+		Tag    bool    `json:"tag"`
+		SHA    string  `json:"sha"`
+		Source string  `json:"source"`
+		Status string  `json:"status"`
+	} `json:"object_attributes"`
+	Project struct {
+		PathWithNamespace string `json:"path_with_namespace"`
+	} `json:"project"`
+}
+
+func parseGitLab(event string, body []byte, payload any) (ciEvent, error) {
+	var p gitlabPipeline
+	if err := decodeLenient(body, &p); err != nil {
+		return ciEvent{}, err
+	}
+	if event != "Pipeline Hook" && p.ObjectKind != "pipeline" {
+		return ciEvent{Event: p.ObjectKind, Payload: payload,
+			Ignore: fmt.Sprintf("GitLab event %q is not a deploy signal (pipeline events are)", truncate(event, 64))}, nil
+	}
+	oa := p.ObjectAttributes
+	if oa == nil {
+		return ciEvent{}, fieldErr("object_attributes", "missing from a pipeline event")
+	}
+	ev := ciEvent{Event: "pipeline", Repository: p.Project.PathWithNamespace, Workflow: oa.Source, Payload: payload,
+		Trigger: runs.Trigger{Build: strconv.FormatInt(oa.ID, 10), Commit: oa.SHA}}
+	if oa.Name != nil && *oa.Name != "" {
+		ev.Workflow = *oa.Name
+	}
+	if !oa.Tag {
+		ev.Branch = oa.Ref
+	}
+	if oa.Status != "success" {
+		ev.Ignore = fmt.Sprintf("pipeline status %q: only successful pipelines deploy", truncate(oa.Status, 32))
+	}
+	return ev, nil
+}
+
+// genericDelivery is the body of the generic webhook. Every field is optional; rules match on
+// event, repository, branch and workflow, and the trigger fields become the run's defaults.
+// Other fields are allowed and can be read by rules with ${payload.…}.
+type genericDelivery struct {
+	Event      string            `json:"event"`
+	Repository string            `json:"repository"`
+	Branch     string            `json:"branch"`
+	Workflow   string            `json:"workflow"`
+	Build      string            `json:"build"`
+	ImageTag   string            `json:"image_tag"`
+	Commit     string            `json:"commit"`
+	AppVersion string            `json:"app_version"`
+	Params     map[string]string `json:"params"`
+}
+
+func parseGeneric(body []byte, payload any) (ciEvent, error) {
+	var p genericDelivery
+	if err := decodeLenient(body, &p); err != nil {
+		return ciEvent{}, err
+	}
+	return ciEvent{Event: p.Event, Repository: p.Repository, Branch: p.Branch, Workflow: p.Workflow, Payload: payload,
+		Trigger: runs.Trigger{Build: p.Build, ImageTag: p.ImageTag, Commit: p.Commit, AppVersion: p.AppVersion, Params: p.Params}}, nil
+}
+
+// matchRule returns the first rule that matches ev, and its index; nil when none does. Empty
+// rule fields match anything; the others are path.Match globs.
+func matchRule(rules []config.WebhookRule, ev ciEvent) (int, *config.WebhookRule) {
+	for i := range rules {
+		r := &rules[i]
+		if globMatch(r.Event, ev.Event) && globMatch(r.Repository, ev.Repository) &&
+			globMatch(r.Branch, ev.Branch) && globMatch(r.Workflow, ev.Workflow) {
+			return i, r
+		}
+	}
+	return -1, nil
+}
+
+func globMatch(pattern, v string) bool {
+	if pattern == "" {
+		return true
+	}
+	ok, err := path.Match(pattern, v)
+	return err == nil && ok
+}
+
+// ruleTrigger builds the run's trigger: the event's defaults, overridden by the rule's
+// template values with ${payload.…} filled from the delivery. The result passes the same
+// validation as a trigger sent to the API; a rule that yields an invalid trigger answers 422.
+func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent) (runs.Trigger, error) {
+	t := ev.Trigger
+	field := func(name string) string { return fmt.Sprintf("webhooks rules[%d].trigger.%s", i, name) }
+	for _, f := range []struct {
+		name string
+		tmpl string
+		dst  *string
+	}{
+		{"build", rule.Trigger.Build, &t.Build},
+		{"image_tag", rule.Trigger.ImageTag, &t.ImageTag},
+		{"commit", rule.Trigger.Commit, &t.Commit},
+		{"app_version", rule.Trigger.AppVersion, &t.AppVersion},
+	} {
+		if f.tmpl == "" {
+			continue
+		}
+		v, err := expandPayload(f.tmpl, ev.Payload)
+		if err != nil {
+			return runs.Trigger{}, unprocessable(field(f.name), err)
+		}
+		*f.dst = v
+	}
+	if len(rule.Trigger.Params) > 0 {
+		params := make(map[string]string, len(t.Params)+len(rule.Trigger.Params))
+		for k, v := range t.Params {
+			params[k] = v
+		}
+		for k, tmpl := range rule.Trigger.Params {
+			v, err := expandPayload(tmpl, ev.Payload)
+			if err != nil {
+				return runs.Trigger{}, unprocessable(field("params."+k), err)
+			}
+			params[k] = v
+		}
+		t.Params = params
+	}
+	out, err := validTrigger(triggerBody{Build: t.Build, ImageTag: t.ImageTag, Commit: t.Commit, AppVersion: t.AppVersion, Params: t.Params})
+	if err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			return runs.Trigger{}, unprocessable(field(fe.Field), errors.New(fe.Reason))
+		}
+		return runs.Trigger{}, err
+	}
+	return out, nil
+}
+
+func unprocessable(field string, err error) error {
+	return &httpError{status: http.StatusUnprocessableEntity, code: "invalid_trigger", field: field,
+		message: fmt.Sprintf("the matching rule yields an invalid %s: %v", field, err)}
+}
+
+// expandPayload fills ${payload.a.b} references in tmpl from the decoded delivery; "$${" is a
+// literal "${". Objects are walked by key and arrays by index; the value must be a string,
+// number or boolean.
+func expandPayload(tmpl string, payload any) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(tmpl); {
+		switch {
+		case strings.HasPrefix(tmpl[i:], "$${"):
+			b.WriteString("${")
+			i += 3
+		case strings.HasPrefix(tmpl[i:], "${"):
+			end := strings.IndexByte(tmpl[i+2:], '}')
+			if end < 0 {
+				return "", errors.New("unterminated ${")
+			}
+			ref := tmpl[i+2 : i+2+end]
+			v, err := lookupPayload(ref, payload)
+			if err != nil {
+				return "", err
+			}
+			b.WriteString(v)
+			i += 2 + end + 1
+		default:
+			b.WriteByte(tmpl[i])
+			i++
+		}
+	}
+	return b.String(), nil
+}
+
+func lookupPayload(ref string, payload any) (string, error) {
+	p, ok := strings.CutPrefix(ref, "payload.")
+	if !ok {
+		return "", fmt.Errorf("${%s} is not a payload reference", truncate(ref, 64))
+	}
+	cur := payload
+	for seg := range strings.SplitSeq(p, ".") {
+		switch c := cur.(type) {
+		case map[string]any:
+			v, ok := c[seg]
+			if !ok {
+				return "", fmt.Errorf("the payload has no %s", truncate(p, 64))
+			}
+			cur = v
+		case []any:
+			n, err := strconv.Atoi(seg)
+			if err != nil || n < 0 || n >= len(c) {
+				return "", fmt.Errorf("the payload has no %s", truncate(p, 64))
+			}
+			cur = c[n]
+		default:
+			return "", fmt.Errorf("the payload has no %s", truncate(p, 64))
+		}
+	}
+	switch v := cur.(type) {
+	case string:
+		return v, nil
+	case json.Number:
+		return v.String(), nil
+	case bool:
+		return strconv.FormatBool(v), nil
+	case nil:
+		return "", fmt.Errorf("the payload's %s is null", truncate(p, 64))
+	}
+	return "", fmt.Errorf("the payload's %s is not a string, number or boolean", truncate(p, 64))
+}
