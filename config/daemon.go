@@ -147,7 +147,7 @@ type WebhookRule struct {
 	// Pipeline is the pipeline to run.
 	Pipeline string `koanf:"pipeline"`
 	// Trigger holds the run's parameters. Each value may be fixed text or use
-	// ${payload.a.b} references into the delivery's JSON body, filled by RuleTrigger.
+	// ${payload.a.b} references into the delivery's JSON body, filled by TriggerFor.
 	Trigger TriggerTemplate `koanf:"trigger"`
 }
 

@@ -115,11 +115,17 @@ func leafErrors(err error) []error {
 		return nil
 	}
 	var children []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		children = j.Unwrap()
-	} else if de, ok := err.(*mapstructure.DecodeError); ok {
-		if j, ok := de.Unwrap().(interface{ Unwrap() []error }); ok {
+	switch e := err.(type) {
+	case interface{ Unwrap() []error }:
+		children = e.Unwrap()
+	case *mapstructure.DecodeError:
+		if j, ok := e.Unwrap().(interface{ Unwrap() []error }); ok {
 			children = j.Unwrap()
+		}
+	case interface{ Unwrap() error }:
+		// Decode wraps several errors as "decoding failed due to the following error(s)".
+		if inner, isJoin := e.Unwrap().(interface{ Unwrap() []error }); isJoin {
+			children = inner.Unwrap()
 		}
 	}
 	if children == nil {
@@ -135,6 +141,13 @@ func leafErrors(err error) []error {
 // describeDecodeError turns a mapstructure error into a message that names the expected
 // and found kinds, never the value.
 func describeDecodeError(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "must be an array or slice"):
+		return "want a list, got " + afterGot(msg)
+	case strings.Contains(msg, "expected a map or struct"), strings.Contains(msg, "needs a map with string keys"):
+		return "want a mapping, got " + afterGot(msg)
+	}
 	var ute *mapstructure.UnconvertibleTypeError
 	if errors.As(err, &ute) {
 		return fmt.Sprintf("want %s, got %s", kindName(ute.Expected.Type()), valueKind(ute.Value))
@@ -143,7 +156,31 @@ func describeDecodeError(err error) string {
 	if errors.As(err, &pe) {
 		return "want " + kindName(pe.Expected.Type())
 	}
-	return err.Error()
+	return msg
+}
+
+// afterGot names the kind a mapstructure message says it got.
+func afterGot(msg string) string {
+	_, got, ok := strings.Cut(msg, "got ")
+	if !ok {
+		return "something else"
+	}
+	got = strings.Trim(got, `"'`)
+	switch got {
+	case "int", "int64", "uint64":
+		return "an integer"
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	case "float64":
+		return "a number"
+	case "slice":
+		return "a list"
+	case "map":
+		return "a mapping"
+	}
+	return "a " + got
 }
 
 func kindName(t reflect.Type) string {

@@ -59,7 +59,7 @@
 // services[].health.http.url and mobile[].set values, and are filled per run by
 // Pipeline.Resolve. Coolify's own {{...}} references pass through untouched. In the daemon
 // config, webhooks.*.rules[].trigger values may use ${payload.a.b}, filled by
-// WebhookRule.Trigger from a delivery.
+// WebhookRule.TriggerFor from a delivery.
 //
 // # Errors
 //

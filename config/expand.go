@@ -213,7 +213,7 @@ func pipelineRuntime(path string) string {
 // daemonRuntimePattern matches the daemon fields that keep payload references.
 var daemonRuntimePattern = regexp.MustCompile(`^webhooks\.[a-z]+\.rules\[\]\.trigger\.`)
 
-// daemonRuntime says which daemon fields keep payload references for WebhookRule.Trigger.
+// daemonRuntime says which daemon fields keep payload references for WebhookRule.TriggerFor.
 func daemonRuntime(path string) string {
 	if daemonRuntimePattern.MatchString(pathShape(path)) {
 		return payloadRef

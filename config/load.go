@@ -52,7 +52,7 @@ func LoadPipelineBytes(file string, data []byte, getenv func(string) string) (*P
 	if p.Name == "" {
 		p.Name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 	}
-	applyPipelineDefaults(&p)
+	applyPipelineDefaults(&p, x.fromEnv)
 
 	v := &validator{problems: &problems{file: file}, fromEnv: x.fromEnv}
 	v.pipeline(&p)

@@ -158,12 +158,15 @@ func checkEnvEntries(raw map[string]any, c *problems) {
 	}
 }
 
-// applyPipelineDefaults fills the defaults expressed by zero values.
-func applyPipelineDefaults(p *Pipeline) {
+// applyPipelineDefaults fills the defaults expressed by zero values. A name defaulted from a
+// value that came from the environment is marked as such in fromEnv.
+func applyPipelineDefaults(p *Pipeline, fromEnv map[string]bool) {
 	for i := range p.Services {
 		s := &p.Services[i]
 		if s.Name == "" {
 			s.Name = s.UUID
+			f := fmt.Sprintf("services[%d]", i)
+			fromEnv[f+".name"] = fromEnv[f+".uuid"]
 		}
 		if s.Kind == "" {
 			s.Kind = KindApplication
@@ -189,6 +192,8 @@ func applyPipelineDefaults(p *Pipeline) {
 		m := &p.Mobile[i]
 		if m.Name == "" {
 			m.Name = m.Feature
+			f := fmt.Sprintf("mobile[%d]", i)
+			fromEnv[f+".name"] = fromEnv[f+".feature"]
 		}
 		if m.When == "" {
 			m.When = WhenAfterPhase2

@@ -1,0 +1,343 @@
+package config
+
+import (
+	"net"
+	"net/url"
+	"path"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+)
+
+// envOverrides maps each ORCH_* environment variable to the config key it sets.
+var envOverrides = map[string]string{
+	"ORCH_LISTEN":                 "listen",
+	"ORCH_REDIS_URL":              "redis_url",
+	"ORCH_STATE_DIR":              "state_dir",
+	"ORCH_PIPELINES_DIR":          "pipelines_dir",
+	"ORCH_TRIGGER_TOKEN":          "tokens.trigger",
+	"ORCH_ADMIN_TOKEN":            "tokens.admin",
+	"ORCH_READ_TOKEN":             "tokens.read",
+	"ORCH_PUBLIC_READ":            "public_read",
+	"ORCH_GITHUB_WEBHOOK_SECRET":  "webhooks.github.secret",
+	"ORCH_GITLAB_WEBHOOK_TOKEN":   "webhooks.gitlab.secret",
+	"ORCH_GENERIC_WEBHOOK_SECRET": "webhooks.generic.secret",
+	"ORCH_LOG_LEVEL":              "log.level",
+	"ORCH_LOG_FORMAT":             "log.format",
+	"ORCH_SHUTDOWN_GRACE":         "shutdown_grace",
+	"ORCH_MAX_BODY_BYTES":         "max_body_bytes",
+}
+
+// EnvOverrides returns the ORCH_* environment variables LoadDaemon reads, each mapped to the
+// config key it sets (dotted, e.g. ORCH_ADMIN_TOKEN → tokens.admin). A set, non-empty
+// variable wins over the config file; flags win over both.
+func EnvOverrides() map[string]string {
+	out := make(map[string]string, len(envOverrides))
+	for k, v := range envOverrides {
+		out[k] = v
+	}
+	return out
+}
+
+// daemonFlags are the flags AddFlags registers: name → config key and usage.
+var daemonFlags = []struct{ name, key, usage string }{
+	{"listen", "listen", "HTTP listen address (default " + DefaultListen + ")"},
+	{"redis-url", "redis_url", "Redis URL; selects the Redis backend (default: embedded SQLite in the state dir)"},
+	{"state-dir", "state_dir", "directory for the embedded backend and local state (default " + DefaultStateDir + ")"},
+	{"pipelines-dir", "pipelines_dir", "directory of pipeline files (default " + DefaultPipelinesDir + ")"},
+	{"log-level", "log.level", "log level: debug, info, warn or error (default info)"},
+	{"log-format", "log.format", "log format: auto, json or text (default auto)"},
+}
+
+// AddFlags registers the daemon config flags LoadDaemon reads from fs: --listen,
+// --redis-url, --state-dir, --pipelines-dir, --log-level, --log-format, and --public-read.
+// Their defaults are empty: LoadDaemon applies a flag only when it was set on the command
+// line.
+func AddFlags(fs *pflag.FlagSet) {
+	for _, f := range daemonFlags {
+		fs.String(f.name, "", f.usage)
+	}
+	fs.Bool("public-read", false, "serve read endpoints and the dashboard without a token")
+}
+
+// flagKey returns the config key a flag sets, or "" for flags that are not config.
+func flagKey(name string) string {
+	if name == "public-read" {
+		return "public_read"
+	}
+	for _, f := range daemonFlags {
+		if f.name == name {
+			return f.key
+		}
+	}
+	return ""
+}
+
+// daemonDefaults is the bottom layer of the daemon config.
+func daemonDefaults() map[string]any {
+	return map[string]any{
+		"listen":        DefaultListen,
+		"state_dir":     DefaultStateDir,
+		"pipelines_dir": DefaultPipelinesDir,
+		"public_read":   false,
+		"rate_limits": map[string]any{
+			"trigger": map[string]any{"per_second": DefaultTriggerRate.PerSecond, "burst": DefaultTriggerRate.Burst},
+			"webhook": map[string]any{"per_second": DefaultWebhookRate.PerSecond, "burst": DefaultWebhookRate.Burst},
+		},
+		"log":            map[string]any{"level": "info", "format": "auto"},
+		"shutdown_grace": DefaultShutdownGrace.String(),
+		"max_body_bytes": int64(DefaultMaxBodyBytes),
+	}
+}
+
+// LoadDaemon builds the daemon config from, in rising precedence: defaults, the YAML file at
+// path (skipped when path is ""), the ORCH_* variables getenv returns (see EnvOverrides) and
+// the flags of fs that were set on the command line (see AddFlags; fs may be nil). ${NAME}
+// references in the file are resolved with getenv. Relative state_dir and pipelines_dir
+// values from the file are taken relative to the file's directory; those from defaults,
+// environment or flags relative to the working directory.
+//
+// Errors: Problems listing everything wrong, each naming the file (or the ORCH_* variable
+// or flag that set the field), the field path and what is wrong.
+func LoadDaemon(path string, getenv func(string) string, fs *pflag.FlagSet) (*Daemon, error) {
+	c := &problems{file: path}
+	ko := koanf.New(".")
+	if err := ko.Load(confmap.Provider(daemonDefaults(), "."), nil); err != nil {
+		c.add("", "load defaults: %v", err)
+		return nil, c.list
+	}
+	fromFile := map[string]bool{}
+	fromEnv := map[string]bool{}
+	if path != "" {
+		data, err := readFile(path)
+		if err != nil {
+			return nil, Problems{{File: path, Message: err.Error()}}
+		}
+		raw, ok := parseYAML(data, c)
+		if !ok {
+			return nil, c.list
+		}
+		x := &loadExpander{getenv: getenv, runtime: daemonRuntime, fromEnv: fromEnv}
+		walkStrings(raw, "", c, x.expand)
+		checkKeys(raw, reflect.TypeFor[Daemon](), "", c)
+		for _, k := range []string{"state_dir", "pipelines_dir"} {
+			_, fromFile[k] = raw[k]
+		}
+		if err := ko.Load(confmap.Provider(raw, ""), nil); err != nil {
+			c.add("", "load: %v", err)
+			return nil, c.list
+		}
+	}
+
+	// origin says which ORCH_* variable or flag set a key last.
+	origin := map[string]string{}
+	environ := func() []string {
+		var out []string
+		for _, name := range sortedKeys(envOverrides) {
+			if v := getenv(name); v != "" {
+				out = append(out, name+"="+v)
+			}
+		}
+		return out
+	}
+	err := ko.Load(env.Provider(".", env.Opt{
+		EnvironFunc: environ,
+		TransformFunc: func(k, v string) (string, any) {
+			key := envOverrides[k]
+			origin[key] = k
+			fromFile[key] = false
+			return key, v
+		},
+	}), nil)
+	if err != nil {
+		c.add("", "load environment: %v", err)
+		return nil, c.list
+	}
+	if fs != nil {
+		err := ko.Load(posflag.ProviderWithValue(fs, ".", ko, func(name, value string) (string, any) {
+			key := flagKey(name)
+			if key == "" {
+				return "", nil
+			}
+			if f := fs.Lookup(name); f != nil && f.Changed {
+				origin[key] = "--" + name
+				fromFile[key] = false
+			}
+			return key, value
+		}), nil)
+		if err != nil {
+			c.add("", "load flags: %v", err)
+			return nil, c.list
+		}
+	}
+
+	var d Daemon
+	decoded := &problems{file: path}
+	decode(ko, &d, decoded, nil)
+	d.File = path
+	if path != "" {
+		dir := filepath.Dir(path)
+		if fromFile["state_dir"] && d.StateDir != "" && !filepath.IsAbs(d.StateDir) {
+			d.StateDir = filepath.Join(dir, d.StateDir)
+		}
+		if fromFile["pipelines_dir"] && d.PipelinesDir != "" && !filepath.IsAbs(d.PipelinesDir) {
+			d.PipelinesDir = filepath.Join(dir, d.PipelinesDir)
+		}
+	}
+
+	v := &validator{problems: &problems{file: path}, fromEnv: fromEnv}
+	v.daemon(&d)
+	c.list = append(c.list, decoded.list...)
+	c.list = append(c.list, withoutShadowed(v.list, decoded.list)...)
+	for i := range c.list {
+		if o, ok := origin[c.list[i].Field]; ok {
+			c.list[i].File = o
+		}
+	}
+	if len(c.list) > 0 {
+		return nil, c.list
+	}
+	return &d, nil
+}
+
+// Accepted log settings.
+var (
+	logLevels  = []string{"debug", "info", "warn", "error"}
+	logFormats = []string{"auto", "json", "text"}
+)
+
+func (v *validator) daemon(d *Daemon) {
+	if _, port, err := net.SplitHostPort(d.Listen); err != nil || !validPort(port) {
+		v.add("listen", "%s: want host:port (e.g. 127.0.0.1:8080 or :8080)", v.show("listen", d.Listen))
+	}
+	if d.RedisURL.IsSet() {
+		u, err := url.Parse(d.RedisURL.Reveal())
+		switch {
+		case err != nil:
+			v.add("redis_url", "not a URL (want redis://[:password@]host:port/db, rediss://… or unix:///path)")
+		case u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix":
+			v.add("redis_url", "scheme must be redis, rediss or unix")
+		case u.Scheme != "unix" && u.Host == "":
+			v.add("redis_url", "has no host")
+		case u.Scheme == "unix" && u.Path == "":
+			v.add("redis_url", "has no socket path")
+		}
+	}
+	v.required("state_dir", d.StateDir)
+	v.required("pipelines_dir", d.PipelinesDir)
+
+	tokens := []struct {
+		field string
+		s     Secret
+	}{{"tokens.trigger", d.Tokens.Trigger}, {"tokens.admin", d.Tokens.Admin}, {"tokens.read", d.Tokens.Read}}
+	for i, t := range tokens {
+		v.secretStrength(t.field, t.s)
+		for _, u := range tokens[:i] {
+			if t.s.IsSet() && t.s == u.s {
+				v.add(t.field, "must differ from %s", u.field)
+			}
+		}
+	}
+
+	v.rate("rate_limits.trigger", d.RateLimits.Trigger)
+	v.rate("rate_limits.webhook", d.RateLimits.Webhook)
+
+	for _, p := range []Provider{ProviderGitHub, ProviderGitLab, ProviderGeneric} {
+		if w := d.Webhooks.For(p); w != nil {
+			v.webhook("webhooks."+string(p), w)
+		}
+	}
+
+	if !slices.Contains(logLevels, d.Log.Level) {
+		v.add("log.level", "%s is not one of: %s", v.show("log.level", d.Log.Level), strings.Join(logLevels, ", "))
+	}
+	if !slices.Contains(logFormats, d.Log.Format) {
+		v.add("log.format", "%s is not one of: %s", v.show("log.format", d.Log.Format), strings.Join(logFormats, ", "))
+	}
+	v.positive("shutdown_grace", d.ShutdownGrace)
+	if d.MaxBodyBytes <= 0 {
+		v.add("max_body_bytes", "must be positive")
+	}
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 0 && n <= 65535
+}
+
+// secretStrength checks a token or webhook secret, when set.
+func (v *validator) secretStrength(field string, s Secret) {
+	if !s.IsSet() {
+		return
+	}
+	if len(s.Reveal()) < MinTokenLength {
+		v.add(field, "is shorter than %d characters; generate one with `openssl rand -hex 32`", MinTokenLength)
+	}
+	if strings.ContainsFunc(s.Reveal(), func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		v.add(field, "contains whitespace or control characters")
+	}
+}
+
+func (v *validator) rate(field string, r Rate) {
+	if r.PerSecond < 0 {
+		v.add(field+".per_second", "must not be negative (0 turns the limit off)")
+	}
+	if r.PerSecond > 0 && r.Burst < 1 {
+		v.add(field+".burst", "must be at least 1 when per_second is set")
+	}
+}
+
+func (v *validator) webhook(field string, w *Webhook) {
+	v.secretStrength(field+".secret", w.Secret)
+	if len(w.Rules) > 0 && !w.Secret.IsSet() {
+		v.add(field+".secret", "is required when rules are given: without it every delivery is refused")
+	}
+	for i := range w.Rules {
+		rf := field + ".rules[" + strconv.Itoa(i) + "]"
+		r := &w.Rules[i]
+		for _, m := range []struct{ name, pattern string }{
+			{"repository", r.Repository}, {"branch", r.Branch}, {"workflow", r.Workflow}, {"event", r.Event},
+		} {
+			if _, err := path.Match(m.pattern, ""); err != nil {
+				v.add(rf+"."+m.name, "%s is not a valid glob pattern", v.show(rf+"."+m.name, m.pattern))
+			}
+		}
+		if v.required(rf+".pipeline", r.Pipeline) {
+			v.pattern(rf+".pipeline", r.Pipeline, PipelineNamePattern)
+		}
+		for _, k := range sortedKeys(r.Trigger.Params) {
+			if !paramKeyPattern.MatchString(k) {
+				v.add(rf+".trigger.params."+k, "param name does not match %s", paramKeyPattern)
+			}
+		}
+	}
+}
+
+// CheckRules reports every webhook rule whose pipeline is not among pipelines (as loaded by
+// LoadPipelines from d.PipelinesDir).
+//
+// Errors: Problems naming d.File and the rule's field path.
+func (d *Daemon) CheckRules(pipelines map[string]*Pipeline) error {
+	c := &problems{file: d.File}
+	for _, p := range []Provider{ProviderGitHub, ProviderGitLab, ProviderGeneric} {
+		w := d.Webhooks.For(p)
+		if w == nil {
+			continue
+		}
+		for i, r := range w.Rules {
+			if _, ok := pipelines[r.Pipeline]; !ok {
+				c.add("webhooks."+string(p)+".rules["+strconv.Itoa(i)+"].pipeline",
+					"no pipeline %q in %s", r.Pipeline, d.PipelinesDir)
+			}
+		}
+	}
+	return c.list.Err()
+}

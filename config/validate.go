@@ -1,0 +1,75 @@
+package config
+
+import (
+	"os"
+	"reflect"
+)
+
+// Validate checks configuration files the way the daemon loads them and returns every
+// problem found, in the order of paths; it is what `orchestrator validate FILE…` prints (one
+// Problem.String() per line) before exiting non-zero. Each path may be:
+//   - a pipeline file;
+//   - a daemon config file (recognized by its top-level keys: listen, redis_url, tokens,
+//     webhooks, …), which is checked together with the pipelines directory it names and its
+//     webhook rules' pipeline names;
+//   - a directory, checked as a pipelines directory.
+//
+// getenv resolves ${NAME} references (pass os.Getenv); an unset variable is a problem.
+func Validate(getenv func(string) string, paths ...string) Problems {
+	var out Problems
+	for _, p := range paths {
+		out = append(out, validatePath(getenv, p)...)
+	}
+	return out
+}
+
+func validatePath(getenv func(string) string, path string) Problems {
+	st, err := os.Stat(path)
+	if err != nil {
+		return Problems{{File: path, Message: unwrapPathError(err)}}
+	}
+	if st.IsDir() {
+		_, err := LoadPipelines(path, getenv)
+		return AsProblems(err)
+	}
+	if !isDaemonFile(path) {
+		_, err := LoadPipelineFile(path, getenv)
+		return AsProblems(err)
+	}
+	d, err := LoadDaemon(path, getenv, nil)
+	if err != nil {
+		return AsProblems(err)
+	}
+	pipelines, err := LoadPipelines(d.PipelinesDir, getenv)
+	out := AsProblems(err)
+	if err == nil {
+		out = append(out, AsProblems(d.CheckRules(pipelines))...)
+	}
+	return out
+}
+
+// isDaemonFile reports whether a file's top-level keys are a daemon config's rather than a
+// pipeline's. A file that can't be read or parsed counts as a pipeline, whose loader then
+// reports why.
+func isDaemonFile(path string) bool {
+	data, err := readFile(path)
+	if err != nil {
+		return false
+	}
+	raw, ok := parseYAML(data, &problems{})
+	if !ok {
+		return false
+	}
+	daemonKeys := structFields(reflect.TypeFor[Daemon]())
+	pipelineKeys := structFields(reflect.TypeFor[Pipeline]())
+	daemon := false
+	for k := range raw {
+		if _, ok := pipelineKeys[k]; ok {
+			return false
+		}
+		if _, ok := daemonKeys[k]; ok {
+			daemon = true
+		}
+	}
+	return daemon
+}
