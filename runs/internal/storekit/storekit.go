@@ -1,0 +1,187 @@
+// Package storekit is what every runs.Store backend does the same way: defaults and
+// validation for Create, the read-modify-write rules of Update, event stamping, list
+// filters and cursors, interrupted marking, and the in-process signal hub. Backends keep
+// only their storage and atomicity.
+package storekit
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// PrepareCreate validates r for Store.Create and fills its defaults: ID, status queued,
+// CreatedAt now (UTC), Version 1. Errors: runs.ErrInvalid.
+func PrepareCreate(r runs.Run, now time.Time) (runs.Run, error) {
+	r = r.Clone()
+	if r.Pipeline == "" {
+		return r, fmt.Errorf("create run: empty pipeline: %w", runs.ErrInvalid)
+	}
+	if r.Status == "" {
+		r.Status = runs.StatusQueued
+	}
+	if !r.Status.Valid() {
+		return r, fmt.Errorf("create run: unknown status %q: %w", r.Status, runs.ErrInvalid)
+	}
+	if r.Status.Terminal() {
+		return r, fmt.Errorf("create run: status %q has ended: %w", r.Status, runs.ErrInvalid)
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = now
+	}
+	if r.CreatedAt.Before(time.Unix(0, 0)) {
+		return r, fmt.Errorf("create run: created_at %s before 1970: %w", r.CreatedAt, runs.ErrInvalid)
+	}
+	r.CreatedAt = r.CreatedAt.UTC()
+	if r.ID == "" {
+		r.ID = runs.NewID(r.CreatedAt)
+	}
+	r.Version = 1
+	return r, nil
+}
+
+// ApplyUpdate runs fn on a copy of stored under the rules of Store.Update and returns the run
+// to write: immutable fields restored, status checked, Version bumped. Errors: runs.ErrEnded
+// (fn not called), runs.ErrInvalid, or fn's error, each wrapped with the run ID.
+func ApplyUpdate(stored runs.Run, fn func(*runs.Run) error) (runs.Run, error) {
+	if stored.Status.Terminal() {
+		return runs.Run{}, fmt.Errorf("update run %q: %w (status %s)", stored.ID, runs.ErrEnded, stored.Status)
+	}
+	next := stored.Clone()
+	if fn != nil {
+		if err := fn(&next); err != nil {
+			return runs.Run{}, fmt.Errorf("update run %q: %w", stored.ID, err)
+		}
+	}
+	next.ID = stored.ID
+	next.Pipeline = stored.Pipeline
+	next.Trigger = stored.Trigger
+	next.CreatedAt = stored.CreatedAt
+	next.Version = stored.Version + 1
+	if !next.Status.Valid() {
+		return runs.Run{}, fmt.Errorf("update run %q: unknown status %q: %w", stored.ID, next.Status, runs.ErrInvalid)
+	}
+	return next, nil
+}
+
+// StampEvents validates evs and returns copies with RunID set and At set to now where zero
+// (Seq is left to the backend). Errors: runs.ErrInvalid.
+func StampEvents(id string, evs []runs.Event, now time.Time) ([]runs.Event, error) {
+	out := make([]runs.Event, len(evs))
+	for i, e := range evs {
+		if e.Type == "" {
+			return nil, fmt.Errorf("append to run %q: event %d has no type: %w", id, i, runs.ErrInvalid)
+		}
+		e.RunID = id
+		if e.At.IsZero() {
+			e.At = now
+		}
+		e.At = e.At.UTC()
+		out[i] = e
+	}
+	return out, nil
+}
+
+// Interrupt ends r as runs.StatusInterrupted for Store.MarkInterrupted and returns the
+// run.interrupted event to append with it. r.Version is not touched.
+func Interrupt(r *runs.Run, owner, reason string, now time.Time) runs.Event {
+	r.Status = runs.StatusInterrupted
+	r.Reason = reason
+	r.EndedAt = now.UTC()
+	msg := "run interrupted: " + reason
+	if len(r.HeldLocks) > 0 {
+		msg += "; it held " + strings.Join(r.HeldLocks, ", ")
+	}
+	return runs.Event{
+		Type:    runs.EventRunInterrupted,
+		At:      now.UTC(),
+		Message: msg,
+		Data: map[string]string{
+			runs.DataOwner:     owner,
+			runs.DataHeldLocks: strings.Join(r.HeldLocks, ","),
+		},
+	}
+}
+
+// DefaultInterruptReason is the reason MarkInterrupted records when given none.
+const DefaultInterruptReason = "daemon restarted"
+
+// Query is a validated runs.Filter.
+type Query struct {
+	Pipeline string
+	Status   []runs.Status // deduplicated; empty means all
+	Limit    int
+	// After is the sort key of the last run of the previous page ("" for the first page):
+	// this page holds runs whose sort key is strictly smaller.
+	After string
+}
+
+// ParseFilter validates f. Errors: runs.ErrInvalid.
+func ParseFilter(f runs.Filter) (Query, error) {
+	q := Query{Pipeline: f.Pipeline, Limit: f.Limit}
+	switch {
+	case f.Limit < 0:
+		return q, fmt.Errorf("list runs: negative limit %d: %w", f.Limit, runs.ErrInvalid)
+	case f.Limit == 0:
+		q.Limit = runs.DefaultLimit
+	case f.Limit > runs.MaxLimit:
+		q.Limit = runs.MaxLimit
+	}
+	for _, s := range f.Status {
+		if !s.Valid() {
+			return q, fmt.Errorf("list runs: unknown status %q: %w", s, runs.ErrInvalid)
+		}
+		if !slices.Contains(q.Status, s) {
+			q.Status = append(q.Status, s)
+		}
+	}
+	if f.Cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(f.Cursor)
+		if err != nil || !validSortKey(string(b)) {
+			return q, fmt.Errorf("list runs: malformed cursor: %w", runs.ErrInvalid)
+		}
+		q.After = string(b)
+	}
+	return q, nil
+}
+
+// sortKeyDigits is the width of the zero-padded UnixNano at the front of a sort key.
+const sortKeyDigits = 19
+
+// SortKey orders runs for List: newest first is descending sort key. It is the creation
+// time in nanoseconds, zero-padded, then the ID, so byte order is (CreatedAt, ID) order.
+func SortKey(r runs.Run) string {
+	return fmt.Sprintf("%0*d:%s", sortKeyDigits, r.CreatedAt.UnixNano(), r.ID)
+}
+
+// SplitSortKey returns the parts of a sort key made by SortKey.
+func SplitSortKey(k string) (createdNS int64, id string, err error) {
+	if !validSortKey(k) {
+		return 0, "", errors.New("malformed sort key")
+	}
+	ns, err := strconv.ParseInt(k[:sortKeyDigits], 10, 64)
+	return ns, k[sortKeyDigits+1:], err
+}
+
+func validSortKey(k string) bool {
+	if len(k) < sortKeyDigits+2 || k[sortKeyDigits] != ':' {
+		return false
+	}
+	for _, c := range k[:sortKeyDigits] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Cursor is the runs.Page.Next that continues after r.
+func Cursor(r runs.Run) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(SortKey(r)))
+}

@@ -1,0 +1,1022 @@
+// Package runstest is the conformance suite every runs.Store backend passes: create and
+// get, idempotent create under concurrency, list filters and pagination order, gap-free
+// event sequences under concurrent writers, live follow, interrupted marking across a
+// restart, webhook delivery de-duplication and not-found errors. Run it with -race.
+//
+// A backend's test calls Run with a function that prepares an empty backend for one test
+// and returns an Opener for it:
+//
+//	func TestStore(t *testing.T) {
+//		runstest.Run(t, func(t *testing.T) runstest.Opener {
+//			dir := t.TempDir()
+//			return func(t *testing.T) runs.Store { return open(t, dir) }
+//		})
+//	}
+package runstest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// Opener opens a store on one backend. Each call returns a new store on the same data, as a
+// second daemon on the same backend or the same daemon after a restart would see it. The
+// Opener closes the stores it opened when the test ends (closing twice must be harmless:
+// tests also close stores themselves to simulate a restart).
+type Opener func(t *testing.T) runs.Store
+
+// Run runs the suite. newBackend is called once per subtest and must return an Opener on
+// a fresh, empty backend.
+func Run(t *testing.T, newBackend func(t *testing.T) Opener) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, open Opener)
+	}{
+		{"CreateGet", testCreateGet},
+		{"CreateInvalid", testCreateInvalid},
+		{"NotFound", testNotFound},
+		{"Idempotency", testIdempotency},
+		{"IdempotencyConcurrent", testIdempotencyConcurrent},
+		{"ListOrderAndPages", testListOrderAndPages},
+		{"ListFilters", testListFilters},
+		{"ListInvalid", testListInvalid},
+		{"Update", testUpdate},
+		{"UpdateConcurrent", testUpdateConcurrent},
+		{"UpdateEnded", testUpdateEnded},
+		{"EventSeqConcurrent", testEventSeqConcurrent},
+		{"EventsPaging", testEventsPaging},
+		{"Subscribe", testSubscribe},
+		{"Follow", testFollow},
+		{"FollowEnded", testFollowEnded},
+		{"FollowCanceled", testFollowCanceled},
+		{"MarkInterrupted", testMarkInterrupted},
+		{"SurvivesRestart", testSurvivesRestart},
+		{"SeenDelivery", testSeenDelivery},
+		{"SeenDeliveryConcurrent", testSeenDeliveryConcurrent},
+		{"SeenDeliveryExpires", testSeenDeliveryExpires},
+		{"Ping", testPing},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newBackend(t))
+		})
+	}
+}
+
+// ctxFor returns a context that ends with the test or after 20 s, whichever is first, so a
+// broken backend fails the test instead of hanging it.
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// sample is a run with every field a store must keep.
+func sample(pipeline string) runs.Run {
+	return runs.Run{
+		Pipeline: pipeline,
+		Trigger: runs.Trigger{
+			Build: "1234", ImageTag: "v1.2.3", Commit: "abc123", AppVersion: "1.2.3",
+			Params: map[string]string{"region": "eu", "канал": "beta"},
+			By:     "api:ci",
+		},
+		Owner:     "node-a",
+		HeldLocks: []string{"coolify:phase1"},
+		Steps: []runs.Step{{
+			Phase: runs.Phase1, Name: "api", UUID: "u-api", Status: runs.StepSynced,
+			StartedAt: t0, EndedAt: t0.Add(1500 * time.Millisecond),
+			LockKey: "coolify:u-api", LockWait: 250 * time.Millisecond, Fence: 42,
+			Changes: runs.Changes{
+				EnvKeys:  []string{"DATABASE_URL", "FEATURE_X"},
+				ImageTag: &runs.TagChange{Old: "v1.2.2", New: "v1.2.3"},
+			},
+		}, {
+			Phase: runs.PhaseMobile, Name: "version_state", Status: runs.StepPending,
+			LockKey: "mobile:flagsmith:version_state",
+			Changes: runs.Changes{Fields: []string{"android.min"}},
+		}},
+	}
+}
+
+func mustCreate(t *testing.T, s runs.Store, r runs.Run) runs.Run {
+	t.Helper()
+	got, created, err := s.Create(ctxFor(t), r)
+	if err != nil {
+		t.Fatalf("Create(%s): %v", r.Pipeline, err)
+	}
+	if !created {
+		t.Fatalf("Create(%s): created = false for a new run", r.Pipeline)
+	}
+	return got
+}
+
+// sameJSON fails the test when got and want differ, showing both as JSON.
+func sameJSON(t *testing.T, what string, got, want any) {
+	t.Helper()
+	g, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(g) != string(w) {
+		t.Errorf("%s:\n got %s\nwant %s", what, g, w)
+	}
+}
+
+func wantErr(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Errorf("%s: got error %v, want %v", what, err, target)
+	}
+}
+
+func testCreateGet(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	in := sample("prod")
+	before := time.Now().Add(-time.Second)
+	r := mustCreate(t, s, in)
+	if r.ID == "" {
+		t.Error("Create: empty ID, want one generated")
+	}
+	if r.Status != runs.StatusQueued {
+		t.Errorf("Create: status %q, want %q", r.Status, runs.StatusQueued)
+	}
+	if r.CreatedAt.Before(before) || r.CreatedAt.After(time.Now().Add(time.Second)) {
+		t.Errorf("Create: created_at %s, want about now", r.CreatedAt)
+	}
+	if r.Version != 1 {
+		t.Errorf("Create: version %d, want 1", r.Version)
+	}
+	want := in.Clone()
+	want.ID, want.Status, want.CreatedAt, want.Version = r.ID, runs.StatusQueued, r.CreatedAt, 1
+	sameJSON(t, "Create result", r, want)
+
+	got, err := s.Get(ctx, r.ID)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	sameJSON(t, "Get", got, want)
+
+	// The store keeps no alias of the caller's maps and slices.
+	in.Trigger.Params["region"] = "us"
+	in.Steps[0].Changes.EnvKeys[0] = "CHANGED"
+	got, err = s.Get(ctx, r.ID)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	sameJSON(t, "Get after the caller changed its copy", got, want)
+
+	// A given ID and creation time are kept.
+	in2 := sample("prod")
+	in2.ID = "run-given-id"
+	in2.CreatedAt = t0
+	r2 := mustCreate(t, s, in2)
+	if r2.ID != "run-given-id" || !r2.CreatedAt.Equal(t0) {
+		t.Errorf("Create with ID and created_at: got %q at %s, want %q at %s", r2.ID, r2.CreatedAt, "run-given-id", t0)
+	}
+}
+
+func testCreateInvalid(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	_, _, err := s.Create(ctx, runs.Run{})
+	wantErr(t, "Create without pipeline", err, runs.ErrInvalid)
+	_, _, err = s.Create(ctx, runs.Run{Pipeline: "p", Status: "bogus"})
+	wantErr(t, "Create with unknown status", err, runs.ErrInvalid)
+	_, _, err = s.Create(ctx, runs.Run{Pipeline: "p", Status: runs.StatusSucceeded})
+	wantErr(t, "Create with a terminal status", err, runs.ErrInvalid)
+
+	mustCreate(t, s, runs.Run{ID: "dup", Pipeline: "p"})
+	_, _, err = s.Create(ctx, runs.Run{ID: "dup", Pipeline: "p"})
+	wantErr(t, "Create with a taken ID", err, runs.ErrConflict)
+}
+
+func testNotFound(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	_, err := s.Get(ctx, "nope")
+	wantErr(t, "Get", err, runs.ErrNotFound)
+	_, err = s.Update(ctx, "nope", func(*runs.Run) error { return nil })
+	wantErr(t, "Update", err, runs.ErrNotFound)
+	_, err = s.Append(ctx, "nope", runs.Event{Type: runs.EventRunStarted})
+	wantErr(t, "Append", err, runs.ErrNotFound)
+	_, err = s.Events(ctx, "nope", 0, 0)
+	wantErr(t, "Events", err, runs.ErrNotFound)
+	err = runs.Follow(ctx, s, "nope", 0, func(runs.Event) error { return nil })
+	wantErr(t, "Follow", err, runs.ErrNotFound)
+}
+
+func testIdempotency(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	in := runs.Run{Pipeline: "prod", Trigger: runs.Trigger{Build: "1", By: "api:ci", IdempotencyKey: "k1"}}
+	first := mustCreate(t, s, in)
+
+	in.Trigger.Build = "2" // a retry with other parameters still gets the first run
+	again, created, err := s.Create(ctx, in)
+	if err != nil {
+		t.Fatalf("Create again: %v", err)
+	}
+	if created {
+		t.Error("Create with a used key: created = true, want false")
+	}
+	sameJSON(t, "Create with a used key", again, first)
+
+	// Keys are per pipeline.
+	other := mustCreate(t, s, runs.Run{Pipeline: "staging", Trigger: runs.Trigger{IdempotencyKey: "k1"}})
+	if other.ID == first.ID {
+		t.Error("same key on another pipeline returned the first pipeline's run")
+	}
+	// No key, no deduplication.
+	a := mustCreate(t, s, runs.Run{Pipeline: "prod"})
+	b := mustCreate(t, s, runs.Run{Pipeline: "prod"})
+	if a.ID == b.ID {
+		t.Error("two runs without a key got one ID")
+	}
+	// A key survives the run's end.
+	if _, err := s.Update(ctx, first.ID, func(r *runs.Run) error { r.Status = runs.StatusSucceeded; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	again, created, err = s.Create(ctx, in)
+	if err != nil || created || again.ID != first.ID {
+		t.Errorf("Create with the key of an ended run: got %q created=%v err=%v, want %q created=false", again.ID, created, err, first.ID)
+	}
+}
+
+func testIdempotencyConcurrent(t *testing.T, open Opener) {
+	stores := []runs.Store{open(t), open(t)} // two daemons on one backend
+	ctx := ctxFor(t)
+	const n = 16
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		ids     = map[string]int{}
+		created int
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, c, err := stores[i%2].Create(ctx, runs.Run{Pipeline: "prod", Trigger: runs.Trigger{Build: strconv.Itoa(i), IdempotencyKey: "same"}})
+			if err != nil {
+				t.Errorf("Create %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			ids[r.ID]++
+			if c {
+				created++
+			}
+		}()
+	}
+	wg.Wait()
+	if len(ids) != 1 || created != 1 {
+		t.Errorf("%d concurrent Creates with one key: got %d distinct runs and %d created, want 1 and 1", n, len(ids), created)
+	}
+	page, err := stores[0].List(ctx, runs.Filter{Pipeline: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Runs) != 1 {
+		t.Errorf("List after concurrent Creates: %d runs, want 1", len(page.Runs))
+	}
+}
+
+// seedList creates 23 runs over two pipelines and three statuses with distinct and tied
+// creation times and returns them newest first.
+func seedList(t *testing.T, s runs.Store) []runs.Run {
+	t.Helper()
+	var all []runs.Run
+	for i := range 23 {
+		in := runs.Run{
+			Pipeline: []string{"prod", "staging"}[i%2],
+			// Every third run shares its creation time with the one before it: ties are
+			// broken by ID.
+			CreatedAt: t0.Add(time.Duration(i-i/3) * time.Second),
+			Trigger:   runs.Trigger{Build: strconv.Itoa(i)},
+		}
+		r := mustCreate(t, s, in)
+		switch i % 3 {
+		case 1:
+			r = mustUpdate(t, s, r.ID, func(r *runs.Run) error { r.Status = runs.StatusPhase1; return nil })
+		case 2:
+			r = mustUpdate(t, s, r.ID, func(r *runs.Run) error { r.Status = runs.StatusFailed; return nil })
+		}
+		all = append(all, r)
+	}
+	slices.SortFunc(all, func(a, b runs.Run) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		switch {
+		case a.ID > b.ID:
+			return -1
+		case a.ID < b.ID:
+			return 1
+		}
+		return 0
+	})
+	return all
+}
+
+func mustUpdate(t *testing.T, s runs.Store, id string, fn func(*runs.Run) error, evs ...runs.Event) runs.Run {
+	t.Helper()
+	r, err := s.Update(ctxFor(t), id, fn, evs...)
+	if err != nil {
+		t.Fatalf("Update(%s): %v", id, err)
+	}
+	return r
+}
+
+func names(rs []runs.Run) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Pipeline + "#" + r.Trigger.Build
+	}
+	return out
+}
+
+// listAll pages through f with the given page size.
+func listAll(t *testing.T, s runs.Store, f runs.Filter) []runs.Run {
+	t.Helper()
+	var out []runs.Run
+	for page := 0; ; page++ {
+		p, err := s.List(ctxFor(t), f)
+		if err != nil {
+			t.Fatalf("List page %d: %v", page, err)
+		}
+		if f.Limit > 0 && len(p.Runs) > f.Limit {
+			t.Fatalf("List page %d: %d runs, limit %d", page, len(p.Runs), f.Limit)
+		}
+		out = append(out, p.Runs...)
+		if p.Next == "" {
+			return out
+		}
+		if page > 100 {
+			t.Fatal("List: more than 100 pages")
+		}
+		f.Cursor = p.Next
+	}
+}
+
+func testListOrderAndPages(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	all := seedList(t, s)
+
+	p, err := s.List(ctx, runs.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "List (one page)", names(p.Runs), names(all))
+	if p.Next != "" {
+		t.Errorf("List of everything: next cursor %q, want none", p.Next)
+	}
+	sameJSON(t, "List returns whole runs", p.Runs[0], all[0])
+
+	for _, limit := range []int{1, 5, 7, 23} {
+		got := listAll(t, s, runs.Filter{Limit: limit})
+		sameJSON(t, fmt.Sprintf("List in pages of %d", limit), names(got), names(all))
+	}
+
+	// A run created after the first page does not shift the later pages.
+	first, err := s.List(ctx, runs.Filter{Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, s, runs.Run{Pipeline: "prod", Trigger: runs.Trigger{Build: "new"}})
+	rest := listAll(t, s, runs.Filter{Limit: 5, Cursor: first.Next})
+	sameJSON(t, "pages after a concurrent create", names(append(first.Runs, rest...)), names(all))
+}
+
+func testListFilters(t *testing.T, open Opener) {
+	s := open(t)
+	all := seedList(t, s)
+	filter := func(keep func(runs.Run) bool) []runs.Run {
+		var out []runs.Run
+		for _, r := range all {
+			if keep(r) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	cases := []struct {
+		name string
+		f    runs.Filter
+		want []runs.Run
+	}{
+		{"pipeline", runs.Filter{Pipeline: "prod", Limit: 4},
+			filter(func(r runs.Run) bool { return r.Pipeline == "prod" })},
+		{"status", runs.Filter{Status: []runs.Status{runs.StatusFailed}, Limit: 3},
+			filter(func(r runs.Run) bool { return r.Status == runs.StatusFailed })},
+		{"two statuses", runs.Filter{Status: []runs.Status{runs.StatusQueued, runs.StatusPhase1}, Limit: 4},
+			filter(func(r runs.Run) bool { return !r.Status.Terminal() })},
+		{"pipeline and status", runs.Filter{Pipeline: "staging", Status: []runs.Status{runs.StatusPhase1}, Limit: 2},
+			filter(func(r runs.Run) bool { return r.Pipeline == "staging" && r.Status == runs.StatusPhase1 })},
+		{"no match", runs.Filter{Pipeline: "nope"}, nil},
+	}
+	for _, tc := range cases {
+		got := listAll(t, s, tc.f)
+		sameJSON(t, "List by "+tc.name, names(got), names(tc.want))
+	}
+
+	// A status change moves the run between the status filters.
+	r := all[0]
+	mustUpdate(t, s, r.ID, func(r *runs.Run) error { r.Status = runs.StatusCanceled; return nil })
+	got := listAll(t, s, runs.Filter{Status: []runs.Status{runs.StatusCanceled}})
+	sameJSON(t, "List by status after an update", names(got), names([]runs.Run{r}))
+	got = listAll(t, s, runs.Filter{Status: []runs.Status{r.Status}})
+	if slices.ContainsFunc(got, func(x runs.Run) bool { return x.ID == r.ID }) {
+		t.Errorf("List by status %s still holds run %s after it changed to canceled", r.Status, r.ID)
+	}
+}
+
+func testListInvalid(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	_, err := s.List(ctx, runs.Filter{Cursor: "!!not-a-cursor"})
+	wantErr(t, "List with a bad cursor", err, runs.ErrInvalid)
+	_, err = s.List(ctx, runs.Filter{Cursor: "Zm9v"}) // valid base64, not a cursor
+	wantErr(t, "List with a forged cursor", err, runs.ErrInvalid)
+	_, err = s.List(ctx, runs.Filter{Limit: -1})
+	wantErr(t, "List with a negative limit", err, runs.ErrInvalid)
+	_, err = s.List(ctx, runs.Filter{Status: []runs.Status{"bogus"}})
+	wantErr(t, "List with an unknown status", err, runs.ErrInvalid)
+	p, err := s.List(ctx, runs.Filter{})
+	if err != nil || len(p.Runs) != 0 || p.Next != "" {
+		t.Errorf("List of an empty store: got %d runs, next %q, err %v; want none", len(p.Runs), p.Next, err)
+	}
+}
+
+func testUpdate(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	r := mustCreate(t, s, sample("prod"))
+
+	step := runs.Step{Phase: runs.Phase2, Name: "api", UUID: "u-api", Status: runs.StepRunning, StartedAt: t0, Fence: 43}
+	got := mustUpdate(t, s, r.ID, func(x *runs.Run) error {
+		x.Status = runs.StatusPhase2
+		x.StartedAt = t0
+		x.SetStep(step)
+		// Attempts to change what cannot change are undone by the store.
+		x.ID, x.Pipeline, x.Version = "other", "other", 99
+		x.Trigger.Build = "forged"
+		x.CreatedAt = t0
+		return nil
+	}, runs.Event{Type: runs.EventDeployStarted, Phase: runs.Phase2, Service: "api", Fence: 43})
+
+	want := r.Clone()
+	want.Status, want.StartedAt, want.Version = runs.StatusPhase2, t0, 2
+	want.SetStep(step)
+	sameJSON(t, "Update result", got, want)
+	stored, err := s.Get(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "Get after Update", stored, want)
+	evs, err := s.Events(ctx, r.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Seq != 1 || evs[0].Type != runs.EventDeployStarted || evs[0].RunID != r.ID || evs[0].At.IsZero() {
+		t.Errorf("events after Update: got %+v, want one deploy.started with seq 1, run ID and time", evs)
+	}
+
+	// An error from fn writes nothing, neither run nor events.
+	boom := errors.New("boom")
+	_, err = s.Update(ctx, r.ID, func(x *runs.Run) error { x.Status = runs.StatusFailed; return boom }, runs.Event{Type: runs.EventRunFailed})
+	wantErr(t, "Update with failing fn", err, boom)
+	_, err = s.Update(ctx, r.ID, func(x *runs.Run) error { x.Status = "bogus"; return nil }, runs.Event{Type: runs.EventRunFailed})
+	wantErr(t, "Update to an unknown status", err, runs.ErrInvalid)
+	_, err = s.Update(ctx, r.ID, func(x *runs.Run) error { return nil }, runs.Event{})
+	wantErr(t, "Update with an event without type", err, runs.ErrInvalid)
+	stored, err = s.Get(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "Get after failed Updates", stored, want)
+	if evs, _ := s.Events(ctx, r.ID, 0, 0); len(evs) != 1 {
+		t.Errorf("failed Updates appended events: %d events, want 1", len(evs))
+	}
+}
+
+func testUpdateConcurrent(t *testing.T, open Opener) {
+	stores := []runs.Store{open(t), open(t)}
+	ctx := ctxFor(t)
+	r := mustCreate(t, stores[0], runs.Run{Pipeline: "prod"})
+	const n = 12
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("svc-%02d", i)
+			_, err := stores[i%2].Update(ctx, r.ID, func(x *runs.Run) error {
+				x.SetStep(runs.Step{Phase: runs.Phase1, Name: name, Status: runs.StepSynced})
+				return nil
+			}, runs.Event{Type: runs.EventServiceSynced, Service: name})
+			if err != nil {
+				t.Errorf("Update %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	got, err := stores[0].Get(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Steps) != n || got.Version != 1+n {
+		t.Errorf("after %d concurrent step updates: %d steps at version %d, want %d steps at version %d (lost update)", n, len(got.Steps), got.Version, n, 1+n)
+	}
+	evs, err := stores[1].Events(ctx, r.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != n {
+		t.Errorf("after %d concurrent updates: %d events, want %d", n, len(evs), n)
+	}
+}
+
+func testUpdateEnded(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	r := mustCreate(t, s, runs.Run{Pipeline: "prod"})
+	mustUpdate(t, s, r.ID, func(x *runs.Run) error {
+		x.Status = runs.StatusCanceled
+		x.Reason = "canceled by api:ops"
+		return nil
+	}, runs.Event{Type: runs.EventRunCanceled})
+
+	called := false
+	_, err := s.Update(ctx, r.ID, func(x *runs.Run) error { called = true; x.Status = runs.StatusPhase1; return nil })
+	wantErr(t, "Update of an ended run", err, runs.ErrEnded)
+	if called {
+		t.Error("Update of an ended run called fn")
+	}
+	// Appending to an ended run is allowed (late lock.released events).
+	evs, err := s.Append(ctx, r.ID, runs.Event{Type: runs.EventLockReleased, LockKey: "coolify:phase1"})
+	if err != nil || len(evs) != 1 || evs[0].Seq != 2 {
+		t.Errorf("Append to an ended run: got %+v, %v; want one event with seq 2", evs, err)
+	}
+}
+
+func testEventSeqConcurrent(t *testing.T, open Opener) {
+	stores := []runs.Store{open(t), open(t)}
+	ctx := ctxFor(t)
+	r := mustCreate(t, stores[0], runs.Run{Pipeline: "prod"})
+	const writers, perWriter = 6, 20
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := stores[w%2]
+			for i := 0; i < perWriter; {
+				batch := 1 + (i+w)%3
+				if i+batch > perWriter {
+					batch = perWriter - i
+				}
+				evs := make([]runs.Event, batch)
+				for j := range evs {
+					evs[j] = runs.Event{
+						Type: runs.EventLockWaiting, Service: "w" + strconv.Itoa(w),
+						Data: map[string]string{"i": strconv.Itoa(i + j)},
+					}
+				}
+				var err error
+				if w%2 == 0 {
+					var got []runs.Event
+					got, err = s.Append(ctx, r.ID, evs...)
+					if err == nil && len(got) == batch {
+						for j := 1; j < batch; j++ {
+							if got[j].Seq != got[j-1].Seq+1 {
+								t.Errorf("Append returned seqs %d, %d for one batch; want consecutive", got[j-1].Seq, got[j].Seq)
+							}
+						}
+					}
+				} else {
+					_, err = s.Update(ctx, r.ID, func(*runs.Run) error { return nil }, evs...)
+				}
+				if err != nil {
+					t.Errorf("writer %d: %v", w, err)
+					return
+				}
+				i += batch
+			}
+		}()
+	}
+	wg.Wait()
+
+	evs, err := stores[0].Events(ctx, r.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != writers*perWriter {
+		t.Fatalf("got %d events, want %d", len(evs), writers*perWriter)
+	}
+	next := map[string]int{}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d, want %d (gap or duplicate)", i, e.Seq, i+1)
+		}
+		if got := e.Data["i"]; got != strconv.Itoa(next[e.Service]) {
+			t.Fatalf("writer %s: event %s at seq %d, want %d (order within a writer lost)", e.Service, got, e.Seq, next[e.Service])
+		}
+		next[e.Service]++
+	}
+}
+
+func testEventsPaging(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	r := mustCreate(t, s, runs.Run{Pipeline: "prod"})
+	if evs, err := s.Events(ctx, r.ID, 0, 0); err != nil || len(evs) != 0 {
+		t.Errorf("Events of a new run: %d events, err %v; want none", len(evs), err)
+	}
+	at := t0.Add(time.Minute)
+	var in []runs.Event
+	for i := range 10 {
+		in = append(in, runs.Event{
+			Type: runs.EventLockAcquired, At: at, Phase: runs.Phase1, Service: "api",
+			LockKey: "coolify:u-api", Fence: int64(100 + i), Message: "acquired",
+			Data: map[string]string{"waited_ms": strconv.Itoa(i)},
+		})
+	}
+	got, err := s.Append(ctx, r.ID, in...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range in {
+		in[i].Seq, in[i].RunID = int64(i+1), r.ID
+	}
+	sameJSON(t, "Append result", got, in)
+	all, err := s.Events(ctx, r.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "Events", all, in)
+	page, err := s.Events(ctx, r.ID, 3, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "Events after 3, limit 4", page, in[3:7])
+	tail, err := s.Events(ctx, r.ID, 10, 0)
+	if err != nil || len(tail) != 0 {
+		t.Errorf("Events after the last: %d events, err %v; want none", len(tail), err)
+	}
+	_, err = s.Append(ctx, r.ID)
+	if err != nil {
+		t.Errorf("Append of nothing: %v", err)
+	}
+	_, err = s.Append(ctx, r.ID, runs.Event{Type: runs.EventLockReleased}, runs.Event{})
+	wantErr(t, "Append with an event without type", err, runs.ErrInvalid)
+	if all, _ := s.Events(ctx, r.ID, 0, 0); len(all) != 10 {
+		t.Errorf("a refused batch appended events: %d, want 10", len(all))
+	}
+}
+
+func testSubscribe(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	r := mustCreate(t, s, runs.Run{Pipeline: "prod"})
+	other := mustCreate(t, s, runs.Run{Pipeline: "prod"})
+	sub, err := s.Subscribe(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+
+	if _, err := s.Append(ctx, other.ID, runs.Event{Type: runs.EventRunStarted}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, r.ID, runs.Event{Type: runs.EventRunStarted}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sub.C():
+	case <-ctx.Done():
+		t.Fatal("no signal after Append")
+	}
+	mustUpdate(t, s, r.ID, func(*runs.Run) error { return nil }, runs.Event{Type: runs.EventPhaseStarted})
+	select {
+	case <-sub.C():
+	case <-ctx.Done():
+		t.Fatal("no signal after Update with events")
+	}
+	if err := sub.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := sub.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func testFollow(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	r := mustCreate(t, s, runs.Run{Pipeline: "prod"})
+	if _, err := s.Append(ctx, r.ID, runs.Event{Type: runs.EventRunQueued}, runs.Event{Type: runs.EventRunStarted}); err != nil {
+		t.Fatal(err)
+	}
+
+	got := make(chan runs.Event)
+	done := make(chan error, 1)
+	go func() {
+		// afterSeq 1: the client has seen run.queued already (SSE Last-Event-ID).
+		done <- runs.Follow(ctx, s, r.ID, 1, func(e runs.Event) error {
+			select {
+			case got <- e:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	next := func(want int64, typ runs.EventType) {
+		t.Helper()
+		select {
+		case e := <-got:
+			if e.Seq != want || e.Type != typ {
+				t.Fatalf("Follow passed seq %d %s, want seq %d %s", e.Seq, e.Type, want, typ)
+			}
+		case err := <-done:
+			t.Fatalf("Follow returned early: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("Follow did not pass seq %d %s", want, typ)
+		}
+	}
+	next(2, runs.EventRunStarted)
+
+	// Live: each event is written only after the previous one was passed on, so it can only
+	// arrive through the live path.
+	if _, err := s.Append(ctx, r.ID, runs.Event{Type: runs.EventLockWaiting, LockKey: "coolify:phase1"}); err != nil {
+		t.Fatal(err)
+	}
+	next(3, runs.EventLockWaiting)
+	mustUpdate(t, s, r.ID, func(x *runs.Run) error { x.Status = runs.StatusPhase1; return nil },
+		runs.Event{Type: runs.EventLockAcquired}, runs.Event{Type: runs.EventPhaseStarted})
+	next(4, runs.EventLockAcquired)
+	next(5, runs.EventPhaseStarted)
+	mustUpdate(t, s, r.ID, func(x *runs.Run) error { x.Status = runs.StatusSucceeded; return nil },
+		runs.Event{Type: runs.EventRunSucceeded})
+	next(6, runs.EventRunSucceeded)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Follow after the run ended: %v, want nil", err)
+		}
+	case e := <-got:
+		t.Errorf("Follow passed %+v after the end", e)
+	case <-ctx.Done():
+		t.Error("Follow did not return after the run ended")
+	}
+}
+
+func testFollowEnded(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	r := mustCreate(t, s, runs.Run{Pipeline: "prod"})
+	mustUpdate(t, s, r.ID, func(x *runs.Run) error { x.Status = runs.StatusFailed; return nil },
+		runs.Event{Type: runs.EventRunStarted}, runs.Event{Type: runs.EventRunFailed, Message: "lock lost"})
+	var seqs []int64
+	err := runs.Follow(ctx, s, r.ID, 0, func(e runs.Event) error { seqs = append(seqs, e.Seq); return nil })
+	if err != nil || !slices.Equal(seqs, []int64{1, 2}) {
+		t.Errorf("Follow of an ended run: passed %v, err %v; want [1 2], nil", seqs, err)
+	}
+	// An error from fn stops Follow and comes back as is.
+	stop := errors.New("client went away")
+	err = runs.Follow(ctx, s, r.ID, 0, func(runs.Event) error { return stop })
+	if err != stop {
+		t.Errorf("Follow with failing fn: %v, want %v", err, stop)
+	}
+}
+
+func testFollowCanceled(t *testing.T, open Opener) {
+	s := open(t)
+	r := mustCreate(t, s, runs.Run{Pipeline: "prod"})
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- runs.Follow(ctx, s, r.ID, 0, func(runs.Event) error { close(started); return nil })
+	}()
+	if _, err := s.Append(ctx, r.ID, runs.Event{Type: runs.EventRunQueued}); err != nil {
+		t.Fatal(err)
+	}
+	<-started // Follow is waiting for more
+	cancel()
+	select {
+	case err := <-done:
+		wantErr(t, "Follow after cancel", err, context.Canceled)
+	case <-ctxFor(t).Done():
+		t.Fatal("Follow did not return after its context was canceled")
+	}
+}
+
+func testMarkInterrupted(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	mk := func(owner string, status runs.Status, at time.Time, held ...string) runs.Run {
+		r := mustCreate(t, s, runs.Run{Pipeline: "prod", CreatedAt: at, Owner: owner})
+		return mustUpdate(t, s, r.ID, func(x *runs.Run) error {
+			x.Status, x.HeldLocks = status, held
+			return nil
+		})
+	}
+	a1 := mk("node-a", runs.StatusPhase2, t0.Add(2*time.Second), "coolify:phase2", "coolify:u-api")
+	a0 := mk("node-a", runs.StatusQueued, t0.Add(time.Second))
+	aDone := mk("node-a", runs.StatusSucceeded, t0)
+	b := mk("node-b", runs.StatusPhase1, t0, "coolify:phase1")
+
+	_, err := s.MarkInterrupted(ctx, "", "x")
+	wantErr(t, "MarkInterrupted without owner", err, runs.ErrInvalid)
+
+	marked, err := s.MarkInterrupted(ctx, "node-a", "daemon restarted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotIDs []string
+	for _, r := range marked {
+		gotIDs = append(gotIDs, r.ID)
+		if r.Status != runs.StatusInterrupted || r.Reason != "daemon restarted" || r.EndedAt.IsZero() {
+			t.Errorf("marked run %s: status %s, reason %q, ended %s; want interrupted, %q, a time", r.ID, r.Status, r.Reason, r.EndedAt, "daemon restarted")
+		}
+	}
+	if !slices.Equal(gotIDs, []string{a0.ID, a1.ID}) {
+		t.Errorf("MarkInterrupted returned %v, want %v (the unfinished runs of node-a, oldest first)", gotIDs, []string{a0.ID, a1.ID})
+	}
+	if len(marked) == 2 && !slices.Equal(marked[1].HeldLocks, a1.HeldLocks) {
+		t.Errorf("marked run held locks %v, want %v", marked[1].HeldLocks, a1.HeldLocks)
+	}
+
+	stored, err := s.Get(ctx, a1.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Status != runs.StatusInterrupted || !slices.Equal(stored.HeldLocks, a1.HeldLocks) {
+		t.Errorf("stored interrupted run: status %s, held %v; want interrupted, %v", stored.Status, stored.HeldLocks, a1.HeldLocks)
+	}
+	evs, err := s.Events(ctx, a1.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Type != runs.EventRunInterrupted || evs[0].Data[runs.DataHeldLocks] != "coolify:phase2,coolify:u-api" {
+		t.Errorf("events of the interrupted run: %+v, want one run.interrupted naming the held locks", evs)
+	}
+	for _, r := range []runs.Run{aDone, b} {
+		got, err := s.Get(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != r.Status || got.Version != r.Version {
+			t.Errorf("run %s of %s in %s was touched: now %s v%d", r.ID, r.Owner, r.Status, got.Status, got.Version)
+		}
+	}
+	_, err = s.Update(ctx, a1.ID, func(x *runs.Run) error { x.Status = runs.StatusSucceeded; return nil })
+	wantErr(t, "a late Update by the dead daemon", err, runs.ErrEnded)
+
+	again, err := s.MarkInterrupted(ctx, "node-a", "daemon restarted")
+	if err != nil || len(again) != 0 {
+		t.Errorf("second MarkInterrupted: %d runs, err %v; want none", len(again), err)
+	}
+	// An ended run that was interrupted can be followed to its end.
+	var n int
+	if err := runs.Follow(ctx, s, a1.ID, 0, func(runs.Event) error { n++; return nil }); err != nil || n != 1 {
+		t.Errorf("Follow of an interrupted run: %d events, err %v; want 1, nil", n, err)
+	}
+}
+
+func testSurvivesRestart(t *testing.T, open Opener) {
+	s1 := open(t)
+	ctx := ctxFor(t)
+	r := mustCreate(t, s1, runs.Run{Pipeline: "prod", Owner: "node-a", Trigger: runs.Trigger{IdempotencyKey: "k"}})
+	r = mustUpdate(t, s1, r.ID, func(x *runs.Run) error {
+		x.Status, x.HeldLocks = runs.StatusPhase1, []string{"coolify:phase1"}
+		return nil
+	}, runs.Event{Type: runs.EventLockAcquired, LockKey: "coolify:phase1", Fence: 7})
+	if _, err := s1.SeenDelivery(ctx, "github:d1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	s2 := open(t)
+	got, err := s2.Get(ctx, r.ID)
+	if err != nil {
+		t.Fatalf("Get after restart: %v", err)
+	}
+	sameJSON(t, "run after restart", got, r)
+	again, created, err := s2.Create(ctx, runs.Run{Pipeline: "prod", Trigger: runs.Trigger{IdempotencyKey: "k"}})
+	if err != nil || created || again.ID != r.ID {
+		t.Errorf("idempotent Create after restart: got %q created=%v err=%v, want %q", again.ID, created, err, r.ID)
+	}
+	if seen, err := s2.SeenDelivery(ctx, "github:d1", time.Hour); err != nil || !seen {
+		t.Errorf("SeenDelivery after restart: %v, %v; want true", seen, err)
+	}
+	marked, err := s2.MarkInterrupted(ctx, "node-a", "daemon restarted")
+	if err != nil || len(marked) != 1 || marked[0].ID != r.ID {
+		t.Fatalf("MarkInterrupted after restart: %d runs, err %v; want run %s", len(marked), err, r.ID)
+	}
+	evs, err := s2.Events(ctx, r.ID, 0, 0)
+	if err != nil || len(evs) != 2 || evs[1].Seq != 2 || evs[1].Type != runs.EventRunInterrupted {
+		t.Errorf("events after restart: %+v, %v; want lock.acquired then run.interrupted", evs, err)
+	}
+}
+
+func testSeenDelivery(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	for i, want := range []bool{false, true, true} {
+		seen, err := s.SeenDelivery(ctx, "github:abc", time.Hour)
+		if err != nil || seen != want {
+			t.Errorf("SeenDelivery call %d: %v, %v; want %v", i+1, seen, err, want)
+		}
+	}
+	if seen, err := s.SeenDelivery(ctx, "gitlab:abc", time.Hour); err != nil || seen {
+		t.Errorf("SeenDelivery of another ID: %v, %v; want false", seen, err)
+	}
+	_, err := s.SeenDelivery(ctx, "", time.Hour)
+	wantErr(t, "SeenDelivery without ID", err, runs.ErrInvalid)
+	_, err = s.SeenDelivery(ctx, "x", 0)
+	wantErr(t, "SeenDelivery without TTL", err, runs.ErrInvalid)
+}
+
+func testSeenDeliveryConcurrent(t *testing.T, open Opener) {
+	stores := []runs.Store{open(t), open(t)}
+	ctx := ctxFor(t)
+	const n = 16
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		fresh int
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			seen, err := stores[i%2].SeenDelivery(ctx, "github:same", time.Hour)
+			if err != nil {
+				t.Errorf("SeenDelivery: %v", err)
+				return
+			}
+			if !seen {
+				mu.Lock()
+				fresh++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if fresh != 1 {
+		t.Errorf("%d concurrent SeenDelivery calls with one ID: %d said new, want 1", n, fresh)
+	}
+}
+
+func testSeenDeliveryExpires(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	const ttl = 50 * time.Millisecond
+	if seen, err := s.SeenDelivery(ctx, "github:short", ttl); err != nil || seen {
+		t.Fatalf("first SeenDelivery: %v, %v; want false", seen, err)
+	}
+	// Expiry is the behaviour under test, so time has to pass; nothing races here.
+	time.Sleep(3 * ttl)
+	if seen, err := s.SeenDelivery(ctx, "github:short", time.Hour); err != nil || seen {
+		t.Errorf("SeenDelivery after the TTL: %v, %v; want false (expired)", seen, err)
+	}
+	if seen, err := s.SeenDelivery(ctx, "github:short", time.Hour); err != nil || !seen {
+		t.Errorf("SeenDelivery right after re-recording: %v, %v; want true", seen, err)
+	}
+}
+
+func testPing(t *testing.T, open Opener) {
+	s := open(t)
+	if err := s.Ping(ctxFor(t)); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := s.Ping(ctxFor(t)); err == nil {
+		t.Error("Ping after Close: nil, want an error")
+	}
+}
