@@ -1,0 +1,246 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/deploy-orchestrator/orchestrator/locks"
+)
+
+// unsubscribeTimeout bounds the UNSUBSCRIBE a closing subscription sends.
+const unsubscribeTimeout = 5 * time.Second
+
+// Subscribe returns a subscription that receives a value each time a lease on key is
+// released, force-released or unfrozen. All subscriptions of a Driver share one pub/sub
+// connection, with one Redis subscription per key however many waiters ask for it.
+// Subscribe returns once Redis has confirmed the subscription, so a release published
+// after it returns is delivered unless the connection drops; after a reconnect every
+// subscriber is signalled once, since a release may have been missed meanwhile.
+//
+// Errors: the context's error when it ends first; locks.ErrUnavailable when the
+// subscription cannot be sent or the Driver is closed.
+func (d *Driver) Subscribe(ctx context.Context, key string) (locks.Subscription, error) {
+	s, err := d.hub.subscribe(ctx, d.keys(key).channel)
+	if err != nil {
+		return nil, d.fail(ctx, "subscribe", key, err)
+	}
+	return s, nil
+}
+
+// Ping reports whether Redis answers. Errors: locks.ErrUnavailable or the context's error.
+func (d *Driver) Ping(ctx context.Context) error {
+	if err := d.client.Ping(ctx).Err(); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return fmt.Errorf("redislock: ping: %w", ctxErr)
+		}
+		return fmt.Errorf("redislock: ping: %w: %w", locks.ErrUnavailable, err)
+	}
+	return nil
+}
+
+var errHubClosed = errors.New("driver closed")
+
+// Log attribute keys.
+const (
+	attrChannel = "channel"
+	attrWaiters = "waiters"
+	attrError   = "error"
+)
+
+// hub multiplexes every subscription of a Driver over one go-redis PubSub connection.
+//
+// go-redis resubscribes its channels by itself after a reconnect but sends SUBSCRIBE
+// without waiting for Redis to confirm it. To know when a new channel is active, hub
+// subscribes to it together with a barrier channel of a unique name: replies come in
+// order, so the confirmation of the barrier proves the channel is subscribed on the
+// current connection (after a reconnect, go-redis resubscribes both). A confirmation of a
+// channel that is already active means the connection was re-established.
+type hub struct {
+	client redis.UniversalClient
+	prefix string
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	ps       *redis.PubSub     // created by the first subscribe
+	topics   map[string]*topic // by channel
+	barriers map[string]*topic // pending barrier channel -> its topic
+	closed   bool
+	done     chan struct{} // closed when dispatch returns
+}
+
+// topic is one subscribed channel and its local subscribers.
+type topic struct {
+	channel string
+	subs    map[*subscription]struct{}
+	barrier string        // pending barrier channel; "" once active
+	active  chan struct{} // closed once Redis confirmed the subscription
+}
+
+func newHub(client redis.UniversalClient, prefix string, log *slog.Logger) *hub {
+	return &hub{
+		client:   client,
+		prefix:   prefix,
+		log:      log,
+		topics:   make(map[string]*topic),
+		barriers: make(map[string]*topic),
+	}
+}
+
+func (h *hub) subscribe(ctx context.Context, channel string) (*subscription, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, errHubClosed
+	}
+	if h.ps == nil {
+		h.ps = h.client.Subscribe(context.WithoutCancel(ctx))
+		h.done = make(chan struct{})
+		go h.dispatch(h.ps.ChannelWithSubscriptions(), h.done)
+	}
+	t := h.topics[channel]
+	if t == nil {
+		t = &topic{
+			channel: channel,
+			subs:    make(map[*subscription]struct{}),
+			barrier: h.prefix + "barrier:" + newToken(),
+			active:  make(chan struct{}),
+		}
+		// Sent under h.mu so SUBSCRIBE and UNSUBSCRIBE of one channel reach Redis in the
+		// order the topics map changes.
+		if err := h.ps.Subscribe(ctx, channel, t.barrier); err != nil {
+			_ = h.ps.Unsubscribe(context.WithoutCancel(ctx), channel, t.barrier)
+			h.mu.Unlock()
+			return nil, err
+		}
+		h.topics[channel] = t
+		h.barriers[t.barrier] = t
+	}
+	s := &subscription{h: h, t: t, c: make(chan struct{}, 1)}
+	t.subs[s] = struct{}{}
+	active, done := t.active, h.done
+	h.mu.Unlock()
+
+	select {
+	case <-active:
+		return s, nil
+	case <-ctx.Done():
+		_ = s.Close()
+		return nil, ctx.Err()
+	case <-done:
+		return nil, errHubClosed
+	}
+}
+
+// dispatch delivers messages and confirmations until the PubSub is closed.
+func (h *hub) dispatch(ch <-chan any, done chan struct{}) {
+	defer close(done)
+	for msg := range ch {
+		switch m := msg.(type) {
+		case *redis.Message:
+			h.mu.Lock()
+			if t := h.topics[m.Channel]; t != nil {
+				t.signal()
+			}
+			h.mu.Unlock()
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				h.confirmed(m.Channel)
+			}
+		}
+	}
+}
+
+func (h *hub) confirmed(channel string) {
+	h.mu.Lock()
+	if t := h.barriers[channel]; t != nil {
+		delete(h.barriers, channel)
+		t.barrier = ""
+		close(t.active)
+		ps := h.ps
+		h.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), unsubscribeTimeout)
+		_ = ps.Unsubscribe(ctx, channel) // the barrier has done its job; its name is never reused
+		cancel()
+		return
+	}
+	if t := h.topics[channel]; t != nil && t.barrier == "" {
+		// Confirmed again: go-redis reconnected and resubscribed. A release may have been
+		// published while the connection was down, so let every waiter look again.
+		h.log.Info("lock release subscription restored", attrChannel, channel, attrWaiters, len(t.subs))
+		t.signal()
+	}
+	h.mu.Unlock()
+}
+
+// signal wakes every subscriber of t without blocking. Callers hold h.mu.
+func (t *topic) signal() {
+	for s := range t.subs {
+		select {
+		case s.c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// close stops the PubSub connection and waits for the dispatcher.
+func (h *hub) close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed = true
+	ps, done := h.ps, h.done
+	h.mu.Unlock()
+	if ps == nil {
+		return
+	}
+	_ = ps.Close()
+	<-done
+}
+
+// subscription is one waiter's view of a topic.
+type subscription struct {
+	h    *hub
+	t    *topic
+	c    chan struct{}
+	once sync.Once
+}
+
+// C receives a value (buffered 1) per release signal.
+func (s *subscription) C() <-chan struct{} { return s.c }
+
+// Close drops the subscription; the last one of a key unsubscribes the channel. It always
+// returns nil: a failed UNSUBSCRIBE only leaves an idle channel on the connection.
+func (s *subscription) Close() error {
+	s.once.Do(func() {
+		h := s.h
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(s.t.subs, s)
+		if len(s.t.subs) > 0 || h.topics[s.t.channel] != s.t {
+			return
+		}
+		delete(h.topics, s.t.channel)
+		channels := []string{s.t.channel}
+		if s.t.barrier != "" {
+			delete(h.barriers, s.t.barrier)
+			channels = append(channels, s.t.barrier)
+		}
+		if h.closed {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), unsubscribeTimeout)
+		defer cancel()
+		if err := h.ps.Unsubscribe(ctx, channels...); err != nil {
+			h.log.Warn("lock release unsubscribe failed", attrChannel, s.t.channel, attrError, err.Error())
+		}
+	})
+	return nil
+}

@@ -1,0 +1,621 @@
+// Package redislock is the Redis backend of the lock protocol: a locks.Driver on go-redis'
+// UniversalClient, so standalone, Sentinel and Cluster deployments all work.
+//
+// Every Driver method is one atomic step: one Lua script (one round trip once the script is
+// cached by the server) that reads the time from Redis, so every expiry is on one clock.
+//
+// # Keys
+//
+// All keys of one lock carry the hash tag {<key>}, so they share a Cluster slot and one
+// script can touch them all. With the default prefix "orch:lock:" the lock "coolify:phase1"
+// is stored as
+//
+//	orch:lock:{coolify:phase1}:lease     hash: token, holder, fence, times, message; PEXPIREs with the lease
+//	orch:lock:{coolify:phase1}:fence     the fence counter; never expires
+//	orch:lock:{coolify:phase1}:q         waiters in arrival order (FIFO)
+//	orch:lock:{coolify:phase1}:qdl       each waiter's deadline; dead waiters are pruned on every attempt
+//	orch:lock:{coolify:phase1}:delay     the lock-delay after a forced release
+//	orch:lock:{coolify:phase1}:audit     operator actions on the key, newest first, capped
+//
+// and releases are published on the channel orch:lock:{coolify:phase1}:released. Several
+// installations share one Redis by choosing different prefixes.
+//
+// # Fences across restarts
+//
+// A grant's fence is max(counter+1, the server's clock in microseconds). While Redis keeps
+// its data this is the counter plus one per grant (a key cannot be granted more than once
+// per microsecond); when Redis loses the counter (restart without persistence, failover to
+// a replica that had not seen the last grants) the clock floor is above every fence handed
+// out before, as long as the server's clock does not step back by more than the outage.
+// Fences therefore look like timestamps, and only their order matters.
+package redislock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/deploy-orchestrator/orchestrator/locks"
+)
+
+// DefaultPrefix is the key prefix when Options names none.
+const DefaultPrefix = "orch:lock:"
+
+// DefaultAuditCap is how many audit entries are kept per key when Options names none.
+const DefaultAuditCap = 100
+
+// Options configure a Driver.
+type Options struct {
+	// Prefix starts every Redis key and channel the driver uses (default DefaultPrefix).
+	// Installations sharing one Redis need different prefixes. It must not contain '{' or
+	// '}', which would break the hash tags that keep a lock's keys in one Cluster slot.
+	Prefix string
+	// AuditCap is how many audit entries are kept per key (default DefaultAuditCap).
+	AuditCap int
+	// Logger receives pub/sub connection events (default: discard). Tokens are never logged.
+	Logger *slog.Logger
+}
+
+// Driver is a locks.Driver on Redis. It is safe for concurrent use.
+type Driver struct {
+	client     redis.UniversalClient
+	ownsClient bool
+	prefix     string
+	auditCap   int
+	log        *slog.Logger
+	hub        *hub
+
+	// unsafeDelRelease replaces the compare-and-delete release by a plain DEL. It exists
+	// only so the fault-injection test can show that it catches the bug.
+	unsafeDelRelease bool
+}
+
+var _ locks.Driver = (*Driver)(nil)
+
+// New returns a Driver that uses client. The caller keeps ownership of client: Close stops
+// the driver's subscriptions but leaves client open. New panics if opts.Prefix contains
+// '{' or '}' (see Options.Prefix); Open returns an error instead.
+func New(client redis.UniversalClient, opts Options) *Driver {
+	if err := opts.validate(); err != nil {
+		panic(err)
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if opts.AuditCap <= 0 {
+		opts.AuditCap = DefaultAuditCap
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	d := &Driver{
+		client:   client,
+		prefix:   opts.Prefix,
+		auditCap: opts.AuditCap,
+		log:      opts.Logger,
+	}
+	d.hub = newHub(client, d.prefix, opts.Logger)
+	return d
+}
+
+func (o Options) validate() error {
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return fmt.Errorf("redislock: key prefix %q must not contain '{' or '}': %w", o.Prefix, locks.ErrInvalid)
+	}
+	return nil
+}
+
+// Open connects to the Redis named by rawURL and returns a Driver that owns the client
+// (Close closes it). It does not contact the server; call Ping for that.
+//
+// URL forms:
+//
+//	redis://[user:password@]host:port[/db][?options]    standalone (rediss:// for TLS, unix:///path.sock)
+//	redis://host:port[/db]?master_name=NAME[&addr=host:port...]   Sentinel (the hosts are sentinels)
+//	redis+cluster://host:port[?addr=host:port...]        Cluster (rediss+cluster:// for TLS)
+//
+// Options are go-redis' (dial_timeout, read_timeout, pool_size, ...). Errors wrap
+// locks.ErrInvalid and never include the password.
+func Open(rawURL string, opts Options) (*Driver, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	client, err := newClient(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redislock: open: %w: %w", locks.ErrInvalid, err)
+	}
+	d := New(client, opts)
+	d.ownsClient = true
+	return d, nil
+}
+
+func newClient(rawURL string) (redis.UniversalClient, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Error repeats the whole URL, password included; keep only the reason.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("parse redis URL: %w", err)
+	}
+	switch u.Scheme {
+	case "redis+cluster", "rediss+cluster":
+		u.Scheme = strings.TrimSuffix(u.Scheme, "+cluster")
+		o, err := redis.ParseClusterURL(u.String())
+		if err != nil {
+			return nil, fmt.Errorf("parse redis cluster URL: %w", err)
+		}
+		return redis.NewClusterClient(o), nil
+	case "redis", "rediss":
+		if u.Query().Has("master_name") {
+			o, err := redis.ParseFailoverURL(rawURL)
+			if err != nil {
+				return nil, fmt.Errorf("parse redis sentinel URL: %w", err)
+			}
+			return redis.NewFailoverClient(o), nil
+		}
+		fallthrough
+	case "unix":
+		o, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("parse redis URL: %w", err)
+		}
+		return redis.NewClient(o), nil
+	default:
+		return nil, fmt.Errorf("unsupported URL scheme %q (use redis, rediss, unix, redis+cluster or rediss+cluster)", u.Scheme)
+	}
+}
+
+// Close stops the shared subscription connection and waits for its goroutine, and closes
+// the client if the Driver opened it. It does not release leases.
+func (d *Driver) Close() error {
+	d.hub.close()
+	if d.ownsClient {
+		if err := d.client.Close(); err != nil {
+			return fmt.Errorf("redislock: close client: %w", err)
+		}
+	}
+	return nil
+}
+
+// keys names the Redis keys and the channel of one lock.
+type keys struct {
+	lease, fence, queue, deadlines, delay, audit, channel string
+}
+
+func (d *Driver) keys(key string) keys {
+	base := d.prefix + "{" + key + "}"
+	return keys{
+		lease:     base + ":lease",
+		fence:     base + ":fence",
+		queue:     base + ":q",
+		deadlines: base + ":qdl",
+		delay:     base + ":delay",
+		audit:     base + ":audit",
+		channel:   base + ":released",
+	}
+}
+
+// fail wraps an error from Redis: the caller's context error when the context is done,
+// locks.ErrUnavailable otherwise.
+func (d *Driver) fail(ctx context.Context, op, key string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("redislock: %s %q: %w", op, key, ctxErr)
+	}
+	return fmt.Errorf("redislock: %s %q: %w: %w", op, key, locks.ErrUnavailable, err)
+}
+
+func invalid(op, key, what string) error {
+	return fmt.Errorf("redislock: %s %q: %s: %w", op, key, what, locks.ErrInvalid)
+}
+
+// ms converts a duration to whole milliseconds, at least 1.
+func ms(d time.Duration) int64 {
+	return max(d.Milliseconds(), 1)
+}
+
+// TryAcquire makes one atomic attempt to grant g.Key (see locks.Driver). It returns the
+// granted Info; a *locks.HeldError matching locks.ErrHeld or locks.ErrFrozen when the key
+// is held, frozen, in lock-delay or promised to an earlier waiter; locks.ErrInvalid for an
+// empty key, holder or token or a TTL under a millisecond; locks.ErrUnavailable or the
+// context's error when Redis cannot be reached.
+func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, error) {
+	const op = "acquire"
+	switch {
+	case g.Key == "":
+		return locks.Info{}, invalid(op, g.Key, "empty key")
+	case g.Holder == "":
+		return locks.Info{}, invalid(op, g.Key, "empty holder")
+	case g.Token == "":
+		return locks.Info{}, invalid(op, g.Key, "empty token")
+	case g.TTL < time.Millisecond:
+		return locks.Info{}, invalid(op, g.Key, "TTL under 1ms")
+	}
+	var ticketTTL int64
+	if g.Ticket != "" {
+		ticketTTL = ms(time.Until(g.TicketDeadline))
+	}
+	k := d.keys(g.Key)
+	res, err := acquireScript.Run(ctx, d.client,
+		[]string{k.lease, k.fence, k.queue, k.deadlines, k.delay},
+		g.Token, g.Holder, g.Message, ms(g.TTL), g.Ticket, ticketTTL).Slice()
+	if err != nil {
+		return locks.Info{}, d.fail(ctx, op, g.Key, err)
+	}
+	r := reply(res)
+	if r.int(0) == 1 {
+		return locks.Info{
+			Key:        g.Key,
+			Token:      g.Token,
+			Holder:     g.Holder,
+			Message:    g.Message,
+			Fence:      r.int(1),
+			AcquiredAt: r.time(2),
+			ExpiresAt:  r.time(3),
+		}, nil
+	}
+	he := &locks.HeldError{Key: g.Key, Reason: locks.ErrHeld}
+	switch r.str(1) {
+	case "frozen":
+		he.Reason = locks.ErrFrozen
+		he.Current = r.lease(g.Key, 2, true)
+	case "held":
+		he.Current = r.lease(g.Key, 2, false)
+	case "delay":
+		he.Current = locks.Info{Key: g.Key, ClosedUntil: r.time(7)}
+	}
+	return locks.Info{}, he
+}
+
+// LeaveQueue removes a waiter's ticket from the key's queue. It returns nil when the ticket
+// is not queued, and locks.ErrUnavailable or the context's error when Redis cannot be reached.
+func (d *Driver) LeaveQueue(ctx context.Context, key, ticket string) error {
+	if ticket == "" {
+		return nil
+	}
+	k := d.keys(key)
+	_, err := d.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRem(ctx, k.queue, ticket)
+		p.ZRem(ctx, k.deadlines, ticket)
+		return nil
+	})
+	if err != nil {
+		return d.fail(ctx, "leave queue", key, err)
+	}
+	return nil
+}
+
+// Renew extends the lease to now+ttl (server clock) if token still holds key and returns
+// the new expiry. Errors: locks.ErrNotHeld when the key is free or held under another
+// token; locks.ErrInvalid for a TTL under a millisecond; locks.ErrUnavailable or the
+// context's error when Redis cannot be reached.
+func (d *Driver) Renew(ctx context.Context, key, token string, ttl time.Duration) (time.Time, error) {
+	const op = "renew"
+	if ttl < time.Millisecond {
+		return time.Time{}, invalid(op, key, "TTL under 1ms")
+	}
+	k := d.keys(key)
+	res, err := renewScript.Run(ctx, d.client, []string{k.lease}, token, ms(ttl)).Slice()
+	if err != nil {
+		return time.Time{}, d.fail(ctx, op, key, err)
+	}
+	r := reply(res)
+	if r.int(0) != 1 {
+		return time.Time{}, fmt.Errorf("redislock: %s %q: %w", op, key, locks.ErrNotHeld)
+	}
+	return r.time(1), nil
+}
+
+// Release deletes the lease if token still holds key (compare-and-delete) and publishes on
+// the key's channel. Errors: locks.ErrNotHeld when the key is free or held under another
+// token (nothing is deleted); locks.ErrUnavailable or the context's error when Redis
+// cannot be reached.
+func (d *Driver) Release(ctx context.Context, key, token string) error {
+	const op = "release"
+	k := d.keys(key)
+	script := releaseScript
+	if d.unsafeDelRelease {
+		script = unsafeReleaseScript
+	}
+	n, err := script.Run(ctx, d.client, []string{k.lease}, token, k.channel).Int64()
+	if err != nil {
+		return d.fail(ctx, op, key, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("redislock: %s %q: %w", op, key, locks.ErrNotHeld)
+	}
+	return nil
+}
+
+// Get returns the live lease on key, without its token, with its waiter count. Errors:
+// locks.ErrNotFound when nothing holds the key (also while it is in lock-delay);
+// locks.ErrUnavailable or the context's error when Redis cannot be reached.
+func (d *Driver) Get(ctx context.Context, key string) (locks.Info, error) {
+	res, err := d.get(ctx, d.client, key).Slice()
+	if err != nil {
+		return locks.Info{}, d.fail(ctx, "get", key, err)
+	}
+	info, ok := parseGet(key, res)
+	if !ok {
+		return locks.Info{}, fmt.Errorf("redislock: get %q: %w", key, locks.ErrNotFound)
+	}
+	return info, nil
+}
+
+func (d *Driver) get(ctx context.Context, c redis.Scripter, key string) *redis.Cmd {
+	k := d.keys(key)
+	return getScript.Eval(ctx, c, []string{k.lease, k.deadlines, k.delay})
+}
+
+func parseGet(key string, res []any) (locks.Info, bool) {
+	r := reply(res)
+	if r.int(0) != 1 {
+		return locks.Info{}, false
+	}
+	info := r.lease(key, 1, r.str(6) == "1")
+	info.Waiters = int(r.int(7))
+	return info, true
+}
+
+// List returns the live leases whose key starts with prefix, sorted by key, without
+// tokens, with waiter counts. It scans every master of a Cluster. Errors:
+// locks.ErrUnavailable or the context's error when Redis cannot be reached.
+func (d *Driver) List(ctx context.Context, prefix string) ([]locks.Info, error) {
+	const suffix = "}:lease"
+	names, err := d.scan(ctx, globEscape(d.prefix+"{"+prefix)+"*"+suffix)
+	if err != nil {
+		return nil, d.fail(ctx, "list", prefix, err)
+	}
+	keysFound := make([]string, 0, len(names))
+	for _, n := range names {
+		key := strings.TrimSuffix(strings.TrimPrefix(n, d.prefix+"{"), suffix)
+		if strings.HasPrefix(key, prefix) {
+			keysFound = append(keysFound, key)
+		}
+	}
+	slices.Sort(keysFound)
+	keysFound = slices.Compact(keysFound)
+	if len(keysFound) == 0 {
+		return nil, nil
+	}
+	pipe := d.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(keysFound))
+	for i, key := range keysFound {
+		cmds[i] = d.get(ctx, pipe, key)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, d.fail(ctx, "list", prefix, err)
+	}
+	out := make([]locks.Info, 0, len(keysFound))
+	for i, key := range keysFound {
+		res, err := cmds[i].Slice()
+		if err != nil {
+			return nil, d.fail(ctx, "list", prefix, err)
+		}
+		if info, ok := parseGet(key, res); ok { // it may have expired since the scan
+			out = append(out, info)
+		}
+	}
+	return out, nil
+}
+
+// scan returns every key matching pattern, on every master of a Cluster.
+func (d *Driver) scan(ctx context.Context, pattern string) ([]string, error) {
+	scanOne := func(ctx context.Context, c redis.UniversalClient) ([]string, error) {
+		var out []string
+		iter := c.Scan(ctx, 0, pattern, 500).Iterator()
+		for iter.Next(ctx) {
+			out = append(out, iter.Val())
+		}
+		return out, iter.Err()
+	}
+	cc, ok := d.client.(*redis.ClusterClient)
+	if !ok {
+		return scanOne(ctx, d.client)
+	}
+	var (
+		mu  sync.Mutex
+		all []string
+	)
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		got, err := scanOne(ctx, c)
+		mu.Lock()
+		all = append(all, got...)
+		mu.Unlock()
+		return err
+	})
+	return all, err
+}
+
+// globEscape quotes the characters SCAN MATCH treats as special.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// ForceRelease removes the live lease on r.Key if it matches r.Fence (when non-zero) or
+// r.Holder (when non-empty), closes the key for r.LockDelay (0 means
+// locks.DefaultLockDelay), appends an audit entry and wakes the waiters, in one script.
+// It returns the evicted lease. Errors: *locks.HeldError matching locks.ErrStale naming
+// the current lease on a mismatch; locks.ErrNotFound when the key is free; locks.ErrInvalid
+// without a reason or without exactly one of fence and holder; locks.ErrUnavailable or the
+// context's error when Redis cannot be reached.
+func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.Info, error) {
+	const op = "force release"
+	switch {
+	case r.Key == "":
+		return locks.Info{}, invalid(op, r.Key, "empty key")
+	case r.Reason == "":
+		return locks.Info{}, invalid(op, r.Key, "a reason is required")
+	case (r.Fence == 0) == (r.Holder == ""):
+		return locks.Info{}, invalid(op, r.Key, "name exactly one of the fence or the holder you saw")
+	}
+	delay := r.LockDelay
+	if delay == 0 {
+		delay = locks.DefaultLockDelay
+	}
+	var delayMS int64
+	if delay > 0 {
+		delayMS = ms(delay)
+	}
+	k := d.keys(r.Key)
+	res, err := forceReleaseScript.Run(ctx, d.client, []string{k.lease, k.delay, k.audit},
+		strconv.FormatInt(r.Fence, 10), r.Holder, r.Reason, r.By, delayMS, r.Key, d.auditCap, k.channel).Slice()
+	if err != nil {
+		return locks.Info{}, d.fail(ctx, op, r.Key, err)
+	}
+	rp := reply(res)
+	switch rp.int(0) {
+	case 0:
+		return locks.Info{}, fmt.Errorf("redislock: %s %q: %w", op, r.Key, locks.ErrNotFound)
+	case 2:
+		return locks.Info{}, &locks.HeldError{Key: r.Key, Reason: locks.ErrStale,
+			Current: rp.lease(r.Key, 1, rp.str(6) == "1")}
+	}
+	return rp.lease(r.Key, 1, rp.str(6) == "1"), nil
+}
+
+// Freeze puts an operator lease on a free key: frozen, held by r.By (or "operator"),
+// expiring at r.Until (measured from now on the local clock, then kept by Redis), with a
+// fence like any grant, and appends an audit entry. Errors: *locks.HeldError matching
+// locks.ErrHeld (or locks.ErrFrozen when already frozen) naming the current lease;
+// locks.ErrInvalid for an empty key, message or token or an expiry in the past;
+// locks.ErrUnavailable or the context's error when Redis cannot be reached.
+func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, token string) (locks.Info, error) {
+	const op = "freeze"
+	ttl := time.Until(r.Until)
+	switch {
+	case r.Key == "":
+		return locks.Info{}, invalid(op, r.Key, "empty key")
+	case r.Message == "":
+		return locks.Info{}, invalid(op, r.Key, "a message is required")
+	case token == "":
+		return locks.Info{}, invalid(op, r.Key, "empty token")
+	case ttl < time.Millisecond:
+		return locks.Info{}, invalid(op, r.Key, "the freeze must end in the future")
+	}
+	holder := r.By
+	if holder == "" {
+		holder = "operator"
+	}
+	k := d.keys(r.Key)
+	res, err := freezeScript.Run(ctx, d.client, []string{k.lease, k.fence, k.audit},
+		token, holder, r.Message, ms(ttl), r.Key, d.auditCap, r.By).Slice()
+	if err != nil {
+		return locks.Info{}, d.fail(ctx, op, r.Key, err)
+	}
+	rp := reply(res)
+	if rp.int(0) != 1 {
+		he := &locks.HeldError{Key: r.Key, Reason: locks.ErrHeld}
+		frozen := rp.str(1) == "frozen"
+		if frozen {
+			he.Reason = locks.ErrFrozen
+		}
+		he.Current = rp.lease(r.Key, 2, frozen)
+		return locks.Info{}, he
+	}
+	return locks.Info{
+		Key: r.Key, Token: token, Holder: holder, Message: r.Message, Frozen: true,
+		Fence: rp.int(1), AcquiredAt: rp.time(2), ExpiresAt: rp.time(3),
+	}, nil
+}
+
+// Unfreeze lifts a freeze, appends an audit entry and wakes the waiters. Errors:
+// locks.ErrNotFound when the key is not frozen (free, or held by an ordinary lease);
+// locks.ErrUnavailable or the context's error when Redis cannot be reached.
+func (d *Driver) Unfreeze(ctx context.Context, key, by, reason string) error {
+	const op = "unfreeze"
+	k := d.keys(key)
+	n, err := unfreezeScript.Run(ctx, d.client, []string{k.lease, k.audit},
+		by, reason, key, d.auditCap, k.channel).Int64()
+	if err != nil {
+		return d.fail(ctx, op, key, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("redislock: %s %q: not frozen: %w", op, key, locks.ErrNotFound)
+	}
+	return nil
+}
+
+// auditRecord is an audit entry as the scripts store it (strings only).
+type auditRecord struct {
+	At      string `json:"at"`
+	Action  string `json:"action"`
+	Key     string `json:"key"`
+	By      string `json:"by"`
+	Reason  string `json:"reason"`
+	Evicted *struct {
+		Holder string `json:"holder"`
+		Fence  string `json:"fence"`
+		Acq    string `json:"acq"`
+		Exp    string `json:"exp"`
+		Msg    string `json:"msg"`
+		Frozen string `json:"frozen"`
+	} `json:"evicted"`
+}
+
+// Audit returns the newest audit entries over all keys, newest first, at most limit (0
+// means every entry kept: up to Options.AuditCap per key). Errors: locks.ErrUnavailable or
+// the context's error when Redis cannot be reached.
+func (d *Driver) Audit(ctx context.Context, limit int) ([]locks.AuditEntry, error) {
+	const op = "audit"
+	lists, err := d.scan(ctx, globEscape(d.prefix+"{")+"*}:audit")
+	if err != nil {
+		return nil, d.fail(ctx, op, "", err)
+	}
+	if len(lists) == 0 {
+		return nil, nil
+	}
+	stop := int64(-1)
+	if limit > 0 {
+		stop = int64(limit) - 1
+	}
+	pipe := d.client.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, len(lists))
+	for i, l := range lists {
+		cmds[i] = pipe.LRange(ctx, l, 0, stop)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, d.fail(ctx, op, "", err)
+	}
+	var out []locks.AuditEntry
+	for _, c := range cmds {
+		for _, raw := range c.Val() {
+			e, err := parseAudit(raw)
+			if err != nil {
+				return nil, fmt.Errorf("redislock: %s: %w: %w", op, locks.ErrUnavailable, err)
+			}
+			out = append(out, e)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b locks.AuditEntry) int { return b.At.Compare(a.At) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// newToken returns a random identifier for barrier channels.
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
