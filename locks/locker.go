@@ -2,7 +2,15 @@ package locks
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	mrand "math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -19,6 +27,9 @@ type Options struct {
 	Observer Observer
 }
 
+// DefaultPollInterval is the mean fallback poll of a waiter when Options name none.
+const DefaultPollInterval = 1500 * time.Millisecond
+
 // Observer receives lock events for metrics. Methods must not block.
 type Observer interface {
 	Acquired(key string, waited time.Duration)
@@ -26,90 +37,621 @@ type Observer interface {
 	ForceReleased(key string)
 }
 
+// Attribute keys of the Locker's log records.
+const (
+	LogKeyLockKey = "lock_key"
+	LogKeyFence   = "fence"
+	LogKeyHolder  = "holder"
+	LogKeyReason  = "reason"
+	LogKeyError   = "error"
+)
+
+// Tuning of the Locker that callers do not need to set.
+const (
+	// ticketLife is how many poll intervals a queued ticket outlives its last attempt, so a
+	// waiter that died without leaving the queue stops blocking the ones behind it.
+	ticketLife = 3
+	// cleanupTimeout bounds the best-effort calls made after the caller's context ended
+	// (leaving the queue, releasing a grant whose answer was lost).
+	cleanupTimeout = 2 * time.Second
+	// minWait keeps a waiter from spinning when a holder's expiry is already due by the
+	// local clock but the backend still reports it (clock skew between hosts).
+	minWait = 5 * time.Millisecond
+	// watchAfter is how long a lease lives before its heartbeat also subscribes to the
+	// key's release signal, so a forced release is noticed at once instead of at the next
+	// renewal. Short leases never pay for the subscription.
+	watchAfter = 500 * time.Millisecond
+	// maxRenewRetry caps the pause between failed renewals.
+	maxRenewRetry = 2 * time.Second
+)
+
 // Locker is the portable lock type every caller uses. It wraps one Driver and adds the
 // parts written once for all backends: budgets with backoff, FIFO waiting woken by release
 // signals, heartbeats, the lost-lease signal, and namespace rules.
+//
+// A Locker is safe for concurrent use.
 type Locker struct {
-	// fields are the implementation's
+	d         Driver
+	poll      time.Duration
+	lockDelay time.Duration
+	log       *slog.Logger
+	obs       Observer
+
+	mu         sync.Mutex
+	closed     bool
+	namespaces []string
+	// owners maps an owner to the keys it holds or is acquiring in this Locker.
+	owners map[string]map[string]*Lease
+	// leases maps a key to the live leases this Locker holds on it (normally one).
+	leases map[string][]*Lease
+	wg     sync.WaitGroup // heartbeats
 }
 
 // New returns a Locker over d. The Locker owns d: Close closes it.
-func New(d Driver, opts Options) *Locker { panic("not implemented") }
+func New(d Driver, opts Options) *Locker {
+	l := &Locker{
+		d:         d,
+		poll:      opts.PollInterval,
+		lockDelay: opts.LockDelay,
+		log:       opts.Logger,
+		obs:       opts.Observer,
+		owners:    make(map[string]map[string]*Lease),
+		leases:    make(map[string][]*Lease),
+	}
+	if l.poll <= 0 {
+		l.poll = DefaultPollInterval
+	}
+	if l.lockDelay <= 0 {
+		l.lockDelay = DefaultLockDelay
+	}
+	if l.log == nil {
+		l.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return l
+}
 
 // RegisterNamespace registers a mutator's key prefix (e.g. "coolify:", "mobile:"). A prefix
 // that equals another or is a prefix of another is refused with ErrNamespace, naming both.
-func (l *Locker) RegisterNamespace(prefix string) error { panic("not implemented") }
+// An empty prefix is refused with ErrInvalid.
+func (l *Locker) RegisterNamespace(prefix string) error {
+	if prefix == "" {
+		return fmt.Errorf("register lock namespace: %w: empty prefix (use a prefix such as \"coolify:\")", ErrInvalid)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ns := range l.namespaces {
+		if strings.HasPrefix(ns, prefix) || strings.HasPrefix(prefix, ns) {
+			return fmt.Errorf("register lock namespace %q: %w: it overlaps the registered namespace %q (give each mutator a prefix that is not a prefix of another)",
+				prefix, ErrNamespace, ns)
+		}
+	}
+	l.namespaces = append(l.namespaces, prefix)
+	return nil
+}
+
+// namespaceOf returns the registered namespace of key, and whether the key may be taken.
+// With no namespace registered every key is allowed and has none.
+func (l *Locker) namespaceOf(key string) (string, bool) {
+	if len(l.namespaces) == 0 {
+		return "", true
+	}
+	for _, ns := range l.namespaces {
+		if strings.HasPrefix(key, ns) {
+			return ns, true
+		}
+	}
+	return "", false
+}
+
+// ownerOf is r.Owner, or the holder up to its last '/'.
+func ownerOf(r Request) string {
+	if r.Owner != "" {
+		return r.Owner
+	}
+	if i := strings.LastIndexByte(r.Holder, '/'); i > 0 {
+		return r.Holder[:i]
+	}
+	return r.Holder
+}
+
+// budgetFor returns the budget Acquire uses for r.
+func budgetFor(r Request) Budget {
+	if r.Budget.Timeout == 0 && r.Budget.MaxRetries == 0 && len(r.Budget.Backoff) == 0 {
+		if IsPhaseKey(r.Key) {
+			return PhaseBudget
+		}
+		return ServiceBudget
+	}
+	return r.Budget
+}
+
+// IsPhaseKey reports whether key names a phase lock ("<namespace>:phase…"), which gets
+// PhaseBudget by default.
+func IsPhaseKey(key string) bool {
+	_, name, ok := strings.Cut(key, ":")
+	if !ok {
+		name = key
+	}
+	return strings.HasPrefix(name, "phase")
+}
+
+func validate(r Request) error {
+	switch {
+	case r.Key == "":
+		return fmt.Errorf("acquire: %w: empty key (name a key such as \"coolify:phase1\")", ErrInvalid)
+	case r.Holder == "":
+		return fmt.Errorf("acquire %q: %w: empty holder (name the holder as <pipeline>#<build>/<step>)", r.Key, ErrInvalid)
+	case r.TTL < 0:
+		return fmt.Errorf("acquire %q: %w: negative ttl %s (use 0 for the default %s)", r.Key, ErrInvalid, r.TTL, DefaultTTL)
+	}
+	b := budgetFor(r)
+	switch {
+	case b.Timeout <= 0:
+		return fmt.Errorf("acquire %q: %w: budget timeout %s must be positive (or leave the whole budget zero for the default)", r.Key, ErrInvalid, b.Timeout)
+	case b.MaxRetries < 0:
+		return fmt.Errorf("acquire %q: %w: budget max_retries %d must not be negative", r.Key, ErrInvalid, b.MaxRetries)
+	}
+	for _, d := range b.Backoff {
+		if d < 0 {
+			return fmt.Errorf("acquire %q: %w: negative backoff %s in budget", r.Key, ErrInvalid, d)
+		}
+	}
+	return nil
+}
+
+// reserve checks the namespace rules for r and records the key as taken by its owner, so
+// two concurrent acquires of one owner cannot slip into two namespaces.
+func (l *Locker) reserve(r Request, owner string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return fmt.Errorf("acquire %q: %w: the locker is closed", r.Key, ErrUnavailable)
+	}
+	ns, ok := l.namespaceOf(r.Key)
+	if !ok {
+		return fmt.Errorf("acquire %q: %w: the key is outside every registered namespace (%s); use a key under one of them",
+			r.Key, ErrNamespace, strings.Join(l.namespaces, ", "))
+	}
+	held := l.owners[owner]
+	if ns != "" {
+		for k := range held {
+			if other, _ := l.namespaceOf(k); other != ns {
+				return fmt.Errorf("acquire %q for %q: %w: the same run holds %q of namespace %q; release it before taking a key of namespace %q",
+					r.Key, owner, ErrNamespace, k, other, ns)
+			}
+		}
+	}
+	if _, dup := held[r.Key]; dup {
+		return fmt.Errorf("acquire %q for %q: %w: the same run already holds or is acquiring this key in this process; release it first",
+			r.Key, owner, ErrInvalid)
+	}
+	if held == nil {
+		held = make(map[string]*Lease)
+		l.owners[owner] = held
+	}
+	held[r.Key] = nil // reserved, not yet granted
+	return nil
+}
+
+func (l *Locker) unreserve(owner, key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dropOwnerKey(owner, key)
+}
+
+func (l *Locker) dropOwnerKey(owner, key string) {
+	if held := l.owners[owner]; held != nil {
+		delete(held, key)
+		if len(held) == 0 {
+			delete(l.owners, owner)
+		}
+	}
+}
 
 // Acquire waits for r.Key within r.Budget and returns the held lease, kept alive by a
 // heartbeat until Release or loss.
+//
+// Each attempt queues a ticket in the key's FIFO queue and waits up to Budget.Timeout for a
+// release signal (bounded by the holder's remaining TTL and a slow jittered poll); between
+// attempts it sleeps Budget.BackoffAfter(i).
 //
 // Errors: ErrInvalid; ErrNamespace (key outside every registered namespace, or r.Owner
 // holds a key of another namespace); *HeldError matching ErrBudgetExhausted (with the
 // current holder) or ErrFrozen; ctx.Err() wrapped (errors.Is(err, context.Canceled));
 // ErrUnavailable wrapped when the backend cannot be reached within the budget.
-func (l *Locker) Acquire(ctx context.Context, r Request) (*Lease, error) { panic("not implemented") }
+func (l *Locker) Acquire(ctx context.Context, r Request) (*Lease, error) {
+	if err := validate(r); err != nil {
+		return nil, err
+	}
+	if r.TTL == 0 {
+		r.TTL = DefaultTTL
+	}
+	owner := ownerOf(r)
+	if err := l.reserve(r, owner); err != nil {
+		return nil, err
+	}
+	le, err := l.acquire(ctx, r, owner)
+	if err != nil {
+		l.unreserve(owner, r.Key)
+		return nil, err
+	}
+	return le, nil
+}
+
+func (l *Locker) acquire(ctx context.Context, r Request, owner string) (*Lease, error) {
+	b := budgetFor(r)
+	start := time.Now()
+	ticket := rand.Text()
+	var (
+		lastHeld *HeldError
+		lastErr  error
+	)
+	for attempt := 0; attempt <= b.MaxRetries; attempt++ {
+		if attempt > 0 {
+			if err := sleepCtx(ctx, b.BackoffAfter(attempt-1)); err != nil {
+				return nil, fmt.Errorf("acquire %q: canceled after %d attempt(s) over %s: %w",
+					r.Key, attempt, time.Since(start).Round(time.Millisecond), err)
+			}
+		}
+		le, err := l.attempt(ctx, r, owner, ticket, b.Timeout, start)
+		if err == nil {
+			return le, nil
+		}
+		var he *HeldError
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("acquire %q: canceled after %d attempt(s) over %s: %w",
+				r.Key, attempt+1, time.Since(start).Round(time.Millisecond), ctx.Err())
+		case errors.As(err, &he):
+			if he.Reason == ErrFrozen && r.FailOnFrozen {
+				he.Attempts, he.Waited = attempt+1, time.Since(start)
+				return nil, he
+			}
+			lastHeld, lastErr = he, nil
+		default:
+			lastErr = err
+		}
+	}
+	waited := time.Since(start)
+	if lastErr != nil {
+		return nil, fmt.Errorf("acquire %q: %d attempt(s) over %s: %w (check that the lock backend is up)",
+			r.Key, b.MaxRetries+1, waited.Round(time.Millisecond), lastErr)
+	}
+	he := &HeldError{Key: r.Key, Reason: ErrBudgetExhausted, Attempts: b.MaxRetries + 1, Waited: waited}
+	if lastHeld != nil {
+		he.Current = lastHeld.Current
+		he.Current.Token = ""
+	}
+	return nil, he
+}
+
+// attempt is one attempt of the budget: try, and while the key is held wait for a release
+// signal, the holder's expiry or the fallback poll, then try again, until timeout.
+func (l *Locker) attempt(ctx context.Context, r Request, owner, ticket string, timeout time.Duration, start time.Time) (*Lease, error) {
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	var sub Subscription
+	defer func() {
+		if sub != nil {
+			_ = sub.Close()
+		}
+	}()
+	queued := false
+	for {
+		le, err := l.try(ctx, r, owner, ticket, start)
+		if err == nil {
+			return le, nil
+		}
+		var he *HeldError
+		if !errors.As(err, &he) {
+			if queued {
+				l.leaveQueue(ctx, r.Key, ticket)
+			}
+			return nil, err
+		}
+		queued = true
+		if he.Reason == ErrFrozen && r.FailOnFrozen {
+			l.leaveQueue(ctx, r.Key, ticket)
+			return nil, he
+		}
+		if actx.Err() != nil {
+			l.leaveQueue(ctx, r.Key, ticket)
+			return nil, he
+		}
+		if sub == nil {
+			// Subscribe only once the key is found held, so an uncontended acquire is one
+			// backend step; then try again at once, since a release that came before the
+			// subscription was active would otherwise be missed.
+			s, err := l.d.Subscribe(actx, r.Key)
+			if err != nil {
+				l.leaveQueue(ctx, r.Key, ticket)
+				if actx.Err() != nil && ctx.Err() == nil {
+					return nil, he
+				}
+				return nil, err
+			}
+			sub = s
+			continue
+		}
+		wait := l.jitteredPoll()
+		if until := untilFree(he.Current, time.Now()); until < wait {
+			wait = until
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-sub.C():
+		case <-t.C:
+		case <-actx.Done():
+		}
+		t.Stop()
+		if actx.Err() != nil {
+			l.leaveQueue(ctx, r.Key, ticket)
+			return nil, he
+		}
+	}
+}
+
+// untilFree is how long until the lease or lock-delay in cur ends by the local clock.
+func untilFree(cur Info, now time.Time) time.Duration {
+	var until time.Time
+	switch {
+	case cur.Holder != "" || cur.Token != "" || !cur.ExpiresAt.IsZero():
+		until = cur.ExpiresAt
+	case !cur.ClosedUntil.IsZero():
+		until = cur.ClosedUntil
+	default:
+		// Free but queued behind other waiters: only a signal or the poll helps.
+		return 1<<63 - 1
+	}
+	if d := until.Sub(now) + time.Millisecond; d > minWait {
+		return d
+	}
+	return minWait
+}
+
+func (l *Locker) jitteredPoll() time.Duration {
+	return time.Duration(float64(l.poll) * (0.5 + mrand.Float64()))
+}
+
+// try makes one TryAcquire and turns a grant into a running Lease.
+func (l *Locker) try(ctx context.Context, r Request, owner, ticket string, start time.Time) (*Lease, error) {
+	token := rand.Text()
+	sent := time.Now()
+	info, err := l.d.TryAcquire(ctx, Grant{
+		Key:            r.Key,
+		Token:          token,
+		Holder:         r.Holder,
+		Message:        r.Message,
+		TTL:            r.TTL,
+		Ticket:         ticket,
+		TicketDeadline: sent.Add(ticketLife * l.poll),
+	})
+	if err != nil {
+		var he *HeldError
+		if !errors.As(err, &he) {
+			// The outcome is unknown: the grant may have happened with the answer lost. The
+			// token is used by no one else, so releasing by it is safe either way.
+			l.bestEffort(ctx, func(c context.Context) error { return l.d.Release(c, r.Key, token) })
+		}
+		return nil, err
+	}
+	info.Token = token
+	return l.start(info, owner, r.TTL, sent, time.Since(start))
+}
+
+func (l *Locker) leaveQueue(ctx context.Context, key, ticket string) {
+	l.bestEffort(ctx, func(c context.Context) error { return l.d.LeaveQueue(c, key, ticket) })
+}
+
+// bestEffort runs a cleanup call that must happen even when ctx has ended.
+func (l *Locker) bestEffort(ctx context.Context, f func(context.Context) error) {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	_ = f(c) // a failed cleanup is bounded by the ticket deadline or the lease TTL
+}
+
+// start registers a granted lease and runs its heartbeat.
+func (l *Locker) start(info Info, owner string, ttl time.Duration, sent time.Time, waited time.Duration) (*Lease, error) {
+	le := &Lease{
+		l:        l,
+		owner:    owner,
+		ttl:      ttl,
+		info:     info,
+		deadline: localDeadline(sent, ttl),
+		granted:  time.Now(),
+		check:    make(chan struct{}, 1),
+		hbDone:   make(chan struct{}),
+	}
+	le.ctx, le.end = context.WithCancelCause(context.Background())
+	var hbCtx context.Context
+	hbCtx, le.stop = context.WithCancel(context.Background())
+
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		le.stop()
+		l.bestEffort(context.Background(), func(c context.Context) error { return l.d.Release(c, info.Key, info.Token) })
+		return nil, fmt.Errorf("acquire %q: %w: the locker was closed during the acquire", info.Key, ErrUnavailable)
+	}
+	if held := l.owners[owner]; held != nil {
+		held[info.Key] = le
+	}
+	l.leases[info.Key] = append(l.leases[info.Key], le)
+	l.wg.Add(1)
+	l.mu.Unlock()
+
+	go func() {
+		defer l.wg.Done()
+		le.heartbeat(hbCtx)
+	}()
+	if l.obs != nil {
+		l.obs.Acquired(info.Key, waited)
+	}
+	return le, nil
+}
+
+// localDeadline is when a lease granted or renewed by a request sent at sent must be
+// presumed expired by the local monotonic clock.
+func localDeadline(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(ttl - safetyMargin(ttl))
+}
+
+// safetyMargin is subtracted from a lease's TTL by its holder, to allow for clock drift
+// between the holder and the backend.
+func safetyMargin(ttl time.Duration) time.Duration {
+	return min(ttl/20, time.Second)
+}
+
+// forget drops a finished lease from the Locker's bookkeeping.
+func (l *Locker) forget(le *Lease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	key := le.info.Key
+	if held := l.owners[le.owner]; held != nil && held[key] == le {
+		l.dropOwnerKey(le.owner, key)
+	}
+	ls := slices.DeleteFunc(l.leases[key], func(x *Lease) bool { return x == le })
+	if len(ls) == 0 {
+		delete(l.leases, key)
+	} else {
+		l.leases[key] = ls
+	}
+}
 
 // Get returns the live lease on key (without token) and its waiter count, or ErrNotFound.
-func (l *Locker) Get(ctx context.Context, key string) (Info, error) { panic("not implemented") }
+// Backend failures wrap ErrUnavailable.
+func (l *Locker) Get(ctx context.Context, key string) (Info, error) {
+	info, err := l.d.Get(ctx, key)
+	info.Token = ""
+	return info, err
+}
 
-// List returns live leases (tokens cleared) whose key starts with prefix.
-func (l *Locker) List(ctx context.Context, prefix string) ([]Info, error) { panic("not implemented") }
+// List returns live leases (tokens cleared) whose key starts with prefix, sorted by key.
+// Backend failures wrap ErrUnavailable.
+func (l *Locker) List(ctx context.Context, prefix string) ([]Info, error) {
+	infos, err := l.d.List(ctx, prefix)
+	for i := range infos {
+		infos[i].Token = ""
+	}
+	return infos, err
+}
 
 // ForceRelease is the operator's release of a crashed holder's lease. See Driver.ForceRelease.
-// ErrInvalid without a reason or without exactly one of fence/holder.
+// ErrInvalid without a reason or without exactly one of fence/holder. A lease of this
+// Locker that is evicted learns of its loss at once.
 func (l *Locker) ForceRelease(ctx context.Context, r ForceRequest) (Info, error) {
-	panic("not implemented")
+	switch {
+	case r.Key == "":
+		return Info{}, fmt.Errorf("force release: %w: empty key", ErrInvalid)
+	case r.Reason == "":
+		return Info{}, fmt.Errorf("force release %q: %w: a reason is required (say why the holder is presumed dead)", r.Key, ErrInvalid)
+	case (r.Fence != 0) == (r.Holder != ""):
+		return Info{}, fmt.Errorf("force release %q: %w: name exactly one of the fence or the holder you saw in the listing", r.Key, ErrInvalid)
+	case r.LockDelay < 0:
+		return Info{}, fmt.Errorf("force release %q: %w: negative lock-delay %s", r.Key, ErrInvalid, r.LockDelay)
+	}
+	if r.LockDelay == 0 {
+		r.LockDelay = l.lockDelay
+	}
+	info, err := l.d.ForceRelease(ctx, r)
+	if err != nil {
+		return Info{}, err
+	}
+	info.Token = ""
+	l.mu.Lock()
+	local := slices.Clone(l.leases[r.Key])
+	l.mu.Unlock()
+	for _, le := range local {
+		le.checkNow()
+	}
+	if l.obs != nil {
+		l.obs.ForceReleased(r.Key)
+	}
+	return info, nil
 }
 
-// Freeze puts an operator lease on a free key. See Driver.Freeze.
-func (l *Locker) Freeze(ctx context.Context, r FreezeRequest) (Info, error) { panic("not implemented") }
+// Freeze puts an operator lease on a free key. See Driver.Freeze. ErrInvalid without a
+// key or message, or with an expiry in the past.
+func (l *Locker) Freeze(ctx context.Context, r FreezeRequest) (Info, error) {
+	switch {
+	case r.Key == "":
+		return Info{}, fmt.Errorf("freeze: %w: empty key", ErrInvalid)
+	case r.Message == "":
+		return Info{}, fmt.Errorf("freeze %q: %w: a message is required (say why deploys must wait)", r.Key, ErrInvalid)
+	case !r.Until.After(time.Now()):
+		return Info{}, fmt.Errorf("freeze %q: %w: the expiry %s is not in the future", r.Key, ErrInvalid, r.Until.UTC().Format(time.RFC3339))
+	}
+	info, err := l.d.Freeze(ctx, r, rand.Text())
+	info.Token = ""
+	return info, err
+}
 
-// Unfreeze lifts an operator freeze.
+// Unfreeze lifts an operator freeze. ErrNotFound if the key is not frozen; ErrInvalid
+// without a key.
 func (l *Locker) Unfreeze(ctx context.Context, key, by, reason string) error {
-	panic("not implemented")
+	if key == "" {
+		return fmt.Errorf("unfreeze: %w: empty key", ErrInvalid)
+	}
+	return l.d.Unfreeze(ctx, key, by, reason)
 }
 
-// Audit returns operator actions, newest first.
+// Audit returns operator actions, newest first, at most limit (0 for all kept).
 func (l *Locker) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
-	panic("not implemented")
+	return l.d.Audit(ctx, limit)
 }
 
-// Held returns the keys this Locker currently holds for owner (in this process).
-func (l *Locker) Held(owner string) []string { panic("not implemented") }
+// Held returns the keys this Locker currently holds for owner (in this process), sorted.
+func (l *Locker) Held(owner string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var keys []string
+	for k, le := range l.owners[owner] {
+		if le != nil {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
 
 // Ping reports whether the backend is reachable.
-func (l *Locker) Ping(ctx context.Context) error { panic("not implemented") }
+func (l *Locker) Ping(ctx context.Context) error { return l.d.Ping(ctx) }
 
-// Close stops every heartbeat (leases are left to expire, not released) and closes the driver.
-func (l *Locker) Close() error { panic("not implemented") }
-
-// Lease is a held lock. Its heartbeat renews it at TTL/3 by compare-on-token.
-type Lease struct {
-	// fields are the implementation's
+// Close stops every heartbeat (leases are left to expire, not released; their Err wraps
+// ErrLost) and closes the driver. Acquires that are still running fail.
+func (l *Locker) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	var live []*Lease
+	for _, ls := range l.leases {
+		live = append(live, ls...)
+	}
+	l.mu.Unlock()
+	for _, le := range live {
+		le.stop()
+	}
+	l.wg.Wait()
+	for _, le := range live {
+		le.finish(le.lostErr("the locker was closed; the lease is left to expire", nil), true)
+	}
+	return l.d.Close()
 }
 
-// Info returns the lease as granted or last renewed (Token included: it is the holder's).
-func (le *Lease) Info() Info { panic("not implemented") }
-
-// Key, Fence and Holder are shorthands for Info fields.
-func (le *Lease) Key() string    { panic("not implemented") }
-func (le *Lease) Fence() int64   { panic("not implemented") }
-func (le *Lease) Holder() string { panic("not implemented") }
-
-// Done is closed when the lease ends: released or lost.
-func (le *Lease) Done() <-chan struct{} { panic("not implemented") }
-
-// Err is nil while held; after Done it wraps ErrReleased or ErrLost (with the reason: expired
-// before renewal, replaced by another token, force-released).
-func (le *Lease) Err() error { panic("not implemented") }
-
-// Context returns a context derived from parent that is canceled when the lease ends, with
-// context.Cause(ctx) == le.Err(), so work running under the lease stops when it is lost.
-func (le *Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
-	panic("not implemented")
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
-
-// Release stops the heartbeat and deletes the lease by compare-and-delete on its token.
-// Releasing twice returns nil; releasing a lost lease returns an error matching ErrLost and
-// never removes another holder's lease.
-func (le *Lease) Release(ctx context.Context) error { panic("not implemented") }

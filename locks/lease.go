@@ -1,0 +1,236 @@
+package locks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Lease is a held lock. Its heartbeat renews it at TTL/3 by compare-on-token.
+//
+// A lease ends exactly once: released by its holder (Err wraps ErrReleased) or lost (Err
+// wraps ErrLost) because a renewal found another token or no lease, or renewals kept failing
+// until the lease would have expired by the local monotonic clock, measured from before the
+// grant or last successful renewal was requested, less a safety margin.
+type Lease struct {
+	l       *Locker
+	owner   string
+	ttl     time.Duration
+	granted time.Time // local clock, for the held duration
+
+	mu       sync.Mutex
+	info     Info
+	deadline time.Time // local monotonic instant the lease must be presumed expired
+
+	ctx   context.Context // canceled with the lease's end (cause = Err)
+	end   context.CancelCauseFunc
+	ended atomic.Bool
+
+	stop   context.CancelFunc // stops the heartbeat
+	hbDone chan struct{}
+	check  chan struct{} // asks the heartbeat to renew now
+
+	relMu       sync.Mutex // serializes Release
+	unconfirmed bool       // Release ended the lease but the backend did not confirm it
+}
+
+// Info returns the lease as granted or last renewed (Token included: it is the holder's).
+func (le *Lease) Info() Info {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return le.info
+}
+
+// Key, Fence and Holder are shorthands for Info fields.
+func (le *Lease) Key() string    { return le.info.Key }
+func (le *Lease) Fence() int64   { return le.info.Fence }
+func (le *Lease) Holder() string { return le.info.Holder }
+
+// Done is closed when the lease ends: released or lost.
+func (le *Lease) Done() <-chan struct{} { return le.ctx.Done() }
+
+// Err is nil while held; after Done it wraps ErrReleased or ErrLost (with the reason: expired
+// before renewal, replaced by another token, force-released).
+func (le *Lease) Err() error {
+	select {
+	case <-le.ctx.Done():
+		return context.Cause(le.ctx)
+	default:
+		return nil
+	}
+}
+
+// Context returns a context derived from parent that is canceled when the lease ends, with
+// context.Cause(ctx) == le.Err(), so work running under the lease stops when it is lost.
+// Calling the CancelFunc releases the context's resources (not the lease).
+func (le *Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	stop := context.AfterFunc(le.ctx, func() { cancel(context.Cause(le.ctx)) })
+	return ctx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// Release stops the heartbeat and deletes the lease by compare-and-delete on its token.
+// Releasing twice returns nil; releasing a lost lease returns an error matching ErrLost and
+// never removes another holder's lease. When the backend cannot be reached the lease still
+// ends (Done closes, Err wraps ErrReleased) and the error wraps ErrUnavailable; calling
+// Release again retries the delete, otherwise the lease expires by its TTL.
+func (le *Lease) Release(ctx context.Context) error {
+	le.relMu.Lock()
+	defer le.relMu.Unlock()
+	if err := le.Err(); err != nil {
+		switch {
+		case errors.Is(err, ErrLost):
+			return err
+		case !le.unconfirmed:
+			return nil
+		}
+	}
+	le.stop()
+	<-le.hbDone
+	if err := le.Err(); errors.Is(err, ErrLost) {
+		return err // the heartbeat found the loss while we stopped it
+	}
+	key, token := le.info.Key, le.info.Token
+	err := le.l.d.Release(ctx, key, token)
+	switch {
+	case err == nil:
+		le.unconfirmed = false
+		le.finish(fmt.Errorf("lock %q (fence %d): %w", key, le.info.Fence, ErrReleased), false)
+		return nil
+	case errors.Is(err, ErrNotHeld):
+		lost := le.lostErr("it had already expired or been replaced when it was released", nil)
+		if !le.finish(lost, true) {
+			return le.Err()
+		}
+		return lost
+	default:
+		le.unconfirmed = true
+		le.finish(fmt.Errorf("lock %q (fence %d): %w (the release was not confirmed; the lease expires by its TTL)",
+			key, le.info.Fence, ErrReleased), false)
+		return fmt.Errorf("release %q (fence %d): %w (retry the release, or let the lease expire by its TTL)", key, le.info.Fence, err)
+	}
+}
+
+// lostErr is the error of a lost lease: the key, fence, reason and cause (may be nil).
+func (le *Lease) lostErr(reason string, cause error) error {
+	if cause != nil {
+		return fmt.Errorf("lock %q (fence %d): %w: %s: %w (the work under it was stopped; rerun it)",
+			le.info.Key, le.info.Fence, ErrLost, reason, cause)
+	}
+	return fmt.Errorf("lock %q (fence %d): %w: %s (the work under it was stopped; rerun it)",
+		le.info.Key, le.info.Fence, ErrLost, reason)
+}
+
+// finish ends the lease with cause; it reports whether this call ended it.
+func (le *Lease) finish(cause error, lost bool) bool {
+	if !le.ended.CompareAndSwap(false, true) {
+		return false
+	}
+	le.end(cause)
+	le.l.forget(le)
+	if lost {
+		le.l.log.Warn("lock lease lost",
+			LogKeyLockKey, le.info.Key, LogKeyFence, le.info.Fence, LogKeyHolder, le.info.Holder,
+			LogKeyReason, cause.Error())
+	}
+	if le.l.obs != nil {
+		le.l.obs.Released(le.info.Key, time.Since(le.granted), lost)
+	}
+	return true
+}
+
+// checkNow asks the heartbeat to renew at once (to notice a forced release).
+func (le *Lease) checkNow() {
+	select {
+	case le.check <- struct{}{}:
+	default:
+	}
+}
+
+// heartbeat renews the lease every TTL/3 until ctx ends or the lease is lost. After
+// watchAfter it also listens for release signals on its own key: since only this lease may
+// release it, a signal means a forced release, and a renewal confirms the loss at once.
+func (le *Lease) heartbeat(ctx context.Context) {
+	defer close(le.hbDone)
+	interval := le.ttl / 3
+	renew := time.NewTimer(interval)
+	defer renew.Stop()
+	watch := time.NewTimer(min(watchAfter, interval))
+	defer watch.Stop()
+	var (
+		sub  Subscription
+		sigC <-chan struct{}
+	)
+	defer func() {
+		if sub != nil {
+			_ = sub.Close()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-renew.C:
+		case <-sigC:
+		case <-le.check:
+		case <-watch.C:
+			s, err := le.l.d.Subscribe(ctx, le.info.Key)
+			if err != nil {
+				continue // the periodic renewal still notices a loss
+			}
+			sub, sigC = s, s.C()
+			// A forced release before the subscription was active sent no signal we saw:
+			// renew once now to find out.
+		}
+		next, held := le.renew(ctx, interval)
+		if !held {
+			return
+		}
+		renew.Reset(next)
+	}
+}
+
+// renew makes one renewal and reports whether the lease is still held and when to renew
+// next: after interval on success, after a short retry bounded by the local deadline on a
+// failure that leaves time.
+func (le *Lease) renew(ctx context.Context, interval time.Duration) (time.Duration, bool) {
+	le.mu.Lock()
+	deadline := le.deadline
+	key, token, fence := le.info.Key, le.info.Token, le.info.Fence
+	le.mu.Unlock()
+	if !time.Now().Before(deadline) {
+		le.finish(le.lostErr("it expired by the local clock before it could be renewed", nil), true)
+		return 0, false
+	}
+	sent := time.Now()
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	exp, err := le.l.d.Renew(rctx, key, token, le.ttl)
+	cancel()
+	switch {
+	case err == nil:
+		le.mu.Lock()
+		le.info.ExpiresAt = exp
+		le.deadline = localDeadline(sent, le.ttl)
+		le.mu.Unlock()
+		return interval, true
+	case errors.Is(err, ErrNotHeld):
+		le.finish(le.lostErr("a renewal found it deleted, replaced or force-released", nil), true)
+		return 0, false
+	case ctx.Err() != nil:
+		return 0, false // stopped by Release or Close
+	}
+	left := time.Until(deadline)
+	if left <= 0 {
+		le.finish(le.lostErr("renewals failed until it expired by the local clock", err), true)
+		return 0, false
+	}
+	le.l.log.Warn("lock renewal failed",
+		LogKeyLockKey, key, LogKeyFence, fence, LogKeyError, err.Error())
+	return max(min(interval/4, maxRenewRetry, left), time.Millisecond), true
+}

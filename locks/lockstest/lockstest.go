@@ -1,0 +1,867 @@
+// Package lockstest is the one conformance suite of the lock contract. Every backend runs
+// it: a locks.Driver passes when a locks.Locker over it keeps mutual exclusion, refuses
+// non-owners, lets the next holder in after expiry, signals lost leases, issues fences
+// that only grow, serves waiters first-come-first-served, spends budgets as configured,
+// returns promptly on cancellation, guards forced release, freeze and lock-delay, keeps an
+// audit log, and leaks no goroutine.
+//
+// A backend's test calls Run with a constructor that returns a fresh, empty Driver for
+// each subtest (the suite closes it through the Locker):
+//
+//	func TestConformance(t *testing.T) {
+//		lockstest.Run(t, func(t *testing.T) locks.Driver {
+//			d, err := sqlitelock.Open(filepath.Join(t.TempDir(), "locks.db"))
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return d
+//		})
+//	}
+//
+// The suite uses millisecond TTLs and budgets and takes a few seconds per backend.
+package lockstest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/deploy-orchestrator/orchestrator/locks"
+)
+
+// PollInterval is the Locker fallback poll the suite uses: long enough that a test
+// which passes only thanks to polling shows up as slow, short enough to keep the suite fast.
+const PollInterval = 200 * time.Millisecond
+
+// Run runs the conformance suite against drivers made by newDriver, which must return a
+// fresh Driver over an empty keyspace each time it is called.
+func Run(t *testing.T, newDriver func(t *testing.T) locks.Driver) {
+	ignore := goleak.IgnoreCurrent()
+	s := &suite{newDriver: newDriver}
+	tests := []struct {
+		name string
+		f    func(t *testing.T)
+	}{
+		{"MutualExclusion", s.mutualExclusion},
+		{"NonOwnerRefused", s.nonOwnerRefused},
+		{"ReleaseTwiceAndAfterExpiry", s.releaseTwiceAndAfterExpiry},
+		{"ExpiryLetsNextHolderIn", s.expiryLetsNextHolderIn},
+		{"RenewExtends", s.renewExtends},
+		{"HeartbeatKeepsLeaseAlive", s.heartbeatKeepsLeaseAlive},
+		{"LostWhenDeleted", s.lostWhenDeleted},
+		{"LostWhenReplaced", s.lostWhenReplaced},
+		{"FencesIncrease", s.fencesIncrease},
+		{"FIFO", s.fifo},
+		{"WakeOnRelease", s.wakeOnRelease},
+		{"BudgetArithmetic", s.budgetArithmetic},
+		{"Cancellation", s.cancellation},
+		{"ForceRelease", s.forceRelease},
+		{"ForceNoticedBySignal", s.forceNoticedBySignal},
+		{"LockDelay", s.lockDelay},
+		{"Freeze", s.freeze},
+		{"Audit", s.audit},
+		{"ListAndGet", s.listAndGet},
+		{"Namespaces", s.namespaces},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, tc.f)
+	}
+	if !t.Failed() {
+		goleak.VerifyNone(t, ignore)
+	}
+}
+
+type suite struct {
+	newDriver func(t *testing.T) locks.Driver
+}
+
+// env is one subtest's backend: the raw driver (to act behind a Locker's back) and a
+// Locker over it.
+type env struct {
+	d locks.Driver
+	l *locks.Locker
+}
+
+func (s *suite) env(t *testing.T) env {
+	t.Helper()
+	d := s.newDriver(t)
+	l := locks.New(d, locks.Options{PollInterval: PollInterval, LockDelay: 100 * time.Millisecond})
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("close locker: %v", err)
+		}
+	})
+	return env{d: d, l: l}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// quick is a budget for tests that expect a grant soon.
+var quick = locks.Budget{Timeout: 3 * time.Second, MaxRetries: 0}
+
+func req(key, holder string) locks.Request {
+	return locks.Request{Key: key, Holder: holder, TTL: 2 * time.Second, Budget: quick}
+}
+
+func mustAcquire(t *testing.T, l *locks.Locker, r locks.Request) *locks.Lease {
+	t.Helper()
+	le, err := l.Acquire(ctxT(t), r)
+	if err != nil {
+		t.Fatalf("acquire %q as %q: %v", r.Key, r.Holder, err)
+	}
+	return le
+}
+
+func mustRelease(t *testing.T, le *locks.Lease) {
+	t.Helper()
+	if err := le.Release(ctxT(t)); err != nil {
+		t.Fatalf("release %q: %v", le.Key(), err)
+	}
+}
+
+// waitDone waits for a lease to end, failing after limit.
+func waitDone(t *testing.T, le *locks.Lease, limit time.Duration) {
+	t.Helper()
+	select {
+	case <-le.Done():
+	case <-time.After(limit):
+		t.Fatalf("lease %q (fence %d) did not end within %s", le.Key(), le.Fence(), limit)
+	}
+}
+
+// eventually polls cond every few milliseconds until it holds, failing after limit.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, limit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (s *suite) mutualExclusion(t *testing.T) {
+	e := s.env(t)
+	const workers, rounds = 12, 8
+	var (
+		inside  atomic.Int32
+		mu      sync.Mutex
+		fences  []int64
+		wg      sync.WaitGroup
+		errs    = make(chan error, workers)
+		counter int // guarded by the lock itself; -race reports a violation
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range rounds {
+				r := locks.Request{Key: "test:mutex", Holder: fmt.Sprintf("w%d#%d/step", w, i), TTL: 5 * time.Second,
+					Budget: locks.Budget{Timeout: 10 * time.Second}}
+				le, err := e.l.Acquire(t.Context(), r)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if n := inside.Add(1); n != 1 {
+					errs <- fmt.Errorf("%d holders inside the critical section", n)
+				}
+				counter++
+				mu.Lock()
+				fences = append(fences, le.Fence())
+				mu.Unlock()
+				inside.Add(-1)
+				if err := le.Release(t.Context()); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if counter != workers*rounds {
+		t.Errorf("critical sections: got %d, want %d", counter, workers*rounds)
+	}
+	if !slices.IsSorted(fences) || len(slices.Compact(slices.Clone(fences))) != len(fences) {
+		t.Errorf("fences in grant order are not strictly increasing: %v", fences)
+	}
+}
+
+func (s *suite) nonOwnerRefused(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	le := mustAcquire(t, e.l, req("test:owner", "p#1/a"))
+	if err := e.d.Release(ctx, "test:owner", "not-the-token"); !errors.Is(err, locks.ErrNotHeld) {
+		t.Errorf("release with a foreign token: got %v, want ErrNotHeld", err)
+	}
+	if _, err := e.d.Renew(ctx, "test:owner", "not-the-token", time.Minute); !errors.Is(err, locks.ErrNotHeld) {
+		t.Errorf("renew with a foreign token: got %v, want ErrNotHeld", err)
+	}
+	if _, err := e.d.Renew(ctx, "test:free", "not-the-token", time.Minute); !errors.Is(err, locks.ErrNotHeld) {
+		t.Errorf("renew of a free key: got %v, want ErrNotHeld", err)
+	}
+	got, err := e.l.Get(ctx, "test:owner")
+	if err != nil {
+		t.Fatalf("get after refused release: %v", err)
+	}
+	if got.Holder != "p#1/a" || got.Fence != le.Fence() {
+		t.Errorf("after refused release: got holder %q fence %d, want %q fence %d", got.Holder, got.Fence, "p#1/a", le.Fence())
+	}
+	if got.Token != "" {
+		t.Errorf("Locker.Get shows the token")
+	}
+	if le.Err() != nil {
+		t.Errorf("lease ended after a foreign release: %v", le.Err())
+	}
+	// Another holder cannot get it while it is held.
+	r := req("test:owner", "p#2/b")
+	r.Budget = locks.Budget{Timeout: 20 * time.Millisecond}
+	if _, err := e.l.Acquire(ctx, r); !errors.Is(err, locks.ErrBudgetExhausted) {
+		t.Errorf("second holder: got %v, want ErrBudgetExhausted", err)
+	}
+	mustRelease(t, le)
+}
+
+func (s *suite) releaseTwiceAndAfterExpiry(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	le := mustAcquire(t, e.l, req("test:twice", "p#1/a"))
+	mustRelease(t, le)
+	if err := le.Release(ctx); err != nil {
+		t.Errorf("second release: got %v, want nil", err)
+	}
+	if !errors.Is(le.Err(), locks.ErrReleased) || errors.Is(le.Err(), locks.ErrLost) {
+		t.Errorf("Err after release: got %v, want ErrReleased (not ErrLost)", le.Err())
+	}
+	// A grant whose TTL passed cannot release the next holder's lease.
+	old, err := e.d.TryAcquire(ctx, locks.Grant{Key: "test:twice", Token: "old-token", Holder: "p#2/old", TTL: 30 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("raw grant: %v", err)
+	}
+	next := mustAcquire(t, e.l, req("test:twice", "p#3/new"))
+	if next.Fence() <= old.Fence {
+		t.Errorf("fence after expiry: got %d, want > %d", next.Fence(), old.Fence)
+	}
+	if err := e.d.Release(ctx, "test:twice", "old-token"); !errors.Is(err, locks.ErrNotHeld) {
+		t.Errorf("late release by the expired holder: got %v, want ErrNotHeld", err)
+	}
+	if got, err := e.l.Get(ctx, "test:twice"); err != nil || got.Holder != "p#3/new" {
+		t.Errorf("after late release: got %+v, %v; want holder p#3/new", got, err)
+	}
+	mustRelease(t, next)
+}
+
+func (s *suite) expiryLetsNextHolderIn(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	const ttl = 150 * time.Millisecond
+	granted := time.Now()
+	if _, err := e.d.TryAcquire(ctx, locks.Grant{Key: "test:expiry", Token: "crashed", Holder: "p#1/crashed", TTL: ttl}); err != nil {
+		t.Fatalf("raw grant: %v", err)
+	}
+	le := mustAcquire(t, e.l, req("test:expiry", "p#2/next"))
+	if waited := time.Since(granted); waited < ttl-10*time.Millisecond {
+		t.Errorf("granted %s after the crashed holder's grant, before its %s TTL ran out", waited, ttl)
+	}
+	mustRelease(t, le)
+}
+
+func (s *suite) renewExtends(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	info, err := e.d.TryAcquire(ctx, locks.Grant{Key: "test:renew", Token: "tok", Holder: "p#1/a", TTL: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("raw grant: %v", err)
+	}
+	exp, err := e.d.Renew(ctx, "test:renew", "tok", 5*time.Second)
+	if err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	if !exp.After(info.ExpiresAt.Add(time.Second)) {
+		t.Errorf("renewed expiry %s is not later than the granted %s", exp, info.ExpiresAt)
+	}
+	time.Sleep(200 * time.Millisecond) // past the original TTL
+	got, err := e.d.Get(ctx, "test:renew")
+	if err != nil {
+		t.Fatalf("get after the original TTL: %v (renew did not extend the lease)", err)
+	}
+	if got.Fence != info.Fence {
+		t.Errorf("fence changed by renew: got %d, want %d", got.Fence, info.Fence)
+	}
+	if err := e.d.Release(ctx, "test:renew", "tok"); err != nil {
+		t.Errorf("release: %v", err)
+	}
+	if _, err := e.d.Renew(ctx, "test:renew", "tok", time.Second); !errors.Is(err, locks.ErrNotHeld) {
+		t.Errorf("renew after release: got %v, want ErrNotHeld", err)
+	}
+}
+
+func (s *suite) heartbeatKeepsLeaseAlive(t *testing.T) {
+	e := s.env(t)
+	r := req("test:heartbeat", "p#1/a")
+	r.TTL = 150 * time.Millisecond
+	le := mustAcquire(t, e.l, r)
+	select {
+	case <-le.Done():
+		t.Fatalf("lease ended under a working heartbeat: %v", le.Err())
+	case <-time.After(4 * r.TTL):
+	}
+	got, err := e.l.Get(ctxT(t), "test:heartbeat")
+	if err != nil || got.Fence != le.Fence() {
+		t.Fatalf("after 4 TTLs: got %+v, %v; want our fence %d", got, err, le.Fence())
+	}
+	mustRelease(t, le)
+}
+
+func (s *suite) lostWhenDeleted(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	r := req("test:deleted", "p#1/a")
+	r.TTL = 300 * time.Millisecond
+	le := mustAcquire(t, e.l, r)
+	work, cancel := le.Context(ctx)
+	defer cancel()
+	// Behind the Locker's back: the raw driver, not Locker.ForceRelease.
+	if _, err := e.d.ForceRelease(ctx, locks.ForceRequest{Key: r.Key, Fence: le.Fence(), Reason: "test", By: "suite", LockDelay: time.Millisecond}); err != nil {
+		t.Fatalf("force release: %v", err)
+	}
+	waitDone(t, le, 2*r.TTL)
+	if !errors.Is(le.Err(), locks.ErrLost) {
+		t.Errorf("Err: got %v, want ErrLost", le.Err())
+	}
+	select {
+	case <-work.Done():
+	case <-time.After(time.Second):
+		t.Fatal("lease context not canceled after loss")
+	}
+	if cause := context.Cause(work); !errors.Is(cause, locks.ErrLost) {
+		t.Errorf("context cause: got %v, want ErrLost", cause)
+	}
+	if err := le.Release(ctx); !errors.Is(err, locks.ErrLost) {
+		t.Errorf("release of a lost lease: got %v, want ErrLost", err)
+	}
+}
+
+func (s *suite) lostWhenReplaced(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	r := req("test:replaced", "p#1/a")
+	r.TTL = 300 * time.Millisecond
+	le := mustAcquire(t, e.l, r)
+	if _, err := e.d.ForceRelease(ctx, locks.ForceRequest{Key: r.Key, Holder: "p#1/a", Reason: "test", By: "suite", LockDelay: time.Millisecond}); err != nil {
+		t.Fatalf("force release: %v", err)
+	}
+	var other locks.Info
+	eventually(t, time.Second, "grant to the intruder", func() bool {
+		var err error
+		other, err = e.d.TryAcquire(ctx, locks.Grant{Key: r.Key, Token: "intruder", Holder: "p#2/intruder", TTL: 5 * time.Second})
+		return err == nil
+	})
+	waitDone(t, le, 2*r.TTL)
+	if !errors.Is(le.Err(), locks.ErrLost) {
+		t.Errorf("Err: got %v, want ErrLost", le.Err())
+	}
+	if err := le.Release(ctx); !errors.Is(err, locks.ErrLost) {
+		t.Errorf("release of a replaced lease: got %v, want ErrLost", err)
+	}
+	got, err := e.d.Get(ctx, r.Key)
+	if err != nil || got.Fence != other.Fence {
+		t.Errorf("the replaced lease's release touched the intruder: got %+v, %v", got, err)
+	}
+}
+
+func (s *suite) fencesIncrease(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	var fences []int64
+	for i := range 3 {
+		le := mustAcquire(t, e.l, req("test:fence", fmt.Sprintf("p#%d/a", i)))
+		fences = append(fences, le.Fence())
+		mustRelease(t, le)
+	}
+	// After a forced release and lock-delay.
+	le := mustAcquire(t, e.l, req("test:fence", "p#10/a"))
+	fences = append(fences, le.Fence())
+	if _, err := e.l.ForceRelease(ctx, locks.ForceRequest{Key: "test:fence", Fence: le.Fence(), Reason: "test", LockDelay: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	le = mustAcquire(t, e.l, req("test:fence", "p#11/a"))
+	fences = append(fences, le.Fence())
+	mustRelease(t, le)
+	// After a freeze.
+	fr, err := e.l.Freeze(ctx, locks.FreezeRequest{Key: "test:fence", Message: "m", By: "suite", Until: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fences = append(fences, fr.Fence)
+	if err := e.l.Unfreeze(ctx, "test:fence", "suite", "done"); err != nil {
+		t.Fatal(err)
+	}
+	le = mustAcquire(t, e.l, req("test:fence", "p#12/a"))
+	fences = append(fences, le.Fence())
+	mustRelease(t, le)
+	for i := 1; i < len(fences); i++ {
+		if fences[i] <= fences[i-1] {
+			t.Fatalf("fences do not strictly increase: %v", fences)
+		}
+	}
+	// Fences are per key.
+	le = mustAcquire(t, e.l, req("test:fence-other", "p#1/a"))
+	if le.Fence() < 1 {
+		t.Errorf("first fence of a key: got %d, want >= 1", le.Fence())
+	}
+	mustRelease(t, le)
+}
+
+func (s *suite) fifo(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	const key, n = "test:fifo", 5
+	holder := mustAcquire(t, e.l, req(key, "p#0/holder"))
+	order := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := 1; i <= n; i++ {
+		wg.Go(func() {
+			le, err := e.l.Acquire(ctx, req(key, fmt.Sprintf("p#%d/w", i)))
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				return
+			}
+			order <- i
+			if err := le.Release(ctx); err != nil {
+				t.Errorf("waiter %d release: %v", i, err)
+			}
+		})
+		// Start the next waiter only once this one is queued.
+		eventually(t, 2*time.Second, fmt.Sprintf("waiter %d queued", i), func() bool {
+			info, err := e.l.Get(ctx, key)
+			return err == nil && info.Waiters == i
+		})
+	}
+	mustRelease(t, holder)
+	wg.Wait()
+	close(order)
+	var got []int
+	for i := range order {
+		got = append(got, i)
+	}
+	want := []int{1, 2, 3, 4, 5}
+	if !slices.Equal(got, want) {
+		t.Errorf("grant order: got %v, want %v", got, want)
+	}
+}
+
+func (s *suite) wakeOnRelease(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	holder := mustAcquire(t, e.l, req("test:wake", "p#0/holder"))
+	got := make(chan time.Duration, 1)
+	go func() {
+		le, err := e.l.Acquire(ctx, req("test:wake", "p#1/waiter"))
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+			got <- -1
+			return
+		}
+		got <- 0
+		_ = le.Release(ctx)
+	}()
+	eventually(t, 2*time.Second, "waiter queued", func() bool {
+		info, err := e.l.Get(ctx, "test:wake")
+		return err == nil && info.Waiters == 1
+	})
+	released := time.Now()
+	mustRelease(t, holder)
+	<-got
+	// The fallback poll averages PollInterval; a release signal is much faster. This is a
+	// coarse check that the signal path works at all, not a latency goal.
+	if d := time.Since(released); d > PollInterval/2 {
+		t.Logf("waiter granted %s after the release: slower than a release signal should be", d)
+	}
+}
+
+func (s *suite) budgetArithmetic(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	holder := mustAcquire(t, e.l, req("test:budget", "p#0/holder"))
+	defer mustRelease(t, holder)
+	b := locks.Budget{Timeout: 40 * time.Millisecond, MaxRetries: 2, Backoff: []time.Duration{20 * time.Millisecond, 50 * time.Millisecond}}
+	r := req("test:budget", "p#1/late")
+	r.Budget = b
+	start := time.Now()
+	_, err := e.l.Acquire(ctx, r)
+	took := time.Since(start)
+	var he *locks.HeldError
+	if !errors.As(err, &he) || !errors.Is(err, locks.ErrBudgetExhausted) {
+		t.Fatalf("got %v, want a *HeldError matching ErrBudgetExhausted", err)
+	}
+	if he.Attempts != 3 {
+		t.Errorf("attempts: got %d, want 3", he.Attempts)
+	}
+	if want := b.MaxWait(); took < want || he.Waited < want {
+		t.Errorf("took %s (reported %s), want at least 3×40ms + 20ms + 50ms = %s", took, he.Waited, want)
+	}
+	if he.Current.Holder != "p#0/holder" || he.Current.Fence != holder.Fence() {
+		t.Errorf("current holder: got %q fence %d, want %q fence %d", he.Current.Holder, he.Current.Fence, "p#0/holder", holder.Fence())
+	}
+	if he.Current.Token != "" {
+		t.Error("the budget error carries the holder's token")
+	}
+	if info, err := e.l.Get(ctx, "test:budget"); err != nil || info.Waiters != 0 {
+		t.Errorf("waiters after the budget ran out: got %d (%v), want 0", info.Waiters, err)
+	}
+	// Defaults: "phase" keys get the phase budget, others the service budget.
+	if got := locks.PhaseBudget.MaxWait(); got != 4*60*time.Second+(1+2+4)*time.Second {
+		t.Errorf("PhaseBudget.MaxWait: got %s", got)
+	}
+	if got := locks.ServiceBudget.MaxWait(); got != 3*30*time.Second+(1+2)*time.Second {
+		t.Errorf("ServiceBudget.MaxWait: got %s", got)
+	}
+}
+
+func (s *suite) cancellation(t *testing.T) {
+	e := s.env(t)
+	holder := mustAcquire(t, e.l, req("test:cancel", "p#0/holder"))
+	defer mustRelease(t, holder)
+	for _, tc := range []struct {
+		name string
+		want error
+		ctx  func() (context.Context, context.CancelFunc)
+	}{
+		{"canceled", context.Canceled, func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(t.Context())
+			time.AfterFunc(50*time.Millisecond, cancel)
+			return ctx, cancel
+		}},
+		{"deadline", context.DeadlineExceeded, func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(t.Context(), 50*time.Millisecond)
+		}},
+	} {
+		ctx, cancel := tc.ctx()
+		r := req("test:cancel", "p#1/"+tc.name)
+		r.Budget = locks.Budget{Timeout: 10 * time.Second, MaxRetries: 3}
+		start := time.Now()
+		_, err := e.l.Acquire(ctx, r)
+		cancel()
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+		if errors.Is(err, locks.ErrBudgetExhausted) {
+			t.Errorf("%s: cancellation reported as budget exhaustion: %v", tc.name, err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("%s: returned %s after start, want promptly after 50ms", tc.name, took)
+		}
+	}
+	if info, err := e.l.Get(ctxT(t), "test:cancel"); err != nil || info.Waiters != 0 {
+		t.Errorf("waiters after cancellation: got %d (%v), want 0", info.Waiters, err)
+	}
+}
+
+func (s *suite) forceRelease(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	r := req("test:force", "p#1/a")
+	r.TTL = 10 * time.Second // the loss must come from the forced release, not a renewal
+	le := mustAcquire(t, e.l, r)
+	for _, tc := range []struct {
+		name string
+		fr   locks.ForceRequest
+		want error
+	}{
+		{"stale fence", locks.ForceRequest{Key: r.Key, Fence: le.Fence() + 1, Reason: "x"}, locks.ErrStale},
+		{"stale holder", locks.ForceRequest{Key: r.Key, Holder: "p#0/old", Reason: "x"}, locks.ErrStale},
+		{"no reason", locks.ForceRequest{Key: r.Key, Fence: le.Fence()}, locks.ErrInvalid},
+		{"fence and holder", locks.ForceRequest{Key: r.Key, Fence: le.Fence(), Holder: "p#1/a", Reason: "x"}, locks.ErrInvalid},
+		{"neither", locks.ForceRequest{Key: r.Key, Reason: "x"}, locks.ErrInvalid},
+		{"free key", locks.ForceRequest{Key: "test:force-free", Fence: 1, Reason: "x"}, locks.ErrNotFound},
+	} {
+		_, err := e.l.ForceRelease(ctx, tc.fr)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+		var he *locks.HeldError
+		if tc.want == locks.ErrStale {
+			if !errors.As(err, &he) || he.Current.Holder != "p#1/a" || he.Current.Fence != le.Fence() {
+				t.Errorf("%s: the refusal does not name the current holder: %v", tc.name, err)
+			}
+		}
+	}
+	if le.Err() != nil {
+		t.Fatalf("refused forced releases ended the lease: %v", le.Err())
+	}
+	evicted, err := e.l.ForceRelease(ctx, locks.ForceRequest{Key: r.Key, Fence: le.Fence(), Reason: "crashed", By: "ops"})
+	if err != nil {
+		t.Fatalf("force release: %v", err)
+	}
+	if evicted.Holder != "p#1/a" || evicted.Fence != le.Fence() || evicted.Token != "" {
+		t.Errorf("evicted: got %+v", evicted)
+	}
+	waitDone(t, le, time.Second)
+	if !errors.Is(le.Err(), locks.ErrLost) {
+		t.Errorf("evicted lease Err: got %v, want ErrLost", le.Err())
+	}
+}
+
+// forceNoticedBySignal: a holder whose lease is force-released behind its back (as by an
+// operator in another process) learns of it from the release signal, within the
+// lock-delay, long before its next renewal.
+func (s *suite) forceNoticedBySignal(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	r := req("test:watch", "p#1/a")
+	r.TTL = 30 * time.Second // next renewal after 10s
+	le := mustAcquire(t, e.l, r)
+	time.Sleep(time.Second) // the lease is old enough to listen to its key
+	forced := time.Now()
+	if _, err := e.d.ForceRelease(ctx, locks.ForceRequest{Key: r.Key, Fence: le.Fence(), Reason: "test", By: "suite", LockDelay: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, le, 3*time.Second)
+	if !errors.Is(le.Err(), locks.ErrLost) {
+		t.Errorf("Err: got %v, want ErrLost", le.Err())
+	}
+	t.Logf("forced release noticed after %s", time.Since(forced).Round(time.Millisecond))
+}
+
+func (s *suite) lockDelay(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	le := mustAcquire(t, e.l, req("test:delay", "p#1/a"))
+	const delay = 250 * time.Millisecond
+	forced := time.Now()
+	if _, err := e.l.ForceRelease(ctx, locks.ForceRequest{Key: "test:delay", Holder: "p#1/a", Reason: "crashed", LockDelay: delay}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.l.Get(ctx, "test:delay"); !errors.Is(err, locks.ErrNotFound) {
+		t.Errorf("get during lock-delay: got %v, want ErrNotFound", err)
+	}
+	_, err := e.d.TryAcquire(ctx, locks.Grant{Key: "test:delay", Token: "x", Holder: "p#2/eager", TTL: time.Second})
+	var he *locks.HeldError
+	if !errors.As(err, &he) || he.Current.ClosedUntil.IsZero() {
+		t.Errorf("grant during lock-delay: got %v, want a *HeldError with ClosedUntil", err)
+	}
+	next := mustAcquire(t, e.l, req("test:delay", "p#3/next"))
+	if waited := time.Since(forced); waited < delay-10*time.Millisecond {
+		t.Errorf("granted %s after the forced release, inside the %s lock-delay", waited, delay)
+	}
+	mustRelease(t, next)
+	waitDone(t, le, time.Second)
+}
+
+func (s *suite) freeze(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	const key = "test:freeze"
+	fr, err := e.l.Freeze(ctx, locks.FreezeRequest{Key: key, Message: "release freeze", By: "ops", Until: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatalf("freeze: %v", err)
+	}
+	if !fr.Frozen || fr.Token != "" {
+		t.Errorf("freeze info: got %+v", fr)
+	}
+	got, err := e.l.Get(ctx, key)
+	if err != nil || !got.Frozen || got.Message != "release freeze" {
+		t.Errorf("get of a frozen key: got %+v, %v", got, err)
+	}
+	// FailOnFrozen fails at once.
+	r := req(key, "p#1/a")
+	r.FailOnFrozen = true
+	start := time.Now()
+	_, err = e.l.Acquire(ctx, r)
+	if !errors.Is(err, locks.ErrFrozen) {
+		t.Errorf("FailOnFrozen: got %v, want ErrFrozen", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("FailOnFrozen took %s, want at once", took)
+	}
+	// Otherwise the run waits within its budget...
+	r = req(key, "p#2/a")
+	r.Budget = locks.Budget{Timeout: 30 * time.Millisecond}
+	_, err = e.l.Acquire(ctx, r)
+	var he *locks.HeldError
+	if !errors.As(err, &he) || !errors.Is(err, locks.ErrBudgetExhausted) || !he.Current.Frozen {
+		t.Errorf("waiting on a freeze: got %v, want ErrBudgetExhausted naming the freeze", err)
+	}
+	// ...and gets the key when the freeze is lifted.
+	got2 := make(chan error, 1)
+	go func() {
+		le, err := e.l.Acquire(ctx, req(key, "p#3/a"))
+		if err == nil {
+			err = le.Release(ctx)
+		}
+		got2 <- err
+	}()
+	eventually(t, 2*time.Second, "waiter queued", func() bool {
+		info, err := e.l.Get(ctx, key)
+		return err == nil && info.Waiters == 1
+	})
+	if _, err := e.l.Freeze(ctx, locks.FreezeRequest{Key: key, Message: "again", Until: time.Now().Add(time.Minute)}); !errors.Is(err, locks.ErrHeld) {
+		t.Errorf("freeze of a frozen key: got %v, want ErrHeld", err)
+	}
+	if err := e.l.Unfreeze(ctx, key, "ops", "done"); err != nil {
+		t.Fatalf("unfreeze: %v", err)
+	}
+	if err := <-got2; err != nil {
+		t.Errorf("waiter after unfreeze: %v", err)
+	}
+	if err := e.l.Unfreeze(ctx, key, "ops", "again"); !errors.Is(err, locks.ErrNotFound) {
+		t.Errorf("unfreeze of a free key: got %v, want ErrNotFound", err)
+	}
+	// Freeze of a held key is refused; a freeze expires by itself.
+	le := mustAcquire(t, e.l, req(key, "p#4/a"))
+	if _, err := e.l.Freeze(ctx, locks.FreezeRequest{Key: key, Message: "m", Until: time.Now().Add(time.Minute)}); !errors.Is(err, locks.ErrHeld) {
+		t.Errorf("freeze of a held key: got %v, want ErrHeld", err)
+	}
+	mustRelease(t, le)
+	if _, err := e.l.Freeze(ctx, locks.FreezeRequest{Key: key, Message: "short", Until: time.Now().Add(100 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	le = mustAcquire(t, e.l, req(key, "p#5/a"))
+	mustRelease(t, le)
+	if _, err := e.l.Freeze(ctx, locks.FreezeRequest{Key: key, Message: "m", Until: time.Now().Add(-time.Second)}); !errors.Is(err, locks.ErrInvalid) {
+		t.Errorf("freeze in the past: got %v, want ErrInvalid", err)
+	}
+	if _, err := e.l.Freeze(ctx, locks.FreezeRequest{Key: key, Until: time.Now().Add(time.Minute)}); !errors.Is(err, locks.ErrInvalid) {
+		t.Errorf("freeze without a message: got %v, want ErrInvalid", err)
+	}
+}
+
+func (s *suite) audit(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	le := mustAcquire(t, e.l, req("test:audit", "p#1/a"))
+	if _, err := e.l.ForceRelease(ctx, locks.ForceRequest{Key: "test:audit", Fence: le.Fence(), Reason: "crashed", By: "alice", LockDelay: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, le, time.Second)
+	eventually(t, time.Second, "lock-delay over", func() bool {
+		_, err := e.l.Freeze(ctx, locks.FreezeRequest{Key: "test:audit", Message: "hold on", By: "bob", Until: time.Now().Add(time.Minute)})
+		return err == nil
+	})
+	if err := e.l.Unfreeze(ctx, "test:audit", "carol", "go"); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := e.l.Audit(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, a := range entries {
+		actions = append(actions, a.Action+"/"+a.By)
+	}
+	if want := []string{"unfreeze/carol", "freeze/bob", "force_release/alice"}; !slices.Equal(actions, want) {
+		t.Fatalf("audit (newest first): got %v, want %v", actions, want)
+	}
+	fr := entries[2]
+	if fr.Key != "test:audit" || fr.Reason != "crashed" || fr.Evicted == nil || fr.Evicted.Holder != "p#1/a" || fr.Evicted.Fence != le.Fence() {
+		t.Errorf("force_release entry: got %+v (evicted %+v)", fr, fr.Evicted)
+	}
+	if fr.Evicted != nil && fr.Evicted.Token != "" {
+		t.Error("the audit log keeps the evicted token")
+	}
+	if fr.At.IsZero() || time.Since(fr.At) > time.Minute {
+		t.Errorf("force_release entry time: got %s", fr.At)
+	}
+	if one, err := e.l.Audit(ctx, 1); err != nil || len(one) != 1 || one[0].Action != "unfreeze" {
+		t.Errorf("audit limit 1: got %v, %v", one, err)
+	}
+}
+
+func (s *suite) listAndGet(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	if _, err := e.l.Get(ctx, "test:list-none"); !errors.Is(err, locks.ErrNotFound) {
+		t.Errorf("get of a free key: got %v, want ErrNotFound", err)
+	}
+	r := req("test:list-b", "p#1/b")
+	r.Message = "syncing"
+	b := mustAcquire(t, e.l, r)
+	a := mustAcquire(t, e.l, req("test:list-a", "p#1/a"))
+	other := mustAcquire(t, e.l, req("zzz:other", "p#2/z"))
+	infos, err := e.l.List(ctx, "test:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, i := range infos {
+		keys = append(keys, i.Key)
+		if i.Token != "" {
+			t.Errorf("List shows the token of %q", i.Key)
+		}
+	}
+	if want := []string{"test:list-a", "test:list-b"}; !slices.Equal(keys, want) {
+		t.Fatalf("List(\"test:\"): got %v, want %v", keys, want)
+	}
+	got := infos[1]
+	if got.Holder != "p#1/b" || got.Fence != b.Fence() || got.Message != "syncing" ||
+		got.AcquiredAt.IsZero() || !got.ExpiresAt.After(got.AcquiredAt) {
+		t.Errorf("listed lease: got %+v", got)
+	}
+	all, err := e.l.List(ctx, "")
+	if err != nil || len(all) != 3 {
+		t.Errorf("List(\"\"): got %d leases (%v), want 3", len(all), err)
+	}
+	for _, le := range []*locks.Lease{a, b, other} {
+		mustRelease(t, le)
+	}
+	if infos, err := e.l.List(ctx, ""); err != nil || len(infos) != 0 {
+		t.Errorf("List after releases: got %v, %v", infos, err)
+	}
+	if err := e.l.Ping(ctx); err != nil {
+		t.Errorf("ping: %v", err)
+	}
+}
+
+func (s *suite) namespaces(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	if err := e.l.RegisterNamespace("coolify:"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.l.RegisterNamespace("mobile:"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"coolify:", "coolify:x", "co", "mobile:flagsmith:"} {
+		err := e.l.RegisterNamespace(p)
+		if !errors.Is(err, locks.ErrNamespace) {
+			t.Errorf("register %q: got %v, want ErrNamespace", p, err)
+		}
+	}
+	if _, err := e.l.Acquire(ctx, req("other:x", "p#1/a")); !errors.Is(err, locks.ErrNamespace) {
+		t.Errorf("key outside the namespaces: got %v, want ErrNamespace", err)
+	}
+	phase := mustAcquire(t, e.l, locks.Request{Key: "coolify:phase1", Holder: "p#1/phase1", Owner: "p#1", TTL: time.Second, Budget: quick})
+	svc := mustAcquire(t, e.l, locks.Request{Key: "coolify:svc-1", Holder: "p#1/svc-1", Owner: "p#1", TTL: time.Second, Budget: quick})
+	if got, want := e.l.Held("p#1"), []string{"coolify:phase1", "coolify:svc-1"}; !slices.Equal(got, want) {
+		t.Errorf("Held: got %v, want %v", got, want)
+	}
+	mob := locks.Request{Key: "mobile:flagsmith:version_state", Holder: "p#1/mobile", TTL: time.Second, Budget: quick}
+	if _, err := e.l.Acquire(ctx, mob); !errors.Is(err, locks.ErrNamespace) {
+		t.Errorf("mobile key while holding coolify keys: got %v, want ErrNamespace", err)
+	}
+	// Another run may take the mobile key meanwhile.
+	other := mustAcquire(t, e.l, locks.Request{Key: "mobile:flagsmith:version_state", Holder: "p#2/mobile", TTL: time.Second, Budget: quick})
+	mustRelease(t, other)
+	mustRelease(t, svc)
+	mustRelease(t, phase)
+	if got := e.l.Held("p#1"); len(got) != 0 {
+		t.Errorf("Held after release: got %v, want none", got)
+	}
+	le := mustAcquire(t, e.l, mob) // owner "p#1" from the holder
+	mustRelease(t, le)
+}

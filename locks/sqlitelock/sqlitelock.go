@@ -1,0 +1,721 @@
+// Package sqlitelock is the embedded, single-host lock backend: a locks.Driver on one
+// SQLite file (modernc.org/sqlite, pure Go) in the state directory, so a fresh checkout runs
+// with no server and a CLI run and the daemon on one host serialize through the same file.
+//
+// Every Driver method is one BEGIN IMMEDIATE transaction in WAL mode, so grants, fences,
+// waiter queues and audit entries change atomically. Time is the local wall clock (one
+// host). A crashed holder's lease simply expires. Release signals reach waiters in the same
+// process at once (all Drivers of one file in a process share a registry) and waiters in
+// other processes through a short poll of a release counter.
+package sqlitelock
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/deploy-orchestrator/orchestrator/locks"
+)
+
+// DefaultPollInterval is how often a process checks the file for releases made by other
+// processes while it has waiters.
+const DefaultPollInterval = 50 * time.Millisecond
+
+// auditKeep is how many audit entries the file keeps.
+const auditKeep = 1000
+
+// busyTimeout is how long a transaction waits for another process's write lock.
+const busyTimeout = 10 * time.Second
+
+// Option configures Open.
+type Option func(*config)
+
+type config struct {
+	poll time.Duration
+}
+
+// WithPollInterval sets how often releases by other processes are looked for (default
+// DefaultPollInterval). The first Driver opened on a file in a process sets it.
+func WithPollInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.poll = d
+		}
+	}
+}
+
+// Driver is a locks.Driver on one SQLite file. It is safe for concurrent use.
+type Driver struct {
+	h *hub
+
+	mu     sync.Mutex
+	closed bool
+	subs   map[*subscription]struct{}
+}
+
+var _ locks.Driver = (*Driver)(nil)
+
+// Open opens (creating if needed, with its directory) the lock database at path, e.g.
+// "<statedir>/locks.db". Errors name the path.
+func Open(path string, opts ...Option) (*Driver, error) {
+	c := config{poll: DefaultPollInterval}
+	for _, o := range opts {
+		o(&c)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open lock database %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("open lock database %s: %w (check that the state directory is writable)", abs, err)
+	}
+	h, err := openHub(abs, c.poll)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{h: h, subs: make(map[*subscription]struct{})}, nil
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS leases (
+	key          TEXT PRIMARY KEY,
+	token        TEXT NOT NULL DEFAULT '',
+	holder       TEXT NOT NULL DEFAULT '',
+	fence        INTEGER NOT NULL DEFAULT 0,
+	acquired_at  INTEGER NOT NULL DEFAULT 0,
+	expires_at   INTEGER NOT NULL DEFAULT 0,
+	message      TEXT NOT NULL DEFAULT '',
+	frozen       INTEGER NOT NULL DEFAULT 0,
+	closed_until INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS fences (
+	key   TEXT PRIMARY KEY,
+	fence INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS waiters (
+	seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+	key      TEXT NOT NULL,
+	ticket   TEXT NOT NULL,
+	deadline INTEGER NOT NULL,
+	UNIQUE (key, ticket)
+);
+CREATE TABLE IF NOT EXISTS signals (
+	key TEXT PRIMARY KEY,
+	n   INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit (
+	id      INTEGER PRIMARY KEY AUTOINCREMENT,
+	at      INTEGER NOT NULL,
+	action  TEXT NOT NULL,
+	key     TEXT NOT NULL,
+	by      TEXT NOT NULL,
+	reason  TEXT NOT NULL,
+	evicted TEXT
+);
+`
+
+func openDB(path string) (*sql.DB, error) {
+	dsn := fmt.Sprintf("file:%s?_txlock=immediate&_busy_timeout=%d&_journal_mode=WAL&_synchronous=FULL",
+		path, busyTimeout.Milliseconds())
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open lock database %s: %w", path, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), busyTimeout+5*time.Second)
+	defer cancel()
+	tx, err := db.BeginTx(ctx, nil)
+	if err == nil {
+		if _, err = tx.ExecContext(ctx, schema); err == nil {
+			err = tx.Commit()
+		} else {
+			_ = tx.Rollback()
+		}
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open lock database %s: %w (check that it is a lock database and its directory is writable)", path, err)
+	}
+	return db, nil
+}
+
+// Path is the absolute path of the database file.
+func (d *Driver) Path() string { return d.h.path }
+
+func (d *Driver) fail(op, key string, err error) error {
+	if key != "" {
+		op = fmt.Sprintf("%s %q", op, key)
+	}
+	return fmt.Errorf("%s: %w: %w (check the lock database %s)", op, locks.ErrUnavailable, err, d.h.path)
+}
+
+func (d *Driver) check(op, key string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("%s %q: %w: the driver is closed", op, key, locks.ErrUnavailable)
+	}
+	return nil
+}
+
+// row is a leases row.
+type row struct {
+	found bool
+	info  locks.Info
+	now   int64
+}
+
+func (r row) live() bool   { return r.found && r.info.Token != "" && r.info.ExpiresAt.UnixNano() > r.now }
+func (r row) closed() bool { return r.found && r.info.ClosedUntil.UnixNano() > r.now }
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func readLease(ctx context.Context, q querier, key string, now int64) (row, error) {
+	var (
+		r                                 = row{now: now}
+		acquired, expires, closed, frozen int64
+	)
+	err := q.QueryRowContext(ctx, `SELECT token, holder, fence, acquired_at, expires_at, message, frozen, closed_until
+		FROM leases WHERE key = ?`, key).Scan(&r.info.Token, &r.info.Holder, &r.info.Fence, &acquired, &expires,
+		&r.info.Message, &frozen, &closed)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return r, nil
+	case err != nil:
+		return r, err
+	}
+	r.found = true
+	r.info.Key = key
+	r.info.AcquiredAt, r.info.ExpiresAt, r.info.ClosedUntil = fromNanos(acquired), fromNanos(expires), fromNanos(closed)
+	r.info.Frozen = frozen != 0
+	return r, nil
+}
+
+// current is what a HeldError shows about r: the live lease, or only the lock-delay.
+func (r row) current(key string) locks.Info {
+	if r.live() {
+		return r.info
+	}
+	info := locks.Info{Key: key}
+	if r.closed() {
+		info.ClosedUntil = r.info.ClosedUntil
+	}
+	return info
+}
+
+func nextFence(ctx context.Context, tx *sql.Tx, key string) (int64, error) {
+	var f int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO fences (key, fence) VALUES (?, 1)
+		ON CONFLICT (key) DO UPDATE SET fence = fence + 1 RETURNING fence`, key).Scan(&f)
+	return f, err
+}
+
+// bump advances the key's and the global release counters; it returns the key's.
+func bump(ctx context.Context, tx *sql.Tx, key string) (int64, error) {
+	const q = `INSERT INTO signals (key, n) VALUES (?, 1) ON CONFLICT (key) DO UPDATE SET n = n + 1 RETURNING n`
+	var n, g int64
+	if err := tx.QueryRowContext(ctx, q, key).Scan(&n); err != nil {
+		return 0, err
+	}
+	if err := tx.QueryRowContext(ctx, q, "").Scan(&g); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+func appendAudit(ctx context.Context, tx *sql.Tx, e locks.AuditEntry) error {
+	var evicted any
+	if e.Evicted != nil {
+		b, err := json.Marshal(e.Evicted)
+		if err != nil {
+			return err
+		}
+		evicted = string(b)
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO audit (at, action, key, by, reason, evicted) VALUES (?, ?, ?, ?, ?, ?)`,
+		e.At.UnixNano(), e.Action, e.Key, e.By, e.Reason, evicted)
+	if err != nil {
+		return err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `DELETE FROM audit WHERE id <= ?`, id-auditKeep)
+	return err
+}
+
+// TryAcquire implements locks.Driver.
+func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, error) {
+	if err := d.check("acquire", g.Key); err != nil {
+		return locks.Info{}, err
+	}
+	var (
+		granted locks.Info
+		held    *locks.HeldError
+	)
+	err := d.h.write(ctx, func(tx *sql.Tx) error {
+		now := time.Now()
+		nowN := now.UnixNano()
+		if _, err := tx.ExecContext(ctx, `DELETE FROM waiters WHERE key = ? AND deadline <= ?`, g.Key, nowN); err != nil {
+			return err
+		}
+		r, err := readLease(ctx, tx, g.Key, nowN)
+		if err != nil {
+			return err
+		}
+		if !r.live() && !r.closed() {
+			var head string
+			err := tx.QueryRowContext(ctx, `SELECT ticket FROM waiters WHERE key = ? ORDER BY seq LIMIT 1`, g.Key).Scan(&head)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			if head == "" || head == g.Ticket {
+				fence, err := nextFence(ctx, tx, g.Key)
+				if err != nil {
+					return err
+				}
+				granted = locks.Info{Key: g.Key, Token: g.Token, Holder: g.Holder, Fence: fence,
+					AcquiredAt: now, ExpiresAt: now.Add(g.TTL), Message: g.Message}
+				if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO leases
+					(key, token, holder, fence, acquired_at, expires_at, message, frozen, closed_until)
+					VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0)`,
+					g.Key, g.Token, g.Holder, fence, nowN, granted.ExpiresAt.UnixNano(), g.Message); err != nil {
+					return err
+				}
+				if g.Ticket != "" {
+					if _, err := tx.ExecContext(ctx, `DELETE FROM waiters WHERE key = ? AND ticket = ?`, g.Key, g.Ticket); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		}
+		if g.Ticket != "" {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO waiters (key, ticket, deadline) VALUES (?, ?, ?)
+				ON CONFLICT (key, ticket) DO UPDATE SET deadline = excluded.deadline`,
+				g.Key, g.Ticket, nanos(g.TicketDeadline)); err != nil {
+				return err
+			}
+		}
+		reason := locks.ErrHeld
+		if r.live() && r.info.Frozen {
+			reason = locks.ErrFrozen
+		}
+		cur := r.current(g.Key)
+		cur.Token = ""
+		held = &locks.HeldError{Key: g.Key, Reason: reason, Current: cur}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return locks.Info{}, d.fail("acquire", g.Key, err)
+	case held != nil:
+		return locks.Info{}, held
+	}
+	return granted, nil
+}
+
+// LeaveQueue implements locks.Driver.
+func (d *Driver) LeaveQueue(ctx context.Context, key, ticket string) error {
+	if err := d.check("leave queue of", key); err != nil {
+		return err
+	}
+	err := d.h.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM waiters WHERE key = ? AND ticket = ?`, key, ticket)
+		return err
+	})
+	if err != nil {
+		return d.fail("leave queue of", key, err)
+	}
+	return nil
+}
+
+// Renew implements locks.Driver.
+func (d *Driver) Renew(ctx context.Context, key, token string, ttl time.Duration) (time.Time, error) {
+	if err := d.check("renew", key); err != nil {
+		return time.Time{}, err
+	}
+	var exp time.Time
+	held := false
+	err := d.h.write(ctx, func(tx *sql.Tx) error {
+		now := time.Now()
+		exp = now.Add(ttl)
+		res, err := tx.ExecContext(ctx, `UPDATE leases SET expires_at = ?
+			WHERE key = ? AND token = ? AND token <> '' AND frozen = 0 AND expires_at > ?`,
+			exp.UnixNano(), key, token, now.UnixNano())
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		held = n == 1
+		return err
+	})
+	switch {
+	case err != nil:
+		return time.Time{}, d.fail("renew", key, err)
+	case !held:
+		return time.Time{}, fmt.Errorf("renew %q: %w: the lease expired or another token holds the key", key, locks.ErrNotHeld)
+	}
+	return exp, nil
+}
+
+// Release implements locks.Driver.
+func (d *Driver) Release(ctx context.Context, key, token string) error {
+	if err := d.check("release", key); err != nil {
+		return err
+	}
+	var n int64
+	held := false
+	err := d.h.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM leases
+			WHERE key = ? AND token = ? AND token <> '' AND frozen = 0 AND expires_at > ?`,
+			key, token, time.Now().UnixNano())
+		if err != nil {
+			return err
+		}
+		rows, err := res.RowsAffected()
+		if err != nil || rows == 0 {
+			return err
+		}
+		held = true
+		n, err = bump(ctx, tx, key)
+		return err
+	})
+	switch {
+	case err != nil:
+		return d.fail("release", key, err)
+	case !held:
+		return fmt.Errorf("release %q: %w: the lease expired or another token holds the key", key, locks.ErrNotHeld)
+	}
+	d.h.notify(key, n)
+	return nil
+}
+
+// waiterCount counts the live waiters of key.
+func waiterCount(ctx context.Context, q querier, key string, now int64) (int, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM waiters WHERE key = ? AND deadline > ?`, key, now).Scan(&n)
+	return n, err
+}
+
+// Get implements locks.Driver.
+func (d *Driver) Get(ctx context.Context, key string) (locks.Info, error) {
+	if err := d.check("get", key); err != nil {
+		return locks.Info{}, err
+	}
+	now := time.Now().UnixNano()
+	r, err := readLease(ctx, d.h.db, key, now)
+	if err != nil {
+		return locks.Info{}, d.fail("get", key, err)
+	}
+	if !r.live() {
+		return locks.Info{}, fmt.Errorf("get %q: %w", key, locks.ErrNotFound)
+	}
+	if r.info.Waiters, err = waiterCount(ctx, d.h.db, key, now); err != nil {
+		return locks.Info{}, d.fail("get", key, err)
+	}
+	return r.info, nil
+}
+
+// List implements locks.Driver.
+func (d *Driver) List(ctx context.Context, prefix string) ([]locks.Info, error) {
+	if err := d.check("list", prefix); err != nil {
+		return nil, err
+	}
+	now := time.Now().UnixNano()
+	rows, err := d.h.db.QueryContext(ctx, `SELECT l.key, l.token, l.holder, l.fence, l.acquired_at, l.expires_at,
+			l.message, l.frozen, l.closed_until,
+			(SELECT count(*) FROM waiters w WHERE w.key = l.key AND w.deadline > ?)
+		FROM leases l
+		WHERE substr(l.key, 1, length(?)) = ? AND l.token <> '' AND l.expires_at > ?
+		ORDER BY l.key`, now, prefix, prefix, now)
+	if err != nil {
+		return nil, d.fail("list", prefix, err)
+	}
+	defer rows.Close()
+	var out []locks.Info
+	for rows.Next() {
+		var (
+			i                                 locks.Info
+			acquired, expires, closed, frozen int64
+		)
+		if err := rows.Scan(&i.Key, &i.Token, &i.Holder, &i.Fence, &acquired, &expires, &i.Message, &frozen, &closed, &i.Waiters); err != nil {
+			return nil, d.fail("list", prefix, err)
+		}
+		i.AcquiredAt, i.ExpiresAt, i.ClosedUntil = fromNanos(acquired), fromNanos(expires), fromNanos(closed)
+		i.Frozen = frozen != 0
+		out = append(out, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.fail("list", prefix, err)
+	}
+	return out, nil
+}
+
+// ForceRelease implements locks.Driver.
+func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.Info, error) {
+	if err := d.check("force release", r.Key); err != nil {
+		return locks.Info{}, err
+	}
+	delay := r.LockDelay
+	if delay <= 0 {
+		delay = locks.DefaultLockDelay
+	}
+	var (
+		evicted locks.Info
+		n       int64
+		refused error
+	)
+	err := d.h.write(ctx, func(tx *sql.Tx) error {
+		now := time.Now()
+		cur, err := readLease(ctx, tx, r.Key, now.UnixNano())
+		if err != nil {
+			return err
+		}
+		switch {
+		case !cur.live():
+			refused = fmt.Errorf("force release %q: %w (list the locks again)", r.Key, locks.ErrNotFound)
+			return nil
+		case r.Fence != 0 && r.Fence != cur.info.Fence, r.Holder != "" && r.Holder != cur.info.Holder:
+			info := cur.info
+			info.Token = ""
+			refused = &locks.HeldError{Key: r.Key, Reason: locks.ErrStale, Current: info}
+			return nil
+		}
+		evicted = cur.info
+		evicted.Token = ""
+		if _, err := tx.ExecContext(ctx, `UPDATE leases SET token = '', holder = '', acquired_at = 0, expires_at = 0,
+			message = '', frozen = 0, closed_until = ? WHERE key = ?`, now.Add(delay).UnixNano(), r.Key); err != nil {
+			return err
+		}
+		if err := appendAudit(ctx, tx, locks.AuditEntry{At: now, Action: "force_release", Key: r.Key, By: r.By,
+			Reason: r.Reason, Evicted: &evicted}); err != nil {
+			return err
+		}
+		n, err = bump(ctx, tx, r.Key)
+		return err
+	})
+	switch {
+	case err != nil:
+		return locks.Info{}, d.fail("force release", r.Key, err)
+	case refused != nil:
+		return locks.Info{}, refused
+	}
+	d.h.notify(r.Key, n)
+	return evicted, nil
+}
+
+// Freeze implements locks.Driver. The freeze gets a fence like any grant; its holder is
+// "operator:<by>".
+func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, token string) (locks.Info, error) {
+	if err := d.check("freeze", r.Key); err != nil {
+		return locks.Info{}, err
+	}
+	var (
+		frozen locks.Info
+		held   error
+	)
+	err := d.h.write(ctx, func(tx *sql.Tx) error {
+		now := time.Now()
+		cur, err := readLease(ctx, tx, r.Key, now.UnixNano())
+		if err != nil {
+			return err
+		}
+		if cur.live() {
+			info := cur.info
+			info.Token = ""
+			held = &locks.HeldError{Key: r.Key, Reason: locks.ErrHeld, Current: info}
+			return nil
+		}
+		fence, err := nextFence(ctx, tx, r.Key)
+		if err != nil {
+			return err
+		}
+		frozen = locks.Info{Key: r.Key, Token: token, Holder: FreezeHolder(r.By), Fence: fence,
+			AcquiredAt: now, ExpiresAt: r.Until, Message: r.Message, Frozen: true}
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO leases
+			(key, token, holder, fence, acquired_at, expires_at, message, frozen, closed_until)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 1, 0)`,
+			r.Key, token, frozen.Holder, fence, now.UnixNano(), r.Until.UnixNano(), r.Message); err != nil {
+			return err
+		}
+		return appendAudit(ctx, tx, locks.AuditEntry{At: now, Action: "freeze", Key: r.Key, By: r.By, Reason: r.Message})
+	})
+	switch {
+	case err != nil:
+		return locks.Info{}, d.fail("freeze", r.Key, err)
+	case held != nil:
+		return locks.Info{}, held
+	}
+	return frozen, nil
+}
+
+// FreezeHolder is the holder ID a freeze by "by" shows in listings.
+func FreezeHolder(by string) string {
+	if by == "" {
+		by = "unknown"
+	}
+	return "operator:" + by
+}
+
+// Unfreeze implements locks.Driver.
+func (d *Driver) Unfreeze(ctx context.Context, key, by, reason string) error {
+	if err := d.check("unfreeze", key); err != nil {
+		return err
+	}
+	var (
+		n     int64
+		found bool
+	)
+	err := d.h.write(ctx, func(tx *sql.Tx) error {
+		now := time.Now()
+		cur, err := readLease(ctx, tx, key, now.UnixNano())
+		if err != nil || !cur.live() || !cur.info.Frozen {
+			return err
+		}
+		found = true
+		evicted := cur.info
+		evicted.Token = ""
+		if _, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE key = ?`, key); err != nil {
+			return err
+		}
+		if err := appendAudit(ctx, tx, locks.AuditEntry{At: now, Action: "unfreeze", Key: key, By: by, Reason: reason, Evicted: &evicted}); err != nil {
+			return err
+		}
+		n, err = bump(ctx, tx, key)
+		return err
+	})
+	switch {
+	case err != nil:
+		return d.fail("unfreeze", key, err)
+	case !found:
+		return fmt.Errorf("unfreeze %q: %w: the key is not frozen (list the locks to see it)", key, locks.ErrNotFound)
+	}
+	d.h.notify(key, n)
+	return nil
+}
+
+// Audit implements locks.Driver.
+func (d *Driver) Audit(ctx context.Context, limit int) ([]locks.AuditEntry, error) {
+	if err := d.check("read audit of", ""); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = auditKeep
+	}
+	rows, err := d.h.db.QueryContext(ctx, `SELECT at, action, key, by, reason, evicted FROM audit ORDER BY id DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, d.fail("read audit of", "", err)
+	}
+	defer rows.Close()
+	var out []locks.AuditEntry
+	for rows.Next() {
+		var (
+			e       locks.AuditEntry
+			at      int64
+			evicted sql.NullString
+		)
+		if err := rows.Scan(&at, &e.Action, &e.Key, &e.By, &e.Reason, &evicted); err != nil {
+			return nil, d.fail("read audit of", "", err)
+		}
+		e.At = fromNanos(at)
+		if evicted.Valid {
+			e.Evicted = new(locks.Info)
+			if err := json.Unmarshal([]byte(evicted.String), e.Evicted); err != nil {
+				return nil, d.fail("read audit of", "", err)
+			}
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.fail("read audit of", "", err)
+	}
+	return out, nil
+}
+
+// Subscribe implements locks.Driver.
+func (d *Driver) Subscribe(ctx context.Context, key string) (locks.Subscription, error) {
+	if err := d.check("subscribe to", key); err != nil {
+		return nil, err
+	}
+	var baseline int64
+	err := d.h.db.QueryRowContext(ctx, `SELECT n FROM signals WHERE key = ?`, key).Scan(&baseline)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, d.fail("subscribe to", key, err)
+	}
+	s := &subscription{h: d.h, key: key, c: make(chan struct{}, 1), d: d}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("subscribe to %q: %w: the driver is closed", key, locks.ErrUnavailable)
+	}
+	d.subs[s] = struct{}{}
+	d.mu.Unlock()
+	d.h.subscribe(s, baseline)
+	return s, nil
+}
+
+func (d *Driver) forgetSub(s *subscription) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.subs, s)
+}
+
+// Ping implements locks.Driver.
+func (d *Driver) Ping(ctx context.Context) error {
+	if err := d.check("ping", ""); err != nil {
+		return err
+	}
+	var one int
+	if err := d.h.db.QueryRowContext(ctx, `SELECT 1 FROM signals LIMIT 1`).Scan(&one); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return d.fail("ping", "", err)
+	}
+	return nil
+}
+
+// Close closes the Driver's subscriptions and, with the last Driver of the file in this
+// process, the database. Leases are left to expire.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	subs := make([]*subscription, 0, len(d.subs))
+	for s := range d.subs {
+		subs = append(subs, s)
+	}
+	d.mu.Unlock()
+	for _, s := range subs {
+		s.h.unsubscribe(s)
+	}
+	if err := d.h.release(); err != nil {
+		return fmt.Errorf("close lock database %s: %w", d.h.path, err)
+	}
+	return nil
+}
