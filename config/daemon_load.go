@@ -154,6 +154,7 @@ func LoadDaemon(path string, getenv func(string) string, fs *pflag.FlagSet) (*Da
 			key := envOverrides[k]
 			origin[key] = k
 			fromFile[key] = false
+			fromEnv[key] = true
 			return key, v
 		},
 	}), nil)

@@ -11,13 +11,17 @@ import (
 // sentinel is what the test environment returns; no problem text may contain it.
 const sentinel = "S3CRET-VALUE-7f3a"
 
-// testEnv returns sentinel-bearing values for every variable, except the names in unset.
+// testEnv returns sentinel-bearing values for every variable (URLs for *_URL), except
+// ORCH_* and the names in unset.
 func testEnv(unset ...string) func(string) string {
 	return func(k string) string {
 		for _, u := range unset {
 			if k == u {
 				return ""
 			}
+		}
+		if strings.HasPrefix(k, "ORCH_") {
+			return "" // daemon overrides are set by each test that wants them
 		}
 		if strings.HasSuffix(k, "_URL") {
 			return "https://" + strings.ToLower(strings.ReplaceAll(k, "_", "-")) + ".example.com"
@@ -82,3 +86,5 @@ func write(t *testing.T, dir, name, content string) string {
 }
 
 func keys[V any](m map[string]V) []string { return sortedKeys(m) }
+
+func mkdir(path string) error { return os.MkdirAll(path, 0o755) }

@@ -1,0 +1,49 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRegisteredNamespacesDoNotOverlap(t *testing.T) {
+	if err := CheckNamespaces(Namespaces()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCheckNamespacesRefusesOverlap(t *testing.T) {
+	tests := []struct {
+		ns   []string
+		want string
+	}{
+		{[]string{"coolify:", "coolify:"}, `"coolify:" and "coolify:" overlap`},
+		{[]string{"coolify:", "coolify:db:"}, "overlap"},
+		{[]string{"mobile:flagsmith:", "mobile:"}, "overlap"},
+		{[]string{"coolify"}, "ending in ':'"},
+		{[]string{""}, "ending in ':'"},
+	}
+	for _, tc := range tests {
+		err := CheckNamespaces(tc.ns)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("CheckNamespaces(%q) = %v, want error containing %q", tc.ns, err, tc.want)
+		}
+	}
+	if err := CheckNamespaces([]string{"coolify:", "mobile:", "dns:"}); err != nil {
+		t.Errorf("disjoint namespaces refused: %v", err)
+	}
+}
+
+func TestNamespaceOf(t *testing.T) {
+	for key, want := range map[string]string{
+		Phase1Key:                NamespaceCoolify,
+		ServiceLockKey("abc"):    NamespaceCoolify,
+		MobileLockKey("version"): NamespaceMobile,
+		"coolify:":               "",
+		"dns:example.com":        "",
+		"mobilex:flagsmith:abc":  "",
+	} {
+		if got := NamespaceOf(key); got != want {
+			t.Errorf("NamespaceOf(%q) = %q, want %q", key, got, want)
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+const resolvable = `
+coolify: { url: https://coolify.example.com, token: t }
+services:
+  - uuid: abc123
+    image_tag: "v${trigger.build}-${trigger.commit}"
+    env:
+      - { key: A, value: "${trigger.app_version}" }
+      - { key: B, value: "{{project.DB_URL}} $${NOT_A_REF} ${trigger.params.region}" }
+      - { key: C, secret: { source: env, key: C } }
+    health: { http: { url: "https://h.example/${trigger.params.region}/healthz" } }
+mobile:
+  - feature: version_state
+    flagsmith: { url: https://f.example, api_key: k, environment: e }
+    set: { ios.latest_version: "${trigger.app_version}" }
+`
+
+func TestResolveFillsTriggerReferences(t *testing.T) {
+	p, err := LoadPipelineBytes("r.yaml", []byte(resolvable), testEnv())
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	tr := Trigger{Build: "42", Commit: "abc", AppVersion: "2.3.0", Params: map[string]string{"region": "eu"}}
+	r, err := p.Resolve(tr)
+	if err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	s := r.Services[0]
+	if s.ImageTag != "v42-abc" {
+		t.Errorf("image tag = %q, want v42-abc", s.ImageTag)
+	}
+	if got := s.Env[0].Value.Reveal(); got != "2.3.0" {
+		t.Errorf("A = %q", got)
+	}
+	if got, want := s.Env[1].Value.Reveal(), "{{project.DB_URL}} ${NOT_A_REF} eu"; got != want {
+		t.Errorf("B = %q, want %q", got, want)
+	}
+	if got := s.Health.HTTP.URL; got != "https://h.example/eu/healthz" {
+		t.Errorf("health url = %q", got)
+	}
+	if got := r.Mobile[0].Set["ios.latest_version"]; got != "2.3.0" {
+		t.Errorf("mobile set = %q", got)
+	}
+	// The loaded pipeline is untouched, so it can be resolved again for the next run.
+	if p.Services[0].ImageTag != "v${trigger.build}-${trigger.commit}" || p.Mobile[0].Set["ios.latest_version"] != "${trigger.app_version}" ||
+		p.Services[0].Health.HTTP.URL != "https://h.example/${trigger.params.region}/healthz" {
+		t.Errorf("Resolve changed its receiver: %+v", p.Services[0])
+	}
+	r2, err := p.Resolve(Trigger{Build: "43", Commit: "def", AppVersion: "2.4.0", Params: map[string]string{"region": "us"}})
+	if err != nil || r2.Services[0].ImageTag != "v43-def" || r.Services[0].ImageTag != "v42-abc" {
+		t.Errorf("second resolve: %v %+v", err, r2)
+	}
+}
+
+func TestResolveMissingValues(t *testing.T) {
+	p, err := LoadPipelineBytes("r.yaml", []byte(resolvable), testEnv())
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	_, err = p.Resolve(Trigger{Build: "42"})
+	ps := mustProblems(t, err)
+	wantProblem(t, ps, "services[0].image_tag", "no commit")
+	wantProblem(t, ps, "services[0].env[0].value", "no app_version")
+	wantProblem(t, ps, "services[0].env[1].value", `no param "region"`)
+	wantProblem(t, ps, "services[0].health.http.url", `no param "region"`)
+	wantProblem(t, ps, "mobile[0].set.ios.latest_version", "no app_version")
+	for _, pr := range ps {
+		if pr.File != "r.yaml" {
+			t.Errorf("problem %q: file %q, want r.yaml", pr, pr.File)
+		}
+	}
+}
+
+func TestResolveChecksTheResolvedTag(t *testing.T) {
+	p, err := LoadPipelineBytes("r.yaml", []byte(strings.Replace(minimal, "${trigger.image_tag}", "${trigger.params.tag}", 1)), testEnv())
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	for _, bad := range []string{"has space", ".dot-first", strings.Repeat("x", 129), "a/b"} {
+		_, err := p.Resolve(Trigger{Params: map[string]string{"tag": bad}})
+		wantProblem(t, mustProblems(t, err), "services[0].image_tag", "invalid image tag")
+	}
+	if _, err := p.Resolve(Trigger{Params: map[string]string{"tag": "sha-0123abc_v1.2"}}); err != nil {
+		t.Errorf("valid tag refused: %v", err)
+	}
+}
+
+func TestTriggerValidate(t *testing.T) {
+	if err := (Trigger{Build: "1234", ImageTag: "v1.2.3", Commit: "0a1b2c", AppVersion: "2.3.0", Params: map[string]string{"region": "eu"}}).Validate(); err != nil {
+		t.Errorf("valid trigger refused: %v", err)
+	}
+	if err := (Trigger{}).Validate(); err != nil {
+		t.Errorf("empty trigger refused: %v", err)
+	}
+	bad := Trigger{
+		Build: "12/34", ImageTag: "-x", Commit: "-x", AppVersion: "1 2",
+		Params: map[string]string{"bad-key": "v", "ok": "line\nbreak"},
+	}
+	ps := mustProblems(t, bad.Validate())
+	for _, f := range []string{"build", "image_tag", "commit", "app_version", "params.bad-key", "params.ok"} {
+		wantProblem(t, ps, f, "")
+	}
+}

@@ -1,0 +1,81 @@
+package config
+
+import (
+	"testing"
+)
+
+func TestWebhookMatch(t *testing.T) {
+	w := &Webhook{Rules: []WebhookRule{
+		{Repository: "acme/api", Branch: "main", Event: "workflow_run", Workflow: "build", Pipeline: "prod"},
+		{Repository: "acme/*", Branch: "release/*", Pipeline: "release"},
+		{Event: "push", Pipeline: "any-push"},
+	}}
+	tests := []struct {
+		e    Event
+		want string // "" for no match
+	}{
+		{Event{Repository: "acme/api", Branch: "main", Event: "workflow_run", Workflow: "build"}, "prod"},
+		{Event{Repository: "ACME/Api", Branch: "refs/heads/main", Event: "workflow_run", Workflow: "build"}, "prod"},
+		{Event{Repository: "acme/api", Branch: "main", Event: "workflow_run", Workflow: "lint"}, ""},
+		{Event{Repository: "acme/web", Branch: "release/1.2", Event: "workflow_run"}, "release"},
+		{Event{Repository: "acme/web", Branch: "release/1.2/hotfix", Event: "workflow_run"}, ""},
+		{Event{Repository: "other/x", Branch: "dev", Event: "push"}, "any-push"},
+		{Event{Repository: "other/x", Branch: "dev", Event: "pipeline"}, ""},
+	}
+	for _, tc := range tests {
+		r, ok := w.Match(tc.e)
+		got := ""
+		if ok {
+			got = r.Pipeline
+		}
+		if got != tc.want {
+			t.Errorf("Match(%+v) = %q, want %q", tc.e, got, tc.want)
+		}
+	}
+	var none *Webhook
+	if _, ok := none.Match(Event{}); ok {
+		t.Error("a nil webhook matched")
+	}
+}
+
+func TestWebhookRuleTriggerFor(t *testing.T) {
+	r := &WebhookRule{Pipeline: "prod", Trigger: TriggerTemplate{
+		Build:    "${payload.workflow_run.run_number}",
+		Commit:   "${payload.workflow_run.head_sha}",
+		ImageTag: "sha-${payload.workflow_run.head_sha}",
+		Params:   map[string]string{"actor": "${payload.sender.login}", "first": "${payload.commits.0.id}", "fixed": "16", "lit": "$${x}", "flag": "${payload.ok}"},
+	}}
+	payload := `{"workflow_run":{"run_number":12345678901,"head_sha":"0a1b2c3d"},"sender":{"login":"octocat"},"commits":[{"id":"c1"}],"ok":true}`
+	tr, err := r.TriggerFor([]byte(payload))
+	if err != nil {
+		t.Fatalf("TriggerFor: %v", err)
+	}
+	if tr.Build != "12345678901" || tr.Commit != "0a1b2c3d" || tr.ImageTag != "sha-0a1b2c3d" {
+		t.Errorf("trigger = %+v", tr)
+	}
+	want := map[string]string{"actor": "octocat", "first": "c1", "fixed": "16", "lit": "${x}", "flag": "true"}
+	for k, v := range want {
+		if tr.Params[k] != v {
+			t.Errorf("param %s = %q, want %q", k, tr.Params[k], v)
+		}
+	}
+
+	bad := &WebhookRule{Trigger: TriggerTemplate{
+		Build:  "${payload.missing}",
+		Commit: "${payload.workflow_run}",
+		Params: map[string]string{"n": "${payload.commits.5.id}", "z": "${payload.nothing}"},
+	}}
+	_, err = bad.TriggerFor([]byte(`{"workflow_run":{"x":1},"commits":[],"nothing":null}`))
+	ps := mustProblems(t, err)
+	wantProblem(t, ps, "trigger.build", "has no")
+	wantProblem(t, ps, "trigger.commit", "object or list")
+	wantProblem(t, ps, "trigger.params.n", "has no")
+	wantProblem(t, ps, "trigger.params.z", "null")
+
+	_, err = r.TriggerFor([]byte("not json"))
+	wantProblem(t, mustProblems(t, err), "payload", "not a JSON")
+
+	// A payload value that makes an invalid trigger is refused, without showing it.
+	_, err = (&WebhookRule{Trigger: TriggerTemplate{ImageTag: "${payload.tag}"}}).TriggerFor([]byte(`{"tag":"` + sentinel + ` bad"}`))
+	wantProblem(t, mustProblems(t, err), "trigger.image_tag", "not a valid image tag")
+}
