@@ -1,0 +1,570 @@
+// Package redisstore is the runs.Store on Redis, for daemons on several hosts that share
+// one Redis (the same one the lock backend uses). It works with a single server, Sentinel
+// and Cluster through go-redis' UniversalClient.
+//
+// Layout, below a configurable prefix P (default "orch:runs:"). Every key carries the hash
+// tag {runs}, so all of them live in one Cluster slot and the Lua scripts that touch several
+// keys at once stay legal there:
+//
+//	P{runs}:run:<id>                  hash: d (run JSON), v (version), st, ow, sk (sort key)
+//	P{runs}:ev:<id>                   list of event JSON; an event's seq is its index + 1
+//	P{runs}:idem:<len>:<pipeline>:<key> string: the run created with an idempotency key
+//	P{runs}:idx:all                   sorted set of sort keys (all scores 0: ordered by bytes)
+//	P{runs}:idx:pl:<pipeline>         … of one pipeline
+//	P{runs}:idx:st:<status>           … in one status
+//	P{runs}:idx:ps:<status>:<pipeline> … of one pipeline in one status
+//	P{runs}:owner:<owner>             set of the unfinished run IDs an instance executes
+//	P{runs}:dl:<delivery id>          webhook delivery marker, with the TTL
+//
+// Run writes are optimistic: the store reads the run, applies the change in Go and commits
+// with a script that checks the version, writes the run, moves it between indexes, appends
+// the events and publishes a signal on P{runs}:sig:<id>, all at once; on a version clash it
+// reads again and retries. Live-follow signals reach every instance through one pattern
+// subscription per Store.
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/deploy-orchestrator/orchestrator/runs"
+	"github.com/deploy-orchestrator/orchestrator/runs/internal/storekit"
+)
+
+// DefaultPrefix is the key prefix when Options.Prefix is empty.
+const DefaultPrefix = "orch:runs:"
+
+// maxAttempts bounds the optimistic retries of one Update. Each failed attempt means another
+// writer's attempt succeeded, so this is only reached under extreme contention.
+const maxAttempts = 100
+
+// Options configure a Store.
+type Options struct {
+	// Prefix is put before every key and channel (default DefaultPrefix).
+	Prefix string
+}
+
+// Store is a runs.Store on Redis. It is safe for concurrent use.
+type Store struct {
+	rdb    redis.UniversalClient
+	k      string // prefix + "{runs}:"
+	hub    *storekit.Hub
+	closed atomic.Bool
+	now    func() time.Time
+
+	mu sync.Mutex     // guards ps
+	ps *redis.PubSub  // the pattern subscription, started by the first Subscribe
+	wg sync.WaitGroup // the goroutine forwarding ps messages to hub
+}
+
+var _ runs.Store = (*Store)(nil)
+
+// New returns a store on rdb. The caller keeps ownership of rdb: Close does not close it.
+// New does not contact the server; use Ping for that.
+func New(rdb redis.UniversalClient, opts Options) *Store {
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	return &Store{rdb: rdb, k: opts.Prefix + "{runs}:", hub: storekit.NewHub(), now: time.Now}
+}
+
+func (s *Store) runKey(id string) string     { return s.k + "run:" + id }
+func (s *Store) evKey(id string) string      { return s.k + "ev:" + id }
+func (s *Store) sigChan(id string) string    { return s.k + "sig:" + id }
+func (s *Store) ownerKey(o string) string    { return s.k + "owner:" + o }
+func (s *Store) allKey() string              { return s.k + "idx:all" }
+func (s *Store) plKey(p string) string       { return s.k + "idx:pl:" + p }
+func (s *Store) stKey(st runs.Status) string { return s.k + "idx:st:" + string(st) }
+func (s *Store) psKey(st runs.Status, p string) string {
+	return s.k + "idx:ps:" + string(st) + ":" + p
+}
+func (s *Store) idemKey(p, key string) string {
+	return s.k + "idem:" + strconv.Itoa(len(p)) + ":" + p + ":" + key
+}
+
+// errClosed is the cause returned by every method after Close.
+var errClosed = errors.New("store is closed")
+
+// fail wraps an error for op: context errors and the contract's sentinels pass through;
+// anything else (transport, server errors) is runs.ErrUnavailable.
+func fail(op string, err error) error {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, runs.ErrNotFound), errors.Is(err, runs.ErrConflict),
+		errors.Is(err, runs.ErrEnded), errors.Is(err, runs.ErrInvalid),
+		errors.Is(err, runs.ErrUnavailable):
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w: %w", op, runs.ErrUnavailable, err)
+}
+
+func (s *Store) open(op string) error {
+	if s.closed.Load() {
+		return fail(op, fmt.Errorf("%w: %w", runs.ErrUnavailable, errClosed))
+	}
+	return nil
+}
+
+//go:embed create.lua
+var createLua string
+
+// createScript: KEYS run, idem, all, pl, st, ps, owner; ARGV data, status, owner, sk, id,
+// has idem ("1"/"0"). Returns {1} created, {0, existing id}, or {-1} for a taken ID.
+var createScript = redis.NewScript(createLua)
+
+// Create implements runs.Store.
+func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error) {
+	r, err := storekit.PrepareCreate(in, s.now())
+	if err != nil {
+		return runs.Run{}, false, err
+	}
+	op := "create run"
+	if err := s.open(op); err != nil {
+		return runs.Run{}, false, err
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return runs.Run{}, false, fmt.Errorf("%s: encode: %w", op, err)
+	}
+	hasIdem := "0"
+	idem := s.idemKey(r.Pipeline, "")
+	if r.Trigger.IdempotencyKey != "" {
+		hasIdem = "1"
+		idem = s.idemKey(r.Pipeline, r.Trigger.IdempotencyKey)
+	}
+	keys := []string{s.runKey(r.ID), idem, s.allKey(), s.plKey(r.Pipeline), s.stKey(r.Status),
+		s.psKey(r.Status, r.Pipeline), s.ownerKey(r.Owner)}
+	res, err := createScript.Run(ctx, s.rdb, keys, data, string(r.Status), r.Owner, storekit.SortKey(r), r.ID, hasIdem).Slice()
+	if err != nil {
+		return runs.Run{}, false, fail(op, err)
+	}
+	switch code, _ := res[0].(int64); code {
+	case 1:
+		return r, true, nil
+	case 0:
+		id, _ := res[1].(string)
+		existing, err := s.Get(ctx, id)
+		if err != nil {
+			return runs.Run{}, false, fmt.Errorf("%s: idempotency key %q: %w", op, r.Trigger.IdempotencyKey, err)
+		}
+		return existing, false, nil
+	default:
+		return runs.Run{}, false, fmt.Errorf("%s: run %q already exists: %w", op, r.ID, runs.ErrConflict)
+	}
+}
+
+// Get implements runs.Store.
+func (s *Store) Get(ctx context.Context, id string) (runs.Run, error) {
+	r, _, err := s.get(ctx, id)
+	return r, err
+}
+
+// get returns the run and its stored sort key.
+func (s *Store) get(ctx context.Context, id string) (runs.Run, string, error) {
+	op := fmt.Sprintf("get run %q", id)
+	if err := s.open(op); err != nil {
+		return runs.Run{}, "", err
+	}
+	vals, err := s.rdb.HMGet(ctx, s.runKey(id), "d", "sk").Result()
+	if err != nil {
+		return runs.Run{}, "", fail(op, err)
+	}
+	data, ok := vals[0].(string)
+	if !ok {
+		return runs.Run{}, "", fmt.Errorf("%s: %w", op, runs.ErrNotFound)
+	}
+	sk, _ := vals[1].(string)
+	var r runs.Run
+	if err := json.Unmarshal([]byte(data), &r); err != nil {
+		return runs.Run{}, "", fail(op, fmt.Errorf("decode: %w", err))
+	}
+	return r, sk, nil
+}
+
+// List implements runs.Store. With several statuses it reads one page from each status
+// index and merges them.
+func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
+	q, err := storekit.ParseFilter(f)
+	if err != nil {
+		return runs.Page{}, err
+	}
+	op := "list runs"
+	if err := s.open(op); err != nil {
+		return runs.Page{}, err
+	}
+	var idx []string
+	switch {
+	case len(q.Status) == 0 && q.Pipeline == "":
+		idx = []string{s.allKey()}
+	case len(q.Status) == 0:
+		idx = []string{s.plKey(q.Pipeline)}
+	default:
+		for _, st := range q.Status {
+			if q.Pipeline == "" {
+				idx = append(idx, s.stKey(st))
+			} else {
+				idx = append(idx, s.psKey(st, q.Pipeline))
+			}
+		}
+	}
+	max := "+"
+	if q.After != "" {
+		max = "(" + q.After
+	}
+	// One more than the page tells whether there is a next page.
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, len(idx))
+	for i, key := range idx {
+		cmds[i] = pipe.ZRevRangeByLex(ctx, key, &redis.ZRangeBy{Max: max, Min: "-", Count: int64(q.Limit + 1)})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return runs.Page{}, fail(op, err)
+	}
+	var sks []string
+	for _, c := range cmds {
+		sks = append(sks, c.Val()...)
+	}
+	slices.SortFunc(sks, func(a, b string) int { return strings.Compare(b, a) })
+	more := len(sks) > q.Limit
+	if more {
+		sks = sks[:q.Limit]
+	}
+	if len(sks) == 0 {
+		return runs.Page{Runs: []runs.Run{}}, nil
+	}
+	pipe = s.rdb.Pipeline()
+	gets := make([]*redis.StringCmd, len(sks))
+	for i, sk := range sks {
+		_, id, err := storekit.SplitSortKey(sk)
+		if err != nil {
+			return runs.Page{}, fail(op, fmt.Errorf("index entry %q: %w", sk, err))
+		}
+		gets[i] = pipe.HGet(ctx, s.runKey(id), "d")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return runs.Page{}, fail(op, err)
+	}
+	page := runs.Page{Runs: make([]runs.Run, 0, len(sks))}
+	for i, g := range gets {
+		data, err := g.Result()
+		if errors.Is(err, redis.Nil) {
+			continue // index entry without run: written by a script that cannot half-fail; skip defensively
+		}
+		if err != nil {
+			return runs.Page{}, fail(op, err)
+		}
+		var r runs.Run
+		if err := json.Unmarshal([]byte(data), &r); err != nil {
+			return runs.Page{}, fail(op, fmt.Errorf("decode run at %q: %w", sks[i], err))
+		}
+		page.Runs = append(page.Runs, r)
+	}
+	if more {
+		page.Next = storekit.Cursor(page.Runs[len(page.Runs)-1])
+	}
+	return page, nil
+}
+
+//go:embed update.lua
+var updateLua string
+
+// updateScript: KEYS run, ev, st old, st new, ps old, ps new, owner old, owner new; ARGV
+// expected version, data, new version, status, owner, sk, id, signal channel, add to
+// owner set ("1"/"0"), events… Returns the new event count, -1 not found, -2 version clash.
+var updateScript = redis.NewScript(updateLua)
+
+// errRetry means another writer won the race: read again.
+var errRetry = errors.New("version changed")
+
+// Update implements runs.Store. fn is called once per attempt: again after another writer
+// changed the run between the read and the write.
+func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error, evs ...runs.Event) (runs.Run, error) {
+	stamped, err := storekit.StampEvents(id, evs, s.now())
+	if err != nil {
+		return runs.Run{}, err
+	}
+	return s.update(ctx, id, func(cur runs.Run) (runs.Run, []runs.Event, error) {
+		next, err := storekit.ApplyUpdate(cur, fn)
+		return next, stamped, err
+	})
+}
+
+// update is the optimistic read-modify-write loop under Update and MarkInterrupted. apply
+// returns the run to write and the (stamped) events to append; its errors are returned as is.
+func (s *Store) update(ctx context.Context, id string, apply func(runs.Run) (runs.Run, []runs.Event, error)) (runs.Run, error) {
+	op := fmt.Sprintf("update run %q", id)
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		cur, sk, err := s.get(ctx, id)
+		if err != nil {
+			return runs.Run{}, err
+		}
+		next, evs, err := apply(cur)
+		if err != nil {
+			return runs.Run{}, err
+		}
+		err = s.commit(ctx, cur, next, sk, evs)
+		if errors.Is(err, errRetry) {
+			continue
+		}
+		if err != nil {
+			return runs.Run{}, fail(op, err)
+		}
+		return next, nil
+	}
+	return runs.Run{}, fmt.Errorf("%s: %d attempts lost to concurrent writers: %w", op, maxAttempts, runs.ErrConflict)
+}
+
+// commit writes next over cur (if cur's version is still the stored one) and appends evs.
+func (s *Store) commit(ctx context.Context, cur, next runs.Run, sk string, evs []runs.Event) error {
+	data, err := json.Marshal(next)
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	keys := []string{
+		s.runKey(cur.ID), s.evKey(cur.ID),
+		s.stKey(cur.Status), s.stKey(next.Status),
+		s.psKey(cur.Status, cur.Pipeline), s.psKey(next.Status, cur.Pipeline),
+		s.ownerKey(cur.Owner), s.ownerKey(next.Owner),
+	}
+	addOwner := "0"
+	if next.Owner != "" && !next.Status.Terminal() {
+		addOwner = "1"
+	}
+	args := []any{cur.Version, data, next.Version, string(next.Status), next.Owner, sk, cur.ID, s.sigChan(cur.ID), addOwner}
+	for _, e := range evs {
+		e.Seq = 0 // the list index is the seq
+		b, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("encode event: %w", err)
+		}
+		args = append(args, b)
+	}
+	n, err := updateScript.Run(ctx, s.rdb, keys, args...).Int64()
+	switch {
+	case err != nil:
+		return err
+	case n == -1:
+		return runs.ErrNotFound
+	case n == -2:
+		return errRetry
+	}
+	for i := range evs {
+		evs[i].Seq = n - int64(len(evs)) + int64(i) + 1
+	}
+	return nil
+}
+
+//go:embed append.lua
+var appendLua string
+
+// appendScript: KEYS run, ev; ARGV signal channel, events… Returns the new event count, or
+// -1 when the run does not exist.
+var appendScript = redis.NewScript(appendLua)
+
+// Append implements runs.Store.
+func (s *Store) Append(ctx context.Context, id string, evs ...runs.Event) ([]runs.Event, error) {
+	stamped, err := storekit.StampEvents(id, evs, s.now())
+	if err != nil {
+		return nil, err
+	}
+	op := fmt.Sprintf("append to run %q", id)
+	if err := s.open(op); err != nil {
+		return nil, err
+	}
+	args := []any{s.sigChan(id)}
+	for _, e := range stamped {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return nil, fmt.Errorf("%s: encode event: %w", op, err)
+		}
+		args = append(args, b)
+	}
+	n, err := appendScript.Run(ctx, s.rdb, []string{s.runKey(id), s.evKey(id)}, args...).Int64()
+	if err != nil {
+		return nil, fail(op, err)
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
+	}
+	for i := range stamped {
+		stamped[i].Seq = n - int64(len(stamped)) + int64(i) + 1
+	}
+	return stamped, nil
+}
+
+// Events implements runs.Store.
+func (s *Store) Events(ctx context.Context, id string, afterSeq int64, limit int) ([]runs.Event, error) {
+	op := fmt.Sprintf("events of run %q", id)
+	if err := s.open(op); err != nil {
+		return nil, err
+	}
+	if afterSeq < 0 {
+		afterSeq = 0
+	}
+	stop := int64(-1)
+	if limit > 0 {
+		stop = afterSeq + int64(limit) - 1
+	}
+	pipe := s.rdb.Pipeline()
+	exists := pipe.Exists(ctx, s.runKey(id))
+	rng := pipe.LRange(ctx, s.evKey(id), afterSeq, stop)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fail(op, err)
+	}
+	if exists.Val() == 0 {
+		return nil, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
+	}
+	out := make([]runs.Event, 0, len(rng.Val()))
+	for i, raw := range rng.Val() {
+		var e runs.Event
+		if err := json.Unmarshal([]byte(raw), &e); err != nil {
+			return nil, fail(op, fmt.Errorf("decode event %d: %w", afterSeq+int64(i)+1, err))
+		}
+		e.Seq = afterSeq + int64(i) + 1
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Subscribe implements runs.Store. The first call starts the Store's pattern subscription
+// (one connection for all runs) and waits until Redis confirms it.
+func (s *Store) Subscribe(ctx context.Context, id string) (runs.Subscription, error) {
+	op := fmt.Sprintf("subscribe to run %q", id)
+	if err := s.open(op); err != nil {
+		return nil, err
+	}
+	if err := s.listen(ctx); err != nil {
+		return nil, fail(op, err)
+	}
+	return s.hub.Subscribe(id), nil
+}
+
+// listen starts the pattern subscription and its forwarding goroutine once.
+func (s *Store) listen(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ps != nil {
+		return nil
+	}
+	if s.closed.Load() {
+		return fmt.Errorf("%w: %w", runs.ErrUnavailable, errClosed)
+	}
+	ps := s.rdb.PSubscribe(ctx, s.k+"sig:*")
+	if _, err := ps.Receive(ctx); err != nil { // the subscription confirmation
+		_ = ps.Close()
+		return err
+	}
+	s.ps = ps
+	ch := ps.Channel()
+	prefix := s.k + "sig:"
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for m := range ch {
+			s.hub.Notify(strings.TrimPrefix(m.Channel, prefix))
+		}
+	}()
+	return nil
+}
+
+// MarkInterrupted implements runs.Store. Each run is marked atomically on its own; a run
+// that ends concurrently (its daemon was not dead after all) is left as it ended.
+func (s *Store) MarkInterrupted(ctx context.Context, owner, reason string) ([]runs.Run, error) {
+	if owner == "" {
+		return nil, fmt.Errorf("mark interrupted: empty owner: %w", runs.ErrInvalid)
+	}
+	if reason == "" {
+		reason = storekit.DefaultInterruptReason
+	}
+	op := fmt.Sprintf("mark runs of %q interrupted", owner)
+	if err := s.open(op); err != nil {
+		return nil, err
+	}
+	ids, err := s.rdb.SMembers(ctx, s.ownerKey(owner)).Result()
+	if err != nil {
+		return nil, fail(op, err)
+	}
+	var marked []runs.Run
+	for _, id := range ids {
+		r, err := s.update(ctx, id, func(cur runs.Run) (runs.Run, []runs.Event, error) {
+			if cur.Status.Terminal() || cur.Owner != owner {
+				return runs.Run{}, nil, errSkip
+			}
+			next := cur.Clone()
+			ev := storekit.Interrupt(&next, owner, reason, s.now())
+			next.Version++
+			evs, err := storekit.StampEvents(id, []runs.Event{ev}, s.now())
+			return next, evs, err
+		})
+		switch {
+		case errors.Is(err, errSkip), errors.Is(err, runs.ErrNotFound):
+			// Stale set member: the scripts keep the set exact, so only a manual edit gets here.
+			_ = s.rdb.SRem(ctx, s.ownerKey(owner), id).Err()
+			continue
+		case err != nil:
+			return marked, fmt.Errorf("%s: %w", op, err)
+		}
+		marked = append(marked, r)
+	}
+	slices.SortFunc(marked, func(a, b runs.Run) int {
+		return strings.Compare(storekit.SortKey(a), storekit.SortKey(b))
+	})
+	return marked, nil
+}
+
+var errSkip = errors.New("skip")
+
+// SeenDelivery implements runs.Store with SET NX PX.
+func (s *Store) SeenDelivery(ctx context.Context, id string, ttl time.Duration) (bool, error) {
+	if id == "" || ttl <= 0 {
+		return false, fmt.Errorf("seen delivery: empty id or ttl %s: %w", ttl, runs.ErrInvalid)
+	}
+	op := fmt.Sprintf("seen delivery %q", id)
+	if err := s.open(op); err != nil {
+		return false, err
+	}
+	fresh, err := s.rdb.SetNX(ctx, s.k+"dl:"+id, 1, ttl).Result()
+	if err != nil {
+		return false, fail(op, err)
+	}
+	return !fresh, nil
+}
+
+// Ping implements runs.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.open("ping run store"); err != nil {
+		return err
+	}
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fail("ping run store", err)
+	}
+	return nil
+}
+
+// Close ends the pattern subscription and every Subscription, and waits for the forwarding
+// goroutine. It does not close the Redis client. Calling it again returns nil.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.mu.Lock()
+	var err error
+	if s.ps != nil {
+		err = s.ps.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.hub.Close()
+	return err
+}
