@@ -302,6 +302,22 @@ func (c *Client) Restart(ctx context.Context, appUUID string) (*DeployResult, er
 	return c.confirm(ctx, "restart", appUUID, out)
 }
 
+// Start queues a deployment through POST /applications/{uuid}/start (force: rebuild without
+// cache) and confirms it was stored. Prefer [Client.Deploy]: this route does not check the
+// deploy queue limit, and when the queue is full it answers 200 with a deployment uuid that was
+// never stored, which Start reports as [ErrDeployDeduplicated] like a dedup. Same errors as
+// [Client.Deploy].
+func (c *Client) Start(ctx context.Context, appUUID string, force bool) (*DeployResult, error) {
+	var out deployItem
+	q := url.Values{"force": {strconv.FormatBool(force)}}
+	if _, err := c.do(ctx, call{method: http.MethodPost, route: "/applications/{uuid}/start",
+		path: "/applications/" + pathEscape(appUUID) + "/start", query: q}, &out); err != nil {
+		return nil, fmt.Errorf("start %s: %w", appUUID, err)
+	}
+	out.ResourceUUID = appUUID
+	return c.confirm(ctx, "start", appUUID, out)
+}
+
 // confirm turns a deploy answer into a result only when the deployment exists.
 func (c *Client) confirm(ctx context.Context, op, appUUID string, item deployItem) (*DeployResult, error) {
 	if strings.Contains(strings.ToLower(item.Message), dedupMessage) {

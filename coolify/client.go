@@ -296,13 +296,16 @@ func (c *Client) do(ctx context.Context, k call, out any) (int, error) {
 
 	resp, err := c.rc.Do(req)
 	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			if resp != nil {
+				resp.Body.Close()
+			}
+			return 0, fmt.Errorf("%s %s: %w", k.method, fullPath, ctxErr)
+		}
 		if resp != nil {
 			// Retries gave out on a response the policy wanted to retry: report the response.
 			defer resp.Body.Close()
 			return resp.StatusCode, c.apiError(k.method, fullPath, resp)
-		}
-		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
-			return 0, fmt.Errorf("%s %s: %w", k.method, fullPath, ctxErr)
 		}
 		c.logger.LogAttrs(ctx, slog.LevelDebug, "coolify request failed",
 			slog.String(logKeyMethod, k.method), slog.String(logKeyRoute, k.route),

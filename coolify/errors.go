@@ -43,8 +43,9 @@ var (
 	// ErrValueHidden: an env var whose value was hidden when it was read was passed to a write;
 	// writing it would wipe the value, so nothing was sent.
 	ErrValueHidden = errors.New("env var value unknown (hidden when read)")
-	// ErrDeployDeduplicated: Coolify dropped the deploy request because the application already
-	// has a queued or running deployment (same commit, no force); nothing new was queued.
+	// ErrDeployDeduplicated: Coolify dropped the deploy request, answering 200 without storing a
+	// deployment: the application already has a queued or running deployment (same commit, no
+	// force), or (on /start) the queue was full. Nothing new was queued.
 	ErrDeployDeduplicated = errors.New("deploy dropped: a deployment is already queued or running")
 	// ErrUnexpectedResponse: a 2xx answer without what it must carry (e.g. no deployment uuid).
 	ErrUnexpectedResponse = errors.New("unexpected response")

@@ -1,0 +1,924 @@
+package coolify_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/coolify/internal/spec"
+)
+
+// fastRetry keeps retry tests quick while still exercising backoff.
+var fastRetry = coolify.RetryPolicy{MaxRetries: 3, MinWait: time.Millisecond, MaxWait: 5 * time.Millisecond, MaxRetryAfter: 2 * time.Second}
+
+type env struct {
+	srv *coolifytest.Server
+	c   *coolify.Client
+	app coolifytest.Application
+	svc coolifytest.Service
+}
+
+// setup starts a fake with one image application and one service, and a client whose every
+// request and response is validated against Coolify's OpenAPI spec.
+func setup(t *testing.T, fakeOpts []coolifytest.Option, opts ...coolify.Option) *env {
+	t.Helper()
+	srv := coolifytest.NewServer(t, fakeOpts...)
+	return &env{
+		srv: srv,
+		c:   newClient(t, srv, srv.Token, opts...),
+		app: srv.AddApplication(coolifytest.Application{Name: "api", ImageName: "ghcr.io/acme/api", ImageTag: "v1",
+			FQDN: "https://api.example.com,https://www.api.example.com", HealthCheckEnabled: true, HealthCheckPath: "/healthz"}),
+		svc: srv.AddService(coolifytest.Service{Name: "search", ServiceType: "meilisearch"}),
+	}
+}
+
+func newClient(t *testing.T, srv *coolifytest.Server, token string, opts ...coolify.Option) *coolify.Client {
+	hc := &http.Client{Transport: spec.Load(t).Transport(t, nil), Timeout: 10 * time.Second}
+	base := []coolify.Option{coolify.WithHTTPClient(hc), coolify.WithRetry(fastRetry),
+		coolify.WithPollInterval(2 * time.Millisecond), coolify.WithVersion("1.2.3")}
+	return coolify.New(srv.URL, token, append(base, opts...)...)
+}
+
+func wantErr(t *testing.T, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("got error %v, want one matching %v", err, target)
+	}
+}
+
+func TestGetApplication(t *testing.T) {
+	e := setup(t, nil)
+	a, err := e.c.GetApplication(context.Background(), e.app.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.UUID != e.app.UUID || a.Name != "api" || a.ImageName != "ghcr.io/acme/api" || a.ImageTag != "v1" {
+		t.Errorf("got %+v, want the seeded application", a)
+	}
+	if a.BuildPack != "dockerimage" || a.GitCommitSHA != "HEAD" || a.ID == 0 {
+		t.Errorf("got build_pack %q commit %q id %d, want dockerimage HEAD and an id", a.BuildPack, a.GitCommitSHA, a.ID)
+	}
+	if a.Status != "running:healthy" || !a.Running() || !a.Healthy() {
+		t.Errorf("got status %q, want running:healthy", a.Status)
+	}
+	if !a.HealthCheck.Enabled || a.HealthCheck.Path != "/healthz" || a.HealthCheck.Retries != 10 || a.HealthCheck.Port != "" {
+		t.Errorf("got health check %+v", a.HealthCheck)
+	}
+	if got := a.URLs(); len(got) != 2 || got[1] != "https://www.api.example.com" {
+		t.Errorf("got urls %q", got)
+	}
+	if a.UpdatedAt.IsZero() {
+		t.Error("updated_at not decoded")
+	}
+}
+
+func TestNotFoundIsTypedAndNotRetried(t *testing.T) {
+	e := setup(t, nil)
+	_, err := e.c.GetApplication(context.Background(), "nope")
+	wantErr(t, err, coolify.ErrNotFound)
+	var ae *coolify.APIError
+	if !errors.As(err, &ae) {
+		t.Fatalf("got %T, want *APIError in the chain", err)
+	}
+	if ae.Method != "GET" || ae.Path != "/api/v1/applications/nope" || ae.Status != 404 || ae.Message != "Application not found." {
+		t.Errorf("got %+v", ae)
+	}
+	if n := len(e.srv.RequestsTo("GET /applications/{uuid}")); n != 1 {
+		t.Errorf("got %d attempts, want 1 (4xx fails at once)", n)
+	}
+}
+
+func TestListEnvsDropsPreviewTwinsNotKeys(t *testing.T) {
+	e := setup(t, nil)
+	e.srv.SetEnv(e.app.UUID, coolifytest.Env{Key: "DB_URL", Value: coolifytest.Str("postgres://prod"), IsRuntime: true})
+	// The twin Coolify made diverges: it must not shadow the production row.
+	e.srv.SetEnv(e.app.UUID, coolifytest.Env{Key: "DB_URL", Value: coolifytest.Str("postgres://preview"), IsPreview: true})
+	e.srv.SetEnv(e.app.UUID, coolifytest.Env{Key: "ONLY_PREVIEW", Value: coolifytest.Str("x"), IsPreview: true})
+	e.srv.SetEnv(e.app.UUID, coolifytest.Env{Key: "LOG_LEVEL", Value: coolifytest.Str("info"), IsBuildtime: true, IsLiteral: true})
+	if n := len(e.srv.Envs(e.app.UUID)); n != 5 {
+		t.Fatalf("fake holds %d rows, want 5 (two vars with twins + one preview-only)", n)
+	}
+	got, err := e.c.ListEnvs(context.Background(), coolify.AppRef(e.app.UUID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Key != "DB_URL" || got[0].Value != "postgres://prod" || got[1].Key != "LOG_LEVEL" {
+		t.Fatalf("got %v, want DB_URL (production value) and LOG_LEVEL", got)
+	}
+	if l := got[1]; !l.IsBuildtime || l.IsRuntime || !l.IsLiteral || l.IsPreview || l.UUID == "" || l.ValueHidden() {
+		t.Errorf("got LOG_LEVEL %v uuid %q, want buildtime literal non-preview with uuid", l, l.UUID)
+	}
+
+	e.srv.SetEnv(e.svc.UUID, coolifytest.Env{Key: "MEILI_KEY", Value: coolifytest.Str("k")})
+	svc, err := e.c.ListEnvs(context.Background(), coolify.ServiceRef(e.svc.UUID))
+	if err != nil || len(svc) != 1 || svc[0].Value != "k" {
+		t.Fatalf("got %v, %v; want MEILI_KEY", svc, err)
+	}
+}
+
+func TestHiddenValuesAreNeverWrittenBack(t *testing.T) {
+	e := setup(t, nil)
+	e.srv.SetEnv(e.app.UUID, coolifytest.Env{Key: "SECRET", Value: coolifytest.Str("s3cr3t"), IsRuntime: true})
+	e.srv.SetEnv(e.app.UUID, coolifytest.Env{Key: "ONCE", Value: coolifytest.Str("shown-once"), IsShownOnce: coolifytest.Bool(true)})
+	e.srv.AddToken("2|no-sensitive", coolifytest.AbilityRead, coolifytest.AbilityWrite)
+	c := newClient(t, e.srv, "2|no-sensitive")
+	got, err := c.ListEnvs(context.Background(), coolify.AppRef(e.app.UUID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got[0].ValueHidden() || got[0].Value != "" {
+		t.Fatalf("got %v, want the value hidden without read:sensitive", got[0])
+	}
+	// Even with read:sensitive, a shown-once value stays hidden.
+	all, err := e.c.ListEnvs(context.Background(), coolify.AppRef(e.app.UUID))
+	if err != nil || all[0].ValueHidden() || !all[1].ValueHidden() {
+		t.Fatalf("got %v, %v; want SECRET visible and ONCE hidden", all, err)
+	}
+	e.srv.ResetRequests()
+	err = c.UpsertEnvs(context.Background(), coolify.AppRef(e.app.UUID), got)
+	wantErr(t, err, coolify.ErrValueHidden)
+	if _, err := c.UpdateEnv(context.Background(), coolify.AppRef(e.app.UUID), got[0]); !errors.Is(err, coolify.ErrValueHidden) {
+		t.Fatalf("UpdateEnv: got %v, want ErrValueHidden", err)
+	}
+	if n := len(e.srv.Requests()); n != 0 {
+		t.Errorf("%d requests sent, want none", n)
+	}
+	if v, _ := e.srv.EnvValue(e.app.UUID, "SECRET", false); v != "s3cr3t" {
+		t.Errorf("value now %q, want it untouched", v)
+	}
+	// With the value supplied again, the write goes through.
+	if err := c.UpsertEnvs(context.Background(), coolify.AppRef(e.app.UUID), []coolify.EnvVar{got[0].WithValue("n3w")}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := e.srv.EnvValue(e.app.UUID, "SECRET", false); v != "n3w" {
+		t.Errorf("value now %q, want n3w", v)
+	}
+}
+
+func TestUpsertEnvsKeepsEveryValueAndFlag(t *testing.T) {
+	e := setup(t, nil)
+	ref := coolify.AppRef(e.app.UUID)
+	e.srv.SetEnv(e.app.UUID, coolifytest.Env{Key: "A", Value: coolifytest.Str("1"), IsBuildtime: true, IsLiteral: true,
+		IsMultiline: coolifytest.Bool(true), Comment: coolifytest.Str("keep me")})
+	e.srv.SetEnv(e.app.UUID, coolifytest.Env{Key: "B", Value: coolifytest.Str("untouched"), IsRuntime: true, IsLiteral: true})
+	cur, err := e.c.ListEnvs(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []coolify.EnvVar{cur[0].WithValue("2"), coolify.NewEnvVar("C", "new")}
+	if err := e.c.UpsertEnvs(context.Background(), ref, want); err != nil {
+		t.Fatal(err)
+	}
+	after, err := e.c.ListEnvs(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != 3 {
+		t.Fatalf("got %v, want A, B, C", after)
+	}
+	if !after[0].SameAs(want[0]) {
+		t.Errorf("A: got %#v, want %#v (value changed, flags and comment kept)", after[0], want[0])
+	}
+	if after[0].Comment != "keep me" || !after[0].IsLiteral || !after[0].IsMultiline || after[0].IsRuntime {
+		t.Errorf("A lost a flag: %v comment %q", after[0], after[0].Comment)
+	}
+	if after[1].Value != "untouched" || !after[1].IsLiteral {
+		t.Errorf("B: got %v, want it untouched", after[1])
+	}
+	if c := after[2]; c.Key != "C" || c.Value != "new" || !c.IsRuntime || !c.IsBuildtime {
+		t.Errorf("C: got %v, want new runtime+buildtime", c)
+	}
+	// Coolify made the new variable's preview twin; the bulk write sent one request.
+	if _, ok := e.srv.EnvValue(e.app.UUID, "C", true); !ok {
+		t.Error("no preview twin for C")
+	}
+	if n := len(e.srv.RequestsTo("PATCH /applications/{uuid}/envs/bulk")); n != 1 {
+		t.Errorf("got %d bulk requests, want 1", n)
+	}
+
+	// Services take the same call (no preview scope).
+	sref := coolify.ServiceRef(e.svc.UUID)
+	if err := e.c.UpsertEnvs(context.Background(), sref, []coolify.EnvVar{{Key: "S", Value: "v", IsLiteral: true}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.c.ListEnvs(context.Background(), sref)
+	if err != nil || len(s) != 1 || s[0].Value != "v" || !s[0].IsLiteral {
+		t.Fatalf("got %v, %v", s, err)
+	}
+}
+
+func TestUpsertEnvsRefusesBadBatchesBeforeSending(t *testing.T) {
+	e := setup(t, nil)
+	ref := coolify.AppRef(e.app.UUID)
+	for name, batch := range map[string][]coolify.EnvVar{
+		"bad key":          {coolify.NewEnvVar("OK", "1"), coolify.NewEnvVar("1BAD", "2")},
+		"space in key":     {coolify.NewEnvVar("A B", "1")},
+		"long comment":     {{Key: "K", Value: "v", Comment: strings.Repeat("x", 257)}},
+		"key twice":        {coolify.NewEnvVar("K", "1"), coolify.NewEnvVar("K", "2")},
+		"long key":         {coolify.NewEnvVar(strings.Repeat("K", 256), "1")},
+		"empty key":        {coolify.NewEnvVar("", "1")},
+		"unknown ref kind": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			var err error
+			if batch == nil {
+				err = e.c.UpsertEnvs(context.Background(), coolify.ResourceRef{Kind: "database", UUID: "x"}, []coolify.EnvVar{coolify.NewEnvVar("K", "v")})
+				if err == nil {
+					t.Fatal("got nil error for an unknown resource kind")
+				}
+				return
+			}
+			err = e.c.UpsertEnvs(context.Background(), ref, batch)
+			wantErr(t, err, coolify.ErrInvalidEnv)
+		})
+	}
+	if n := len(e.srv.Requests()); n != 0 {
+		t.Errorf("%d requests sent, want none", n)
+	}
+	// The same key in both scopes is two variables, not a duplicate.
+	prev := coolify.NewEnvVar("K", "p")
+	prev.IsPreview = true
+	if err := e.c.UpsertEnvs(context.Background(), ref, []coolify.EnvVar{coolify.NewEnvVar("K", "1"), prev}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := e.srv.EnvValue(e.app.UUID, "K", true); v != "p" {
+		t.Errorf("preview K = %q, want p", v)
+	}
+}
+
+func TestCreateUpdateDeleteEnv(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	ref := coolify.AppRef(e.app.UUID)
+	id, err := e.c.CreateEnv(ctx, ref, coolify.NewEnvVar("K", "1"))
+	if err != nil || id == "" {
+		t.Fatalf("create: %q, %v", id, err)
+	}
+	_, err = e.c.CreateEnv(ctx, ref, coolify.NewEnvVar("K", "2"))
+	wantErr(t, err, coolify.ErrConflict)
+
+	v := coolify.NewEnvVar("K", "3")
+	v.IsLiteral = true
+	got, err := e.c.UpdateEnv(ctx, ref, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Value != "3" || !got.IsLiteral || got.UUID != id {
+		t.Errorf("update answered %v uuid %q, want K=3 literal with uuid %q", got, got.UUID, id)
+	}
+	_, err = e.c.UpdateEnv(ctx, ref, coolify.NewEnvVar("MISSING", "x"))
+	wantErr(t, err, coolify.ErrNotFound) // PATCH never creates
+
+	if err := e.c.DeleteEnv(ctx, ref, id); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, e.c.DeleteEnv(ctx, ref, id), coolify.ErrNotFound)
+	if _, ok := e.srv.EnvValue(e.app.UUID, "K", false); ok {
+		t.Error("K still there")
+	}
+	if _, ok := e.srv.EnvValue(e.app.UUID, "K", true); !ok {
+		t.Error("the preview twin went too; Coolify deletes only the row named")
+	}
+
+	// Services: create answers the whole row (spec says {uuid}); both decode.
+	sid, err := e.c.CreateEnv(ctx, coolify.ServiceRef(e.svc.UUID), coolify.NewEnvVar("S", "1"))
+	if err != nil || sid == "" {
+		t.Fatalf("service create: %q, %v", sid, err)
+	}
+}
+
+func TestSetImageTag(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	if err := e.c.SetImageTag(ctx, e.app.UUID, "v2.0.1-rc_1"); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := e.srv.App(e.app.UUID); a.ImageTag != "v2.0.1-rc_1" {
+		t.Errorf("tag now %q", a.ImageTag)
+	}
+	for _, bad := range []string{"", "-lead", ".lead", "has space", "a/b", "x:y", strings.Repeat("a", 129)} {
+		wantErr(t, e.c.SetImageTag(ctx, e.app.UUID, bad), coolify.ErrInvalidTag)
+	}
+	if n := len(e.srv.RequestsTo("PATCH /applications/{uuid}")); n != 1 {
+		t.Errorf("got %d PATCH requests, want 1 (bad tags are not sent)", n)
+	}
+	wantErr(t, e.c.SetImageTag(ctx, "nope", "v3"), coolify.ErrNotFound)
+}
+
+func TestDeployWaitFinished(t *testing.T) {
+	e := setup(t, nil)
+	ctx := coolify.WithTrace(context.Background(), "run-42", 7)
+	if err := e.c.SetImageTag(ctx, e.app.UUID, "v2"); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.SetEnv(e.app.UUID, coolifytest.Env{Key: "K", Value: coolifytest.Str("deployed")})
+	res, err := e.c.Deploy(ctx, e.app.UUID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.DeploymentUUID == "" || res.ResourceUUID != e.app.UUID || !strings.Contains(res.Message, "deployment queued") {
+		t.Errorf("got %+v", res)
+	}
+	d, err := e.c.WaitDeployment(ctx, res.DeploymentUUID, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status != coolify.StatusFinished || d.FinishedAt.IsZero() || d.ApplicationName != "api" || d.Commit != "HEAD" {
+		t.Errorf("got %+v", d)
+	}
+	a, _ := e.srv.App(e.app.UUID)
+	if a.DeployedImageTag != "v2" || a.DeployedEnv["K"] != "deployed" {
+		t.Errorf("fake ran tag %q env %v, want v2 and K=deployed", a.DeployedImageTag, a.DeployedEnv)
+	}
+	fd, _ := e.srv.Deployment(res.DeploymentUUID)
+	if fd.RunID != "run-42" || fd.Fence != "7" {
+		t.Errorf("deployment queued by run %q fence %q, want run-42 7", fd.RunID, fd.Fence)
+	}
+}
+
+func TestDeployDeduplicatedIsNeverReportedAsStarted(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	e := setup(t, []coolifytest.Option{coolifytest.WithClock(clock),
+		coolifytest.WithTiming(coolifytest.Timing{Queued: time.Second, RunMin: time.Minute, RunMax: time.Minute})})
+	ctx := context.Background()
+	first, err := e.c.Deploy(ctx, e.app.UUID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.c.Deploy(ctx, e.app.UUID, false) // queued
+	wantErr(t, err, coolify.ErrDeployDeduplicated)
+	clock.Advance(2 * time.Second)
+	if d, _ := e.srv.Deployment(first.DeploymentUUID); d.Status != "in_progress" {
+		t.Fatalf("first is %q, want in_progress", d.Status)
+	}
+	_, err = e.c.Deploy(ctx, e.app.UUID, false) // in progress
+	wantErr(t, err, coolify.ErrDeployDeduplicated)
+	_, err = e.c.Restart(ctx, e.app.UUID)
+	wantErr(t, err, coolify.ErrDeployDeduplicated)
+	if n := len(e.srv.Deployments(e.app.UUID)); n != 1 {
+		t.Fatalf("fake has %d deployments, want 1", n)
+	}
+	// The dropped requests were answered with uuids the fake never stored.
+	for _, r := range e.srv.RequestsTo("POST /deploy")[1:] {
+		if _, ok := e.srv.Deployment(r.DeploymentUUID); ok || r.DeploymentUUID == "" {
+			t.Errorf("dropped deploy answered %q, want a uuid that was never stored", r.DeploymentUUID)
+		}
+	}
+	active, err := e.c.ActiveDeployments(ctx, e.app.UUID)
+	if err != nil || len(active) != 1 || active[0].UUID != first.DeploymentUUID || active[0].Status != coolify.StatusInProgress {
+		t.Fatalf("active: got %+v, %v; want the first deployment", active, err)
+	}
+	// force bypasses the dedup: a second row, queued behind the first.
+	forced, err := e.c.Deploy(ctx, e.app.UUID, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.c.GetDeployment(ctx, forced.DeploymentUUID)
+	if err != nil || d.Status != coolify.StatusQueued || !d.ForceRebuild {
+		t.Fatalf("forced: got %+v, %v; want queued force_rebuild", d, err)
+	}
+	n, list, err := e.c.ListDeployments(ctx, e.app.UUID, 0, 10)
+	if err != nil || n != 2 || list[0].UUID != forced.DeploymentUUID {
+		t.Fatalf("list: got %d %+v %v, want 2 newest first", n, list, err)
+	}
+}
+
+func TestStartOnFullQueueAnswersAGhost(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	e := setup(t, []coolifytest.Option{coolifytest.WithClock(clock), coolifytest.WithQueueLimit(1, 30*time.Second),
+		coolifytest.WithTiming(coolifytest.Timing{Queued: time.Hour, RunMin: time.Minute, RunMax: time.Minute})})
+	other := e.srv.AddApplication(coolifytest.Application{Name: "worker", ImageName: "acme/worker", ImageTag: "v1"})
+	ctx := context.Background()
+	if _, err := e.c.Deploy(ctx, other.UUID, false); err != nil {
+		t.Fatal(err)
+	}
+	// /deploy checks the queue limit: 429 with a Retry-After beyond the budget fails at once.
+	_, err := e.c.Deploy(ctx, e.app.UUID, false)
+	wantErr(t, err, coolify.ErrRateLimited)
+	var ae *coolify.APIError
+	if !errors.As(err, &ae) || ae.RetryAfter != 30*time.Second || !strings.Contains(ae.Message, "queue is full") {
+		t.Fatalf("got %v, want 429 queue full with Retry-After 30s", err)
+	}
+	// /start does not: it answers 200 with a uuid that was never stored.
+	_, err = e.c.Start(ctx, e.app.UUID, false)
+	wantErr(t, err, coolify.ErrDeployDeduplicated)
+	if !strings.Contains(err.Error(), "never stored") {
+		t.Errorf("got %v, want it to say the uuid was never stored", err)
+	}
+	if n := len(e.srv.Deployments(e.app.UUID)); n != 0 {
+		t.Errorf("fake has %d deployments of the app, want 0", n)
+	}
+}
+
+func TestWaitDeploymentOutcomes(t *testing.T) {
+	ctx := context.Background()
+	t.Run("failed", func(t *testing.T) {
+		e := setup(t, nil)
+		e.srv.SetDeployOutcome(e.app.UUID, coolifytest.Fail)
+		res, err := e.c.Deploy(ctx, e.app.UUID, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := e.c.WaitDeployment(ctx, res.DeploymentUUID, 10*time.Second)
+		wantErr(t, err, coolify.ErrDeploymentFailed)
+		if d == nil || d.Status != coolify.StatusFailed {
+			t.Errorf("got %+v", d)
+		}
+	})
+	t.Run("unhealthy with health check fails, old container kept", func(t *testing.T) {
+		e := setup(t, nil)
+		if err := e.c.SetImageTag(ctx, e.app.UUID, "v2"); err != nil {
+			t.Fatal(err)
+		}
+		e.srv.SetAppHealthy(e.app.UUID, false)
+		a, err := e.c.GetApplication(ctx, e.app.UUID)
+		if err != nil || a.Status != "running:unhealthy" || a.Healthy() || !a.Running() {
+			t.Fatalf("got %q, %v; want running:unhealthy", a.Status, err)
+		}
+		res, err := e.c.Deploy(ctx, e.app.UUID, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.c.WaitDeployment(ctx, res.DeploymentUUID, 10*time.Second)
+		wantErr(t, err, coolify.ErrDeploymentFailed)
+		if a, _ := e.srv.App(e.app.UUID); a.DeployedImageTag != "v1" {
+			t.Errorf("running tag %q, want v1 kept", a.DeployedImageTag)
+		}
+	})
+	t.Run("hung deployment is cancelled at the deadline", func(t *testing.T) {
+		e := setup(t, nil)
+		e.srv.SetDeployOutcome(e.app.UUID, coolifytest.Hang)
+		res, err := e.c.Deploy(ctx, e.app.UUID, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := e.c.WaitDeployment(ctx, res.DeploymentUUID, 150*time.Millisecond)
+		wantErr(t, err, coolify.ErrDeploymentTimeout)
+		if d == nil || d.Status != coolify.StatusCancelledByUser {
+			t.Errorf("got %+v, want the deployment as cancelled", d)
+		}
+		if fd, _ := e.srv.Deployment(res.DeploymentUUID); fd.Status != "cancelled-by-user" {
+			t.Errorf("fake says %q, want cancelled-by-user", fd.Status)
+		}
+		if n := len(e.srv.RequestsTo("POST /deployments/{uuid}/cancel")); n != 1 {
+			t.Errorf("got %d cancels, want 1", n)
+		}
+	})
+	t.Run("stuck in queue is cancelled too", func(t *testing.T) {
+		e := setup(t, nil)
+		e.srv.SetDeployOutcome(e.app.UUID, coolifytest.StuckQueued)
+		res, err := e.c.Deploy(ctx, e.app.UUID, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.c.WaitDeployment(ctx, res.DeploymentUUID, 100*time.Millisecond)
+		wantErr(t, err, coolify.ErrDeploymentTimeout)
+	})
+	t.Run("cancelled by someone else", func(t *testing.T) {
+		e := setup(t, nil)
+		e.srv.SetDeployOutcome(e.app.UUID, coolifytest.Hang)
+		res, err := e.c.Deploy(ctx, e.app.UUID, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.c.CancelDeployment(ctx, res.DeploymentUUID); err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.c.WaitDeployment(ctx, res.DeploymentUUID, 0)
+		wantErr(t, err, coolify.ErrDeploymentCancelled)
+		wantErr(t, e.c.CancelDeployment(ctx, res.DeploymentUUID), coolify.ErrBadRequest)
+	})
+	t.Run("unknown deployment ends the wait", func(t *testing.T) {
+		e := setup(t, nil)
+		_, err := e.c.WaitDeployment(ctx, "ghost", time.Minute)
+		wantErr(t, err, coolify.ErrNotFound)
+	})
+	t.Run("transient errors while polling are ridden out", func(t *testing.T) {
+		e := setup(t, nil)
+		res, err := e.c.Deploy(ctx, e.app.UUID, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// More 502s than one call's budget: the wait keeps polling.
+		e.srv.FailNext(6, coolifytest.Fault{Method: "GET", Route: "/deployments/{uuid}", Status: http.StatusBadGateway})
+		d, err := e.c.WaitDeployment(ctx, res.DeploymentUUID, 10*time.Second)
+		if err != nil || d.Status != coolify.StatusFinished {
+			t.Fatalf("got %+v, %v; want finished", d, err)
+		}
+	})
+}
+
+func TestRestartAndQueueOrder(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	e := setup(t, []coolifytest.Option{coolifytest.WithClock(clock), coolifytest.WithConcurrentBuilds(1),
+		coolifytest.WithTiming(coolifytest.Timing{RunMin: 10 * time.Second, RunMax: 10 * time.Second})})
+	ctx := context.Background()
+	other := e.srv.AddApplication(coolifytest.Application{Name: "worker", ImageName: "acme/worker", ImageTag: "v1"})
+	r1, err := e.c.Restart(ctx, e.app.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := e.c.Deploy(ctx, other.UUID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	d1, _ := e.c.GetDeployment(ctx, r1.DeploymentUUID)
+	d2, _ := e.c.GetDeployment(ctx, r2.DeploymentUUID)
+	if d1.Status != coolify.StatusInProgress || d2.Status != coolify.StatusQueued {
+		t.Fatalf("got %s/%s, want in_progress/queued (one concurrent build)", d1.Status, d2.Status)
+	}
+	// Image apps restart with a normal deployment (restart_only is for git apps).
+	if d1.RestartOnly {
+		t.Error("restart_only set for an image app")
+	}
+	clock.Advance(10 * time.Second)
+	d1, _ = e.c.GetDeployment(ctx, r1.DeploymentUUID)
+	d2, _ = e.c.GetDeployment(ctx, r2.DeploymentUUID)
+	if d1.Status != coolify.StatusFinished || d2.Status != coolify.StatusInProgress {
+		t.Fatalf("got %s/%s, want finished/in_progress", d1.Status, d2.Status)
+	}
+	active, err := e.c.ActiveDeployments(ctx, e.app.UUID)
+	if err != nil || len(active) != 0 {
+		t.Fatalf("got %+v, %v; want none active for the first app", active, err)
+	}
+}
+
+func TestServices(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	e := setup(t, []coolifytest.Option{coolifytest.WithClock(clock),
+		coolifytest.WithTiming(coolifytest.Timing{RunMin: 5 * time.Second, RunMax: 5 * time.Second})})
+	ctx := context.Background()
+	s, err := e.c.GetService(ctx, e.svc.UUID)
+	if err != nil || s.Name != "search" || s.ServiceType != "meilisearch" || !s.Running() {
+		t.Fatalf("got %+v, %v", s, err)
+	}
+	msg, err := e.c.DeployService(ctx, e.svc.UUID)
+	if err != nil || !strings.Contains(msg, "started") {
+		t.Fatalf("got %q, %v", msg, err)
+	}
+	if s, _ := e.c.GetService(ctx, e.svc.UUID); s.Status != "starting:unknown" {
+		t.Errorf("got %q, want starting:unknown right after the deploy", s.Status)
+	}
+	clock.Advance(5 * time.Second)
+	if s, _ := e.c.GetService(ctx, e.svc.UUID); s.Status != "running:healthy" {
+		t.Errorf("got %q, want running:healthy once started", s.Status)
+	}
+	if _, err := e.c.RestartService(ctx, e.svc.UUID, true); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.srv.ServiceState(e.svc.UUID); st.Restarts != 2 {
+		t.Errorf("got %d restarts, want 2", st.Restarts)
+	}
+	_, err = e.c.GetService(ctx, "nope")
+	wantErr(t, err, coolify.ErrNotFound)
+	_, err = e.c.Deploy(ctx, e.svc.UUID, false)
+	wantErr(t, err, coolify.ErrUnexpectedResponse) // a service has no deployment uuid
+}
+
+func TestAuthAndAbilities(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	_, err := newClient(t, e.srv, "9|unknown").GetApplication(ctx, e.app.UUID)
+	wantErr(t, err, coolify.ErrUnauthorized)
+
+	e.srv.AddToken("3|read-only", coolifytest.AbilityRead)
+	ro := newClient(t, e.srv, "3|read-only")
+	if _, err := ro.GetApplication(ctx, e.app.UUID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ro.Deploy(ctx, e.app.UUID, false)
+	wantErr(t, err, coolify.ErrForbidden)
+	var ae *coolify.APIError
+	if !errors.As(err, &ae) || ae.MissingPermission() != "deploy" {
+		t.Fatalf("got %v, want it to name the deploy ability", err)
+	}
+	err = ro.SetImageTag(ctx, e.app.UUID, "v9")
+	if !errors.As(err, &ae) || ae.MissingPermission() != "write" {
+		t.Fatalf("got %v, want it to name the write ability", err)
+	}
+
+	e.srv.AddToken("4|write-only", coolifytest.AbilityWrite)
+	_, err = newClient(t, e.srv, "4|write-only").GetApplication(ctx, e.app.UUID)
+	if !errors.As(err, &ae) || ae.MissingPermission() != "read" {
+		t.Fatalf("got %v, want read missing (write does not imply read)", err)
+	}
+
+	e.srv.AddToken("5|root", coolifytest.AbilityRoot)
+	if _, err := newClient(t, e.srv, "5|root").Deploy(ctx, e.app.UUID, false); err != nil {
+		t.Fatalf("root: %v", err)
+	}
+
+	e.srv.SetAPIEnabled(false)
+	_, err = e.c.GetApplication(ctx, e.app.UUID)
+	if !errors.As(err, &ae) || ae.Status != 403 || ae.Message != "API is disabled." || ae.MissingPermission() != "" {
+		t.Fatalf("got %v, want 403 API is disabled", err)
+	}
+	if err := e.c.Health(ctx); err != nil {
+		t.Errorf("health needs no API: %v", err)
+	}
+}
+
+func TestRateLimitBeyondBudgetFailsFast(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	e := setup(t, []coolifytest.Option{coolifytest.WithClock(clock), coolifytest.WithRateLimit(3, time.Minute)})
+	ctx := context.Background()
+	for range 3 {
+		if _, err := e.c.GetApplication(ctx, e.app.UUID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := e.c.GetApplication(ctx, e.app.UUID)
+	wantErr(t, err, coolify.ErrRateLimited)
+	var ae *coolify.APIError
+	if !errors.As(err, &ae) || ae.RetryAfter != time.Minute {
+		t.Fatalf("got %v, want Retry-After 60s", err)
+	}
+	clock.Advance(time.Minute)
+	if _, err := e.c.GetApplication(ctx, e.app.UUID); err != nil {
+		t.Fatalf("after the window: %v", err)
+	}
+}
+
+func TestRetryAfterIsHonored(t *testing.T) {
+	e := setup(t, nil)
+	e.srv.FailNext(1, coolifytest.Fault{Route: "/applications/{uuid}", Status: http.StatusTooManyRequests, RetryAfter: time.Second})
+	start := time.Now()
+	if _, err := e.c.GetApplication(context.Background(), e.app.UUID); err != nil {
+		t.Fatal(err)
+	}
+	reqs := e.srv.RequestsTo("GET /applications/{uuid}")
+	if len(reqs) != 2 || reqs[0].Status != 429 || reqs[1].Status != 200 {
+		t.Fatalf("got %d attempts, want 429 then 200", len(reqs))
+	}
+	if gap := reqs[1].Start.Sub(reqs[0].End); gap < 900*time.Millisecond {
+		t.Errorf("retried after %s, want about the 1s Retry-After (total %s)", gap, time.Since(start))
+	}
+}
+
+func TestRetriesAndTheirLimits(t *testing.T) {
+	ctx := context.Background()
+	t.Run("5xx on a read is retried", func(t *testing.T) {
+		e := setup(t, nil)
+		e.srv.FailNext(2, coolifytest.Fault{Method: "GET", Route: "/applications/{uuid}", Status: http.StatusInternalServerError})
+		if _, err := e.c.GetApplication(ctx, e.app.UUID); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(e.srv.RequestsTo("GET /applications/{uuid}")); n != 3 {
+			t.Errorf("got %d attempts, want 3", n)
+		}
+	})
+	t.Run("the budget ends in a typed error", func(t *testing.T) {
+		e := setup(t, nil)
+		e.srv.FailNext(10, coolifytest.Fault{Status: http.StatusBadGateway, Message: "upstream down"})
+		_, err := e.c.ListEnvs(ctx, coolify.AppRef(e.app.UUID))
+		wantErr(t, err, coolify.ErrServer)
+		var ae *coolify.APIError
+		if !errors.As(err, &ae) || ae.Status != 502 || ae.Message != "upstream down" {
+			t.Fatalf("got %v", err)
+		}
+		if n := len(e.srv.Requests()); n != fastRetry.MaxRetries+1 {
+			t.Errorf("got %d attempts, want %d", n, fastRetry.MaxRetries+1)
+		}
+	})
+	t.Run("a dropped connection on a read is retried", func(t *testing.T) {
+		e := setup(t, nil)
+		e.srv.FailNext(1, coolifytest.Fault{Status: coolifytest.DropConnection})
+		if _, err := e.c.GetService(ctx, e.svc.UUID); err != nil {
+			t.Fatal(err)
+		}
+		reqs := e.srv.Requests()
+		if len(reqs) != 2 || reqs[0].Status != 0 || reqs[0].Fault == "" {
+			t.Errorf("got %+v, want a dropped attempt then a good one", reqs)
+		}
+	})
+	t.Run("an env write is retried (it carries the full state)", func(t *testing.T) {
+		e := setup(t, nil)
+		e.srv.FailNext(1, coolifytest.Fault{Route: "/applications/{uuid}/envs/bulk", Status: http.StatusInternalServerError, AfterEffect: true})
+		if err := e.c.UpsertEnvs(ctx, coolify.AppRef(e.app.UUID), []coolify.EnvVar{coolify.NewEnvVar("K", "v")}); err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := e.srv.EnvValue(e.app.UUID, "K", false); v != "v" {
+			t.Errorf("K = %q", v)
+		}
+	})
+	t.Run("a deploy is not retried after an ambiguous failure", func(t *testing.T) {
+		e := setup(t, nil)
+		e.srv.SetDeployOutcome(e.app.UUID, coolifytest.Hang)
+		e.srv.FailNext(1, coolifytest.Fault{Route: "/deploy", Status: http.StatusInternalServerError})
+		_, err := e.c.Deploy(ctx, e.app.UUID, false)
+		wantErr(t, err, coolify.ErrServer)
+		e.srv.FailNext(1, coolifytest.Fault{Route: "/deploy", Status: coolifytest.DropConnection, AfterEffect: true})
+		_, err = e.c.Deploy(ctx, e.app.UUID, false)
+		wantErr(t, err, coolify.ErrUnavailable)
+		if n := len(e.srv.RequestsTo("POST /deploy")); n != 2 {
+			t.Errorf("got %d deploy requests, want 2 (one each, no retries)", n)
+		}
+		// The lost answer hid a deployment that was queued: the caller finds it this way.
+		active, err := e.c.ActiveDeployments(ctx, e.app.UUID)
+		if err != nil || len(active) != 1 {
+			t.Fatalf("got %+v, %v; want the deployment the lost answer queued", active, err)
+		}
+	})
+	t.Run("a deploy is retried after 503", func(t *testing.T) {
+		e := setup(t, nil)
+		e.srv.FailNext(1, coolifytest.Fault{Route: "/deploy", Status: http.StatusServiceUnavailable})
+		if _, err := e.c.Deploy(ctx, e.app.UUID, false); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("a refused connection is retried, then reported", func(t *testing.T) {
+		srv := coolifytest.NewServer(t)
+		url := srv.URL
+		srv.HTTP.Close()
+		c := coolify.New(url, srv.Token, coolify.WithRetry(fastRetry))
+		_, err := c.Deploy(ctx, "x", false)
+		wantErr(t, err, coolify.ErrUnavailable)
+		if strings.Contains(err.Error(), "uuid=") {
+			t.Errorf("error repeats the URL's query: %v", err)
+		}
+	})
+}
+
+func TestCancellation(t *testing.T) {
+	t.Run("during server latency", func(t *testing.T) {
+		e := setup(t, nil)
+		e.srv.SetLatency(time.Minute, time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := e.c.GetApplication(ctx, e.app.UUID)
+		wantErr(t, err, context.DeadlineExceeded)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("returned after %s", d)
+		}
+	})
+	t.Run("during retry backoff", func(t *testing.T) {
+		e := setup(t, nil, coolify.WithRetry(coolify.RetryPolicy{MaxRetries: 5, MinWait: time.Minute, MaxWait: time.Minute, MaxRetryAfter: time.Minute}))
+		e.srv.FailNext(1, coolifytest.Fault{Status: http.StatusBadGateway})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.c.GetApplication(ctx, e.app.UUID)
+			done <- err
+		}()
+		waitFor(t, func() bool { return len(e.srv.Requests()) == 1 })
+		cancel()
+		wantErr(t, <-done, context.Canceled)
+	})
+	t.Run("while waiting for a deployment", func(t *testing.T) {
+		e := setup(t, nil)
+		e.srv.SetDeployOutcome(e.app.UUID, coolifytest.Hang)
+		res, err := e.c.Deploy(context.Background(), e.app.UUID, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.c.WaitDeployment(ctx, res.DeploymentUUID, time.Hour)
+			done <- err
+		}()
+		waitFor(t, func() bool { return len(e.srv.RequestsTo("GET /deployments/{uuid}")) >= 3 })
+		cancel()
+		wantErr(t, <-done, context.Canceled)
+		// A cancelled wait leaves the deployment alone.
+		if d, _ := e.srv.Deployment(res.DeploymentUUID); d.Status != "in_progress" {
+			t.Errorf("deployment is %q, want in_progress", d.Status)
+		}
+	})
+}
+
+// waitFor polls cond (the fake's request log) until it holds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestTraceHeaders(t *testing.T) {
+	e := setup(t, nil)
+	e.srv.FailNext(1, coolifytest.Fault{Method: "GET", Status: http.StatusBadGateway})
+	ctx := coolify.WithTrace(context.Background(), "prod#1234", 99)
+	if _, err := e.c.GetApplication(ctx, e.app.UUID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.SetImageTag(ctx, e.app.UUID, "v2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.GetService(context.Background(), e.svc.UUID); err != nil {
+		t.Fatal(err)
+	}
+	reqs := e.srv.Requests()
+	if len(reqs) != 4 {
+		t.Fatalf("got %d requests, want 4", len(reqs))
+	}
+	for _, r := range reqs[:3] { // the retry carries them too
+		if r.RunID != "prod#1234" || r.Fence != "99" {
+			t.Errorf("%s %s: run %q fence %q, want prod#1234 99", r.Method, r.Path, r.RunID, r.Fence)
+		}
+	}
+	if reqs[3].RunID != "" || reqs[3].Fence != "" {
+		t.Errorf("untraced request carries run %q fence %q", reqs[3].RunID, reqs[3].Fence)
+	}
+	for _, r := range reqs {
+		if ua := r.Header.Get("User-Agent"); ua != "orchestrator/1.2.3" {
+			t.Errorf("User-Agent %q, want orchestrator/1.2.3", ua)
+		}
+		if r.TokenID != "1" {
+			t.Errorf("token id %q, want 1", r.TokenID)
+		}
+	}
+	if run, fence, ok := coolify.TraceFrom(ctx); !ok || run != "prod#1234" || fence != 99 {
+		t.Errorf("TraceFrom: %q %d %v", run, fence, ok)
+	}
+}
+
+func TestMetricsSeeEveryAttempt(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	e := setup(t, nil, coolify.WithMetrics(func(system, method, route string, status int, d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, fmt.Sprintf("%s %s %s %d", system, method, route, status))
+		if d <= 0 {
+			t.Errorf("duration %s", d)
+		}
+	}))
+	e.srv.FailNext(1, coolifytest.Fault{Status: http.StatusServiceUnavailable})
+	if _, err := e.c.ListEnvs(context.Background(), coolify.AppRef(e.app.UUID)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"coolify GET /applications/{uuid}/envs 503", "coolify GET /applications/{uuid}/envs 200"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestSecretsStayOutOfLogsAndErrors(t *testing.T) {
+	const secret = "hunter2-very-secret"
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e := setup(t, nil, coolify.WithLogger(logger))
+	ctx := coolify.WithTrace(context.Background(), "r1", 1)
+	v := coolify.NewEnvVar("TOKEN", secret)
+	e.srv.FailNext(1, coolifytest.Fault{Route: "/applications/{uuid}/envs/bulk", Status: http.StatusBadGateway})
+	if err := e.c.UpsertEnvs(ctx, coolify.AppRef(e.app.UUID), []coolify.EnvVar{v}); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.FailNext(5, coolifytest.Fault{Status: http.StatusUnprocessableEntity, Message: "Validation failed."})
+	err := e.c.UpsertEnvs(ctx, coolify.AppRef(e.app.UUID), []coolify.EnvVar{v})
+	wantErr(t, err, coolify.ErrValidation)
+	_, err2 := e.c.UpdateEnv(ctx, coolify.AppRef(e.app.UUID), coolify.NewEnvVar("BAD KEY", secret))
+	logger.Info("env", "var", v)
+	for _, s := range []string{
+		fmt.Sprint(v), fmt.Sprintf("%v %+v %s %q %#v", v, v, v, v, v), fmt.Sprint([]coolify.EnvVar{v}),
+		fmt.Sprintf("%+v", struct{ E coolify.EnvVar }{v}), v.String(), v.GoString(),
+		err.Error(), err2.Error(), logs.String(),
+	} {
+		if strings.Contains(s, secret) {
+			t.Errorf("secret leaked: %s", s)
+		}
+	}
+	if !strings.Contains(logs.String(), `"route":"/applications/{uuid}/envs/bulk"`) || !strings.Contains(logs.String(), `"run_id":"r1"`) {
+		t.Errorf("debug log lacks route/run_id:\n%s", logs.String())
+	}
+	if !strings.Contains(fmt.Sprint(v), "TOKEN=<redacted>") {
+		t.Errorf("got %q, want the key with a redacted value", fmt.Sprint(v))
+	}
+}
+
+func TestHealthAndBadBaseURL(t *testing.T) {
+	e := setup(t, nil)
+	if err := e.c.Health(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.c.BaseURL(); got != e.srv.URL+"/api/v1" {
+		t.Errorf("base %q", got)
+	}
+	c := coolify.New("::not a url", "t")
+	_, err := c.GetApplication(context.Background(), "x")
+	wantErr(t, err, coolify.ErrBadBaseURL)
+	if c.BaseURL() != "" {
+		t.Errorf("base %q for a bad URL", c.BaseURL())
+	}
+	if got := coolify.New("https://c.example.com/sub/", "t").BaseURL(); got != "https://c.example.com/sub/api/v1" {
+		t.Errorf("got %q", got)
+	}
+}
