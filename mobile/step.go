@@ -150,7 +150,7 @@ func (s *Step) Run(ctx context.Context, r Request) (Result, error) {
 	owner := r.Owner
 	if owner == "" {
 		owner = r.Holder
-		if i := strings.LastIndexByte(owner, '/'); i >= 0 {
+		if i := strings.LastIndexByte(owner, '/'); i > 0 {
 			owner = owner[:i]
 		}
 	}

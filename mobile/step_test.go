@@ -1,0 +1,366 @@
+package mobile_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
+	"github.com/deploy-orchestrator/orchestrator/mobile"
+	"github.com/deploy-orchestrator/orchestrator/mobile/flagsmithtest"
+)
+
+func newLocker(t *testing.T) *locks.Locker {
+	t.Helper()
+	d, err := sqlitelock.Open(filepath.Join(t.TempDir(), "locks.db"))
+	check(t, err)
+	l := locks.New(d, locks.Options{})
+	t.Cleanup(func() { l.Close() })
+	check(t, l.RegisterNamespace("coolify:"))
+	check(t, l.RegisterNamespace(mobile.LockPrefix))
+	return l
+}
+
+// doc decodes a stored version_state document.
+func doc(t *testing.T, v any) map[string]map[string]string {
+	t.Helper()
+	s, ok := v.(string)
+	if !ok {
+		t.Fatalf("stored value is a %T, want a string holding the document", v)
+	}
+	var m map[string]map[string]string
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatalf("stored value %q: %v", s, err)
+	}
+	return m
+}
+
+func latest(platform, v string) mobile.Change {
+	return mobile.Change{Path: platform + ".latest_version", Value: v}
+}
+
+func forBoth(t *testing.T, f func(t *testing.T, v2 bool)) {
+	t.Run("v1", func(t *testing.T) { f(t, false) })
+	t.Run("v2", func(t *testing.T) { f(t, true) })
+}
+
+func TestStepWritesThroughTheEnvironmentsPath(t *testing.T) {
+	forBoth(t, func(t *testing.T, v2 bool) {
+		srv := newFake(t)
+		addEnv(t, srv, "env", v2)
+		check(t, srv.SetValue("env", "version_state", versionDoc))
+		before, err := srv.Versions("env", "version_state")
+		check(t, err)
+		step := mobile.NewStep(newClient(srv), newLocker(t))
+
+		res, err := step.Run(context.Background(), mobile.Request{
+			Environment: "env", Feature: "version_state", Holder: "prod#1234/mobile", RunID: "run-1",
+			Changes: []mobile.Change{latest("ios", "2.4.0"), {Path: "ios.min_version", Value: "2.1.0"}},
+		})
+		check(t, err)
+		want := `{"ios":{"min_version":"2.1.0","latest_version":"2.4.0"},"android":{"min_version":"2.0.0","latest_version":"2.3.1"}}`
+		if !res.Changed || res.Attempts != 1 || res.V2 != v2 || res.Old != mobile.StringValue(versionDoc) || res.New != mobile.StringValue(want) {
+			t.Fatalf("got %+v", res)
+		}
+		info, err := srv.State("env", "version_state")
+		check(t, err)
+		// Keys keep their order and the document stays a string value.
+		if info.Type != "unicode" || info.Value != want {
+			t.Fatalf("stored %s %v, want unicode %s", info.Type, info.Value, want)
+		}
+		writes := srv.Writes()
+		if len(writes) != 1 {
+			t.Fatalf("got %d writes, want 1", len(writes))
+		}
+		wantMethod, wantPath := "PUT", "/featurestates/"
+		if v2 {
+			wantMethod, wantPath = "POST", "/versions/"
+		}
+		if w := writes[0]; w.Method != wantMethod || !strings.Contains(w.Path, wantPath) {
+			t.Fatalf("wrote with %s %s, want %s …%s", w.Method, w.Path, wantMethod, wantPath)
+		}
+		after, err := srv.Versions("env", "version_state")
+		check(t, err)
+		if v2 && (len(after) != len(before)+1 || after[len(after)-1].UUID != res.Version || !after[len(after)-1].Live) {
+			t.Fatalf("versions %+v, want one more, live, %s", after, res.Version)
+		}
+		for _, r := range srv.Requests() {
+			if r.Run != "run-1" || r.Fence != fmt.Sprint(res.Fence) {
+				t.Fatalf("%s %s carried run %q fence %q, want run-1 and %d", r.Method, r.Path, r.Run, r.Fence, res.Fence)
+			}
+		}
+	})
+}
+
+func TestStepNoOpWritesNothing(t *testing.T) {
+	forBoth(t, func(t *testing.T, v2 bool) {
+		srv := newFake(t)
+		addEnv(t, srv, "env", v2)
+		// Same content, other formatting: still a no-op.
+		check(t, srv.SetValue("env", "version_state", "{\n  \"ios\": {\"latest_version\": \"2.3.0\"}\n}"))
+		step := mobile.NewStep(newClient(srv), newLocker(t))
+		res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
+			Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.3.0")}})
+		check(t, err)
+		if res.Changed || res.Old != res.New {
+			t.Fatalf("got %+v, want no change", res)
+		}
+		if n := len(srv.Writes()); n != 0 {
+			t.Fatalf("got %d writes, want none", n)
+		}
+	})
+}
+
+func TestStepNeverDowngradesAVersion(t *testing.T) {
+	srv := newFake(t)
+	addEnv(t, srv, "env", false)
+	check(t, srv.SetValue("env", "version_state", `{"ios":{"min_version":"2.9.0","latest_version":"2.10.0"}}`))
+	step := mobile.NewStep(newClient(srv), newLocker(t))
+	run := func(changes ...mobile.Change) mobile.Result {
+		t.Helper()
+		res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
+			Holder: "prod#1/mobile", Changes: changes})
+		check(t, err)
+		return res
+	}
+	// "2.9.9" < "2.10.0" as versions, though not as strings.
+	res := run(mobile.Change{Path: "ios.latest_version", Value: "2.9.9", NeverDowngrade: true})
+	if res.Changed || len(res.Skipped) != 1 || res.Skipped[0].Current != "2.10.0" || res.Skipped[0].Wanted != "2.9.9" {
+		t.Fatalf("got %+v, want the downgrade skipped and nothing written", res)
+	}
+	if n := len(srv.Writes()); n != 0 {
+		t.Fatalf("got %d writes, want none", n)
+	}
+	// An upgrade next to a skipped downgrade is written.
+	res = run(mobile.Change{Path: "ios.latest_version", Value: "2.9.9", NeverDowngrade: true},
+		mobile.Change{Path: "ios.min_version", Value: "2.10.0", NeverDowngrade: true})
+	if !res.Changed || len(res.Skipped) != 1 {
+		t.Fatalf("got %+v", res)
+	}
+	v, err := srv.Value("env", "version_state")
+	check(t, err)
+	if d := doc(t, v); d["ios"]["latest_version"] != "2.10.0" || d["ios"]["min_version"] != "2.10.0" {
+		t.Fatalf("stored %v", d)
+	}
+	// Without the rule a lower version is written.
+	res = run(latest("ios", "2.9.9"))
+	if !res.Changed {
+		t.Fatalf("got %+v, want the change written", res)
+	}
+	// A value that is not a version fails the step instead of guessing.
+	_, err = step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Holder: "prod#1/mobile",
+		Changes: []mobile.Change{{Path: "ios.latest_version", Value: "latest", NeverDowngrade: true}}})
+	if !errors.Is(err, mobile.ErrChange) {
+		t.Fatalf("got %v, want ErrChange", err)
+	}
+}
+
+func TestStepKeepsTheTypeOfAWholeValue(t *testing.T) {
+	srv := newFake(t)
+	addEnv(t, srv, "env", true)
+	check(t, srv.SetValue("env", "min_build", int64(100)))
+	step := mobile.NewStep(newClient(srv), newLocker(t))
+	req := mobile.Request{Environment: "env", Feature: "min_build", Holder: "prod#1/mobile"}
+
+	req.Changes = []mobile.Change{{Value: 101}}
+	res, err := step.Run(context.Background(), req)
+	check(t, err)
+	if res.New != mobile.IntValue(101) {
+		t.Fatalf("got %v, want integer 101", res.New)
+	}
+	if info, _ := srv.State("env", "min_build"); info.Type != "int" || info.Value != int64(101) {
+		t.Fatalf("stored %s %v, want int 101", info.Type, info.Value)
+	}
+	req.Changes = []mobile.Change{{Value: "102"}}
+	if _, err := step.Run(context.Background(), req); !errors.Is(err, mobile.ErrChange) {
+		t.Fatalf("string for an integer feature: got %v, want ErrChange", err)
+	}
+	req.Changes = []mobile.Change{latest("ios", "1.0.0")}
+	if _, err := step.Run(context.Background(), req); !errors.Is(err, mobile.ErrChange) {
+		t.Fatalf("field change on an integer feature: got %v, want ErrChange", err)
+	}
+}
+
+func TestStepStartsOverWhenTheValueMovesBeforeTheWrite(t *testing.T) {
+	forBoth(t, func(t *testing.T, v2 bool) {
+		srv := newFake(t)
+		addEnv(t, srv, "env", v2)
+		check(t, srv.SetValue("env", "version_state", versionDoc))
+		// Another writer bumps android right after the step's first read.
+		check(t, srv.ChangeAfterRead("env", "version_state", 1, func(cur any) any {
+			return strings.Replace(cur.(string), `"latest_version":"2.3.1"`, `"latest_version":"2.3.2"`, 1)
+		}))
+		var logs bytes.Buffer
+		step := mobile.NewStep(newClient(srv), newLocker(t), mobile.WithStepLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
+			Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+		check(t, err)
+		if res.Attempts != 2 || !res.Changed {
+			t.Fatalf("got %+v, want 2 attempts and a write", res)
+		}
+		v, err := srv.Value("env", "version_state")
+		check(t, err)
+		if d := doc(t, v); d["ios"]["latest_version"] != "2.4.0" || d["android"]["latest_version"] != "2.3.2" {
+			t.Fatalf("stored %v, want both the step's and the other writer's change", d)
+		}
+		if !strings.Contains(logs.String(), "starting over") {
+			t.Fatalf("the restart was not logged: %s", logs.String())
+		}
+	})
+}
+
+func TestStepGivesUpWhenTheValueKeepsMoving(t *testing.T) {
+	srv := newFake(t)
+	addEnv(t, srv, "env", false)
+	check(t, srv.SetValue("env", "version_state", `{"n":"0"}`))
+	n := 0
+	check(t, srv.ChangeAfterRead("env", "version_state", 1000, func(any) any { n++; return fmt.Sprintf(`{"n":"%d"}`, n) }))
+	step := mobile.NewStep(newClient(srv), newLocker(t), mobile.WithMaxAttempts(3))
+	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
+		Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	if !errors.Is(err, mobile.ErrConflict) || res.Attempts != 3 {
+		t.Fatalf("got %v after %d attempts, want ErrConflict after 3", err, res.Attempts)
+	}
+	if w := len(srv.Writes()); w != 0 {
+		t.Fatalf("got %d writes, want none", w)
+	}
+}
+
+// TestStepPreventsLostUpdates races several steps on one feature through one Locker, each
+// changing another field: every change must be in the final document, and the Flagsmith
+// calls of different leases must never interleave.
+func TestStepPreventsLostUpdates(t *testing.T) {
+	forBoth(t, func(t *testing.T, v2 bool) {
+		srv := newFake(t, flagsmithtest.WithLatency(2*time.Millisecond))
+		addEnv(t, srv, "env", v2)
+		check(t, srv.SetValue("env", "version_state", `{}`))
+		step := mobile.NewStep(newClient(srv), newLocker(t),
+			mobile.WithLockBudget(locks.Budget{Timeout: 20 * time.Second, MaxRetries: 1}))
+		const runs = 6
+		var wg sync.WaitGroup
+		errs := make([]error, runs)
+		for i := range runs {
+			wg.Go(func() {
+				_, errs[i] = step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
+					Holder: fmt.Sprintf("prod#%d/mobile", i), Changes: []mobile.Change{latest(fmt.Sprintf("p%d", i), fmt.Sprintf("1.%d.0", i))}})
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("run %d: %v", i, err)
+			}
+		}
+		v, err := srv.Value("env", "version_state")
+		check(t, err)
+		d := doc(t, v)
+		for i := range runs {
+			if got, want := d[fmt.Sprintf("p%d", i)]["latest_version"], fmt.Sprintf("1.%d.0", i); got != want {
+				t.Errorf("p%d: got %q, want %q (lost update) in %v", i, got, want, d)
+			}
+		}
+		// Mutual exclusion as Flagsmith saw it: once a fence's calls end, it never reappears.
+		done := map[string]bool{}
+		last := ""
+		for _, r := range srv.Requests() {
+			if r.Fence != last {
+				if done[r.Fence] {
+					t.Fatalf("calls of fence %s resumed after fence %s: leases interleaved", r.Fence, last)
+				}
+				done[last] = true
+				last = r.Fence
+			}
+		}
+		if len(done) != runs {
+			t.Fatalf("saw %d fences, want %d", len(done), runs)
+		}
+	})
+}
+
+func TestStepRefusesWhileTheRunHoldsACoolifyKey(t *testing.T) {
+	srv := newFake(t)
+	addEnv(t, srv, "env", false)
+	check(t, srv.SetValue("env", "version_state", versionDoc))
+	l := newLocker(t)
+	lease, err := l.Acquire(context.Background(), locks.Request{Key: "coolify:phase2", Holder: "prod#1234/phase2"})
+	check(t, err)
+	step := mobile.NewStep(newClient(srv), l)
+	_, err = step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
+		Holder: "prod#1234/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	if !errors.Is(err, locks.ErrNamespace) || !strings.Contains(err.Error(), `"coolify:phase2"`) {
+		t.Fatalf("got %v, want ErrNamespace naming coolify:phase2", err)
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Fatalf("Flagsmith got %d calls, want none", n)
+	}
+	check(t, lease.Release(context.Background()))
+	if _, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
+		Holder: "prod#1234/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}}); err != nil {
+		t.Fatalf("after the release: %v", err)
+	}
+}
+
+func TestStepStopsWhenTheLeaseIsLost(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	notify := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	// Every answer takes an hour: the step is stuck in its first call when the lease goes.
+	srv := flagsmithtest.NewServer(t, flagsmithtest.WithMiddleware(notify), flagsmithtest.WithLatency(time.Hour))
+	addEnv(t, srv, "env", false)
+	check(t, srv.SetValue("env", "version_state", versionDoc))
+	l := newLocker(t)
+	step := mobile.NewStep(newClient(srv), l)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
+			Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+		errc <- err
+	}()
+	<-arrived
+	info, err := l.Get(context.Background(), mobile.LockKey("version_state"))
+	check(t, err)
+	_, err = l.ForceRelease(context.Background(), locks.ForceRequest{Key: info.Key, Fence: info.Fence,
+		Reason: "test: the holder is presumed dead", By: "test", LockDelay: time.Millisecond})
+	check(t, err)
+	err = <-errc
+	if !errors.Is(err, locks.ErrLost) {
+		t.Fatalf("got %v, want ErrLost", err)
+	}
+	if n := len(srv.Writes()); n != 0 {
+		t.Fatalf("got %d writes after the loss, want none", n)
+	}
+}
+
+func TestStepRefusesEnvironmentsWithChangeRequests(t *testing.T) {
+	srv := newFake(t)
+	one := 1
+	_, err := srv.AddEnvironment(flagsmithtest.Environment{APIKey: "env", MinimumChangeRequestApprovals: &one})
+	check(t, err)
+	check(t, srv.SetValue("env", "version_state", versionDoc))
+	step := mobile.NewStep(newClient(srv), newLocker(t))
+	_, err = step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
+		Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	if !errors.Is(err, mobile.ErrChangeRequests) {
+		t.Fatalf("got %v, want ErrChangeRequests", err)
+	}
+	if n := len(srv.Writes()); n != 0 {
+		t.Fatalf("got %d writes, want none", n)
+	}
+}
