@@ -65,6 +65,10 @@ CREATE TABLE IF NOT EXISTS deliveries (
 	expires_ns INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS deliveries_expiry ON deliveries (expires_ns);
+CREATE TABLE IF NOT EXISTS marks (
+	uuid TEXT PRIMARY KEY,
+	data BLOB NOT NULL
+) WITHOUT ROWID;
 `
 
 // activeStatuses is the SQL list of statuses that have not ended.

@@ -1,0 +1,322 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// Errors of Phase 2.
+var (
+	// ErrFenceNewer: the service carries a mark with a fence newer than the lease this run
+	// holds, so someone acted on it after this lease was granted; the run refuses to act.
+	ErrFenceNewer = errors.New("service carries a newer fence than this run's lease")
+	// ErrUnhealthy: the health check did not pass before its timeout.
+	ErrUnhealthy = errors.New("health check failed")
+)
+
+// maxDeployTries bounds how often a deploy dropped by Coolify's dedup is retried after
+// waiting for the deployment that caused it.
+const maxDeployTries = 3
+
+// deployService is Phase 2 for one service: under coolify:<uuid>, check that the service
+// still carries this run's sync, deploy, wait, health-check.
+func (x *execution) deployService(pctx context.Context, st *svcState) error {
+	s := st.svc
+	start := time.Now()
+	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) {
+		step.Status, step.StartedAt = runs.StepWaitingLock, start.UTC()
+	})
+	lease, waited, err := x.acquire(pctx, s.LockKey(), runs.Phase2, s.Name, false)
+	if err != nil {
+		st.failed = true
+		x.failStep(runs.Phase2, s.Name, err)
+		return err
+	}
+	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) {
+		step.Status, step.LockWait, step.Fence = runs.StepRunning, waited, lease.Fence()
+	})
+	sctx, cancel := lease.Context(pctx)
+	sctx = coolify.WithTrace(sctx, x.run.ID, lease.Fence())
+
+	status, err := x.deployLocked(sctx, st, lease)
+	err = leaseErr(lease, sctx, err)
+	cancel()
+	if rerr := x.release(lease, runs.Phase2, s.Name, false); err == nil && errors.Is(rerr, locks.ErrLost) {
+		err = rerr
+	}
+	if err != nil {
+		st.failed = true
+		x.failStep(runs.Phase2, s.Name, err)
+		x.stepDone(runs.Phase2, runs.StepFailed, start)
+		return fmt.Errorf("deploy %s: %w", s.Name, err)
+	}
+	x.stepDone(runs.Phase2, status, start)
+	return nil
+}
+
+// deployLocked does the work of deployService while the service lock is held.
+func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks.Lease) (runs.StepStatus, error) {
+	s := st.svc
+	if by, err := x.supersededBy(ctx, st, lease.Fence()); err != nil {
+		return "", err
+	} else if by != "" {
+		st.superseded = true
+		x.setStep(runs.Phase2, s.Name, func(step *runs.Step) {
+			step.Status, step.EndedAt = runs.StepSuperseded, time.Now().UTC()
+		}, runs.Event{Type: runs.EventServiceSuperseded, Phase: runs.Phase2, Service: s.Name, LockKey: lease.Key(), Fence: lease.Fence(),
+			Message: "not deployed: " + by})
+		return runs.StepSuperseded, nil
+	}
+
+	depUUID, err := x.trigger(ctx, s)
+	if err != nil {
+		return "", err
+	}
+	if _, err := x.e.d.Marks.PutMark(ctx, runs.Mark{UUID: s.UUID, RunID: x.run.ID, Fence: lease.Fence(), Phase: runs.Phase2, At: time.Now().UTC()}); err != nil {
+		return "", fmt.Errorf("record deploy mark: %w", err)
+	}
+	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeploymentUUID = depUUID },
+		runs.Event{Type: runs.EventDeployStarted, Phase: runs.Phase2, Service: s.Name, LockKey: lease.Key(), Fence: lease.Fence(),
+			Data: map[string]string{"deployment_uuid": depUUID}})
+
+	if err := x.waitDeployed(ctx, s, depUUID); err != nil {
+		x.cancelOrphan(ctx, s, depUUID)
+		return "", err
+	}
+	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.Status = runs.StepDeployed },
+		runs.Event{Type: runs.EventDeployFinished, Phase: runs.Phase2, Service: s.Name, Fence: lease.Fence(),
+			Data: map[string]string{"deployment_uuid": depUUID}})
+
+	if err := x.health(ctx, s); err != nil {
+		x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventHealthFailed, Phase: runs.Phase2, Service: s.Name, Message: err.Error()})
+		return "", err
+	}
+	st.deployed = true
+	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) {
+		step.Status, step.EndedAt = runs.StepHealthy, time.Now().UTC()
+	}, runs.Event{Type: runs.EventHealthOK, Phase: runs.Phase2, Service: s.Name, Fence: lease.Fence()})
+	return runs.StepHealthy, nil
+}
+
+// cancelOrphan cancels this run's deployment when the wait for it stopped because the run's
+// context ended (lease lost, run aborted): a deployment nobody holds the lock for must not
+// race with the next holder's.
+func (x *execution) cancelOrphan(ctx context.Context, s config.Service, depUUID string) {
+	if ctx.Err() == nil || depUUID == "" {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
+	defer cancel()
+	err := x.cl.CancelDeployment(cctx, depUUID)
+	msg := "deployment " + depUUID + " canceled: the run no longer holds the service lock"
+	if err != nil && !errors.Is(err, coolify.ErrBadRequest) { // 400: it had ended already
+		msg = "deployment " + depUUID + " could not be canceled after the service lock was lost: " + err.Error()
+	}
+	x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventDeployFinished, Phase: runs.Phase2, Service: s.Name, Message: msg,
+		Data: map[string]string{"deployment_uuid": depUUID}})
+}
+
+// supersededBy says whether the service no longer carries this run's sync ("" if it does,
+// else who or what replaced it). A recorded fence newer than the lease's is an error.
+func (x *execution) supersededBy(ctx context.Context, st *svcState, fence int64) (string, error) {
+	s := st.svc
+	m, err := x.e.d.Marks.GetMark(ctx, s.UUID)
+	switch {
+	case errors.Is(err, runs.ErrNotFound):
+		// The mark is gone (e.g. the store was wiped): the service's content decides below.
+	case err != nil:
+		return "", fmt.Errorf("read sync mark: %w", err)
+	case m.Fence > fence:
+		return "", fmt.Errorf("%w: fence %d recorded by run %s (%s) > own fence %d; refusing to act",
+			ErrFenceNewer, m.Fence, m.RunID, m.Phase, fence)
+	case m.RunID != x.run.ID:
+		return fmt.Sprintf("run %s re-synced it at fence %d", m.RunID, m.Fence), nil
+	}
+	ok, err := x.carries(ctx, st)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "its env vars or image tag changed since this run synced it", nil
+	}
+	return "", nil
+}
+
+// carries reports whether the service still holds the tag and env values this run synced.
+func (x *execution) carries(ctx context.Context, st *svcState) (bool, error) {
+	s := st.svc
+	if s.Kind != config.KindService && s.ImageTag != "" {
+		app, err := x.cl.GetApplication(ctx, s.UUID)
+		if err != nil {
+			return false, fmt.Errorf("check image tag: %w", err)
+		}
+		if app.ImageTag != s.ImageTag {
+			return false, nil
+		}
+	}
+	if len(s.Env) == 0 {
+		return true, nil
+	}
+	desired, err := x.desiredEnvs(ctx, s)
+	if err != nil {
+		return false, err
+	}
+	current, err := x.cl.ListEnvs(ctx, refOf(s))
+	if err != nil {
+		return false, fmt.Errorf("check env vars: %w", err)
+	}
+	diff, _ := envDiff(s.Kind, current, desired)
+	for _, d := range diff {
+		if !hiddenIn(current, d.Key) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// trigger starts the deployment of a service and returns its deployment UUID ("" for
+// Coolify services, which have none). Coolify silently drops a deploy while the application
+// has a queued or running deployment, so trigger first waits for such deployments to end,
+// and retries a deploy that was dropped anyway.
+func (x *execution) trigger(ctx context.Context, s config.Service) (string, error) {
+	if s.Kind == config.KindService {
+		if _, err := x.cl.RestartService(ctx, s.UUID, true); err != nil {
+			return "", err
+		}
+		return "", nil
+	}
+	var last error
+	for range maxDeployTries {
+		active, err := x.cl.ActiveDeployments(ctx, s.UUID)
+		if err != nil {
+			return "", err
+		}
+		for _, d := range active {
+			if _, err := x.cl.WaitDeployment(ctx, d.UUID, s.DeployTimeout); err != nil && ctx.Err() != nil {
+				return "", err
+			}
+		}
+		res, err := x.cl.Deploy(ctx, s.UUID, false)
+		if errors.Is(err, coolify.ErrDeployDeduplicated) {
+			last = err
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		return res.DeploymentUUID, nil
+	}
+	return "", fmt.Errorf("deploy dropped %d times by Coolify's dedup: %w", maxDeployTries, last)
+}
+
+// waitDeployed waits for the deployment to end (canceling it past the service's deploy
+// timeout); for Coolify services, for the service to run again.
+func (x *execution) waitDeployed(ctx context.Context, s config.Service, depUUID string) error {
+	if s.Kind != config.KindService {
+		_, err := x.cl.WaitDeployment(ctx, depUUID, s.DeployTimeout)
+		return err
+	}
+	return x.poll(ctx, s.DeployTimeout, func() (bool, string, error) {
+		svc, err := x.cl.GetService(ctx, s.UUID)
+		if err != nil {
+			return false, "", err
+		}
+		return svc.Running(), svc.Status, nil
+	}, "service did not run again")
+}
+
+// health runs the service's health check: the Coolify status, then the HTTP check.
+func (x *execution) health(ctx context.Context, s config.Service) error {
+	h := s.Health
+	if h.CoolifyStatus != "" {
+		timeout := config.DefaultHealthTimeout
+		if h.HTTP != nil && h.HTTP.Timeout > 0 {
+			timeout = h.HTTP.Timeout
+		}
+		err := x.poll(ctx, timeout, func() (bool, string, error) {
+			var status string
+			if s.Kind == config.KindService {
+				svc, err := x.cl.GetService(ctx, s.UUID)
+				if err != nil {
+					return false, "", err
+				}
+				status = svc.Status
+			} else {
+				app, err := x.cl.GetApplication(ctx, s.UUID)
+				if err != nil {
+					return false, "", err
+				}
+				status = app.Status
+			}
+			return h.StatusOK(status), "status " + status, nil
+		}, fmt.Sprintf("coolify status never matched %q", h.CoolifyStatus))
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrUnhealthy, s.Name, err)
+		}
+	}
+	if c := h.HTTP; c != nil {
+		want := c.ExpectStatus
+		if want == 0 {
+			want = http.StatusOK
+		}
+		timeout := c.Timeout
+		if timeout <= 0 {
+			timeout = config.DefaultHealthTimeout
+		}
+		err := x.poll(ctx, timeout, func() (bool, string, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL, nil)
+			if err != nil {
+				return false, "", err
+			}
+			resp, err := x.e.d.HTTP.Do(req)
+			if err != nil {
+				return false, "unreachable", nil // keep trying until the timeout
+			}
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			_ = resp.Body.Close()
+			return resp.StatusCode == want, fmt.Sprintf("HTTP %d", resp.StatusCode), nil
+		}, fmt.Sprintf("GET %s never answered %d", c.URL, want))
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrUnhealthy, s.Name, err)
+		}
+	}
+	return nil
+}
+
+// poll calls check every PollInterval until it reports done, it fails, or timeout passes
+// (then the error says what was last seen).
+func (x *execution) poll(ctx context.Context, timeout time.Duration, check func() (bool, string, error), what string) error {
+	deadline := time.Now().Add(timeout)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	last := "nothing yet"
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+		ok, seen, err := check()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		last = seen
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("%s within %s (last: %s)", what, timeout, last)
+		}
+		t.Reset(min(x.e.d.PollInterval, left))
+	}
+}

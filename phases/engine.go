@@ -1,0 +1,437 @@
+// Package phases is the engine: it executes runs of pipelines in two phases under the lock
+// protocol (DESIGN.md, "The two phases").
+//
+// Phase 1 takes coolify:phase1, then one coolify:<uuid> at a time, snapshots each service,
+// writes only what differs (env vars with their full flag set, the image tag), reads back to
+// verify and records "synced by run R at fence F". Phase 2 takes coolify:phase2, then each
+// service's lock again, checks that the service still carries this run's sync, deploys, waits
+// for the deployment with its own deadline and runs the health check. Mobile steps run in the
+// mobile: namespace and never while the run holds a coolify: key. Failures compensate from the
+// Phase-1 snapshots as the pipeline's on_failure says.
+//
+// The engine depends on narrow interfaces (Coolify) and on the contracts of locks and runs;
+// only cmd/orchestrator wires concrete backends and clients.
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/mobile"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+	"github.com/deploy-orchestrator/orchestrator/secrets"
+)
+
+// Coolify is what the engine needs from a Coolify client (*coolify.Client).
+type Coolify interface {
+	GetApplication(ctx context.Context, uuid string) (*coolify.Application, error)
+	GetService(ctx context.Context, uuid string) (*coolify.Service, error)
+	ListEnvs(ctx context.Context, ref coolify.ResourceRef) ([]coolify.EnvVar, error)
+	UpsertEnvs(ctx context.Context, ref coolify.ResourceRef, vars []coolify.EnvVar) error
+	DeleteEnv(ctx context.Context, ref coolify.ResourceRef, envUUID string) error
+	SetImageTag(ctx context.Context, appUUID, tag string) error
+	Deploy(ctx context.Context, appUUID string, force bool) (*coolify.DeployResult, error)
+	ActiveDeployments(ctx context.Context, appUUID string) ([]coolify.Deployment, error)
+	WaitDeployment(ctx context.Context, deploymentUUID string, timeout time.Duration) (*coolify.Deployment, error)
+	CancelDeployment(ctx context.Context, deploymentUUID string) error
+	RestartService(ctx context.Context, serviceUUID string, pullLatest bool) (string, error)
+}
+
+// Observer receives run, phase and step timings for metrics. Methods must not block.
+type Observer interface {
+	RunEnded(pipeline string, status runs.Status, d time.Duration)
+	PhaseDone(pipeline string, phase runs.Phase, d time.Duration)
+	StepDone(phase runs.Phase, status runs.StepStatus, d time.Duration)
+}
+
+// Deps are the engine's collaborators. Store, Marks, Locker, Pipelines and Coolify are
+// required.
+type Deps struct {
+	Store  runs.Store
+	Marks  runs.MarkStore
+	Locker *locks.Locker
+	// Pipelines are the loaded pipeline definitions by name.
+	Pipelines map[string]*config.Pipeline
+	// Coolify returns the client of an instance (called once per URL and token).
+	Coolify func(url, token string) Coolify
+	// Flagsmith returns the client of a Flagsmith instance (called once per URL and key).
+	Flagsmith func(url, apiKey string) *mobile.Client
+	// Secrets builds the source a pipeline names under secrets:. Nil refuses pipelines that
+	// name one.
+	Secrets func(name string, src config.SecretSource) (secrets.Source, error)
+	// Getenv reads the daemon's environment for the built-in "env" secret source.
+	Getenv func(string) string
+	// EnvPrefix is prepended to keys of the "env" source (e.g. "ORCH_SECRET_").
+	EnvPrefix string
+	// Instance names this daemon (run owner). Runs it owned and that had not ended are
+	// marked interrupted by Start.
+	Instance string
+	Logger   *slog.Logger
+	Observer Observer
+	// HTTP is the client of HTTP health checks (default: 10s timeout per request).
+	HTTP *http.Client
+	// PollInterval paces health-check and service-status polling (default 2s).
+	PollInterval time.Duration
+}
+
+// Errors the front doors map to answers.
+var (
+	// ErrUnknownPipeline: no pipeline of that name is loaded.
+	ErrUnknownPipeline = errors.New("unknown pipeline")
+	// ErrInvalidTrigger: the trigger parameters do not fill the pipeline (the error is a
+	// config.Problems naming each field).
+	ErrInvalidTrigger = errors.New("invalid trigger")
+	// ErrRunNotFound: no run with that ID.
+	ErrRunNotFound = errors.New("run not found")
+	// ErrRunEnded: the run has already ended.
+	ErrRunEnded = errors.New("run has already ended")
+	// ErrNotOwner: the run is executed by another daemon instance.
+	ErrNotOwner = errors.New("run is executed by another daemon instance")
+	// ErrShuttingDown: the engine takes no new runs.
+	ErrShuttingDown = errors.New("engine is shutting down")
+)
+
+// Stop causes: why a run stops at its next safe point.
+var (
+	errCanceled   = errors.New("canceled by request")
+	errShutdown   = errors.New("daemon shutting down")
+	errSuperseded = errors.New("superseded by a newer run")
+)
+
+// Engine executes runs. It is safe for concurrent use.
+type Engine struct {
+	d   Deps
+	log *slog.Logger
+
+	mu       sync.Mutex
+	closed   bool
+	execs    map[string]*execution // runs this engine executes now, by ID
+	coolifys map[string]Coolify
+	flags    map[string]*mobile.Client
+	wg       sync.WaitGroup
+	// lastGate is the phase-1 gate of the run submitted last: the next run waits for it, so
+	// runs of this engine enter Phase 1 in the order they were submitted.
+	lastGate <-chan struct{}
+}
+
+// New returns an engine. Call Start before Submit.
+func New(d Deps) (*Engine, error) {
+	switch {
+	case d.Store == nil, d.Marks == nil, d.Locker == nil, d.Coolify == nil:
+		return nil, errors.New("phases: Store, Marks, Locker and Coolify are required")
+	case d.Instance == "":
+		return nil, errors.New("phases: Instance is required")
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Getenv == nil {
+		d.Getenv = func(string) string { return "" }
+	}
+	if d.HTTP == nil {
+		d.HTTP = &http.Client{Timeout: 10 * time.Second}
+	}
+	if d.PollInterval <= 0 {
+		d.PollInterval = 2 * time.Second
+	}
+	if d.Pipelines == nil {
+		d.Pipelines = map[string]*config.Pipeline{}
+	}
+	for _, ns := range config.Namespaces() {
+		if err := d.Locker.RegisterNamespace(ns); err != nil {
+			return nil, fmt.Errorf("phases: register lock namespace %q: %w", ns, err)
+		}
+	}
+	return &Engine{
+		d: d, log: d.Logger,
+		execs:    map[string]*execution{},
+		coolifys: map[string]Coolify{},
+		flags:    map[string]*mobile.Client{},
+	}, nil
+}
+
+// Start recovers from a previous life of this instance: runs it owned that had not ended are
+// marked interrupted (with the locks they held), and leases still held under those runs'
+// holder IDs are force-released, since their holder is gone. It returns the runs it marked.
+func (e *Engine) Start(ctx context.Context) ([]runs.Run, error) {
+	marked, err := e.d.Store.MarkInterrupted(ctx, e.d.Instance, "daemon restarted while the run was executing")
+	if err != nil {
+		return nil, fmt.Errorf("mark interrupted runs of %q: %w", e.d.Instance, err)
+	}
+	for _, r := range marked {
+		for _, key := range r.HeldLocks {
+			e.releaseLeftover(ctx, r, key)
+		}
+	}
+	return marked, nil
+}
+
+// releaseLeftover force-releases key if it is still held under run r's holder prefix.
+func (e *Engine) releaseLeftover(ctx context.Context, r runs.Run, key string) {
+	info, err := e.d.Locker.Get(ctx, key)
+	if err != nil {
+		return // free already, expired, or backend down: the TTL will do it
+	}
+	if !hasHolderPrefix(info.Holder, holderPrefix(r)) {
+		return
+	}
+	_, err = e.d.Locker.ForceRelease(ctx, locks.ForceRequest{
+		Key: key, Fence: info.Fence, By: e.d.Instance, LockDelay: time.Millisecond,
+		Reason: fmt.Sprintf("run %s was interrupted when its daemon %s restarted", r.ID, e.d.Instance),
+	})
+	if err != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "leftover lease not released", slog.String(logRunID, r.ID),
+			slog.String(logLockKey, key), slog.String(logError, err.Error()))
+		return
+	}
+	e.log.LogAttrs(ctx, slog.LevelInfo, "leftover lease released", slog.String(logRunID, r.ID),
+		slog.String(logLockKey, key), slog.Int64(logFence, info.Fence))
+}
+
+// Pipelines returns the names of the loaded pipelines, sorted.
+func (e *Engine) Pipelines() []string { return slices.Sorted(maps.Keys(e.d.Pipelines)) }
+
+// Pipeline returns a loaded pipeline, or nil.
+func (e *Engine) Pipeline(name string) *config.Pipeline { return e.d.Pipelines[name] }
+
+// Submit stores a queued run of pipeline for trigger t and starts executing it. When
+// t.IdempotencyKey matches an earlier run of the pipeline, that run is returned with
+// existing == true and nothing starts.
+//
+// Under the pipeline's supersede policy, runs of the same pipeline that this engine has not
+// yet started (still waiting for coolify:phase1) end as superseded.
+//
+// Errors: ErrUnknownPipeline; ErrInvalidTrigger (wrapping config.Problems); ErrShuttingDown;
+// the store's errors.
+func (e *Engine) Submit(ctx context.Context, pipeline string, t runs.Trigger) (*runs.Run, bool, error) {
+	p := e.d.Pipelines[pipeline]
+	if p == nil {
+		return nil, false, fmt.Errorf("pipeline %q: %w", pipeline, ErrUnknownPipeline)
+	}
+	ct := configTrigger(t)
+	if err := ct.Validate(); err != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrInvalidTrigger, err)
+	}
+	resolved, err := p.Resolve(ct)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrInvalidTrigger, err)
+	}
+
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil, false, ErrShuttingDown
+	}
+
+	r, created, err := e.d.Store.Create(ctx, runs.Run{Pipeline: pipeline, Trigger: t, Owner: e.d.Instance, Steps: initialSteps(resolved)})
+	if err != nil {
+		return nil, false, fmt.Errorf("create run of %q: %w", pipeline, err)
+	}
+	if !created {
+		return &r, true, nil
+	}
+	evs, err := e.d.Store.Append(ctx, r.ID, runs.Event{Type: runs.EventRunQueued,
+		Message: fmt.Sprintf("queued by %s", orUnknown(t.By))})
+	if err != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "run queued event not written", slog.String(logRunID, r.ID), slog.String(logError, err.Error()))
+	}
+	_ = evs
+
+	x := e.newExecution(r, resolved)
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		x.finish(context.Background(), runs.StatusInterrupted, "daemon shutting down before the run started")
+		return nil, false, ErrShuttingDown
+	}
+	if resolved.Concurrency == config.ConcurrencySupersede {
+		for _, other := range e.execs {
+			if other.run.Pipeline == pipeline {
+				other.supersede(r.ID)
+			}
+		}
+	}
+	x.prevGate, e.lastGate = e.lastGate, x.gate
+	e.execs[r.ID] = x
+	e.wg.Add(1)
+	e.mu.Unlock()
+
+	go func() {
+		defer e.wg.Done()
+		x.execute()
+		e.mu.Lock()
+		delete(e.execs, r.ID)
+		e.mu.Unlock()
+	}()
+	return &r, false, nil
+}
+
+// Cancel asks a run to stop. A run still waiting for coolify:phase1 is dropped; a run in a
+// phase stops at its next safe point (between services) and compensates as on failure.
+// It returns the run as stored when the request was taken.
+//
+// Errors: ErrRunNotFound; ErrRunEnded; ErrNotOwner (another instance executes it).
+func (e *Engine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
+	e.mu.Lock()
+	x := e.execs[id]
+	e.mu.Unlock()
+	r, err := e.d.Store.Get(ctx, id)
+	if errors.Is(err, runs.ErrNotFound) {
+		return nil, fmt.Errorf("run %q: %w", id, ErrRunNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cancel run %q: %w", id, err)
+	}
+	if r.Status.Terminal() {
+		return &r, fmt.Errorf("run %q is %s: %w", id, r.Status, ErrRunEnded)
+	}
+	if x == nil {
+		return &r, fmt.Errorf("run %q is executed by %q: %w (cancel it there)", id, r.Owner, ErrNotOwner)
+	}
+	x.requestStop(errCanceled)
+	return &r, nil
+}
+
+// Shutdown stops taking runs, asks every run to stop at its next safe point (compensating what
+// it changed), and waits for them until ctx ends; then it cancels the work still going and
+// waits for the runs to record that they were interrupted and release their locks.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	e.closed = true
+	all := slices.Collect(maps.Values(e.execs))
+	e.mu.Unlock()
+	for _, x := range all {
+		x.requestStop(errShutdown)
+	}
+	done := make(chan struct{})
+	go func() { e.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	for _, x := range all {
+		x.abort(errShutdown)
+	}
+	<-done
+	return fmt.Errorf("shutdown: grace period over, %d run(s) aborted: %w", len(all), ctx.Err())
+}
+
+// Wait blocks until the run executing under id (if any) has ended. For tests and the
+// one-shot CLI.
+func (e *Engine) Wait(ctx context.Context, id string) error {
+	e.mu.Lock()
+	x := e.execs[id]
+	e.mu.Unlock()
+	if x == nil {
+		return nil
+	}
+	select {
+	case <-x.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e *Engine) coolifyFor(p *config.Pipeline) Coolify {
+	k := p.Coolify.URL + "\x00" + p.Coolify.Token.Reveal()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.coolifys[k]
+	if c == nil {
+		c = e.d.Coolify(p.Coolify.URL, p.Coolify.Token.Reveal())
+		e.coolifys[k] = c
+	}
+	return c
+}
+
+func (e *Engine) flagsmithFor(f config.Flagsmith) (*mobile.Client, error) {
+	if e.d.Flagsmith == nil {
+		return nil, errors.New("no Flagsmith client configured in this daemon")
+	}
+	k := f.URL + "\x00" + f.APIKey.Reveal()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.flags[k]
+	if c == nil {
+		c = e.d.Flagsmith(f.URL, f.APIKey.Reveal())
+		e.flags[k] = c
+	}
+	return c, nil
+}
+
+// sourcesFor builds the secret sources of a pipeline, the built-in "env" one included.
+func (e *Engine) sourcesFor(p *config.Pipeline) (map[string]secrets.Source, error) {
+	out := map[string]secrets.Source{config.EnvSource: secrets.NewEnv(e.d.Getenv, e.d.EnvPrefix)}
+	for name, src := range p.Secrets {
+		if e.d.Secrets == nil {
+			return nil, fmt.Errorf("secret source %q: this daemon has no secret sources configured", name)
+		}
+		s, err := e.d.Secrets(name, src)
+		if err != nil {
+			return nil, fmt.Errorf("secret source %q: %w", name, err)
+		}
+		out[name] = s
+	}
+	return out, nil
+}
+
+func configTrigger(t runs.Trigger) config.Trigger {
+	return config.Trigger{Build: t.Build, ImageTag: t.ImageTag, Commit: t.Commit, AppVersion: t.AppVersion, Params: t.Params}
+}
+
+// initialSteps lays out every step of a run as pending, so a run's page shows the whole plan
+// from the start.
+func initialSteps(p *config.Pipeline) []runs.Step {
+	var steps []runs.Step
+	add := func(m config.MobileStep) {
+		steps = append(steps, runs.Step{Phase: runs.PhaseMobile, Name: m.Name, Status: runs.StepPending, LockKey: m.LockKey()})
+	}
+	for _, m := range p.Mobile {
+		if m.When == config.WhenBeforePhase1 {
+			add(m)
+		}
+	}
+	for _, ph := range []runs.Phase{runs.Phase1, runs.Phase2} {
+		for _, s := range p.Services {
+			steps = append(steps, runs.Step{Phase: ph, Name: s.Name, UUID: s.UUID, Status: runs.StepPending, LockKey: s.LockKey()})
+		}
+	}
+	for _, m := range p.Mobile {
+		if m.When != config.WhenBeforePhase1 {
+			add(m)
+		}
+	}
+	return steps
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// Log attribute keys.
+const (
+	logRunID    = "run_id"
+	logPipeline = "pipeline"
+	logPhase    = "phase"
+	logService  = "service"
+	logLockKey  = "lock_key"
+	logFence    = "fence"
+	logStatus   = "status"
+	logError    = "error"
+)

@@ -1,0 +1,452 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+	"github.com/deploy-orchestrator/orchestrator/secrets"
+)
+
+// finalWriteTimeout bounds the store writes that record how a run ended, which must happen
+// even when the run's own context is gone.
+const finalWriteTimeout = 15 * time.Second
+
+// execution is one run being executed by this engine.
+type execution struct {
+	e   *Engine
+	run runs.Run // as created; the store has the current state
+	p   *config.Pipeline
+	cl  Coolify
+	log *slog.Logger
+
+	// ctx is canceled (with a cause) only by abort: a hard stop. Work in a phase runs under
+	// it; compensation too.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// waitCtx is canceled when the run is stopped before it entered a phase (supersede,
+	// cancel, shutdown): it bounds the wait for coolify:phase1.
+	waitCtx    context.Context
+	waitCancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	stopErr  error // the first stop request, checked at safe points
+	inPhase  bool  // entered a phase: it can no longer be superseded
+	resolver *secrets.Resolver
+
+	services []*svcState
+	done     chan struct{}
+
+	// gate is closed once this run has left Phase 1 (or ended); prevGate is the gate of the
+	// run submitted before it, which it waits for before asking for coolify:phase1.
+	gate     chan struct{}
+	gateOnce sync.Once
+	prevGate <-chan struct{}
+}
+
+// svcState is what this run did to one service.
+type svcState struct {
+	svc        config.Service
+	snap       *snapshot // what Phase 1 changed, to restore; nil when nothing was written
+	fence      int64     // fence of the Phase-1 service lease
+	synced     bool      // Phase 1 finished for it
+	deployed   bool      // Phase 2 deployed it and it is healthy
+	superseded bool      // a newer run re-synced it
+	failed     bool      // its Phase-2 step failed
+}
+
+func (e *Engine) newExecution(r runs.Run, p *config.Pipeline) *execution {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	waitCtx, waitCancel := context.WithCancelCause(ctx)
+	x := &execution{
+		e: e, run: r, p: p, cl: e.coolifyFor(p),
+		log: e.log.With(slog.String(logRunID, r.ID), slog.String(logPipeline, r.Pipeline)),
+		ctx: ctx, cancel: cancel,
+		waitCtx: waitCtx, waitCancel: waitCancel,
+		done: make(chan struct{}),
+		gate: make(chan struct{}),
+	}
+	for _, s := range p.Services {
+		x.services = append(x.services, &svcState{svc: s})
+	}
+	return x
+}
+
+// requestStop asks the run to stop at its next safe point. Before the run entered a phase
+// that is at once.
+func (x *execution) requestStop(cause error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.stopErr == nil {
+		x.stopErr = cause
+	}
+	if !x.inPhase {
+		x.waitCancel(cause)
+	}
+}
+
+// supersede stops the run if it has not entered a phase yet.
+func (x *execution) supersede(byRun string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.inPhase || x.stopErr != nil {
+		return
+	}
+	x.stopErr = fmt.Errorf("%w %s", errSuperseded, byRun)
+	x.waitCancel(x.stopErr)
+}
+
+// abort cancels all work of the run now.
+func (x *execution) abort(cause error) {
+	x.requestStop(cause)
+	x.cancel(cause)
+}
+
+// stopping returns the stop request, if any: checked at safe points.
+func (x *execution) stopping() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.stopErr
+}
+
+// enterPhase marks the run as in a phase unless a stop came first.
+func (x *execution) enterPhase() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.stopErr != nil {
+		return x.stopErr
+	}
+	x.inPhase = true
+	return nil
+}
+
+// execute runs the whole pipeline and records how it ended.
+func (x *execution) execute() {
+	defer close(x.done)
+	defer x.cancel(nil)
+	defer x.openGate()
+	start := time.Now()
+	x.update(func(r *runs.Run) { r.StartedAt = start.UTC() }, runs.Event{Type: runs.EventRunStarted,
+		Message: fmt.Sprintf("executing on %s", x.e.d.Instance)})
+
+	sources, err := x.e.sourcesFor(x.p)
+	if err != nil {
+		x.finish(x.ctx, runs.StatusFailed, err.Error())
+		return
+	}
+	x.resolver = secrets.NewResolver(sources)
+	defer x.resolver.Forget()
+
+	status, reason := x.runPipeline()
+	x.finish(x.ctx, status, reason)
+	if o := x.e.d.Observer; o != nil {
+		o.RunEnded(x.run.Pipeline, status, time.Since(start))
+	}
+}
+
+// runPipeline executes the phases and returns the final status and reason.
+func (x *execution) runPipeline() (runs.Status, string) {
+	if err := x.mobileSteps(config.WhenBeforePhase1); err != nil {
+		return x.outcome(err, "mobile step")
+	}
+	if err := x.phase1(); err != nil {
+		x.compensate(runs.Phase1, nil, true)
+		return x.outcome(err, "phase 1")
+	}
+	if err := x.phase2(); err != nil {
+		var failed *svcState
+		for _, s := range x.services {
+			if s.failed {
+				failed = s
+			}
+		}
+		rollback := x.p.OnFailure != config.OnFailureHalt
+		if stop := x.stopping(); stop != nil && errors.Is(err, stop) {
+			rollback = true // a canceled or stopped run compensates whatever the policy
+		}
+		x.compensate(runs.Phase2, failed, rollback)
+		return x.outcome(err, "phase 2")
+	}
+	if err := x.mobileSteps(config.WhenAfterPhase2); err != nil {
+		return x.outcome(err, "mobile step")
+	}
+	var superseded []string
+	for _, s := range x.services {
+		if s.superseded {
+			superseded = append(superseded, s.svc.Name)
+		}
+	}
+	if len(superseded) > 0 {
+		return runs.StatusSucceeded, fmt.Sprintf("not deployed by this run (a newer run re-synced them): %s", strings.Join(superseded, ", "))
+	}
+	return runs.StatusSucceeded, ""
+}
+
+// outcome maps the error that ended a run to its final status and reason.
+func (x *execution) outcome(err error, where string) (runs.Status, string) {
+	stop := x.stopping()
+	switch {
+	case errors.Is(err, locks.ErrLost):
+		return runs.StatusFailed, "lock lost: " + err.Error()
+	case stop != nil && errors.Is(stop, errSuperseded):
+		return runs.StatusSuperseded, stop.Error()
+	case stop != nil && errors.Is(stop, errCanceled):
+		return runs.StatusCanceled, "canceled by request"
+	case stop != nil && errors.Is(stop, errShutdown):
+		return runs.StatusInterrupted, "daemon shut down: " + err.Error()
+	}
+	return runs.StatusFailed, fmt.Sprintf("%s: %v", where, err)
+}
+
+// finish records the final status (unless the run already ended) with its end event.
+func (x *execution) finish(ctx context.Context, status runs.Status, reason string) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
+	defer cancel()
+	now := time.Now().UTC()
+	_, err := x.e.d.Store.Update(wctx, x.run.ID, func(r *runs.Run) error {
+		r.Status, r.Reason, r.EndedAt, r.HeldLocks = status, reason, now, nil
+		for i := range r.Steps {
+			if !r.Steps[i].Status.Done() {
+				r.Steps[i].Status = runs.StepSkipped
+			}
+		}
+		return nil
+	}, runs.Event{Type: runs.EndEvent(status), Message: reason})
+	if err != nil && !errors.Is(err, runs.ErrEnded) {
+		x.log.LogAttrs(wctx, slog.LevelError, "run end not recorded", slog.String(logStatus, string(status)), slog.String(logError, err.Error()))
+		return
+	}
+	level := slog.LevelInfo
+	if status != runs.StatusSucceeded {
+		level = slog.LevelWarn
+	}
+	x.log.LogAttrs(wctx, level, "run ended", slog.String(logStatus, string(status)), slog.String("reason", reason))
+}
+
+// update applies fn to the stored run and appends events; failures are logged, not fatal:
+// the run's record lags, the work goes on.
+func (x *execution) update(fn func(*runs.Run), evs ...runs.Event) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), finalWriteTimeout)
+	defer cancel()
+	_, err := x.e.d.Store.Update(ctx, x.run.ID, func(r *runs.Run) error { fn(r); return nil }, evs...)
+	if err != nil && !errors.Is(err, runs.ErrEnded) {
+		x.log.LogAttrs(ctx, slog.LevelWarn, "run record not updated", slog.String(logError, err.Error()))
+	}
+}
+
+// setStep changes one step of the run record.
+func (x *execution) setStep(phase runs.Phase, name string, fn func(*runs.Step), evs ...runs.Event) {
+	x.update(func(r *runs.Run) {
+		s := r.Step(phase, name)
+		if s == nil {
+			r.SetStep(runs.Step{Phase: phase, Name: name})
+			s = r.Step(phase, name)
+		}
+		fn(s)
+	}, evs...)
+}
+
+func (x *execution) setStatus(st runs.Status, evs ...runs.Event) {
+	x.update(func(r *runs.Run) { r.Status = st }, evs...)
+}
+
+// holder is the lock holder ID of a step: <pipeline>#<build>/<step>.
+func (x *execution) holder(step string) string { return holderPrefix(x.run) + step }
+
+// holderPrefix is "<pipeline>#<build>/" (the run ID stands in for a missing build).
+func holderPrefix(r runs.Run) string {
+	build := r.Trigger.Build
+	if build == "" {
+		build = r.ID
+	}
+	return r.Pipeline + "#" + build + "/"
+}
+
+func hasHolderPrefix(holder, prefix string) bool { return strings.HasPrefix(holder, prefix) }
+
+// acquire takes key for a step, recording the wait on the step and in the event log.
+func (x *execution) acquire(ctx context.Context, key string, phase runs.Phase, step string, phaseKey bool) (*locks.Lease, time.Duration, error) {
+	budget := x.p.Locks.Service
+	if phaseKey {
+		budget = x.p.Locks.Phase
+	}
+	x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventLockWaiting, Phase: phase, Service: serviceOf(step, phaseKey), LockKey: key})
+	start := time.Now()
+	lease, err := x.e.d.Locker.Acquire(ctx, locks.Request{
+		Key: key, Holder: x.holder(step), Owner: x.run.ID,
+		Message:      fmt.Sprintf("run %s (%s) %s", x.run.ID, x.run.Pipeline, phase),
+		TTL:          x.p.Locks.TTL,
+		Budget:       locks.Budget{Timeout: budget.Timeout, MaxRetries: budget.MaxRetries, Backoff: budget.Backoff},
+		FailOnFrozen: x.p.Locks.OnFrozen == config.OnFrozenFail,
+	})
+	waited := time.Since(start)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
+		return nil, waited, fmt.Errorf("acquire %q: %w", key, err)
+	}
+	x.update(func(r *runs.Run) { r.HeldLocks = append(r.HeldLocks, key) },
+		runs.Event{Type: runs.EventLockAcquired, Phase: phase, Service: serviceOf(step, phaseKey), LockKey: key, Fence: lease.Fence(),
+			Message: fmt.Sprintf("waited %s", waited.Round(time.Millisecond))})
+	return lease, waited, nil
+}
+
+// release gives a lease back and records whether it was released or had been lost.
+func (x *execution) release(lease *locks.Lease, phase runs.Phase, step string, phaseKey bool) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), finalWriteTimeout)
+	defer cancel()
+	err := lease.Release(ctx)
+	ev := runs.Event{Type: runs.EventLockReleased, Phase: phase, Service: serviceOf(step, phaseKey), LockKey: lease.Key(), Fence: lease.Fence()}
+	if errors.Is(err, locks.ErrLost) {
+		ev.Type, ev.Message = runs.EventLockLost, err.Error()
+		x.log.LogAttrs(ctx, slog.LevelWarn, "lease lost", slog.String(logLockKey, lease.Key()), slog.Int64(logFence, lease.Fence()))
+	} else if err != nil {
+		ev.Message = "release failed (the lease expires by its TTL): " + err.Error()
+	}
+	key := lease.Key()
+	x.update(func(r *runs.Run) {
+		r.HeldLocks = slices.DeleteFunc(r.HeldLocks, func(k string) bool { return k == key })
+	}, ev)
+	return err
+}
+
+func serviceOf(step string, phaseKey bool) string {
+	if phaseKey {
+		return ""
+	}
+	return step
+}
+
+// phaseLease takes a phase lock and returns the context work of the phase runs under:
+// canceled when the phase lease is lost or the run aborted.
+func (x *execution) phaseLease(waitCtx context.Context, phase runs.Phase, key string) (*locks.Lease, context.Context, context.CancelFunc, error) {
+	lease, _, err := x.acquire(waitCtx, key, phase, string(phase), true)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pctx, cancel := lease.Context(x.ctx)
+	return lease, pctx, cancel, nil
+}
+
+// openGate lets the next submitted run ask for coolify:phase1.
+func (x *execution) openGate() { x.gateOnce.Do(func() { close(x.gate) }) }
+
+// phase1 syncs every service under coolify:phase1.
+func (x *execution) phase1() error {
+	start := time.Now()
+	defer x.openGate()
+	if x.prevGate != nil {
+		select {
+		case <-x.prevGate:
+		case <-x.waitCtx.Done():
+			return fmt.Errorf("waiting for the run submitted before: %w", context.Cause(x.waitCtx))
+		}
+	}
+	lease, pctx, cancel, err := x.phaseLease(x.waitCtx, runs.Phase1, config.Phase1Key)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := x.enterPhase(); err != nil {
+		_ = x.release(lease, runs.Phase1, string(runs.Phase1), true)
+		return err
+	}
+	x.setStatus(runs.StatusPhase1, runs.Event{Type: runs.EventPhaseStarted, Phase: runs.Phase1, LockKey: lease.Key(), Fence: lease.Fence()})
+
+	var ferr error
+	for _, s := range x.services {
+		if ferr = x.stopping(); ferr != nil {
+			break
+		}
+		if ferr = x.syncService(pctx, s); ferr != nil {
+			break
+		}
+	}
+	if ferr == nil {
+		if err := lease.Err(); err != nil { // lost while the last service finished
+			ferr = err
+		}
+	}
+	rerr := x.release(lease, runs.Phase1, string(runs.Phase1), true)
+	if ferr == nil && errors.Is(rerr, locks.ErrLost) {
+		ferr = fmt.Errorf("phase 1: %w", rerr)
+	}
+	x.phaseDone(runs.Phase1, start, ferr)
+	return ferr
+}
+
+// phase2 deploys every service under coolify:phase2.
+func (x *execution) phase2() error {
+	start := time.Now()
+	if err := x.stopping(); err != nil {
+		return err
+	}
+	lease, pctx, cancel, err := x.phaseLease(x.ctx, runs.Phase2, config.Phase2Key)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	x.setStatus(runs.StatusPhase2, runs.Event{Type: runs.EventPhaseStarted, Phase: runs.Phase2, LockKey: lease.Key(), Fence: lease.Fence()})
+
+	var ferr error
+	for _, s := range x.services {
+		if ferr = x.stopping(); ferr != nil {
+			break
+		}
+		if ferr = x.deployService(pctx, s); ferr != nil {
+			break
+		}
+	}
+	if ferr == nil {
+		if err := lease.Err(); err != nil {
+			ferr = err
+		}
+	}
+	rerr := x.release(lease, runs.Phase2, string(runs.Phase2), true)
+	if ferr == nil && errors.Is(rerr, locks.ErrLost) {
+		ferr = fmt.Errorf("phase 2: %w", rerr)
+	}
+	x.phaseDone(runs.Phase2, start, ferr)
+	return ferr
+}
+
+func (x *execution) phaseDone(phase runs.Phase, start time.Time, err error) {
+	msg := "ok"
+	if err != nil {
+		msg = err.Error()
+	}
+	x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventPhaseFinished, Phase: phase, Message: msg})
+	if o := x.e.d.Observer; o != nil {
+		o.PhaseDone(x.run.Pipeline, phase, time.Since(start))
+	}
+}
+
+func (x *execution) stepDone(phase runs.Phase, st runs.StepStatus, start time.Time) {
+	if o := x.e.d.Observer; o != nil {
+		o.StepDone(phase, st, time.Since(start))
+	}
+}
+
+// leaseErr explains why work under a lease context stopped: the lease's loss when that is
+// the cause, else err.
+func leaseErr(lease *locks.Lease, ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if lerr := lease.Err(); lerr != nil && errors.Is(lerr, locks.ErrLost) {
+		return fmt.Errorf("%w (while: %v)", lerr, err)
+	}
+	if cause := context.Cause(ctx); cause != nil && errors.Is(cause, locks.ErrLost) {
+		return fmt.Errorf("%w (while: %v)", cause, err)
+	}
+	return err
+}

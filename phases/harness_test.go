@@ -1,0 +1,216 @@
+package phases_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
+	"github.com/deploy-orchestrator/orchestrator/mobile"
+	"github.com/deploy-orchestrator/orchestrator/phases"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+	"github.com/deploy-orchestrator/orchestrator/runs/sqlitestore"
+)
+
+// store is what the engine needs of a run store.
+type store interface {
+	runs.Store
+	runs.MarkStore
+}
+
+// harness is one engine over real backends and a fake Coolify.
+type harness struct {
+	t       *testing.T
+	coolify *coolifytest.Server
+	locker  *locks.Locker
+	store   store
+	engine  *phases.Engine
+	dir     string
+	env     map[string]string
+	// health maps a service name to the URL of its HTTP health check (none when absent).
+	health map[string]string
+}
+
+// app UUIDs seeded in the fake.
+const (
+	uuidAPI    = "app-api-0000000000000001"
+	uuidWorker = "app-worker-0000000000002"
+	uuidWeb    = "app-web-00000000000000003"
+	uuidGhost  = "app-ghost-0000000000000004" // not in the fake
+)
+
+func newHarness(t *testing.T, opts ...coolifytest.Option) *harness {
+	t.Helper()
+	h := &harness{t: t, dir: t.TempDir(), env: map[string]string{"ORCH_SECRET_SENTRY_DSN": "sentry-secret-value-123"}}
+	h.coolify = coolifytest.NewServer(t, opts...)
+	for _, a := range []coolifytest.Application{
+		{UUID: uuidAPI, Name: "api", ImageName: "ghcr.io/acme/api", ImageTag: "v1"},
+		{UUID: uuidWorker, Name: "worker", ImageName: "ghcr.io/acme/worker", ImageTag: "v1"},
+		{UUID: uuidWeb, Name: "web", ImageName: "ghcr.io/acme/web", ImageTag: "v1"},
+	} {
+		h.coolify.AddApplication(a)
+	}
+	h.coolify.SetEnv(uuidAPI, coolifytest.Env{Key: "LOG_LEVEL", Value: coolifytest.Str("debug"), IsRuntime: true, IsBuildtime: true})
+	h.coolify.SetEnv(uuidAPI, coolifytest.Env{Key: "KEEP_ME", Value: coolifytest.Str("untouched"), IsRuntime: true, IsLiteral: true})
+
+	d, err := sqlitelock.Open(filepath.Join(h.dir, "locks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.locker = locks.New(d, locks.Options{PollInterval: 50 * time.Millisecond})
+	t.Cleanup(func() { h.locker.Close() })
+	s, err := sqlitestore.Open(context.Background(), filepath.Join(h.dir, "runs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	h.store = s
+	return h
+}
+
+// pipelineYAML is a pipeline over the three seeded apps; extra is appended.
+func (h *harness) pipelineYAML(name string, services []string, extra string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %s\ncoolify:\n  url: %s\n  token: %q\nservices:\n", name, h.coolify.URL, h.coolify.Token)
+	for _, s := range services {
+		uuid := map[string]string{"api": uuidAPI, "worker": uuidWorker, "web": uuidWeb, "ghost": uuidGhost}[s]
+		fmt.Fprintf(&b, `  - name: %s
+    uuid: %s
+    image_tag: "${trigger.image_tag}"
+    env:
+      - key: LOG_LEVEL
+        value: info
+        is_buildtime: false
+      - key: BUILD
+        value: "${trigger.build}"
+      - key: SENTRY_DSN
+        secret: { source: env, key: SENTRY_DSN }
+    deploy_timeout: 5s
+`, s, uuid)
+		if u := h.health[s]; u != "" {
+			fmt.Fprintf(&b, "    health:\n      http: { url: %q, expect_status: 200, timeout: 300ms }\n", u)
+		}
+	}
+	b.WriteString(`locks:
+  ttl: 30s
+  phase: { timeout: 20s, max_retries: 0 }
+  service: { timeout: 20s, max_retries: 0 }
+`)
+	b.WriteString(extra)
+	return b.String()
+}
+
+// start builds the engine over the given pipeline files (YAML texts) and starts it.
+func (h *harness) start(pipelines ...string) {
+	h.t.Helper()
+	ps := map[string]*config.Pipeline{}
+	for i, y := range pipelines {
+		p, err := config.LoadPipelineBytes(fmt.Sprintf("p%d.yaml", i), []byte(y), func(k string) string { return h.env[k] })
+		if err != nil {
+			h.t.Fatalf("load pipeline: %v", err)
+		}
+		ps[p.Name] = p
+	}
+	e, err := phases.New(phases.Deps{
+		Store: h.store, Marks: h.store, Locker: h.locker, Pipelines: ps,
+		Coolify: func(url, token string) phases.Coolify {
+			return coolify.New(url, token, coolify.WithPollInterval(10*time.Millisecond),
+				coolify.WithRetry(coolify.RetryPolicy{MaxRetries: 3, MinWait: 5 * time.Millisecond, MaxWait: 50 * time.Millisecond, MaxRetryAfter: time.Second}))
+		},
+		Flagsmith:    func(url, key string) *mobile.Client { return mobile.NewClient(url, key) },
+		Getenv:       func(k string) string { return h.env[k] },
+		EnvPrefix:    "ORCH_SECRET_",
+		Instance:     "test-instance",
+		Logger:       slog.New(slog.DiscardHandler),
+		PollInterval: 10 * time.Millisecond,
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := e.Start(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+	h.engine = e
+	h.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+	})
+}
+
+// submit triggers a run and returns its ID.
+func (h *harness) submit(pipeline string, t runs.Trigger) string {
+	h.t.Helper()
+	r, _, err := h.engine.Submit(context.Background(), pipeline, t)
+	if err != nil {
+		h.t.Fatalf("submit %s: %v", pipeline, err)
+	}
+	return r.ID
+}
+
+// wait waits for a run to end and returns it.
+func (h *harness) wait(id string) runs.Run {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := h.engine.Wait(ctx, id); err != nil {
+		h.t.Fatalf("run %s did not end: %v", id, err)
+	}
+	r, err := h.store.Get(ctx, id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if !r.Status.Terminal() {
+		h.t.Fatalf("run %s: status %s after its execution ended", id, r.Status)
+	}
+	return r
+}
+
+func (h *harness) events(id string) []runs.Event {
+	h.t.Helper()
+	evs, err := h.store.Events(context.Background(), id, 0, 0)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return evs
+}
+
+// errSeen ends a Follow once the awaited event is seen.
+var errSeen = errors.New("seen")
+
+// waitEvent blocks until run id logs an event of type typ for service (any when "").
+func (h *harness) waitEvent(id string, typ runs.EventType, service string) runs.Event {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var got runs.Event
+	err := runs.Follow(ctx, h.store, id, 0, func(e runs.Event) error {
+		if e.Type == typ && (service == "" || e.Service == service) {
+			got = e
+			return errSeen
+		}
+		return nil
+	})
+	if !errors.Is(err, errSeen) {
+		h.t.Fatalf("run %s: no %s event for %q: %v", id, typ, service, err)
+	}
+	return got
+}
+
+func stepOf(t *testing.T, r runs.Run, phase runs.Phase, name string) runs.Step {
+	t.Helper()
+	s := r.Step(phase, name)
+	if s == nil {
+		t.Fatalf("run %s has no %s step %q", r.ID, phase, name)
+	}
+	return *s
+}

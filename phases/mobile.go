@@ -1,0 +1,95 @@
+package phases
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/mobile"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// mobileSteps runs the pipeline's mobile steps that run at when, in order, each as a
+// read-modify-write under its own mobile: lock. The run holds no coolify: key here: the
+// mobile step refuses to start otherwise.
+func (x *execution) mobileSteps(when config.MobileWhen) error {
+	for _, m := range x.p.Mobile {
+		if m.When != when {
+			continue
+		}
+		if err := x.stopping(); err != nil {
+			return err
+		}
+		if when == config.WhenBeforePhase1 {
+			if err := x.enterPhase(); err != nil {
+				return err
+			}
+		}
+		if err := x.mobileStep(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (x *execution) mobileStep(m config.MobileStep) error {
+	start := time.Now()
+	x.setStatus(runs.StatusMobile)
+	x.setStep(runs.PhaseMobile, m.Name, func(s *runs.Step) {
+		s.Status, s.StartedAt, s.LockKey = runs.StepRunning, start.UTC(), m.LockKey()
+	}, runs.Event{Type: runs.EventPhaseStarted, Phase: runs.PhaseMobile, Service: m.Name, LockKey: m.LockKey()})
+
+	client, err := x.e.flagsmithFor(m.Flagsmith)
+	if err != nil {
+		x.failStep(runs.PhaseMobile, m.Name, err)
+		return err
+	}
+	b := x.p.Locks.Service
+	step := mobile.NewStep(client, x.e.d.Locker,
+		mobile.WithLockTTL(x.p.Locks.TTL),
+		mobile.WithLockBudget(locks.Budget{Timeout: b.Timeout, MaxRetries: b.MaxRetries, Backoff: b.Backoff}),
+		mobile.WithStepLogger(x.log))
+	paths := slices.Sorted(maps.Keys(m.Set))
+	changes := make([]mobile.Change, 0, len(paths))
+	for _, p := range paths {
+		changes = append(changes, mobile.Change{Path: p, Value: m.Set[p], NeverDowngrade: m.NeverDowngrade})
+	}
+	res, err := step.Run(x.ctx, mobile.Request{
+		Environment: m.Flagsmith.Environment, Feature: m.Feature, Changes: changes,
+		Holder: x.holder(m.Name), Owner: x.run.ID, RunID: x.run.ID,
+		Message:      fmt.Sprintf("run %s (%s) mobile %s", x.run.ID, x.run.Pipeline, m.Name),
+		FailOnFrozen: x.p.Locks.OnFrozen == config.OnFrozenFail,
+	})
+	if err != nil {
+		x.failStep(runs.PhaseMobile, m.Name, err)
+		x.stepDone(runs.PhaseMobile, runs.StepFailed, start)
+		return fmt.Errorf("mobile %s: %w", m.Name, err)
+	}
+	var fields []string
+	if res.Changed {
+		skipped := map[string]bool{}
+		for _, s := range res.Skipped {
+			skipped[s.Path] = true
+		}
+		for _, p := range paths {
+			if !skipped[p] {
+				fields = append(fields, p)
+			}
+		}
+	}
+	msg := "already up to date"
+	if res.Changed {
+		msg = fmt.Sprintf("%s updated: %v", m.Feature, fields)
+	}
+	if len(res.Skipped) > 0 {
+		msg += fmt.Sprintf(" (%d change(s) skipped: never downgrade)", len(res.Skipped))
+	}
+	x.setStep(runs.PhaseMobile, m.Name, func(s *runs.Step) {
+		s.Status, s.EndedAt, s.Fence, s.Changes = runs.StepUpdated, time.Now().UTC(), res.Fence, runs.Changes{Fields: fields}
+	}, runs.Event{Type: runs.EventMobileUpdated, Phase: runs.PhaseMobile, Service: m.Name, LockKey: res.LockKey, Fence: res.Fence, Message: msg})
+	x.stepDone(runs.PhaseMobile, runs.StepUpdated, start)
+	return nil
+}

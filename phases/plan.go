@@ -1,0 +1,150 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+	"github.com/deploy-orchestrator/orchestrator/secrets"
+)
+
+// Plan is a dry run: what a run of a pipeline with some trigger would change and which locks
+// it would take, and who holds them now. Values are never shown.
+type Plan struct {
+	Pipeline string        `json:"pipeline"`
+	Services []ServicePlan `json:"services"`
+	Mobile   []MobilePlan  `json:"mobile,omitempty"`
+	Locks    []LockPlan    `json:"locks"`
+}
+
+// ServicePlan is what Phase 1 would write to one service.
+type ServicePlan struct {
+	Name string `json:"name"`
+	UUID string `json:"uuid"`
+	Kind string `json:"kind"`
+	// Env lists every variable of the service's definition with what would happen to it:
+	// "create", "update", "unchanged".
+	Env      []EnvPlan       `json:"env"`
+	ImageTag *runs.TagChange `json:"image_tag,omitempty"`
+	// Error says why the service could not be read (the plan goes on with the others).
+	Error string `json:"error,omitempty"`
+}
+
+// EnvPlan is one variable: its key and action, never its value.
+type EnvPlan struct {
+	Key    string `json:"key"`
+	Action string `json:"action"`
+}
+
+// MobilePlan is one mobile step: the fields it would set.
+type MobilePlan struct {
+	Name    string   `json:"name"`
+	Feature string   `json:"feature"`
+	When    string   `json:"when"`
+	Fields  []string `json:"fields"`
+	LockKey string   `json:"lock_key"`
+}
+
+// LockPlan is one key the run would take and its current lease, if any.
+type LockPlan struct {
+	Key     string      `json:"key"`
+	Free    bool        `json:"free"`
+	Current *locks.Info `json:"current,omitempty"`
+}
+
+// Plan reads the current state of every service of the pipeline and reports what a run with
+// trigger t would change, which locks it would take and who holds them now. Nothing is
+// written and no lock is taken.
+//
+// Errors: ErrUnknownPipeline; ErrInvalidTrigger; secret resolution errors (naming keys, never
+// values).
+func (e *Engine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (*Plan, error) {
+	p := e.d.Pipelines[pipeline]
+	if p == nil {
+		return nil, fmt.Errorf("pipeline %q: %w", pipeline, ErrUnknownPipeline)
+	}
+	ct := configTrigger(t)
+	if err := ct.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidTrigger, err)
+	}
+	resolved, err := p.Resolve(ct)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidTrigger, err)
+	}
+	sources, err := e.sourcesFor(resolved)
+	if err != nil {
+		return nil, err
+	}
+	x := &execution{e: e, p: resolved, cl: e.coolifyFor(resolved), resolver: secrets.NewResolver(sources)}
+	defer x.resolver.Forget()
+
+	plan := &Plan{Pipeline: pipeline}
+	for _, s := range resolved.Services {
+		sp, err := x.planService(ctx, s)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, secrets.ErrMissing) || errors.Is(err, secrets.ErrUnknownSource) {
+				return nil, err
+			}
+			sp.Error = err.Error()
+		}
+		plan.Services = append(plan.Services, sp)
+	}
+	for _, m := range resolved.Mobile {
+		plan.Mobile = append(plan.Mobile, MobilePlan{Name: m.Name, Feature: m.Feature, When: string(m.When),
+			Fields: slices.Sorted(maps.Keys(m.Set)), LockKey: m.LockKey()})
+	}
+	for _, key := range resolved.LockKeys() {
+		lp := LockPlan{Key: key, Free: true}
+		info, err := e.d.Locker.Get(ctx, key)
+		switch {
+		case err == nil:
+			lp.Free, lp.Current = false, &info
+		case !errors.Is(err, locks.ErrNotFound):
+			return nil, fmt.Errorf("plan: look up lock %q: %w", key, err)
+		}
+		plan.Locks = append(plan.Locks, lp)
+	}
+	return plan, nil
+}
+
+func (x *execution) planService(ctx context.Context, s config.Service) (ServicePlan, error) {
+	sp := ServicePlan{Name: s.Name, UUID: s.UUID, Kind: string(s.Kind)}
+	desired, err := x.desiredEnvs(ctx, s)
+	if err != nil {
+		return sp, err
+	}
+	current, err := x.cl.ListEnvs(ctx, refOf(s))
+	if err != nil {
+		return sp, err
+	}
+	writes, prev := envDiff(s.Kind, current, desired)
+	action := map[string]string{}
+	for i, w := range writes {
+		action[w.Key] = "update"
+		if !prev[i].existed {
+			action[w.Key] = "create"
+		}
+	}
+	for _, d := range desired {
+		a := action[d.Key]
+		if a == "" {
+			a = "unchanged"
+		}
+		sp.Env = append(sp.Env, EnvPlan{Key: d.Key, Action: a})
+	}
+	if s.Kind != config.KindService && s.ImageTag != "" {
+		app, err := x.cl.GetApplication(ctx, s.UUID)
+		if err != nil {
+			return sp, err
+		}
+		if app.ImageTag != s.ImageTag {
+			sp.ImageTag = &runs.TagChange{Old: app.ImageTag, New: s.ImageTag}
+		}
+	}
+	return sp, nil
+}
