@@ -15,6 +15,7 @@
 //	P{runs}:idx:ps:<status>:<pipeline> … of one pipeline in one status
 //	P{runs}:owner:<owner>             set of the unfinished run IDs an instance executes
 //	P{runs}:dl:<delivery id>          webhook delivery marker, with the TTL
+//	P{runs}:mark:<uuid>               hash: d (runs.Mark JSON), f (its fence)
 //
 // Run writes are optimistic: the store reads the run, applies the change in Go and commits
 // with a script that checks the version, writes the run, moves it between indexes, appends

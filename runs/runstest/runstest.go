@@ -1,7 +1,8 @@
 // Package runstest is the conformance suite every runs.Store backend passes: create and
 // get, idempotent create under concurrency, list filters and pagination order, gap-free
 // event sequences under concurrent writers, live follow, interrupted marking across a
-// restart, webhook delivery de-duplication and not-found errors. Run it with -race.
+// restart, webhook delivery de-duplication, fenced resource marks (runs.MarkStore, which
+// every store must implement) and not-found errors. Run it with -race.
 //
 // A backend's test calls Run with a function that prepares an empty backend for one test
 // and returns an Opener for it:
@@ -63,6 +64,8 @@ func Run(t *testing.T, newBackend func(t *testing.T) Opener) {
 		{"SeenDelivery", testSeenDelivery},
 		{"SeenDeliveryConcurrent", testSeenDeliveryConcurrent},
 		{"SeenDeliveryExpires", testSeenDeliveryExpires},
+		{"Marks", testMarks},
+		{"MarksConcurrent", testMarksConcurrent},
 		{"Ping", testPing},
 	}
 	for _, tc := range tests {
@@ -915,6 +918,10 @@ func testSurvivesRestart(t *testing.T, open Opener) {
 	if _, err := s1.SeenDelivery(ctx, "github:d1", time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	mark := runs.Mark{UUID: "u-api", RunID: r.ID, Fence: 7, Phase: runs.Phase1, At: t0}
+	if _, err := markStore(t, s1).PutMark(ctx, mark); err != nil {
+		t.Fatal(err)
+	}
 	if err := s1.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -931,6 +938,9 @@ func testSurvivesRestart(t *testing.T, open Opener) {
 	}
 	if seen, err := s2.SeenDelivery(ctx, "github:d1", time.Hour); err != nil || !seen {
 		t.Errorf("SeenDelivery after restart: %v, %v; want true", seen, err)
+	}
+	if got, err := markStore(t, s2).GetMark(ctx, "u-api"); err != nil || got != mark {
+		t.Errorf("GetMark after restart: %+v, %v; want %+v", got, err, mark)
 	}
 	marked, err := s2.MarkInterrupted(ctx, "node-a", "daemon restarted")
 	if err != nil || len(marked) != 1 || marked[0].ID != r.ID {
@@ -1018,5 +1028,78 @@ func testPing(t *testing.T, open Opener) {
 	}
 	if err := s.Ping(ctxFor(t)); err == nil {
 		t.Error("Ping after Close: nil, want an error")
+	}
+}
+
+func markStore(t *testing.T, s runs.Store) runs.MarkStore {
+	t.Helper()
+	ms, ok := s.(runs.MarkStore)
+	if !ok {
+		t.Fatalf("%T does not implement runs.MarkStore", s)
+	}
+	return ms
+}
+
+func testMarks(t *testing.T, open Opener) {
+	ms := markStore(t, open(t))
+	ctx := ctxFor(t)
+	_, err := ms.GetMark(ctx, "u-api")
+	wantErr(t, "GetMark of an unmarked resource", err, runs.ErrNotFound)
+	_, err = ms.PutMark(ctx, runs.Mark{RunID: "r1", Fence: 1})
+	wantErr(t, "PutMark without uuid", err, runs.ErrInvalid)
+
+	m1 := runs.Mark{UUID: "u-api", RunID: "r1", Fence: 10, Phase: runs.Phase1, At: t0}
+	got, err := ms.PutMark(ctx, m1)
+	if err != nil {
+		t.Fatalf("PutMark: %v", err)
+	}
+	sameJSON(t, "PutMark result", got, m1)
+	// The same fence again (Phase 2 of the same lease, or a retry) is written.
+	m1b := m1
+	m1b.Phase, m1b.At = runs.Phase2, t0.Add(time.Second)
+	if _, err := ms.PutMark(ctx, m1b); err != nil {
+		t.Errorf("PutMark with an equal fence: %v", err)
+	}
+	// A newer run under a newer fence takes over.
+	m2 := runs.Mark{UUID: "u-api", RunID: "r2", Fence: 11, Phase: runs.Phase1, At: t0.Add(2 * time.Second)}
+	if _, err := ms.PutMark(ctx, m2); err != nil {
+		t.Fatalf("PutMark with a higher fence: %v", err)
+	}
+	// A late writer with an older fence is refused and told who is there.
+	cur, err := ms.PutMark(ctx, m1)
+	wantErr(t, "PutMark with a lower fence", err, runs.ErrFenceBehind)
+	sameJSON(t, "current mark returned with ErrFenceBehind", cur, m2)
+	got, err = ms.GetMark(ctx, "u-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "GetMark", got, m2)
+	if _, err := ms.GetMark(ctx, "u-web"); !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("GetMark of another resource: %v, want ErrNotFound", err)
+	}
+}
+
+func testMarksConcurrent(t *testing.T, open Opener) {
+	stores := []runs.MarkStore{markStore(t, open(t)), markStore(t, open(t))}
+	ctx := ctxFor(t)
+	const n = 16
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := stores[i%2].PutMark(ctx, runs.Mark{UUID: "u-api", RunID: "r" + strconv.Itoa(i), Fence: int64(i + 1)})
+			if err != nil && !errors.Is(err, runs.ErrFenceBehind) {
+				t.Errorf("PutMark %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	got, err := stores[0].GetMark(ctx, "u-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Fence != n || got.RunID != "r"+strconv.Itoa(n-1) {
+		t.Errorf("after %d concurrent PutMarks: mark of %s at fence %d, want r%d at fence %d", n, got.RunID, got.Fence, n-1, n)
 	}
 }
