@@ -1,0 +1,118 @@
+package runs_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+func TestNewID(t *testing.T) {
+	t1 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	seen := map[string]bool{}
+	prev := ""
+	for i := range 1000 {
+		id := runs.NewID(t1.Add(time.Duration(i) * time.Millisecond))
+		if len(id) != 26 {
+			t.Fatalf("NewID: %q has %d characters, want 26", id, len(id))
+		}
+		if strings.Trim(id, "0123456789ABCDEFGHJKMNPQRSTVWXYZ") != "" {
+			t.Fatalf("NewID: %q has characters outside Crockford base32", id)
+		}
+		if seen[id] {
+			t.Fatalf("NewID: %q twice", id)
+		}
+		seen[id] = true
+		if id <= prev {
+			t.Fatalf("NewID: %q (ms %d) does not sort after %q", id, i, prev)
+		}
+		prev = id
+	}
+	// The time part is the ULID encoding of the milliseconds: 2026-03-01T12:00:00Z is
+	// 1772366400000 ms = 0x19CA9450A00, "01KJMMA2G0" in Crockford base32 (computed
+	// independently).
+	if got, want := runs.NewID(t1)[:10], "01KJMMA2G0"; got != want {
+		t.Errorf("NewID time part: %s, want %s", got, want)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	terminal := map[runs.Status]bool{
+		runs.StatusSucceeded: true, runs.StatusFailed: true, runs.StatusSuperseded: true,
+		runs.StatusCanceled: true, runs.StatusInterrupted: true,
+	}
+	for _, s := range runs.Statuses {
+		if !s.Valid() {
+			t.Errorf("%s.Valid() = false", s)
+		}
+		if s.Terminal() != terminal[s] {
+			t.Errorf("%s.Terminal() = %v, want %v", s, s.Terminal(), terminal[s])
+		}
+		ev := runs.EndEvent(s)
+		if (ev != "") != s.Terminal() || (ev != "" && !ev.EndsRun()) {
+			t.Errorf("EndEvent(%s) = %q; want an ending event exactly for terminal statuses", s, ev)
+		}
+	}
+	if runs.Status("done").Valid() {
+		t.Error(`Status("done").Valid() = true`)
+	}
+	if runs.EventLockReleased.EndsRun() {
+		t.Error("lock.released ends a run")
+	}
+}
+
+func TestSteps(t *testing.T) {
+	var r runs.Run
+	r.SetStep(runs.Step{Phase: runs.Phase1, Name: "api", Status: runs.StepRunning})
+	r.SetStep(runs.Step{Phase: runs.Phase1, Name: "web", Status: runs.StepPending})
+	r.SetStep(runs.Step{Phase: runs.Phase2, Name: "api", Status: runs.StepPending})
+	r.SetStep(runs.Step{Phase: runs.Phase1, Name: "api", Status: runs.StepSynced, Fence: 3})
+	if len(r.Steps) != 3 {
+		t.Fatalf("SetStep: %d steps, want 3 (replace by phase and name)", len(r.Steps))
+	}
+	if s := r.Step(runs.Phase1, "api"); s == nil || s.Status != runs.StepSynced || s.Fence != 3 {
+		t.Errorf("Step(phase1, api) = %+v, want the replaced step", s)
+	}
+	r.Step(runs.Phase2, "api").Status = runs.StepHealthy
+	if got := r.StepsOf(runs.Phase2); len(got) != 1 || got[0].Status != runs.StepHealthy {
+		t.Errorf("StepsOf(phase2) = %+v, want one healthy step (Step returns a pointer into Steps)", got)
+	}
+	if r.Step(runs.PhaseMobile, "api") != nil {
+		t.Error("Step of a missing phase: not nil")
+	}
+	for _, st := range []runs.StepStatus{runs.StepPending, runs.StepWaitingLock, runs.StepRunning, runs.StepDeployed} {
+		if st.Done() {
+			t.Errorf("%s.Done() = true", st)
+		}
+	}
+	for _, st := range []runs.StepStatus{runs.StepSynced, runs.StepHealthy, runs.StepFailed, runs.StepRestored, runs.StepSkipped, runs.StepSuperseded, runs.StepUpdated} {
+		if !st.Done() {
+			t.Errorf("%s.Done() = false", st)
+		}
+	}
+}
+
+func TestClone(t *testing.T) {
+	r := runs.Run{
+		Trigger:   runs.Trigger{Params: map[string]string{"a": "1"}},
+		HeldLocks: []string{"coolify:phase1"},
+		Steps: []runs.Step{{Name: "api", Changes: runs.Changes{
+			EnvKeys: []string{"K"}, Fields: []string{"f"}, ImageTag: &runs.TagChange{Old: "1", New: "2"},
+		}}},
+	}
+	c := r.Clone()
+	c.Trigger.Params["a"] = "2"
+	c.HeldLocks[0] = "x"
+	c.Steps[0].Name = "web"
+	c.Steps[0].Changes.EnvKeys[0] = "X"
+	c.Steps[0].Changes.Fields[0] = "x"
+	c.Steps[0].Changes.ImageTag.New = "3"
+	if r.Trigger.Params["a"] != "1" || r.HeldLocks[0] != "coolify:phase1" || r.Steps[0].Name != "api" ||
+		r.Steps[0].Changes.EnvKeys[0] != "K" || r.Steps[0].Changes.Fields[0] != "f" || r.Steps[0].Changes.ImageTag.New != "2" {
+		t.Errorf("changing a clone changed the original: %+v", r)
+	}
+	if !(runs.Changes{}).Empty() || c.Steps[0].Changes.Empty() {
+		t.Error("Changes.Empty is wrong")
+	}
+}
