@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,12 +31,14 @@ type store interface {
 // harness is one engine over real backends and a fake Coolify.
 type harness struct {
 	t       *testing.T
-	coolify *coolifytest.Server
-	locker  *locks.Locker
-	store   store
-	engine  *phases.Engine
-	dir     string
-	env     map[string]string
+	coolify *coolifytest.Server // nil in a child process, which uses the parent's
+	// coolifyURL and coolifyToken address the fake Coolify.
+	coolifyURL, coolifyToken string
+	locker                   *locks.Locker
+	store                    store
+	engine                   *phases.Engine
+	dir                      string
+	env                      map[string]string
 	// health maps a service name to the URL of its HTTP health check (none when absent).
 	health map[string]string
 }
@@ -52,6 +55,7 @@ func newHarness(t *testing.T, opts ...coolifytest.Option) *harness {
 	t.Helper()
 	h := &harness{t: t, dir: t.TempDir(), env: map[string]string{"ORCH_SECRET_SENTRY_DSN": "sentry-secret-value-123"}}
 	h.coolify = coolifytest.NewServer(t, opts...)
+	h.coolifyURL, h.coolifyToken = h.coolify.URL, h.coolify.Token
 	for _, a := range []coolifytest.Application{
 		{UUID: uuidAPI, Name: "api", ImageName: "ghcr.io/acme/api", ImageTag: "v1"},
 		{UUID: uuidWorker, Name: "worker", ImageName: "ghcr.io/acme/worker", ImageTag: "v1"},
@@ -62,6 +66,20 @@ func newHarness(t *testing.T, opts ...coolifytest.Option) *harness {
 	h.coolify.SetEnv(uuidAPI, coolifytest.Env{Key: "LOG_LEVEL", Value: coolifytest.Str("debug"), IsRuntime: true, IsBuildtime: true})
 	h.coolify.SetEnv(uuidAPI, coolifytest.Env{Key: "KEEP_ME", Value: coolifytest.Str("untouched"), IsRuntime: true, IsLiteral: true})
 
+	h.openBackends()
+	return h
+}
+
+// adoptHarness is the child process's harness: the parent's state files and fake Coolify.
+func adoptHarness(t *testing.T) *harness {
+	h := &harness{t: t, dir: os.Getenv("PHASES_TEST_DIR"), env: map[string]string{"ORCH_SECRET_SENTRY_DSN": "sentry-secret-value-123"},
+		coolifyURL: os.Getenv("PHASES_TEST_COOLIFY"), coolifyToken: coolifytest.DefaultToken}
+	h.openBackends()
+	return h
+}
+
+func (h *harness) openBackends() {
+	t := h.t
 	d, err := sqlitelock.Open(filepath.Join(h.dir, "locks.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -74,13 +92,12 @@ func newHarness(t *testing.T, opts ...coolifytest.Option) *harness {
 	}
 	t.Cleanup(func() { s.Close() })
 	h.store = s
-	return h
 }
 
 // pipelineYAML is a pipeline over the three seeded apps; extra is appended.
 func (h *harness) pipelineYAML(name string, services []string, extra string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "name: %s\ncoolify:\n  url: %s\n  token: %q\nservices:\n", name, h.coolify.URL, h.coolify.Token)
+	fmt.Fprintf(&b, "name: %s\ncoolify:\n  url: %s\n  token: %q\nservices:\n", name, h.coolifyURL, h.coolifyToken)
 	for _, s := range services {
 		uuid := map[string]string{"api": uuidAPI, "worker": uuidWorker, "web": uuidWeb, "ghost": uuidGhost}[s]
 		fmt.Fprintf(&b, `  - name: %s
