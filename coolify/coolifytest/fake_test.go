@@ -1,0 +1,677 @@
+package coolifytest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/coolify/internal/spec"
+)
+
+// harness sends raw requests to a fake through the spec validator, so every answer the fake
+// gives is checked against Coolify's OpenAPI spec (with the documented exceptions).
+type harness struct {
+	t     *testing.T
+	srv   *coolifytest.Server
+	hc    *http.Client
+	token string
+}
+
+func newHarness(t *testing.T, opts ...coolifytest.Option) *harness {
+	srv := coolifytest.NewServer(t, opts...)
+	return &harness{t: t, srv: srv, token: srv.Token,
+		hc: &http.Client{Transport: spec.Load(t).Transport(t, nil), Timeout: 10 * time.Second}}
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (a answer) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(a.body, &m); err != nil {
+		t.Fatalf("answer %d is not a JSON object: %s", a.status, a.body)
+	}
+	return m
+}
+
+func (a answer) list(t *testing.T) []map[string]any {
+	t.Helper()
+	var l []map[string]any
+	if err := json.Unmarshal(a.body, &l); err != nil {
+		t.Fatalf("answer %d is not a JSON array: %s", a.status, a.body)
+	}
+	return l
+}
+
+func (h *harness) send(ctx context.Context, method, path string, body any, contentType string) answer {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		js, _ := json.Marshal(b)
+		rd = bytes.NewReader(js)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, h.srv.URL+"/api/v1"+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if h.token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.token)
+	}
+	resp, err := h.hc.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return answer{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+func (h *harness) do(method, path string, body any) answer {
+	h.t.Helper()
+	ct := ""
+	if body != nil {
+		ct = "application/json"
+	}
+	return h.send(context.Background(), method, path, body, ct)
+}
+
+// omitValue marks requests that leave out an env PATCH's value, which the spec requires: the
+// point of the test is what the real server does with them (it wipes the value).
+var omitValue = spec.ExpectInvalidRequest(context.Background(), "env PATCH without value, to show it wipes the value")
+
+func wantStatus(t *testing.T, a answer, status int) {
+	t.Helper()
+	if a.status != status {
+		t.Fatalf("got %d %s, want %d", a.status, a.body, status)
+	}
+}
+
+func TestAppEnvPatchWipesOmittedValueAndResetsFlags(t *testing.T) {
+	h := newHarness(t)
+	app := h.srv.AddApplication(coolifytest.Application{Name: "api"})
+	h.srv.SetEnv(app.UUID, coolifytest.Env{Key: "K", Value: coolifytest.Str("v"), IsRuntime: false, IsBuildtime: true,
+		IsLiteral: true, IsMultiline: coolifytest.Bool(true), IsShownOnce: coolifytest.Bool(false), Comment: coolifytest.Str("c")})
+
+	a := h.send(omitValue, "PATCH", "/applications/"+app.UUID+"/envs", map[string]any{"key": "K", "is_runtime": true}, "application/json")
+	wantStatus(t, a, http.StatusCreated) // 201, not 200
+	got := a.json(t)
+	if got["value"] != nil || got["is_literal"] != false || got["is_multiline"] != nil || got["is_shown_once"] != nil {
+		t.Errorf("got %v, want value null, is_literal false, is_multiline/is_shown_once null", got)
+	}
+	if got["is_runtime"] != true || got["is_buildtime"] != true || got["comment"] != "c" {
+		t.Errorf("got %v, want is_runtime set, is_buildtime and comment kept (only changed when sent)", got)
+	}
+	// The preview twin is a separate row and was not touched.
+	if v, _ := h.srv.EnvValue(app.UUID, "K", true); v != "v" {
+		t.Errorf("twin value %q, want v", v)
+	}
+	// No upsert: an unknown key is a 404.
+	wantStatus(t, h.do("PATCH", "/applications/"+app.UUID+"/envs", map[string]any{"key": "NEW", "value": "x"}), http.StatusNotFound)
+	// The scope is chosen by is_preview.
+	a = h.do("PATCH", "/applications/"+app.UUID+"/envs", map[string]any{"key": "K", "value": "pv", "is_preview": true})
+	wantStatus(t, a, http.StatusCreated)
+	if v, _ := h.srv.EnvValue(app.UUID, "K", true); v != "pv" {
+		t.Errorf("twin value %q, want pv", v)
+	}
+}
+
+func TestServiceEnvPatchChangesFlagsOnlyWhenSent(t *testing.T) {
+	h := newHarness(t)
+	svc := h.srv.AddService(coolifytest.Service{Name: "s"})
+	h.srv.SetEnv(svc.UUID, coolifytest.Env{Key: "K", Value: coolifytest.Str("v"), IsLiteral: true, IsMultiline: coolifytest.Bool(true)})
+	a := h.do("PATCH", "/services/"+svc.UUID+"/envs", map[string]any{"key": "K", "value": "w"})
+	wantStatus(t, a, http.StatusCreated)
+	if got := a.json(t); got["value"] != "w" || got["is_literal"] != true || got["is_multiline"] != true {
+		t.Errorf("got %v, want value w and flags kept", got)
+	}
+	// The value is still always assigned.
+	wantStatus(t, h.send(omitValue, "PATCH", "/services/"+svc.UUID+"/envs", map[string]any{"key": "K", "is_literal": false}, "application/json"), http.StatusCreated)
+	if v, ok := h.srv.EnvValue(svc.UUID, "K", false); !ok || v != "" {
+		t.Errorf("value %q, want wiped", v)
+	}
+}
+
+func TestEnvCreate(t *testing.T) {
+	h := newHarness(t)
+	app := h.srv.AddApplication(coolifytest.Application{Name: "api"})
+	svc := h.srv.AddService(coolifytest.Service{Name: "s"})
+	a := h.do("POST", "/applications/"+app.UUID+"/envs", map[string]any{"key": "K", "value": "v", "comment": "why"})
+	wantStatus(t, a, http.StatusCreated)
+	if got := a.json(t); len(got) != 1 || got["uuid"] == "" {
+		t.Errorf("got %v, want only a uuid", got)
+	}
+	rows := h.srv.Envs(app.UUID)
+	if len(rows) != 2 || rows[0].IsPreview || !rows[1].IsPreview || *rows[1].Value != "v" || !rows[0].IsRuntime || !rows[0].IsBuildtime {
+		t.Fatalf("got %+v, want the row (runtime+buildtime by default) and its preview twin", rows)
+	}
+	a = h.do("POST", "/applications/"+app.UUID+"/envs", map[string]any{"key": "K", "value": "again"})
+	wantStatus(t, a, http.StatusConflict)
+	if !strings.Contains(a.json(t)["message"].(string), "already exists") {
+		t.Errorf("got %s", a.body)
+	}
+	// The twin already exists in the preview scope too.
+	wantStatus(t, h.do("POST", "/applications/"+app.UUID+"/envs", map[string]any{"key": "K", "is_preview": true}), http.StatusConflict)
+	wantStatus(t, h.do("POST", "/applications/"+app.UUID+"/envs", map[string]any{"key": "9bad"}), http.StatusUnprocessableEntity)
+	wantStatus(t, h.do("POST", "/applications/nope/envs", map[string]any{"key": "K"}), http.StatusNotFound)
+
+	// Services: the whole row comes back (spec differs), no twin, unknown keys ignored.
+	a = h.do("POST", "/services/"+svc.UUID+"/envs", map[string]any{"key": "S", "value": "v", "is_preview": true})
+	wantStatus(t, a, http.StatusCreated)
+	if got := a.json(t); got["key"] != "S" || got["value"] != "v" || got["is_preview"] != false {
+		t.Errorf("got %v, want the full non-preview row", got)
+	}
+	if n := len(h.srv.Envs(svc.UUID)); n != 1 {
+		t.Errorf("got %d rows, want 1 (no twins for services)", n)
+	}
+	wantStatus(t, h.do("POST", "/services/"+svc.UUID+"/envs", map[string]any{"key": "S"}), http.StatusConflict)
+}
+
+func TestUnknownFieldsAndBadValuesAre422(t *testing.T) {
+	h := newHarness(t)
+	app := h.srv.AddApplication(coolifytest.Application{Name: "api"})
+	h.srv.SetEnv(app.UUID, coolifytest.Env{Key: "K", Value: coolifytest.Str("v")})
+	errorsOf := func(a answer) map[string]any {
+		t.Helper()
+		wantStatus(t, a, http.StatusUnprocessableEntity)
+		m := a.json(t)
+		if m["message"] != "Validation failed." {
+			t.Errorf("message %v", m["message"])
+		}
+		errs, _ := m["errors"].(map[string]any)
+		return errs
+	}
+	// The spec lists project_uuid; the code rejects it.
+	if e := errorsOf(h.do("PATCH", "/applications/"+app.UUID, map[string]any{"project_uuid": "p", "name": "x"})); fmt.Sprint(e["project_uuid"]) != "[This field is not allowed.]" {
+		t.Errorf("got %v", e)
+	}
+	if e := errorsOf(h.do("PATCH", "/applications/"+app.UUID, map[string]any{"docker_registry_image_tag": "-bad"})); e["docker_registry_image_tag"] == nil {
+		t.Errorf("got %v", e)
+	}
+	// Some branches answer with plain strings rather than arrays.
+	if e := errorsOf(h.do("PATCH", "/applications/"+app.UUID, map[string]any{"git_commit_sha": "-x"})); e["git_commit_sha"] != "The git commit sha format is invalid." {
+		t.Errorf("got %v, want a plain string", e)
+	}
+	// The old field name is a 422 on single writes...
+	errorsOf(h.do("POST", "/applications/"+app.UUID+"/envs", map[string]any{"key": "B", "is_build_time": true}))
+	errorsOf(h.do("PATCH", "/applications/"+app.UUID+"/envs", map[string]any{"key": "K", "value": "v", "is_build_time": true}))
+	// ...and silently dropped in bulk.
+	a := h.do("PATCH", "/applications/"+app.UUID+"/envs/bulk", map[string]any{"data": []any{map[string]any{"key": "B", "value": "1", "is_build_time": false}}})
+	wantStatus(t, a, http.StatusCreated)
+	if got := a.list(t); len(got) != 1 || got[0]["is_buildtime"] != true {
+		t.Errorf("got %v, want B created with the default is_buildtime", got)
+	}
+	if a, _ := h.srv.App(app.UUID); a.Name != "api" {
+		t.Errorf("a rejected PATCH changed the name to %q", a.Name)
+	}
+	// Good PATCH: tag, name, domains; echoed on GET.
+	wantStatus(t, h.do("PATCH", "/applications/"+app.UUID, map[string]any{"docker_registry_image_tag": "v2", "name": "api2",
+		"domains": "https://a.example.com", "limits_memory": "512m"}), http.StatusOK)
+	got := h.do("GET", "/applications/"+app.UUID, nil).json(t)
+	if got["docker_registry_image_tag"] != "v2" || got["name"] != "api2" || got["fqdn"] != "https://a.example.com" {
+		t.Errorf("got %v", got)
+	}
+	if a, _ := h.srv.App(app.UUID); a.Extra["limits_memory"] != "512m" {
+		t.Errorf("extra fields %v", a.Extra)
+	}
+}
+
+func TestPatchBodiesMustBeJSON(t *testing.T) {
+	h := newHarness(t)
+	app := h.srv.AddApplication(coolifytest.Application{Name: "api"})
+	ctx := spec.ExpectInvalidRequest(context.Background(), "testing the server's answer to malformed bodies")
+	for _, tc := range []struct {
+		body, ct, want string
+	}{
+		{`{"name":"x"}`, "text/plain", "Content-Type must be application/json."},
+		{`{"name":`, "application/json", "Invalid JSON."},
+		{`{}`, "application/json", "Empty JSON."},
+		{``, "application/json", "Empty JSON."},
+	} {
+		for _, path := range []string{"/applications/" + app.UUID, "/applications/" + app.UUID + "/envs", "/applications/" + app.UUID + "/envs/bulk"} {
+			a := h.send(ctx, "PATCH", path, tc.body, tc.ct)
+			wantStatus(t, a, http.StatusBadRequest)
+			if m := a.json(t); m["message"] != "Invalid request." || m["error"] != tc.want {
+				t.Errorf("PATCH %s %q: got %v, want error %q", path, tc.body, m, tc.want)
+			}
+		}
+	}
+	a := h.do("PATCH", "/applications/"+app.UUID+"/envs/bulk", map[string]any{"data": []any{}})
+	wantStatus(t, a, http.StatusBadRequest)
+	if m := a.json(t); m["message"] != "Bulk data is required." {
+		t.Errorf("got %v", m)
+	}
+}
+
+func TestBulkUpsertsAndStopsAtTheFirstInvalidItem(t *testing.T) {
+	h := newHarness(t)
+	app := h.srv.AddApplication(coolifytest.Application{Name: "api"})
+	h.srv.SetEnv(app.UUID, coolifytest.Env{Key: "A", Value: coolifytest.Str("old"), IsLiteral: true})
+	a := h.do("PATCH", "/applications/"+app.UUID+"/envs/bulk", map[string]any{"data": []any{
+		map[string]any{"key": "A", "value": "new", "is_literal": true},
+		map[string]any{"key": "B", "value": "b"},
+		map[string]any{"key": "bad key!", "value": "x"},
+		map[string]any{"key": "C", "value": "c"},
+	}})
+	wantStatus(t, a, http.StatusUnprocessableEntity)
+	if v, _ := h.srv.EnvValue(app.UUID, "A", false); v != "new" {
+		t.Errorf("A = %q, want the earlier item saved", v)
+	}
+	if _, ok := h.srv.EnvValue(app.UUID, "B", false); !ok {
+		t.Error("B not saved")
+	}
+	if _, ok := h.srv.EnvValue(app.UUID, "C", false); ok {
+		t.Error("C saved after the invalid item")
+	}
+}
+
+func TestListEnvsOrderAndHiddenValues(t *testing.T) {
+	h := newHarness(t)
+	app := h.srv.AddApplication(coolifytest.Application{Name: "api"})
+	for _, k := range []string{"A", "B"} {
+		h.srv.SetEnv(app.UUID, coolifytest.Env{Key: k, Value: coolifytest.Str(k + "v")})
+	}
+	var keys []string
+	for _, row := range h.do("GET", "/applications/"+app.UUID+"/envs", nil).list(t) {
+		keys = append(keys, fmt.Sprintf("%s/%v/%v", row["key"], row["is_preview"], row["value"]))
+	}
+	if got := strings.Join(keys, " "); got != "A/false/Av B/false/Bv A/true/Av B/true/Bv" {
+		t.Errorf("got %s, want non-preview rows by id, then preview rows", got)
+	}
+	h.srv.AddToken("2|plain", coolifytest.AbilityRead)
+	h.token = "2|plain"
+	for _, row := range h.do("GET", "/applications/"+app.UUID+"/envs", nil).list(t) {
+		if _, ok := row["value"]; ok {
+			t.Errorf("value present without read:sensitive: %v", row)
+		}
+		if _, ok := row["real_value"]; ok {
+			t.Errorf("real_value present without read:sensitive: %v", row)
+		}
+	}
+	h.token = h.srv.Token
+	if d := h.do("DELETE", "/applications/"+app.UUID+"/envs/"+h.srv.Envs(app.UUID)[0].UUID, nil); d.status != 200 {
+		t.Errorf("delete: %d %s", d.status, d.body)
+	}
+	wantStatus(t, h.do("DELETE", "/applications/"+app.UUID+"/envs/nope", nil), http.StatusNotFound)
+}
+
+func TestDeploymentQueue(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	h := newHarness(t, coolifytest.WithClock(clock), coolifytest.WithConcurrentBuilds(2),
+		coolifytest.WithTiming(coolifytest.Timing{Queued: time.Second, RunMin: 10 * time.Second, RunMax: 10 * time.Second}))
+	app := h.srv.AddApplication(coolifytest.Application{Name: "api", ImageName: "acme/api", ImageTag: "v1", NotRunning: true})
+	h.srv.SetEnv(app.UUID, coolifytest.Env{Key: "K", Value: coolifytest.Str("1")})
+	deploy := func(q string) map[string]any {
+		t.Helper()
+		a := h.do("POST", "/deploy?uuid="+app.UUID+q, nil)
+		wantStatus(t, a, http.StatusOK)
+		return a.json(t)["deployments"].([]any)[0].(map[string]any)
+	}
+	status := func(id string) string {
+		t.Helper()
+		return h.do("GET", "/deployments/"+id, nil).json(t)["status"].(string)
+	}
+	appStatus := func() string {
+		t.Helper()
+		return h.do("GET", "/applications/"+app.UUID, nil).json(t)["status"].(string)
+	}
+	first := deploy("")["deployment_uuid"].(string)
+	if s := status(first); s != "queued" || appStatus() != "exited" {
+		t.Fatalf("got %s/%s, want queued/exited", s, appStatus())
+	}
+	// Changes made while queued are picked up: the job reads them when it starts.
+	wantStatus(t, h.do("PATCH", "/applications/"+app.UUID, map[string]any{"docker_registry_image_tag": "v2"}), 200)
+	clock.Advance(time.Second)
+	if s := status(first); s != "in_progress" || appStatus() != "starting:unknown" {
+		t.Fatalf("got %s/%s, want in_progress/starting:unknown", s, appStatus())
+	}
+	// Changes made while in progress are not.
+	wantStatus(t, h.do("PATCH", "/applications/"+app.UUID, map[string]any{"docker_registry_image_tag": "v3"}), 200)
+	h.srv.SetEnv(app.UUID, coolifytest.Env{Key: "K", Value: coolifytest.Str("2")})
+	// A second deploy is dropped while one is active; force queues it behind (one in_progress per app).
+	dropped := deploy("")
+	if dropped["message"] != "Deployment already queued for this commit." {
+		t.Errorf("got %v", dropped)
+	}
+	wantStatus(t, h.do("GET", "/deployments/"+dropped["deployment_uuid"].(string), nil), http.StatusNotFound)
+	second := deploy("&force=true")["deployment_uuid"].(string)
+	clock.Advance(5 * time.Second)
+	if s := status(second); s != "queued" {
+		t.Errorf("second is %s, want queued behind the first", s)
+	}
+	clock.Advance(5 * time.Second)
+	if s1, s2 := status(first), status(second); s1 != "finished" || s2 != "in_progress" {
+		t.Fatalf("got %s/%s, want finished/in_progress", s1, s2)
+	}
+	a, _ := h.srv.App(app.UUID)
+	if a.Status != "running:unknown" || a.DeployedImageTag != "v2" || a.DeployedEnv["K"] != "1" {
+		t.Errorf("after the first: %+v, want running:unknown with v2 and K=1", a)
+	}
+	clock.Advance(10 * time.Second)
+	if a, _ := h.srv.App(app.UUID); a.DeployedImageTag != "v3" || a.DeployedEnv["K"] != "2" {
+		t.Errorf("after the second: tag %q env %v, want v3 and K=2", a.DeployedImageTag, a.DeployedEnv)
+	}
+	// Listing: newest first with a count; /deployments lists only active rows.
+	l := h.do("GET", "/deployments/applications/"+app.UUID+"?skip=0&take=1", nil).json(t)
+	if l["count"] != float64(2) || len(l["deployments"].([]any)) != 1 || l["deployments"].([]any)[0].(map[string]any)["deployment_uuid"] != second {
+		t.Errorf("got %v", l)
+	}
+	if got := h.do("GET", "/deployments", nil).list(t); len(got) != 0 {
+		t.Errorf("got %v, want no active deployments", got)
+	}
+	wantStatus(t, h.do("GET", "/deployments/applications/nope", nil), http.StatusNotFound)
+}
+
+func TestConcurrentBuildsAndQueueLimit(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	h := newHarness(t, coolifytest.WithClock(clock), coolifytest.WithConcurrentBuilds(1), coolifytest.WithQueueLimit(2, 60*time.Second),
+		coolifytest.WithTiming(coolifytest.Timing{RunMin: 10 * time.Second, RunMax: 10 * time.Second}))
+	var apps []string
+	for i := range 4 {
+		apps = append(apps, h.srv.AddApplication(coolifytest.Application{Name: fmt.Sprint("app", i)}).UUID)
+	}
+	for _, u := range apps[:3] {
+		wantStatus(t, h.do("POST", "/deploy?uuid="+u, nil), http.StatusOK)
+	}
+	clock.Advance(time.Millisecond)
+	// One build at a time: one in progress, two queued, and the queue is now full.
+	var active []string
+	for _, d := range h.do("GET", "/deployments", nil).list(t) {
+		active = append(active, d["status"].(string))
+	}
+	if fmt.Sprint(active) != "[in_progress queued queued]" {
+		t.Fatalf("got %v", active)
+	}
+	a := h.do("POST", "/deploy?uuid="+apps[3], nil)
+	wantStatus(t, a, http.StatusTooManyRequests)
+	if a.header.Get("Retry-After") != "60" {
+		t.Errorf("Retry-After %q, want 60", a.header.Get("Retry-After"))
+	}
+	// /start does not check the limit and answers a uuid that is never stored.
+	a = h.do("POST", "/applications/"+apps[3]+"/start", nil)
+	wantStatus(t, a, http.StatusOK)
+	wantStatus(t, h.do("GET", "/deployments/"+a.json(t)["deployment_uuid"].(string), nil), http.StatusNotFound)
+	// Cancelling the running one lets the next start.
+	running := h.srv.Deployments(apps[0])[0].UUID
+	a = h.do("POST", "/deployments/"+running+"/cancel", nil)
+	wantStatus(t, a, http.StatusOK)
+	if m := a.json(t); m["status"] != "cancelled-by-user" || m["deployment_uuid"] != running {
+		t.Errorf("got %v", m)
+	}
+	if d := h.srv.Deployments(apps[1])[0]; d.Status != "in_progress" {
+		t.Errorf("next is %s, want in_progress", d.Status)
+	}
+	a = h.do("POST", "/deployments/"+running+"/cancel", nil)
+	wantStatus(t, a, http.StatusBadRequest)
+	if m := a.json(t); m["message"] != "Deployment cannot be cancelled. Current status: cancelled-by-user" {
+		t.Errorf("got %v", m)
+	}
+	wantStatus(t, h.do("POST", "/deployments/nope/cancel", nil), http.StatusNotFound)
+}
+
+func TestDeployParameters(t *testing.T) {
+	h := newHarness(t)
+	app := h.srv.AddApplication(coolifytest.Application{Name: "api", Tags: []string{"prod"}})
+	svc := h.srv.AddService(coolifytest.Service{Name: "s"})
+	wantStatus(t, h.do("POST", "/deploy", nil), http.StatusBadRequest)
+	wantStatus(t, h.do("POST", "/deploy?uuid=x&tag=y", nil), http.StatusBadRequest)
+	wantStatus(t, h.do("POST", "/deploy?uuid=nope", nil), http.StatusNotFound)
+	// JSON body, unknown uuids skipped when others exist, services give no deployment uuid.
+	a := h.do("POST", "/deploy", map[string]any{"uuid": "nope," + app.UUID + "," + svc.UUID})
+	wantStatus(t, a, http.StatusOK)
+	items := a.json(t)["deployments"].([]any)
+	if len(items) != 2 || items[0].(map[string]any)["deployment_uuid"] == nil || items[1].(map[string]any)["deployment_uuid"] != nil {
+		t.Fatalf("got %v", items)
+	}
+	if m := items[1].(map[string]any)["message"].(string); !strings.Contains(m, "It could take a while") {
+		t.Errorf("service message %q", m)
+	}
+	// Tag mode answers a different shape.
+	a = h.do("POST", "/deploy?tag=prod&force=true", nil)
+	wantStatus(t, a, http.StatusOK)
+	if m := a.json(t); m["message"] == nil || m["details"] == nil || m["deployments"] != nil {
+		t.Errorf("got %v", m)
+	}
+	// GET on action routes is gone since v4.2.0.
+	for _, p := range []string{"/deploy?uuid=" + app.UUID, "/applications/" + app.UUID + "/restart", "/applications/" + app.UUID + "/start"} {
+		a := h.do("GET", p, nil)
+		wantStatus(t, a, http.StatusMethodNotAllowed)
+		if a.header.Get("Allow") != "POST" || a.json(t)["message"] != "This endpoint has changed to a POST request." {
+			t.Errorf("GET %s: %v %s", p, a.header, a.body)
+		}
+	}
+}
+
+func TestServiceActions(t *testing.T) {
+	h := newHarness(t)
+	svc := h.srv.AddService(coolifytest.Service{Name: "s"})
+	wantStatus(t, h.do("POST", "/services/"+svc.UUID+"/start", nil), http.StatusBadRequest) // already running
+	wantStatus(t, h.do("POST", "/services/"+svc.UUID+"/stop", nil), http.StatusOK)
+	if s, _ := h.srv.ServiceState(svc.UUID); s.Status != "exited" {
+		t.Errorf("status %q", s.Status)
+	}
+	wantStatus(t, h.do("POST", "/services/"+svc.UUID+"/stop", nil), http.StatusBadRequest)
+	wantStatus(t, h.do("POST", "/services/"+svc.UUID+"/start", nil), http.StatusOK)
+	h.srv.SetServiceHealthy(svc.UUID, false)
+	if s, _ := h.srv.ServiceState(svc.UUID); s.Status != "starting:unknown" && s.Status != "running:unhealthy" {
+		t.Errorf("status %q", s.Status)
+	}
+	wantStatus(t, h.do("POST", "/services/nope/restart", nil), http.StatusNotFound)
+}
+
+func TestAuthAbilitiesAndRateLimit(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	h := newHarness(t, coolifytest.WithClock(clock), coolifytest.WithRateLimit(2, time.Minute))
+	app := h.srv.AddApplication(coolifytest.Application{Name: "api"})
+	h.token = "9|unknown"
+	a := h.do("GET", "/applications/"+app.UUID, nil)
+	wantStatus(t, a, http.StatusUnauthorized)
+	if a.json(t)["message"] != "Unauthenticated." {
+		t.Errorf("got %s", a.body)
+	}
+	h.token = ""
+	wantStatus(t, h.send(spec.ExpectInvalidRequest(context.Background(), "no token on purpose"), "GET", "/applications", nil, ""), http.StatusUnauthorized)
+	wantStatus(t, h.do("GET", "/health", nil), http.StatusOK) // no auth needed
+
+	h.srv.AddToken("2|deployer", coolifytest.AbilityDeploy)
+	h.token = "2|deployer"
+	a = h.do("GET", "/applications/"+app.UUID, nil)
+	wantStatus(t, a, http.StatusForbidden)
+	if a.json(t)["message"] != "Missing required permissions: read" {
+		t.Errorf("got %s", a.body)
+	}
+	wantStatus(t, h.do("POST", "/deploy?uuid="+app.UUID, nil), http.StatusOK)
+	a = h.do("POST", "/deploy?uuid="+app.UUID, nil) // third request in the window
+	wantStatus(t, a, http.StatusTooManyRequests)
+	if a.header.Get("Retry-After") != "60" {
+		t.Errorf("Retry-After %q", a.header.Get("Retry-After"))
+	}
+	clock.Advance(61 * time.Second)
+	wantStatus(t, h.do("POST", "/deployments/nope/cancel", nil), http.StatusNotFound)
+	h.srv.RemoveToken("2|deployer")
+	wantStatus(t, h.do("POST", "/deployments/nope/cancel", nil), http.StatusUnauthorized)
+}
+
+func TestFaultKnobs(t *testing.T) {
+	h := newHarness(t)
+	app := h.srv.AddApplication(coolifytest.Application{Name: "api", ImageTag: "v1"})
+	// Route and method select; n counts; others pass.
+	h.srv.FailNext(2, coolifytest.Fault{Method: "PATCH", Route: "/applications/{uuid}", Status: 503, RetryAfter: 1500 * time.Millisecond})
+	wantStatus(t, h.do("GET", "/applications/"+app.UUID, nil), 200)
+	a := h.do("PATCH", "/applications/"+app.UUID, map[string]any{"docker_registry_image_tag": "v2"})
+	wantStatus(t, a, 503)
+	if a.header.Get("Retry-After") != "2" {
+		t.Errorf("Retry-After %q, want 2 (rounded up)", a.header.Get("Retry-After"))
+	}
+	wantStatus(t, h.do("PATCH", "/applications/"+app.UUID, map[string]any{"docker_registry_image_tag": "v2"}), 503)
+	if a, _ := h.srv.App(app.UUID); a.ImageTag != "v1" {
+		t.Errorf("a fault before the handler changed the tag to %q", a.ImageTag)
+	}
+	wantStatus(t, h.do("PATCH", "/applications/"+app.UUID, map[string]any{"docker_registry_image_tag": "v2"}), 200)
+	// AfterEffect: the change is made, the caller hears an error.
+	h.srv.FailNext(1, coolifytest.Fault{Route: "/applications/{uuid}", Status: 500, AfterEffect: true})
+	wantStatus(t, h.do("PATCH", "/applications/"+app.UUID, map[string]any{"docker_registry_image_tag": "v3"}), 500)
+	if a, _ := h.srv.App(app.UUID); a.ImageTag != "v3" {
+		t.Errorf("tag %q, want v3 (the change happened)", a.ImageTag)
+	}
+	// A dropped connection is a transport error for the caller and status 0 in the log. (A fresh
+	// connection: Go's transport itself retries an idempotent request whose reused one drops.)
+	h.srv.FailNext(1, coolifytest.Fault{Status: coolifytest.DropConnection})
+	req, _ := http.NewRequest("GET", h.srv.URL+"/api/v1/applications/"+app.UUID, nil)
+	req.Header.Set("Authorization", "Bearer "+h.srv.Token)
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	if resp, err := fresh.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("got an answer, want a dropped connection")
+	}
+	reqs := h.srv.Requests()
+	last := reqs[len(reqs)-1]
+	if last.Status != 0 || last.Fault != "connection dropped" {
+		t.Errorf("logged %+v", last)
+	}
+	// Latency, and a client that gives up during it.
+	h.srv.SetRouteLatency("GET", "/applications/{uuid}", time.Minute, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	req, _ = http.NewRequestWithContext(ctx, "GET", h.srv.URL+"/api/v1/applications/"+app.UUID, nil)
+	req.Header.Set("Authorization", "Bearer "+h.srv.Token)
+	if _, err := h.hc.Do(req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want the deadline", err)
+	}
+	waitFor(t, func() bool {
+		r := h.srv.Requests()
+		return len(r) == len(reqs)+1 && r[len(r)-1].Fault == "client went away during latency"
+	})
+	h.srv.SetRouteLatency("GET", "/applications/{uuid}", 20*time.Millisecond, 20*time.Millisecond)
+	start := time.Now()
+	wantStatus(t, h.do("GET", "/applications/"+app.UUID, nil), 200)
+	if d := time.Since(start); d < 20*time.Millisecond {
+		t.Errorf("answered in %s, want at least the 20ms latency", d)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestRequestLogUnderConcurrency(t *testing.T) {
+	h := newHarness(t)
+	app := h.srv.AddApplication(coolifytest.Application{Name: "api"})
+	const n = 40
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("PATCH", h.srv.URL+"/api/v1/applications/"+app.UUID+"/envs/bulk",
+				strings.NewReader(fmt.Sprintf(`{"data":[{"key":"K%d","value":"v"}]}`, i)))
+			req.Header.Set("Authorization", "Bearer "+h.srv.Token)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Orchestrator-Run", fmt.Sprint("run-", i))
+			req.Header.Set("X-Orchestrator-Fence", fmt.Sprint(i))
+			resp, err := h.hc.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
+	reqs := h.srv.RequestsTo("PATCH /applications/{uuid}/envs/bulk")
+	if len(reqs) != n {
+		t.Fatalf("got %d logged, want %d", len(reqs), n)
+	}
+	seen := map[string]bool{}
+	for i, r := range reqs {
+		if i > 0 && r.Seq <= reqs[i-1].Seq {
+			t.Errorf("seq %d after %d", r.Seq, reqs[i-1].Seq)
+		}
+		if r.Status != 201 || r.End.Before(r.Start) || r.TokenID != "1" || r.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("got %+v", r)
+		}
+		if r.Header.Get("Authorization") != "" || bytes.Contains([]byte(fmt.Sprint(r.Header)), []byte("coolifytest-default-token")) {
+			t.Error("the token was kept in the log")
+		}
+		if r.RunID != "run-"+r.Fence || !bytes.Contains(r.Body, []byte(`"K`+r.Fence+`"`)) {
+			t.Errorf("run %q fence %q body %s do not belong together", r.RunID, r.Fence, r.Body)
+		}
+		seen[r.RunID] = true
+	}
+	if len(seen) != n || len(h.srv.Envs(app.UUID)) != 2*n {
+		t.Errorf("got %d runs and %d rows, want %d and %d", len(seen), len(h.srv.Envs(app.UUID)), n, 2*n)
+	}
+}
+
+// New works without a *testing.T, as the demo uses it: a plain handler on any server.
+func TestNewIsAPlainHandler(t *testing.T) {
+	f := coolifytest.New(coolifytest.WithTiming(coolifytest.DemoTiming), coolifytest.WithSeed(7))
+	app := f.AddApplication(coolifytest.Application{Name: "api", HealthCheckEnabled: true})
+	hs := httptest.NewServer(f)
+	defer hs.Close()
+	for path, want := range map[string]int{
+		"/api/health":                         200,
+		"/api/v1/health":                      200,
+		"/_fake/apps/" + app.UUID + "/health": 200,
+		"/_fake/apps/nope/health":             404,
+		"/api/v1/applications/" + app.UUID:    401,
+		"/not/a/route":                        404,
+	} {
+		resp, err := http.Get(hs.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: got %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	f.SetAppHealthy(app.UUID, false)
+	resp, err := http.Get(hs.URL + "/_fake/apps/" + app.UUID + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Errorf("unhealthy app health: got %d, want 503", resp.StatusCode)
+	}
+	if a, _ := f.App(app.UUID); a.Status != "running:unhealthy" {
+		t.Errorf("status %q", a.Status)
+	}
+}
+
+func TestSeedingPanicsOnUnknownResource(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("SetEnv on an unknown resource did not panic")
+		}
+	}()
+	coolifytest.New().SetEnv("nope", coolifytest.Env{Key: "K"})
+}
