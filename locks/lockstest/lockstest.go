@@ -154,7 +154,7 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() bool
 
 func (s *suite) mutualExclusion(t *testing.T) {
 	e := s.env(t)
-	const workers, rounds = 12, 8
+	const workers, rounds = 8, 6
 	var (
 		inside  atomic.Int32
 		mu      sync.Mutex
@@ -167,7 +167,7 @@ func (s *suite) mutualExclusion(t *testing.T) {
 		wg.Go(func() {
 			for i := range rounds {
 				r := locks.Request{Key: "test:mutex", Holder: fmt.Sprintf("w%d#%d/step", w, i), TTL: 5 * time.Second,
-					Budget: locks.Budget{Timeout: 10 * time.Second}}
+					Budget: locks.Budget{Timeout: 30 * time.Second}}
 				le, err := e.l.Acquire(t.Context(), r)
 				if err != nil {
 					errs <- err

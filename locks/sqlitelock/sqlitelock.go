@@ -3,7 +3,9 @@
 // with no server and a CLI run and the daemon on one host serialize through the same file.
 //
 // Every Driver method is one BEGIN IMMEDIATE transaction in WAL mode, so grants, fences,
-// waiter queues and audit entries change atomically. Time is the local wall clock (one
+// waiter queues and audit entries change atomically. Commits are not synced to disk one by
+// one (synchronous=NORMAL): an application crash loses nothing, a power loss may lose the
+// last commits, and fences stay above the clock in microseconds so they still only grow. Time is the local wall clock (one
 // host). A crashed holder's lease simply expires. Release signals reach waiters in the same
 // process at once (all Drivers of one file in a process share a registry) and waiters in
 // other processes through a short poll of a release counter.
@@ -31,6 +33,9 @@ const DefaultPollInterval = 50 * time.Millisecond
 
 // auditKeep is how many audit entries the file keeps.
 const auditKeep = 1000
+
+// maxConns is the size of a process's connection pool to one file.
+const maxConns = 4
 
 // busyTimeout is how long a transaction waits for another process's write lock.
 const busyTimeout = 10 * time.Second
@@ -123,12 +128,17 @@ CREATE TABLE IF NOT EXISTS audit (
 `
 
 func openDB(path string) (*sql.DB, error) {
-	dsn := fmt.Sprintf("file:%s?_txlock=immediate&_busy_timeout=%d&_journal_mode=WAL&_synchronous=FULL",
+	dsn := fmt.Sprintf("file:%s?_txlock=immediate&_busy_timeout=%d&_journal_mode=WAL&_synchronous=NORMAL",
 		path, busyTimeout.Milliseconds())
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open lock database %s: %w", path, err)
 	}
+	// Writes are serialized in the hub; a few connections let reads run beside them. Keep
+	// them all open: a new connection pays for opening the file and its PRAGMAs.
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	db.SetConnMaxIdleTime(0)
 	ctx, cancel := context.WithTimeout(context.Background(), busyTimeout+5*time.Second)
 	defer cancel()
 	tx, err := db.BeginTx(ctx, nil)
@@ -226,10 +236,14 @@ func (r row) current(key string) locks.Info {
 	return info
 }
 
-func nextFence(ctx context.Context, tx *sql.Tx, key string) (int64, error) {
+// nextFence issues the key's next fence: max(last+1, the clock in microseconds). The
+// clock floor keeps fences growing even if the file lost its last commits (a power loss
+// with synchronous=NORMAL, a restored backup), as long as the clock did not step back by
+// more than what was lost. Fences therefore look like timestamps; only their order matters.
+func nextFence(ctx context.Context, tx *sql.Tx, key string, now time.Time) (int64, error) {
 	var f int64
-	err := tx.QueryRowContext(ctx, `INSERT INTO fences (key, fence) VALUES (?, 1)
-		ON CONFLICT (key) DO UPDATE SET fence = fence + 1 RETURNING fence`, key).Scan(&f)
+	err := tx.QueryRowContext(ctx, `INSERT INTO fences (key, fence) VALUES (?1, ?2)
+		ON CONFLICT (key) DO UPDATE SET fence = max(fence + 1, ?2) RETURNING fence`, key, now.UnixMicro()).Scan(&f)
 	return f, err
 }
 
@@ -294,7 +308,7 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 				return err
 			}
 			if head == "" || head == g.Ticket {
-				fence, err := nextFence(ctx, tx, g.Key)
+				fence, err := nextFence(ctx, tx, g.Key, now)
 				if err != nil {
 					return err
 				}
@@ -315,9 +329,14 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 			}
 		}
 		if g.Ticket != "" {
+			// Queue the ticket, or move its deadline; a deadline still more than halfway
+			// out is left alone, so waiters woken by a release they cannot have do not
+			// each pay for a durable write.
+			dl := nanos(g.TicketDeadline)
 			if _, err := tx.ExecContext(ctx, `INSERT INTO waiters (key, ticket, deadline) VALUES (?, ?, ?)
-				ON CONFLICT (key, ticket) DO UPDATE SET deadline = excluded.deadline`,
-				g.Key, g.Ticket, nanos(g.TicketDeadline)); err != nil {
+				ON CONFLICT (key, ticket) DO UPDATE SET deadline = excluded.deadline
+				WHERE deadline < ? + (excluded.deadline - ?) / 2`,
+				g.Key, g.Ticket, dl, nowN, nowN); err != nil {
 				return err
 			}
 		}
@@ -551,7 +570,7 @@ func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, token string
 			held = &locks.HeldError{Key: r.Key, Reason: locks.ErrHeld, Current: info}
 			return nil
 		}
-		fence, err := nextFence(ctx, tx, r.Key)
+		fence, err := nextFence(ctx, tx, r.Key, now)
 		if err != nil {
 			return err
 		}
