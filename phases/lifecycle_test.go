@@ -1,0 +1,173 @@
+package phases_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/mobile/flagsmithtest"
+	"github.com/deploy-orchestrator/orchestrator/phases"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// holdPhase1 takes coolify:phase1 as an operator would, so runs queue behind it.
+func holdPhase1(t *testing.T, h *harness) *locks.Lease {
+	t.Helper()
+	l, err := h.locker.Acquire(context.Background(), locks.Request{Key: "coolify:phase1", Holder: "test#0/blocker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestCancelQueuedRunDropsIt(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
+	blocker := holdPhase1(t, h)
+	id := h.submit("prod", runs.Trigger{Build: "1", ImageTag: "v2"})
+	h.waitEvent(id, runs.EventLockWaiting, "")
+	if _, err := h.engine.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	r := h.wait(id)
+	if r.Status != runs.StatusCanceled {
+		t.Errorf("status = %s (%s), want canceled", r.Status, r.Reason)
+	}
+	if n := len(h.coolify.Requests()); n != 0 {
+		t.Errorf("a canceled queued run sent %d requests to Coolify", n)
+	}
+	_ = blocker.Release(context.Background())
+	if _, err := h.engine.Cancel(context.Background(), id); !errors.Is(err, phases.ErrRunEnded) {
+		t.Errorf("second cancel: %v, want ErrRunEnded", err)
+	}
+	if _, err := h.engine.Cancel(context.Background(), "no-such-run"); !errors.Is(err, phases.ErrRunNotFound) {
+		t.Errorf("cancel unknown: %v, want ErrRunNotFound", err)
+	}
+}
+
+func TestCancelRunningRunStopsAtSafePointAndCompensates(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.pipelineYAML("prod", []string{"api", "worker"}, ""))
+	h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Hang)
+	id := h.submit("prod", runs.Trigger{Build: "2", ImageTag: "v2"})
+	h.waitEvent(id, runs.EventDeployStarted, "api")
+	if _, err := h.engine.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	// The current step (api's deploy) is not cut short: it ends at its deadline (the hung
+	// deployment is canceled then), and the run stops before worker.
+	r := h.wait(id)
+	if r.Status != runs.StatusCanceled {
+		t.Fatalf("status = %s (%s), want canceled", r.Status, r.Reason)
+	}
+	if n := len(h.coolify.Deployments(uuidWorker)); n != 0 {
+		t.Errorf("worker deployed %d times after the cancel", n)
+	}
+	if app, _ := h.coolify.App(uuidWorker); app.ImageTag != "v1" {
+		t.Errorf("worker tag = %q, want v1 restored", app.ImageTag)
+	}
+}
+
+func TestSupersedeReplacesPendingRunOnly(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.pipelineYAML("prod", []string{"api"}, "concurrency: supersede\n"))
+	blocker := holdPhase1(t, h)
+	first := h.submit("prod", runs.Trigger{Build: "1", ImageTag: "v2"})
+	h.waitEvent(first, runs.EventLockWaiting, "")
+	second := h.submit("prod", runs.Trigger{Build: "2", ImageTag: "v3"})
+	if r := h.wait(first); r.Status != runs.StatusSuperseded || !strings.Contains(r.Reason, second) {
+		t.Errorf("first run: %s (%q), want superseded by %s", r.Status, r.Reason, second)
+	}
+	_ = blocker.Release(context.Background())
+	if r := h.wait(second); r.Status != runs.StatusSucceeded {
+		t.Errorf("second run: %s (%s)", r.Status, r.Reason)
+	}
+	if app, _ := h.coolify.App(uuidAPI); app.DeployedImageTag != "v3" || len(h.coolify.Deployments(uuidAPI)) != 1 {
+		t.Errorf("api runs %q after %d deployments, want v3 after 1", app.DeployedImageTag, len(h.coolify.Deployments(uuidAPI)))
+	}
+}
+
+func TestMobileStepAfterPhase2(t *testing.T) {
+	for _, v2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("v2=%v", v2), func(t *testing.T) {
+			h := newHarness(t)
+			fs := flagsmithtest.NewServer(t)
+			if _, err := fs.AddEnvironment(flagsmithtest.Environment{APIKey: "env-key", V2: v2}); err != nil {
+				t.Fatal(err)
+			}
+			if err := fs.SetValue("env-key", "version_state", `{"ios":{"latest_version":"2.10.0","min_version":"2.0.0"},"android":{"latest_version":"2.3.0"}}`); err != nil {
+				t.Fatal(err)
+			}
+			h.start(h.pipelineYAML("prod", []string{"api"}, fmt.Sprintf(`mobile:
+  - name: version_state
+    flagsmith: { url: %q, api_key: %q, environment: env-key }
+    feature: version_state
+    set:
+      ios.latest_version: "${trigger.app_version}"
+      android.latest_version: "${trigger.app_version}"
+    never_downgrade: true
+`, fs.URL, fs.APIKey)))
+			r := h.wait(h.submit("prod", runs.Trigger{Build: "3", ImageTag: "v2", AppVersion: "2.9.0"}))
+			if r.Status != runs.StatusSucceeded {
+				t.Fatalf("status = %s (%s)", r.Status, r.Reason)
+			}
+			v, err := fs.Value("env-key", "version_state")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc struct {
+				IOS     map[string]string `json:"ios"`
+				Android map[string]string `json:"android"`
+			}
+			if err := json.Unmarshal([]byte(v.(string)), &doc); err != nil {
+				t.Fatalf("version_state is no longer a JSON document string: %v (%v)", err, v)
+			}
+			if doc.IOS["latest_version"] != "2.10.0" || doc.Android["latest_version"] != "2.9.0" || doc.IOS["min_version"] != "2.0.0" {
+				t.Errorf("version_state = %+v, want ios kept at 2.10.0 (never downgrade), android 2.9.0, min kept", doc)
+			}
+			s := stepOf(t, r, runs.PhaseMobile, "version_state")
+			if s.Status != runs.StepUpdated || s.Fence == 0 || len(s.Changes.Fields) != 1 {
+				t.Errorf("mobile step = %+v, want updated with a fence and one field", s)
+			}
+		})
+	}
+}
+
+func TestPlanShowsChangesAndLocksWithoutWriting(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.pipelineYAML("prod", []string{"api", "worker"}, ""))
+	blocker := holdPhase1(t, h)
+	defer blocker.Release(context.Background())
+	p, err := h.engine.Plan(context.Background(), "prod", runs.Trigger{Build: "5", ImageTag: "v7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := p.Services[0]
+	if api.ImageTag == nil || api.ImageTag.Old != "v1" || api.ImageTag.New != "v7" {
+		t.Errorf("api tag plan = %+v, want v1 → v7", api.ImageTag)
+	}
+	actions := map[string]string{}
+	for _, e := range api.Env {
+		actions[e.Key] = e.Action
+	}
+	if actions["LOG_LEVEL"] != "update" || actions["BUILD"] != "create" || actions["SENTRY_DSN"] != "create" {
+		t.Errorf("api env plan = %v", actions)
+	}
+	if p.Locks[0].Key != "coolify:phase1" || p.Locks[0].Free || p.Locks[0].Current.Holder != "test#0/blocker" {
+		t.Errorf("phase1 lock plan = %+v, want held by test#0/blocker", p.Locks[0])
+	}
+	for _, req := range h.coolify.Requests() {
+		if req.Method != "GET" {
+			t.Errorf("plan sent %s %s", req.Method, req.Path)
+		}
+	}
+	b, _ := json.Marshal(p)
+	if strings.Contains(string(b), "sentry-secret") || strings.Contains(string(b), `"info"`) {
+		t.Errorf("plan shows values: %s", b)
+	}
+}
