@@ -47,11 +47,12 @@ type Coolify interface {
 	RestartService(ctx context.Context, serviceUUID string, pullLatest bool) (string, error)
 }
 
-// Observer receives run, phase and step timings for metrics. Methods must not block.
+// Observer receives run, phase and step outcomes and timings for metrics. Methods must not
+// block. *api.Metrics implements it.
 type Observer interface {
-	RunEnded(pipeline string, status runs.Status, d time.Duration)
+	RunEnded(pipeline string, status runs.Status)
 	PhaseDone(pipeline string, phase runs.Phase, d time.Duration)
-	StepDone(phase runs.Phase, status runs.StepStatus, d time.Duration)
+	StepDone(pipeline string, phase runs.Phase, status runs.StepStatus, d time.Duration)
 }
 
 // Deps are the engine's collaborators. Store, Marks, Locker, Pipelines and Coolify are
@@ -91,10 +92,6 @@ var (
 	// ErrInvalidTrigger: the trigger parameters do not fill the pipeline (the error is a
 	// config.Problems naming each field).
 	ErrInvalidTrigger = errors.New("invalid trigger")
-	// ErrRunNotFound: no run with that ID.
-	ErrRunNotFound = errors.New("run not found")
-	// ErrRunEnded: the run has already ended.
-	ErrRunEnded = errors.New("run has already ended")
 	// ErrNotOwner: the run is executed by another daemon instance.
 	ErrNotOwner = errors.New("run is executed by another daemon instance")
 	// ErrShuttingDown: the engine takes no new runs.
@@ -281,20 +278,17 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t runs.Trigger) (*
 // phase stops at its next safe point (between services) and compensates as on failure.
 // It returns the run as stored when the request was taken.
 //
-// Errors: ErrRunNotFound; ErrRunEnded; ErrNotOwner (another instance executes it).
+// Errors: runs.ErrNotFound; runs.ErrEnded; ErrNotOwner (another instance executes it).
 func (e *Engine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 	e.mu.Lock()
 	x := e.execs[id]
 	e.mu.Unlock()
 	r, err := e.d.Store.Get(ctx, id)
-	if errors.Is(err, runs.ErrNotFound) {
-		return nil, fmt.Errorf("run %q: %w", id, ErrRunNotFound)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("cancel run %q: %w", id, err)
 	}
 	if r.Status.Terminal() {
-		return &r, fmt.Errorf("run %q is %s: %w", id, r.Status, ErrRunEnded)
+		return &r, fmt.Errorf("cancel run %q: it is %s: %w", id, r.Status, runs.ErrEnded)
 	}
 	if x == nil {
 		return &r, fmt.Errorf("run %q is executed by %q: %w (cancel it there)", id, r.Owner, ErrNotOwner)

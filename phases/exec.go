@@ -148,7 +148,7 @@ func (x *execution) execute() {
 	status, reason := x.runPipeline()
 	x.finish(x.ctx, status, reason)
 	if o := x.e.d.Observer; o != nil {
-		o.RunEnded(x.run.Pipeline, status, time.Since(start))
+		o.RunEnded(x.run.Pipeline, status)
 	}
 }
 
@@ -432,7 +432,7 @@ func (x *execution) phaseDone(phase runs.Phase, start time.Time, err error) {
 
 func (x *execution) stepDone(phase runs.Phase, st runs.StepStatus, start time.Time) {
 	if o := x.e.d.Observer; o != nil {
-		o.StepDone(phase, st, time.Since(start))
+		o.StepDone(x.run.Pipeline, phase, st, time.Since(start))
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/mobile/flagsmithtest"
-	"github.com/deploy-orchestrator/orchestrator/phases"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -42,10 +41,10 @@ func TestCancelQueuedRunDropsIt(t *testing.T) {
 		t.Errorf("a canceled queued run sent %d requests to Coolify", n)
 	}
 	_ = blocker.Release(context.Background())
-	if _, err := h.engine.Cancel(context.Background(), id); !errors.Is(err, phases.ErrRunEnded) {
+	if _, err := h.engine.Cancel(context.Background(), id); !errors.Is(err, runs.ErrEnded) {
 		t.Errorf("second cancel: %v, want ErrRunEnded", err)
 	}
-	if _, err := h.engine.Cancel(context.Background(), "no-such-run"); !errors.Is(err, phases.ErrRunNotFound) {
+	if _, err := h.engine.Cancel(context.Background(), "no-such-run"); !errors.Is(err, runs.ErrNotFound) {
 		t.Errorf("cancel unknown: %v, want ErrRunNotFound", err)
 	}
 }
