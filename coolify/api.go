@@ -261,8 +261,9 @@ type deployItem struct {
 // is never reported as started. Use [Client.ActiveDeployments] to find the deployment that is
 // running instead.
 //
-// Other errors: [ErrRateLimited] when the deploy queue is full (Retry-After 60 s, beyond the
-// default budget's patience only if MaxRetryAfter is lower), [ErrNotFound], [ErrForbidden] (token
+// Other errors: [ErrRateLimited] when the deploy queue is full and its Retry-After (60 s) is
+// beyond [RetryPolicy].MaxRetryAfter or the retries ran out (within the budget the request is
+// simply retried after the wait: a 429 was not acted on), [ErrNotFound], [ErrForbidden] (token
 // without deploy), [ErrUnexpectedResponse] (no deployment uuid: not an application), transport
 // errors. When the confirming GET fails for another reason, the result is returned together with
 // the error: the deployment was queued as far as the server said, but could not be confirmed.
@@ -506,6 +507,55 @@ func (c *Client) cancelStuck(ctx context.Context, id string, timeout time.Durati
 		last = d
 	}
 	return last, timeoutErr
+}
+
+// WaitService polls a service (every [WithPollInterval]) until its status is "running:*" and
+// returns it; use it after [Client.DeployService] or [Client.RestartService], which give no
+// deployment to follow. Coolify refreshes a service's status asynchronously, so right after a
+// restart it may still read the old "running:*" for a few seconds: callers that must see the new
+// containers should also run their own health check. After timeout (<= 0: none) it returns the
+// last state read and an error wrapping [ErrDeploymentTimeout]. Errors while polling are handled
+// as in [Client.WaitDeployment].
+func (c *Client) WaitService(ctx context.Context, serviceUUID string, timeout time.Duration) (*Service, error) {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	var last *Service
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return last, fmt.Errorf("wait service %s: %w", serviceUUID, ctx.Err())
+		case <-timer.C:
+		}
+		s, err := c.GetService(ctx, serviceUUID)
+		switch {
+		case err == nil:
+			last = s
+			if s.Running() {
+				return s, nil
+			}
+		case ctx.Err() != nil:
+			return last, fmt.Errorf("wait service %s: %w", serviceUUID, ctx.Err())
+		case errors.Is(err, ErrNotFound), errors.Is(err, ErrUnauthorized), errors.Is(err, ErrForbidden):
+			return last, fmt.Errorf("wait service: %w", err)
+		}
+		wait := c.poll
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				status := "unknown"
+				if last != nil {
+					status = last.Status
+				}
+				return last, fmt.Errorf("wait service %s: %w after %s (status %s)", serviceUUID, ErrDeploymentTimeout, timeout, status)
+			}
+			wait = min(wait, left)
+		}
+		timer.Reset(wait)
+	}
 }
 
 func endError(d *Deployment) error {

@@ -576,8 +576,26 @@ func TestServices(t *testing.T) {
 	if _, err := e.c.RestartService(ctx, e.svc.UUID, true); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := e.srv.ServiceState(e.svc.UUID); st.Restarts != 2 {
-		t.Errorf("got %d restarts, want 2", st.Restarts)
+	done := make(chan error, 1)
+	go func() {
+		s, err := e.c.WaitService(ctx, e.svc.UUID, time.Minute)
+		if err == nil && s.Status != "running:healthy" {
+			err = fmt.Errorf("status %q", s.Status)
+		}
+		done <- err
+	}()
+	waitFor(t, func() bool { return len(e.srv.RequestsTo("GET /services/{uuid}")) >= 5 }) // still starting
+	clock.Advance(5 * time.Second)
+	if err := <-done; err != nil {
+		t.Fatalf("WaitService: %v", err)
+	}
+	if _, err := e.c.RestartService(ctx, e.svc.UUID, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.c.WaitService(ctx, e.svc.UUID, 30*time.Millisecond)
+	wantErr(t, err, coolify.ErrDeploymentTimeout)
+	if st, _ := e.srv.ServiceState(e.svc.UUID); st.Restarts != 3 {
+		t.Errorf("got %d restarts, want 3", st.Restarts)
 	}
 	_, err = e.c.GetService(ctx, "nope")
 	wantErr(t, err, coolify.ErrNotFound)
