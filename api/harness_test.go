@@ -321,6 +321,13 @@ func (f *fixture) trigger(pipeline string, body any) runs.Run {
 // setStep moves one step of a run, with its event, as the engine would.
 func (f *fixture) setStep(id string, phase runs.Phase, name string, status runs.StepStatus, fence int64) {
 	f.t.Helper()
+	f.moveStep(id, phase, name, status, fence, runs.EventServiceSynced, nil)
+}
+
+// moveStep is setStep with the event type and a function that fills in more of the step.
+func (f *fixture) moveStep(id string, phase runs.Phase, name string, status runs.StepStatus, fence int64,
+	ev runs.EventType, more func(*runs.Step)) {
+	f.t.Helper()
 	_, err := f.store.Update(context.Background(), id, func(r *runs.Run) error {
 		s := r.Step(phase, name)
 		if s == nil {
@@ -340,8 +347,11 @@ func (f *fixture) setStep(id string, phase runs.Phase, name string, status runs.
 		if r.Status != runs.Status(phase) {
 			r.Status = runs.Status(phase)
 		}
+		if more != nil {
+			more(s)
+		}
 		return nil
-	}, runs.Event{Type: runs.EventServiceSynced, Phase: phase, Service: name, Fence: fence, LockKey: "coolify:uuid-" + name})
+	}, runs.Event{Type: ev, Phase: phase, Service: name, Fence: fence, LockKey: "coolify:uuid-" + name})
 	if err != nil {
 		f.t.Fatalf("set step %s/%s: %v", phase, name, err)
 	}
