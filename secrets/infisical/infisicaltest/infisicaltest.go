@@ -91,6 +91,8 @@ type Request struct {
 	ClientID string
 	// Status is the status the server answered.
 	Status int
+	// UserAgent is the request's User-Agent header.
+	UserAgent string
 }
 
 // Option configures a Handler at construction.

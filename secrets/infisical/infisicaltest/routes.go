@@ -1,14 +1,19 @@
 package infisicaltest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 )
+
+// maxBody bounds a request body.
+const maxBody = 1 << 20
 
 // routes is the map of the fake API.
 func (h *Handler) routes() {
@@ -24,7 +29,7 @@ func (h *Handler) routes() {
 // ServeHTTP records the request, applies the latency and fault knobs, then routes it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
-	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery}
+	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, UserAgent: r.UserAgent()}
 
 	h.mu.Lock()
 	h.reqSeq++
@@ -46,6 +51,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.mu.Unlock()
 
+	// Read the body now: the server notices a client that went away (and cancels
+	// r.Context()) only once the body has been read to its end.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		fault = func() { writeError(rec, reqID, http.StatusRequestEntityTooLarge, "Request body is too large") }
+	}
+
 	if hook != nil {
 		hook(req)
 	}
@@ -60,8 +73,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if fault != nil {
 		fault()
 	} else {
-		r = r.WithContext(withReqID(r.Context(), reqID, rec))
-		h.mux.ServeHTTP(rec, r)
+		h.mux.ServeHTTP(rec, r.WithContext(withReqID(r.Context(), reqID, rec)))
 	}
 
 	req.Status, req.ClientID = rec.status, rec.clientID
@@ -113,7 +125,7 @@ type issue struct {
 func (h *Handler) handleLogin(w http.ResponseWriter, r *http.Request) {
 	rec, reqID := fromContext(r.Context())
 	var body loginBody
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&body); err != nil {
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 		writeError(w, reqID, http.StatusBadRequest, "Body is not valid JSON")
 		return
 	}

@@ -1,0 +1,533 @@
+package infisical_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/secrets"
+	"github.com/deploy-orchestrator/orchestrator/secrets/infisical"
+	"github.com/deploy-orchestrator/orchestrator/secrets/infisical/infisicaltest"
+)
+
+// Fixture: what the tests must never find in a log line or an error.
+const (
+	clientID     = "identity-ci-deployer"
+	clientSecret = "cs-4d3c2b1a-very-secret"
+	dbPassword   = "pw-9f8e7d6c5b4a"
+	mailKey      = "mk-0a1b2c3d4e5f"
+	tokenPrefix  = "fake-infisical-token-"
+)
+
+var (
+	apiFolder    = infisicaltest.Folder{ProjectID: "proj-1", Environment: "prod", Path: "/api"}
+	sharedFolder = infisicaltest.Folder{ProjectID: "proj-1", Environment: "prod", Path: "/shared"}
+	commonFolder = infisicaltest.Folder{ProjectID: "proj-1", Environment: "prod", Path: "/common"}
+	apiScope     = infisical.Scope{ProjectID: "proj-1", Environment: "prod", Path: "/api"}
+)
+
+// fixture is a project whose /api folder has its own secrets, a reference, and two imports
+// that overlap with it and with each other.
+func fixture(extra ...infisicaltest.Option) []infisicaltest.Option {
+	return append([]infisicaltest.Option{
+		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: clientID, ClientSecret: clientSecret}),
+		infisicaltest.WithSecrets(apiFolder, map[string]string{
+			"DB_PASSWORD":  dbPassword,
+			"DATABASE_URL": "postgres://app:${DB_PASSWORD}@db:5432/app",
+			"OVERRIDDEN":   "own",
+			"CROSS":        "smtp://${staging.MAIL_HOST}",
+		}),
+		infisicaltest.WithSecrets(infisicaltest.Folder{ProjectID: "proj-1", Environment: "staging"},
+			map[string]string{"MAIL_HOST": "mail.staging"}),
+		infisicaltest.WithSecrets(sharedFolder, map[string]string{
+			"OVERRIDDEN": "from-shared", "IN_BOTH_IMPORTS": "first", "ONLY_SHARED": "s",
+		}),
+		infisicaltest.WithSecrets(commonFolder, map[string]string{
+			"IN_BOTH_IMPORTS": "second", "MAIL_KEY": mailKey,
+		}),
+		infisicaltest.WithImport(apiFolder, sharedFolder),
+		infisicaltest.WithImport(apiFolder, commonFolder),
+	}, extra...)
+}
+
+// syncBuffer is a bytes.Buffer safe for the log handler and the test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// assertNoSecret fails when text holds a secret value, the client secret or a token.
+func assertNoSecret(t *testing.T, what, text string) {
+	t.Helper()
+	for _, s := range []string{clientSecret, dbPassword, mailKey, tokenPrefix} {
+		if strings.Contains(text, s) {
+			t.Errorf("%s reveals %q: %s", what, s, text)
+		}
+	}
+}
+
+type env struct {
+	srv    *infisicaltest.Server
+	client *infisical.Client
+	logs   *syncBuffer
+}
+
+// setup starts the fake and a client logging at debug level into a buffer that is searched
+// for secrets when the test ends.
+func setup(t *testing.T, cfg infisical.Config, opts ...infisicaltest.Option) env {
+	t.Helper()
+	srv := infisicaltest.NewServer(t, opts...)
+	logs := &syncBuffer{}
+	cfg.BaseURL = srv.URL
+	cfg.ClientID = cmpOr(cfg.ClientID, clientID)
+	cfg.ClientSecret = cmpOr(cfg.ClientSecret, clientSecret)
+	cfg.Version = "1.2.3"
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.RetryWaitMin = cmpOr(cfg.RetryWaitMin, time.Millisecond)
+	cfg.RetryWaitMax = cmpOr(cfg.RetryWaitMax, 5*time.Millisecond)
+	cfg.MaxRetryAfter = cmpOr(cfg.MaxRetryAfter, 5*time.Millisecond)
+	c, err := infisical.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { assertNoSecret(t, "log", logs.String()) })
+	return env{srv: srv, client: c, logs: logs}
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+func statuses(reqs []infisicaltest.Request, path string) []int {
+	var out []int
+	for _, r := range reqs {
+		if r.Path == path {
+			out = append(out, r.Status)
+		}
+	}
+	return out
+}
+
+const (
+	loginPath = "/api/v1/auth/universal-auth/login"
+	listPath  = "/api/v3/secrets/raw"
+)
+
+func TestListSecretsExpandsReferencesAndMergesImports(t *testing.T) {
+	e := setup(t, infisical.Config{}, fixture()...)
+	l, err := e.client.ListSecrets(context.Background(), apiScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"DB_PASSWORD":     dbPassword,
+		"DATABASE_URL":    "postgres://app:" + dbPassword + "@db:5432/app", // reference expanded
+		"CROSS":           "smtp://mail.staging",                           // cross-environment reference
+		"OVERRIDDEN":      "own",                                           // own secret beats imports
+		"IN_BOTH_IMPORTS": "second",                                        // the later import wins
+		"ONLY_SHARED":     "s",
+		"MAIL_KEY":        mailKey,
+	}
+	if l.Values.Len() != len(want) {
+		t.Errorf("got keys %v, want %d keys", l.Values.Keys(), len(want))
+	}
+	for k, w := range want {
+		if got, ok := l.Values.Get(k); !ok || got != w {
+			t.Errorf("%s: got %q (present %v), want %q", k, got, ok, w)
+		}
+	}
+	if len(l.Hidden) != 0 {
+		t.Errorf("Hidden = %v, want none", l.Hidden)
+	}
+
+	reqs := e.srv.Requests()
+	if len(reqs) != 2 || reqs[0].Path != loginPath || reqs[1].Path != listPath {
+		t.Fatalf("requests = %+v, want login then list", reqs)
+	}
+	q, _ := url.ParseQuery(reqs[1].Query)
+	for k, v := range map[string]string{
+		"workspaceId": "proj-1", "environment": "prod", "secretPath": "/api",
+		"expandSecretReferences": "true", "include_imports": "true",
+	} {
+		if q.Get(k) != v {
+			t.Errorf("query %s = %q, want %q", k, q.Get(k), v)
+		}
+	}
+	for _, r := range reqs {
+		if r.UserAgent != "orchestrator/1.2.3" {
+			t.Errorf("%s User-Agent = %q, want orchestrator/1.2.3", r.Path, r.UserAgent)
+		}
+		if r.ClientID != clientID {
+			t.Errorf("%s made by %q, want %s", r.Path, r.ClientID, clientID)
+		}
+	}
+}
+
+func TestRootPathByDefault(t *testing.T) {
+	root := infisicaltest.Folder{ProjectID: "proj-1", Environment: "prod"}
+	e := setup(t, infisical.Config{}, fixture(infisicaltest.WithSecrets(root, map[string]string{"ROOT": "r"}))...)
+	l, err := e.client.ListSecrets(context.Background(), infisical.Scope{ProjectID: "proj-1", Environment: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := l.Values.Get("ROOT"); v != "r" || l.Values.Len() != 1 {
+		t.Errorf("root listing = %v, want only ROOT", l.Values)
+	}
+}
+
+func TestOneLoginForConcurrentCalls(t *testing.T) {
+	e := setup(t, infisical.Config{}, fixture()...)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			if _, err := e.client.ListSecrets(context.Background(), apiScope); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := e.srv.Count(http.MethodPost, loginPath); n != 1 {
+		t.Errorf("%d logins, want 1", n)
+	}
+	if n := e.srv.Count(http.MethodGet, listPath); n != 16 {
+		t.Errorf("%d lists, want 16", n)
+	}
+}
+
+func TestReloginWhenTokenExpired(t *testing.T) {
+	e := setup(t, infisical.Config{}, fixture()...)
+	ctx := context.Background()
+	if _, err := e.client.ListSecrets(ctx, apiScope); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.ExpireTokens() // the server now answers 403 TokenError "token expired"
+	l, err := e.client.ListSecrets(ctx, apiScope)
+	if err != nil {
+		t.Fatalf("after expiry: %v", err)
+	}
+	if v, _ := l.Values.Get("DB_PASSWORD"); v != dbPassword {
+		t.Errorf("wrong value after re-login")
+	}
+	reqs := e.srv.Requests()
+	if got, want := fmt.Sprint(statuses(reqs, listPath)), "[200 403 200]"; got != want {
+		t.Errorf("list statuses = %s, want %s", got, want)
+	}
+	if got := e.srv.Count(http.MethodPost, loginPath); got != 2 {
+		t.Errorf("%d logins, want 2", got)
+	}
+	if !strings.Contains(e.logs.String(), "infisical token refused, logging in again") {
+		t.Errorf("re-login not logged: %s", e.logs.String())
+	}
+}
+
+// clock is a test clock shared by the fake and the client.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func TestRenewsTokenShortlyBeforeExpiry(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	opts := fixture(infisicaltest.WithClock(clk.Now),
+		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: clientID, ClientSecret: clientSecret, TokenTTL: 10 * time.Minute}))
+	e := setup(t, infisical.Config{Now: clk.Now}, opts...)
+	ctx := context.Background()
+	list := func() {
+		t.Helper()
+		if _, err := e.client.ListSecrets(ctx, apiScope); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	list()
+	clk.Advance(8 * time.Minute) // well inside the token's life: reuse it
+	list()
+	if got := e.srv.Count(http.MethodPost, loginPath); got != 1 {
+		t.Fatalf("%d logins after 8 of 10 minutes, want 1", got)
+	}
+	clk.Advance(90 * time.Second) // 30 s before expiry: inside the refresh margin
+	list()
+	if got := e.srv.Count(http.MethodPost, loginPath); got != 2 {
+		t.Errorf("%d logins 30 s before expiry, want 2 (renewed before it expired)", got)
+	}
+	if got, want := fmt.Sprint(statuses(e.srv.Requests(), listPath)), "[200 200 200]"; got != want {
+		t.Errorf("list statuses = %s, want %s (no request with an expired token)", got, want)
+	}
+}
+
+func TestInvalidCredentials(t *testing.T) {
+	e := setup(t, infisical.Config{ClientSecret: "wrong-" + clientSecret}, fixture()...)
+	_, err := e.client.ListSecrets(context.Background(), apiScope)
+	if !errors.Is(err, infisical.ErrUnauthorized) {
+		t.Fatalf("err = %v, want ErrUnauthorized", err)
+	}
+	var apiErr *infisical.APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || apiErr.Message != "Invalid credentials" || apiErr.ReqID == "" {
+		t.Errorf("APIError = %+v, want 401 Invalid credentials with a reqId", apiErr)
+	}
+	for _, want := range []string{clientID, loginPath, "Invalid credentials"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	assertNoSecret(t, "error", err.Error())
+	if got := e.srv.Count(http.MethodPost, loginPath); got != 1 {
+		t.Errorf("%d login attempts, want 1 (a 401 is not retried)", got)
+	}
+}
+
+func TestHiddenValueIsAnError(t *testing.T) {
+	opts := fixture(infisicaltest.WithIdentity(infisicaltest.Identity{
+		ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"DB_PASSWORD", "MAIL_KEY"},
+	}))
+	e := setup(t, infisical.Config{}, opts...)
+	src := e.client.Source(apiScope)
+	ctx := context.Background()
+
+	_, err := src.Fetch(ctx, []string{"OVERRIDDEN", "DB_PASSWORD"})
+	var hv *infisical.HiddenValueError
+	if !errors.As(err, &hv) || !errors.Is(err, infisical.ErrHiddenValue) {
+		t.Fatalf("err = %v, want *HiddenValueError", err)
+	}
+	if len(hv.Keys) != 1 || hv.Keys[0] != "DB_PASSWORD" {
+		t.Errorf("hidden keys = %v, want [DB_PASSWORD]", hv.Keys)
+	}
+	if !strings.Contains(err.Error(), "DB_PASSWORD") || !strings.Contains(err.Error(), `"/api"`) {
+		t.Errorf("error %q does not name the key and the scope", err)
+	}
+
+	// A hidden key nobody asks for does not fail the fetch (MAIL_KEY is hidden too).
+	got, err := src.Fetch(ctx, []string{"OVERRIDDEN", "CROSS"})
+	if err != nil {
+		t.Fatalf("fetch of visible keys: %v", err)
+	}
+	if v, _ := got.Get("OVERRIDDEN"); v != "own" {
+		t.Errorf("OVERRIDDEN = %q, want own", v)
+	}
+
+	l, err := e.client.ListSecrets(ctx, apiScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(l.Hidden, ","); got != "DB_PASSWORD,MAIL_KEY" {
+		t.Errorf("Hidden = %s, want DB_PASSWORD,MAIL_KEY", got)
+	}
+	if _, ok := l.Values.Get("DB_PASSWORD"); ok {
+		t.Errorf("a hidden value is in Values")
+	}
+}
+
+func TestAllValuesHidden(t *testing.T) {
+	opts := fixture(infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: clientID, ClientSecret: clientSecret, HideValues: true}))
+	e := setup(t, infisical.Config{}, opts...)
+	_, err := e.client.Source(apiScope).Fetch(context.Background(), []string{"DATABASE_URL", "NOPE"})
+	if !errors.Is(err, infisical.ErrHiddenValue) || !errors.Is(err, secrets.ErrMissing) {
+		t.Fatalf("err = %v, want both ErrHiddenValue (DATABASE_URL) and ErrMissing (NOPE)", err)
+	}
+	if strings.Contains(err.Error(), infisicaltest.HiddenValue) {
+		t.Errorf("error shows the placeholder as if it were a value: %s", err)
+	}
+}
+
+func TestMissingKey(t *testing.T) {
+	e := setup(t, infisical.Config{}, fixture()...)
+	_, err := e.client.Source(apiScope).Fetch(context.Background(), []string{"DB_PASSWORD", "NOPE"})
+	var me *secrets.MissingError
+	if !errors.As(err, &me) {
+		t.Fatalf("err = %v, want *secrets.MissingError", err)
+	}
+	if len(me.Keys) != 1 || me.Keys[0] != "NOPE" {
+		t.Errorf("missing = %v, want [NOPE]", me.Keys)
+	}
+	if want := `infisical project "proj-1" environment "prod" path "/api": key NOPE not found`; err.Error() != want {
+		t.Errorf("error = %q, want %q", err, want)
+	}
+}
+
+func TestFetchWithoutKeysMakesNoRequest(t *testing.T) {
+	e := setup(t, infisical.Config{}, fixture()...)
+	if v, err := e.client.Source(apiScope).Fetch(context.Background(), nil); err != nil || v.Len() != 0 {
+		t.Fatalf("Fetch(nil) = %v, %v", v, err)
+	}
+	if n := len(e.srv.Requests()); n != 0 {
+		t.Errorf("%d requests, want 0", n)
+	}
+}
+
+func TestRateLimitRetriedWithServerWait(t *testing.T) {
+	e := setup(t, infisical.Config{}, fixture()...)
+	ctx := context.Background()
+	if _, err := e.client.ListSecrets(ctx, apiScope); err != nil { // log in first
+		t.Fatal(err)
+	}
+	e.srv.RateLimitNext(2, 7)
+	if _, err := e.client.ListSecrets(ctx, apiScope); err != nil {
+		t.Fatalf("after two 429s: %v", err)
+	}
+	if got, want := fmt.Sprint(statuses(e.srv.Requests(), listPath)), "[200 429 429 200]"; got != want {
+		t.Errorf("list statuses = %s, want %s", got, want)
+	}
+	if !strings.Contains(e.logs.String(), `"status":429`) {
+		t.Errorf("retries not logged: %s", e.logs.String())
+	}
+}
+
+func TestRateLimitOutlastsRetries(t *testing.T) {
+	e := setup(t, infisical.Config{RetryMax: 2}, fixture()...)
+	e.srv.RateLimitNext(10, 3)
+	_, err := e.client.ListSecrets(context.Background(), apiScope)
+	if !errors.Is(err, infisical.ErrRateLimited) {
+		t.Fatalf("err = %v, want ErrRateLimited", err)
+	}
+	var apiErr *infisical.APIError
+	if !errors.As(err, &apiErr) || apiErr.Message != "Rate limit exceeded. Please try again in 3 seconds" || apiErr.Name != "RateLimitExceeded" {
+		t.Errorf("APIError = %+v, want the server's 429 message", apiErr)
+	}
+	if got := e.srv.Count(http.MethodPost, loginPath); got != 3 {
+		t.Errorf("%d login attempts, want 3 (1 + RetryMax)", got)
+	}
+}
+
+func TestServerErrorsRetriedClientErrorsNot(t *testing.T) {
+	e := setup(t, infisical.Config{}, fixture()...)
+	ctx := context.Background()
+	e.srv.FailNext(2, http.StatusServiceUnavailable)
+	if _, err := e.client.ListSecrets(ctx, apiScope); err != nil {
+		t.Fatalf("after two 503s: %v", err)
+	}
+
+	e.srv.ResetRequests()
+	_, err := e.client.ListSecrets(ctx, infisical.Scope{ProjectID: "proj-1", Environment: "prod", Path: "/nope"})
+	if !errors.Is(err, infisical.ErrNotFound) {
+		t.Fatalf("err = %v, want ErrNotFound", err)
+	}
+	if got := len(e.srv.Requests()); got != 1 {
+		t.Errorf("%d requests for a 404, want 1 (not retried)", got)
+	}
+	if !strings.Contains(err.Error(), "Folder with path '/nope'") {
+		t.Errorf("error %q lacks the server's message", err)
+	}
+}
+
+func TestCancellation(t *testing.T) {
+	e := setup(t, infisical.Config{}, fixture()...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := e.client.ListSecrets(ctx, apiScope); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.SetLatency(time.Hour)
+	e.srv.OnRequest(func(infisicaltest.Request) { cancel() }) // cancel while the request is in flight
+	_, err := e.client.ListSecrets(ctx, apiScope)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+
+	// A canceled context also stops a caller waiting for a login.
+	fresh := setup(t, infisical.Config{}, fixture()...)
+	fresh.srv.SetLatency(time.Hour)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	fresh.srv.OnRequest(func(infisicaltest.Request) { cancel2() })
+	if _, err := fresh.client.Source(apiScope).Fetch(ctx2, []string{"DB_PASSWORD"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("during login: err = %v, want context.Canceled", err)
+	}
+}
+
+func TestResolverMakesOneListCallPerScope(t *testing.T) {
+	e := setup(t, infisical.Config{}, fixture()...)
+	r := secrets.NewResolver(map[string]secrets.Source{
+		"vault": e.client.Source(apiScope),
+		"env":   secrets.NewEnv(func(k string) string { return map[string]string{"SENTRY_DSN": "dsn"}[k] }, ""),
+	})
+	ctx := context.Background()
+	// Phase 1 asks for all services' refs at once...
+	res, err := r.Resolve(ctx,
+		secrets.Ref{Source: "vault", Key: "DATABASE_URL"}, secrets.Ref{Source: "vault", Key: "MAIL_KEY"},
+		secrets.Ref{Source: "env", Key: "SENTRY_DSN"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ...or per service; what was resolved is not fetched again.
+	if _, err := r.Resolve(ctx, secrets.Ref{Source: "vault", Key: "MAIL_KEY"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.srv.Count(http.MethodGet, listPath); got != 1 {
+		t.Errorf("%d list calls, want 1", got)
+	}
+	if v, _ := res.Get(secrets.Ref{Source: "vault", Key: "MAIL_KEY"}); v != mailKey {
+		t.Errorf("vault:MAIL_KEY wrong")
+	}
+	assertNoSecret(t, "resolved", fmt.Sprintf("%v %+v %#v", res, res, res))
+}
+
+func TestNothingPrintsTheClientSecret(t *testing.T) {
+	cfg := infisical.Config{BaseURL: "https://eu.infisical.com", ClientID: clientID, ClientSecret: clientSecret}
+	c, err := infisical.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	log.Info("config", "cfg", cfg, "client", c)
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d"} {
+		assertNoSecret(t, "Config "+verb, fmt.Sprintf(verb, cfg))
+		assertNoSecret(t, "*Config "+verb, fmt.Sprintf(verb, &cfg))
+		assertNoSecret(t, "Client "+verb, fmt.Sprintf(verb, c))
+	}
+	assertNoSecret(t, "slog", logs.String())
+	if !strings.Contains(fmt.Sprint(c), clientID) {
+		t.Errorf("Client prints %q, want the client id in it", fmt.Sprint(c))
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, cfg := range []infisical.Config{
+		{BaseURL: "", ClientID: "a", ClientSecret: "b"},
+		{BaseURL: "eu.infisical.com", ClientID: "a", ClientSecret: "b"},
+		{BaseURL: "ftp://x", ClientID: "a", ClientSecret: "b"},
+		{BaseURL: "https://x", ClientID: "", ClientSecret: "b"},
+		{BaseURL: "https://x", ClientID: "a", ClientSecret: ""},
+	} {
+		if _, err := infisical.New(cfg); err == nil {
+			t.Errorf("New(%v) succeeded, want an error", cfg)
+		} else {
+			assertNoSecret(t, "error", err.Error())
+		}
+	}
+}
