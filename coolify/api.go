@@ -53,7 +53,7 @@ func pathEscape(s string) string { return url.PathEscape(s) }
 // Health asks the instance's unauthenticated health endpoint (GET /api/v1/health). It returns
 // nil on 200; otherwise an *APIError or a transport error wrapping [ErrUnavailable].
 func (c *Client) Health(ctx context.Context) error {
-	if _, err := c.do(ctx, call{method: http.MethodGet, route: "/health", path: "/health", noAuth: true}, nil); err != nil {
+	if err := c.do(ctx, call{method: http.MethodGet, route: "/health", path: "/health", noAuth: true}, nil); err != nil {
 		return fmt.Errorf("coolify health: %w", err)
 	}
 	return nil
@@ -63,7 +63,7 @@ func (c *Client) Health(ctx context.Context) error {
 // [ErrUnauthorized], [ErrForbidden] (token without read), transport errors.
 func (c *Client) GetApplication(ctx context.Context, uuid string) (*Application, error) {
 	var a Application
-	if _, err := c.do(ctx, call{method: http.MethodGet, route: "/applications/{uuid}",
+	if err := c.do(ctx, call{method: http.MethodGet, route: "/applications/{uuid}",
 		path: "/applications/" + pathEscape(uuid)}, &a); err != nil {
 		return nil, fmt.Errorf("get application %s: %w", uuid, err)
 	}
@@ -73,7 +73,7 @@ func (c *Client) GetApplication(ctx context.Context, uuid string) (*Application,
 // GetService reads a service. Errors as [Client.GetApplication].
 func (c *Client) GetService(ctx context.Context, uuid string) (*Service, error) {
 	var s Service
-	if _, err := c.do(ctx, call{method: http.MethodGet, route: "/services/{uuid}",
+	if err := c.do(ctx, call{method: http.MethodGet, route: "/services/{uuid}",
 		path: "/services/" + pathEscape(uuid)}, &s); err != nil {
 		return nil, fmt.Errorf("get service %s: %w", uuid, err)
 	}
@@ -90,7 +90,7 @@ func (c *Client) ListEnvs(ctx context.Context, ref ResourceRef) ([]EnvVar, error
 		return nil, fmt.Errorf("list envs: %w", err)
 	}
 	var rows []wireEnv
-	if _, err := c.do(ctx, call{method: http.MethodGet, route: routeOf(ref, "/envs"), path: col + "/envs"}, &rows); err != nil {
+	if err := c.do(ctx, call{method: http.MethodGet, route: routeOf(ref, "/envs"), path: col + "/envs"}, &rows); err != nil {
 		return nil, fmt.Errorf("list envs of %s: %w", ref, err)
 	}
 	out := make([]EnvVar, 0, len(rows))
@@ -166,7 +166,7 @@ func (c *Client) UpsertEnvs(ctx context.Context, ref ResourceRef, vars []EnvVar)
 	body := struct {
 		Data []wireEnv `json:"data"`
 	}{data}
-	if _, err := c.do(ctx, call{method: http.MethodPatch, route: routeOf(ref, "/envs/bulk"),
+	if err := c.do(ctx, call{method: http.MethodPatch, route: routeOf(ref, "/envs/bulk"),
 		path: col + "/envs/bulk", body: body}, nil); err != nil {
 		return fmt.Errorf("upsert %d envs of %s: %w", len(vars), ref, err)
 	}
@@ -185,7 +185,7 @@ func (c *Client) CreateEnv(ctx context.Context, ref ResourceRef, e EnvVar) (stri
 		return "", fmt.Errorf("create env of %s: %w", ref, err)
 	}
 	var out wireEnv
-	if _, err := c.do(ctx, call{method: http.MethodPost, route: routeOf(ref, "/envs"),
+	if err := c.do(ctx, call{method: http.MethodPost, route: routeOf(ref, "/envs"),
 		path: col + "/envs", body: wireWrite(ref, e)}, &out); err != nil {
 		return "", fmt.Errorf("create env %s of %s: %w", e.Key, ref, err)
 	}
@@ -208,7 +208,7 @@ func (c *Client) UpdateEnv(ctx context.Context, ref ResourceRef, e EnvVar) (EnvV
 		return EnvVar{}, fmt.Errorf("update env of %s: %w", ref, err)
 	}
 	var out wireEnv
-	if _, err := c.do(ctx, call{method: http.MethodPatch, route: routeOf(ref, "/envs"),
+	if err := c.do(ctx, call{method: http.MethodPatch, route: routeOf(ref, "/envs"),
 		path: col + "/envs", body: wireWrite(ref, e)}, &out); err != nil {
 		return EnvVar{}, fmt.Errorf("update env %s of %s: %w", e.Key, ref, err)
 	}
@@ -222,7 +222,7 @@ func (c *Client) DeleteEnv(ctx context.Context, ref ResourceRef, envUUID string)
 	if err != nil {
 		return fmt.Errorf("delete env: %w", err)
 	}
-	if _, err := c.do(ctx, call{method: http.MethodDelete, route: routeOf(ref, "/envs/{env_uuid}"),
+	if err := c.do(ctx, call{method: http.MethodDelete, route: routeOf(ref, "/envs/{env_uuid}"),
 		path: col + "/envs/" + pathEscape(envUUID)}, nil); err != nil {
 		return fmt.Errorf("delete env %s of %s: %w", envUUID, ref, err)
 	}
@@ -238,7 +238,7 @@ func (c *Client) SetImageTag(ctx context.Context, appUUID, tag string) error {
 		return fmt.Errorf("set image tag of %s: %w", appUUID, err)
 	}
 	body := map[string]string{"docker_registry_image_tag": tag}
-	if _, err := c.do(ctx, call{method: http.MethodPatch, route: "/applications/{uuid}",
+	if err := c.do(ctx, call{method: http.MethodPatch, route: "/applications/{uuid}",
 		path: "/applications/" + pathEscape(appUUID), body: body}, nil); err != nil {
 		return fmt.Errorf("set image tag of %s: %w", appUUID, err)
 	}
@@ -275,7 +275,7 @@ func (c *Client) Deploy(ctx context.Context, appUUID string, force bool) (*Deplo
 	var out struct {
 		Deployments []deployItem `json:"deployments"`
 	}
-	if _, err := c.do(ctx, call{method: http.MethodPost, route: "/deploy", path: "/deploy", query: q}, &out); err != nil {
+	if err := c.do(ctx, call{method: http.MethodPost, route: "/deploy", path: "/deploy", query: q}, &out); err != nil {
 		return nil, fmt.Errorf("deploy %s: %w", appUUID, err)
 	}
 	var item *deployItem
@@ -295,7 +295,7 @@ func (c *Client) Deploy(ctx context.Context, appUUID string, force bool) (*Deplo
 // apps) and confirms it was stored. Same dedup rule and errors as [Client.Deploy].
 func (c *Client) Restart(ctx context.Context, appUUID string) (*DeployResult, error) {
 	var out deployItem
-	if _, err := c.do(ctx, call{method: http.MethodPost, route: "/applications/{uuid}/restart",
+	if err := c.do(ctx, call{method: http.MethodPost, route: "/applications/{uuid}/restart",
 		path: "/applications/" + pathEscape(appUUID) + "/restart"}, &out); err != nil {
 		return nil, fmt.Errorf("restart %s: %w", appUUID, err)
 	}
@@ -311,7 +311,7 @@ func (c *Client) Restart(ctx context.Context, appUUID string) (*DeployResult, er
 func (c *Client) Start(ctx context.Context, appUUID string, force bool) (*DeployResult, error) {
 	var out deployItem
 	q := url.Values{"force": {strconv.FormatBool(force)}}
-	if _, err := c.do(ctx, call{method: http.MethodPost, route: "/applications/{uuid}/start",
+	if err := c.do(ctx, call{method: http.MethodPost, route: "/applications/{uuid}/start",
 		path: "/applications/" + pathEscape(appUUID) + "/start", query: q}, &out); err != nil {
 		return nil, fmt.Errorf("start %s: %w", appUUID, err)
 	}
@@ -345,7 +345,7 @@ func (c *Client) DeployService(ctx context.Context, serviceUUID string) (string,
 	var out struct {
 		Deployments []deployItem `json:"deployments"`
 	}
-	if _, err := c.do(ctx, call{method: http.MethodPost, route: "/deploy", path: "/deploy", query: q}, &out); err != nil {
+	if err := c.do(ctx, call{method: http.MethodPost, route: "/deploy", path: "/deploy", query: q}, &out); err != nil {
 		return "", fmt.Errorf("deploy service %s: %w", serviceUUID, err)
 	}
 	if len(out.Deployments) == 0 {
@@ -362,7 +362,7 @@ func (c *Client) RestartService(ctx context.Context, serviceUUID string, pullLat
 		Message string `json:"message"`
 	}
 	q := url.Values{"latest": {strconv.FormatBool(pullLatest)}}
-	if _, err := c.do(ctx, call{method: http.MethodPost, route: "/services/{uuid}/restart",
+	if err := c.do(ctx, call{method: http.MethodPost, route: "/services/{uuid}/restart",
 		path: "/services/" + pathEscape(serviceUUID) + "/restart", query: q}, &out); err != nil {
 		return "", fmt.Errorf("restart service %s: %w", serviceUUID, err)
 	}
@@ -373,7 +373,7 @@ func (c *Client) RestartService(ctx context.Context, serviceUUID string, pullLat
 // dropped deploy, or another team's), and those of [Client.GetApplication].
 func (c *Client) GetDeployment(ctx context.Context, deploymentUUID string) (*Deployment, error) {
 	var d Deployment
-	if _, err := c.do(ctx, call{method: http.MethodGet, route: "/deployments/{uuid}",
+	if err := c.do(ctx, call{method: http.MethodGet, route: "/deployments/{uuid}",
 		path: "/deployments/" + pathEscape(deploymentUUID)}, &d); err != nil {
 		return nil, fmt.Errorf("get deployment %s: %w", deploymentUUID, err)
 	}
@@ -389,7 +389,7 @@ func (c *Client) ListDeployments(ctx context.Context, appUUID string, skip, take
 		Count       int          `json:"count"`
 		Deployments []Deployment `json:"deployments"`
 	}
-	if _, err := c.do(ctx, call{method: http.MethodGet, route: "/deployments/applications/{uuid}",
+	if err := c.do(ctx, call{method: http.MethodGet, route: "/deployments/applications/{uuid}",
 		path: "/deployments/applications/" + pathEscape(appUUID), query: q}, &out); err != nil {
 		return 0, nil, fmt.Errorf("list deployments of %s: %w", appUUID, err)
 	}
@@ -406,7 +406,7 @@ func (c *Client) ActiveDeployments(ctx context.Context, appUUID string) ([]Deplo
 		return nil, fmt.Errorf("active deployments: %w", err)
 	}
 	var all []Deployment
-	if _, err := c.do(ctx, call{method: http.MethodGet, route: "/deployments", path: "/deployments"}, &all); err != nil {
+	if err := c.do(ctx, call{method: http.MethodGet, route: "/deployments", path: "/deployments"}, &all); err != nil {
 		return nil, fmt.Errorf("active deployments of %s: %w", appUUID, err)
 	}
 	id := strconv.FormatInt(app.ID, 10)
@@ -423,7 +423,7 @@ func (c *Client) ActiveDeployments(ctx context.Context, appUUID string) ([]Deplo
 // Errors: [ErrBadRequest] when it already ended (the message names its status), [ErrNotFound],
 // [ErrForbidden], [ErrServer] (before Coolify 4.3.7 an API cancel always answered 500).
 func (c *Client) CancelDeployment(ctx context.Context, deploymentUUID string) error {
-	if _, err := c.do(ctx, call{method: http.MethodPost, route: "/deployments/{uuid}/cancel",
+	if err := c.do(ctx, call{method: http.MethodPost, route: "/deployments/{uuid}/cancel",
 		path: "/deployments/" + pathEscape(deploymentUUID) + "/cancel"}, nil); err != nil {
 		return fmt.Errorf("cancel deployment %s: %w", deploymentUUID, err)
 	}

@@ -248,13 +248,15 @@ type call struct {
 
 // do performs the call and decodes a 2xx JSON body into out (when out is non-nil). Non-2xx
 // answers become *APIError; transport failures are returned wrapped with method and path.
-func (c *Client) do(ctx context.Context, k call, out any) (int, error) {
+func (c *Client) do(ctx context.Context, k call, out any) error {
 	if c.base == nil {
-		return 0, fmt.Errorf("%s %s: %w", k.method, k.path, ErrBadBaseURL)
+		return fmt.Errorf("%s %s: %w", k.method, k.path, ErrBadBaseURL)
 	}
 	u := *c.base
-	u.Path = c.base.Path + k.path
-	u.RawPath = c.base.Path + k.path
+	u.RawPath = c.base.Path + k.path // k.path is escaped
+	if p, err := url.PathUnescape(u.RawPath); err == nil {
+		u.Path = p
+	}
 	if len(k.query) > 0 {
 		u.RawQuery = k.query.Encode()
 	}
@@ -263,7 +265,7 @@ func (c *Client) do(ctx context.Context, k call, out any) (int, error) {
 	if k.body != nil {
 		b, err := json.Marshal(k.body)
 		if err != nil {
-			return 0, fmt.Errorf("%s %s: encode body: %w", k.method, fullPath, err)
+			return fmt.Errorf("%s %s: encode body: %w", k.method, fullPath, err)
 		}
 		body = b
 	}
@@ -274,7 +276,7 @@ func (c *Client) do(ctx context.Context, k call, out any) (int, error) {
 	ctx = context.WithValue(ctx, routeKey{}, reqMeta{route: k.route, class: class})
 	req, err := retryablehttp.NewRequestWithContext(ctx, k.method, u.String(), body)
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", k.method, fullPath, err)
+		return fmt.Errorf("%s %s: %w", k.method, fullPath, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.userAgent)
@@ -300,17 +302,17 @@ func (c *Client) do(ctx context.Context, k call, out any) (int, error) {
 			if resp != nil {
 				resp.Body.Close()
 			}
-			return 0, fmt.Errorf("%s %s: %w", k.method, fullPath, ctxErr)
+			return fmt.Errorf("%s %s: %w", k.method, fullPath, ctxErr)
 		}
 		if resp != nil {
 			// Retries gave out on a response the policy wanted to retry: report the response.
 			defer resp.Body.Close()
-			return resp.StatusCode, c.apiError(k.method, fullPath, resp)
+			return c.apiError(k.method, fullPath, resp)
 		}
 		c.logger.LogAttrs(ctx, slog.LevelDebug, "coolify request failed",
 			slog.String(logKeyMethod, k.method), slog.String(logKeyRoute, k.route),
-			slog.String(logKeyError, err.Error()))
-		return 0, fmt.Errorf("%s %s: %w: %w", k.method, fullPath, ErrUnavailable, stripURL(err))
+			slog.String(logKeyError, stripURL(err).Error()))
+		return fmt.Errorf("%s %s: %w: %w", k.method, fullPath, ErrUnavailable, stripURL(err))
 	}
 	defer resp.Body.Close()
 	attrs := []slog.Attr{
@@ -322,20 +324,20 @@ func (c *Client) do(ctx context.Context, k call, out any) (int, error) {
 	}
 	c.logger.LogAttrs(ctx, slog.LevelDebug, "coolify request", attrs...)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, c.apiError(k.method, fullPath, resp)
+		return c.apiError(k.method, fullPath, resp)
 	}
 	if out == nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
-		return resp.StatusCode, nil
+		return nil
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return resp.StatusCode, fmt.Errorf("%s %s: read response: %w: %w", k.method, fullPath, ErrUnavailable, err)
+		return fmt.Errorf("%s %s: read response: %w: %w", k.method, fullPath, ErrUnavailable, err)
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return resp.StatusCode, fmt.Errorf("%s %s: decode %d response: %w", k.method, fullPath, resp.StatusCode, err)
+		return fmt.Errorf("%s %s: decode %d response: %w", k.method, fullPath, resp.StatusCode, err)
 	}
-	return resp.StatusCode, nil
+	return nil
 }
 
 const maxBody = 32 << 20
