@@ -61,6 +61,7 @@ type Store struct {
 	rdb    redis.UniversalClient
 	k      string // prefix + "{runs}:"
 	hub    *storekit.Hub
+	cache  *storekit.Cache // runs this Store wrote last: Update tries them without a read
 	closed atomic.Bool
 	now    func() time.Time
 
@@ -77,7 +78,7 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
-	return &Store{rdb: rdb, k: opts.Prefix + "{runs}:", hub: storekit.NewHub(), now: time.Now}
+	return &Store{rdb: rdb, k: opts.Prefix + "{runs}:", hub: storekit.NewHub(), cache: storekit.NewCache(0), now: time.Now}
 }
 
 func (s *Store) runKey(id string) string     { return s.k + "run:" + id }
@@ -152,6 +153,7 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 	}
 	switch code, _ := res[0].(int64); code {
 	case 1:
+		s.cache.Put(r, storekit.SortKey(r))
 		return r, true, nil
 	case 0:
 		id, _ := res[1].(string)
@@ -303,26 +305,43 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error,
 
 // update is the optimistic read-modify-write loop under Update and MarkInterrupted. apply
 // returns the run to write and the (stamped) events to append; its errors are returned as is.
+//
+// The first attempt starts from the copy this Store wrote last, if it has one, without
+// reading: the script's version check tells whether it was still current. Later attempts
+// read the run.
 func (s *Store) update(ctx context.Context, id string, apply func(runs.Run) (runs.Run, []runs.Event, error)) (runs.Run, error) {
 	op := fmt.Sprintf("update run %q", id)
+	cur, sk, cached := s.cache.Get(id)
 	for attempt := 0; attempt < maxAttempts; attempt++ {
-		cur, sk, err := s.get(ctx, id)
-		if err != nil {
-			return runs.Run{}, err
+		if !cached {
+			var err error
+			if cur, sk, err = s.get(ctx, id); err != nil {
+				s.cache.Drop(id)
+				return runs.Run{}, err
+			}
 		}
 		next, evs, err := apply(cur)
 		if err != nil {
+			if cached { // the cached copy may be stale: decide on the stored run
+				cached = false
+				continue
+			}
 			return runs.Run{}, err
 		}
 		err = s.commit(ctx, cur, next, sk, evs)
-		if errors.Is(err, errRetry) {
-			continue
-		}
-		if err != nil {
+		switch {
+		case err == nil:
+			s.cache.Put(next, sk)
+			return next, nil
+		case cached && (errors.Is(err, errRetry) || errors.Is(err, runs.ErrNotFound)):
+			cached = false
+		case errors.Is(err, errRetry):
+		default:
+			s.cache.Drop(id)
 			return runs.Run{}, fail(op, err)
 		}
-		return next, nil
 	}
+	s.cache.Drop(id)
 	return runs.Run{}, fmt.Errorf("%s: %d attempts lost to concurrent writers: %w", op, maxAttempts, runs.ErrConflict)
 }
 

@@ -14,19 +14,28 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	srv := redistest.Start(t)
+	runstest.Run(t, backends(t))
+}
+
+func BenchmarkStore(b *testing.B) {
+	runstest.Bench(b, backends(b))
+}
+
+// backends starts one redis-server for the whole suite and gives each subtest a fresh key
+// space of its own (a prefix).
+func backends(tb testing.TB) func(testing.TB) runstest.Opener {
+	srv := redistest.Start(tb)
 	var n atomic.Int64
-	runstest.Run(t, func(t *testing.T) runstest.Opener {
-		// One server for the suite; each subtest gets a fresh key space of its own.
+	return func(testing.TB) runstest.Opener {
 		prefix := "t" + strconv.FormatInt(n.Add(1), 10) + ":"
-		return func(t *testing.T) runs.Store {
+		return func(tb testing.TB) runs.Store {
 			rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}})
 			s := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
-			t.Cleanup(func() {
+			tb.Cleanup(func() {
 				s.Close()
 				rdb.Close()
 			})
 			return s
 		}
-	})
+	}
 }

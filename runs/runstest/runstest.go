@@ -8,9 +8,9 @@
 // and returns an Opener for it:
 //
 //	func TestStore(t *testing.T) {
-//		runstest.Run(t, func(t *testing.T) runstest.Opener {
-//			dir := t.TempDir()
-//			return func(t *testing.T) runs.Store { return open(t, dir) }
+//		runstest.Run(t, func(tb testing.TB) runstest.Opener {
+//			dir := tb.TempDir()
+//			return func(tb testing.TB) runs.Store { return open(tb, dir) }
 //		})
 //	}
 package runstest
@@ -33,11 +33,11 @@ import (
 // second daemon on the same backend or the same daemon after a restart would see it. The
 // Opener closes the stores it opened when the test ends (closing twice must be harmless:
 // tests also close stores themselves to simulate a restart).
-type Opener func(t *testing.T) runs.Store
+type Opener func(tb testing.TB) runs.Store
 
 // Run runs the suite. newBackend is called once per subtest and must return an Opener on
 // a fresh, empty backend.
-func Run(t *testing.T, newBackend func(t *testing.T) Opener) {
+func Run(t *testing.T, newBackend func(tb testing.TB) Opener) {
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, open Opener)
@@ -52,6 +52,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Opener) {
 		{"ListInvalid", testListInvalid},
 		{"Update", testUpdate},
 		{"UpdateConcurrent", testUpdateConcurrent},
+		{"UpdateTwoStores", testUpdateTwoStores},
 		{"UpdateEnded", testUpdateEnded},
 		{"EventSeqConcurrent", testEventSeqConcurrent},
 		{"EventsPaging", testEventsPaging},
@@ -556,6 +557,49 @@ func testUpdateConcurrent(t *testing.T, open Opener) {
 	if len(evs) != n {
 		t.Errorf("after %d concurrent updates: %d events, want %d", n, len(evs), n)
 	}
+}
+
+// testUpdateTwoStores alternates writers on two stores, so a store that remembers what it
+// wrote last must notice the other's writes.
+func testUpdateTwoStores(t *testing.T, open Opener) {
+	a, b := open(t), open(t)
+	ctx := ctxFor(t)
+	r := mustCreate(t, a, runs.Run{Pipeline: "prod"})
+	set := func(s runs.Store, name string) runs.Run {
+		t.Helper()
+		return mustUpdate(t, s, r.ID, func(x *runs.Run) error {
+			x.SetStep(runs.Step{Phase: runs.Phase1, Name: name, Status: runs.StepSynced})
+			return nil
+		})
+	}
+	set(a, "one")
+	set(b, "two")
+	set(a, "three")
+	got := set(b, "four")
+	var steps []string
+	for _, st := range got.Steps {
+		steps = append(steps, st.Name)
+	}
+	if !slices.Equal(steps, []string{"one", "two", "three", "four"}) || got.Version != 5 {
+		t.Errorf("alternating updates from two stores: steps %v at version %d, want [one two three four] at 5", steps, got.Version)
+	}
+	// A run ended through one store cannot be updated through the other.
+	mustUpdate(t, a, r.ID, func(x *runs.Run) error { x.Status = runs.StatusFailed; return nil })
+	_, err := b.Update(ctx, r.ID, func(x *runs.Run) error { x.Status = runs.StatusPhase2; return nil })
+	wantErr(t, "Update through the other store after the run ended", err, runs.ErrEnded)
+	// Nor revived after being marked interrupted by another instance.
+	r2 := mustCreate(t, a, runs.Run{Pipeline: "prod", Owner: "node-x"})
+	set2 := func(s runs.Store) error {
+		_, err := s.Update(ctx, r2.ID, func(x *runs.Run) error { x.Status = runs.StatusPhase1; return nil })
+		return err
+	}
+	if err := set2(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.MarkInterrupted(ctx, "node-x", "restarted"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "Update after another store marked the run interrupted", set2(a), runs.ErrEnded)
 }
 
 func testUpdateEnded(t *testing.T, open Opener) {

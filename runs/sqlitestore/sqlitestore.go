@@ -87,6 +87,7 @@ type Store struct {
 	w      *sql.DB // one connection, BEGIN IMMEDIATE: every write
 	r      *sql.DB // a few connections: reads
 	hub    *storekit.Hub
+	cache  *storekit.Cache // runs this Store wrote last, for Update
 	closed atomic.Bool
 	now    func() time.Time
 }
@@ -120,7 +121,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	s := &Store{w: w, r: r, hub: storekit.NewHub(), now: time.Now}
+	s := &Store{w: w, r: r, hub: storekit.NewHub(), cache: storekit.NewCache(0), now: time.Now}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open run store %s: %w", path, err)
@@ -238,6 +239,9 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 	if err != nil {
 		return runs.Run{}, false, err
 	}
+	if created {
+		s.cache.Put(out, "")
+	}
 	return out, created, nil
 }
 
@@ -330,7 +334,8 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 }
 
 // Update implements runs.Store. It never retries: the write transaction holds SQLite's
-// write lock from the read to the commit, so fn is called once.
+// write lock from the read to the commit, so fn is called once. When the stored version is
+// the one this Store wrote last, the run is not read and decoded again.
 func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error, evs ...runs.Event) (runs.Run, error) {
 	stamped, err := storekit.StampEvents(id, evs, s.now())
 	if err != nil {
@@ -338,7 +343,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error,
 	}
 	var out runs.Run
 	err = s.write(ctx, fmt.Sprintf("update run %q", id), func(tx *sql.Tx) error {
-		cur, err := readRun(ctx, tx, id)
+		cur, err := s.readForUpdate(ctx, tx, id)
 		if err != nil {
 			return err
 		}
@@ -353,12 +358,43 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error,
 		return nil
 	})
 	if err != nil {
+		s.cache.Drop(id)
 		return runs.Run{}, err
 	}
+	s.cache.Put(out, "")
 	if len(stamped) > 0 {
 		s.hub.Notify(id)
 	}
 	return out, nil
+}
+
+// readForUpdate returns the stored run, from the cache when its version is current (the
+// data column is then not even read).
+func (s *Store) readForUpdate(ctx context.Context, tx *sql.Tx, id string) (runs.Run, error) {
+	c, _, ok := s.cache.Get(id)
+	if !ok {
+		return readRun(ctx, tx, id)
+	}
+	var (
+		version int64
+		data    []byte
+	)
+	err := tx.QueryRowContext(ctx, `SELECT version, CASE WHEN version = ? THEN NULL ELSE data END FROM runs WHERE id = ?`,
+		c.Version, id).Scan(&version, &data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return runs.Run{}, runs.ErrNotFound
+	}
+	if err != nil {
+		return runs.Run{}, err
+	}
+	if version == c.Version {
+		return c, nil
+	}
+	var r runs.Run
+	if err := json.Unmarshal(data, &r); err != nil {
+		return runs.Run{}, fmt.Errorf("decode: %w", err)
+	}
+	return r, nil
 }
 
 // readRun reads a run inside a transaction. ErrNotFound if there is none.
@@ -544,6 +580,7 @@ func (s *Store) MarkInterrupted(ctx context.Context, owner, reason string) ([]ru
 		return nil, err
 	}
 	for _, r := range marked {
+		s.cache.Drop(r.ID)
 		s.hub.Notify(r.ID)
 	}
 	return marked, nil

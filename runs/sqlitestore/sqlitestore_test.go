@@ -12,21 +12,28 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/runs/sqlitestore"
 )
 
-func open(t *testing.T, path string) runs.Store {
-	t.Helper()
+func open(tb testing.TB, path string) runs.Store {
+	tb.Helper()
 	s, err := sqlitestore.Open(context.Background(), path)
 	if err != nil {
-		t.Fatalf("Open: %v", err)
+		tb.Fatalf("Open: %v", err)
 	}
-	t.Cleanup(func() { s.Close() })
+	tb.Cleanup(func() { s.Close() })
 	return s
 }
 
 func TestConformance(t *testing.T) {
-	runstest.Run(t, func(t *testing.T) runstest.Opener {
-		path := filepath.Join(t.TempDir(), sqlitestore.FileName)
-		return func(t *testing.T) runs.Store { return open(t, path) }
-	})
+	runstest.Run(t, newBackend)
+}
+
+func BenchmarkStore(b *testing.B) {
+	runstest.Bench(b, newBackend)
+}
+
+// newBackend is an empty database file in a temp dir.
+func newBackend(tb testing.TB) runstest.Opener {
+	path := filepath.Join(tb.TempDir(), sqlitestore.FileName)
+	return func(tb testing.TB) runs.Store { return open(tb, path) }
 }
 
 func TestOpenRefusesNewerSchema(t *testing.T) {
