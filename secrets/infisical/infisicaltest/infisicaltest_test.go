@@ -1,0 +1,308 @@
+package infisicaltest_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/secrets/infisical/infisicaltest"
+)
+
+var (
+	root   = infisicaltest.Folder{ProjectID: "p1", Environment: "prod"}
+	api    = infisicaltest.Folder{ProjectID: "p1", Environment: "prod", Path: "/api"}
+	shared = infisicaltest.Folder{ProjectID: "p1", Environment: "prod", Path: "/shared"}
+)
+
+func newHandler(extra ...infisicaltest.Option) *infisicaltest.Handler {
+	return infisicaltest.NewHandler(append([]infisicaltest.Option{
+		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: "id1", ClientSecret: "sec1"}),
+		infisicaltest.WithSecrets(root, map[string]string{"HOST": "db.internal"}),
+		infisicaltest.WithSecrets(api, map[string]string{
+			"USER":  "app",
+			"URL":   "postgres://${USER}@${prod.HOST}/${staging.nested.deep.NAME}",
+			"LOOP":  "a${LOOP2}",
+			"LOOP2": "b${LOOP}",
+			"GHOST": "x${NOPE}y",
+		}),
+		infisicaltest.WithSecrets(infisicaltest.Folder{ProjectID: "p1", Environment: "staging", Path: "/nested/deep"},
+			map[string]string{"NAME": "stage_db"}),
+		infisicaltest.WithSecrets(shared, map[string]string{"SHARED": "s"}),
+		infisicaltest.WithImport(api, shared),
+	}, extra...)...)
+}
+
+// call serves one request through the handler, with no network, and decodes the JSON answer.
+func call(t *testing.T, h http.Handler, method, target, token, body string) (int, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var out map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		t.Fatalf("%s %s: answer is not JSON: %q", method, target, rec.Body.String())
+	}
+	return rec.Code, out
+}
+
+func login(t *testing.T, h http.Handler) string {
+	t.Helper()
+	code, out := call(t, h, "POST", "/api/v1/auth/universal-auth/login", "", `{"clientId":"id1","clientSecret":"sec1"}`)
+	if code != 200 {
+		t.Fatalf("login: %d %v", code, out)
+	}
+	if out["tokenType"] != "Bearer" || out["expiresIn"].(float64) != infisicaltest.DefaultTokenTTL.Seconds() {
+		t.Errorf("login answer = %v", out)
+	}
+	return out["accessToken"].(string)
+}
+
+// values maps secretKey → secretValue of a list answer's "secrets" (or of one import).
+func values(list any) map[string]string {
+	out := map[string]string{}
+	for _, s := range list.([]any) {
+		m := s.(map[string]any)
+		out[m["secretKey"].(string)] = m["secretValue"].(string)
+	}
+	return out
+}
+
+func listURL(q url.Values) string { return "/api/v3/secrets/raw?" + q.Encode() }
+
+func TestReferencesExpandedOnlyWhenAsked(t *testing.T) {
+	h := newHandler()
+	tok := login(t, h)
+	q := url.Values{"workspaceId": {"p1"}, "environment": {"prod"}, "secretPath": {"/api"}}
+
+	_, out := call(t, h, "GET", listURL(q), tok, "")
+	if got := values(out["secrets"])["URL"]; got != "postgres://${USER}@${prod.HOST}/${staging.nested.deep.NAME}" {
+		t.Errorf("unexpanded URL = %q, want the raw reference (the list routes default to false)", got)
+	}
+
+	q.Set("expandSecretReferences", "true")
+	_, out = call(t, h, "GET", listURL(q), tok, "")
+	v := values(out["secrets"])
+	for k, want := range map[string]string{
+		"URL":   "postgres://app@db.internal/stage_db", // local, root of an env, nested folder of another env
+		"GHOST": "xy",                                  // unresolvable → "" as in Infisical
+		"LOOP":  "ab",                                  // a cycle ends in ""
+	} {
+		if v[k] != want {
+			t.Errorf("%s = %q, want %q", k, v[k], want)
+		}
+	}
+}
+
+func TestImportsOnlyWithSnakeCaseFlag(t *testing.T) {
+	h := newHandler()
+	tok := login(t, h)
+	q := url.Values{"workspaceId": {"p1"}, "environment": {"prod"}, "secretPath": {"/api"}, "includeImports": {"true"}}
+	_, out := call(t, h, "GET", listURL(q), tok, "")
+	if _, ok := out["imports"]; ok {
+		t.Errorf("includeImports (camelCase) returned imports; the real server ignores it")
+	}
+	q.Set("include_imports", "true")
+	_, out = call(t, h, "GET", listURL(q), tok, "")
+	imps, _ := out["imports"].([]any)
+	if len(imps) != 1 {
+		t.Fatalf("imports = %v, want one", out["imports"])
+	}
+	imp := imps[0].(map[string]any)
+	if imp["secretPath"] != "/shared" || imp["environment"] != "prod" || imp["folderId"] == "" {
+		t.Errorf("import = %v", imp)
+	}
+	if values(imp["secrets"])["SHARED"] != "s" {
+		t.Errorf("imported secrets = %v", imp["secrets"])
+	}
+}
+
+func TestV4RouteAndSecretShape(t *testing.T) {
+	h := newHandler()
+	tok := login(t, h)
+	code, out := call(t, h, "GET", "/api/v4/secrets?projectId=p1&environment=prod&secretPath=/api", tok, "")
+	if code != 200 {
+		t.Fatalf("v4 list: %d %v", code, out)
+	}
+	s := out["secrets"].([]any)[0].(map[string]any)
+	for _, field := range []string{"id", "_id", "workspace", "environment", "version", "type", "secretKey",
+		"secretValue", "secretComment", "secretValueHidden", "secretPath", "createdAt", "updatedAt", "tags"} {
+		if _, ok := s[field]; !ok {
+			t.Errorf("secret lacks %q: %v", field, s)
+		}
+	}
+}
+
+func TestHiddenValues(t *testing.T) {
+	h := newHandler(infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: "id1", ClientSecret: "sec1", HiddenKeys: []string{"USER"}}))
+	tok := login(t, h)
+	_, out := call(t, h, "GET", "/api/v3/secrets/raw?workspaceId=p1&environment=prod&secretPath=/api", tok, "")
+	for _, s := range out["secrets"].([]any) {
+		m := s.(map[string]any)
+		hidden := m["secretKey"] == "USER"
+		if m["secretValueHidden"] != hidden || (hidden && m["secretValue"] != infisicaltest.HiddenValue) {
+			t.Errorf("secret %v: want hidden=%v", m, hidden)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	h := newHandler()
+	tok := login(t, h)
+	for _, tc := range []struct {
+		name, method, target, token, body string
+		status                            int
+		errName, message                  string
+	}{
+		{"wrong secret", "POST", "/api/v1/auth/universal-auth/login", "", `{"clientId":"id1","clientSecret":"nope"}`, 401, "UnauthorizedError", "Invalid credentials"},
+		{"no bearer", "GET", "/api/v3/secrets/raw?workspaceId=p1&environment=prod", "", "", 401, "UnauthorizedError", ""},
+		{"unknown token", "GET", "/api/v3/secrets/raw?workspaceId=p1&environment=prod", "forged", "", 403, "TokenError", "Invalid token"},
+		{"no environment", "GET", "/api/v3/secrets/raw?workspaceId=p1", tok, "", 400, "BadRequest", "Missing project id or environment"},
+		{"unknown environment", "GET", "/api/v3/secrets/raw?workspaceId=p1&environment=dev", tok, "", 404, "NotFound", ""},
+		{"unknown folder", "GET", "/api/v3/secrets/raw?workspaceId=p1&environment=prod&secretPath=/x", tok, "", 404, "NotFound", "Folder with path '/x' in environment with slug 'prod' not found"},
+		{"unknown route", "GET", "/api/v9/nothing", tok, "", 404, "Not Found", "Route GET:/api/v9/nothing not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := call(t, h, tc.method, tc.target, tc.token, tc.body)
+			if code != tc.status || out["statusCode"].(float64) != float64(tc.status) || out["error"] != tc.errName || out["reqId"] == "" {
+				t.Errorf("got %d %v, want %d %s", code, out, tc.status, tc.errName)
+			}
+			if tc.message != "" && out["message"] != tc.message {
+				t.Errorf("message = %v, want %q", out["message"], tc.message)
+			}
+		})
+	}
+
+	// A body missing fields is a 422 whose message is an array of issues.
+	code, out := call(t, h, "POST", "/api/v1/auth/universal-auth/login", "", `{"clientId":"id1"}`)
+	issues, _ := out["message"].([]any)
+	if code != 422 || out["error"] != "ValidationFailure" || len(issues) != 1 {
+		t.Errorf("got %d %v, want 422 ValidationFailure with one issue", code, out)
+	}
+}
+
+func TestTokenExpiry(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := newHandler(
+		infisicaltest.WithClock(func() time.Time { return now }),
+		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: "id2", ClientSecret: "sec2", TokenTTL: time.Minute}),
+	)
+	code, out := call(t, h, "POST", "/api/v1/auth/universal-auth/login", "", `{"clientId":"id2","clientSecret":"sec2"}`)
+	if code != 200 || out["expiresIn"].(float64) != 60 {
+		t.Fatalf("login: %d %v", code, out)
+	}
+	tok := out["accessToken"].(string)
+	target := "/api/v3/secrets/raw?workspaceId=p1&environment=prod"
+	if code, _ := call(t, h, "GET", target, tok, ""); code != 200 {
+		t.Fatalf("fresh token: %d", code)
+	}
+	now = now.Add(time.Minute)
+	code, out = call(t, h, "GET", target, tok, "")
+	if code != 403 || out["error"] != "TokenError" || out["message"] != "Your token has expired. Please re-authenticate." {
+		t.Errorf("expired token: %d %v", code, out)
+	}
+
+	// ExpireTokens does the same without a clock.
+	tok = login(t, h)
+	h.ExpireTokens()
+	if code, out := call(t, h, "GET", target, tok, ""); code != 403 || out["error"] != "TokenError" {
+		t.Errorf("after ExpireTokens: %d %v", code, out)
+	}
+}
+
+func TestFaultKnobs(t *testing.T) {
+	h := newHandler()
+	tok := login(t, h)
+	target := "/api/v3/secrets/raw?workspaceId=p1&environment=prod"
+
+	h.RateLimitNext(2, 9)
+	for range 2 {
+		req := httptest.NewRequest("GET", target, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 429 || rec.Header().Get("Retry-After") != "" ||
+			!strings.Contains(rec.Body.String(), `"message":"Rate limit exceeded. Please try again in 9 seconds"`) {
+			t.Errorf("rate limited: %d %v %s", rec.Code, rec.Header(), rec.Body)
+		}
+	}
+	if code, _ := call(t, h, "GET", target, tok, ""); code != 200 {
+		t.Errorf("after the rate limit: %d", code)
+	}
+
+	h.FailNext(1, 504)
+	if code, out := call(t, h, "GET", target, tok, ""); code != 504 || out["error"] != "GatewayTimeoutError" {
+		t.Errorf("FailNext: %d %v", code, out)
+	}
+	if code, _ := call(t, h, "GET", target, tok, ""); code != 200 {
+		t.Errorf("after FailNext: %d", code)
+	}
+}
+
+func TestLatencyEndsWithTheRequest(t *testing.T) {
+	srv := infisicaltest.NewServer(t, infisicaltest.WithLatency(time.Hour))
+	ctx, cancel := context.WithCancel(context.Background())
+	srv.OnRequest(func(infisicaltest.Request) { cancel() })
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/api/v1/auth/universal-auth/login",
+		strings.NewReader(`{"clientId":"a","clientSecret":"b"}`))
+	_, err := http.DefaultClient.Do(req)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+	// NewServer's cleanup closes the server; it would hang if the handler still slept.
+}
+
+func TestRequestLog(t *testing.T) {
+	h := newHandler()
+	tok := login(t, h)
+	call(t, h, "GET", "/api/v3/secrets/raw?workspaceId=p1&environment=prod", tok, "")
+	reqs := h.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("requests = %+v, want 2", reqs)
+	}
+	if r := reqs[1]; r.Method != "GET" || r.Path != "/api/v3/secrets/raw" || r.ClientID != "id1" || r.Status != 200 ||
+		r.Query != "workspaceId=p1&environment=prod" {
+		t.Errorf("request = %+v", r)
+	}
+	for _, r := range reqs {
+		if b, _ := json.Marshal(r); strings.Contains(string(b), tok) || strings.Contains(string(b), "sec1") {
+			t.Errorf("request log holds a credential: %s", b)
+		}
+	}
+	if h.Count("POST", "/api/v1/auth/universal-auth/login") != 1 {
+		t.Errorf("Count(login) != 1")
+	}
+	h.ResetRequests()
+	if len(h.Requests()) != 0 {
+		t.Errorf("ResetRequests left requests")
+	}
+}
+
+func TestStateChanges(t *testing.T) {
+	h := newHandler()
+	tok := login(t, h)
+	h.SetSecret(api, "USER", "changed")
+	h.SetSecret(api, "NEW", "n")
+	h.DeleteSecret(api, "GHOST")
+	h.AddImport(root, shared)
+	_, out := call(t, h, "GET", "/api/v3/secrets/raw?workspaceId=p1&environment=prod&secretPath=/api", tok, "")
+	v := values(out["secrets"])
+	if v["USER"] != "changed" || v["NEW"] != "n" {
+		t.Errorf("secrets = %v", v)
+	}
+	if _, ok := v["GHOST"]; ok {
+		t.Errorf("deleted secret still listed")
+	}
+	_, out = call(t, h, "GET", "/api/v3/secrets/raw?workspaceId=p1&environment=prod&include_imports=true", tok, "")
+	if imps, _ := out["imports"].([]any); len(imps) != 1 {
+		t.Errorf("root imports = %v, want the added one", out["imports"])
+	}
+}

@@ -1,0 +1,167 @@
+package infisical
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDecodeAPIErrorLeniently(t *testing.T) {
+	noScrub := func(s string) string { return s }
+	for _, tc := range []struct {
+		name, body         string
+		wantName, wantMsg  string
+		wantReqID          string
+		wantUnauth, wantNF bool
+		status             int
+	}{
+		{
+			name:   "string message",
+			status: 403, body: `{"reqId":"r1","statusCode":403,"message":"Your token has expired. Please re-authenticate.","error":"TokenError"}`,
+			wantName: "TokenError", wantMsg: "Your token has expired. Please re-authenticate.", wantReqID: "r1", wantUnauth: true,
+		},
+		{
+			name:   "422 with an array of zod issues",
+			status: 422, body: `{"reqId":"r2","statusCode":422,"message":[{"code":"invalid_type","message":"Required","path":["clientSecret"]},{"message":"Too short","path":["body",0]},"plain"],"error":"ValidationFailure"}`,
+			wantName: "ValidationFailure", wantMsg: "clientSecret: Required; body.0: Too short; plain", wantReqID: "r2",
+		},
+		{
+			name:   "object message",
+			status: 404, body: `{"statusCode":404,"message":{"detail":"gone"},"error":"NotFound"}`,
+			wantName: "NotFound", wantMsg: `{"detail":"gone"}`, wantNF: true,
+		},
+		{
+			name:   "not JSON (a proxy page)",
+			status: 502, body: "<html>Bad Gateway</html>\n",
+			wantMsg: "<html>Bad Gateway</html>",
+		},
+		{
+			name:   "403 permission, not a token problem",
+			status: 403, body: `{"message":"You are not allowed to read secrets","error":"PermissionDenied"}`,
+			wantName: "PermissionDenied", wantMsg: "You are not allowed to read secrets",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := decodeAPIError("GET", "/p", tc.status, []byte(tc.body), noScrub)
+			if e.Name != tc.wantName || e.Message != tc.wantMsg || e.ReqID != tc.wantReqID || e.StatusCode != tc.status {
+				t.Errorf("got %+v, want name %q message %q reqId %q", e, tc.wantName, tc.wantMsg, tc.wantReqID)
+			}
+			if got := errors.Is(e, ErrUnauthorized); got != tc.wantUnauth {
+				t.Errorf("Is(ErrUnauthorized) = %v, want %v", got, tc.wantUnauth)
+			}
+			if got := errors.Is(e, ErrNotFound); got != tc.wantNF {
+				t.Errorf("Is(ErrNotFound) = %v, want %v", got, tc.wantNF)
+			}
+			if tc.status == 403 && !tc.wantUnauth && !errors.Is(e, ErrForbidden) {
+				t.Errorf("a non-token 403 should match ErrForbidden")
+			}
+		})
+	}
+}
+
+func TestAPIErrorScrubsAndTruncates(t *testing.T) {
+	c := &Client{clientSecret: "the-client-secret"}
+	body := `{"message":"bad secret the-client-secret and token tok-123 ` + strings.Repeat("x", 2000) + `","error":"BadRequest"}`
+	e := decodeAPIError("POST", "/login", 400, []byte(body), func(s string) string { return c.scrub(s, "tok-123") })
+	if strings.Contains(e.Error(), "the-client-secret") || strings.Contains(e.Error(), "tok-123") {
+		t.Errorf("error leaks a credential: %s", e)
+	}
+	if len(e.Message) > maxMessage+len("…") {
+		t.Errorf("message is %d bytes, want at most %d", len(e.Message), maxMessage)
+	}
+}
+
+// response429 is a 429 as Infisical sends it: the wait only in the message.
+func response429(body string, header http.Header) *http.Response {
+	if header == nil {
+		header = http.Header{}
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://x/api/v3/secrets/raw", nil)
+	return &http.Response{StatusCode: 429, Header: header, Body: io.NopCloser(strings.NewReader(body)), Request: req}
+}
+
+func TestRateLimitWaitComesFromTheMessage(t *testing.T) {
+	c, err := New(Config{BaseURL: "http://x", ClientID: "a", ClientSecret: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	body := `{"reqId":"r","statusCode":429,"message":"Rate limit exceeded. Please try again in 7 seconds","error":"RateLimitExceeded"}`
+	resp := response429(body, nil)
+	retry, err := c.checkRetry(ctx, resp, nil)
+	if !retry || err != nil {
+		t.Fatalf("checkRetry = %v, %v; want retry", retry, err)
+	}
+	if got := c.backoff(time.Millisecond, time.Second, 0, resp); got != 7*time.Second {
+		t.Errorf("backoff = %v, want 7s from the message", got)
+	}
+	// The body is still whole for the error built if retries run out.
+	if b, _ := io.ReadAll(resp.Body); string(b) != body {
+		t.Errorf("body after peek = %q, want it unchanged", b)
+	}
+
+	// The server's wait is capped.
+	c.maxWait = 2 * time.Second
+	if got := c.backoff(time.Millisecond, time.Second, 0, resp); got != 2*time.Second {
+		t.Errorf("capped backoff = %v, want 2s", got)
+	}
+
+	// A Retry-After header, when a proxy adds one, wins over the message.
+	resp = response429(body, http.Header{"Retry-After": {"1"}})
+	if _, err := c.checkRetry(ctx, resp, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.backoff(time.Millisecond, time.Second, 0, resp); got != time.Second {
+		t.Errorf("backoff with Retry-After = %v, want 1s", got)
+	}
+
+	// No hint at all: exponential backoff between min and max, with jitter.
+	resp = response429(`{"message":"slow down"}`, nil)
+	if _, err := c.checkRetry(ctx, resp, nil); err != nil {
+		t.Fatal(err)
+	}
+	for attempt, want := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 400 * time.Millisecond} {
+		got := c.backoff(100*time.Millisecond, 400*time.Millisecond, attempt, resp)
+		if got < want/2 || got > want {
+			t.Errorf("attempt %d: backoff %v, want in [%v, %v]", attempt, got, want/2, want)
+		}
+	}
+}
+
+func TestCheckRetryPolicy(t *testing.T) {
+	c, err := New(Config{BaseURL: "http://x", ClientID: "a", ClientSecret: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for status, want := range map[int]bool{
+		200: false, 400: false, 401: false, 403: false, 404: false, 422: false,
+		429: true, 500: true, 501: false, 502: true, 503: true, 504: true,
+	} {
+		resp := &http.Response{StatusCode: status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("{}"))}
+		if got, _ := c.checkRetry(ctx, resp, nil); got != want {
+			t.Errorf("status %d: retry = %v, want %v", status, got, want)
+		}
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if retry, err := c.checkRetry(canceled, nil, context.Canceled); retry || !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled: retry = %v, err = %v; want no retry, context.Canceled", retry, err)
+	}
+}
+
+func TestRefreshMargin(t *testing.T) {
+	for ttl, want := range map[time.Duration]time.Duration{
+		30 * 24 * time.Hour: time.Minute,
+		10 * time.Minute:    time.Minute,
+		60 * time.Second:    6 * time.Second,
+	} {
+		if got := refreshMargin(ttl); got != want {
+			t.Errorf("refreshMargin(%v) = %v, want %v", ttl, got, want)
+		}
+	}
+}
