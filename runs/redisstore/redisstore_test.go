@@ -1,11 +1,15 @@
 package redisstore_test
 
 import (
+	"context"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -38,4 +42,87 @@ func backends(tb testing.TB) func(testing.TB) runstest.Opener {
 			return s
 		}
 	}
+}
+
+// TestSignalsSurviveRestart: the Store's one pattern subscription reconnects when Redis
+// comes back, so followers of runs created afterwards are still woken.
+func TestSignalsSurviveRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}})
+	defer rdb.Close()
+	s := redisstore.New(rdb, redisstore.Options{})
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+
+	follow := func() {
+		t.Helper()
+		r, _, err := s.Create(ctx, runs.Run{Pipeline: "prod"})
+		if err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+		sub, err := s.Subscribe(ctx, r.ID)
+		if err != nil {
+			t.Fatalf("Subscribe: %v", err)
+		}
+		defer sub.Close()
+		if _, err := s.Append(ctx, r.ID, runs.Event{Type: runs.EventRunStarted}); err != nil {
+			t.Fatalf("Append: %v", err)
+		}
+		select {
+		case <-sub.C():
+		case <-ctx.Done():
+			t.Fatal("no signal after Append")
+		}
+	}
+	follow()
+	srv.Restart() // an empty server: the data is gone, the subscription must come back
+	// go-redis resubscribes in the background once it notices the dropped connection; wait
+	// for that by retrying until a signal arrives, bounded by ctx.
+	for {
+		r, _, err := s.Create(ctx, runs.Run{Pipeline: "prod"})
+		if err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("Create after restart: %v", err)
+			}
+			continue
+		}
+		sub, err := s.Subscribe(ctx, r.ID)
+		if err != nil {
+			t.Fatalf("Subscribe after restart: %v", err)
+		}
+		if _, err := s.Append(ctx, r.ID, runs.Event{Type: runs.EventRunStarted}); err != nil {
+			t.Fatalf("Append after restart: %v", err)
+		}
+		select {
+		case <-sub.C():
+			sub.Close()
+			return
+		case <-time.After(200 * time.Millisecond): // not resubscribed yet: try again
+		case <-ctx.Done():
+			t.Fatal("no signal after Redis restarted")
+		}
+		sub.Close()
+	}
+}
+
+// TestCloseStopsGoroutines: Close ends the subscription goroutines the Store started.
+func TestCloseStopsGoroutines(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}})
+	defer rdb.Close()
+	opt := goleak.IgnoreCurrent()
+	s := redisstore.New(rdb, redisstore.Options{})
+	sub, err := s.Subscribe(t.Context(), "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if _, err := s.Subscribe(t.Context(), "r1"); !errors.Is(err, runs.ErrUnavailable) {
+		t.Errorf("Subscribe after Close: %v, want ErrUnavailable", err)
+	}
+	sub.Close()
+	goleak.VerifyNone(t, opt)
 }
