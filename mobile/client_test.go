@@ -86,11 +86,11 @@ func TestReadSendsAuthTraceAndTrailingSlash(t *testing.T) {
 }
 
 func TestFeatureMatchesTheExactNameAcrossPages(t *testing.T) {
-	srv := newFake(t)
+	srv := newFake(t, flagsmithtest.WithPageSizeLimit(2))
 	addEnv(t, srv, "env", false)
-	// 1000 features whose names contain "version_state" fill the first page (999 items),
-	// the exact one comes last.
-	for i := range 1000 {
+	// Features whose names contain "version_state" fill the first pages; the exact one
+	// comes last.
+	for i := range 5 {
 		_, err := srv.AddFeature(1, fmt.Sprintf("version_state_%04d", i))
 		check(t, err)
 	}
@@ -101,6 +101,9 @@ func TestFeatureMatchesTheExactNameAcrossPages(t *testing.T) {
 	check(t, err)
 	if ft.ID != id {
 		t.Fatalf("got feature %d (%q), want %d", ft.ID, ft.Name, id)
+	}
+	if n := len(srv.Requests()); n != 3 {
+		t.Fatalf("got %d requests, want 3 pages of 2", n)
 	}
 	if _, err := c.Feature(context.Background(), 1, "VERSION_STATE"); !errors.Is(err, mobile.ErrNotFound) {
 		t.Fatalf("case-different name: got %v, want ErrNotFound", err)

@@ -185,7 +185,10 @@ func (s *Step) Run(ctx context.Context, r Request) (Result, error) {
 	relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer relCancel()
 	if rerr := lease.Release(relCtx); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("mobile step: release %q: %w", key, rerr))
+		// A loss the work already stopped on is reported once.
+		if !(errors.Is(err, locks.ErrLost) && errors.Is(rerr, locks.ErrLost)) {
+			err = errors.Join(err, fmt.Errorf("mobile step: release %q: %w", key, rerr))
+		}
 	}
 	if err != nil {
 		return res, err

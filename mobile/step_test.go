@@ -340,8 +340,8 @@ func TestStepStopsWhenTheLeaseIsLost(t *testing.T) {
 		Reason: "test: the holder is presumed dead", By: "test", LockDelay: time.Millisecond})
 	check(t, err)
 	err = <-errc
-	if !errors.Is(err, locks.ErrLost) {
-		t.Fatalf("got %v, want ErrLost", err)
+	if !errors.Is(err, locks.ErrLost) || strings.Count(err.Error(), "lease lost") != 1 {
+		t.Fatalf("got %v, want ErrLost reported once", err)
 	}
 	if n := len(srv.Writes()); n != 0 {
 		t.Fatalf("got %d writes after the loss, want none", n)
@@ -362,5 +362,39 @@ func TestStepRefusesEnvironmentsWithChangeRequests(t *testing.T) {
 	}
 	if n := len(srv.Writes()); n != 0 {
 		t.Fatalf("got %d writes, want none", n)
+	}
+}
+
+func TestStepNeverLogsTheAPIKey(t *testing.T) {
+	const key = "org-key.s3cr3t-VALUE-that-must-not-leak"
+	srv := newFake(t, flagsmithtest.WithAPIKey(key))
+	addEnv(t, srv, "env", true)
+	check(t, srv.SetValue("env", "version_state", versionDoc))
+	check(t, srv.ChangeAfterRead("env", "version_state", 1, func(cur any) any { return cur.(string) + " " }))
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	client := mobile.NewClient(srv.URL, key, mobile.WithLogger(logger), mobile.WithRetry(2, time.Millisecond, time.Millisecond))
+	step := mobile.NewStep(client, newLocker(t), mobile.WithStepLogger(logger))
+
+	srv.FailNext(1, http.StatusBadGateway)
+	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
+		Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	check(t, err)
+	_, err = step.Run(context.Background(), mobile.Request{Environment: "missing", Feature: "version_state",
+		Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	if err == nil {
+		t.Fatal("an unknown environment did not fail")
+	}
+	// The run logged a retry, a restart and its end: there is something to search.
+	for _, msg := range []string{"flagsmith request retried", "starting over", "mobile step done"} {
+		if !strings.Contains(logs.String(), msg) {
+			t.Fatalf("log lacks %q: %s", msg, logs.String())
+		}
+	}
+	out, _ := json.Marshal(res)
+	for what, s := range map[string]string{"logs": logs.String(), "error": err.Error(), "result": string(out)} {
+		if strings.Contains(s, "s3cr3t") {
+			t.Errorf("%s contain the API key: %s", what, s)
+		}
 	}
 }

@@ -53,6 +53,10 @@ func WithLatency(d time.Duration) Option { return func(f *Fake) { f.latency = d 
 // fake hands out always grow, even when the clock stands still.
 func WithClock(now func() time.Time) Option { return func(f *Fake) { f.clock = now } }
 
+// WithPageSizeLimit caps page_size on list routes (default 999, Flagsmith's limit), so a
+// test can make a client follow "next" links without seeding a thousand features.
+func WithPageSizeLimit(n int) Option { return func(f *Fake) { f.maxPage = max(1, n) } }
+
 // WithMiddleware wraps the fake's handler, e.g. to validate every request and response
 // against the OpenAPI document. NewServer serves the wrapped handler.
 func WithMiddleware(mw func(http.Handler) http.Handler) Option {
@@ -65,6 +69,7 @@ type Fake struct {
 	clock      func() time.Time
 	middleware []func(http.Handler) http.Handler
 	handler    http.Handler
+	maxPage    int
 
 	mu       sync.Mutex
 	latency  time.Duration
@@ -166,6 +171,7 @@ func New(opts ...Option) *Fake {
 		apiKey:   DefaultAPIKey,
 		clock:    time.Now,
 		nextID:   100,
+		maxPage:  999,
 		projects: map[int64]bool{},
 		features: map[int64]*feature{},
 		envs:     map[string]*environment{},

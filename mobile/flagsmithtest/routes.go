@@ -15,8 +15,8 @@ import (
 )
 
 // routes is the map of the fake API. Every path keeps Flagsmith's trailing slash; a path
-// without it answers 404 (the real server's APPEND_SLASH redirects GETs, which a client
-// that keeps the slash never sees).
+// without it is answered with a redirect to the path with the slash (ServeMux's rule; the
+// real server's APPEND_SLASH answers 301), which a client that keeps the slash never sees.
 func (f *Fake) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/environments/{api_key}/{$}", f.getEnvironment)
@@ -131,9 +131,9 @@ func versionOut(v *version, now time.Time) versionJSON {
 }
 
 // paginate cuts items into DRF's page shape with absolute next/previous links.
-func paginate[T any](r *http.Request, items []T, defaultSize int) (pageJSON[T], bool) {
+func paginate[T any](r *http.Request, items []T, defaultSize, maxSize int) (pageJSON[T], bool) {
 	q := r.URL.Query()
-	p, size := 1, defaultSize
+	p, size := 1, min(defaultSize, maxSize)
 	if s := q.Get("page"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -143,7 +143,7 @@ func paginate[T any](r *http.Request, items []T, defaultSize int) (pageJSON[T], 
 	}
 	if s := q.Get("page_size"); s != "" {
 		if n, err := strconv.Atoi(s); err == nil && n > 0 {
-			size = min(n, 999)
+			size = min(n, maxSize)
 		}
 	}
 	start := (p - 1) * size
@@ -214,7 +214,7 @@ func (f *Fake) listFeatures(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Unlock()
 	slices.SortFunc(items, func(a, b featureJSON) int { return int(a.ID - b.ID) }) // created_date order
-	pg, ok := paginate(r, items, 50)
+	pg, ok := paginate(r, items, 50, f.maxPage)
 	if !ok {
 		notFound(w)
 		return
@@ -255,7 +255,7 @@ func (f *Fake) listFeatureStates(w http.ResponseWriter, r *http.Request) {
 			items = append(items, f.stateJSON(st))
 		}
 	}
-	pg, ok := paginate(r, items, 100)
+	pg, ok := paginate(r, items, 100, f.maxPage)
 	if ok {
 		for _, id := range ids {
 			f.afterRead(env, id)
@@ -441,7 +441,7 @@ func (f *Fake) listVersions(w http.ResponseWriter, r *http.Request) {
 		items = append(items, versionOut(v, now))
 	}
 	f.mu.Unlock()
-	pg, ok := paginate(r, items, 100)
+	pg, ok := paginate(r, items, 100, f.maxPage)
 	if !ok {
 		notFound(w)
 		return

@@ -1,0 +1,157 @@
+package mobile
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+var timeZero = time.Unix(0, 0)
+
+func TestCompareVersions(t *testing.T) {
+	cases := []struct {
+		a, b string
+		want int
+	}{
+		{"2.10.0", "2.9.9", 1},
+		{"2.9.9", "2.10.0", -1},
+		{"2.4", "2.4.0", 0},
+		{"v2.4.0", "2.4.0", 0},
+		{"2.4.0+build.7", "2.4.0+build.9", 0},
+		{"2.4.0-beta.1", "2.4.0", -1},
+		{"2.4.0-beta.2", "2.4.0-beta.10", -1},
+		{"2.4.0-1", "2.4.0-alpha", -1},
+		{"2.4.0-alpha", "2.4.0-alpha.1", -1},
+		{"2.4.0-rc.1", "2.4.0-beta.9", 1},
+		{"10", "9.99.99", 1},
+		{"1.0.0.1", "1.0.0", 1},
+	}
+	for _, c := range cases {
+		got, err := compareVersions(c.a, c.b)
+		if err != nil || got != c.want {
+			t.Errorf("compare(%q, %q): got %d, %v; want %d", c.a, c.b, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"", "latest", "2.x", "2..1", "-1.0", "2.4.0-"} {
+		if _, err := compareVersions(bad, "1.0.0"); err == nil {
+			t.Errorf("compare(%q, …): got no error, want one", bad)
+		}
+	}
+}
+
+func TestApplyFields(t *testing.T) {
+	cases := []struct {
+		name    string
+		cur     Value
+		changes []Change
+		want    Value
+		changed bool
+		skipped int
+	}{
+		{"keeps key order and formatting of untouched values",
+			StringValue(`{"b":{"x":1.50,"y":[1,{"z":null}]},"a":"<tag> & é"}`),
+			[]Change{{Path: "b.x", Value: 2}},
+			StringValue(`{"b":{"x":2,"y":[1,{"z":null}]},"a":"<tag> & é"}`), true, 0},
+		{"creates missing objects, appends new keys last",
+			StringValue(`{"ios":{}}`),
+			[]Change{{Path: "android.latest_version", Value: "1.0.0"}},
+			StringValue(`{"ios":{},"android":{"latest_version":"1.0.0"}}`), true, 0},
+		{"an empty value starts from an empty document",
+			Value{}, []Change{{Path: "a", Value: true}},
+			StringValue(`{"a":true}`), true, 0},
+		{"an empty string starts from an empty document",
+			StringValue(""), []Change{{Path: "a", Value: "x"}},
+			StringValue(`{"a":"x"}`), true, 0},
+		{"same content differently formatted is no change",
+			StringValue("{ \"a\" : \"x\" }"), []Change{{Path: "a", Value: "x"}},
+			StringValue("{ \"a\" : \"x\" }"), false, 0},
+		{"never-downgrade skips a lower version",
+			StringValue(`{"v":"1.10.0"}`), []Change{{Path: "v", Value: "1.9.0", NeverDowngrade: true}},
+			StringValue(`{"v":"1.10.0"}`), false, 1},
+		{"never-downgrade sets a missing version",
+			StringValue(`{}`), []Change{{Path: "v", Value: "1.9.0", NeverDowngrade: true}},
+			StringValue(`{"v":"1.9.0"}`), true, 0},
+		{"later changes see earlier ones",
+			StringValue(`{"v":"1.0.0"}`), []Change{{Path: "v", Value: "3.0.0"}, {Path: "v", Value: "2.0.0", NeverDowngrade: true}},
+			StringValue(`{"v":"3.0.0"}`), true, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, skipped, changed, err := apply(c.cur, c.changes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want || changed != c.changed || len(skipped) != c.skipped {
+				t.Fatalf("got %v changed=%v skipped=%v; want %v changed=%v skipped=%d", got, changed, skipped, c.want, c.changed, c.skipped)
+			}
+		})
+	}
+}
+
+func TestApplyRefusesWhatDoesNotFit(t *testing.T) {
+	cases := []struct {
+		name    string
+		cur     Value
+		changes []Change
+	}{
+		{"path through a non-object", StringValue(`{"ios":"2.0"}`), []Change{{Path: "ios.latest_version", Value: "1"}}},
+		{"empty path segment", StringValue(`{}`), []Change{{Path: "ios..v", Value: "1"}}},
+		{"value is not a document", StringValue(`not json`), []Change{{Path: "a", Value: "1"}}},
+		{"value is a JSON array", StringValue(`[1]`), []Change{{Path: "a", Value: "1"}}},
+		{"trailing data", StringValue(`{} {}`), []Change{{Path: "a", Value: "1"}}},
+		{"field change on an integer", IntValue(3), []Change{{Path: "a", Value: "1"}}},
+		{"whole change of another type", BoolValue(true), []Change{{Value: 1}}},
+		{"whole change with a fraction", IntValue(1), []Change{{Value: 1.5}}},
+		{"whole and field changes mixed", StringValue(`{}`), []Change{{Value: "x"}, {Path: "a", Value: 1}}},
+		{"never-downgrade on a number", StringValue(`{"v":1}`), []Change{{Path: "v", Value: "2.0", NeverDowngrade: true}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, _, _, err := apply(c.cur, c.changes); !errors.Is(err, ErrChange) {
+				t.Fatalf("got %v, want ErrChange", err)
+			}
+		})
+	}
+}
+
+func TestApplyWhole(t *testing.T) {
+	got, skipped, changed, err := apply(StringValue("2.0.0"), []Change{{Value: "1.9.0", NeverDowngrade: true}})
+	if err != nil || changed || len(skipped) != 1 || got != StringValue("2.0.0") {
+		t.Fatalf("got %v %v %v %v, want the downgrade skipped", got, skipped, changed, err)
+	}
+	got, _, changed, err = apply(Value{}, []Change{{Value: 7}})
+	if err != nil || !changed || got != IntValue(7) {
+		t.Fatalf("got %v %v %v, want integer 7 on an empty value", got, changed, err)
+	}
+}
+
+func TestValueJSON(t *testing.T) {
+	for _, v := range []Value{{}, StringValue(`{"a":"b"}`), IntValue(-3), BoolValue(true), BoolValue(false)} {
+		b, err := v.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Value
+		if err := back.UnmarshalJSON(b); err != nil || back != v {
+			t.Fatalf("%s: round trip gave %v, %v", b, back, err)
+		}
+	}
+	var v Value
+	if err := v.UnmarshalJSON([]byte(`1.5`)); err == nil {
+		t.Fatal("a fraction decoded without error")
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	if d, ok := parseRetryAfter("3", timeZero); !ok || d.Seconds() != 3 {
+		t.Fatalf("got %v %v, want 3s", d, ok)
+	}
+	if d, ok := parseRetryAfter("Thu, 01 Jan 1970 00:00:10 GMT", timeZero); !ok || d.Seconds() != 10 {
+		t.Fatalf("got %v %v, want 10s", d, ok)
+	}
+	for _, bad := range []string{"", "-1", "soon"} {
+		if _, ok := parseRetryAfter(bad, timeZero); ok {
+			t.Fatalf("%q parsed", bad)
+		}
+	}
+}
