@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -21,9 +22,13 @@ var (
 	ErrInvalid = errors.New("invalid request")
 	// ErrShuttingDown: the daemon takes no new runs because it is stopping (503).
 	ErrShuttingDown = errors.New("daemon is shutting down")
+	// ErrConflict: the request conflicts with the state of things, e.g. a cancel of a run
+	// that another daemon instance executes (409).
+	ErrConflict = errors.New("conflict")
 )
 
-// Besides the errors above, the API maps runs.ErrNotFound (404), runs.ErrEnded (409: cancel
+// Besides the errors above, the API maps config.Problems (400, naming the first field: what
+// config.Trigger.Validate and Pipeline.Resolve return), runs.ErrNotFound (404), runs.ErrEnded (409: cancel
 // of a run that already ended), runs.ErrInvalid (400), and the locks sentinels: ErrNotFound
 // (404), *HeldError with ErrStale or ErrHeld (409, naming the current holder), ErrInvalid
 // (400); ErrUnavailable of either backend becomes 503.
@@ -87,6 +92,9 @@ func toHTTP(err error) (int, errorDetail, int) {
 		return he.status, errorDetail{Code: he.code, Message: he.message, Field: he.field}, he.retryAfter
 	case errors.As(err, &fe):
 		return http.StatusBadRequest, errorDetail{Code: "invalid", Message: fe.Error(), Field: fe.Field}, 0
+	case errors.As(err, new(config.Problems)):
+		fe := problemsError(err).(*FieldError)
+		return http.StatusBadRequest, errorDetail{Code: "invalid", Message: fe.Error(), Field: fe.Field}, 0
 	case errors.Is(err, ErrUnknownPipeline):
 		return http.StatusNotFound, errorDetail{Code: "unknown_pipeline", Message: err.Error(), Field: "name"}, 0
 	case errors.Is(err, ErrShuttingDown):
@@ -95,6 +103,8 @@ func toHTTP(err error) (int, errorDetail, int) {
 		return http.StatusNotFound, errorDetail{Code: "run_not_found", Message: err.Error(), Field: "id"}, 0
 	case errors.Is(err, runs.ErrEnded):
 		return http.StatusConflict, errorDetail{Code: "run_ended", Message: err.Error()}, 0
+	case errors.Is(err, ErrConflict):
+		return http.StatusConflict, errorDetail{Code: "conflict", Message: err.Error()}, 0
 	case errors.As(err, &le) && (errors.Is(err, locks.ErrStale) || errors.Is(err, locks.ErrHeld)):
 		cur := le.Current
 		code := "lock_held"

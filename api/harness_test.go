@@ -56,7 +56,11 @@ func (e *testEngine) Submit(ctx context.Context, pipeline string, t runs.Trigger
 		return nil, false, fmt.Errorf("submit %q: %w", pipeline, api.ErrUnknownPipeline)
 	}
 	if pipeline == "prod" && t.ImageTag == "" {
-		return nil, false, &api.FieldError{Field: "image_tag", Reason: "pipeline prod needs an image tag"}
+		// What phases.Engine returns when Pipeline.Resolve fails: config.Problems, wrapped.
+		return nil, false, fmt.Errorf("invalid trigger: %w", config.Problems{{
+			File: "/etc/orchestrator/pipelines/prod.yaml", Field: "services[0].image_tag",
+			Message: `the trigger has no image_tag (referenced as "${trigger.image_tag}")`,
+		}})
 	}
 	r := runs.Run{Pipeline: pipeline, Trigger: t}
 	for _, ph := range []runs.Phase{runs.Phase1, runs.Phase2} {

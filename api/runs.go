@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -24,6 +25,10 @@ func (s *server) handleTrigger() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name, err := validPipelineName(chi.URLParam(r, "name"))
 		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := s.knownPipeline(name); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -64,6 +69,10 @@ func (s *server) handlePlan() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name, err := validPipelineName(chi.URLParam(r, "name"))
 		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := s.knownPipeline(name); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -153,6 +162,15 @@ func (s *server) handleCancel() http.HandlerFunc {
 			slog.String(keyRunID, id), slog.String(keyBy, actor(r)))
 		encode(w, http.StatusOK, runResponse{Run: run})
 	}
+}
+
+// knownPipeline answers 404 before the engine is asked when no pipeline has that name, so
+// the answer does not depend on how the engine words the error.
+func (s *server) knownPipeline(name string) error {
+	if slices.Contains(s.engine.Pipelines(), name) {
+		return nil
+	}
+	return fmt.Errorf("pipeline %q: %w", name, ErrUnknownPipeline)
 }
 
 func etag(r runs.Run) string {

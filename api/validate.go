@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -23,10 +24,6 @@ var (
 	runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 	// lockKeyNamePattern is the part of a lock key after its namespace.
 	lockKeyNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$`)
-	// imageTagPattern is Coolify's docker_registry_image_tag rule.
-	imageTagPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
-	// paramKeyPattern is the rule for trigger parameter names.
-	paramKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`)
 	// idempotencyKeyPattern bounds Idempotency-Key headers.
 	idempotencyKeyPattern = regexp.MustCompile(`^[\x21-\x7e]{1,200}$`)
 )
@@ -35,7 +32,7 @@ var (
 const (
 	maxTriggerValue = 256
 	maxParamValue   = 1024
-	maxParams       = 64
+	maxParams       = 50
 	maxReason       = 1024
 	maxFreezeFor    = 30 * 24 * time.Hour
 )
@@ -100,29 +97,31 @@ type triggerBody struct {
 	Params     map[string]string `json:"params"`
 }
 
-// validTrigger checks the trigger's values and returns them as a runs.Trigger. The engine
-// checks them against the pipeline (required params, tag after resolution) on top.
+// validTrigger checks the trigger's values with config.Trigger.Validate (the rules the
+// engine applies too) and returns them as a runs.Trigger. The engine checks them against the
+// pipeline (required params, the resolved image tag) on top.
 func validTrigger(b triggerBody) (runs.Trigger, error) {
 	for _, f := range []struct{ name, v string }{
-		{"build", b.Build}, {"commit", b.Commit}, {"app_version", b.AppVersion},
+		{"build", b.Build}, {"image_tag", b.ImageTag}, {"commit", b.Commit}, {"app_version", b.AppVersion},
 	} {
 		if err := validText(f.name, f.v, maxTriggerValue); err != nil {
 			return runs.Trigger{}, err
 		}
 	}
-	if b.ImageTag != "" && !imageTagPattern.MatchString(b.ImageTag) {
-		return runs.Trigger{}, fieldErr("image_tag", "an image tag is 1-128 characters of A-Z, a-z, 0-9, '_', '.' and '-', not starting with '.' or '-'")
-	}
 	if len(b.Params) > maxParams {
 		return runs.Trigger{}, fieldErr("params", "at most %d parameters", maxParams)
 	}
 	for k, v := range b.Params {
-		if !paramKeyPattern.MatchString(k) {
-			return runs.Trigger{}, fieldErr("params", "parameter name %q: use 1-64 characters of A-Z, a-z, 0-9, '_', '.' and '-', starting with a letter or '_'", truncate(k, 64))
+		if err := validText("params", k, 64); err != nil {
+			return runs.Trigger{}, err
 		}
 		if err := validText("params."+k, v, maxParamValue); err != nil {
 			return runs.Trigger{}, err
 		}
+	}
+	ct := config.Trigger{Build: b.Build, ImageTag: b.ImageTag, Commit: b.Commit, AppVersion: b.AppVersion, Params: b.Params}
+	if err := ct.Validate(); err != nil {
+		return runs.Trigger{}, problemsError(err)
 	}
 	t := runs.Trigger{Build: b.Build, ImageTag: b.ImageTag, Commit: b.Commit, AppVersion: b.AppVersion}
 	if len(b.Params) > 0 {
@@ -132,6 +131,25 @@ func validTrigger(b triggerBody) (runs.Trigger, error) {
 		}
 	}
 	return t, nil
+}
+
+// problemsError turns config.Problems (from config.Trigger.Validate or Pipeline.Resolve) into a
+// *FieldError naming the first field and listing every problem, without the pipeline file's
+// path. Other errors are returned as they are.
+func problemsError(err error) error {
+	var ps config.Problems
+	if !errors.As(err, &ps) || len(ps) == 0 {
+		return err
+	}
+	if len(ps) == 1 {
+		return &FieldError{Field: ps[0].Field, Reason: ps[0].Message}
+	}
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		p.File = ""
+		lines[i] = p.String()
+	}
+	return &FieldError{Field: ps[0].Field, Reason: strings.Join(lines, "; ")}
 }
 
 // validText checks a free-text value: valid UTF-8, no control characters, at most max bytes.

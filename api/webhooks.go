@@ -144,6 +144,11 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	if err != nil {
 		return webhookResponse{}, 0, err
 	}
+	if err := s.knownPipeline(rule.Pipeline); err != nil {
+		return webhookResponse{}, 0, &httpError{status: http.StatusUnprocessableEntity, code: "unknown_pipeline",
+			field:   fmt.Sprintf("webhooks rules[%d].pipeline", i),
+			message: fmt.Sprintf("the matching rule names pipeline %q, which is not loaded", rule.Pipeline)}
+	}
 
 	bodySum := sha256.Sum256(body)
 	if delivery != "" {

@@ -251,7 +251,7 @@ func TestWebhookBadPayloads(t *testing.T) {
 		{"trailing data", `{"event":"x"} {"event":"y"}`, 400, ""},
 		{"rule needs a missing field", `{"event":"needs-field"}`, 422, "webhooks rules[0].trigger.image_tag"},
 		{"rule yields a bad tag", `{"event":"bad-tag","tag":"../../x"}`, 422, "webhooks rules[1].trigger.image_tag"},
-		{"rule names an unknown pipeline", `{"event":"no-pipeline"}`, 404, ""},
+		{"rule names an unknown pipeline", `{"event":"no-pipeline"}`, 422, "webhooks rules[2].pipeline"},
 		{"oversize", string(big), 413, ""},
 	}
 	for i, c := range cases {
