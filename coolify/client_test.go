@@ -95,6 +95,14 @@ func TestNotFoundIsTypedAndNotRetried(t *testing.T) {
 	if n := len(e.srv.RequestsTo("GET /applications/{uuid}")); n != 1 {
 		t.Errorf("got %d attempts, want 1 (4xx fails at once)", n)
 	}
+	// A uuid is one path segment, whatever it holds: no traversal to other routes.
+	for _, id := range []string{"../deployments", "a/b", "x?y=1", "%2e%2e"} {
+		_, err := e.c.GetApplication(context.Background(), id)
+		wantErr(t, err, coolify.ErrNotFound)
+	}
+	if n := len(e.srv.RequestsTo("GET /applications/{uuid}")); n != 5 {
+		t.Errorf("got %d requests to the application route, want 5", n)
+	}
 }
 
 func TestListEnvsDropsPreviewTwinsNotKeys(t *testing.T) {
@@ -900,7 +908,7 @@ func TestSecretsStayOutOfLogsAndErrors(t *testing.T) {
 	if err := e.c.UpsertEnvs(ctx, coolify.AppRef(e.app.UUID), []coolify.EnvVar{v}); err != nil {
 		t.Fatal(err)
 	}
-	e.srv.FailNext(5, coolifytest.Fault{Status: http.StatusUnprocessableEntity, Message: "Validation failed."})
+	e.srv.FailNext(1, coolifytest.Fault{Status: http.StatusUnprocessableEntity, Message: "Validation failed."})
 	err := e.c.UpsertEnvs(ctx, coolify.AppRef(e.app.UUID), []coolify.EnvVar{v})
 	wantErr(t, err, coolify.ErrValidation)
 	_, err2 := e.c.UpdateEnv(ctx, coolify.AppRef(e.app.UUID), coolify.NewEnvVar("BAD KEY", secret))

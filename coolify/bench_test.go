@@ -1,0 +1,59 @@
+package coolify_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+)
+
+// BenchmarkGetApplication measures one read through the client and the fake (loopback HTTP,
+// no spec validation).
+func BenchmarkGetApplication(b *testing.B) {
+	srv := coolifytest.NewServer(b)
+	app := srv.AddApplication(coolifytest.Application{Name: "api"})
+	c := coolify.New(srv.URL, srv.Token)
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := c.GetApplication(ctx, app.UUID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUpsertEnvs measures a bulk write of 20 variables.
+func BenchmarkUpsertEnvs(b *testing.B) {
+	srv := coolifytest.NewServer(b)
+	app := srv.AddApplication(coolifytest.Application{Name: "api"})
+	c := coolify.New(srv.URL, srv.Token)
+	vars := make([]coolify.EnvVar, 20)
+	for i := range vars {
+		vars[i] = coolify.NewEnvVar("KEY_"+string(rune('A'+i)), "value")
+	}
+	ctx := context.Background()
+	for b.Loop() {
+		if err := c.UpsertEnvs(ctx, coolify.AppRef(app.UUID), vars); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDeployAndWait measures deploy + confirm + wait on a fake whose deployments take no
+// time, i.e. the client's own overhead per deployment (poll interval 1 ms).
+func BenchmarkDeployAndWait(b *testing.B) {
+	srv := coolifytest.NewServer(b, coolifytest.WithTiming(coolifytest.Timing{}), coolifytest.WithQueueLimit(1<<30, time.Second))
+	app := srv.AddApplication(coolifytest.Application{Name: "api"})
+	c := coolify.New(srv.URL, srv.Token, coolify.WithPollInterval(time.Millisecond))
+	ctx := context.Background()
+	for b.Loop() {
+		res, err := c.Deploy(ctx, app.UUID, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.WaitDeployment(ctx, res.DeploymentUUID, time.Minute); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
