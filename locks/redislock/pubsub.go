@@ -16,6 +16,12 @@ import (
 // unsubscribeTimeout bounds the UNSUBSCRIBE a closing subscription sends.
 const unsubscribeTimeout = 5 * time.Second
 
+// healthCheckInterval is how long the pub/sub connection may stay silent before go-redis
+// pings it (and reconnects if the ping cannot be sent). Waiters poll slowly as well, so
+// this only bounds how late a dead connection is replaced; go-redis' default of 3 s would
+// cost an idle waiter more commands than its own polling.
+const healthCheckInterval = 10 * time.Second
+
 // Subscribe returns a subscription that receives a value each time a lease on key is
 // released, force-released or unfrozen. All subscriptions of a Driver share one pub/sub
 // connection, with one Redis subscription per key however many waiters ask for it.
@@ -101,7 +107,7 @@ func (h *hub) subscribe(ctx context.Context, channel string) (*subscription, err
 	if h.ps == nil {
 		h.ps = h.client.Subscribe(context.WithoutCancel(ctx))
 		h.done = make(chan struct{})
-		go h.dispatch(h.ps.ChannelWithSubscriptions(), h.done)
+		go h.dispatch(h.ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(healthCheckInterval)), h.done)
 	}
 	t := h.topics[channel]
 	if t == nil {

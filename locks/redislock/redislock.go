@@ -10,23 +10,26 @@
 // script can touch them all. With the default prefix "orch:lock:" the lock "coolify:phase1"
 // is stored as
 //
-//	orch:lock:{coolify:phase1}:lease     hash: token, holder, fence, times, message; PEXPIREs with the lease
-//	orch:lock:{coolify:phase1}:fence     the fence counter; never expires
-//	orch:lock:{coolify:phase1}:q         waiters in arrival order (FIFO)
-//	orch:lock:{coolify:phase1}:qdl       each waiter's deadline; dead waiters are pruned on every attempt
-//	orch:lock:{coolify:phase1}:delay     the lock-delay after a forced release
-//	orch:lock:{coolify:phase1}:audit     operator actions on the key, newest first, capped
+//	orch:lock:{coolify:phase1}:lock    hash: the fence counter, the lease (token, holder, times, message) and the lock-delay
+//	orch:lock:{coolify:phase1}:q       waiters in arrival order (FIFO)
+//	orch:lock:{coolify:phase1}:qdl     each waiter's deadline; dead waiters are dropped when they reach the head
+//	orch:lock:{coolify:phase1}:audit   operator actions on the key, newest first, capped
 //
 // and releases are published on the channel orch:lock:{coolify:phase1}:released. Several
 // installations share one Redis by choosing different prefixes.
 //
+// A lease's expiry is a field that every script compares with the server's TIME, not a
+// key TTL: the lease, its fence and its lock-delay then live in one hash that is never
+// deleted, and an uncontended grant is four calls inside one script (TIME, HMGET, ZRANGE,
+// HSET). The hash of a key that is never used again stays behind, a few fields in size.
+//
 // # Fences across restarts
 //
-// A grant's fence is max(counter+1, the server's clock in microseconds). While Redis keeps
-// its data this is the counter plus one per grant (a key cannot be granted more than once
-// per microsecond); when Redis loses the counter (restart without persistence, failover to
-// a replica that had not seen the last grants) the clock floor is above every fence handed
-// out before, as long as the server's clock does not step back by more than the outage.
+// A grant's fence is max(previous+1, the server's clock in microseconds). While Redis keeps
+// its data this is the previous fence plus one (a key cannot be granted more than once per
+// microsecond); when Redis loses it (restart without persistence, failover to a replica
+// that had not seen the last grants) the clock floor is above every fence handed out
+// before, as long as the server's clock does not step back by more than the outage.
 // Fences therefore look like timestamps, and only their order matters.
 package redislock
 
@@ -192,17 +195,15 @@ func (d *Driver) Close() error {
 
 // keys names the Redis keys and the channel of one lock.
 type keys struct {
-	lease, fence, queue, deadlines, delay, audit, channel string
+	lock, queue, deadlines, audit, channel string
 }
 
 func (d *Driver) keys(key string) keys {
 	base := d.prefix + "{" + key + "}"
 	return keys{
-		lease:     base + ":lease",
-		fence:     base + ":fence",
+		lock:      base + ":lock",
 		queue:     base + ":q",
 		deadlines: base + ":qdl",
-		delay:     base + ":delay",
 		audit:     base + ":audit",
 		channel:   base + ":released",
 	}
@@ -249,7 +250,7 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 	}
 	k := d.keys(g.Key)
 	res, err := acquireScript.Run(ctx, d.client,
-		[]string{k.lease, k.fence, k.queue, k.deadlines, k.delay},
+		[]string{k.lock, k.queue, k.deadlines},
 		g.Token, g.Holder, g.Message, ms(g.TTL), g.Ticket, ticketTTL).Slice()
 	if err != nil {
 		return locks.Info{}, d.fail(ctx, op, g.Key, err)
@@ -274,7 +275,7 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 	case "held":
 		he.Current = r.lease(g.Key, 2, false)
 	case "delay":
-		he.Current = locks.Info{Key: g.Key, ClosedUntil: r.time(7)}
+		he.Current = locks.Info{Key: g.Key, ClosedUntil: r.time(8)}
 	}
 	return locks.Info{}, he
 }
@@ -307,7 +308,7 @@ func (d *Driver) Renew(ctx context.Context, key, token string, ttl time.Duration
 		return time.Time{}, invalid(op, key, "TTL under 1ms")
 	}
 	k := d.keys(key)
-	res, err := renewScript.Run(ctx, d.client, []string{k.lease}, token, ms(ttl)).Slice()
+	res, err := renewScript.Run(ctx, d.client, []string{k.lock}, token, ms(ttl)).Slice()
 	if err != nil {
 		return time.Time{}, d.fail(ctx, op, key, err)
 	}
@@ -329,7 +330,7 @@ func (d *Driver) Release(ctx context.Context, key, token string) error {
 	if d.unsafeDelRelease {
 		script = unsafeReleaseScript
 	}
-	n, err := script.Run(ctx, d.client, []string{k.lease}, token, k.channel).Int64()
+	n, err := script.Run(ctx, d.client, []string{k.lock}, token, k.channel).Int64()
 	if err != nil {
 		return d.fail(ctx, op, key, err)
 	}
@@ -356,7 +357,7 @@ func (d *Driver) Get(ctx context.Context, key string) (locks.Info, error) {
 
 func (d *Driver) get(ctx context.Context, c redis.Scripter, key string) *redis.Cmd {
 	k := d.keys(key)
-	return getScript.Eval(ctx, c, []string{k.lease, k.deadlines, k.delay})
+	return getScript.Eval(ctx, c, []string{k.lock, k.deadlines})
 }
 
 func parseGet(key string, res []any) (locks.Info, bool) {
@@ -373,7 +374,7 @@ func parseGet(key string, res []any) (locks.Info, bool) {
 // tokens, with waiter counts. It scans every master of a Cluster. Errors:
 // locks.ErrUnavailable or the context's error when Redis cannot be reached.
 func (d *Driver) List(ctx context.Context, prefix string) ([]locks.Info, error) {
-	const suffix = "}:lease"
+	const suffix = "}:lock"
 	names, err := d.scan(ctx, globEscape(d.prefix+"{"+prefix)+"*"+suffix)
 	if err != nil {
 		return nil, d.fail(ctx, "list", prefix, err)
@@ -477,7 +478,7 @@ func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.
 		delayMS = ms(delay)
 	}
 	k := d.keys(r.Key)
-	res, err := forceReleaseScript.Run(ctx, d.client, []string{k.lease, k.delay, k.audit},
+	res, err := forceReleaseScript.Run(ctx, d.client, []string{k.lock, k.audit},
 		strconv.FormatInt(r.Fence, 10), r.Holder, r.Reason, r.By, delayMS, r.Key, d.auditCap, k.channel).Slice()
 	if err != nil {
 		return locks.Info{}, d.fail(ctx, op, r.Key, err)
@@ -517,7 +518,7 @@ func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, token string
 		holder = "operator"
 	}
 	k := d.keys(r.Key)
-	res, err := freezeScript.Run(ctx, d.client, []string{k.lease, k.fence, k.audit},
+	res, err := freezeScript.Run(ctx, d.client, []string{k.lock, k.audit},
 		token, holder, r.Message, ms(ttl), r.Key, d.auditCap, r.By).Slice()
 	if err != nil {
 		return locks.Info{}, d.fail(ctx, op, r.Key, err)
@@ -544,7 +545,7 @@ func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, token string
 func (d *Driver) Unfreeze(ctx context.Context, key, by, reason string) error {
 	const op = "unfreeze"
 	k := d.keys(key)
-	n, err := unfreezeScript.Run(ctx, d.client, []string{k.lease, k.audit},
+	n, err := unfreezeScript.Run(ctx, d.client, []string{k.lock, k.audit},
 		by, reason, key, d.auditCap, k.channel).Int64()
 	if err != nil {
 		return d.fail(ctx, op, key, err)

@@ -6,131 +6,137 @@ import "github.com/redis/go-redis/v9"
 // lock (they share the hash tag {<key>}, so they live in one Cluster slot) and reads the
 // time from the server (TIME), so every expiry and deadline is on the server's clock.
 //
-// Lease hash fields, in the order every script reads them with HMGET:
+// A lock is one hash that is never deleted: the fence counter, the lease (empty when
+// free) and the lock-delay. Fields, in the order every script reads them with HMGET:
 //
-//	tok holder fence acq exp msg frozen
+//	tok holder fence acq exp msg frozen closed
 //
-// Times are Unix milliseconds; fences and times are written with string.format('%d') since
-// Lua numbers are doubles and tostring would print large ones in exponent form.
+// A lease is live while tok is set and exp is after now; times are Unix milliseconds.
+// Fences and times are written with string.format('%d') since Lua numbers are doubles
+// and tostring would print large ones in exponent form.
 
-// luaPrelude is shared by the scripts that need the time: now (ms) and nowUS (µs).
+// luaPrelude is shared by every script: now (ms), nowUS (µs), fmt, the lock's fields and
+// whether its lease is live.
 const luaPrelude = `
 local t = redis.call('TIME')
 local nowUS = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowUS / 1000)
 local function fmt(n) return string.format('%d', n) end
+local l = redis.call('HMGET', KEYS[1], 'tok', 'holder', 'fence', 'acq', 'exp', 'msg', 'frozen', 'closed')
+local live = l[1] and l[1] ~= '' and tonumber(l[5] or '0') > now
+local closed = tonumber(l[8] or '0')
+local function lease() return {l[2] or '', l[3] or '', l[4] or '', l[5] or '', l[6] or '', l[7] or ''} end
+local function clear() redis.call('HDEL', KEYS[1], 'tok', 'holder', 'acq', 'exp', 'msg', 'frozen') end
 `
 
-// acquireScript is TryAcquire: prune dead waiters, check the lease, the lock-delay and the
-// queue head, then grant (new fence, lease metadata, TTL) or queue the ticket.
+// luaGrant writes a new lease. The fence never goes below the server's clock in
+// microseconds, so a Redis that lost the hash (restart without persistence, failover to a
+// lagging replica) still hands out a fence above every earlier one.
+const luaGrant = `
+local function grant(token, holder, msg, ttl, frozen)
+  local fence = tonumber(l[3] or '0') + 1
+  if nowUS > fence then fence = nowUS end
+  local fs, acq, exp = fmt(fence), fmt(now), fmt(now + tonumber(ttl))
+  redis.call('HSET', KEYS[1], 'tok', token, 'holder', holder, 'fence', fs,
+    'acq', acq, 'exp', exp, 'msg', msg, 'frozen', frozen)
+  return {1, fs, acq, exp}
+end
+`
+
+// acquireScript is TryAcquire: check the lease, the lock-delay and the queue head (dropping
+// dead waiters), then grant or queue the ticket. An uncontended grant is four calls: TIME,
+// HMGET, ZRANGE, HSET.
 //
-// KEYS: lease fence queue deadlines delay
+// KEYS: lock queue deadlines
 // ARGV: token holder message ttl_ms ticket ticket_ttl_ms
 //
 // Returns {1, fence, acquired_ms, expires_ms} on a grant, or
-// {0, kind, holder, fence, acquired_ms, expires_ms, message, closed_until_ms} where kind is
-// held, frozen, delay or queue.
-var acquireScript = redis.NewScript(luaPrelude + `
+// {0, kind, holder, fence, acquired_ms, expires_ms, message, frozen, closed_until_ms}
+// where kind is held, frozen, delay or queue.
+var acquireScript = redis.NewScript(luaPrelude + luaGrant + `
 local token, ticket = ARGV[1], ARGV[5]
 
-local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
-if #dead > 0 then
-  for i = 1, #dead do redis.call('ZREM', KEYS[3], dead[i]) end
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-end
-
-local function leave()
+local function wait(kind, info, closedUntil)
   if ticket ~= '' then
-    redis.call('ZREM', KEYS[3], ticket)
-    redis.call('ZREM', KEYS[4], ticket)
-  end
-end
-
-local function wait(kind, holder, fence, acq, exp, msg, closed)
-  if ticket ~= '' then
-    if not redis.call('ZSCORE', KEYS[3], ticket) then
-      local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+    -- ZADD answers 1 for a new member: a new ticket also takes the next place in line.
+    if redis.call('ZADD', KEYS[3], now + tonumber(ARGV[6]), ticket) == 1 then
+      local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
       local seq = 1
       if last[2] then seq = tonumber(last[2]) + 1 end
-      redis.call('ZADD', KEYS[3], seq, ticket)
+      redis.call('ZADD', KEYS[2], seq, ticket)
     end
-    redis.call('ZADD', KEYS[4], now + tonumber(ARGV[6]), ticket)
-    -- The queue lives as long as its longest-lived waiter, so abandoned tickets vanish.
-    local newest = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
-    local ttl = tonumber(newest[2]) - now + 1
-    redis.call('PEXPIRE', KEYS[3], ttl)
-    redis.call('PEXPIRE', KEYS[4], ttl)
   end
-  return {0, kind, holder or '', fence or '', acq or '', exp or '', msg or '', closed or ''}
+  info = info or {'', '', '', '', '', ''}
+  return {0, kind, info[1], info[2], info[3], info[4], info[5], info[6], closedUntil or ''}
 end
 
-local l = redis.call('HMGET', KEYS[1], 'tok', 'holder', 'fence', 'acq', 'exp', 'msg', 'frozen')
-if l[1] then
+if live then
   if l[1] == token then
     -- A retried attempt whose first try won: hand out the same grant again.
-    leave()
+    if ticket ~= '' then
+      redis.call('ZREM', KEYS[2], ticket)
+      redis.call('ZREM', KEYS[3], ticket)
+    end
     return {1, l[3], l[4], l[5]}
   end
   local kind = 'held'
   if l[7] == '1' then kind = 'frozen' end
-  return wait(kind, l[2], l[3], l[4], l[5], l[6], '')
+  return wait(kind, lease())
+end
+if closed > now then
+  return wait('delay', nil, fmt(closed))
 end
 
-local closed = redis.call('PTTL', KEYS[5])
-if closed > 0 then
-  return wait('delay', '', '', '', '', '', fmt(now + closed))
+local head = redis.call('ZRANGE', KEYS[2], 0, 0)
+if head[1] and head[1] ~= ticket then
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
+  if #dead > 0 then
+    for i = 1, #dead do redis.call('ZREM', KEYS[2], dead[i]) end
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+    head = redis.call('ZRANGE', KEYS[2], 0, 0)
+  end
 end
-
-local head = redis.call('ZRANGE', KEYS[3], 0, 0)
 if head[1] and head[1] ~= ticket then
   return wait('queue')
 end
-
--- The fence never goes below the server's clock in microseconds, so a Redis that lost the
--- counter (restart without persistence, failover to a lagging replica) still hands out a
--- fence above every earlier one.
-local fence = tonumber(redis.call('GET', KEYS[2]) or '0') + 1
-if nowUS > fence then fence = nowUS end
-local fs, acq, exp = fmt(fence), fmt(now), fmt(now + tonumber(ARGV[4]))
-redis.call('SET', KEYS[2], fs)
-redis.call('HSET', KEYS[1], 'tok', token, 'holder', ARGV[2], 'fence', fs,
-  'acq', acq, 'exp', exp, 'msg', ARGV[3], 'frozen', '0')
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-leave()
-return {1, fs, acq, exp}
+if head[1] then
+  redis.call('ZREM', KEYS[2], ticket)
+  redis.call('ZREM', KEYS[3], ticket)
+end
+return grant(token, ARGV[2], ARGV[3], ARGV[4], '0')
 `)
 
-// renewScript extends a lease held under token.
+// renewScript extends a live lease held under token.
 //
-// KEYS: lease
+// KEYS: lock
 // ARGV: token ttl_ms
 //
-// Returns {1, expires_ms}, or {0} when token does not hold the lease.
+// Returns {1, expires_ms}, or {0} when token does not hold a live lease.
 var renewScript = redis.NewScript(luaPrelude + `
-if redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then return {0} end
+if not live or l[1] ~= ARGV[1] then return {0} end
 local exp = fmt(now + tonumber(ARGV[2]))
 redis.call('HSET', KEYS[1], 'exp', exp)
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, exp}
 `)
 
-// releaseScript deletes the lease only if token holds it, and wakes the waiters.
+// releaseScript clears the lease only if token holds it, and wakes the waiters. A lease
+// past its expiry is not held: releasing it changes nothing.
 //
-// KEYS: lease
+// KEYS: lock
 // ARGV: token channel
 //
-// Returns 1 when released, 0 when token does not hold the lease.
-var releaseScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
+// Returns 1 when released, 0 when token does not hold a live lease.
+var releaseScript = redis.NewScript(luaPrelude + `
+if not live or l[1] ~= ARGV[1] then return 0 end
+clear()
 redis.call('PUBLISH', ARGV[2], 'released')
 return 1
 `)
 
-// unsafeReleaseScript is the bug the fault-injection test must catch: delete by name,
-// whoever holds the key now. Only tests enable it.
-var unsafeReleaseScript = redis.NewScript(`
-redis.call('DEL', KEYS[1])
+// unsafeReleaseScript is the bug the fault-injection test must catch: clear the lease
+// whoever holds it now, as a DEL by name would. Only tests enable it.
+var unsafeReleaseScript = redis.NewScript(luaPrelude + `
+clear()
 redis.call('PUBLISH', ARGV[2], 'released')
 return 1
 `)
@@ -138,10 +144,11 @@ return 1
 // luaAudit appends one audit entry (strings only, so cjson keeps every digit) and caps
 // the key's audit list.
 const luaAudit = `
-local function audit(list, cap, action, key, by, reason, l)
+local function audit(list, cap, action, key, by, reason, evicted)
   local e = {at = fmt(now), action = action, key = key, by = by, reason = reason}
-  if l then
-    e.evicted = {holder = l[2], fence = l[3], acq = l[4], exp = l[5], msg = l[6], frozen = l[7]}
+  if evicted then
+    e.evicted = {holder = evicted[1], fence = evicted[2], acq = evicted[3], exp = evicted[4],
+      msg = evicted[5], frozen = evicted[6]}
   end
   redis.call('LPUSH', list, cjson.encode(e))
   redis.call('LTRIM', list, 0, tonumber(cap) - 1)
@@ -150,78 +157,68 @@ end
 
 // forceReleaseScript is an operator's forced release.
 //
-// KEYS: lease delay audit
+// KEYS: lock audit
 // ARGV: fence holder reason by delay_ms key audit_cap channel
 //
 // Returns {0} when the key is free, {2, lease...} when the fence or holder does not match,
 // {1, lease...} when the lease was evicted; lease is holder fence acq exp msg frozen.
 var forceReleaseScript = redis.NewScript(luaPrelude + luaAudit + `
-local l = redis.call('HMGET', KEYS[1], 'tok', 'holder', 'fence', 'acq', 'exp', 'msg', 'frozen')
-if not l[1] then return {0} end
+if not live then return {0} end
+local info = lease()
 if (ARGV[1] ~= '0' and l[3] ~= ARGV[1]) or (ARGV[2] ~= '' and l[2] ~= ARGV[2]) then
-  return {2, l[2], l[3], l[4], l[5], l[6], l[7]}
+  return {2, info[1], info[2], info[3], info[4], info[5], info[6]}
 end
-redis.call('DEL', KEYS[1])
+clear()
 local delay = tonumber(ARGV[5])
-if delay > 0 then
-  redis.call('SET', KEYS[2], fmt(now + delay), 'PX', delay)
-end
-audit(KEYS[3], ARGV[7], 'force_release', ARGV[6], ARGV[4], ARGV[3], l)
+if delay > 0 then redis.call('HSET', KEYS[1], 'closed', fmt(now + delay)) end
+audit(KEYS[2], ARGV[7], 'force_release', ARGV[6], ARGV[4], ARGV[3], info)
 redis.call('PUBLISH', ARGV[8], 'released')
-return {1, l[2], l[3], l[4], l[5], l[6], l[7]}
+return {1, info[1], info[2], info[3], info[4], info[5], info[6]}
 `)
 
 // freezeScript puts an operator lease on a free key.
 //
-// KEYS: lease fence audit
+// KEYS: lock audit
 // ARGV: token holder message ttl_ms key audit_cap by
 //
-// Returns {1, fence, acq, exp}, or {0, kind, holder, fence, acq, exp, msg} when held.
-var freezeScript = redis.NewScript(luaPrelude + luaAudit + `
-local l = redis.call('HMGET', KEYS[1], 'tok', 'holder', 'fence', 'acq', 'exp', 'msg', 'frozen')
-if l[1] then
+// Returns {1, fence, acq, exp}, or {0, kind, lease...} when held; kind is held or frozen.
+var freezeScript = redis.NewScript(luaPrelude + luaAudit + luaGrant + `
+if live then
   local kind = 'held'
   if l[7] == '1' then kind = 'frozen' end
-  return {0, kind, l[2], l[3], l[4], l[5], l[6]}
+  local info = lease()
+  return {0, kind, info[1], info[2], info[3], info[4], info[5], info[6]}
 end
-local fence = tonumber(redis.call('GET', KEYS[2]) or '0') + 1
-if nowUS > fence then fence = nowUS end
-local fs, acq, exp = fmt(fence), fmt(now), fmt(now + tonumber(ARGV[4]))
-redis.call('SET', KEYS[2], fs)
-redis.call('HSET', KEYS[1], 'tok', ARGV[1], 'holder', ARGV[2], 'fence', fs,
-  'acq', acq, 'exp', exp, 'msg', ARGV[3], 'frozen', '1')
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-audit(KEYS[3], ARGV[6], 'freeze', ARGV[5], ARGV[7], ARGV[3], nil)
-return {1, fs, acq, exp}
+local r = grant(ARGV[1], ARGV[2], ARGV[3], ARGV[4], '1')
+audit(KEYS[2], ARGV[6], 'freeze', ARGV[5], ARGV[7], ARGV[3], nil)
+return r
 `)
 
 // unfreezeScript lifts a freeze and wakes the waiters.
 //
-// KEYS: lease audit
+// KEYS: lock audit
 // ARGV: by reason key audit_cap channel
 //
 // Returns 1 when lifted, 0 when the key is not frozen.
 var unfreezeScript = redis.NewScript(luaPrelude + luaAudit + `
-local l = redis.call('HMGET', KEYS[1], 'tok', 'holder', 'fence', 'acq', 'exp', 'msg', 'frozen')
-if not l[1] or l[7] ~= '1' then return 0 end
-redis.call('DEL', KEYS[1])
-audit(KEYS[2], ARGV[4], 'unfreeze', ARGV[3], ARGV[1], ARGV[2], l)
+if not live or l[7] ~= '1' then return 0 end
+local info = lease()
+clear()
+audit(KEYS[2], ARGV[4], 'unfreeze', ARGV[3], ARGV[1], ARGV[2], info)
 redis.call('PUBLISH', ARGV[5], 'released')
 return 1
 `)
 
-// getScript reads a lease, its live waiters and its lock-delay. It writes nothing.
+// getScript reads a live lease, its live waiters and its lock-delay. It writes nothing.
 //
-// KEYS: lease deadlines delay
+// KEYS: lock deadlines
 //
 // Returns {found, holder, fence, acq, exp, msg, frozen, waiters, closed_until_ms}.
 var getScript = redis.NewScript(luaPrelude + `
-local l = redis.call('HMGET', KEYS[1], 'tok', 'holder', 'fence', 'acq', 'exp', 'msg', 'frozen')
 local waiters = redis.call('ZCOUNT', KEYS[2], '(' .. fmt(now), '+inf')
-local closed = redis.call('PTTL', KEYS[3])
 local closedUntil = ''
-if closed > 0 then closedUntil = fmt(now + closed) end
-local found = 0
-if l[1] then found = 1 end
-return {found, l[2] or '', l[3] or '', l[4] or '', l[5] or '', l[6] or '', l[7] or '', waiters, closedUntil}
+if closed > now then closedUntil = fmt(closed) end
+local found, info = 0, {'', '', '', '', '', ''}
+if live then found, info = 1, lease() end
+return {found, info[1], info[2], info[3], info[4], info[5], info[6], waiters, closedUntil}
 `)
