@@ -35,7 +35,14 @@ type Lease struct {
 
 	relMu       sync.Mutex // serializes Release
 	unconfirmed bool       // Release ended the lease but the backend did not confirm it
+
+	renewErr error // the last failed renewal's error (heartbeat goroutine only)
+
+	ctxMu   sync.Mutex
+	derived map[*derivedCtx]struct{} // contexts from Context, canceled when the lease ends
 }
+
+type derivedCtx struct{ cancel context.CancelCauseFunc }
 
 // Info returns the lease as granted or last renewed (Token included: it is the holder's).
 func (le *Lease) Info() Info {
@@ -66,11 +73,25 @@ func (le *Lease) Err() error {
 // Context returns a context derived from parent that is canceled when the lease ends, with
 // context.Cause(ctx) == le.Err(), so work running under the lease stops when it is lost.
 // Calling the CancelFunc releases the context's resources (not the lease).
+// The derived context is canceled before Done closes.
 func (le *Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
-	stop := context.AfterFunc(le.ctx, func() { cancel(context.Cause(le.ctx)) })
+	dc := &derivedCtx{cancel: cancel}
+	le.ctxMu.Lock()
+	if err := le.Err(); err != nil {
+		le.ctxMu.Unlock()
+		cancel(err)
+		return ctx, func() { cancel(context.Canceled) }
+	}
+	if le.derived == nil {
+		le.derived = make(map[*derivedCtx]struct{})
+	}
+	le.derived[dc] = struct{}{}
+	le.ctxMu.Unlock()
 	return ctx, func() {
-		stop()
+		le.ctxMu.Lock()
+		delete(le.derived, dc)
+		le.ctxMu.Unlock()
 		cancel(context.Canceled)
 	}
 }
@@ -127,12 +148,13 @@ func (le *Lease) lostErr(reason string, cause error) error {
 		le.info.Key, le.info.Fence, ErrLost, reason)
 }
 
-// finish ends the lease with cause; it reports whether this call ended it.
+// finish ends the lease with cause; it reports whether this call ended it. Bookkeeping,
+// the log record and the observer come first, then derived contexts are canceled, then
+// Done closes: whoever sees Done sees everything else settled.
 func (le *Lease) finish(cause error, lost bool) bool {
 	if !le.ended.CompareAndSwap(false, true) {
 		return false
 	}
-	le.end(cause)
 	le.l.forget(le)
 	if lost {
 		le.l.log.Warn("lock lease lost",
@@ -142,6 +164,13 @@ func (le *Lease) finish(cause error, lost bool) bool {
 	if le.l.obs != nil {
 		le.l.obs.Released(le.info.Key, time.Since(le.granted), lost)
 	}
+	le.ctxMu.Lock()
+	for dc := range le.derived {
+		dc.cancel(cause)
+	}
+	le.derived = nil
+	le.end(cause)
+	le.ctxMu.Unlock()
 	return true
 }
 
@@ -205,7 +234,7 @@ func (le *Lease) renew(ctx context.Context, interval time.Duration) (time.Durati
 	key, token, fence := le.info.Key, le.info.Token, le.info.Fence
 	le.mu.Unlock()
 	if !time.Now().Before(deadline) {
-		le.finish(le.lostErr("it expired by the local clock before it could be renewed", nil), true)
+		le.finish(le.lostErr("it expired by the local clock before it could be renewed", le.renewErr), true)
 		return 0, false
 	}
 	sent := time.Now()
@@ -218,6 +247,7 @@ func (le *Lease) renew(ctx context.Context, interval time.Duration) (time.Durati
 		le.info.ExpiresAt = exp
 		le.deadline = localDeadline(sent, le.ttl)
 		le.mu.Unlock()
+		le.renewErr = nil
 		return interval, true
 	case errors.Is(err, ErrNotHeld):
 		le.finish(le.lostErr("a renewal found it deleted, replaced or force-released", nil), true)
@@ -230,6 +260,7 @@ func (le *Lease) renew(ctx context.Context, interval time.Duration) (time.Durati
 		le.finish(le.lostErr("renewals failed until it expired by the local clock", err), true)
 		return 0, false
 	}
+	le.renewErr = err
 	le.l.log.Warn("lock renewal failed",
 		LogKeyLockKey, key, LogKeyFence, fence, LogKeyError, err.Error())
 	return max(min(interval/4, maxRenewRetry, left), time.Millisecond), true
