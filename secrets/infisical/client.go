@@ -71,7 +71,9 @@ const (
 	attrError    = "error"
 	attrIdentity = "identity"
 	attrTTL      = "expires_in"
-	attrScope    = "scope"
+	attrProject  = "project"
+	attrEnv      = "environment"
+	attrFolder   = "secret_path"
 	attrCount    = "count"
 	attrImports  = "imports"
 )
@@ -263,7 +265,8 @@ func (c *Client) ListSecrets(ctx context.Context, scope Scope) (Listing, error) 
 	}
 	l := out.merge()
 	c.log.LogAttrs(ctx, slog.LevelDebug, "infisical secrets listed",
-		slog.String(attrScope, scope.String()), slog.Int(attrCount, l.Values.Len()+len(l.Hidden)),
+		slog.String(attrProject, scope.ProjectID), slog.String(attrEnv, scope.Environment),
+		slog.String(attrFolder, scope.path()), slog.Int(attrCount, l.Values.Len()+len(l.Hidden)),
 		slog.Int(attrImports, len(out.Imports)))
 	return l, nil
 }
@@ -434,6 +437,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in a
 
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if resp != nil {
+			resp.Body.Close()
+		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return fmt.Errorf("infisical: %s %s: %w", method, path, ctxErr)
 		}

@@ -87,7 +87,7 @@ type HiddenValueError struct {
 }
 
 func (e *HiddenValueError) Error() string {
-	return fmt.Sprintf("infisical: %s: value hidden for %s (the identity may not read secret values)",
+	return fmt.Sprintf("%s: value hidden for %s (the identity may not read secret values)",
 		e.Scope, strings.Join(e.Keys, ", "))
 }
 
