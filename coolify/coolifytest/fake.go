@@ -159,7 +159,8 @@ type Application struct {
 	NotRunning bool
 	// Status is Coolify's "state[:health]" string. (inspect)
 	Status string
-	// DeployedImageTag is the tag the last finished deployment ran with. (inspect)
+	// DeployedImageTag is the tag the last finished deployment ran with (a seeded running
+	// application starts with its ImageTag). (inspect)
 	DeployedImageTag string
 	// DeployedEnv is the env (key → value, non-preview rows) the last finished deployment read
 	// when it started. (inspect)
@@ -412,9 +413,11 @@ func (f *Fake) AddApplication(a Application) Application {
 	if a.HealthCheckPath == "" {
 		a.HealthCheckPath = "/"
 	}
+	a.Status, a.DeployedImageTag, a.DeployedEnv = "", "", nil
 	if !a.NotRunning {
 		a.DeployedImageTag = a.ImageTag
 	}
+	a.Tags = slices.Clone(a.Tags)
 	a.Extra = map[string]any{}
 	x := &app{Application: a, createdAt: now, updatedAt: now}
 	f.apps[a.UUID] = x
@@ -434,6 +437,7 @@ func (f *Fake) AddService(s Service) Service {
 	if s.Name == "" {
 		s.Name = s.UUID
 	}
+	s.Status, s.Restarts = "", 0
 	x := &service{Service: s, createdAt: now, updatedAt: now}
 	f.services[s.UUID] = x
 	return f.serviceView(x)
@@ -449,6 +453,7 @@ func (f *Fake) SetEnv(resourceUUID string, e Env) Env {
 	if !isApp && f.services[resourceUUID] == nil {
 		panic(fmt.Sprintf("coolifytest: SetEnv: no application or service %q", resourceUUID))
 	}
+	e = cloneEnv(e) // the caller keeps its pointers; the fake keeps its own
 	if !isApp {
 		e.IsPreview = false
 	}
@@ -456,9 +461,9 @@ func (f *Fake) SetEnv(resourceUUID string, e Env) Env {
 		e.UUID = cur.UUID
 		cur.Env = e
 		cur.updatedAt = f.clock.Now()
-		return cur.Env
+		return cloneEnv(cur.Env)
 	}
-	return f.createEnvLocked(resourceUUID, isApp, e).Env
+	return cloneEnv(f.createEnvLocked(resourceUUID, isApp, e).Env)
 }
 
 // SetDeployOutcome sets how the application's deployments queued from now on end.
