@@ -223,6 +223,8 @@ func valueKind(v any) string {
 		return "a list"
 	case map[string]any:
 		return "a mapping"
+	case time.Time:
+		return "a timestamp (quote it to keep it as text)"
 	}
 	return "a " + reflect.TypeOf(v).Kind().String()
 }

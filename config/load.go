@@ -12,7 +12,6 @@ import (
 
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
-	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 )
 
@@ -120,14 +119,29 @@ func unwrapPathError(err error) string {
 	return err.Error()
 }
 
-// parseYAML parses a file's bytes into a tree with koanf's YAML parser.
+// maxDepth bounds how deeply a file may nest; the deepest real field is about six levels
+// down. It keeps absurd inputs from costing time in the passes over the tree.
+const maxDepth = 20
+
+// parseYAML parses a file's bytes with koanf's YAML parser and loads the tree into koanf,
+// which normalizes its keys to strings.
 func parseYAML(data []byte, c *problems) (map[string]any, bool) {
 	if len(data) > maxFileSize {
 		c.add("", "file is larger than %d bytes", maxFileSize)
 		return nil, false
 	}
+	tree, err := yaml.Parser().Unmarshal(data)
+	if err != nil {
+		c.add("", "invalid YAML: %v", err)
+		return nil, false
+	}
+	if tooDeep(tree, 0) {
+		c.add("", "nested deeper than %d levels", maxDepth)
+		return nil, false
+	}
 	ko := koanf.New(".")
-	if err := ko.Load(rawbytes.Provider(data), yaml.Parser()); err != nil {
+	// Delimiter "" keeps keys such as "ios.latest_version" whole.
+	if err := ko.Load(confmap.Provider(tree, ""), nil); err != nil {
 		c.add("", "invalid YAML: %v", err)
 		return nil, false
 	}
@@ -136,6 +150,34 @@ func parseYAML(data []byte, c *problems) (map[string]any, bool) {
 		raw = map[string]any{}
 	}
 	return raw, true
+}
+
+// tooDeep reports whether v nests more than maxDepth levels below depth.
+func tooDeep(v any, depth int) bool {
+	if depth > maxDepth {
+		return true
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		for _, e := range t {
+			if tooDeep(e, depth+1) {
+				return true
+			}
+		}
+	case map[any]any:
+		for _, e := range t {
+			if tooDeep(e, depth+1) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range t {
+			if tooDeep(e, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // decodeTree decodes a checked raw tree into out through koanf and returns the problems it

@@ -104,6 +104,7 @@ func TestLoadPipelineProblems(t *testing.T) {
 		{"invalid yaml", "services: [\n", nil, "", "invalid YAML"},
 		{"duplicate yaml key", minimal + "name: a\nname: b\n", nil, "", "invalid YAML"},
 		{"top level list", "- a\n- b\n", nil, "", "invalid YAML"},
+		{"absurd nesting", "services: " + strings.Repeat("[", 100) + strings.Repeat("]", 100), nil, "", "nested deeper than"},
 		{"comment too long", strings.Replace(minimal, "value: info", "value: info, comment: "+strings.Repeat("x", 300), 1), nil, "services[0].env[0].comment", "longer than 256"},
 	}
 	for _, tc := range tests {
