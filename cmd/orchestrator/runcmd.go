@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/phases"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// triggerFlags are the run parameters shared by run, plan and trigger.
+type triggerFlags struct {
+	build, imageTag, commit, appVersion string
+	set                                 []string
+}
+
+func addTriggerFlags(fs *pflag.FlagSet) *triggerFlags {
+	t := &triggerFlags{}
+	fs.StringVar(&t.build, "build", "", "build number (fills ${trigger.build})")
+	fs.StringVar(&t.imageTag, "image-tag", "", "image tag (fills ${trigger.image_tag})")
+	fs.StringVar(&t.commit, "commit", "", "commit SHA (fills ${trigger.commit})")
+	fs.StringVar(&t.appVersion, "app-version", "", "app version (fills ${trigger.app_version})")
+	fs.StringArrayVar(&t.set, "set", nil, "free-form param KEY=VALUE (fills ${trigger.params.KEY}); repeatable")
+	return t
+}
+
+func (t *triggerFlags) trigger(by string) (runs.Trigger, error) {
+	out := runs.Trigger{Build: t.build, ImageTag: t.imageTag, Commit: t.commit, AppVersion: t.appVersion, By: by}
+	for _, kv := range t.set {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return out, usageError("--set %q: want KEY=VALUE", kv)
+		}
+		if out.Params == nil {
+			out.Params = map[string]string{}
+		}
+		out.Params[k] = v
+	}
+	return out, nil
+}
+
+// local is what run and plan need: the daemon config (for the backend), the pipelines and a
+// logger.
+type local struct {
+	d         *config.Daemon
+	pipelines map[string]*config.Pipeline
+	log       *slog.Logger
+}
+
+func loadLocal(c *cli, fs *pflag.FlagSet, cfgPath string, pipelineFile string) (*local, error) {
+	d, err := config.LoadDaemon(cfgPath, c.getenv, fs)
+	if err != nil {
+		return nil, fmt.Errorf("daemon config:\n%w", err)
+	}
+	log, err := newLogger(c.stderr, orDefault(d.Log.Level, "warn"), "text")
+	if err != nil {
+		return nil, err
+	}
+	var ps map[string]*config.Pipeline
+	if pipelineFile != "" {
+		p, err := config.LoadPipelineFile(pipelineFile, c.getenv)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline file:\n%w", err)
+		}
+		ps = map[string]*config.Pipeline{p.Name: p}
+	} else if ps, err = config.LoadPipelines(d.PipelinesDir, c.getenv); err != nil {
+		return nil, fmt.Errorf("pipelines in %s:\n%w", d.PipelinesDir, err)
+	}
+	return &local{d: d, pipelines: ps, log: log}, nil
+}
+
+func cmdRun(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("run", "PIPELINE [--build B] [--image-tag T] [--set K=V]…",
+		"Executes one run of PIPELINE on this host, on the same engine and lock backend as the daemon\n"+
+			"(Redis when ORCH_REDIS_URL is set, else the state dir), and shows its progress. The exit\n"+
+			"code is 0 only when the run succeeds. Ctrl-C cancels it: it stops at the next safe point\n"+
+			"and puts back what it changed.")
+	cfgPath := fs.String("config", c.getenv("ORCH_CONFIG"), "daemon config file (env ORCH_CONFIG)")
+	file := fs.StringP("file", "f", "", "pipeline file to use instead of the pipelines directory")
+	tf := addTriggerFlags(fs)
+	config.AddFlags(fs)
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError("run: want one PIPELINE argument (see --help)")
+	}
+	l, err := loadLocal(c, fs, *cfgPath, *file)
+	if err != nil {
+		return err
+	}
+	t, err := tf.trigger("cli:" + userName(c.getenv))
+	if err != nil {
+		return err
+	}
+	b, err := openBackends(ctx, l.d.RedisURL.Reveal(), l.d.StateDir, l.log, nil)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	host, _ := os.Hostname()
+	eng, err := newEngine(b, engineConfig{pipelines: l.pipelines, getenv: c.getenv, log: l.log,
+		instance: fmt.Sprintf("cli/%s/%d", host, os.Getpid()), clients: clients{log: l.log}})
+	if err != nil {
+		return err
+	}
+	r, _, err := eng.Submit(context.WithoutCancel(ctx), fs.Arg(0), t)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "run %s of %s (backend: %s)\n", r.ID, r.Pipeline, b.where)
+
+	// Follow until the run ends; Ctrl-C asks the engine to cancel and keeps following, so the
+	// compensation is shown and the locks are released before we exit.
+	go func() {
+		<-ctx.Done()
+		_, _ = eng.Cancel(context.Background(), r.ID)
+	}()
+	p := newProgress(c.stdout)
+	if err := runs.Follow(context.Background(), b.store, r.ID, 0, p.event); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = eng.Shutdown(sctx)
+	final, err := b.store.Get(sctx, r.ID)
+	if err != nil {
+		return err
+	}
+	return p.summary(final)
+}
+
+func cmdPlan(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("plan", "PIPELINE [--image-tag T] [--build B] [--json]",
+		"Shows what a run of PIPELINE with these parameters would change in Coolify (env keys and\n"+
+			"image tags; values are never shown), which locks it would take and who holds them now.\n"+
+			"Nothing is written and no lock is taken.")
+	cfgPath := fs.String("config", c.getenv("ORCH_CONFIG"), "daemon config file (env ORCH_CONFIG)")
+	file := fs.StringP("file", "f", "", "pipeline file to use instead of the pipelines directory")
+	asJSON := fs.Bool("json", false, "print JSON")
+	tf := addTriggerFlags(fs)
+	config.AddFlags(fs)
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError("plan: want one PIPELINE argument (see --help)")
+	}
+	l, err := loadLocal(c, fs, *cfgPath, *file)
+	if err != nil {
+		return err
+	}
+	t, err := tf.trigger("cli:plan")
+	if err != nil {
+		return err
+	}
+	b, err := openBackends(ctx, l.d.RedisURL.Reveal(), l.d.StateDir, l.log, nil)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	eng, err := newEngine(b, engineConfig{pipelines: l.pipelines, getenv: c.getenv, log: l.log,
+		instance: "cli/plan", clients: clients{log: l.log}})
+	if err != nil {
+		return err
+	}
+	plan, err := eng.Plan(ctx, fs.Arg(0), t)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(c.stdout, plan)
+	}
+	printPlan(c.stdout, plan)
+	return nil
+}
+
+func printPlan(w io.Writer, p *phases.Plan) {
+	fmt.Fprintf(w, "Plan for %s\n\n", p.Pipeline)
+	for _, s := range p.Services {
+		fmt.Fprintf(w, "%s (%s %s)\n", s.Name, s.Kind, s.UUID)
+		if s.Error != "" {
+			fmt.Fprintf(w, "  cannot read: %s\n", s.Error)
+			continue
+		}
+		if s.ImageTag != nil {
+			fmt.Fprintf(w, "  image tag  %s → %s\n", orDefault(s.ImageTag.Old, "(none)"), s.ImageTag.New)
+		}
+		for _, e := range s.Env {
+			fmt.Fprintf(w, "  env %-10s %s\n", e.Action, e.Key)
+		}
+	}
+	for _, m := range p.Mobile {
+		fmt.Fprintf(w, "mobile %s: set %s of %s (%s)\n", m.Name, strings.Join(m.Fields, ", "), m.Feature, m.When)
+	}
+	fmt.Fprintf(w, "\nLocks\n")
+	for _, l := range p.Locks {
+		if l.Free {
+			fmt.Fprintf(w, "  %-40s free\n", l.Key)
+			continue
+		}
+		fmt.Fprintf(w, "  %-40s held by %s (fence %d) until %s\n", l.Key, l.Current.Holder, l.Current.Fence,
+			l.Current.ExpiresAt.Local().Format(time.TimeOnly))
+	}
+}
+
+// progress prints run events as lines, and a summary at the end.
+type progress struct{ w io.Writer }
+
+func newProgress(w io.Writer) *progress { return &progress{w: w} }
+
+func (p *progress) event(e runs.Event) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  %-7s %-14s %-18s", e.At.Local().Format("15:04:05.000"), e.Phase, e.Service, e.Type)
+	if e.LockKey != "" {
+		fmt.Fprintf(&b, " %s", e.LockKey)
+	}
+	if e.Fence != 0 {
+		fmt.Fprintf(&b, " fence=%d", e.Fence)
+	}
+	if e.Message != "" {
+		fmt.Fprintf(&b, "  %s", e.Message)
+	}
+	_, err := fmt.Fprintln(p.w, strings.TrimRight(b.String(), " "))
+	return err
+}
+
+// summary prints the run's result per step and returns an error unless it succeeded.
+func (p *progress) summary(r runs.Run) error {
+	fmt.Fprintf(p.w, "\nrun %s: %s", r.ID, r.Status)
+	if r.Reason != "" {
+		fmt.Fprintf(p.w, " (%s)", r.Reason)
+	}
+	fmt.Fprintln(p.w)
+	for _, s := range r.Steps {
+		fmt.Fprintf(p.w, "  %-7s %-16s %-12s", s.Phase, s.Name, s.Status)
+		if s.Fence != 0 {
+			fmt.Fprintf(p.w, " fence=%d", s.Fence)
+		}
+		if s.LockWait > 0 {
+			fmt.Fprintf(p.w, " waited=%s", s.LockWait.Round(time.Millisecond))
+		}
+		if s.Error != "" {
+			fmt.Fprintf(p.w, "  %s", s.Error)
+		}
+		fmt.Fprintln(p.w)
+	}
+	if r.Status == runs.StatusSucceeded {
+		return nil
+	}
+	return &exitError{code: 1, err: fmt.Errorf("run %s %s: %s", r.ID, r.Status, r.Reason)}
+}
+
+func userName(getenv func(string) string) string {
+	for _, k := range []string{"USER", "LOGNAME"} {
+		if u := getenv(k); u != "" {
+			return u
+		}
+	}
+	return "unknown"
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/api"
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/phases"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+func cmdServe(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("serve", "[--config FILE] [flags]",
+		"Runs the daemon: the HTTP API, CI webhooks, the dashboard and the engine. Settings come from\n"+
+			"the config file, then ORCH_* environment variables, then flags.")
+	cfgPath := fs.String("config", c.getenv("ORCH_CONFIG"), "daemon config file (YAML; env ORCH_CONFIG)")
+	config.AddFlags(fs)
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("serve takes no arguments, got %q", fs.Args())
+	}
+	d, err := config.LoadDaemon(*cfgPath, c.getenv, fs)
+	if err != nil {
+		return fmt.Errorf("daemon config:\n%w", err)
+	}
+	log, err := newLogger(c.stderr, d.Log.Level, d.Log.Format)
+	if err != nil {
+		return err
+	}
+	pipelines, err := config.LoadPipelines(d.PipelinesDir, c.getenv)
+	if err != nil {
+		return fmt.Errorf("pipelines in %s:\n%w", d.PipelinesDir, err)
+	}
+	if err := d.CheckRules(pipelines); err != nil {
+		return fmt.Errorf("webhook rules:\n%w", err)
+	}
+	return serveWith(ctx, c, d, pipelines, log, nil, tuning{})
+}
+
+// serveWith runs the daemon until ctx ends, then shuts down gracefully: no new runs, current
+// steps finish or compensate within the grace period, locks are released, and what could not
+// finish is marked. ready, when set, is called with the bound address once the daemon answers.
+func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[string]*config.Pipeline, log *slog.Logger, ready func(addr string), tn tuning) error {
+	metrics := api.NewMetrics()
+	b, err := openBackends(ctx, d.RedisURL.Reveal(), d.StateDir, log, metrics)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+
+	ln, err := net.Listen("tcp", d.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (is another daemon running? set --listen or ORCH_LISTEN)", d.Listen, err)
+	}
+	instance := instanceID(c.getenv, ln.Addr().String())
+	eng, err := newEngine(b, engineConfig{
+		pipelines: pipelines, instance: instance, getenv: c.getenv, log: log, observer: metrics,
+		clients: clients{log: log, metrics: metrics.OutsideRequest, poll: tn.coolifyPoll}, healthPoll: tn.healthPoll,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	interrupted, err := eng.Start(ctx)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	for _, r := range interrupted {
+		log.LogAttrs(ctx, slog.LevelWarn, "run interrupted by a restart", slog.String("run_id", r.ID),
+			slog.String("pipeline", r.Pipeline), slog.Any("held_locks", r.HeldLocks))
+	}
+
+	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	srv := &http.Server{
+		Handler: api.NewServer(api.Deps{Config: d, Engine: apiEngine{eng}, Runs: b.store, Locks: b.locker,
+			Metrics: metrics, Logger: log}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// Streams (SSE) end when shutdown starts; request contexts derive from this.
+		BaseContext: func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.LogAttrs(ctx, slog.LevelInfo, "daemon listening", slog.String("addr", ln.Addr().String()),
+		slog.String("backend", string(d.Backend())), slog.String("instance", instance), slog.Int("pipelines", len(pipelines)))
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return fmt.Errorf("http server: %w", err)
+	}
+	log.LogAttrs(context.Background(), slog.LevelInfo, "shutting down", slog.Duration("grace", d.ShutdownGrace))
+	gctx, cancel := context.WithTimeout(context.Background(), d.ShutdownGrace)
+	defer cancel()
+	engErr := eng.Shutdown(gctx)
+	cancelBase()
+	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer hcancel()
+	httpErr := srv.Shutdown(hctx)
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		httpErr = errors.Join(httpErr, err)
+	}
+	if engErr != nil || httpErr != nil {
+		return errors.Join(engErr, httpErr)
+	}
+	log.LogAttrs(context.Background(), slog.LevelInfo, "daemon stopped")
+	return nil
+}
+
+// apiEngine adapts the engine to the API's Engine interface and error vocabulary.
+type apiEngine struct{ e *phases.Engine }
+
+func (a apiEngine) Submit(ctx context.Context, pipeline string, t runs.Trigger) (*runs.Run, bool, error) {
+	r, existing, err := a.e.Submit(ctx, pipeline, t)
+	return r, existing, apiError(err)
+}
+
+func (a apiEngine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
+	r, err := a.e.Cancel(ctx, id)
+	return r, apiError(err)
+}
+
+func (a apiEngine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (any, error) {
+	p, err := a.e.Plan(ctx, pipeline, t)
+	if err != nil {
+		return nil, apiError(err)
+	}
+	return p, nil
+}
+
+func (a apiEngine) Pipelines() []string { return a.e.Pipelines() }
+
+var triggerRef = regexp.MustCompile(`\$\{trigger\.([A-Za-z0-9_.]+)\}`)
+
+// apiError maps the engine's errors to the API's.
+func apiError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, phases.ErrUnknownPipeline):
+		return fmt.Errorf("%w: %w", api.ErrUnknownPipeline, err)
+	case errors.Is(err, phases.ErrShuttingDown):
+		return fmt.Errorf("%w: %w", api.ErrShuttingDown, err)
+	case errors.Is(err, phases.ErrInvalidTrigger):
+		probs := config.AsProblems(err)
+		if len(probs) == 0 {
+			return &api.FieldError{Field: "", Reason: err.Error()}
+		}
+		p := probs[0]
+		field := p.Field
+		if m := triggerRef.FindStringSubmatch(p.Message); m != nil {
+			field = m[1] // the trigger field the pipeline needs, e.g. image_tag
+		}
+		return &api.FieldError{Field: field, Reason: p.Message}
+	}
+	return err
+}
