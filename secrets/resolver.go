@@ -25,20 +25,32 @@ func (r Ref) String() string { return r.Source + ":" + r.Key }
 // ErrUnknownSource is matched (errors.Is) when a Ref names a source the Resolver was not given.
 var ErrUnknownSource = errors.New("unknown secrets source")
 
+// Snapshotter is implemented by a Source that can read everything it holds in one call, such
+// as a folder of a remote secrets manager. Snapshot returns a Source that serves from that one
+// reading, in memory, with the same errors Fetch would give.
+type Snapshotter interface {
+	Snapshot(ctx context.Context) (Source, error)
+}
+
 // Resolver resolves Refs against named sources for the length of one run.
 //
 // Each Resolve call asks every source it needs exactly once, with all of that source's keys,
 // and the sources in parallel. What it gets is kept until Forget, so a later call (the next
-// service of the same run) asks only for keys not yet resolved. Create one Resolver per run and
-// call Forget when the run no longer needs the values; do not share one across runs, or a
-// changed secret would not be seen.
+// service of the same run) asks only for keys not yet resolved. A source that is a Snapshotter
+// is read once per run, at its first use, and every later key is served from that snapshot, so
+// a run makes one remote call per such source however its services ask; the snapshot holds
+// the source's other values in memory until Forget.
+//
+// Create one Resolver per run and call Forget when the run no longer needs the values; do not
+// share one across runs, or a changed secret would not be seen.
 //
 // A Resolver is safe for concurrent use; concurrent Resolve calls take turns, so a key is
 // never fetched twice.
 type Resolver struct {
 	sources map[string]Source
-	turn    chan struct{} // holds one token; whoever holds it owns cache
+	turn    chan struct{} // holds one token; whoever holds it owns cache and snaps
 	cache   map[Ref]string
+	snaps   map[string]Source // snapshots of Snapshotter sources taken in this run
 }
 
 // NewResolver returns a Resolver over sources, keyed by the names Refs use.
@@ -47,6 +59,7 @@ func NewResolver(sources map[string]Source) *Resolver {
 		sources: maps.Clone(sources),
 		turn:    make(chan struct{}, 1),
 		cache:   make(map[Ref]string),
+		snaps:   make(map[string]Source),
 	}
 	r.turn <- struct{}{}
 	return r
@@ -84,6 +97,7 @@ func (r *Resolver) Resolve(ctx context.Context, refs ...Ref) (Resolved, error) {
 
 	type result struct {
 		source string
+		snap   Source // a snapshot taken by this call
 		vals   Values
 		err    error
 	}
@@ -91,11 +105,21 @@ func (r *Resolver) Resolve(ctx context.Context, refs ...Ref) (Resolved, error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for name, keys := range need {
-		src := r.sources[name]
+		src, snapped := r.snaps[name]
+		if !snapped {
+			src = r.sources[name]
+		}
 		wg.Go(func() {
-			vals, err := src.Fetch(ctx, keys)
+			res := result{source: name}
+			if s, ok := src.(Snapshotter); ok && !snapped {
+				res.snap, res.err = s.Snapshot(ctx)
+				src = res.snap
+			}
+			if res.err == nil {
+				res.vals, res.err = src.Fetch(ctx, keys)
+			}
 			mu.Lock()
-			results = append(results, result{source: name, vals: vals, err: err})
+			results = append(results, res)
 			mu.Unlock()
 		})
 	}
@@ -103,6 +127,9 @@ func (r *Resolver) Resolve(ctx context.Context, refs ...Ref) (Resolved, error) {
 
 	slices.SortFunc(results, func(a, b result) int { return cmp.Compare(a.source, b.source) })
 	for _, res := range results {
+		if res.snap != nil {
+			r.snaps[res.source] = res.snap
+		}
 		if res.err != nil {
 			errs = append(errs, fmt.Errorf("source %q: %w", res.source, res.err))
 			continue
@@ -132,11 +159,12 @@ func (r *Resolver) Resolve(ctx context.Context, refs ...Ref) (Resolved, error) {
 	return Resolved{m: func() map[Ref]string { return out }}, nil
 }
 
-// Forget drops every value the Resolver holds. Call it when the run no longer needs them.
-// A later Resolve fetches again.
+// Forget drops every value and snapshot the Resolver holds. Call it when the run no longer
+// needs them. A later Resolve fetches again.
 func (r *Resolver) Forget() {
 	<-r.turn
 	clear(r.cache)
+	clear(r.snaps)
 	r.turn <- struct{}{}
 }
 

@@ -350,3 +350,58 @@ func TestResolverConcurrent(t *testing.T) {
 		t.Errorf("%d fetches, want 1 (later callers served from the run's cache)", got)
 	}
 }
+
+// snapshotSource is a Snapshotter over a Literal that counts snapshots and can fail them.
+type snapshotSource struct {
+	countingSource
+	snapshots atomic.Int32
+	fail      atomic.Bool
+}
+
+func (s *snapshotSource) Snapshot(ctx context.Context) (secrets.Source, error) {
+	s.snapshots.Add(1)
+	if s.fail.Load() {
+		return nil, errors.New("listing failed")
+	}
+	return s.src, nil
+}
+
+func TestResolverSnapshotsOncePerRun(t *testing.T) {
+	ctx := context.Background()
+	src := &snapshotSource{countingSource: countingSource{src: secrets.NewLiteral(map[string]string{"A": "1", "B": "2", "C": "3"})}}
+	r := secrets.NewResolver(map[string]secrets.Source{"vault": src})
+
+	src.fail.Store(true)
+	if _, err := r.Resolve(ctx, secrets.Ref{Source: "vault", Key: "A"}); err == nil || !strings.Contains(err.Error(), "listing failed") {
+		t.Fatalf("err = %v, want the snapshot's error", err)
+	}
+	src.fail.Store(false) // a failed snapshot is not kept: the next call takes one
+
+	// Service by service, each with keys of its own, and one key that does not exist.
+	for _, key := range []string{"A", "B", "C"} {
+		res, err := r.Resolve(ctx, secrets.Ref{Source: "vault", Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := res.Get(secrets.Ref{Source: "vault", Key: key}); v == "" {
+			t.Errorf("%s not resolved", key)
+		}
+	}
+	if _, err := r.Resolve(ctx, secrets.Ref{Source: "vault", Key: "NOPE"}); !errors.Is(err, secrets.ErrMissing) {
+		t.Errorf("err = %v, want ErrMissing from the snapshot", err)
+	}
+	if got := src.snapshots.Load(); got != 2 {
+		t.Errorf("%d snapshots, want 2 (one failed, one served the whole run)", got)
+	}
+	if got := len(src.Calls()); got != 0 {
+		t.Errorf("the source itself was fetched %d times, want 0 (the snapshot serves)", got)
+	}
+
+	r.Forget()
+	if _, err := r.Resolve(ctx, secrets.Ref{Source: "vault", Key: "A"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := src.snapshots.Load(); got != 3 {
+		t.Errorf("after Forget: %d snapshots, want 3", got)
+	}
+}

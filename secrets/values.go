@@ -4,8 +4,10 @@
 //
 // A Source answers one question, "what are the values of these keys?", in one call, so a
 // source backed by a remote service can serve many keys with one request. A Resolver sits
-// above the sources for the length of one run: it groups the references of every service by
-// source, asks each source once per batch, and remembers what it got until the run ends.
+// above the sources for the length of one run: it groups the references it is given by
+// source, asks each source once per batch, takes one snapshot of a source that can list
+// everything at once (a Snapshotter, such as an Infisical folder), and remembers what it got
+// until the run ends.
 //
 // Values never print their contents. Their String, GoString, Format, LogValue, MarshalJSON and
 // MarshalText methods show key names only, so a Values that reaches a log line, an error or an

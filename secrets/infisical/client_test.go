@@ -476,24 +476,39 @@ func TestResolverMakesOneListCallPerScope(t *testing.T) {
 		"env":   secrets.NewEnv(func(k string) string { return map[string]string{"SENTRY_DSN": "dsn"}[k] }, ""),
 	})
 	ctx := context.Background()
-	// Phase 1 asks for all services' refs at once...
-	res, err := r.Resolve(ctx,
-		secrets.Ref{Source: "vault", Key: "DATABASE_URL"}, secrets.Ref{Source: "vault", Key: "MAIL_KEY"},
-		secrets.Ref{Source: "env", Key: "SENTRY_DSN"})
+	// Service by service, each asking for keys of its own.
+	res, err := r.Resolve(ctx, secrets.Ref{Source: "vault", Key: "DATABASE_URL"}, secrets.Ref{Source: "env", Key: "SENTRY_DSN"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// ...or per service; what was resolved is not fetched again.
-	if _, err := r.Resolve(ctx, secrets.Ref{Source: "vault", Key: "MAIL_KEY"}); err != nil {
-		t.Fatal(err)
+	if v, _ := res.Get(secrets.Ref{Source: "vault", Key: "DATABASE_URL"}); !strings.Contains(v, dbPassword) {
+		t.Errorf("vault:DATABASE_URL not expanded")
 	}
-	if got := e.srv.Count(http.MethodGet, listPath); got != 1 {
-		t.Errorf("%d list calls, want 1", got)
+	res, err = r.Resolve(ctx, secrets.Ref{Source: "vault", Key: "MAIL_KEY"})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if v, _ := res.Get(secrets.Ref{Source: "vault", Key: "MAIL_KEY"}); v != mailKey {
 		t.Errorf("vault:MAIL_KEY wrong")
 	}
+	if _, err := r.Resolve(ctx, secrets.Ref{Source: "vault", Key: "NOPE"}); !errors.Is(err, secrets.ErrMissing) {
+		t.Errorf("err = %v, want ErrMissing", err)
+	}
+	if got := e.srv.Count(http.MethodGet, listPath); got != 1 {
+		t.Errorf("%d list calls, want 1 for the whole run", got)
+	}
 	assertNoSecret(t, "resolved", fmt.Sprintf("%v %+v %#v", res, res, res))
+
+	// The next run sees changes.
+	r.Forget()
+	e.srv.SetSecret(apiFolder, "MAIL_KEY", "rotated")
+	res, err = r.Resolve(ctx, secrets.Ref{Source: "vault", Key: "MAIL_KEY"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := res.Get(secrets.Ref{Source: "vault", Key: "MAIL_KEY"}); v != "rotated" {
+		t.Errorf("after Forget: MAIL_KEY = %q, want rotated", v)
+	}
 }
 
 func TestNothingPrintsTheClientSecret(t *testing.T) {

@@ -9,14 +9,18 @@ import (
 )
 
 // Source serves the secrets of one Scope as a secrets.Source: each Fetch is one list request,
-// however many keys it asks for. Build it with Client.Source; it keeps no values between
-// calls (a secrets.Resolver does that for the length of a run).
+// however many keys it asks for, and keeps only the keys asked for. It is also a
+// secrets.Snapshotter, so a secrets.Resolver lists the scope once per run. Build it with
+// Client.Source.
 type Source struct {
 	c     *Client
 	scope Scope
 }
 
-var _ secrets.Source = (*Source)(nil)
+var (
+	_ secrets.Source      = (*Source)(nil)
+	_ secrets.Snapshotter = (*Source)(nil)
+)
 
 // Source returns a secrets.Source for scope.
 func (c *Client) Source(scope Scope) *Source { return &Source{c: c, scope: scope} }
@@ -30,17 +34,45 @@ func (s *Source) Fetch(ctx context.Context, keys []string) (secrets.Values, erro
 	if len(keys) == 0 {
 		return secrets.Values{}, nil
 	}
-	l, err := s.c.ListSecrets(ctx, s.scope)
+	snap, err := s.snapshot(ctx)
 	if err != nil {
 		return secrets.Values{}, err
 	}
-	vals, missing := l.Values.Pick(keys)
+	return snap.Fetch(ctx, keys)
+}
+
+// Snapshot lists the scope once and returns a Source that answers Fetch from that listing,
+// in memory, with the errors Fetch documents. It returns the error of ListSecrets.
+func (s *Source) Snapshot(ctx context.Context) (secrets.Source, error) { return s.snapshot(ctx) }
+
+func (s *Source) snapshot(ctx context.Context) (*snapshot, error) {
+	l, err := s.c.ListSecrets(ctx, s.scope)
+	if err != nil {
+		return nil, err
+	}
+	return &snapshot{scope: s.scope, l: l}, nil
+}
+
+// String describes the scope.
+func (s *Source) String() string { return s.scope.String() }
+
+// snapshot is one listing of a scope.
+type snapshot struct {
+	scope Scope
+	l     Listing
+}
+
+func (s *snapshot) Fetch(ctx context.Context, keys []string) (secrets.Values, error) {
+	if err := ctx.Err(); err != nil {
+		return secrets.Values{}, err
+	}
+	vals, missing := s.l.Values.Pick(keys)
 	if len(missing) == 0 {
 		return vals, nil
 	}
 	var hidden, absent []string
 	for _, k := range missing {
-		if slices.Contains(l.Hidden, k) {
+		if slices.Contains(s.l.Hidden, k) {
 			hidden = append(hidden, k)
 		} else {
 			absent = append(absent, k)
@@ -56,5 +88,5 @@ func (s *Source) Fetch(ctx context.Context, keys []string) (secrets.Values, erro
 	return secrets.Values{}, errors.Join(errs...)
 }
 
-// String describes the scope.
-func (s *Source) String() string { return s.scope.String() }
+// String describes the scope; never a value.
+func (s *snapshot) String() string { return "snapshot of " + s.scope.String() }
