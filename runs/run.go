@@ -3,7 +3,8 @@
 // lock it waited for, under which fence, which deployment), and an ordered, append-only log
 // of Events.
 //
-// The package holds the domain types and the Store contract. Backends live below it:
+// The package holds the domain types, the Store contract and MarkStore (which run last
+// changed each Coolify resource, under which fence). Backends implement both; they live below it:
 // runs/sqlitestore (the embedded single-host default, one SQLite file in the state dir) and
 // runs/redisstore (multi-host, next to the Redis lock backend). runs/runstest is the
 // conformance suite both pass. Follow, written once above the backends, replays a run's

@@ -262,7 +262,7 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 	for i, g := range gets {
 		data, err := g.Result()
 		if errors.Is(err, redis.Nil) {
-			continue // index entry without run: written by a script that cannot half-fail; skip defensively
+			continue // index entry without run: the scripts never leave one; skip defensively
 		}
 		if err != nil {
 			return runs.Page{}, fail(op, err)
@@ -271,10 +271,14 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 		if err := json.Unmarshal([]byte(data), &r); err != nil {
 			return runs.Page{}, fail(op, fmt.Errorf("decode run at %q: %w", sks[i], err))
 		}
+		if len(q.Status) > 0 && !slices.Contains(q.Status, r.Status) {
+			continue // its status changed between the index read and this one
+		}
 		page.Runs = append(page.Runs, r)
 	}
 	if more {
-		page.Next = storekit.Cursor(page.Runs[len(page.Runs)-1])
+		// From the last index entry considered, so a skipped run does not repeat a page.
+		page.Next = storekit.CursorAt(sks[len(sks)-1])
 	}
 	return page, nil
 }

@@ -4,7 +4,7 @@
 // and the daemon on one host share the file.
 //
 // Each run is a row holding its JSON plus the columns List filters and sorts on; events are
-// rows keyed by (run, seq). All writes go through one connection in BEGIN IMMEDIATE
+// rows keyed by (run, seq); resource marks (runs.MarkStore) are rows keyed by UUID. All writes go through one connection in BEGIN IMMEDIATE
 // transactions, so a read-modify-write of a run never conflicts inside a process, and
 // across processes SQLite's lock (with a busy timeout) serializes them.
 //

@@ -182,6 +182,9 @@ func validSortKey(k string) bool {
 }
 
 // Cursor is the runs.Page.Next that continues after r.
-func Cursor(r runs.Run) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(SortKey(r)))
+func Cursor(r runs.Run) string { return CursorAt(SortKey(r)) }
+
+// CursorAt is the runs.Page.Next that continues after the run with sort key sk.
+func CursorAt(sk string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(sk))
 }
