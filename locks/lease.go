@@ -124,11 +124,12 @@ func (le *Lease) Release(ctx context.Context) error {
 		le.unconfirmed = false
 		le.finish(fmt.Errorf("lock %q (fence %d): %w", key, le.info.Fence, ErrReleased), false)
 		return nil
+	case errors.Is(err, ErrNotHeld) && le.unconfirmed:
+		le.unconfirmed = false // gone by now (expired): nothing left to release
+		return nil
 	case errors.Is(err, ErrNotHeld):
 		lost := le.lostErr("it had already expired or been replaced when it was released", nil)
-		if !le.finish(lost, true) {
-			return le.Err()
-		}
+		le.finish(lost, true)
 		return lost
 	default:
 		le.unconfirmed = true

@@ -22,6 +22,8 @@ type hub struct {
 	db   *sql.DB
 	poll time.Duration
 	refs int // guarded by hubs
+	// unshared hubs (tests) are not in hubs.m.
+	unshared bool
 
 	// wmu serializes this process's write transactions, so they queue in Go instead of
 	// sleeping in SQLite's busy handler; other processes still meet busy_timeout.
@@ -69,7 +71,7 @@ func (h *hub) release() error {
 	hubs.Lock()
 	h.refs--
 	last := h.refs == 0
-	if last {
+	if last && !h.unshared {
 		delete(hubs.m, h.path)
 	}
 	hubs.Unlock()

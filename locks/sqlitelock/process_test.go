@@ -89,8 +89,15 @@ func TestTwoProcesses(t *testing.T) {
 	}
 }
 
-// helper is one process of TestTwoProcesses; it returns the exit code.
+// crashExit is the exit code of a helper that "crashes" holding a lease.
+const crashExit = 7
+
+// helper is one process of TestTwoProcesses or TestCrashedHolderExpires; it returns the
+// exit code.
 func helper(dir string) int {
+	if os.Getenv("SQLITELOCK_TEST_MODE") == "crash" {
+		return crash(dir)
+	}
 	fail := func(format string, args ...any) int {
 		fmt.Printf(format+"\n", args...)
 		return 1
@@ -139,4 +146,21 @@ func helper(dir string) int {
 		}
 	}
 	return 0
+}
+
+// crash takes a lease with a short TTL and exits without releasing it or closing anything.
+func crash(dir string) int {
+	d, err := sqlitelock.Open(filepath.Join(dir, "locks.db"))
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	l := locks.New(d, locks.Options{})
+	_, err = l.Acquire(context.Background(), locks.Request{Key: "test:crash", Holder: "crash#1/step", TTL: 3 * time.Second,
+		Budget: locks.Budget{Timeout: time.Second}})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	return crashExit
 }

@@ -1,0 +1,105 @@
+package sqlitelock_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
+)
+
+// TestReleaseInAnotherProcessWakesWaiter: a release made through another handle on the
+// file (another process) wakes a waiter through the release-counter poll, long before the
+// waiter's own fallback poll would.
+func TestReleaseInAnotherProcessWakesWaiter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "locks.db")
+	other, err := sqlitelock.OpenUnshared(path, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	d, err := sqlitelock.Open(path, sqlitelock.WithPollInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Locker's own fallback poll is far away: only the driver's signal can be fast.
+	l := locks.New(d, locks.Options{PollInterval: time.Minute})
+	defer l.Close()
+	ctx := t.Context()
+	if _, err := other.TryAcquire(ctx, locks.Grant{Key: "k:x", Token: "tok", Holder: "other#1/x", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan time.Time, 1)
+	go func() {
+		le, err := l.Acquire(ctx, locks.Request{Key: "k:x", Holder: "me#1/x", Budget: locks.Budget{Timeout: 20 * time.Second}})
+		if err != nil {
+			t.Error(err)
+			granted <- time.Time{}
+			return
+		}
+		granted <- time.Now()
+		_ = le.Release(ctx)
+	}()
+	for {
+		info, err := l.Get(ctx, "k:x")
+		if err == nil && info.Waiters == 1 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	released := time.Now()
+	if err := other.Release(ctx, "k:x", "tok"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-granted:
+		t.Logf("woken %s after the other handle's release", at.Sub(released).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter not woken by a release through another handle (poller broken)")
+	}
+}
+
+// TestCrashedHolderExpires: a process that dies holding a lease blocks others only until
+// the lease's TTL runs out.
+func TestCrashedHolderExpires(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+dir, "SQLITELOCK_TEST_MODE=crash")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != crashExit {
+		t.Fatalf("crashing helper: got %v, want exit %d\n%s", err, crashExit, out)
+	}
+	d, err := sqlitelock.Open(filepath.Join(dir, "locks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := locks.New(d, locks.Options{PollInterval: 100 * time.Millisecond})
+	defer l.Close()
+	ctx := context.Background()
+	info, err := l.Get(ctx, "test:crash")
+	if err != nil {
+		t.Fatalf("the crashed holder's lease is gone before its TTL: %v", err)
+	}
+	if info.Holder != "crash#1/step" {
+		t.Errorf("holder: got %q, want crash#1/step", info.Holder)
+	}
+	le, err := l.Acquire(ctx, locks.Request{Key: "test:crash", Holder: "next#1/step", Budget: locks.Budget{Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatalf("acquire after the crashed holder's TTL: %v", err)
+	}
+	if now := time.Now(); now.Before(info.ExpiresAt) {
+		t.Errorf("granted at %s, before the crashed lease expired at %s", now, info.ExpiresAt)
+	}
+	if le.Fence() <= info.Fence {
+		t.Errorf("fence after the crash: got %d, want > %d", le.Fence(), info.Fence)
+	}
+	if err := le.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
