@@ -18,11 +18,11 @@ func OpenUnshared(path string, poll time.Duration) (*Driver, error) {
 	}
 	h := &hub{
 		path: abs, db: db, poll: poll, refs: 1,
-		subs: make(map[string]map[*subscription]struct{}),
-		seen: make(map[string]int64),
-		wake: make(chan struct{}, 1),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		subs:     make(map[string]map[*subscription]struct{}),
+		seen:     make(map[string]int64),
+		wake:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 		unshared: true,
 	}
 	go h.poller()
