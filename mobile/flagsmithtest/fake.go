@@ -412,7 +412,7 @@ func (f *Fake) Versions(envKey, featureName string) ([]VersionInfo, error) {
 		return nil, err
 	}
 	var out []VersionInfo
-	now := f.clock()
+	now := f.horizon()
 	for _, v := range f.versions[pair{env.id, ft.id}] {
 		out = append(out, VersionInfo{UUID: v.uuid, Published: v.published, Live: v.isLive(now), Value: v.state.value.goValue()})
 	}
@@ -499,6 +499,16 @@ func (f *Fake) now() time.Time {
 	return t
 }
 
+// horizon is "now" for deciding what is live: never before a timestamp already handed out,
+// so a version published this instant is live even when now bumped its live_from ahead of
+// the clock.
+func (f *Fake) horizon() time.Time {
+	if t := f.clock().UTC(); t.After(f.last) {
+		return t
+	}
+	return f.last
+}
+
 func (f *Fake) lookup(envKey, featureName string) (*environment, *feature, error) {
 	env, ok := f.envs[envKey]
 	if !ok {
@@ -546,7 +556,7 @@ func (f *Fake) liveState(envID, featureID int64) *state {
 }
 
 func (f *Fake) liveVersion(envID, featureID int64) *version {
-	now := f.clock()
+	now := f.horizon()
 	var best *version
 	for _, v := range f.versions[pair{envID, featureID}] {
 		if v.isLive(now) && (best == nil || !v.liveFrom.Before(*best.liveFrom)) {

@@ -381,3 +381,22 @@ func TestSeedersRefuseMistakes(t *testing.T) {
 		t.Error("unknown environment accepted")
 	}
 }
+
+func TestAStoppedClockStillOrdersWrites(t *testing.T) {
+	stopped := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
+	srv := newServer(t, flagsmithtest.WithClock(func() time.Time { return stopped }))
+	st := seed(t, srv, true, "one")
+	check(t, srv.SetValue("env", "version_state", "two"))
+	got, err := srv.State("env", "version_state")
+	check(t, err)
+	if got.Value != "two" || !got.UpdatedAt.After(st.UpdatedAt) {
+		t.Fatalf("got %+v, want the newer version live with a later timestamp than %s", got, st.UpdatedAt)
+	}
+	vs, err := srv.Versions("env", "version_state")
+	check(t, err)
+	for _, v := range vs {
+		if !v.Live {
+			t.Fatalf("version %+v published at the stopped instant is not live", v)
+		}
+	}
+}

@@ -418,7 +418,7 @@ func (f *Fake) listVersions(w http.ResponseWriter, r *http.Request) {
 		f.mu.Unlock()
 		return
 	}
-	now := f.clock()
+	now := f.horizon()
 	filter := r.URL.Query().Get("is_live")
 	vs := slices.Clone(f.versions[pair{env.id, ft.id}])
 	// Newest live_from first; drafts (no live_from) last.
@@ -527,7 +527,7 @@ func (f *Fake) createVersion(w http.ResponseWriter, r *http.Request) {
 	f.states[st.id] = st
 	k := pair{env.id, ft.id}
 	f.versions[k] = append(f.versions[k], v)
-	writeJSON(w, http.StatusCreated, versionOut(v, f.clock()))
+	writeJSON(w, http.StatusCreated, versionOut(v, f.horizon()))
 }
 
 // typedStored reads the FeatureStateValue shape {type, string_value|integer_value|boolean_value}.
