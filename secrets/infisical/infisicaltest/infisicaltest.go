@@ -29,6 +29,7 @@ package infisicaltest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -76,8 +77,7 @@ func cleanPath(p string) string {
 	if p == "" {
 		return "/"
 	}
-	p = path.Clean("/" + p)
-	return p
+	return path.Clean("/" + p)
 }
 
 // Request is one call the server received. It holds no credentials, tokens or values.
@@ -101,11 +101,12 @@ type Option func(*Handler)
 // WithIdentity adds a machine identity.
 func WithIdentity(id Identity) Option { return func(h *Handler) { h.addIdentity(id) } }
 
-// WithSecrets sets secrets of a folder (creating the project, environment and folder).
+// WithSecrets sets secrets of a folder (creating the project, environment and folder). New
+// keys are listed in sorted order, after the folder's existing ones.
 func WithSecrets(f Folder, kv map[string]string) Option {
 	return func(h *Handler) {
-		for k, v := range kv {
-			h.setSecret(f, k, v)
+		for _, k := range slices.Sorted(maps.Keys(kv)) {
+			h.setSecret(f, k, kv[k])
 		}
 	}
 }
