@@ -182,7 +182,7 @@ func LoadDaemon(path string, getenv func(string) string, fs *pflag.FlagSet) (*Da
 
 	var d Daemon
 	decoded := &problems{file: path}
-	decode(ko, &d, decoded, nil)
+	decode(ko, &d, decoded)
 	d.File = path
 	if path != "" {
 		dir := filepath.Dir(path)

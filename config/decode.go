@@ -82,7 +82,7 @@ func decodeHook(from, to reflect.Type, data any) (any, error) {
 
 // decode unmarshals ko's whole tree into out with the config's hooks, adding a problem per
 // field that could not be decoded. Unknown keys are found before, by checkKeys.
-func decode(ko *koanf.Koanf, out any, c *problems, label func(field string) (file, field2 string)) {
+func decode(ko *koanf.Koanf, out any, c *problems) {
 	err := ko.UnmarshalWithConf("", out, koanf.UnmarshalConf{
 		Tag: "koanf",
 		DecoderConfig: &mapstructure.DecoderConfig{
@@ -100,11 +100,7 @@ func decode(ko *koanf.Koanf, out any, c *problems, label func(field string) (fil
 		} else {
 			msg = describeDecodeError(e)
 		}
-		file := c.file
-		if label != nil {
-			file, field = label(field)
-		}
-		c.list = append(c.list, Problem{File: file, Field: field, Message: msg})
+		c.list = append(c.list, Problem{File: c.file, Field: field, Message: msg})
 	}
 }
 

@@ -131,6 +131,10 @@ func (x *loadExpander) expand(path, s string) (string, error) {
 				return "", fmt.Errorf("environment variable %s is not set", ref)
 			}
 			x.fromEnv[path] = true
+			if allowed != "" {
+				// The field is expanded again at run time: the value must stay literal.
+				v = strings.ReplaceAll(v, "${", "$${")
+			}
 			return v, nil
 		default:
 			return "", fmt.Errorf("malformed reference %s (use ${NAME} for an environment variable, $${ for a literal ${)", showRef(ref))

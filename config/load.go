@@ -190,7 +190,7 @@ func decodeTree(raw map[string]any, out any, c *problems) Problems {
 		return c.list
 	}
 	before := len(c.list)
-	decode(ko, out, c, nil)
+	decode(ko, out, c)
 	return slices.Clone(c.list[before:])
 }
 

@@ -1,10 +1,8 @@
 package config
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -52,11 +50,6 @@ func (ps Problems) Err() error {
 	if len(ps) == 0 {
 		return nil
 	}
-	return ps
-}
-
-func (ps Problems) sorted() Problems {
-	slices.SortStableFunc(ps, func(a, b Problem) int { return cmp.Compare(a.File, b.File) })
 	return ps
 }
 

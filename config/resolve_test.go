@@ -107,3 +107,24 @@ func TestTriggerValidate(t *testing.T) {
 		wantProblem(t, ps, f, "")
 	}
 }
+
+func TestResolveKeepsEnvironmentValuesLiteral(t *testing.T) {
+	yaml := strings.Replace(minimal, "value: info", `value: "${TRICKY}-${trigger.build}"`, 1)
+	env := func(k string) string {
+		if k == "TRICKY" {
+			return "a${trigger.commit}b$${c}"
+		}
+		return testEnv()(k)
+	}
+	p, err := LoadPipelineBytes("p.yaml", []byte(yaml), env)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	r, err := p.Resolve(Trigger{Build: "9", ImageTag: "v9"})
+	if err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	if got, want := r.Services[0].Env[0].Value.Reveal(), "a${trigger.commit}b$${c}-9"; got != want {
+		t.Errorf("value = %q, want %q (the environment's text kept as is)", got, want)
+	}
+}
