@@ -198,6 +198,7 @@ func LoadDaemon(path string, getenv func(string) string, fs *pflag.FlagSet) (*Da
 	v.daemon(&d)
 	c.list = append(c.list, decoded.list...)
 	c.list = append(c.list, withoutShadowed(v.list, decoded.list)...)
+	sortByField(c.list, reflect.TypeFor[Daemon]())
 	for i := range c.list {
 		if o, ok := origin[c.list[i].Field]; ok {
 			c.list[i].File = o

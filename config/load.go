@@ -57,6 +57,7 @@ func LoadPipelineBytes(file string, data []byte, getenv func(string) string) (*P
 	v.pipeline(&p)
 	c.list = append(c.list, withoutShadowed(v.list, decodeProblems)...)
 	if len(c.list) > 0 {
+		sortByField(c.list, reflect.TypeFor[Pipeline]())
 		return nil, c.list
 	}
 	return &p, nil

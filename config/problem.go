@@ -3,6 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -74,4 +77,71 @@ type problems struct {
 
 func (c *problems) add(field, format string, args ...any) {
 	c.list = append(c.list, Problem{File: c.file, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// sortByField orders one file's problems the way its fields are declared in t (which is the
+// order the samples and most files are written in), list entries by index, unknown fields
+// after known ones. The sort is stable, so problems on one field keep their order.
+func sortByField(ps Problems, t reflect.Type) {
+	keys := make(map[string][]int, len(ps))
+	for _, p := range ps {
+		if _, ok := keys[p.Field]; !ok {
+			keys[p.Field] = fieldOrder(t, p.Field)
+		}
+	}
+	slices.SortStableFunc(ps, func(a, b Problem) int {
+		return slices.Compare(keys[a.Field], keys[b.Field])
+	})
+}
+
+// unknownOrder sorts unknown fields after every declared one.
+const unknownOrder = 1 << 20
+
+// fieldOrder turns a field path such as "services[2].env[0].key" into the declaration
+// indices and list indices along it.
+func fieldOrder(t reflect.Type, path string) []int {
+	var out []int
+	for path != "" {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch t.Kind() {
+		case reflect.Slice:
+			end := strings.IndexByte(path, ']')
+			if !strings.HasPrefix(path, "[") || end < 0 {
+				return append(out, unknownOrder)
+			}
+			n, err := strconv.Atoi(path[1:end])
+			if err != nil {
+				return append(out, unknownOrder)
+			}
+			out = append(out, n)
+			path, t = strings.TrimPrefix(path[end+1:], "."), t.Elem()
+		case reflect.Struct:
+			name := path
+			if i := strings.IndexAny(path, ".["); i >= 0 {
+				name = path[:i]
+			}
+			path = strings.TrimPrefix(path[len(name):], ".")
+			idx, ft := fieldIndex(t, name)
+			out = append(out, idx)
+			if ft == nil {
+				return out
+			}
+			t = ft
+		default: // a map key or a leaf: the rest does not order
+			return out
+		}
+	}
+	return out
+}
+
+// fieldIndex returns the declaration index and type of the field tagged name.
+func fieldIndex(t reflect.Type, name string) (int, reflect.Type) {
+	for i := range t.NumField() {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("koanf"), ","); tag == name {
+			return i, t.Field(i).Type
+		}
+	}
+	return unknownOrder, nil
 }

@@ -263,9 +263,10 @@ func (v *validator) pipeline(p *Pipeline) {
 			}
 		}
 		if s.Name != "" {
-			if j, dup := names[s.Name]; dup {
+			// Two services with one UUID are reported once, as duplicate UUIDs.
+			if j, dup := names[s.Name]; dup && p.Services[j].UUID != s.UUID {
 				v.add(field+".name", "duplicate service name %s (also services[%d].name)", v.show(field+".name", s.Name), j)
-			} else {
+			} else if !dup {
 				names[s.Name] = i
 			}
 		}
