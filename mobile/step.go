@@ -229,13 +229,9 @@ func (s *Step) read(ctx context.Context, env Environment, feat Feature) (snapsho
 }
 
 func (s *Step) rmw(ctx context.Context, r Request, res *Result) error {
-	env, err := s.client.Environment(ctx, r.Environment)
+	env, err := s.environment(ctx, r.Environment)
 	if err != nil {
-		return fmt.Errorf("mobile step: environment: %w", err)
-	}
-	if env.MinimumChangeRequestApprovals != nil {
-		return fmt.Errorf("mobile step: environment %q (minimum approvals %d): %w",
-			env.Name, *env.MinimumChangeRequestApprovals, ErrChangeRequests)
+		return err
 	}
 	res.V2 = env.V2Versioning
 	feat, err := s.client.Feature(ctx, env.Project, r.Feature)
@@ -274,7 +270,25 @@ func (s *Step) rmw(ctx context.Context, r Request, res *Result) error {
 			}
 			res.Version = v.UUID
 		} else {
-			if _, err := s.client.UpdateFeatureState(ctx, env.APIKey, snap.state.ID, feat.ID, next, snap.state.Enabled); err != nil {
+			_, err := s.client.UpdateFeatureState(ctx, env.APIKey, snap.state.ID, feat.ID, next, snap.state.Enabled)
+			if errors.Is(err, ErrLegacyWrite) {
+				// Versioning v2 was switched on (asynchronously) since the environment was
+				// read: nothing was written; read it all again and write the v2 way.
+				s.logger.LogAttrs(ctx, slog.LevelWarn, "flagsmith environment switched to v2 versioning; starting over",
+					slog.String(logKeyFeature, r.Feature), slog.String(logKeyEnv, env.Name))
+				if env, err = s.environment(ctx, r.Environment); err != nil {
+					return err
+				}
+				if !env.V2Versioning {
+					return fmt.Errorf("mobile step: write %q: the environment refuses legacy writes but does not say it uses v2 versioning: %w", r.Feature, ErrLegacyWrite)
+				}
+				res.V2 = true
+				if snap, err = s.read(ctx, env, feat); err != nil {
+					return fmt.Errorf("mobile step: read %q: %w", r.Feature, err)
+				}
+				continue
+			}
+			if err != nil {
 				return fmt.Errorf("mobile step: write %q: %w", r.Feature, err)
 			}
 		}
@@ -293,6 +307,19 @@ func (s *Step) rmw(ctx context.Context, r Request, res *Result) error {
 		return nil
 	}
 	return fmt.Errorf("mobile step %q: %d attempts: %w", r.Feature, s.maxAttempts, ErrConflict)
+}
+
+// environment resolves the environment and refuses one that requires change requests.
+func (s *Step) environment(ctx context.Context, key string) (Environment, error) {
+	env, err := s.client.Environment(ctx, key)
+	if err != nil {
+		return Environment{}, fmt.Errorf("mobile step: environment: %w", err)
+	}
+	if env.MinimumChangeRequestApprovals != nil {
+		return Environment{}, fmt.Errorf("mobile step: environment %q (minimum approvals %d): %w",
+			env.Name, *env.MinimumChangeRequestApprovals, ErrChangeRequests)
+	}
+	return env, nil
 }
 
 func quoteAll(keys []string) string {

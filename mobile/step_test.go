@@ -398,3 +398,41 @@ func TestStepNeverLogsTheAPIKey(t *testing.T) {
 		}
 	}
 }
+
+// Enabling v2 versioning runs in the background on Flagsmith: an environment read as v1 can
+// refuse the legacy write a moment later. The step then reads again and publishes a version.
+func TestStepFollowsAnEnvironmentSwitchedToV2(t *testing.T) {
+	var fake *flagsmithtest.Fake
+	var once sync.Once
+	switchOnFirstStateRead := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, r)
+			if strings.HasSuffix(r.URL.Path, "/featurestates/") {
+				once.Do(func() { check(t, fake.EnableV2("env")) })
+			}
+		})
+	}
+	srv := newFake(t, flagsmithtest.WithMiddleware(switchOnFirstStateRead))
+	fake = srv.Fake
+	addEnv(t, srv, "env", false)
+	check(t, srv.SetValue("env", "version_state", versionDoc))
+	step := mobile.NewStep(newClient(srv), newLocker(t))
+	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
+		Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	check(t, err)
+	if !res.V2 || res.Version == "" || res.Attempts != 2 {
+		t.Fatalf("got %+v, want a v2 write on the second attempt", res)
+	}
+	var methods []string
+	for _, w := range srv.Writes() {
+		methods = append(methods, fmt.Sprintf("%s %d", w.Method, w.Status))
+	}
+	if fmt.Sprint(methods) != "[PUT 400 POST 201]" {
+		t.Fatalf("writes %v, want the refused PUT then the version", methods)
+	}
+	v, err := srv.Value("env", "version_state")
+	check(t, err)
+	if d := doc(t, v); d["ios"]["latest_version"] != "2.4.0" {
+		t.Fatalf("stored %v", d)
+	}
+}

@@ -359,6 +359,35 @@ func (f *Fake) write(env *environment, ft *feature, sv stored, enabled *bool) *s
 	return st
 }
 
+// EnableV2 turns on feature versioning v2 for the environment, as
+// POST …/enable-v2-versioning/ does once its background task ran: every feature's current
+// state becomes the state of a first, live version. Errors: unknown environment, or v2 is
+// already on.
+func (f *Fake) EnableV2(envKey string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	env, ok := f.envs[envKey]
+	if !ok {
+		return fmt.Errorf("flagsmithtest: no environment %q", envKey)
+	}
+	if env.v2 {
+		return fmt.Errorf("flagsmithtest: environment %q already uses v2 versioning", envKey)
+	}
+	env.v2 = true
+	for k, st := range f.current {
+		if k.env != env.id {
+			continue
+		}
+		now := f.now()
+		v := &version{uuid: newUUID(), env: env.id, feature: k.feature, created: now, updated: now,
+			published: true, liveFrom: &now, state: st}
+		st.version, st.liveFrom = v.uuid, &now
+		f.versions[k] = append(f.versions[k], v)
+		delete(f.current, k)
+	}
+	return nil
+}
+
 // Value returns the current environment default value of the named feature: a string, an
 // int64, a bool or nil. Errors: unknown environment or feature.
 func (f *Fake) Value(envKey, featureName string) (any, error) {
