@@ -131,6 +131,8 @@ func Load(t testing.TB) *Validator {
 		var doc *openapi3.T
 		if doc, loadErr = load(); loadErr == nil {
 			loaded = &Validator{doc: doc}
+			// Build the router now, outside any request's timeout.
+			_, loadErr = loaded.router()
 		}
 	})
 	if loadErr != nil {
