@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	orchredis "github.com/deploy-orchestrator/orchestrator/locks/redislock"
+	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
+)
+
+// impl is one lock implementation under test.
+type impl struct {
+	name string
+	// redis is true when the implementation talks to the benchmark's redis-server.
+	redis bool
+	// newClient returns a client with connections of its own, as a separate process has.
+	newClient func() (client, error)
+}
+
+// client takes locks. acquire blocks until the key is held (or ctx ends) and returns the
+// function that releases it.
+type client interface {
+	acquire(ctx context.Context, key string) (release func(context.Context) error, err error)
+	close() error
+}
+
+// leaseTTL is long enough for every phase; no lease expires during the benchmark.
+const leaseTTL = time.Minute
+
+func implementations(redisAddr, sqliteDir string) []impl {
+	newRedis := func() *redis.Client { return redis.NewClient(&redis.Options{Addr: redisAddr}) }
+	var holders atomic.Int64
+	orch := func(open func() (locks.Driver, error)) func() (client, error) {
+		return func() (client, error) {
+			d, err := open()
+			if err != nil {
+				return nil, err
+			}
+			l := locks.New(d, locks.Options{})
+			if err := l.RegisterNamespace("bench:"); err != nil {
+				_ = l.Close()
+				return nil, err
+			}
+			return &orchClient{l: l, id: holders.Add(1)}, nil
+		}
+	}
+	bsm := func(backoff time.Duration) func() (client, error) {
+		return func() (client, error) {
+			rc := newRedis()
+			return &bsmClient{rc: rc, c: redislock.New(rc), backoff: backoff}, nil
+		}
+	}
+	return []impl{
+		{name: "orchestrator-redis", redis: true, newClient: orch(func() (locks.Driver, error) {
+			return redislockDriver(redisAddr)
+		})},
+		{name: "orchestrator-sqlite", newClient: orch(func() (locks.Driver, error) {
+			return sqlitelock.Open(filepath.Join(sqliteDir, "locks.db"))
+		})},
+		{name: "redislock-10ms", redis: true, newClient: bsm(10 * time.Millisecond)},
+		{name: "redislock-100ms", redis: true, newClient: bsm(100 * time.Millisecond)},
+		{name: "redsync", redis: true, newClient: func() (client, error) {
+			rc := newRedis()
+			return &redsyncClient{rc: rc, rs: redsync.New(goredis.NewPool(rc))}, nil
+		}},
+	}
+}
+
+func redislockDriver(addr string) (locks.Driver, error) {
+	return orchredis.Open("redis://"+addr+"/0", orchredis.Options{Prefix: "benchlocks:"})
+}
+
+// orchClient is the product's path: locks.Locker over a driver, one per "process".
+type orchClient struct {
+	l  *locks.Locker
+	id int64
+}
+
+func (c *orchClient) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+	le, err := c.l.Acquire(ctx, locks.Request{
+		Key:    key,
+		Holder: fmt.Sprintf("bench#%d/step", c.id),
+		TTL:    leaseTTL,
+		Budget: locks.Budget{Timeout: time.Minute},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return le.Release, nil
+}
+
+func (c *orchClient) close() error { return c.l.Close() }
+
+// bsmClient is github.com/bsm/redislock: SET NX by script, retried at a fixed interval.
+type bsmClient struct {
+	rc      *redis.Client
+	c       *redislock.Client
+	backoff time.Duration
+}
+
+func (c *bsmClient) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+	lock, err := c.c.Obtain(ctx, key, leaseTTL, &redislock.Options{RetryStrategy: redislock.LinearBackoff(c.backoff)})
+	if err != nil {
+		return nil, err
+	}
+	return lock.Release, nil
+}
+
+func (c *bsmClient) close() error { return c.rc.Close() }
+
+// redsyncClient is github.com/go-redsync/redsync/v4 with its defaults (8 s expiry, 32
+// tries 50-250 ms apart); a waiter whose tries run out starts again, as a caller that
+// must get the lock would.
+type redsyncClient struct {
+	rc *redis.Client
+	rs *redsync.Redsync
+}
+
+func (c *redsyncClient) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+	m := c.rs.NewMutex(key)
+	for {
+		err := m.LockContext(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+	}
+	return func(ctx context.Context) error {
+		_, err := m.UnlockContext(ctx)
+		return err
+	}, nil
+}
+
+func (c *redsyncClient) close() error { return c.rc.Close() }

@@ -1,0 +1,109 @@
+// Command benchlocks compares lock implementations side by side against one local
+// redis-server that it starts itself (free loopback port, temporary directory, no
+// persistence): the orchestrator's Redis and SQLite backends (through locks.Locker with its
+// defaults, as the product uses them), github.com/bsm/redislock with linear backoff of 10 ms
+// and 100 ms, and github.com/go-redsync/redsync/v4 with its defaults.
+//
+// It prints one line per implementation:
+//
+//	impl=<name> uncontended_p50_us=<n> handoff_p50_us=<n> handoff_p99_us=<n> chain_max_wait_ms=<n> idle_cmds_per_waiter_s=<n>
+//
+//   - uncontended: acquire+release of distinct keys, -n times (after 100 for warm-up), by
+//     one client;
+//   - handoff: -waiters clients, each with its own connections as separate processes would
+//     have, queue on one key held by another; each holds it -hold, releases and leaves.
+//     handoff_* is the gap from the call of a release to the next grant, over -rounds
+//     rounds; chain_max_wait_ms is the longest wait of a round (from the first release of
+//     the round to a waiter's grant), the median over the rounds;
+//   - idle_cmds_per_waiter_s: Redis commands per second per waiter while the key is held
+//     for -idle, from INFO commandstats deltas, which count the commands scripts call as
+//     well (0 for SQLite, which sends none).
+//
+// The implementations take turns (50 operations, or one handoff round, each) so that the
+// load of a shared machine is spread over all of them. Details (percentiles, worst round,
+// the commands counted) go to stderr. Run it with `make bench-locks`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchlocks:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	n       int
+	waiters int
+	hold    time.Duration
+	rounds  int
+	idle    time.Duration
+	only    []string
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg config
+	var only string
+	fs.IntVar(&cfg.n, "n", 3000, "uncontended acquire+release pairs")
+	fs.IntVar(&cfg.waiters, "waiters", 8, "waiters queued on one key")
+	fs.DurationVar(&cfg.hold, "hold", 2*time.Millisecond, "how long each waiter holds the key")
+	fs.IntVar(&cfg.rounds, "rounds", 15, "handoff rounds")
+	fs.DurationVar(&cfg.idle, "idle", 5*time.Second, "how long the key is held while waiters idle")
+	fs.StringVar(&only, "only", "", "comma-separated implementations to run (default all)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if only != "" {
+		cfg.only = strings.Split(only, ",")
+	}
+	if cfg.n < 1 || cfg.waiters < 1 || cfg.rounds < 1 || cfg.idle <= 0 {
+		return errors.New("-n, -waiters, -rounds and -idle must be positive")
+	}
+
+	srv, err := startRedis(ctx)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+
+	dir, err := os.MkdirTemp("", "benchlocks-sqlite-")
+	if err != nil {
+		return fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+
+	var impls []impl
+	for _, im := range implementations(srv.addr, dir) {
+		if len(cfg.only) == 0 || slices.Contains(cfg.only, im.name) {
+			impls = append(impls, im)
+		}
+	}
+	results, err := measureAll(ctx, impls, srv, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	for i, res := range results {
+		fmt.Fprintf(stdout, "impl=%s uncontended_p50_us=%d handoff_p50_us=%d handoff_p99_us=%d chain_max_wait_ms=%d idle_cmds_per_waiter_s=%.1f\n",
+			impls[i].name, res.uncontendedP50.Microseconds(), res.handoffP50.Microseconds(), res.handoffP99.Microseconds(),
+			res.chainMaxWait.Milliseconds(), res.idleCmds)
+	}
+	return nil
+}
