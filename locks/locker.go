@@ -30,6 +30,10 @@ type Options struct {
 // DefaultPollInterval is the mean fallback poll of a waiter when Options name none.
 const DefaultPollInterval = 1500 * time.Millisecond
 
+// MinTTL is the shortest lease a Request may ask for: the heartbeat renews every TTL/3 and
+// needs room for a round trip to the backend.
+const MinTTL = 10 * time.Millisecond
+
 // Observer receives lock events for metrics. Methods must not block.
 type Observer interface {
 	Acquired(key string, waited time.Duration)
@@ -181,8 +185,8 @@ func validate(r Request) error {
 		return fmt.Errorf("acquire: %w: empty key (name a key such as \"coolify:phase1\")", ErrInvalid)
 	case r.Holder == "":
 		return fmt.Errorf("acquire %q: %w: empty holder (name the holder as <pipeline>#<build>/<step>)", r.Key, ErrInvalid)
-	case r.TTL < 0:
-		return fmt.Errorf("acquire %q: %w: negative ttl %s (use 0 for the default %s)", r.Key, ErrInvalid, r.TTL, DefaultTTL)
+	case r.TTL < 0 || (r.TTL > 0 && r.TTL < MinTTL):
+		return fmt.Errorf("acquire %q: %w: ttl %s is below the minimum %s (use 0 for the default %s)", r.Key, ErrInvalid, r.TTL, MinTTL, DefaultTTL)
 	}
 	b := budgetFor(r)
 	switch {
@@ -255,10 +259,16 @@ func (l *Locker) dropOwnerKey(owner, key string) {
 // release signal (bounded by the holder's remaining TTL and a slow jittered poll); between
 // attempts it sleeps Budget.BackoffAfter(i).
 //
-// Errors: ErrInvalid; ErrNamespace (key outside every registered namespace, or r.Owner
-// holds a key of another namespace); *HeldError matching ErrBudgetExhausted (with the
-// current holder) or ErrFrozen; ctx.Err() wrapped (errors.Is(err, context.Canceled));
-// ErrUnavailable wrapped when the backend cannot be reached within the budget.
+// The owner (r.Owner, or the holder up to its last '/') is tracked in this Locker: it may
+// not take a key it already holds or is acquiring here, and once namespaces are
+// registered it may not hold keys of two namespaces at once.
+//
+// Errors: ErrInvalid (malformed request, TTL below MinTTL, or the owner already holds or
+// is acquiring the key); ErrNamespace (key outside every registered namespace, or the
+// owner holds a key of another namespace); *HeldError matching ErrBudgetExhausted (with
+// the current holder) or, with FailOnFrozen, ErrFrozen; ctx.Err() wrapped
+// (errors.Is(err, context.Canceled)); ErrUnavailable wrapped when the backend cannot be
+// reached within the budget or the Locker is closed.
 func (l *Locker) Acquire(ctx context.Context, r Request) (*Lease, error) {
 	if err := validate(r); err != nil {
 		return nil, err

@@ -339,6 +339,7 @@ func TestAcquireValidation(t *testing.T) {
 		{Holder: "p#1/a"},
 		{Key: "svc:a"},
 		{Key: "svc:a", Holder: "p#1/a", TTL: -time.Second},
+		{Key: "svc:a", Holder: "p#1/a", TTL: time.Millisecond},
 		{Key: "svc:a", Holder: "p#1/a", Budget: locks.Budget{MaxRetries: 2}},
 		{Key: "svc:a", Holder: "p#1/a", Budget: locks.Budget{Timeout: time.Second, MaxRetries: -1}},
 		{Key: "svc:a", Holder: "p#1/a", Budget: locks.Budget{Timeout: time.Second, Backoff: []time.Duration{-1}}},
@@ -455,5 +456,57 @@ func TestIsPhaseKey(t *testing.T) {
 		if got := locks.IsPhaseKey(key); got != want {
 			t.Errorf("IsPhaseKey(%q): got %v, want %v", key, got, want)
 		}
+	}
+}
+
+// TestIdleWaiterDoesNotPoll: a waiter whose release signal has not come makes no backend
+// calls beyond its first try and the one right after subscribing, until its slow fallback
+// poll, the holder's expiry, or the release signal; the signal then wakes it.
+func TestIdleWaiterDoesNotPoll(t *testing.T) {
+	d, err := sqlitelock.Open(filepath.Join(t.TempDir(), "locks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &faulty{Driver: d}
+	l := locks.New(f, locks.Options{PollInterval: time.Minute})
+	defer l.Close()
+	ctx := t.Context()
+	holder, err := l.Acquire(ctx, locks.Request{Key: "svc:idle", Holder: "p#1/h", TTL: time.Minute, Budget: quick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.tries.Store(0)
+	done := make(chan error, 1)
+	go func() {
+		le, err := l.Acquire(ctx, locks.Request{Key: "svc:idle", Holder: "p#2/w", Budget: locks.Budget{Timeout: time.Minute}})
+		if err == nil {
+			err = le.Release(ctx)
+		}
+		done <- err
+	}()
+	for {
+		info, err := l.Get(ctx, "svc:idle")
+		if err == nil && info.Waiters == 1 && f.tries.Load() >= 2 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // an idle stretch: no calls may happen in it
+	if got := f.tries.Load(); got != 2 {
+		t.Errorf("TryAcquire calls of an idle waiter: got %d, want 2 (first try, and again once subscribed)", got)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not woken by the release")
+	}
+	if got := f.tries.Load(); got != 3 {
+		t.Errorf("TryAcquire calls in all: got %d, want 3", got)
 	}
 }

@@ -198,6 +198,8 @@ func (e *HeldError) Error() string {
 		fmt.Fprintf(&b, "; closed after a forced release until %s", e.Current.ClosedUntil.UTC().Format(time.RFC3339))
 	}
 	switch reason {
+	case ErrHeld:
+		b.WriteString(" (wait for the holder to release it, or force-release a crashed holder with `orchestrator locks release`)")
 	case ErrBudgetExhausted:
 		b.WriteString(" (wait for the holder to finish, raise the budget, or force-release a crashed holder with `orchestrator locks release`)")
 	case ErrFrozen:
