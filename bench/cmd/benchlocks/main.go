@@ -6,18 +6,19 @@
 //
 // It prints one line per implementation:
 //
-//		impl=<name> uncontended_p50_us=<n> handoff_p50_us=<n> handoff_p99_us=<n> chain_max_wait_ms=<n> idle_cmds_per_waiter_s=<n>
+//	impl=<name> uncontended_p50_us=<n> handoff_p50_us=<n> handoff_p99_us=<n> chain_max_wait_ms=<n> idle_cmds_per_waiter_s=<n>
 //
-//	  - uncontended: acquire+release of distinct keys, -n times (after 100 for warm-up), by
-//	    one client;
-//	  - handoff: -waiters clients, each with its own connections as separate processes would
-//	    have, queue on one key held by another; each holds it -hold, releases and leaves.
-//	    handoff_* is the gap from the call of a release to the next grant, over -rounds
-//	    rounds; chain_max_wait_ms is the longest wait of a round (from the first release of
-//	    the round to a waiter's grant), the median over the rounds;
-//	  - idle_cmds_per_waiter_s: Redis commands per second per waiter while the key is held
-//	    for -idle, from INFO commandstats deltas, which count the commands scripts call as
-//	    well (0 for SQLite, which sends none).
+// The measures:
+//   - uncontended: acquire+release of distinct keys, -n times (after 100 for warm-up), by
+//     one client;
+//   - handoff: -waiters clients, each with its own connections as separate processes would
+//     have, queue on one key held by another; each holds it -hold, releases and leaves.
+//     handoff_* is the gap from the call of a release to the next grant, over -rounds
+//     rounds; chain_max_wait_ms is the longest wait of a round (from the first release of
+//     the round to a waiter's grant), the median over the rounds;
+//   - idle_cmds_per_waiter_s: Redis commands per second per waiter while the key is held
+//     for -idle, from INFO commandstats deltas, which count the commands scripts call as
+//     well (0 for SQLite, which sends none).
 //
 // The implementations take turns (50 operations, or one handoff round, each) so that the
 // load of a shared machine is spread over all of them. Details (percentiles, worst round,
