@@ -73,4 +73,17 @@
 //
 // testdata/config/orchestrator.yaml (Redis) and orchestrator-embedded.yaml (SQLite) are
 // commented samples; see Daemon for the fields and EnvOverrides for the ORCH_* variables.
+// Every secret the config holds (tokens, webhook secrets, the Redis URL, env values) is a
+// Secret, which prints as "[redacted]" in every form.
+//
+// # Use
+//
+//	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+//	config.AddFlags(fs)                                   // --listen, --redis-url, ...
+//	d, err := config.LoadDaemon(path, os.Getenv, fs)      // defaults < file < ORCH_* < flags
+//	pipelines, err := config.LoadPipelines(d.PipelinesDir, os.Getenv)
+//	err = d.CheckRules(pipelines)                         // webhook rules name real pipelines
+//	run, err := pipelines["prod"].Resolve(trigger)        // per run: fill ${trigger.…}
+//
+// Validate does all of this for `orchestrator validate FILE…` and returns the problems.
 package config
