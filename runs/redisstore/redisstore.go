@@ -153,7 +153,7 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 	}
 	switch code, _ := res[0].(int64); code {
 	case 1:
-		s.cache.Put(r, storekit.SortKey(r))
+		s.cache.Put(r)
 		return r, true, nil
 	case 0:
 		id, _ := res[1].(string)
@@ -169,30 +169,50 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 
 // Get implements runs.Store.
 func (s *Store) Get(ctx context.Context, id string) (runs.Run, error) {
-	r, _, err := s.get(ctx, id)
-	return r, err
+	return s.get(ctx, id)
 }
 
-// get returns the run and its stored sort key.
-func (s *Store) get(ctx context.Context, id string) (runs.Run, string, error) {
+// get reads the run, decoding it only when the cache lacks its stored version.
+func (s *Store) get(ctx context.Context, id string) (runs.Run, error) {
 	op := fmt.Sprintf("get run %q", id)
 	if err := s.open(op); err != nil {
-		return runs.Run{}, "", err
+		return runs.Run{}, err
 	}
-	vals, err := s.rdb.HMGet(ctx, s.runKey(id), "d", "sk").Result()
+	vals, err := s.rdb.HMGet(ctx, s.runKey(id), "v", "d").Result()
 	if err != nil {
-		return runs.Run{}, "", fail(op, err)
+		return runs.Run{}, fail(op, err)
 	}
-	data, ok := vals[0].(string)
+	r, ok, err := s.decode(id, vals)
+	if err != nil {
+		return runs.Run{}, fail(op, err)
+	}
 	if !ok {
-		return runs.Run{}, "", fmt.Errorf("%s: %w", op, runs.ErrNotFound)
+		return runs.Run{}, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
 	}
-	sk, _ := vals[1].(string)
+	return r, nil
+}
+
+// decode turns the reply of HMGET run v d into the run (false if it does not exist),
+// from the cache when it holds that version.
+func (s *Store) decode(id string, vals []any) (runs.Run, bool, error) {
+	vs, ok1 := vals[0].(string)
+	data, ok2 := vals[1].(string)
+	if !ok1 || !ok2 {
+		return runs.Run{}, false, nil
+	}
+	version, err := strconv.ParseInt(vs, 10, 64)
+	if err != nil {
+		return runs.Run{}, false, fmt.Errorf("run %q: version %q: %w", id, vs, err)
+	}
+	if r, ok := s.cache.Lookup(id, version); ok {
+		return r, true, nil
+	}
 	var r runs.Run
 	if err := json.Unmarshal([]byte(data), &r); err != nil {
-		return runs.Run{}, "", fail(op, fmt.Errorf("decode: %w", err))
+		return runs.Run{}, false, fmt.Errorf("decode run %q: %w", id, err)
 	}
-	return r, sk, nil
+	s.cache.Put(r)
+	return r, true, nil
 }
 
 // List implements runs.Store. With several statuses it reads one page from each status
@@ -247,29 +267,27 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 		return runs.Page{Runs: []runs.Run{}}, nil
 	}
 	pipe = s.rdb.Pipeline()
-	gets := make([]*redis.StringCmd, len(sks))
+	gets := make([]*redis.SliceCmd, len(sks))
+	ids := make([]string, len(sks))
 	for i, sk := range sks {
 		_, id, err := storekit.SplitSortKey(sk)
 		if err != nil {
 			return runs.Page{}, fail(op, fmt.Errorf("index entry %q: %w", sk, err))
 		}
-		gets[i] = pipe.HGet(ctx, s.runKey(id), "d")
+		ids[i] = id
+		gets[i] = pipe.HMGet(ctx, s.runKey(id), "v", "d")
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	if _, err := pipe.Exec(ctx); err != nil {
 		return runs.Page{}, fail(op, err)
 	}
 	page := runs.Page{Runs: make([]runs.Run, 0, len(sks))}
 	for i, g := range gets {
-		data, err := g.Result()
-		if errors.Is(err, redis.Nil) {
-			continue // index entry without run: the scripts never leave one; skip defensively
-		}
+		r, ok, err := s.decode(ids[i], g.Val())
 		if err != nil {
 			return runs.Page{}, fail(op, err)
 		}
-		var r runs.Run
-		if err := json.Unmarshal([]byte(data), &r); err != nil {
-			return runs.Page{}, fail(op, fmt.Errorf("decode run at %q: %w", sks[i], err))
+		if !ok {
+			continue // index entry without run: the scripts never leave one; skip defensively
 		}
 		if len(q.Status) > 0 && !slices.Contains(q.Status, r.Status) {
 			continue // its status changed between the index read and this one
@@ -315,11 +333,11 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error,
 // read the run.
 func (s *Store) update(ctx context.Context, id string, apply func(runs.Run) (runs.Run, []runs.Event, error)) (runs.Run, error) {
 	op := fmt.Sprintf("update run %q", id)
-	cur, sk, cached := s.cache.Get(id)
+	cur, cached := s.cache.Get(id)
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if !cached {
 			var err error
-			if cur, sk, err = s.get(ctx, id); err != nil {
+			if cur, err = s.get(ctx, id); err != nil {
 				s.cache.Drop(id)
 				return runs.Run{}, err
 			}
@@ -332,10 +350,10 @@ func (s *Store) update(ctx context.Context, id string, apply func(runs.Run) (run
 			}
 			return runs.Run{}, err
 		}
-		err = s.commit(ctx, cur, next, sk, evs)
+		err = s.commit(ctx, cur, next, evs)
 		switch {
 		case err == nil:
-			s.cache.Put(next, sk)
+			s.cache.Put(next)
 			return next, nil
 		case cached && (errors.Is(err, errRetry) || errors.Is(err, runs.ErrNotFound)):
 			cached = false
@@ -350,7 +368,7 @@ func (s *Store) update(ctx context.Context, id string, apply func(runs.Run) (run
 }
 
 // commit writes next over cur (if cur's version is still the stored one) and appends evs.
-func (s *Store) commit(ctx context.Context, cur, next runs.Run, sk string, evs []runs.Event) error {
+func (s *Store) commit(ctx context.Context, cur, next runs.Run, evs []runs.Event) error {
 	data, err := json.Marshal(next)
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
@@ -365,7 +383,7 @@ func (s *Store) commit(ctx context.Context, cur, next runs.Run, sk string, evs [
 	if next.Owner != "" && !next.Status.Terminal() {
 		addOwner = "1"
 	}
-	args := []any{cur.Version, data, next.Version, string(next.Status), next.Owner, sk, cur.ID, s.sigChan(cur.ID), addOwner}
+	args := []any{cur.Version, data, next.Version, string(next.Status), next.Owner, storekit.SortKey(cur), cur.ID, s.sigChan(cur.ID), addOwner}
 	for _, e := range evs {
 		e.Seq = 0 // the list index is the seq
 		b, err := json.Marshal(e)

@@ -240,7 +240,7 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 		return runs.Run{}, false, err
 	}
 	if created {
-		s.cache.Put(out, "")
+		s.cache.Put(out)
 	}
 	return out, created, nil
 }
@@ -256,18 +256,35 @@ func (s *Store) Get(ctx context.Context, id string) (runs.Run, error) {
 	if err := s.readable(op); err != nil {
 		return runs.Run{}, err
 	}
-	var data []byte
-	err := s.r.QueryRowContext(ctx, `SELECT data FROM runs WHERE id = ?`, id).Scan(&data)
+	var (
+		version int64
+		data    []byte
+	)
+	err := s.r.QueryRowContext(ctx, `SELECT version, data FROM runs WHERE id = ?`, id).Scan(&version, &data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return runs.Run{}, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
 	}
 	if err != nil {
 		return runs.Run{}, fail(op, err)
 	}
+	r, err := s.decode(id, version, data)
+	if err != nil {
+		return runs.Run{}, fail(op, err)
+	}
+	return r, nil
+}
+
+// decode returns the run stored as data at version: from the cache when it holds that
+// version (decoding JSON is most of the cost of a read), else decoded and cached.
+func (s *Store) decode(id string, version int64, data []byte) (runs.Run, error) {
+	if r, ok := s.cache.Lookup(id, version); ok {
+		return r, nil
+	}
 	var r runs.Run
 	if err := json.Unmarshal(data, &r); err != nil {
-		return runs.Run{}, fail(op, fmt.Errorf("decode: %w", err))
+		return runs.Run{}, fmt.Errorf("decode run %q: %w", id, err)
 	}
+	s.cache.Put(r)
 	return r, nil
 }
 
@@ -298,7 +315,7 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 		where = append(where, "sort_key < ?")
 		args = append(args, q.After)
 	}
-	query := "SELECT data FROM runs"
+	query := "SELECT id, version, data FROM runs"
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -317,13 +334,17 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 			page.Next = storekit.Cursor(page.Runs[len(page.Runs)-1])
 			break
 		}
-		var data []byte
-		if err := rows.Scan(&data); err != nil {
+		var (
+			id      string
+			version int64
+			data    []byte
+		)
+		if err := rows.Scan(&id, &version, &data); err != nil {
 			return runs.Page{}, fail("list runs", err)
 		}
-		var r runs.Run
-		if err := json.Unmarshal(data, &r); err != nil {
-			return runs.Page{}, fail("list runs", fmt.Errorf("decode: %w", err))
+		r, err := s.decode(id, version, data)
+		if err != nil {
+			return runs.Page{}, fail("list runs", err)
 		}
 		page.Runs = append(page.Runs, r)
 	}
@@ -361,7 +382,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error,
 		s.cache.Drop(id)
 		return runs.Run{}, err
 	}
-	s.cache.Put(out, "")
+	s.cache.Put(out)
 	if len(stamped) > 0 {
 		s.hub.Notify(id)
 	}
@@ -371,7 +392,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error,
 // readForUpdate returns the stored run, from the cache when its version is current (the
 // data column is then not even read).
 func (s *Store) readForUpdate(ctx context.Context, tx *sql.Tx, id string) (runs.Run, error) {
-	c, _, ok := s.cache.Get(id)
+	c, ok := s.cache.Get(id)
 	if !ok {
 		return readRun(ctx, tx, id)
 	}
@@ -580,7 +601,7 @@ func (s *Store) MarkInterrupted(ctx context.Context, owner, reason string) ([]ru
 		return nil, err
 	}
 	for _, r := range marked {
-		s.cache.Drop(r.ID)
+		s.cache.Put(r)
 		s.hub.Notify(r.ID)
 	}
 	return marked, nil

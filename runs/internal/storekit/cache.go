@@ -1,27 +1,26 @@
 package storekit
 
 import (
+	"container/list"
 	"sync"
 
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
-// DefaultCacheSize bounds a Cache: more runs than this are rarely in progress at once.
-const DefaultCacheSize = 1024
+// DefaultCacheSize bounds a Cache: a few pages of List plus the runs in progress.
+const DefaultCacheSize = 512
 
-// Cache keeps the last copy this process wrote of each run that has not ended, so that an
-// Update does not have to read and decode a run that nobody else changed. An entry is only
-// ever used after the backend confirms its version is still the stored one, so another
-// writer (process or host) can make it stale but never wrong.
+// Cache keeps decoded runs, least recently used first out, so that the hot paths do not
+// decode JSON again for a run that has not changed: Update starts from the copy this
+// process wrote last, and List and Get reuse a decoded run whose version is the stored one.
+//
+// Every entry is checked against the stored version before use, so a write by another
+// process or host can make an entry stale but never makes a caller see a wrong run.
 type Cache struct {
 	mu  sync.Mutex
-	m   map[string]cached
+	ll  *list.List // of runs.Run, most recently used at the front
+	m   map[string]*list.Element
 	max int
-}
-
-type cached struct {
-	r  runs.Run
-	sk string
 }
 
 // NewCache returns a cache of at most size runs (DefaultCacheSize when size <= 0).
@@ -29,39 +28,58 @@ func NewCache(size int) *Cache {
 	if size <= 0 {
 		size = DefaultCacheSize
 	}
-	return &Cache{m: make(map[string]cached), max: size}
+	return &Cache{ll: list.New(), m: make(map[string]*list.Element), max: size}
 }
 
-// Get returns the cached run and its sort key. The run is shared: callers must not change
-// it (ApplyUpdate works on a clone).
-func (c *Cache) Get(id string) (runs.Run, string, bool) {
+// Get returns the cached run. It is shared: callers must not change it (ApplyUpdate works
+// on a clone) and must check its Version against the stored one before trusting it.
+func (c *Cache) Get(id string) (runs.Run, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[id]
-	return e.r, e.sk, ok
+	if !ok {
+		return runs.Run{}, false
+	}
+	c.ll.MoveToFront(e)
+	return e.Value.(runs.Run), true
 }
 
-// Put keeps a copy of r as just written, or drops it when r has ended.
-func (c *Cache) Put(r runs.Run, sk string) {
-	if r.Status.Terminal() {
-		c.Drop(r.ID)
-		return
+// Lookup returns a copy of the cached run if its version is version.
+func (c *Cache) Lookup(id string, version int64) (runs.Run, bool) {
+	r, ok := c.Get(id)
+	if !ok || r.Version != version {
+		return runs.Run{}, false
 	}
+	return r.Clone(), true
+}
+
+// Put keeps a copy of r, as just written or read.
+func (c *Cache) Put(r runs.Run) {
 	r = r.Clone()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[r.ID]; !ok && len(c.m) >= c.max {
-		for id := range c.m { // evict one arbitrary entry
-			delete(c.m, id)
-			break
+	if e, ok := c.m[r.ID]; ok {
+		if e.Value.(runs.Run).Version > r.Version {
+			return // a concurrent reader must not replace a newer copy with an older one
 		}
+		e.Value = r
+		c.ll.MoveToFront(e)
+		return
 	}
-	c.m[r.ID] = cached{r: r, sk: sk}
+	c.m[r.ID] = c.ll.PushFront(r)
+	for c.ll.Len() > c.max {
+		old := c.ll.Back()
+		c.ll.Remove(old)
+		delete(c.m, old.Value.(runs.Run).ID)
+	}
 }
 
 // Drop forgets run id.
 func (c *Cache) Drop(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.m, id)
+	if e, ok := c.m[id]; ok {
+		c.ll.Remove(e)
+		delete(c.m, id)
+	}
 }

@@ -66,27 +66,41 @@ func TestApplyUpdate(t *testing.T) {
 
 func TestCache(t *testing.T) {
 	c := NewCache(2)
-	r := runs.Run{ID: "a", Status: runs.StatusPhase1, Steps: []runs.Step{{Name: "api"}}}
-	c.Put(r, "ka")
+	r := runs.Run{ID: "a", Status: runs.StatusPhase1, Version: 2, Steps: []runs.Step{{Name: "api"}}}
+	c.Put(r)
 	r.Steps[0].Name = "changed"
-	got, sk, ok := c.Get("a")
-	if !ok || sk != "ka" || got.Steps[0].Name != "api" {
-		t.Errorf("Get(a) = %+v, %q, %v; want the copy put", got, sk, ok)
+	got, ok := c.Get("a")
+	if !ok || got.Steps[0].Name != "api" {
+		t.Errorf("Get(a) = %+v, %v; want the copy put", got, ok)
 	}
-	c.Put(runs.Run{ID: "b", Status: runs.StatusQueued}, "kb")
-	c.Put(runs.Run{ID: "c", Status: runs.StatusQueued}, "kc")
-	n := 0
-	for _, id := range []string{"a", "b", "c"} {
-		if _, _, ok := c.Get(id); ok {
-			n++
-		}
+	if _, ok := c.Lookup("a", 1); ok {
+		t.Error("Lookup with another version hit")
 	}
-	if n != 2 {
-		t.Errorf("cache of size 2 holds %d runs", n)
+	cp, ok := c.Lookup("a", 2)
+	if !ok {
+		t.Fatal("Lookup with the cached version missed")
 	}
-	c.Put(runs.Run{ID: "c", Status: runs.StatusSucceeded}, "kc")
-	if _, _, ok := c.Get("c"); ok {
-		t.Error("an ended run stays cached")
+	cp.Steps[0].Name = "mine"
+	if got, _ := c.Get("a"); got.Steps[0].Name != "api" {
+		t.Error("changing Lookup's result changed the cache")
+	}
+	c.Put(runs.Run{ID: "a", Version: 1})
+	if got, _ := c.Get("a"); got.Version != 2 {
+		t.Errorf("an older copy replaced a newer one: version %d", got.Version)
+	}
+
+	c.Put(runs.Run{ID: "b"})
+	c.Get("a") // a is now the most recently used
+	c.Put(runs.Run{ID: "c"})
+	if _, ok := c.Get("b"); ok {
+		t.Error("the least recently used run was not evicted")
+	}
+	if _, ok := c.Get("a"); !ok {
+		t.Error("a recently used run was evicted")
+	}
+	c.Drop("a")
+	if _, ok := c.Get("a"); ok {
+		t.Error("Drop kept the run")
 	}
 }
 
