@@ -32,7 +32,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 )
 
-// Headers that tie a request to the run and the lease it was made under.
+// Headers that tie a request to the run and the lease it was made under (see WithTrace).
 const (
 	HeaderRun   = "X-Orchestrator-Run"
 	HeaderFence = "X-Orchestrator-Fence"
@@ -147,11 +147,11 @@ func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.logger = l }
 // WithVersion sets the version in the User-Agent header ("orchestrator/<version>").
 func WithVersion(v string) Option { return func(c *Client) { c.userAgent = "orchestrator/" + v } }
 
-// WithRetry sets the retry budget for 429 and 5xx answers and transport errors: at most max
-// further attempts, waiting between min and max (exponential with jitter) when the server
+// WithRetry sets the retry budget for 429 and 5xx answers and transport errors: at most
+// retries further attempts, waiting between min and max (exponential with jitter) when the server
 // gives no Retry-After.
-func WithRetry(max int, waitMin, waitMax time.Duration) Option {
-	return func(c *Client) { c.retryMax, c.retryWaitMin, c.retryWaitMax = max, waitMin, waitMax }
+func WithRetry(retries int, waitMin, waitMax time.Duration) Option {
+	return func(c *Client) { c.retryMax, c.retryWaitMin, c.retryWaitMax = retries, waitMin, waitMax }
 }
 
 // WithRetryAfterMax caps how long one Retry-After is honored (default DefaultRetryAfterMax).
@@ -199,6 +199,9 @@ func NewClient(baseURL, apiKey string, opts ...Option) *Client {
 // String describes the client without its API key.
 func (c *Client) String() string { return "flagsmith client for " + c.base }
 
+// GoString keeps the API key out of %#v.
+func (c *Client) GoString() string { return "mobile.Client{" + c.base + "}" }
+
 // backoff honors Retry-After on 429 and 503 (capped by retryAfterMax) and otherwise waits
 // exponentially between min and max with full jitter in the upper half.
 func (c *Client) backoff(waitMin, waitMax time.Duration, attempt int, resp *http.Response) time.Duration {
@@ -243,7 +246,9 @@ type trace struct {
 
 // WithTrace returns a context whose Flagsmith requests carry X-Orchestrator-Run: runID and
 // X-Orchestrator-Fence: fence (each only when set), so a write can be traced to the run and
-// the lease it was made under.
+// the lease it was made under. It mirrors coolify.WithTrace (same headers, same rules); the
+// two are separate so that mobile does not import coolify. Step.Run sets it itself, with
+// the fence of the mobile lease.
 func WithTrace(ctx context.Context, runID string, fence int64) context.Context {
 	return context.WithValue(ctx, traceKey{}, trace{runID: runID, fence: fence})
 }

@@ -337,7 +337,7 @@ func TestAPIKeyNeverLogged(t *testing.T) {
 	}
 	for what, s := range map[string]string{
 		"logs": logs.String(), "error 1": fmt.Sprint(err1), "error 2": fmt.Sprint(err2),
-		"String()": c.String(), "%+v": fmt.Sprintf("%+v", c),
+		"String()": c.String(), "%+v": fmt.Sprintf("%+v", c), "%#v": fmt.Sprintf("%#v", c),
 	} {
 		if strings.Contains(s, "s3cr3t") {
 			t.Errorf("%s contain the API key: %s", what, s)

@@ -47,10 +47,14 @@ type Value struct {
 	Bool bool
 }
 
-// StringValue, IntValue and BoolValue build values of one kind.
+// StringValue returns a string value (a JSON document is one).
 func StringValue(s string) Value { return Value{Kind: KindString, Str: s} }
-func IntValue(i int64) Value     { return Value{Kind: KindInt, Int: i} }
-func BoolValue(b bool) Value     { return Value{Kind: KindBool, Bool: b} }
+
+// IntValue returns an integer value (Flagsmith stores 32 bits).
+func IntValue(i int64) Value { return Value{Kind: KindInt, Int: i} }
+
+// BoolValue returns a boolean value.
+func BoolValue(b bool) Value { return Value{Kind: KindBool, Bool: b} }
 
 // Equal reports whether v and w have the same kind and value.
 func (v Value) Equal(w Value) bool { return v == w }
@@ -289,7 +293,9 @@ func (c *Client) LiveVersion(ctx context.Context, envID, featureID int64) (Versi
 // PublishVersion creates a version of feature featureID in the environment envID whose
 // environment default has value v and the enabled flag, and publishes it at once (v2
 // environments: POST …/versions/ with publish_immediately). The server clones the live
-// version and applies the change in the same request. It returns the new version.
+// version and applies the change in the same request. It returns the new version. A 5xx
+// is retried like any call: when the first answer was lost, the value can be published
+// twice, in two identical versions.
 // Errors: a validation *APIError (400), ErrNotFound, or an API/transport error.
 func (c *Client) PublishVersion(ctx context.Context, envID, featureID int64, v Value, enabled bool) (Version, error) {
 	if err := v.validate(); err != nil {
