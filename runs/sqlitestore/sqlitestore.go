@@ -8,6 +8,9 @@
 // transactions, so a read-modify-write of a run never conflicts inside a process, and
 // across processes SQLite's lock (with a busy timeout) serializes them.
 //
+// Durability: WAL with synchronous=NORMAL, so a crash of the process loses nothing and a
+// power cut can lose the last transactions but never corrupts the file.
+//
 // Live-follow signals are in-process: another process's appends are seen by runs.Follow's
 // slow poll.
 package sqlitestore
