@@ -128,3 +128,15 @@ func TestResolveKeepsEnvironmentValuesLiteral(t *testing.T) {
 		t.Errorf("value = %q, want %q (the environment's text kept as is)", got, want)
 	}
 }
+
+func TestResolveRefusesForeignReferences(t *testing.T) {
+	// A pipeline built in code may hold anything; only trigger references resolve.
+	p := &Pipeline{File: "code", Services: []Service{{UUID: "a", ImageTag: "${build}", Env: []EnvVar{{Key: "K", Value: "${HOME}"}}}}}
+	_, err := p.Resolve(Trigger{Build: "1"})
+	ps := mustProblems(t, err)
+	wantProblem(t, ps, "services[0].image_tag", "unknown reference")
+	wantProblem(t, ps, "services[0].env[0].value", "unknown reference")
+	if len(ps) != 2 {
+		t.Errorf("got %d problems, want one per field:\n%v", len(ps), ps)
+	}
+}

@@ -61,7 +61,10 @@ func (t Trigger) Validate() error {
 
 // lookup returns the value a trigger reference stands for.
 func (t Trigger) lookup(ref string) (string, error) {
-	name := strings.TrimPrefix(ref, triggerRef)
+	name, ok := strings.CutPrefix(ref, triggerRef)
+	if !ok {
+		return "", fmt.Errorf("unknown reference %s", showRef(ref))
+	}
 	var v string
 	switch name {
 	case "build":
@@ -74,7 +77,7 @@ func (t Trigger) lookup(ref string) (string, error) {
 		v = t.AppVersion
 	default:
 		key, ok := strings.CutPrefix(name, "params.")
-		if !ok || !strings.HasPrefix(ref, triggerRef) {
+		if !ok {
 			return "", fmt.Errorf("unknown reference %s", showRef(ref))
 		}
 		p, ok := t.Params[key]
@@ -94,16 +97,20 @@ func (t Trigger) lookup(ref string) (string, error) {
 // image tags must match ImageTagPattern and resolved health URLs must be http(s) URLs.
 //
 // Errors: Problems naming the pipeline's file and the field path of every reference that t
-// can't fill (a missing param, an empty image tag) and every resolved value that is invalid.
+// can't fill (a missing param, an empty image tag: empty counts as missing) and every
+// resolved value that is invalid. Trigger values are not shown.
 func (p *Pipeline) Resolve(t Trigger) (*Pipeline, error) {
 	q := p.Clone()
 	v := &validator{problems: &problems{file: p.File}, fromEnv: map[string]bool{}}
+	ok := true
 	fill := func(field, s string) string {
 		out, err := expandRefs(s, false, t.lookup)
 		if err != nil {
 			v.add(field, "%v", err)
+			ok = false
 			return s
 		}
+		ok = true
 		return out
 	}
 	for i := range q.Services {
@@ -111,7 +118,7 @@ func (p *Pipeline) Resolve(t Trigger) (*Pipeline, error) {
 		field := fmt.Sprintf("services[%d]", i)
 		if s.ImageTag != "" {
 			s.ImageTag = fill(field+".image_tag", s.ImageTag)
-			if !ImageTagPattern.MatchString(s.ImageTag) {
+			if ok && !ImageTagPattern.MatchString(s.ImageTag) {
 				v.add(field+".image_tag", "resolves to an invalid image tag (Coolify rule %s)", ImageTagPattern)
 			}
 		}
@@ -122,8 +129,9 @@ func (p *Pipeline) Resolve(t Trigger) (*Pipeline, error) {
 			}
 		}
 		if h := s.Health.HTTP; h != nil {
-			h.URL = fill(field+".health.http.url", h.URL)
-			v.httpURL(field+".health.http.url", h.URL)
+			if h.URL = fill(field+".health.http.url", h.URL); ok {
+				v.httpURL(field+".health.http.url", h.URL)
+			}
 		}
 	}
 	for i := range q.Mobile {
