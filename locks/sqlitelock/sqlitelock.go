@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -128,8 +129,9 @@ CREATE TABLE IF NOT EXISTS audit (
 `
 
 func openDB(path string) (*sql.DB, error) {
+	// A "file:" URI, with the path escaped so '?', '#' and '%' in it stay part of the name.
 	dsn := fmt.Sprintf("file:%s?_txlock=immediate&_busy_timeout=%d&_journal_mode=WAL&_synchronous=NORMAL",
-		path, busyTimeout.Milliseconds())
+		(&url.URL{Path: path}).EscapedPath(), busyTimeout.Milliseconds())
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open lock database %s: %w", path, err)

@@ -103,3 +103,23 @@ func TestCrashedHolderExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOddPath: characters that mean something in a URI stay part of the file name.
+func TestOddPath(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state dir?x=1#frag%20")
+	path := filepath.Join(dir, "locks.db")
+	d, err := sqlitelock.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.TryAcquire(t.Context(), locks.Grant{Key: "k:x", Token: "t", Holder: "p#1/x", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("database not at the given path: %v", err)
+	}
+	if d.Path() != path {
+		t.Errorf("Path: got %q, want %q", d.Path(), path)
+	}
+}
