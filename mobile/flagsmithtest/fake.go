@@ -11,6 +11,11 @@
 // writes, and versions that clone the live version and publish immediately. What it leaves
 // out: segment and identity overrides, change-request workflows, multivariate values, and
 // every route the orchestrator does not call (they answer 404).
+//
+// Choices the reference does not settle, made here and easy to revisit: a refused API key
+// answers 401 (NOTES.md gives only the body); the versions routes of a v1 environment
+// answer 400 "Environment must use v2 feature versioning."; a legacy write of JSON null
+// clears the value.
 package flagsmithtest
 
 import (
