@@ -108,7 +108,7 @@ func cmdRun(ctx context.Context, c *cli, args []string) error {
 	defer b.Close()
 	host, _ := os.Hostname()
 	eng, err := newEngine(b, engineConfig{pipelines: l.pipelines, getenv: c.getenv, log: l.log,
-		instance: fmt.Sprintf("cli/%s/%d", host, os.Getpid()), clients: clients{log: l.log}})
+		instance: fmt.Sprintf("cli/%s/%d", host, os.Getpid()), clients: newClients(l.log, nil, 0)})
 	if err != nil {
 		return err
 	}
@@ -168,7 +168,7 @@ func cmdPlan(ctx context.Context, c *cli, args []string) error {
 	}
 	defer b.Close()
 	eng, err := newEngine(b, engineConfig{pipelines: l.pipelines, getenv: c.getenv, log: l.log,
-		instance: "cli/plan", clients: clients{log: l.log}})
+		instance: "cli/plan", clients: newClients(l.log, nil, 0)})
 	if err != nil {
 		return err
 	}

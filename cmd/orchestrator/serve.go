@@ -64,7 +64,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	instance := instanceID(c.getenv, ln.Addr().String())
 	eng, err := newEngine(b, engineConfig{
 		pipelines: pipelines, instance: instance, getenv: c.getenv, log: log, observer: metrics,
-		clients: clients{log: log, metrics: metrics.OutsideRequest, poll: tn.coolifyPoll}, healthPoll: tn.healthPoll,
+		clients: newClients(log, metrics.OutsideRequest, tn.coolifyPoll), healthPoll: tn.healthPoll,
 	})
 	if err != nil {
 		ln.Close()

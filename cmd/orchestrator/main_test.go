@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+)
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a running command.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// invoke runs the program with args and an environment, returning its output and error.
+func invoke(ctx context.Context, env map[string]string, args ...string) (string, string, error) {
+	var out, errOut syncBuffer
+	getenv := func(k string) string { return env[k] }
+	err := run(ctx, append([]string{"orchestrator"}, args...), getenv, strings.NewReader(""), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func TestDemoOnce(t *testing.T) {
+	out, errOut, err := invoke(context.Background(), map[string]string{},
+		"demo", "--once", "--listen", "127.0.0.1:0", "--pipelines", filepath.Join("..", "..", "testdata", "pipelines"))
+	if err != nil {
+		t.Fatalf("demo --once: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	if n := strings.Count(out, ": succeeded"); n != 2 {
+		t.Errorf("demo output shows %d succeeded runs, want 2:\n%s", n, out)
+	}
+	if !strings.Contains(out, "dashboard at http://127.0.0.1:") {
+		t.Errorf("demo output does not print the dashboard URL:\n%s", out)
+	}
+	// Secrets the demo feeds its pipelines never reach the terminal.
+	for _, secret := range []string{"demo-db-password", "demo-public-key"} {
+		if strings.Contains(out+errOut, secret) {
+			t.Errorf("demo output contains the secret %q", secret)
+		}
+	}
+}
+
+// daemonEnv is a daemon on a fake Coolify with one pipeline, on a temp state dir.
+func daemonEnv(t *testing.T) (map[string]string, *coolifytest.Server) {
+	t.Helper()
+	cf := coolifytest.NewServer(t)
+	cf.AddApplication(coolifytest.Application{UUID: "app-api-uuid-000000000001", Name: "api", ImageTag: "v1"})
+	dir := t.TempDir()
+	pipes := filepath.Join(dir, "pipelines")
+	if err := os.MkdirAll(pipes, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	yaml := fmt.Sprintf(`coolify: { url: %q, token: "${COOLIFY_TOKEN}" }
+services:
+  - name: api
+    uuid: app-api-uuid-000000000001
+    image_tag: "${trigger.image_tag}"
+    env:
+      - key: DB_PASSWORD
+        secret: { source: env, key: DB_PASSWORD }
+    deploy_timeout: 10s
+locks: { ttl: 30s }
+`, cf.URL)
+	if err := os.WriteFile(filepath.Join(pipes, "prod.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{
+		"ORCH_STATE_DIR": filepath.Join(dir, "state"), "ORCH_PIPELINES_DIR": pipes, "ORCH_LOG_FORMAT": "json",
+		"ORCH_TRIGGER_TOKEN": "trigger-token-0123456789", "ORCH_ADMIN_TOKEN": "admin-token-0123456789ab",
+		"ORCH_PUBLIC_READ": "true", "COOLIFY_TOKEN": cf.Token, "ORCH_SECRET_DB_PASSWORD": "sentinel-db-password-42",
+		"ORCH_SHUTDOWN_GRACE": "10s",
+	}, cf
+}
+
+func TestServeTriggerAndGracefulShutdown(t *testing.T) {
+	env, cf := daemonEnv(t)
+	addr := freeAddr(t)
+	env["ORCH_LISTEN"] = addr
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var serveErr error
+	var serveOut, serveLog string
+	done := make(chan struct{})
+	go func() {
+		serveOut, serveLog, serveErr = invoke(ctx, env, "serve")
+		close(done)
+	}()
+	base := "http://" + addr
+	waitHealthy(t, base, done)
+
+	out, errOut, err := invoke(context.Background(), map[string]string{"ORCH_TRIGGER_TOKEN": env["ORCH_TRIGGER_TOKEN"]},
+		"trigger", "prod", "--url", base, "--image-tag", "v2", "--build", "42")
+	if err != nil {
+		t.Fatalf("trigger: %v\n%s\n%s", err, out, errOut)
+	}
+	if !strings.Contains(out, "run.succeeded") {
+		t.Errorf("trigger output lacks run.succeeded:\n%s", out)
+	}
+	if app, _ := cf.App("app-api-uuid-000000000001"); app.DeployedImageTag != "v2" {
+		t.Errorf("api runs %q, want v2", app.DeployedImageTag)
+	}
+	// A wrong token is refused with a hint.
+	_, _, err = invoke(context.Background(), map[string]string{"ORCH_TRIGGER_TOKEN": "wrong-token-0123456789"},
+		"trigger", "prod", "--url", base, "--image-tag", "v3")
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "403") {
+		t.Errorf("trigger with a wrong token: %v, want a 403 error", err)
+	}
+
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop within 30s of its context ending")
+	}
+	if serveErr != nil {
+		t.Errorf("serve: %v\n%s", serveErr, serveLog)
+	}
+	if strings.Contains(serveOut+serveLog+out, "sentinel-db-password-42") {
+		t.Errorf("a secret value reached the daemon's output or the trigger's")
+	}
+	if !strings.Contains(serveLog, "daemon stopped") {
+		t.Errorf("serve log lacks the clean stop:\n%s", serveLog)
+	}
+}
+
+func waitHealthy(t *testing.T, base string, done <-chan struct{}) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			t.Fatal("daemon exited before it was healthy")
+		default:
+		}
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s/healthz never answered 200", base)
+}
+
+func TestRunCommandExitCodes(t *testing.T) {
+	env, cf := daemonEnv(t)
+	out, errOut, err := invoke(context.Background(), env, "run", "prod", "--image-tag", "v5", "--build", "7")
+	if err != nil {
+		t.Fatalf("run: %v\n%s\n%s", err, out, errOut)
+	}
+	if !strings.Contains(out, "succeeded") {
+		t.Errorf("run output lacks the result:\n%s", out)
+	}
+	cf.SetDeployOutcome("app-api-uuid-000000000001", coolifytest.Fail)
+	out, _, err = invoke(context.Background(), env, "run", "prod", "--image-tag", "v6", "--build", "8")
+	if exitCode(err) != 1 || !strings.Contains(out, "failed") {
+		t.Errorf("failing run: exit %d, output:\n%s", exitCode(err), out)
+	}
+	if _, _, err := invoke(context.Background(), env, "run", "nope", "--image-tag", "v6"); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("unknown pipeline: %v", err)
+	}
+	if _, _, err := invoke(context.Background(), env, "run"); exitCode(err) != 2 {
+		t.Errorf("run without a pipeline: exit %d, want 2", exitCode(err))
+	}
+}
+
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("coolify: { url: 'http://x', token: t }\nservices:\n  - name: a\n    uuid: ''\n    colour: red\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := invoke(context.Background(), nil, "validate", bad)
+	if exitCode(err) != 1 {
+		t.Fatalf("validate of a bad file: exit %d, want 1", exitCode(err))
+	}
+	for _, want := range []string{"bad.yaml: services[0].uuid", "services[0].colour"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate output lacks %q:\n%s", want, out)
+		}
+	}
+	env := map[string]string{"COOLIFY_URL": "http://127.0.0.1:1", "COOLIFY_TOKEN": "1|x", "INFISICAL_URL": "http://127.0.0.1:2",
+		"INFISICAL_CLIENT_ID": "id", "INFISICAL_CLIENT_SECRET": "s", "FLAGSMITH_URL": "http://127.0.0.1:3",
+		"FLAGSMITH_API_KEY": "k", "FLAGSMITH_ENVIRONMENT": "e"}
+	if out, _, err := invoke(context.Background(), env, "validate", filepath.Join("..", "..", "testdata", "pipelines", "demo.yaml")); err != nil {
+		t.Errorf("validate demo.yaml: %v\n%s", err, out)
+	}
+}
+
+func TestLocksCommands(t *testing.T) {
+	env := map[string]string{"ORCH_STATE_DIR": t.TempDir(), "USER": "ops"}
+	ctx := context.Background()
+	if out, _, err := invoke(ctx, env, "locks", "list"); err != nil || !strings.Contains(out, "no locks held") {
+		t.Fatalf("list on an empty backend: %v %q", err, out)
+	}
+	if _, _, err := invoke(ctx, env, "locks", "freeze", "coolify:phase2", "--message", "release freeze", "--for", "1h"); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := invoke(ctx, env, "locks", "list")
+	if err != nil || !strings.Contains(out, "coolify:phase2") || !strings.Contains(out, "release freeze") || !strings.Contains(out, "[frozen]") {
+		t.Errorf("list after freeze: %v\n%s", err, out)
+	}
+	// A forced release naming a fence that is not the current one is refused, naming the holder.
+	_, _, err = invoke(ctx, env, "locks", "release", "coolify:phase2", "--fence", "1", "--reason", "test")
+	if err == nil || !strings.Contains(err.Error(), "held by") {
+		t.Errorf("release with a stale fence: %v, want a refusal naming the holder", err)
+	}
+	if _, _, err := invoke(ctx, env, "locks", "release", "coolify:phase2", "--reason", "x"); exitCode(err) != 2 {
+		t.Errorf("release without fence or holder: exit %d, want 2", exitCode(err))
+	}
+	if _, _, err := invoke(ctx, env, "locks", "freeze", "coolify:phase2", "--lift", "--reason", "done"); err != nil {
+		t.Errorf("lift: %v", err)
+	}
+	out, _, _ = invoke(ctx, env, "locks", "list", "--audit")
+	if !strings.Contains(out, "freeze") || !strings.Contains(out, "cli:ops") {
+		t.Errorf("audit after freeze and lift:\n%s", out)
+	}
+}
