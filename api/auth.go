@@ -108,13 +108,13 @@ func bearer(r *http.Request) (string, bool) {
 }
 
 // check returns nil when the request may use a route of the given access, else the answer:
-// 401 when no valid token was presented (RFC 6750 invalid_token), 403 when the token is valid
-// but its role does not admit the route (insufficient_scope).
+// 401 when no token was presented, 403 when the token presented is wrong (unknown, or valid
+// but its role does not admit the route).
 func (a *authenticator) check(r *http.Request, acc access) (role, error) {
 	rl, presented, valid := a.identify(r)
 	if presented && !valid {
-		return roleNone, &httpError{status: http.StatusUnauthorized, code: "unauthenticated",
-			message: "the token is not valid; send Authorization: Bearer <token>"}
+		return roleNone, &httpError{status: http.StatusForbidden, code: "forbidden",
+			message: "the token is not valid for this daemon; send the trigger, read or admin token it was configured with"}
 	}
 	ok := false
 	switch acc {
