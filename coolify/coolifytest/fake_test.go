@@ -636,6 +636,7 @@ func TestNewIsAPlainHandler(t *testing.T) {
 	app := f.AddApplication(coolifytest.Application{Name: "api", HealthCheckEnabled: true})
 	hs := httptest.NewServer(f)
 	defer hs.Close()
+	validated := &http.Client{Transport: spec.Load(t).Transport(t, nil)}
 	for path, want := range map[string]int{
 		"/api/health":                         200,
 		"/api/v1/health":                      200,
@@ -644,7 +645,13 @@ func TestNewIsAPlainHandler(t *testing.T) {
 		"/api/v1/applications/" + app.UUID:    401,
 		"/not/a/route":                        404,
 	} {
-		resp, err := http.Get(hs.URL + path)
+		hc := validated
+		ctx := spec.ExpectInvalidRequest(context.Background(), "no token on purpose")
+		if !strings.HasPrefix(path, "/api/") {
+			hc = http.DefaultClient // not Coolify routes: nothing in the spec to check against
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", hs.URL+path, nil)
+		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
