@@ -126,3 +126,87 @@ func TestCloseStopsGoroutines(t *testing.T) {
 	sub.Close()
 	goleak.VerifyNone(t, opt)
 }
+
+// TestFollowAcrossInstances: a follower on one daemon is woken by the engine of another
+// (the API and the engine may run on different hosts sharing one Redis).
+func TestFollowAcrossInstances(t *testing.T) {
+	srv := redistest.Start(t)
+	newStore := func() *redisstore.Store {
+		rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}})
+		s := redisstore.New(rdb, redisstore.Options{})
+		t.Cleanup(func() {
+			s.Close()
+			rdb.Close()
+		})
+		return s
+	}
+	engine, api := newStore(), newStore()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	r, _, err := engine.Create(ctx, runs.Run{Pipeline: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The signal itself crosses instances (Subscribe has no polling fallback).
+	sub, err := api.Subscribe(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if _, err := engine.Append(ctx, r.ID, runs.Event{Type: runs.EventRunQueued}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sub.C():
+	case <-ctx.Done():
+		t.Fatal("a subscriber on another instance got no signal")
+	}
+
+	// And Follow on one instance streams what the other writes, to the end.
+	got := make(chan runs.Event)
+	done := make(chan error, 1)
+	go func() {
+		done <- runs.Follow(ctx, api, r.ID, 0, func(e runs.Event) error {
+			select {
+			case got <- e:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	next := func(seq int64, typ runs.EventType) {
+		t.Helper()
+		select {
+		case e := <-got:
+			if e.Seq != seq || e.Type != typ {
+				t.Fatalf("follower got seq %d %s, want seq %d %s", e.Seq, e.Type, seq, typ)
+			}
+		case err := <-done:
+			t.Fatalf("Follow returned early: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("follower on the other instance did not get seq %d %s", seq, typ)
+		}
+	}
+	next(1, runs.EventRunQueued)
+	for i, typ := range []runs.EventType{runs.EventRunStarted, runs.EventLockWaiting, runs.EventLockAcquired} {
+		if _, err := engine.Append(ctx, r.ID, runs.Event{Type: typ}); err != nil {
+			t.Fatal(err)
+		}
+		next(int64(i+2), typ)
+	}
+	if _, err := engine.Update(ctx, r.ID, func(x *runs.Run) error { x.Status = runs.StatusSucceeded; return nil },
+		runs.Event{Type: runs.EventRunSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	next(5, runs.EventRunSucceeded)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Follow after the run ended: %v, want nil", err)
+		}
+	case <-ctx.Done():
+		t.Error("Follow did not return after the run ended")
+	}
+}
