@@ -16,8 +16,8 @@ import (
 type Store interface {
 	// Create stores a new run and returns it as stored, with created == true.
 	//
-	// The store fills what is missing: ID (NewID), Status (queued), CreatedAt (now, UTC) and
-	// Trigger.By is kept as given. Version is set to 1.
+	// The store fills what is missing: ID (NewID), Status (queued) and CreatedAt (now, UTC);
+	// it sets Version to 1. Steps may be given (the engine lists every step as pending).
 	//
 	// When r.Trigger.IdempotencyKey is set and a run of the same pipeline was created with
 	// that key, nothing is written and that run is returned with created == false. The check
