@@ -25,7 +25,9 @@ type Lease struct {
 	info     Info
 	deadline time.Time // local monotonic instant the lease must be presumed expired
 
-	ctx   context.Context // canceled with the lease's end (cause = Err)
+	// ctx is the lease's own lifetime, not a caller's context: it is canceled when the
+	// lease ends, with Err as its cause, and backs Done, Err and Context.
+	ctx   context.Context
 	end   context.CancelCauseFunc
 	ended atomic.Bool
 

@@ -481,6 +481,7 @@ func (l *Locker) start(info Info, owner string, ttl time.Duration, sent time.Tim
 	if l.closed {
 		l.mu.Unlock()
 		le.stop()
+		le.end(ErrUnavailable)
 		l.bestEffort(context.Background(), func(c context.Context) error { return l.d.Release(c, info.Key, info.Token) })
 		return nil, fmt.Errorf("acquire %q: %w: the locker was closed during the acquire", info.Key, ErrUnavailable)
 	}
