@@ -948,3 +948,19 @@ func TestHealthAndBadBaseURL(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+func TestWaitDeploymentOnACoolifyWithTheCancelBug(t *testing.T) {
+	e := setup(t, []coolifytest.Option{coolifytest.WithCancelBug()})
+	e.srv.SetDeployOutcome(e.app.UUID, coolifytest.Hang)
+	ctx := context.Background()
+	res, err := e.c.Deploy(ctx, e.app.UUID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.c.WaitDeployment(ctx, res.DeploymentUUID, 50*time.Millisecond)
+	wantErr(t, err, coolify.ErrDeploymentTimeout)
+	wantErr(t, err, coolify.ErrServer) // the cancel's own failure is reported too
+	if n := len(e.srv.RequestsTo("POST /deployments/{uuid}/cancel")); n != 1 {
+		t.Errorf("got %d cancels, want 1 (a POST is not retried after a 500)", n)
+	}
+}

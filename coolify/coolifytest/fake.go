@@ -14,11 +14,13 @@
 //     are read when a deployment starts, not when it is queued; the application's status follows
 //     its deployments and its health;
 //   - tokens with abilities (read, write, deploy, read:sensitive, root) answering 401/403, and an
-//     optional per-token rate limit.
+//     optional per-token rate limit;
+//   - optionally, the lag of Coolify's asynchronous status refresh ([WithStatusLag]) and the
+//     pre-4.3.7 API cancel that answers 500 and stalls the queue ([WithCancelBug]).
 //
-// What it leaves out: teams (every token sees every resource), databases, tag-mode deploys
-// beyond the answer's shape, logs, the instance settings routes, preview (pull request)
-// deployments, and the asynchronous lag of status refreshes.
+// What it leaves out: teams (every token sees every resource) and team roles, databases,
+// tag-mode deploys beyond the answer's shape, deployment logs beyond a stub, the instance
+// settings routes, and preview (pull request) deployments.
 //
 // Use [NewServer] in tests (an httptest.Server closed at test end) or [New] for a plain handler
 // (the demo mounts it on a real listener). Time-dependent behaviour (deployment progress, rate
@@ -133,6 +135,16 @@ func WithQueueLimit(n int, retryAfter time.Duration) Option {
 func WithRateLimit(n int, window time.Duration) Option {
 	return func(f *Fake) { f.rateN, f.rateWindow = n, window }
 }
+
+// WithStatusLag makes an application's reported status lag its real state by d, as Coolify's
+// asynchronous status checks do (a deployment can be "finished" while the status still reads
+// the state before it). Default 0: the status is always current. Inspectors see the real status.
+func WithStatusLag(d time.Duration) Option { return func(f *Fake) { f.statusLag = d } }
+
+// WithCancelBug reproduces Coolify before 4.3.7 (issue #11327): an API cancel marks the
+// deployment cancelled but answers 500 "Failed to cancel deployment: ..." and stalls the queue,
+// so no queued deployment starts again.
+func WithCancelBug() Option { return func(f *Fake) { f.cancelBug = true } }
 
 // WithSeed makes the drawn deployment durations reproducible.
 func WithSeed(seed uint64) Option {
@@ -292,6 +304,12 @@ type app struct {
 	createdAt, updatedAt time.Time
 	unhealthy            bool
 	outcome              Outcome
+	history              []statusAt // real status changes, for WithStatusLag
+}
+
+type statusAt struct {
+	at     time.Time
+	status string
 }
 
 type service struct {
@@ -330,6 +348,8 @@ type Fake struct {
 	queueRetryAfter  time.Duration
 	rateN            int
 	rateWindow       time.Duration
+	statusLag        time.Duration
+	cancelBug        bool
 
 	mux *http.ServeMux
 
@@ -345,6 +365,7 @@ type Fake struct {
 	latencies   []latency
 	cursor      time.Time // time of the last processed queue event
 	apiDown     bool
+	stalled     bool // the queue no longer starts deployments (WithCancelBug)
 
 	logMu sync.Mutex
 	seq   uint64
@@ -421,6 +442,7 @@ func (f *Fake) AddApplication(a Application) Application {
 	a.Extra = map[string]any{}
 	x := &app{Application: a, createdAt: now, updatedAt: now}
 	f.apps[a.UUID] = x
+	f.noteStatusLocked(x, time.Time{}) // the seeded state is visible at once, lag or not
 	return f.appView(x)
 }
 
@@ -483,6 +505,7 @@ func (f *Fake) SetAppHealthy(appUUID string, healthy bool) {
 	defer f.mu.Unlock()
 	if a := f.apps[appUUID]; a != nil {
 		a.unhealthy = !healthy
+		f.noteStatusLocked(a, f.clock.Now())
 	}
 }
 
@@ -656,7 +679,7 @@ func cloneEnv(e Env) Env {
 
 func (f *Fake) appView(a *app) Application {
 	v := a.Application
-	v.Status = f.appStatus(a)
+	v.Status = f.realStatus(a)
 	v.Tags = slices.Clone(a.Tags)
 	v.Extra = make(map[string]any, len(a.Extra))
 	for k, x := range a.Extra {
@@ -677,8 +700,33 @@ func (f *Fake) serviceView(s *service) Service {
 	return v
 }
 
-// appStatus is Coolify's status string for the application now.
+// appStatus is the status the API reports: the real one, or with WithStatusLag the one it
+// had statusLag ago.
 func (f *Fake) appStatus(a *app) string {
+	if f.statusLag <= 0 || len(a.history) == 0 {
+		return f.realStatus(a)
+	}
+	cutoff := f.clock.Now().Add(-f.statusLag)
+	status := a.history[0].status
+	for _, h := range a.history[1:] {
+		if h.at.After(cutoff) {
+			break
+		}
+		status = h.status
+	}
+	return status
+}
+
+// noteStatusLocked records the application's real status as of at, if it changed.
+func (f *Fake) noteStatusLocked(a *app, at time.Time) {
+	s := f.realStatus(a)
+	if n := len(a.history); n == 0 || a.history[n-1].status != s {
+		a.history = append(a.history, statusAt{at: at, status: s})
+	}
+}
+
+// realStatus is Coolify's status string for the application's current state.
+func (f *Fake) realStatus(a *app) string {
 	if a.NotRunning {
 		for _, d := range f.deployments {
 			if d.AppUUID == a.UUID && d.Status == "in_progress" {

@@ -682,3 +682,54 @@ func TestSeedingPanicsOnUnknownResource(t *testing.T) {
 	}()
 	coolifytest.New().SetEnv("nope", coolifytest.Env{Key: "K"})
 }
+
+func TestStatusLagsTheRealState(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	h := newHarness(t, coolifytest.WithClock(clock), coolifytest.WithStatusLag(5*time.Second),
+		coolifytest.WithTiming(coolifytest.Timing{RunMin: time.Second, RunMax: time.Second}))
+	app := h.srv.AddApplication(coolifytest.Application{Name: "api", NotRunning: true})
+	reported := func() string {
+		t.Helper()
+		return h.do("GET", "/applications/"+app.UUID, nil).json(t)["status"].(string)
+	}
+	if s := reported(); s != "exited" {
+		t.Fatalf("seeded status %q, want exited at once", s)
+	}
+	wantStatus(t, h.do("POST", "/deploy?uuid="+app.UUID, nil), http.StatusOK)
+	clock.Advance(2 * time.Second) // started at 0, finished at 1s
+	if d := h.srv.Deployments(app.UUID)[0]; d.Status != "finished" {
+		t.Fatalf("deployment %s, want finished", d.Status)
+	}
+	for _, step := range []struct {
+		advance time.Duration
+		want    string
+	}{{0, "exited"}, {3500 * time.Millisecond, "starting:unknown"}, {time.Second, "running:unknown"}} {
+		clock.Advance(step.advance)
+		if s := reported(); s != step.want {
+			t.Errorf("at +%s: reported %q, want %q", step.advance, s, step.want)
+		}
+	}
+	if a, _ := h.srv.App(app.UUID); a.Status != "running:unknown" {
+		t.Errorf("inspector sees %q, want the real status", a.Status)
+	}
+}
+
+func TestCancelBugStallsTheQueue(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	h := newHarness(t, coolifytest.WithClock(clock), coolifytest.WithCancelBug(), coolifytest.WithConcurrentBuilds(1),
+		coolifytest.WithTiming(coolifytest.Timing{RunMin: time.Second, RunMax: time.Second}))
+	a := h.srv.AddApplication(coolifytest.Application{Name: "a"})
+	b := h.srv.AddApplication(coolifytest.Application{Name: "b"})
+	wantStatus(t, h.do("POST", "/deploy?uuid="+a.UUID, nil), http.StatusOK)
+	wantStatus(t, h.do("POST", "/deploy?uuid="+b.UUID, nil), http.StatusOK)
+	first := h.srv.Deployments(a.UUID)[0].UUID
+	r := h.do("POST", "/deployments/"+first+"/cancel", nil)
+	wantStatus(t, r, http.StatusInternalServerError)
+	if m := r.json(t)["message"].(string); !strings.HasPrefix(m, "Failed to cancel deployment:") {
+		t.Errorf("got %q", m)
+	}
+	clock.Advance(time.Hour)
+	if d := h.srv.Deployments(b.UUID)[0]; d.Status != "queued" {
+		t.Errorf("next deployment is %s, want stuck in queued", d.Status)
+	}
+}

@@ -234,6 +234,7 @@ func (f *Fake) patchApplication(c *reqCtx) response {
 	}
 	if hasHC {
 		a.HealthCheckEnabled = hcOn
+		f.noteStatusLocked(a, f.clock.Now())
 	}
 	for k, v := range body {
 		switch k {
@@ -317,6 +318,7 @@ func (f *Fake) stopApplication(c *reqCtx) response {
 		return jsonError(http.StatusNotFound, "Application not found.")
 	}
 	a.NotRunning = true
+	f.noteStatusLocked(a, f.clock.Now())
 	return jsonResponse(http.StatusOK, map[string]any{"message": "Application stopping request queued."})
 }
 
@@ -796,6 +798,10 @@ func (f *Fake) cancelDeployment(c *reqCtx) response {
 		return jsonError(http.StatusBadRequest, "Deployment cannot be cancelled. Current status: "+d.Status)
 	}
 	f.cancelLocked(d)
+	if f.cancelBug {
+		f.stalled = true
+		return jsonError(http.StatusInternalServerError, "Failed to cancel deployment: Call to a member function update() on null")
+	}
 	f.advanceLocked()
 	return jsonResponse(http.StatusOK, map[string]any{
 		"message": "Deployment cancelled successfully.", "deployment_uuid": d.UUID, "status": d.Status})

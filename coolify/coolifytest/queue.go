@@ -21,7 +21,7 @@ func (f *Fake) advanceLocked() {
 			}
 		}
 		for _, d := range f.deployments {
-			if d.Status != "queued" || d.outcome == StuckQueued || !f.slotFreeLocked(d) {
+			if f.stalled || d.Status != "queued" || d.outcome == StuckQueued || !f.slotFreeLocked(d) {
 				continue
 			}
 			start := d.readyAt
@@ -71,6 +71,7 @@ func (f *Fake) startLocked(d *deployment, at time.Time) {
 	if a == nil {
 		return
 	}
+	defer f.noteStatusLocked(a, at)
 	d.ImageTag = a.ImageTag
 	d.Env = map[string]string{}
 	for _, e := range f.envs {
@@ -92,12 +93,16 @@ func (f *Fake) finishLocked(d *deployment, at time.Time) {
 	a := f.apps[d.AppUUID]
 	if d.outcome == Fail || a == nil || (a.HealthCheckEnabled && a.unhealthy) {
 		d.Status = "failed"
+		if a != nil {
+			f.noteStatusLocked(a, at)
+		}
 		return
 	}
 	d.Status = "finished"
 	a.NotRunning = false
 	a.DeployedImageTag = d.ImageTag
 	a.DeployedEnv = d.Env
+	f.noteStatusLocked(a, at)
 }
 
 // queueLocked queues a deployment of a, unless Coolify's dedup drops it: without force, an
@@ -161,5 +166,8 @@ func (f *Fake) cancelLocked(d *deployment) {
 	d.updatedAt = now
 	if now.After(f.cursor) {
 		f.cursor = now
+	}
+	if a := f.apps[d.AppUUID]; a != nil {
+		f.noteStatusLocked(a, now)
 	}
 }
