@@ -16,66 +16,68 @@ import (
 )
 
 func TestRunSyncsDeploysAndRecords(t *testing.T) {
-	h := newHarness(t)
-	h.start(h.pipelineYAML("prod", []string{"api", "worker"}, ""))
-	id := h.submit("prod", runs.Trigger{Build: "101", ImageTag: "v2", By: "test"})
-	r := h.wait(id)
-	if r.Status != runs.StatusSucceeded {
-		t.Fatalf("status = %s (%s), want succeeded", r.Status, r.Reason)
-	}
-	for _, uuid := range []string{uuidAPI, uuidWorker} {
-		app, _ := h.coolify.App(uuid)
-		if app.DeployedImageTag != "v2" {
-			t.Errorf("%s deployed tag = %q, want v2", uuid, app.DeployedImageTag)
+	forEachBackend(t, func(t *testing.T, backend string) {
+		h := newHarnessOn(t, backend)
+		h.start(h.pipelineYAML("prod", []string{"api", "worker"}, ""))
+		id := h.submit("prod", runs.Trigger{Build: "101", ImageTag: "v2", By: "test"})
+		r := h.wait(id)
+		if r.Status != runs.StatusSucceeded {
+			t.Fatalf("status = %s (%s), want succeeded", r.Status, r.Reason)
 		}
-		if got := app.DeployedEnv["LOG_LEVEL"]; got != "info" {
-			t.Errorf("%s deployed LOG_LEVEL = %q, want info", uuid, got)
+		for _, uuid := range []string{uuidAPI, uuidWorker} {
+			app, _ := h.coolify.App(uuid)
+			if app.DeployedImageTag != "v2" {
+				t.Errorf("%s deployed tag = %q, want v2", uuid, app.DeployedImageTag)
+			}
+			if got := app.DeployedEnv["LOG_LEVEL"]; got != "info" {
+				t.Errorf("%s deployed LOG_LEVEL = %q, want info", uuid, got)
+			}
+			if got := app.DeployedEnv["SENTRY_DSN"]; got != "sentry-secret-value-123" {
+				t.Errorf("%s deployed SENTRY_DSN from the env source: got %q", uuid, got)
+			}
+			if n := len(h.coolify.Deployments(uuid)); n != 1 {
+				t.Errorf("%s: %d deployments, want 1", uuid, n)
+			}
 		}
-		if got := app.DeployedEnv["SENTRY_DSN"]; got != "sentry-secret-value-123" {
-			t.Errorf("%s deployed SENTRY_DSN from the env source: got %q", uuid, got)
+		// A variable the pipeline does not name keeps its value and flags.
+		if v, _ := h.coolify.EnvValue(uuidAPI, "KEEP_ME", false); v != "untouched" {
+			t.Errorf("KEEP_ME = %q, want untouched", v)
 		}
-		if n := len(h.coolify.Deployments(uuid)); n != 1 {
-			t.Errorf("%s: %d deployments, want 1", uuid, n)
+		s := stepOf(t, r, runs.Phase1, "api")
+		if s.Status != runs.StepSynced || s.Fence == 0 || s.Changes.ImageTag == nil || s.Changes.ImageTag.New != "v2" {
+			t.Errorf("phase1 api step = %+v, want synced with a fence and tag v1→v2", s)
 		}
-	}
-	// A variable the pipeline does not name keeps its value and flags.
-	if v, _ := h.coolify.EnvValue(uuidAPI, "KEEP_ME", false); v != "untouched" {
-		t.Errorf("KEEP_ME = %q, want untouched", v)
-	}
-	s := stepOf(t, r, runs.Phase1, "api")
-	if s.Status != runs.StepSynced || s.Fence == 0 || s.Changes.ImageTag == nil || s.Changes.ImageTag.New != "v2" {
-		t.Errorf("phase1 api step = %+v, want synced with a fence and tag v1→v2", s)
-	}
-	if want := []string{"BUILD", "LOG_LEVEL", "SENTRY_DSN"}; !slices.Equal(s.Changes.EnvKeys, want) {
-		t.Errorf("phase1 api env keys = %v, want %v", s.Changes.EnvKeys, want)
-	}
-	d := stepOf(t, r, runs.Phase2, "api")
-	if d.Status != runs.StepHealthy || d.DeploymentUUID == "" || d.Fence <= s.Fence {
-		t.Errorf("phase2 api step = %+v, want healthy with a deployment and a fence above phase 1's %d", d, s.Fence)
-	}
-	// Every mutating request carried the run and a fence.
-	for _, req := range h.coolify.Requests() {
-		if req.Method != http.MethodGet && (req.RunID != id || req.Fence == "") {
-			t.Errorf("%s %s: run %q fence %q, want run %s and a fence", req.Method, req.Path, req.RunID, req.Fence, id)
+		if want := []string{"BUILD", "LOG_LEVEL", "SENTRY_DSN"}; !slices.Equal(s.Changes.EnvKeys, want) {
+			t.Errorf("phase1 api env keys = %v, want %v", s.Changes.EnvKeys, want)
 		}
-	}
-	if len(r.HeldLocks) != 0 {
-		t.Errorf("held locks after the run: %v", r.HeldLocks)
-	}
-	held, err := h.locker.List(context.Background(), "")
-	if err != nil || len(held) != 0 {
-		t.Errorf("locks after the run = %v, %v; want none", held, err)
-	}
-	// The event log tells the story in order, and names no secret.
-	evs := h.events(id)
-	if evs[0].Type != runs.EventRunQueued || evs[len(evs)-1].Type != runs.EventRunSucceeded {
-		t.Errorf("events run from %s to %s, want run.queued … run.succeeded", evs[0].Type, evs[len(evs)-1].Type)
-	}
-	for _, e := range evs {
-		if strings.Contains(e.Message, "sentry-secret") {
-			t.Errorf("event %s leaks a secret: %q", e.Type, e.Message)
+		d := stepOf(t, r, runs.Phase2, "api")
+		if d.Status != runs.StepHealthy || d.DeploymentUUID == "" || d.Fence <= s.Fence {
+			t.Errorf("phase2 api step = %+v, want healthy with a deployment and a fence above phase 1's %d", d, s.Fence)
 		}
-	}
+		// Every mutating request carried the run and a fence.
+		for _, req := range h.coolify.Requests() {
+			if req.Method != http.MethodGet && (req.RunID != id || req.Fence == "") {
+				t.Errorf("%s %s: run %q fence %q, want run %s and a fence", req.Method, req.Path, req.RunID, req.Fence, id)
+			}
+		}
+		if len(r.HeldLocks) != 0 {
+			t.Errorf("held locks after the run: %v", r.HeldLocks)
+		}
+		held, err := h.locker.List(context.Background(), "")
+		if err != nil || len(held) != 0 {
+			t.Errorf("locks after the run = %v, %v; want none", held, err)
+		}
+		// The event log tells the story in order, and names no secret.
+		evs := h.events(id)
+		if evs[0].Type != runs.EventRunQueued || evs[len(evs)-1].Type != runs.EventRunSucceeded {
+			t.Errorf("events run from %s to %s, want run.queued … run.succeeded", evs[0].Type, evs[len(evs)-1].Type)
+		}
+		for _, e := range evs {
+			if strings.Contains(e.Message, "sentry-secret") {
+				t.Errorf("event %s leaks a secret: %q", e.Type, e.Message)
+			}
+		}
+	})
 }
 
 func TestSecondRunWritesOnlyWhatDiffers(t *testing.T) {
@@ -98,37 +100,39 @@ func TestSecondRunWritesOnlyWhatDiffers(t *testing.T) {
 }
 
 func TestOverlappingRunsOnSharedServices(t *testing.T) {
-	h := newHarness(t)
-	h.start(h.pipelineYAML("a", []string{"api", "worker"}, ""), h.pipelineYAML("b", []string{"worker", "web"}, ""))
-	var ids []string
-	for i, p := range []string{"a", "b", "a", "b"} {
-		ids = append(ids, h.submit(p, runs.Trigger{Build: string(rune('1' + i)), ImageTag: "t" + string(rune('1'+i))}))
-	}
-	byRun := map[string]string{}
-	for i, id := range ids {
-		r := h.wait(id)
-		if r.Status != runs.StatusSucceeded {
-			t.Errorf("run %d: status %s (%s)", i, r.Status, r.Reason)
+	forEachBackend(t, func(t *testing.T, backend string) {
+		h := newHarnessOn(t, backend)
+		h.start(h.pipelineYAML("a", []string{"api", "worker"}, ""), h.pipelineYAML("b", []string{"worker", "web"}, ""))
+		var ids []string
+		for i, p := range []string{"a", "b", "a", "b"} {
+			ids = append(ids, h.submit(p, runs.Trigger{Build: string(rune('1' + i)), ImageTag: "t" + string(rune('1'+i))}))
 		}
-		byRun[id] = "t" + string(rune('1'+i))
-	}
-	// No deployment ran with another run's config: each deployment's tag is the one of the
-	// run that queued it.
-	for _, uuid := range []string{uuidAPI, uuidWorker, uuidWeb} {
-		deps := h.coolify.Deployments(uuid)
-		if len(deps) == 0 {
-			t.Errorf("%s was never deployed", uuid)
+		byRun := map[string]string{}
+		for i, id := range ids {
+			r := h.wait(id)
+			if r.Status != runs.StatusSucceeded {
+				t.Errorf("run %d: status %s (%s)", i, r.Status, r.Reason)
+			}
+			byRun[id] = "t" + string(rune('1'+i))
 		}
-		for _, d := range deps {
-			if want := byRun[d.RunID]; d.ImageTag != want {
-				t.Errorf("%s deployment %s by run %s ran tag %q, want %q", uuid, d.UUID, d.RunID, d.ImageTag, want)
+		// No deployment ran with another run's config: each deployment's tag is the one of the
+		// run that queued it.
+		for _, uuid := range []string{uuidAPI, uuidWorker, uuidWeb} {
+			deps := h.coolify.Deployments(uuid)
+			if len(deps) == 0 {
+				t.Errorf("%s was never deployed", uuid)
+			}
+			for _, d := range deps {
+				if want := byRun[d.RunID]; d.ImageTag != want {
+					t.Errorf("%s deployment %s by run %s ran tag %q, want %q", uuid, d.UUID, d.RunID, d.ImageTag, want)
+				}
 			}
 		}
-	}
-	// The last run of each service wins.
-	if app, _ := h.coolify.App(uuidWorker); app.DeployedImageTag != "t4" {
-		t.Errorf("worker runs %q, want t4 (the last run)", app.DeployedImageTag)
-	}
+		// The last run of each service wins.
+		if app, _ := h.coolify.App(uuidWorker); app.DeployedImageTag != "t4" {
+			t.Errorf("worker runs %q, want t4 (the last run)", app.DeployedImageTag)
+		}
+	})
 }
 
 func TestPhase1FailureRestoresEverything(t *testing.T) {
@@ -208,32 +212,34 @@ func TestPhase2HealthFailure(t *testing.T) {
 }
 
 func TestLockLostMidDeployCancelsAndCompensates(t *testing.T) {
-	h := newHarness(t)
-	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
-	h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Hang)
-	id := h.submit("prod", runs.Trigger{Build: "9", ImageTag: "v4"})
-	// Once the deployment runs, take the lock away behind the holder's back.
-	ctx := context.Background()
-	h.waitEvent(id, runs.EventDeployStarted, "api")
-	info, err := h.locker.Get(ctx, "coolify:"+uuidAPI)
-	if err != nil {
-		t.Fatalf("service lock not held during the deploy: %v", err)
-	}
-	if _, err := h.locker.ForceRelease(ctx, locks.ForceRequest{Key: info.Key, Fence: info.Fence, Reason: "test", By: "test", LockDelay: 1}); err != nil {
-		t.Fatal(err)
-	}
-	h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Succeed) // the compensation's redeploy works
-	r := h.wait(id)
-	if r.Status != runs.StatusFailed || !strings.HasPrefix(r.Reason, "lock lost") {
-		t.Fatalf("status = %s (%q), want failed with reason lock lost", r.Status, r.Reason)
-	}
-	if app, _ := h.coolify.App(uuidAPI); app.ImageTag != "v1" || app.DeployedImageTag != "v1" {
-		t.Errorf("api tag = %q, running %q after compensation, want v1 and v1", app.ImageTag, app.DeployedImageTag)
-	}
-	deps := h.coolify.Deployments(uuidAPI)
-	if len(deps) != 2 || deps[0].Status != "cancelled-by-user" || deps[1].ImageTag != "v1" {
-		t.Errorf("deployments after the loss = %+v, want the run's own canceled, then a redeploy of v1", deps)
-	}
+	forEachBackend(t, func(t *testing.T, backend string) {
+		h := newHarnessOn(t, backend)
+		h.start(h.pipelineYAML("prod", []string{"api"}, ""))
+		h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Hang)
+		id := h.submit("prod", runs.Trigger{Build: "9", ImageTag: "v4"})
+		// Once the deployment runs, take the lock away behind the holder's back.
+		ctx := context.Background()
+		h.waitEvent(id, runs.EventDeployStarted, "api")
+		info, err := h.locker.Get(ctx, "coolify:"+uuidAPI)
+		if err != nil {
+			t.Fatalf("service lock not held during the deploy: %v", err)
+		}
+		if _, err := h.locker.ForceRelease(ctx, locks.ForceRequest{Key: info.Key, Fence: info.Fence, Reason: "test", By: "test", LockDelay: 1}); err != nil {
+			t.Fatal(err)
+		}
+		h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Succeed) // the compensation's redeploy works
+		r := h.wait(id)
+		if r.Status != runs.StatusFailed || !strings.HasPrefix(r.Reason, "lock lost") {
+			t.Fatalf("status = %s (%q), want failed with reason lock lost", r.Status, r.Reason)
+		}
+		if app, _ := h.coolify.App(uuidAPI); app.ImageTag != "v1" || app.DeployedImageTag != "v1" {
+			t.Errorf("api tag = %q, running %q after compensation, want v1 and v1", app.ImageTag, app.DeployedImageTag)
+		}
+		deps := h.coolify.Deployments(uuidAPI)
+		if len(deps) != 2 || deps[0].Status != "cancelled-by-user" || deps[1].ImageTag != "v1" {
+			t.Errorf("deployments after the loss = %+v, want the run's own canceled, then a redeploy of v1", deps)
+		}
+	})
 }
 
 func TestSubmitErrors(t *testing.T) {

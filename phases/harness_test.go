@@ -14,11 +14,14 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/locks/redislock"
 	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
 	"github.com/deploy-orchestrator/orchestrator/mobile"
 	"github.com/deploy-orchestrator/orchestrator/phases"
 	"github.com/deploy-orchestrator/orchestrator/runs"
+	"github.com/deploy-orchestrator/orchestrator/runs/redisstore"
 	"github.com/deploy-orchestrator/orchestrator/runs/sqlitestore"
 )
 
@@ -41,6 +44,8 @@ type harness struct {
 	env                      map[string]string
 	// health maps a service name to the URL of its HTTP health check (none when absent).
 	health map[string]string
+	// backend is "sqlite" or "redis".
+	backend string
 }
 
 // app UUIDs seeded in the fake.
@@ -51,9 +56,23 @@ const (
 	uuidGhost  = "app-ghost-0000000000000004" // not in the fake
 )
 
+// backends are the lock and run-store backends every end-to-end test runs on.
+var backends = []string{"sqlite", "redis"}
+
+// forEachBackend runs test once per backend.
+func forEachBackend(t *testing.T, test func(t *testing.T, backend string)) {
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) { test(t, b) })
+	}
+}
+
 func newHarness(t *testing.T, opts ...coolifytest.Option) *harness {
+	return newHarnessOn(t, "sqlite", opts...)
+}
+
+func newHarnessOn(t *testing.T, backend string, opts ...coolifytest.Option) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: t.TempDir(), env: map[string]string{"ORCH_SECRET_SENTRY_DSN": "sentry-secret-value-123"}}
+	h := &harness{t: t, dir: t.TempDir(), env: map[string]string{"ORCH_SECRET_SENTRY_DSN": "sentry-secret-value-123"}, backend: backend}
 	h.coolify = coolifytest.NewServer(t, opts...)
 	h.coolifyURL, h.coolifyToken = h.coolify.URL, h.coolify.Token
 	for _, a := range []coolifytest.Application{
@@ -72,7 +91,7 @@ func newHarness(t *testing.T, opts ...coolifytest.Option) *harness {
 
 // adoptHarness is the child process's harness: the parent's state files and fake Coolify.
 func adoptHarness(t *testing.T) *harness {
-	h := &harness{t: t, dir: os.Getenv("PHASES_TEST_DIR"), env: map[string]string{"ORCH_SECRET_SENTRY_DSN": "sentry-secret-value-123"},
+	h := &harness{t: t, backend: "sqlite", dir: os.Getenv("PHASES_TEST_DIR"), env: map[string]string{"ORCH_SECRET_SENTRY_DSN": "sentry-secret-value-123"},
 		coolifyURL: os.Getenv("PHASES_TEST_COOLIFY"), coolifyToken: coolifytest.DefaultToken}
 	h.openBackends()
 	return h
@@ -80,6 +99,20 @@ func adoptHarness(t *testing.T) *harness {
 
 func (h *harness) openBackends() {
 	t := h.t
+	if h.backend == "redis" {
+		srv := redistest.Start(t)
+		client, err := redislock.NewClient(srv.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { client.Close() })
+		h.locker = locks.New(redislock.New(client, redislock.Options{}), locks.Options{PollInterval: 50 * time.Millisecond})
+		t.Cleanup(func() { h.locker.Close() })
+		st := redisstore.New(client, redisstore.Options{})
+		t.Cleanup(func() { st.Close() })
+		h.store = st
+		return
+	}
 	d, err := sqlitelock.Open(filepath.Join(h.dir, "locks.db"))
 	if err != nil {
 		t.Fatal(err)
