@@ -339,7 +339,9 @@ type deployment struct {
 }
 
 // Fake is the in-memory Coolify. Create it with [New]; it is an http.Handler serving
-// /api/v1/... (and /api/health). All methods are safe for concurrent use.
+// /api/v1/... and /api/health, plus GET /_fake/apps/{uuid}/health, which is not Coolify but a
+// stand-in for the application's own health endpoint (200 while it runs healthy, else 503), so
+// an HTTP health check can point at the fake. All methods are safe for concurrent use.
 type Fake struct {
 	clock            Clock
 	timing           Timing
@@ -534,16 +536,16 @@ func (f *Fake) FailNext(n int, fl Fault) {
 	f.faults = append(f.faults, &fault{Fault: fl, left: n})
 }
 
-// SetLatency delays every request by a duration drawn from [min, max] before it is handled
+// SetLatency delays every request by a duration drawn from [lo, hi] before it is handled
 // (wall clock; a client that gives up during the delay is recorded with status 0).
-func (f *Fake) SetLatency(min, max time.Duration) { f.SetRouteLatency("", "", min, max) }
+func (f *Fake) SetLatency(lo, hi time.Duration) { f.SetRouteLatency("", "", lo, hi) }
 
-// SetRouteLatency delays requests matching method and route ("" matches any); the most recently
-// set matching rule wins.
-func (f *Fake) SetRouteLatency(method, route string, min, max time.Duration) {
+// SetRouteLatency delays requests matching method and route ("" matches any; route as in
+// [Fault]) by a duration drawn from [lo, hi]; the most recently set matching rule wins.
+func (f *Fake) SetRouteLatency(method, route string, lo, hi time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.latencies = append(f.latencies, latency{method: method, route: route, min: min, max: max})
+	f.latencies = append(f.latencies, latency{method: method, route: route, min: lo, max: hi})
 }
 
 // Requests returns every request received so far, in order of arrival (completed ones only).
