@@ -331,14 +331,15 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 			}
 		}
 		if g.Ticket != "" {
-			// Queue the ticket, or move its deadline; a deadline still more than halfway
-			// out is left alone, so waiters woken by a release they cannot have do not
-			// each pay for a durable write.
+			// Queue the ticket, or move its deadline. A ticket refreshed moments ago (more
+			// than 5/6 of its life left) is left alone, so waiters woken together by a
+			// release only one of them can have do not each pay for a write; a poll, which
+			// comes later, always moves it.
 			dl := nanos(g.TicketDeadline)
-			if _, err := tx.ExecContext(ctx, `INSERT INTO waiters (key, ticket, deadline) VALUES (?, ?, ?)
+			if _, err := tx.ExecContext(ctx, `INSERT INTO waiters (key, ticket, deadline) VALUES (?1, ?2, ?3)
 				ON CONFLICT (key, ticket) DO UPDATE SET deadline = excluded.deadline
-				WHERE deadline < ? + (excluded.deadline - ?) / 2`,
-				g.Key, g.Ticket, dl, nowN, nowN); err != nil {
+				WHERE deadline < ?4 + (excluded.deadline - ?4) * 5 / 6`,
+				g.Key, g.Ticket, dl, nowN); err != nil {
 				return err
 			}
 		}
