@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -16,15 +17,23 @@ import (
 // unsubscribeTimeout bounds the UNSUBSCRIBE a closing subscription sends.
 const unsubscribeTimeout = 5 * time.Second
 
-// healthCheckInterval is how long the pub/sub connection may stay silent before go-redis
-// pings it (and reconnects if the ping cannot be sent). Waiters poll slowly as well, so
-// this only bounds how late a dead connection is replaced; go-redis' default of 3 s would
-// cost an idle waiter more commands than its own polling.
+// healthCheckInterval is how long the pub/sub connection may stay silent before it is
+// pinged (go-redis reconnects when the ping cannot be sent). Waiters poll slowly as well,
+// so this only bounds how late a dead connection is replaced; go-redis' default of 3 s
+// would cost an idle waiter more commands than its own polling.
 const healthCheckInterval = 10 * time.Second
 
+// retryPause is the pause between two failed reads of the pub/sub connection (Redis down):
+// go-redis dials again on the next read.
+const retryPause = 100 * time.Millisecond
+
 // Subscribe returns a subscription that receives a value each time a lease on key is
-// released, force-released or unfrozen. All subscriptions of a Driver share one pub/sub
-// connection, with one Redis subscription per key however many waiters ask for it.
+// released, force-released or unfrozen. A release names the waiter at the head of the
+// key's queue, and wakes only the Driver that queued it (through TryAcquire), since no
+// other waiter can be granted the key next; with no live waiter in the queue, and on a
+// forced release or an unfreeze, every subscriber is signalled. All subscriptions of a
+// Driver share one pub/sub connection, with one Redis subscription per key however many
+// waiters ask for it.
 // Subscribe returns once Redis has confirmed the subscription, so a release published
 // after it returns is delivered unless the connection drops; after a reconnect every
 // subscriber is signalled once, since a release may have been missed meanwhile.
@@ -76,8 +85,12 @@ type hub struct {
 	ps       *redis.PubSub     // created by the first subscribe
 	topics   map[string]*topic // by channel
 	barriers map[string]*topic // pending barrier channel -> its topic
+	// tickets are the waiters this driver queued, by channel, with their deadlines: a
+	// release that names one of them as the next in line wakes this driver's subscribers.
+	tickets map[string]map[string]time.Time
 	closed   bool
-	done     chan struct{} // closed when dispatch returns
+	stop     chan struct{} // closed by close
+	done     chan struct{} // closed when receive returns
 }
 
 // topic is one subscribed channel and its local subscribers.
@@ -95,6 +108,8 @@ func newHub(client redis.UniversalClient, prefix string, log *slog.Logger) *hub 
 		log:      log,
 		topics:   make(map[string]*topic),
 		barriers: make(map[string]*topic),
+		tickets:  make(map[string]map[string]time.Time),
+		stop:     make(chan struct{}),
 	}
 }
 
@@ -107,7 +122,7 @@ func (h *hub) subscribe(ctx context.Context, channel string) (*subscription, err
 	if h.ps == nil {
 		h.ps = h.client.Subscribe(context.WithoutCancel(ctx))
 		h.done = make(chan struct{})
-		go h.dispatch(h.ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(healthCheckInterval)), h.done)
+		go h.receive(h.ps, h.done)
 	}
 	t := h.topics[channel]
 	if t == nil {
@@ -143,14 +158,46 @@ func (h *hub) subscribe(ctx context.Context, channel string) (*subscription, err
 	}
 }
 
-// dispatch delivers messages and confirmations until the PubSub is closed.
-func (h *hub) dispatch(ch <-chan any, done chan struct{}) {
+// receive reads the pub/sub connection until it is closed and delivers what it reads.
+// It reads the connection itself rather than through go-redis' channel helper, which
+// would add a goroutine hop to every wake-up; it pings after healthCheckInterval of
+// silence as that helper would.
+func (h *hub) receive(ps *redis.PubSub, done chan struct{}) {
 	defer close(done)
-	for msg := range ch {
+	ctx := context.Background()
+	pause := time.NewTimer(0)
+	defer pause.Stop()
+	failures := 0
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, healthCheckInterval)
+		if err != nil {
+			var ne net.Error
+			switch {
+			case errors.Is(err, redis.ErrClosed):
+				return
+			case errors.As(err, &ne) && ne.Timeout():
+				_ = ps.Ping(ctx) // a write error makes go-redis reconnect
+				continue
+			}
+			failures++
+			if failures == 1 {
+				h.log.Warn("lock release subscription interrupted", attrError, err.Error())
+			}
+			if failures > 1 {
+				pause.Reset(retryPause)
+				select {
+				case <-pause.C:
+				case <-h.stop:
+					return
+				}
+			}
+			continue
+		}
+		failures = 0
 		switch m := msg.(type) {
 		case *redis.Message:
 			h.mu.Lock()
-			if t := h.topics[m.Channel]; t != nil {
+			if t := h.topics[m.Channel]; t != nil && (m.Payload == "" || h.ours(m.Channel, m.Payload)) {
 				t.signal()
 			}
 			h.mu.Unlock()
@@ -184,6 +231,48 @@ func (h *hub) confirmed(channel string) {
 	h.mu.Unlock()
 }
 
+// noteTicket remembers that this driver queued ticket on channel's key until deadline.
+func (h *hub) noteTicket(channel, ticket string, deadline time.Time) {
+	if ticket == "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ts := h.tickets[channel]
+	if ts == nil {
+		ts = make(map[string]time.Time)
+		h.tickets[channel] = ts
+	}
+	now := time.Now()
+	for t, dl := range ts {
+		if dl.Before(now) {
+			delete(ts, t)
+		}
+	}
+	ts[ticket] = deadline
+}
+
+// forgetTicket drops a ticket that was granted or left the queue.
+func (h *hub) forgetTicket(channel, ticket string) {
+	if ticket == "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ts := h.tickets[channel]; ts != nil {
+		delete(ts, ticket)
+		if len(ts) == 0 {
+			delete(h.tickets, channel)
+		}
+	}
+}
+
+// ours reports whether ticket is one this driver queued on channel's key. Callers hold h.mu.
+func (h *hub) ours(channel, ticket string) bool {
+	_, ok := h.tickets[channel][ticket]
+	return ok
+}
+
 // signal wakes every subscriber of t without blocking. Callers hold h.mu.
 func (t *topic) signal() {
 	for s := range t.subs {
@@ -194,7 +283,7 @@ func (t *topic) signal() {
 	}
 }
 
-// close stops the PubSub connection and waits for the dispatcher.
+// close stops the PubSub connection and waits for the receiving goroutine.
 func (h *hub) close() {
 	h.mu.Lock()
 	if h.closed {
@@ -202,6 +291,7 @@ func (h *hub) close() {
 		return
 	}
 	h.closed = true
+	close(h.stop)
 	ps, done := h.ps, h.done
 	h.mu.Unlock()
 	if ps == nil {

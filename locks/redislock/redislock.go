@@ -257,6 +257,7 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 	}
 	r := reply(res)
 	if r.int(0) == 1 {
+		d.hub.forgetTicket(k.channel, g.Ticket)
 		return locks.Info{
 			Key:        g.Key,
 			Token:      g.Token,
@@ -267,6 +268,7 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 			ExpiresAt:  r.time(3),
 		}, nil
 	}
+	d.hub.noteTicket(k.channel, g.Ticket, g.TicketDeadline)
 	he := &locks.HeldError{Key: g.Key, Reason: locks.ErrHeld}
 	switch r.str(1) {
 	case "frozen":
@@ -287,6 +289,7 @@ func (d *Driver) LeaveQueue(ctx context.Context, key, ticket string) error {
 		return nil
 	}
 	k := d.keys(key)
+	d.hub.forgetTicket(k.channel, ticket)
 	_, err := d.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.ZRem(ctx, k.queue, ticket)
 		p.ZRem(ctx, k.deadlines, ticket)
@@ -330,7 +333,7 @@ func (d *Driver) Release(ctx context.Context, key, token string) error {
 	if d.unsafeDelRelease {
 		script = unsafeReleaseScript
 	}
-	n, err := script.Run(ctx, d.client, []string{k.lock}, token, k.channel).Int64()
+	n, err := script.Run(ctx, d.client, []string{k.lock, k.queue, k.deadlines}, token, k.channel).Int64()
 	if err != nil {
 		return d.fail(ctx, op, key, err)
 	}
@@ -454,7 +457,8 @@ func globEscape(s string) string {
 
 // ForceRelease removes the live lease on r.Key if it matches r.Fence (when non-zero) or
 // r.Holder (when non-empty), closes the key for r.LockDelay (0 means
-// locks.DefaultLockDelay), appends an audit entry and wakes the waiters, in one script.
+// locks.DefaultLockDelay, negative means none), appends an audit entry and wakes every
+// subscriber, in one script.
 // It returns the evicted lease. Errors: *locks.HeldError matching locks.ErrStale naming
 // the current lease on a mismatch; locks.ErrNotFound when the key is free; locks.ErrInvalid
 // without a reason or without exactly one of fence and holder; locks.ErrUnavailable or the

@@ -518,3 +518,77 @@ func typeName(v any) string {
 	}
 	return "other"
 }
+
+// A release wakes only the driver whose waiter is next in line; a forced release wakes all.
+func TestReleaseWakesOnlyTheNextWaiter(t *testing.T) {
+	ctx := t.Context()
+	srv := redistest.Start(t)
+	holder := newTestDriver(t, srv, Options{})
+	first := newTestDriver(t, srv, Options{})
+	second := newTestDriver(t, srv, Options{})
+	const key, marker = "coolify:next", "coolify:marker"
+
+	subscribe := func(d *Driver, key string) locks.Subscription {
+		t.Helper()
+		s, err := d.Subscribe(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	firstSub, secondSub := subscribe(first, key), subscribe(second, key)
+	secondMarker := subscribe(second, marker)
+	receive := func(s locks.Subscription, what string) {
+		t.Helper()
+		select {
+		case <-s.C():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no signal within 5s", what)
+		}
+	}
+
+	h := grant(key, "h#1/x")
+	if _, err := holder.TryAcquire(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	w1 := locks.Grant{Key: key, Token: "t1", Holder: "w#1/x", TTL: time.Minute, Ticket: "q1", TicketDeadline: deadline}
+	w2 := locks.Grant{Key: key, Token: "t2", Holder: "w#2/x", TTL: time.Minute, Ticket: "q2", TicketDeadline: deadline}
+	if _, err := first.TryAcquire(ctx, w1); !errors.Is(err, locks.ErrHeld) {
+		t.Fatalf("first waiter: got %v, want ErrHeld", err)
+	}
+	if _, err := second.TryAcquire(ctx, w2); !errors.Is(err, locks.ErrHeld) {
+		t.Fatalf("second waiter: got %v, want ErrHeld", err)
+	}
+
+	if err := holder.Release(ctx, key, h.Token); err != nil {
+		t.Fatal(err)
+	}
+	receive(firstSub, "the next waiter's driver")
+	// Messages on one connection arrive in order: once the marker's signal is in, the
+	// release has been handled by the second driver too.
+	m := grant(marker, "m#1/x")
+	if _, err := holder.TryAcquire(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Release(ctx, marker, m.Token); err != nil {
+		t.Fatal(err)
+	}
+	receive(secondMarker, "marker")
+	select {
+	case <-secondSub.C():
+		t.Fatal("a release woke a driver whose waiter was not next")
+	default:
+	}
+
+	// The first waiter takes the key and is force-released: everyone hears that.
+	if _, err := first.TryAcquire(ctx, w1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.ForceRelease(ctx, locks.ForceRequest{Key: key, Holder: "w#1/x", Reason: "test", LockDelay: -1}); err != nil {
+		t.Fatal(err)
+	}
+	receive(secondSub, "forced release")
+	receive(firstSub, "forced release, holder's driver")
+}

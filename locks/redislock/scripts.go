@@ -119,25 +119,41 @@ redis.call('HSET', KEYS[1], 'exp', exp)
 return {1, exp}
 `)
 
-// releaseScript clears the lease only if token holds it, and wakes the waiters. A lease
-// past its expiry is not held: releasing it changes nothing.
+// luaWake publishes a release: the payload names the waiter at the head of the queue, so
+// that only the driver that queued it wakes its subscribers, or is empty (wake everyone)
+// when the queue is empty or its head has passed its deadline (their attempts drop it).
 //
-// KEYS: lock
+// KEYS[2], KEYS[3]: queue deadlines
+const luaWake = `
+local function wake(channel)
+  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
+  if head ~= '' then
+    local dl = redis.call('ZSCORE', KEYS[3], head)
+    if not dl or tonumber(dl) <= now then head = '' end
+  end
+  redis.call('PUBLISH', channel, head)
+end
+`
+
+// releaseScript clears the lease only if token holds it, and wakes the next waiter. A
+// lease past its expiry is not held: releasing it changes nothing.
+//
+// KEYS: lock queue deadlines
 // ARGV: token channel
 //
 // Returns 1 when released, 0 when token does not hold a live lease.
-var releaseScript = redis.NewScript(luaPrelude + `
+var releaseScript = redis.NewScript(luaPrelude + luaWake + `
 if not live or l[1] ~= ARGV[1] then return 0 end
 clear()
-redis.call('PUBLISH', ARGV[2], 'released')
+wake(ARGV[2])
 return 1
 `)
 
 // unsafeReleaseScript is the bug the fault-injection test must catch: clear the lease
 // whoever holds it now, as a DEL by name would. Only tests enable it.
-var unsafeReleaseScript = redis.NewScript(luaPrelude + `
+var unsafeReleaseScript = redis.NewScript(luaPrelude + luaWake + `
 clear()
-redis.call('PUBLISH', ARGV[2], 'released')
+wake(ARGV[2])
 return 1
 `)
 
@@ -172,7 +188,7 @@ clear()
 local delay = tonumber(ARGV[5])
 if delay > 0 then redis.call('HSET', KEYS[1], 'closed', fmt(now + delay)) end
 audit(KEYS[2], ARGV[7], 'force_release', ARGV[6], ARGV[4], ARGV[3], info)
-redis.call('PUBLISH', ARGV[8], 'released')
+redis.call('PUBLISH', ARGV[8], '') -- everyone: the holder's watch and the waiters
 return {1, info[1], info[2], info[3], info[4], info[5], info[6]}
 `)
 
@@ -205,7 +221,7 @@ if not live or l[7] ~= '1' then return 0 end
 local info = lease()
 clear()
 audit(KEYS[2], ARGV[4], 'unfreeze', ARGV[3], ARGV[1], ARGV[2], info)
-redis.call('PUBLISH', ARGV[5], 'released')
+redis.call('PUBLISH', ARGV[5], '')
 return 1
 `)
 
