@@ -59,6 +59,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) locks.Driver) {
 		{"LostWhenReplaced", s.lostWhenReplaced},
 		{"FencesIncrease", s.fencesIncrease},
 		{"FIFO", s.fifo},
+		{"QueuePlaceKept", s.queuePlaceKept},
 		{"WakeOnRelease", s.wakeOnRelease},
 		{"BudgetArithmetic", s.budgetArithmetic},
 		{"Cancellation", s.cancellation},
@@ -465,6 +466,54 @@ func (s *suite) fifo(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("grant order: got %v, want %v", got, want)
 	}
+}
+
+// queuePlaceKept: a waiter keeps its place in the queue across many fallback polls (each
+// refreshes its ticket before the ticket's deadline), ahead of a waiter that came later.
+func (s *suite) queuePlaceKept(t *testing.T) {
+	d := s.newDriver(t)
+	const poll = 150 * time.Millisecond // tickets live 3 polls
+	l := locks.New(d, locks.Options{PollInterval: poll})
+	t.Cleanup(func() { _ = l.Close() })
+	ctx, cancel := context.WithCancel(ctxT(t))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // on a failure, before waiting for the waiters
+	r := req("test:place", "p#0/holder")
+	r.TTL = time.Minute
+	holder := mustAcquire(t, l, r)
+	order := make(chan string, 2)
+	wait := func(name string) {
+		r := req("test:place", "p#1/"+name)
+		r.Owner = name
+		r.Budget = locks.Budget{Timeout: 30 * time.Second}
+		le, err := l.Acquire(ctx, r)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			order <- "error"
+			return
+		}
+		order <- name
+		if err := le.Release(ctx); err != nil {
+			t.Errorf("%s release: %v", name, err)
+		}
+	}
+	wg.Go(func() { wait("first") })
+	eventually(t, 2*time.Second, "first queued", func() bool {
+		info, err := l.Get(ctx, "test:place")
+		return err == nil && info.Waiters == 1
+	})
+	time.Sleep(8 * poll) // several ticket lifetimes
+	wg.Go(func() { wait("second") })
+	eventually(t, 2*time.Second, "second queued", func() bool {
+		info, err := l.Get(ctx, "test:place")
+		return err == nil && info.Waiters == 2
+	})
+	mustRelease(t, holder)
+	if got := []string{<-order, <-order}; !slices.Equal(got, []string{"first", "second"}) {
+		t.Errorf("grant order: got %v, want [first second]", got)
+	}
+	wg.Wait() // their releases, before cancel
 }
 
 // wakeOnRelease: with the fallback poll a minute away and the holder's TTL longer than
