@@ -88,9 +88,9 @@ type hub struct {
 	// tickets are the waiters this driver queued, by channel, with their deadlines: a
 	// release that names one of them as the next in line wakes this driver's subscribers.
 	tickets map[string]map[string]time.Time
-	closed   bool
-	stop     chan struct{} // closed by close
-	done     chan struct{} // closed when receive returns
+	closed  bool
+	stop    chan struct{} // closed by close
+	done    chan struct{} // closed when receive returns
 }
 
 // topic is one subscribed channel and its local subscribers.
