@@ -123,8 +123,8 @@ func TestBadInput(t *testing.T) {
 		{"text content type", "POST", "/v1/pipelines/demo/runs", triggerToken, `{}`, map[string]string{"Content-Type": "text/plain"}, 415, "Content-Type"},
 		{"bad idempotency key", "POST", "/v1/pipelines/demo/runs", triggerToken, `{}`, map[string]string{"Idempotency-Key": "has space"}, 400, "Idempotency-Key"},
 		{"no token", "POST", "/v1/pipelines/demo/runs", "", `{}`, nil, 401, ""},
-		{"wrong token", "POST", "/v1/pipelines/demo/runs", "not-a-token-at-all", `{}`, nil, 401, ""},
-		{"basic auth", "POST", "/v1/pipelines/demo/runs", "", `{}`, map[string]string{"Authorization": "Basic dXNlcjpwYXNz"}, 401, ""},
+		{"wrong token", "POST", "/v1/pipelines/demo/runs", "not-a-token-at-all", `{}`, nil, 403, ""},
+		{"basic auth", "POST", "/v1/pipelines/demo/runs", "", `{}`, map[string]string{"Authorization": "Basic dXNlcjpwYXNz"}, 403, ""},
 		{"read token triggers", "POST", "/v1/pipelines/demo/runs", readToken, `{}`, nil, 403, ""},
 		// plan
 		{"plan unknown pipeline", "GET", "/v1/pipelines/nope/plan", triggerToken, nil, nil, 404, "name"},
@@ -423,7 +423,7 @@ func TestPublicRead(t *testing.T) {
 	}
 	wantError(t, f.do("POST", "/v1/pipelines/demo/runs", "", `{}`), 401, "")
 	wantError(t, f.do("GET", "/v1/locks/audit", "", nil), 401, "")
-	wantError(t, f.do("GET", "/v1/runs", "wrong-token-xxxxxxxx", nil), 401, "")
+	wantError(t, f.do("GET", "/v1/runs", "wrong-token-xxxxxxxx", nil), 403, "")
 }
 
 func TestEmptyTokenDisablesRole(t *testing.T) {
@@ -431,7 +431,7 @@ func TestEmptyTokenDisablesRole(t *testing.T) {
 	// "Bearer " with nothing after it must not match the empty admin token.
 	req := request("POST", "/v1/locks/coolify:x/freeze", "", `{"message":"m","for":"1h"}`)
 	req.Header.Set("Authorization", "Bearer ")
-	wantError(t, f.serve(req), 401, "")
+	wantError(t, f.serve(req), 403, "")
 	wantError(t, f.do("POST", "/v1/locks/coolify:x/freeze", triggerToken, `{"message":"m","for":"1h"}`), 403, "")
 }
 
@@ -496,7 +496,7 @@ func TestDashboardTokenCookie(t *testing.T) {
 	if rec := f.serve(req); rec.Code != 200 || !strings.Contains(rec.Body.String(), "Recent runs") {
 		t.Fatalf("dashboard with cookie: got %d", rec.Code)
 	}
-	wantError(t, f.do("GET", "/?token=bogus-token-xxxxxxxx", "", nil), 401, "")
+	wantError(t, f.do("GET", "/?token=bogus-token-xxxxxxxx", "", nil), 403, "")
 }
 
 func TestNewServerNeedsDeps(t *testing.T) {

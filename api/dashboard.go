@@ -216,7 +216,7 @@ func (s *server) tokenCookie(next http.HandlerFunc) http.HandlerFunc {
 		probe := r.Clone(r.Context())
 		probe.Header = http.Header{"Authorization": {"Bearer " + tok}}
 		if _, _, valid := s.auth.identify(probe); !valid {
-			s.writeError(w, r, &httpError{status: http.StatusUnauthorized, code: "unauthenticated", message: "the token is not valid"})
+			s.writeError(w, r, &httpError{status: http.StatusForbidden, code: "forbidden", message: "the token is not valid for this daemon"})
 			return
 		}
 		http.SetCookie(w, &http.Cookie{

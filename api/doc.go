@@ -12,8 +12,8 @@
 //
 // Authentication is by bearer token, compared in constant time: the trigger token starts
 // and cancels runs, the admin token also force-releases and freezes locks, the read token
-// (or no token, when the config makes reads public) reads. A missing or unknown token
-// answers 401, a known token whose role does not admit the route answers 403.
+// (or no token, when the config makes reads public) reads. A missing token answers 401; a
+// wrong one (unknown, or known but its role does not admit the route) answers 403.
 //
 // Metrics is the daemon's Prometheus registry with the hooks the engine, the Locker (it is
 // a locks.Observer) and the outside-API clients report to.
