@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"testing"
@@ -779,14 +780,28 @@ func TestCancellation(t *testing.T) {
 	t.Run("during server latency", func(t *testing.T) {
 		e := setup(t, nil)
 		e.srv.SetLatency(time.Minute, time.Minute)
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		// Cancel once the request is on the wire: the server is then sitting in its latency.
+		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { cancel() }})
 		start := time.Now()
 		_, err := e.c.GetApplication(ctx, e.app.UUID)
-		wantErr(t, err, context.DeadlineExceeded)
+		wantErr(t, err, context.Canceled)
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("returned after %s", d)
 		}
+		waitFor(t, func() bool {
+			r := e.srv.Requests()
+			return len(r) == 1 && r[0].Status == 0 && r[0].Fault == "client went away during latency"
+		})
+	})
+	t.Run("with a deadline", func(t *testing.T) {
+		e := setup(t, nil)
+		e.srv.SetLatency(time.Minute, time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := e.c.Deploy(ctx, e.app.UUID, false)
+		wantErr(t, err, context.DeadlineExceeded)
 	})
 	t.Run("during retry backoff", func(t *testing.T) {
 		e := setup(t, nil, coolify.WithRetry(coolify.RetryPolicy{MaxRetries: 5, MinWait: time.Minute, MaxWait: time.Minute, MaxRetryAfter: time.Minute}))
@@ -818,8 +833,11 @@ func TestCancellation(t *testing.T) {
 		cancel()
 		wantErr(t, <-done, context.Canceled)
 		// A cancelled wait leaves the deployment alone.
-		if d, _ := e.srv.Deployment(res.DeploymentUUID); d.Status != "in_progress" {
-			t.Errorf("deployment is %q, want in_progress", d.Status)
+		if d, _ := e.srv.Deployment(res.DeploymentUUID); d.Status != "queued" && d.Status != "in_progress" {
+			t.Errorf("deployment is %q, want it still active", d.Status)
+		}
+		if n := len(e.srv.RequestsTo("POST /deployments/{uuid}/cancel")); n != 0 {
+			t.Errorf("got %d cancels, want none", n)
 		}
 	})
 }
