@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -81,6 +82,30 @@ func (s *Server) Stop() {
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
 	s.cmd = nil
+}
+
+// Pause freezes the server process (SIGSTOP): connections stay open but nothing is
+// answered, and keys whose expiry passes meanwhile are expired when it resumes, as after a
+// long stall of a real server. Resume undoes it; Stop works on a paused server too.
+func (s *Server) Pause() {
+	s.t.Helper()
+	if s.cmd == nil || s.cmd.Process == nil {
+		s.t.Fatal("redistest: Pause of a stopped server")
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatalf("redistest: pause: %v", err)
+	}
+}
+
+// Resume continues a paused server (SIGCONT) with its data intact.
+func (s *Server) Resume() {
+	s.t.Helper()
+	if s.cmd == nil || s.cmd.Process == nil {
+		s.t.Fatal("redistest: Resume of a stopped server")
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		s.t.Fatalf("redistest: resume: %v", err)
+	}
 }
 
 // Restart stops the server and starts an empty one on the same port.
