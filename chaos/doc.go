@@ -1,0 +1,12 @@
+// Package chaos holds the fault suite of the orchestrator (issue 7): end-to-end tests that
+// build the daemon, start it as real OS processes on a private redis-server, point it at the
+// fake Coolify, Flagsmith and Infisical servers of this repository, and then break things —
+// kill -9 and SIGTERM of the daemon, Redis paused past the lease TTL or restarted empty,
+// Coolify answering 5xx/429 in bursts or hanging a deployment, a concurrent Flagsmith
+// writer — and check what the promises in GUARANTEES.md say must hold.
+//
+// The ground truth of what happened to "Coolify" is the fake's request and deployment log
+// (coolifytest.Fake.Requests and Deployments); the ground truth of what the daemon claims is
+// its API (GET /v1/runs/{id}, its SSE events, GET /v1/locks). The package has no non-test
+// code: run it with `go test ./chaos/` or `make chaos`.
+package chaos

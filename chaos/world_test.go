@@ -1,0 +1,127 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/locks/redislock"
+	"github.com/deploy-orchestrator/orchestrator/runs/redisstore"
+)
+
+// Application UUIDs of the suite's fake Coolify (24 lowercase alphanumerics, like Coolify's).
+const (
+	appA = "chaosappa0000000000000001"
+	appB = "chaosappb0000000000000002"
+	appC = "chaosappc0000000000000003"
+)
+
+// world is one fault scenario's outside world: a private Redis and a fake Coolify with three
+// applications, each starting on tag v1 with BUILD=0.
+type world struct {
+	t     *testing.T
+	redis *redistest.Server
+	cf    *coolifytest.Server
+}
+
+func newWorld(t *testing.T, opts ...coolifytest.Option) *world {
+	t.Helper()
+	w := &world{t: t, redis: redistest.Start(t), cf: coolifytest.NewServer(t, opts...)}
+	for i, uuid := range []string{appA, appB, appC} {
+		name := fmt.Sprintf("svc-%c", 'a'+i)
+		w.cf.AddApplication(coolifytest.Application{UUID: uuid, Name: name, ImageName: "ghcr.io/chaos/" + name, ImageTag: "v1"})
+		w.cf.SetEnv(uuid, coolifytest.Env{Key: "BUILD", Value: coolifytest.Str("0"), IsRuntime: true, IsBuildtime: true})
+	}
+	return w
+}
+
+// env is a daemon environment on the world's Redis with pipelines from dir.
+func (w *world) env(instance, dir string) map[string]string {
+	return map[string]string{
+		"ORCH_REDIS_URL": w.redis.URL(), "ORCH_INSTANCE": instance, "ORCH_PIPELINES_DIR": dir,
+		"ORCH_STATE_DIR": w.t.TempDir(), "COOLIFY_TOKEN": w.cf.Token,
+	}
+}
+
+// svc describes one service of a pipeline written by pipelineYAML.
+type svc struct {
+	name, uuid string
+	deployTimeout string // default 60s
+}
+
+// pipelineYAML is a pipeline on the world's Coolify: each service gets the trigger's image tag
+// and BUILD=<trigger build>; extra is appended verbatim (locks, on_failure, mobile, ...).
+func (w *world) pipelineYAML(services []svc, extra string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "coolify: { url: %q, token: \"${COOLIFY_TOKEN}\" }\nservices:\n", w.cf.URL)
+	for _, s := range services {
+		dt := s.deployTimeout
+		if dt == "" {
+			dt = "60s"
+		}
+		fmt.Fprintf(&b, "  - name: %s\n    uuid: %s\n    image_tag: \"${trigger.image_tag}\"\n    deploy_timeout: %s\n", s.name, s.uuid, dt)
+		fmt.Fprintf(&b, "    env:\n      - key: BUILD\n        value: \"${trigger.build}\"\n")
+	}
+	b.WriteString(extra)
+	return b.String()
+}
+
+// store opens the run store on the world's Redis, as a daemon sees it.
+func (w *world) store() *redisstore.Store {
+	w.t.Helper()
+	client, err := redislock.NewClient(w.redis.URL())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	st := redisstore.New(client, redisstore.Options{})
+	w.t.Cleanup(func() { st.Close(); client.Close() })
+	return st
+}
+
+// locker opens a lock service on the world's Redis, as a daemon does.
+func (w *world) locker() *locks.Locker {
+	w.t.Helper()
+	client, err := redislock.NewClient(w.redis.URL())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	l := locks.New(redislock.New(client, redislock.Options{}), locks.Options{})
+	w.t.Cleanup(func() { l.Close(); client.Close() })
+	return l
+}
+
+// heldLocks lists the leases held in Redis right now (read straight from the backend, not
+// through a daemon, so a dead or stopped daemon cannot hide them).
+func (w *world) heldLocks() []locks.Info {
+	w.t.Helper()
+	infos, err := w.locker().List(context.Background(), "")
+	if err != nil {
+		w.t.Fatalf("list locks in Redis: %v", err)
+	}
+	return infos
+}
+
+// requestsOf returns the fake's requests made for run id.
+func requestsOf(cf *coolifytest.Server, id string) []coolifytest.Request {
+	var out []coolifytest.Request
+	for _, r := range cf.Requests() {
+		if r.RunID == id {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// startedDeployment reports whether the fake has a started deployment of app queued by run id.
+func startedDeployment(cf *coolifytest.Server, app, id string) (coolifytest.Deployment, bool) {
+	for _, d := range cf.Deployments(app) {
+		if d.RunID == id && !d.StartedAt.IsZero() {
+			return d, true
+		}
+	}
+	return coolifytest.Deployment{}, false
+}
