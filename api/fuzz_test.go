@@ -10,14 +10,14 @@ import (
 )
 
 // fuzzRules exercise matching and ${payload.…} expansion on whatever the fuzzer parses.
-var fuzzRules = []config.WebhookRule{
+var fuzzHook = &config.Webhook{Secret: "unused-here", Rules: []config.WebhookRule{
 	{Event: "workflow_run", Repository: "acme/*", Branch: "main", Pipeline: "prod",
 		Trigger: config.TriggerTemplate{ImageTag: "${payload.workflow_run.head_sha}", Build: "${payload.workflow_run.run_number}"}},
 	{Event: "pipeline", Pipeline: "web", Trigger: config.TriggerTemplate{
 		ImageTag: "${payload.object_attributes.sha}", Params: map[string]string{"stage": "${payload.builds.0.stage}"}}},
 	{Event: "push", Branch: "release/*", Pipeline: "demo", Trigger: config.TriggerTemplate{Commit: "$${literal}${payload.after}"}},
 	{Pipeline: "catch-all"},
-}
+}}
 
 // is4xx reports whether err answers with a client error.
 func is4xx(err error) bool {
@@ -76,11 +76,11 @@ func FuzzWebhookDelivery(f *testing.F) {
 		if ev.Ignore != "" {
 			return
 		}
-		i, rule := matchRule(fuzzRules, ev)
+		i, rule := matchRule(fuzzHook, ev)
 		if rule == nil {
 			t.Fatalf("the catch-all rule did not match %+v", ev)
 		}
-		tr, err := ruleTrigger(i, rule, ev)
+		tr, err := ruleTrigger(i, rule, ev, body)
 		if err != nil {
 			var he *httpError
 			if !errors.As(err, &he) || he.status != http.StatusUnprocessableEntity {

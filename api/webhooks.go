@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -133,14 +132,14 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 		log.InfoContext(r.Context(), "webhook ignored", slog.String(keyReason, ev.Ignore))
 		return webhookResponse{Status: "ignored", Reason: ev.Ignore}, http.StatusAccepted, nil
 	}
-	i, rule := matchRule(hook.Rules, ev)
+	i, rule := matchRule(hook, ev)
 	if rule == nil {
 		reason := fmt.Sprintf("no rule matches event=%q repository=%q branch=%q workflow=%q",
 			ev.Event, ev.Repository, ev.Branch, ev.Workflow)
 		log.InfoContext(r.Context(), "webhook unmapped", slog.String(keyReason, reason))
 		return webhookResponse{Status: "unmapped", Reason: reason}, http.StatusAccepted, nil
 	}
-	t, err := ruleTrigger(i, rule, ev)
+	t, err := ruleTrigger(i, rule, ev, body)
 	if err != nil {
 		return webhookResponse{}, 0, err
 	}
@@ -451,62 +450,49 @@ func parseGeneric(body []byte, payload any) (ciEvent, error) {
 		Trigger: runs.Trigger{Build: p.Build, ImageTag: p.ImageTag, Commit: p.Commit, AppVersion: p.AppVersion, Params: p.Params}}, nil
 }
 
-// matchRule returns the first rule that matches ev, and its index; nil when none does. Empty
-// rule fields match anything; the others are path.Match globs.
-func matchRule(rules []config.WebhookRule, ev ciEvent) (int, *config.WebhookRule) {
-	for i := range rules {
-		r := &rules[i]
-		if globMatch(r.Event, ev.Event) && globMatch(r.Repository, ev.Repository) &&
-			globMatch(r.Branch, ev.Branch) && globMatch(r.Workflow, ev.Workflow) {
-			return i, r
+// matchRule returns the first of the hook's rules that matches ev (config.Webhook.Match) and
+// its index; nil when none does.
+func matchRule(hook *config.Webhook, ev ciEvent) (int, *config.WebhookRule) {
+	rule, ok := hook.Match(config.Event{Repository: ev.Repository, Branch: ev.Branch, Workflow: ev.Workflow, Event: ev.Event})
+	if !ok {
+		return -1, nil
+	}
+	for i := range hook.Rules {
+		if &hook.Rules[i] == rule {
+			return i, rule
 		}
 	}
-	return -1, nil
+	return -1, rule
 }
 
-func globMatch(pattern, v string) bool {
-	if pattern == "" {
-		return true
+// ruleTrigger builds the run's trigger: the event's defaults, overridden by the values of the
+// rule's template (config.WebhookRule.TriggerFor fills its ${payload.…} references from the
+// body). The result passes the same validation as a trigger sent to the API; a rule that
+// yields an invalid trigger answers 422 naming the rule's field.
+func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent, body []byte) (runs.Trigger, error) {
+	field := func(name string) string { return fmt.Sprintf("webhooks rules[%d].%s", i, name) }
+	tt, err := rule.TriggerFor(body)
+	if err != nil {
+		var ps config.Problems
+		if errors.As(err, &ps) && len(ps) > 0 {
+			return runs.Trigger{}, unprocessable(field(ps[0].Field), errors.New(ps[0].Message))
+		}
+		return runs.Trigger{}, unprocessable(field("trigger"), err)
 	}
-	ok, err := path.Match(pattern, v)
-	return err == nil && ok
-}
-
-// ruleTrigger builds the run's trigger: the event's defaults, overridden by the rule's
-// template values with ${payload.…} filled from the delivery. The result passes the same
-// validation as a trigger sent to the API; a rule that yields an invalid trigger answers 422.
-func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent) (runs.Trigger, error) {
 	t := ev.Trigger
-	field := func(name string) string { return fmt.Sprintf("webhooks rules[%d].trigger.%s", i, name) }
-	for _, f := range []struct {
-		name string
-		tmpl string
-		dst  *string
-	}{
-		{"build", rule.Trigger.Build, &t.Build},
-		{"image_tag", rule.Trigger.ImageTag, &t.ImageTag},
-		{"commit", rule.Trigger.Commit, &t.Commit},
-		{"app_version", rule.Trigger.AppVersion, &t.AppVersion},
+	for _, f := range []struct{ v, dst *string }{
+		{&tt.Build, &t.Build}, {&tt.ImageTag, &t.ImageTag}, {&tt.Commit, &t.Commit}, {&tt.AppVersion, &t.AppVersion},
 	} {
-		if f.tmpl == "" {
-			continue
+		if *f.v != "" {
+			*f.dst = *f.v
 		}
-		v, err := expandPayload(f.tmpl, ev.Payload)
-		if err != nil {
-			return runs.Trigger{}, unprocessable(field(f.name), err)
-		}
-		*f.dst = v
 	}
-	if len(rule.Trigger.Params) > 0 {
-		params := make(map[string]string, len(t.Params)+len(rule.Trigger.Params))
+	if len(tt.Params) > 0 {
+		params := make(map[string]string, len(t.Params)+len(tt.Params))
 		for k, v := range t.Params {
 			params[k] = v
 		}
-		for k, tmpl := range rule.Trigger.Params {
-			v, err := expandPayload(tmpl, ev.Payload)
-			if err != nil {
-				return runs.Trigger{}, unprocessable(field("params."+k), err)
-			}
+		for k, v := range tt.Params {
 			params[k] = v
 		}
 		t.Params = params
@@ -515,7 +501,7 @@ func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent) (runs.Trigger, err
 	if err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {
-			return runs.Trigger{}, unprocessable(field(fe.Field), errors.New(fe.Reason))
+			return runs.Trigger{}, unprocessable(field("trigger."+fe.Field), errors.New(fe.Reason))
 		}
 		return runs.Trigger{}, err
 	}
@@ -525,71 +511,4 @@ func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent) (runs.Trigger, err
 func unprocessable(field string, err error) error {
 	return &httpError{status: http.StatusUnprocessableEntity, code: "invalid_trigger", field: field,
 		message: fmt.Sprintf("the matching rule yields an invalid %s: %v", field, err)}
-}
-
-// expandPayload fills ${payload.a.b} references in tmpl from the decoded delivery; "$${" is a
-// literal "${". Objects are walked by key and arrays by index; the value must be a string,
-// number or boolean.
-func expandPayload(tmpl string, payload any) (string, error) {
-	var b strings.Builder
-	for i := 0; i < len(tmpl); {
-		switch {
-		case strings.HasPrefix(tmpl[i:], "$${"):
-			b.WriteString("${")
-			i += 3
-		case strings.HasPrefix(tmpl[i:], "${"):
-			end := strings.IndexByte(tmpl[i+2:], '}')
-			if end < 0 {
-				return "", errors.New("unterminated ${")
-			}
-			ref := tmpl[i+2 : i+2+end]
-			v, err := lookupPayload(ref, payload)
-			if err != nil {
-				return "", err
-			}
-			b.WriteString(v)
-			i += 2 + end + 1
-		default:
-			b.WriteByte(tmpl[i])
-			i++
-		}
-	}
-	return b.String(), nil
-}
-
-func lookupPayload(ref string, payload any) (string, error) {
-	p, ok := strings.CutPrefix(ref, "payload.")
-	if !ok {
-		return "", fmt.Errorf("${%s} is not a payload reference", truncate(ref, 64))
-	}
-	cur := payload
-	for seg := range strings.SplitSeq(p, ".") {
-		switch c := cur.(type) {
-		case map[string]any:
-			v, ok := c[seg]
-			if !ok {
-				return "", fmt.Errorf("the payload has no %s", truncate(p, 64))
-			}
-			cur = v
-		case []any:
-			n, err := strconv.Atoi(seg)
-			if err != nil || n < 0 || n >= len(c) {
-				return "", fmt.Errorf("the payload has no %s", truncate(p, 64))
-			}
-			cur = c[n]
-		default:
-			return "", fmt.Errorf("the payload has no %s", truncate(p, 64))
-		}
-	}
-	switch v := cur.(type) {
-	case string:
-		return v, nil
-	case json.Number:
-		return v.String(), nil
-	case bool:
-		return strconv.FormatBool(v), nil
-	case nil:
-		return "", fmt.Errorf("the payload's %s is null", truncate(p, 64))
-	}
-	return "", fmt.Errorf("the payload's %s is not a string, number or boolean", truncate(p, 64))
 }
