@@ -26,7 +26,13 @@ local l = redis.call('HMGET', KEYS[1], 'tok', 'holder', 'fence', 'acq', 'exp', '
 local live = l[1] and l[1] ~= '' and tonumber(l[5] or '0') > now
 local closed = tonumber(l[8] or '0')
 local function lease() return {l[2] or '', l[3] or '', l[4] or '', l[5] or '', l[6] or '', l[7] or ''} end
-local function clear() redis.call('HDEL', KEYS[1], 'tok', 'holder', 'acq', 'exp', 'msg', 'frozen') end
+local function clear() redis.call('HSET', KEYS[1], 'tok', '') end
+`
+
+// luaNow is the prelude of the scripts on the hot path, which read only what they need.
+const luaNow = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `
 
 // luaGrant writes a new lease. The fence never goes below the server's clock in
@@ -112,9 +118,10 @@ return grant(token, ARGV[2], ARGV[3], ARGV[4], '0')
 // ARGV: token ttl_ms
 //
 // Returns {1, expires_ms}, or {0} when token does not hold a live lease.
-var renewScript = redis.NewScript(luaPrelude + `
-if not live or l[1] ~= ARGV[1] then return {0} end
-local exp = fmt(now + tonumber(ARGV[2]))
+var renewScript = redis.NewScript(luaNow + `
+local l = redis.call('HMGET', KEYS[1], 'tok', 'exp')
+if l[1] ~= ARGV[1] or tonumber(l[2] or '0') <= now then return {0} end
+local exp = string.format('%d', now + tonumber(ARGV[2]))
 redis.call('HSET', KEYS[1], 'exp', exp)
 return {1, exp}
 `)
@@ -142,17 +149,18 @@ end
 // ARGV: token channel
 //
 // Returns 1 when released, 0 when token does not hold a live lease.
-var releaseScript = redis.NewScript(luaPrelude + luaWake + `
-if not live or l[1] ~= ARGV[1] then return 0 end
-clear()
+var releaseScript = redis.NewScript(luaNow + luaWake + `
+local l = redis.call('HMGET', KEYS[1], 'tok', 'exp')
+if l[1] ~= ARGV[1] or tonumber(l[2] or '0') <= now then return 0 end
+redis.call('HSET', KEYS[1], 'tok', '')
 wake(ARGV[2])
 return 1
 `)
 
 // unsafeReleaseScript is the bug the fault-injection test must catch: clear the lease
 // whoever holds it now, as a DEL by name would. Only tests enable it.
-var unsafeReleaseScript = redis.NewScript(luaPrelude + luaWake + `
-clear()
+var unsafeReleaseScript = redis.NewScript(luaNow + luaWake + `
+redis.call('HSET', KEYS[1], 'tok', '')
 wake(ARGV[2])
 return 1
 `)
