@@ -268,6 +268,9 @@ type Fault struct {
 	// Method and Route select the requests ("" matches any); Route is a template below /api/v1
 	// such as "/deploy" or "/applications/{uuid}/envs/bulk".
 	Method, Route string
+	// UUID, when set, narrows the match to requests about that resource: the {uuid} of the
+	// path, or the uuid parameter of POST /deploy.
+	UUID string
 	// Status is the answer's status, or [DropConnection] to reset the connection instead.
 	Status int
 	// Message is the answer's "message" (default: the status text).

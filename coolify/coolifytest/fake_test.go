@@ -529,6 +529,14 @@ func TestFaultKnobs(t *testing.T) {
 		t.Errorf("a fault before the handler changed the tag to %q", a.ImageTag)
 	}
 	wantStatus(t, h.do("PATCH", "/applications/"+app.UUID, map[string]any{"docker_registry_image_tag": "v2"}), 200)
+	// UUID narrows to one resource, on the path or in /deploy's query.
+	other := h.srv.AddApplication(coolifytest.Application{Name: "other"})
+	h.srv.FailNext(1, coolifytest.Fault{UUID: other.UUID, Status: 502})
+	h.srv.FailNext(1, coolifytest.Fault{Route: "/deploy", UUID: app.UUID, Status: 504})
+	wantStatus(t, h.do("GET", "/applications/"+app.UUID, nil), 200)
+	wantStatus(t, h.do("POST", "/deploy?uuid="+other.UUID, nil), 502)
+	wantStatus(t, h.do("POST", "/deploy?uuid="+other.UUID, nil), 200)
+	wantStatus(t, h.do("POST", "/deploy?uuid="+app.UUID, nil), 504)
 	// AfterEffect: the change is made, the caller hears an error.
 	h.srv.FailNext(1, coolifytest.Fault{Route: "/applications/{uuid}", Status: 500, AfterEffect: true})
 	wantStatus(t, h.do("PATCH", "/applications/"+app.UUID, map[string]any{"docker_registry_image_tag": "v3"}), 500)

@@ -121,7 +121,11 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request, method, tmpl, abili
 			return
 		}
 	}
-	fl := f.takeFault(method, tmpl)
+	uuid := r.PathValue("uuid")
+	if uuid == "" {
+		uuid = r.URL.Query().Get("uuid")
+	}
+	fl := f.takeFault(method, tmpl, uuid)
 	if fl != nil && !fl.AfterEffect {
 		f.writeFault(w, fl, rec)
 		return
@@ -207,11 +211,12 @@ func (f *Fake) latencyFor(method, tmpl string) time.Duration {
 	return 0
 }
 
-func (f *Fake) takeFault(method, tmpl string) *Fault {
+func (f *Fake) takeFault(method, tmpl, uuid string) *Fault {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, fl := range f.faults {
-		if fl.left > 0 && (fl.Method == "" || fl.Method == method) && (fl.Route == "" || fl.Route == tmpl) {
+		if fl.left > 0 && (fl.Method == "" || fl.Method == method) && (fl.Route == "" || fl.Route == tmpl) &&
+			(fl.UUID == "" || fl.UUID == uuid) {
 			fl.left--
 			out := fl.Fault
 			if fl.left == 0 {
