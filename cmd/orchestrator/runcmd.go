@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -47,34 +46,54 @@ func (t *triggerFlags) trigger(by string) (runs.Trigger, error) {
 	return out, nil
 }
 
-// local is what run and plan need: the daemon config (for the backend), the pipelines and a
-// logger.
-type local struct {
-	d         *config.Daemon
-	pipelines map[string]*config.Pipeline
-	log       *slog.Logger
+// localCmd holds the flags of the commands that run the engine in this process (run, plan).
+type localCmd struct {
+	cfgPath, file *string
+	trigger       *triggerFlags
 }
 
-func loadLocal(c *cli, fs *pflag.FlagSet, cfgPath string, pipelineFile string) (*local, error) {
-	d, err := config.LoadDaemon(cfgPath, c.getenv, fs)
+func addLocalFlags(c *cli, fs *pflag.FlagSet) *localCmd {
+	lc := &localCmd{
+		cfgPath: fs.String("config", c.getenv("ORCH_CONFIG"), "daemon config file (env ORCH_CONFIG)"),
+		file:    fs.StringP("file", "f", "", "pipeline file to use instead of the pipelines directory"),
+		trigger: addTriggerFlags(fs),
+	}
+	config.AddFlags(fs)
+	return lc
+}
+
+// engine loads the daemon config (for the backend) and the pipelines, opens the backend and
+// builds an engine owned by instance. The caller closes the backends.
+func (lc *localCmd) engine(ctx context.Context, c *cli, fs *pflag.FlagSet, instance string) (*phases.Engine, *backends, error) {
+	d, err := config.LoadDaemon(*lc.cfgPath, c.getenv, fs)
 	if err != nil {
-		return nil, fmt.Errorf("daemon config:\n%w", err)
+		return nil, nil, fmt.Errorf("daemon config:\n%w", err)
 	}
 	log, err := newLogger(c.stderr, orDefault(d.Log.Level, "warn"), "text")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var ps map[string]*config.Pipeline
-	if pipelineFile != "" {
-		p, err := config.LoadPipelineFile(pipelineFile, c.getenv)
+	if *lc.file != "" {
+		p, err := config.LoadPipelineFile(*lc.file, c.getenv)
 		if err != nil {
-			return nil, fmt.Errorf("pipeline file:\n%w", err)
+			return nil, nil, fmt.Errorf("pipeline file:\n%w", err)
 		}
 		ps = map[string]*config.Pipeline{p.Name: p}
 	} else if ps, err = config.LoadPipelines(d.PipelinesDir, c.getenv); err != nil {
-		return nil, fmt.Errorf("pipelines in %s:\n%w", d.PipelinesDir, err)
+		return nil, nil, fmt.Errorf("pipelines in %s:\n%w", d.PipelinesDir, err)
 	}
-	return &local{d: d, pipelines: ps, log: log}, nil
+	b, err := openBackends(ctx, d.RedisURL.Reveal(), d.StateDir, log, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	eng, err := newEngine(b, engineConfig{pipelines: ps, getenv: c.getenv, log: log, instance: instance,
+		clients: newClients(log, nil, 0)})
+	if err != nil {
+		b.Close()
+		return nil, nil, err
+	}
+	return eng, b, nil
 }
 
 func cmdRun(ctx context.Context, c *cli, args []string) error {
@@ -83,35 +102,23 @@ func cmdRun(ctx context.Context, c *cli, args []string) error {
 			"(Redis when ORCH_REDIS_URL is set, else the state dir), and shows its progress. The exit\n"+
 			"code is 0 only when the run succeeds. Ctrl-C cancels it: it stops at the next safe point\n"+
 			"and puts back what it changed.")
-	cfgPath := fs.String("config", c.getenv("ORCH_CONFIG"), "daemon config file (env ORCH_CONFIG)")
-	file := fs.StringP("file", "f", "", "pipeline file to use instead of the pipelines directory")
-	tf := addTriggerFlags(fs)
-	config.AddFlags(fs)
+	lc := addLocalFlags(c, fs)
 	if done, err := parse(fs, args); done {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usageError("run: want one PIPELINE argument (see --help)")
 	}
-	l, err := loadLocal(c, fs, *cfgPath, *file)
+	t, err := lc.trigger.trigger("cli:" + userName(c.getenv))
 	if err != nil {
 		return err
 	}
-	t, err := tf.trigger("cli:" + userName(c.getenv))
-	if err != nil {
-		return err
-	}
-	b, err := openBackends(ctx, l.d.RedisURL.Reveal(), l.d.StateDir, l.log, nil)
+	host, _ := os.Hostname()
+	eng, b, err := lc.engine(ctx, c, fs, fmt.Sprintf("cli/%s/%d", host, os.Getpid()))
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	host, _ := os.Hostname()
-	eng, err := newEngine(b, engineConfig{pipelines: l.pipelines, getenv: c.getenv, log: l.log,
-		instance: fmt.Sprintf("cli/%s/%d", host, os.Getpid()), clients: newClients(l.log, nil, 0)})
-	if err != nil {
-		return err
-	}
 	r, _, err := eng.Submit(context.WithoutCancel(ctx), fs.Arg(0), t)
 	if err != nil {
 		return err
@@ -143,35 +150,23 @@ func cmdPlan(ctx context.Context, c *cli, args []string) error {
 		"Shows what a run of PIPELINE with these parameters would change in Coolify (env keys and\n"+
 			"image tags; values are never shown), which locks it would take and who holds them now.\n"+
 			"Nothing is written and no lock is taken.")
-	cfgPath := fs.String("config", c.getenv("ORCH_CONFIG"), "daemon config file (env ORCH_CONFIG)")
-	file := fs.StringP("file", "f", "", "pipeline file to use instead of the pipelines directory")
 	asJSON := fs.Bool("json", false, "print JSON")
-	tf := addTriggerFlags(fs)
-	config.AddFlags(fs)
+	lc := addLocalFlags(c, fs)
 	if done, err := parse(fs, args); done {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usageError("plan: want one PIPELINE argument (see --help)")
 	}
-	l, err := loadLocal(c, fs, *cfgPath, *file)
+	t, err := lc.trigger.trigger("cli:plan")
 	if err != nil {
 		return err
 	}
-	t, err := tf.trigger("cli:plan")
-	if err != nil {
-		return err
-	}
-	b, err := openBackends(ctx, l.d.RedisURL.Reveal(), l.d.StateDir, l.log, nil)
+	eng, b, err := lc.engine(ctx, c, fs, "cli/plan")
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	eng, err := newEngine(b, engineConfig{pipelines: l.pipelines, getenv: c.getenv, log: l.log,
-		instance: "cli/plan", clients: newClients(l.log, nil, 0)})
-	if err != nil {
-		return err
-	}
 	plan, err := eng.Plan(ctx, fs.Arg(0), t)
 	if err != nil {
 		return err
