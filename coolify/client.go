@@ -95,7 +95,8 @@ var DefaultRetryPolicy = RetryPolicy{
 	MaxRetryAfter: 60 * time.Second,
 }
 
-// Default poll interval of [Client.WaitDeployment].
+// DefaultPollInterval is how often [Client.WaitDeployment] and [Client.WaitService] poll
+// unless [WithPollInterval] says otherwise.
 const DefaultPollInterval = 2 * time.Second
 
 // Client talks to one Coolify instance with one API token. It is safe for concurrent use.
@@ -121,8 +122,15 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.httpc =
 // WithRetry sets the retry budget of every call.
 func WithRetry(p RetryPolicy) Option { return func(c *Client) { c.retry = p } }
 
-// WithLogger sets the logger for debug records of attempts and retries. Default: discard.
-func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.logger = l } }
+// WithLogger sets the logger for debug records of attempts and retries. Default (and nil):
+// discard.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *Client) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
 
 // WithVersion sets the version in the `User-Agent: orchestrator/<version>` header. Default "dev".
 func WithVersion(v string) Option {
@@ -132,8 +140,15 @@ func WithVersion(v string) Option {
 // WithMetrics registers fn to be told about every HTTP attempt.
 func WithMetrics(fn MetricsFunc) Option { return func(c *Client) { c.metrics = fn } }
 
-// WithPollInterval sets how often [Client.WaitDeployment] polls. Default [DefaultPollInterval].
-func WithPollInterval(d time.Duration) Option { return func(c *Client) { c.poll = d } }
+// WithPollInterval sets how often [Client.WaitDeployment] and [Client.WaitService] poll.
+// Default (and for d <= 0): [DefaultPollInterval].
+func WithPollInterval(d time.Duration) Option {
+	return func(c *Client) {
+		if d > 0 {
+			c.poll = d
+		}
+	}
+}
 
 // New returns a client for the Coolify instance at baseURL (e.g. "https://coolify.example.com";
 // the client appends "/api/v1") authenticating with token (the whole "<id>|<secret>" string).
