@@ -46,6 +46,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 )
 
 // System is the name this client reports to a [MetricsFunc].
@@ -53,8 +55,8 @@ const System = "coolify"
 
 // Headers every request made under [WithTrace] carries.
 const (
-	HeaderRun   = "X-Orchestrator-Run"
-	HeaderFence = "X-Orchestrator-Fence"
+	HeaderRun   = trace.HeaderRun
+	HeaderFence = trace.HeaderFence
 )
 
 // Log attribute keys used by this package.
@@ -207,24 +209,15 @@ func (c *Client) BaseURL() string {
 	return c.base.String()
 }
 
-type traceKey struct{}
-
-type trace struct {
-	runID string
-	fence int64
-}
-
 // WithTrace returns a context under which every request carries `X-Orchestrator-Run: runID` and
 // `X-Orchestrator-Fence: fence` (the fence of the lease the run acts under; 0 omits the header).
+// The same context traces Flagsmith requests too (internal/trace).
 func WithTrace(ctx context.Context, runID string, fence int64) context.Context {
-	return context.WithValue(ctx, traceKey{}, trace{runID: runID, fence: fence})
+	return trace.With(ctx, runID, fence)
 }
 
 // TraceFrom returns the run ID and fence attached by [WithTrace], and whether there were any.
-func TraceFrom(ctx context.Context) (runID string, fence int64, ok bool) {
-	t, ok := ctx.Value(traceKey{}).(trace)
-	return t.runID, t.fence, ok
-}
+func TraceFrom(ctx context.Context) (runID string, fence int64, ok bool) { return trace.From(ctx) }
 
 type routeKey struct{}
 
@@ -301,15 +294,7 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 	if !k.noAuth {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	runID, fence, traced := TraceFrom(ctx)
-	if traced {
-		if runID != "" {
-			req.Header.Set(HeaderRun, runID)
-		}
-		if fence != 0 {
-			req.Header.Set(HeaderFence, strconv.FormatInt(fence, 10))
-		}
-	}
+	trace.SetHeaders(ctx, req.Header)
 
 	resp, err := c.rc.Do(req)
 	if err != nil {
@@ -334,7 +319,7 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 		slog.String(logKeyMethod, k.method), slog.String(logKeyRoute, k.route),
 		slog.String(logKeyPath, fullPath), slog.Int(logKeyStatus, resp.StatusCode),
 	}
-	if traced {
+	if runID, fence, traced := trace.From(ctx); traced {
 		attrs = append(attrs, slog.String(logKeyRunID, runID), slog.Int64(logKeyFence, fence))
 	}
 	c.logger.LogAttrs(ctx, slog.LevelDebug, "coolify request", attrs...)

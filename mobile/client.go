@@ -30,12 +30,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 )
 
 // Headers that tie a request to the run and the lease it was made under (see WithTrace).
 const (
-	HeaderRun   = "X-Orchestrator-Run"
-	HeaderFence = "X-Orchestrator-Fence"
+	HeaderRun   = trace.HeaderRun
+	HeaderFence = trace.HeaderFence
 )
 
 // slog attribute keys.
@@ -237,25 +239,12 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-type traceKey struct{}
-
-type trace struct {
-	runID string
-	fence int64
-}
-
 // WithTrace returns a context whose Flagsmith requests carry X-Orchestrator-Run: runID and
 // X-Orchestrator-Fence: fence (each only when set), so a write can be traced to the run and
-// the lease it was made under. It mirrors coolify.WithTrace (same headers, same rules); the
-// two are separate so that mobile does not import coolify. Step.Run sets it itself, with
-// the fence of the mobile lease.
+// the lease it was made under. It is the same trace as coolify.WithTrace (internal/trace).
+// Step.Run sets it itself, with the fence of the mobile lease.
 func WithTrace(ctx context.Context, runID string, fence int64) context.Context {
-	return context.WithValue(ctx, traceKey{}, trace{runID: runID, fence: fence})
-}
-
-func traceFrom(ctx context.Context) trace {
-	t, _ := ctx.Value(traceKey{}).(trace)
-	return t
+	return trace.With(ctx, runID, fence)
 }
 
 // do sends one API call and decodes a 2xx JSON answer into out (when not nil). path is the
@@ -286,14 +275,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if raw != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if t := traceFrom(ctx); t.runID != "" || t.fence != 0 {
-		if t.runID != "" {
-			req.Header.Set(HeaderRun, t.runID)
-		}
-		if t.fence != 0 {
-			req.Header.Set(HeaderFence, strconv.FormatInt(t.fence, 10))
-		}
-	}
+	trace.SetHeaders(ctx, req.Header)
 	resp, err := c.rc.Do(req)
 	if err != nil {
 		// Transport errors from net/http name the URL, which never holds the API key.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 )
 
@@ -176,7 +177,7 @@ func (s *Step) Run(ctx context.Context, r Request) (Result, error) {
 	lctx, cancel := lease.Context(ctx)
 	runID := r.RunID
 	if runID == "" {
-		runID = traceFrom(ctx).runID
+		runID, _, _ = trace.From(ctx)
 	}
 	lctx = WithTrace(lctx, runID, res.Fence)
 	err = s.rmw(lctx, r, &res)
