@@ -33,7 +33,7 @@ type store interface {
 
 // harness is one engine over real backends and a fake Coolify.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	coolify *coolifytest.Server // nil in a child process, which uses the parent's
 	// coolifyURL and coolifyToken address the fake Coolify.
 	coolifyURL, coolifyToken string
@@ -70,7 +70,7 @@ func newHarness(t *testing.T, opts ...coolifytest.Option) *harness {
 	return newHarnessOn(t, "sqlite", opts...)
 }
 
-func newHarnessOn(t *testing.T, backend string, opts ...coolifytest.Option) *harness {
+func newHarnessOn(t testing.TB, backend string, opts ...coolifytest.Option) *harness {
 	t.Helper()
 	h := &harness{t: t, dir: t.TempDir(), env: map[string]string{"ORCH_SECRET_SENTRY_DSN": "sentry-secret-value-123"}, backend: backend}
 	h.coolify = coolifytest.NewServer(t, opts...)

@@ -1,0 +1,171 @@
+package phases_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// Run them with, e.g.:
+//
+//	go test -bench . -run '^$' -benchtime 3x ./phases
+//
+// Both benchmarks drive the real engine (harness_test.go) over the real lock and run-store
+// backends and the fake Coolify on a loopback port, once per backend.
+
+// BenchmarkOverhead100 runs a pipeline of 100 services on a fake Coolify that answers at once
+// and whose deployments take no time, and reports the orchestrator's overhead per service per
+// phase:
+//
+//	overhead = (run wall time − time inside Coolify calls) / (2 phases × 100 services)
+//
+// The run wall time goes from Submit to the end of Wait (the run stored as ended). The time
+// inside Coolify calls is the union of the [Start, End] intervals of the requests the fake
+// logged, as the fake saw them (arrival to response written). Everything else is counted as
+// overhead: locks, run-store writes and events, diffing, and the client's side of each HTTP
+// exchange (encoding, the loopback round trip, decoding). The goal is under 5 ms.
+//
+// Each iteration is a new build with a new image tag, so Phase 1 really writes the tag and an
+// env var of every service and Phase 2 really deploys all of them.
+func BenchmarkOverhead100(b *testing.B) {
+	for _, backend := range backends {
+		b.Run(backend, func(b *testing.B) {
+			const n = 100
+			h := newHarnessOn(b, backend, coolifytest.WithTiming(coolifytest.Timing{}), coolifytest.WithConcurrentBuilds(n))
+			h.start(benchPipeline(h, "bench", n))
+			var overhead, inCoolify time.Duration
+			var calls int
+			for i := 0; b.Loop(); i++ {
+				h.coolify.ResetRequests()
+				wall := benchRun(b, h, "bench", i, n)
+				reqs := h.coolify.Requests()
+				busy := busyTime(reqs)
+				overhead += wall - busy
+				inCoolify += busy
+				calls += len(reqs)
+			}
+			iters := float64(b.N)
+			b.ReportMetric(float64(overhead.Microseconds())/1000/iters/(2*n), "ms/service/phase")
+			b.ReportMetric(float64(inCoolify.Microseconds())/1000/iters/(2*n), "coolify-ms/service/phase")
+			b.ReportMetric(float64(calls)/iters/n, "calls/service")
+		})
+	}
+}
+
+// BenchmarkMakespan20 runs a pipeline of 20 services on a fake Coolify that takes 50 ms to
+// answer every call (deployments themselves take no time) and reports the run's makespan
+// (Submit to the end of Wait) against the sum of the calls the engine cannot avoid, each
+// 50 ms. The goal is a ratio within 1.05.
+//
+// The unavoidable calls are what DESIGN.md asks of each service (services one at a time,
+// under their lock, so the calls cannot overlap):
+//
+//	Phase 1: read the env vars and the application (snapshot and diff), write the env vars
+//	         that differ, write the image tag, read both back (verify)              6 calls
+//	Phase 2: read the application and the env vars (does it still carry this run's
+//	         sync?), list active deployments (Coolify drops a deploy while one is
+//	         queued or running), deploy, read the deployment until it ends            5 calls
+//
+// so 11 × 50 ms per service. Calls the engine makes beyond these (retries, extra polls) count
+// against it in the makespan; calls/service reports how many it made.
+func BenchmarkMakespan20(b *testing.B) {
+	const (
+		n           = 20
+		perCall     = 50 * time.Millisecond
+		unavoidable = 11 // calls per service, see above
+	)
+	for _, backend := range backends {
+		b.Run(backend, func(b *testing.B) {
+			h := newHarnessOn(b, backend, coolifytest.WithTiming(coolifytest.Timing{}), coolifytest.WithConcurrentBuilds(n))
+			h.coolify.SetLatency(perCall, perCall)
+			h.start(benchPipeline(h, "bench", n))
+			var makespan time.Duration
+			var calls int
+			for i := 0; b.Loop(); i++ {
+				h.coolify.ResetRequests()
+				makespan += benchRun(b, h, "bench", i, n)
+				calls += len(h.coolify.Requests())
+			}
+			iters := float64(b.N)
+			mean := float64(makespan.Microseconds()) / 1000 / iters
+			floor := float64((n * unavoidable * perCall).Milliseconds())
+			b.ReportMetric(mean, "makespan-ms")
+			b.ReportMetric(floor, "unavoidable-ms")
+			b.ReportMetric(mean/floor, "ratio")
+			b.ReportMetric(float64(calls)/iters/n, "calls/service")
+		})
+	}
+}
+
+// benchPipeline adds n applications to the fake and returns a pipeline over them: image tag
+// and an env var from the trigger, one constant env var.
+func benchPipeline(h *harness, name string, n int) string {
+	var y strings.Builder
+	fmt.Fprintf(&y, "name: %s\ncoolify:\n  url: %s\n  token: %q\nservices:\n", name, h.coolifyURL, h.coolifyToken)
+	for i := range n {
+		uuid := fmt.Sprintf("bench-app-%04d", i)
+		h.coolify.AddApplication(coolifytest.Application{UUID: uuid, Name: uuid, ImageName: "ghcr.io/acme/" + uuid, ImageTag: "v0"})
+		fmt.Fprintf(&y, `  - name: svc-%04d
+    uuid: %s
+    image_tag: "${trigger.image_tag}"
+    env:
+      - key: LOG_LEVEL
+        value: info
+      - key: BUILD
+        value: "${trigger.build}"
+    deploy_timeout: 30s
+`, i, uuid)
+	}
+	y.WriteString(`locks:
+  ttl: 60s
+  phase: { timeout: 60s, max_retries: 0 }
+  service: { timeout: 60s, max_retries: 0 }
+`)
+	return y.String()
+}
+
+// benchRun runs build i of pipeline and returns its wall time (Submit to the end of Wait). It
+// fails the benchmark unless the run succeeded with every one of its n services deployed.
+func benchRun(b *testing.B, h *harness, pipeline string, i, n int) time.Duration {
+	b.Helper()
+	start := time.Now()
+	id := h.submit(pipeline, runs.Trigger{Build: fmt.Sprint(i + 1), ImageTag: fmt.Sprintf("v%d", i+1), By: "bench"})
+	r := h.wait(id)
+	wall := time.Since(start)
+	if r.Status != runs.StatusSucceeded {
+		b.Fatalf("run %s: %s (%s)", id, r.Status, r.Reason)
+	}
+	healthy := 0
+	for _, s := range r.Steps {
+		if s.Phase == runs.Phase2 && s.Status == runs.StepHealthy {
+			healthy++
+		}
+	}
+	if healthy != n {
+		b.Fatalf("run %s: %d services deployed and healthy, want %d", id, healthy, n)
+	}
+	return wall
+}
+
+// busyTime is the length of the union of the requests' [Start, End] intervals.
+func busyTime(reqs []coolifytest.Request) time.Duration {
+	reqs = slices.Clone(reqs)
+	slices.SortFunc(reqs, func(a, b coolifytest.Request) int { return a.Start.Compare(b.Start) })
+	var total time.Duration
+	var from, to time.Time
+	for _, r := range reqs {
+		switch {
+		case r.Start.After(to):
+			total += to.Sub(from)
+			from, to = r.Start, r.End
+		case r.End.After(to):
+			to = r.End
+		}
+	}
+	return total + to.Sub(from)
+}
