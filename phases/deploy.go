@@ -32,18 +32,12 @@ const maxDeployTries = 3
 func (x *execution) deployService(pctx context.Context, st *svcState) error {
 	s := st.svc
 	start := time.Now()
-	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) {
-		step.Status, step.StartedAt = runs.StepWaitingLock, start.UTC()
-	})
-	lease, waited, err := x.acquire(pctx, s.LockKey(), runs.Phase2, s.Name, false)
+	lease, err := x.acquire(pctx, s.LockKey(), runs.Phase2, s.Name, false, &stepLock{runs.Phase2, s.Name, start})
 	if err != nil {
 		st.failed = true
 		x.failStep(runs.Phase2, s.Name, err)
 		return err
 	}
-	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) {
-		step.Status, step.LockWait, step.Fence = runs.StepRunning, waited, lease.Fence()
-	})
 	sctx, cancel := lease.Context(pctx)
 	sctx = coolify.WithTrace(sctx, x.run.ID, lease.Fence())
 

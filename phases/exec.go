@@ -244,14 +244,19 @@ func (x *execution) update(fn func(*runs.Run), evs ...runs.Event) {
 
 // setStep changes one step of the run record.
 func (x *execution) setStep(phase runs.Phase, name string, fn func(*runs.Step), evs ...runs.Event) {
-	x.update(func(r *runs.Run) {
+	x.update(withStep(phase, name, fn), evs...)
+}
+
+// withStep returns an update that applies fn to one step of the run (added if missing).
+func withStep(phase runs.Phase, name string, fn func(*runs.Step)) func(*runs.Run) {
+	return func(r *runs.Run) {
 		s := r.Step(phase, name)
 		if s == nil {
 			r.SetStep(runs.Step{Phase: phase, Name: name})
 			s = r.Step(phase, name)
 		}
 		fn(s)
-	}, evs...)
+	}
 }
 
 func (x *execution) setStatus(st runs.Status, evs ...runs.Event) {
@@ -272,14 +277,40 @@ func holderPrefix(r runs.Run) string {
 
 func hasHolderPrefix(holder, prefix string) bool { return strings.HasPrefix(holder, prefix) }
 
-// acquire takes key for a step, recording the wait on the step and in the event log.
-func (x *execution) acquire(ctx context.Context, key string, phase runs.Phase, step string, phaseKey bool) (*locks.Lease, time.Duration, error) {
+// quickGrant is how long acquire waits for a grant before it records the wait on its own. A
+// lock granted sooner has its wait and its grant recorded in one store write (both events,
+// each with its own time): a store write rewrites the whole run, so an uncontended step costs
+// one write here instead of four.
+const quickGrant = 20 * time.Millisecond
+
+// stepLock names the step whose status follows a lock acquire: waiting_lock (with its start
+// time) while it waits, running (with the wait and the fence) once granted.
+type stepLock struct {
+	phase runs.Phase
+	name  string
+	start time.Time
+}
+
+// acquire takes key for a step, recording the wait and the grant in the event log (and on
+// the step sl, when set). The wait is written when quickGrant passes without a grant (a live
+// view then shows who waits), else together with the grant or the failure.
+func (x *execution) acquire(ctx context.Context, key string, phase runs.Phase, step string, phaseKey bool, sl *stepLock) (*locks.Lease, error) {
 	budget := x.p.Locks.Service
 	if phaseKey {
 		budget = x.p.Locks.Phase
 	}
-	x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventLockWaiting, Phase: phase, Service: serviceOf(step, phaseKey), LockKey: key})
 	start := time.Now()
+	waitEv := runs.Event{Type: runs.EventLockWaiting, Phase: phase, Service: serviceOf(step, phaseKey), LockKey: key, At: start.UTC()}
+	waiting := func(r *runs.Run) {
+		if sl != nil {
+			withStep(sl.phase, sl.name, func(s *runs.Step) { s.Status, s.StartedAt = runs.StepWaitingLock, sl.start.UTC() })(r)
+		}
+	}
+	recorded := make(chan struct{})
+	timer := time.AfterFunc(quickGrant, func() {
+		defer close(recorded)
+		x.update(waiting, waitEv)
+	})
 	lease, err := x.e.d.Locker.Acquire(ctx, locks.Request{
 		Key: key, Holder: x.holder(step), Owner: x.run.ID,
 		Message:      fmt.Sprintf("run %s (%s) %s", x.run.ID, x.run.Pipeline, phase),
@@ -288,16 +319,34 @@ func (x *execution) acquire(ctx context.Context, key string, phase runs.Phase, s
 		FailOnFrozen: x.p.Locks.OnFrozen == config.OnFrozenFail,
 	})
 	waited := time.Since(start)
+	var pending []runs.Event // the wait, unless the timer has recorded it
+	if timer.Stop() {
+		pending = append(pending, waitEv)
+	} else {
+		<-recorded
+	}
 	if err != nil {
+		if pending != nil {
+			x.update(waiting, pending...)
+		}
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, cause)
 		}
-		return nil, waited, fmt.Errorf("acquire %q: %w", key, err)
+		return nil, fmt.Errorf("acquire %q: %w", key, err)
 	}
-	x.update(func(r *runs.Run) { r.HeldLocks = append(r.HeldLocks, key) },
-		runs.Event{Type: runs.EventLockAcquired, Phase: phase, Service: serviceOf(step, phaseKey), LockKey: key, Fence: lease.Fence(),
-			Message: fmt.Sprintf("waited %s", waited.Round(time.Millisecond))})
-	return lease, waited, nil
+	x.update(func(r *runs.Run) {
+		if pending != nil {
+			waiting(r)
+		}
+		r.HeldLocks = append(r.HeldLocks, key)
+		if sl != nil {
+			withStep(sl.phase, sl.name, func(s *runs.Step) {
+				s.Status, s.LockWait, s.Fence = runs.StepRunning, waited, lease.Fence()
+			})(r)
+		}
+	}, append(pending, runs.Event{Type: runs.EventLockAcquired, Phase: phase, Service: serviceOf(step, phaseKey), LockKey: key, Fence: lease.Fence(),
+		Message: fmt.Sprintf("waited %s", waited.Round(time.Millisecond))})...)
+	return lease, nil
 }
 
 // release gives a lease back and records whether it was released or had been lost.
@@ -329,7 +378,7 @@ func serviceOf(step string, phaseKey bool) string {
 // phaseLease takes a phase lock and returns the context work of the phase runs under:
 // canceled when the phase lease is lost or the run aborted.
 func (x *execution) phaseLease(waitCtx context.Context, phase runs.Phase, key string) (*locks.Lease, context.Context, context.CancelFunc, error) {
-	lease, _, err := x.acquire(waitCtx, key, phase, string(phase), true)
+	lease, err := x.acquire(waitCtx, key, phase, string(phase), true, nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}

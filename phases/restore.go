@@ -43,7 +43,7 @@ func (x *execution) compensate(phase runs.Phase, failed *svcState, rollback bool
 // a redeploy is recorded on the Phase-2 step too.
 func (x *execution) restore(st *svcState, phase runs.Phase, redeploy bool) {
 	s := st.svc
-	lease, _, err := x.acquire(x.ctx, s.LockKey(), phase, s.Name, false)
+	lease, err := x.acquire(x.ctx, s.LockKey(), phase, s.Name, false, nil)
 	if err != nil {
 		x.restoreFailed(phase, s.Name, err)
 		return

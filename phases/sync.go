@@ -102,18 +102,12 @@ func envDiff(kind config.ServiceKind, current, desired []coolify.EnvVar) (writes
 func (x *execution) syncService(pctx context.Context, st *svcState) error {
 	s := st.svc
 	start := time.Now()
-	x.setStep(runs.Phase1, s.Name, func(step *runs.Step) {
-		step.Status, step.StartedAt = runs.StepWaitingLock, start.UTC()
-	})
-	lease, waited, err := x.acquire(pctx, s.LockKey(), runs.Phase1, s.Name, false)
+	lease, err := x.acquire(pctx, s.LockKey(), runs.Phase1, s.Name, false, &stepLock{runs.Phase1, s.Name, start})
 	if err != nil {
 		x.failStep(runs.Phase1, s.Name, err)
 		return err
 	}
 	st.fence = lease.Fence()
-	x.setStep(runs.Phase1, s.Name, func(step *runs.Step) {
-		step.Status, step.LockWait, step.Fence = runs.StepRunning, waited, lease.Fence()
-	})
 	sctx, cancel := lease.Context(pctx)
 	sctx = coolify.WithTrace(sctx, x.run.ID, lease.Fence())
 	changes, err := x.sync(sctx, st)
