@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
@@ -22,6 +23,9 @@ type impl struct {
 	name string
 	// redis is true when the implementation talks to the benchmark's redis-server.
 	redis bool
+	// diagnostic implementations are measured uncontended only and reported on stderr:
+	// they split a result into its parts.
+	diagnostic bool
 	// newClient returns a client with connections of its own, as a separate process has.
 	newClient func() (client, error)
 }
@@ -66,6 +70,13 @@ func implementations(redisAddr, sqliteDir string) []impl {
 		{name: "orchestrator-sqlite", newClient: orch(func() (locks.Driver, error) {
 			return sqlitelock.Open(filepath.Join(sqliteDir, "locks.db"))
 		})},
+		{name: "orchestrator-redis-driver", redis: true, diagnostic: true, newClient: func() (client, error) {
+			d, err := redislockDriver(redisAddr)
+			if err != nil {
+				return nil, err
+			}
+			return &driverClient{d: d}, nil
+		}},
 		{name: "redislock-10ms", redis: true, newClient: bsm(10 * time.Millisecond)},
 		{name: "redislock-100ms", redis: true, newClient: bsm(100 * time.Millisecond)},
 		{name: "redsync", redis: true, newClient: func() (client, error) {
@@ -99,6 +110,22 @@ func (c *orchClient) acquire(ctx context.Context, key string) (func(context.Cont
 }
 
 func (c *orchClient) close() error { return c.l.Close() }
+
+// driverClient uses the Redis driver without a Locker: one TryAcquire, one Release. It
+// cannot wait, so it serves the uncontended measure only.
+type driverClient struct {
+	d locks.Driver
+}
+
+func (c *driverClient) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+	g := locks.Grant{Key: key, Token: rand.Text(), Holder: "bench#0/driver", TTL: leaseTTL}
+	if _, err := c.d.TryAcquire(ctx, g); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error { return c.d.Release(ctx, key, g.Token) }, nil
+}
+
+func (c *driverClient) close() error { return c.d.Close() }
 
 // bsmClient is github.com/bsm/redislock: SET NX by script, retried at a fixed interval.
 type bsmClient struct {

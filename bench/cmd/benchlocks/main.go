@@ -20,6 +20,10 @@
 //     for -idle, from INFO commandstats deltas, which count the commands scripts call as
 //     well (0 for SQLite, which sends none).
 //
+// A diagnostic subject, orchestrator-redis-driver (the Redis driver without a Locker),
+// is measured uncontended and reported on stderr only, to split our result into the
+// driver's share and the Locker's.
+//
 // The implementations take turns (50 operations, or one handoff round, each) so that the
 // load of a shared machine is spread over all of them. Details (percentiles, worst round,
 // the commands counted) go to stderr. Run it with `make bench-locks`.
@@ -102,6 +106,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	for i, res := range results {
+		if impls[i].diagnostic {
+			continue
+		}
 		fmt.Fprintf(stdout, "impl=%s uncontended_p50_us=%d handoff_p50_us=%d handoff_p99_us=%d chain_max_wait_ms=%d idle_cmds_per_waiter_s=%.1f\n",
 			impls[i].name, res.uncontendedP50.Microseconds(), res.handoffP50.Microseconds(), res.handoffP99.Microseconds(),
 			res.chainMaxWait.Milliseconds(), res.idleCmds)

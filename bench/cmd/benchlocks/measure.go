@@ -60,7 +60,10 @@ func measureAll(ctx context.Context, impls []impl, srv *redisServer, cfg config,
 		}
 	}()
 	for i, im := range impls {
-		s := &subject{impl: im, clients: make([]client, cfg.waiters+1)}
+		s := &subject{impl: im}
+		if !im.diagnostic {
+			s.clients = make([]client, cfg.waiters+1)
+		}
 		subjects[i] = s
 		var err error
 		if s.single, err = im.newClient(); err != nil {
@@ -88,6 +91,9 @@ func measureAll(ctx context.Context, impls []impl, srv *redisServer, cfg config,
 
 	for r := range cfg.rounds {
 		for _, s := range subjects {
+			if s.diagnostic {
+				continue
+			}
 			g, chain, err := handoffRound(ctx, s.clients, fmt.Sprintf("bench:%s:handoff:%d", s.name, r), cfg.hold)
 			if err != nil {
 				return nil, fmt.Errorf("%s: handoff round %d: %w", s.name, r, err)
@@ -99,6 +105,12 @@ func measureAll(ctx context.Context, impls []impl, srv *redisServer, cfg config,
 
 	results := make([]result, len(subjects))
 	for i, s := range subjects {
+		if s.diagnostic {
+			results[i] = result{uncontendedP50: percentile(s.uncontended, 50)}
+			fmt.Fprintf(stderr, "# %s (diagnostic): uncontended n=%d p50=%s p90=%s\n", s.name, len(s.uncontended),
+				results[i].uncontendedP50.Round(time.Microsecond), percentile(s.uncontended, 90).Round(time.Microsecond))
+			continue
+		}
 		res := result{
 			uncontendedP50: percentile(s.uncontended, 50),
 			handoffP50:     percentile(s.gaps, 50),
