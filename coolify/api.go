@@ -67,6 +67,9 @@ func (c *Client) GetApplication(ctx context.Context, uuid string) (*Application,
 		path: "/applications/" + pathEscape(uuid)}, &a); err != nil {
 		return nil, fmt.Errorf("get application %s: %w", uuid, err)
 	}
+	if a.ID != 0 {
+		c.appIDs.Store(uuid, a.ID)
+	}
 	return &a, nil
 }
 
@@ -397,19 +400,24 @@ func (c *Client) ListDeployments(ctx context.Context, appUUID string, skip, take
 }
 
 // ActiveDeployments returns the application's queued and in_progress deployments, oldest first.
-// It reads the application (for its id) and the team's active deployments (GET /deployments),
-// so the answer is exact however long the application's history is. Errors as
-// [Client.GetApplication].
+// It reads the team's active deployments (GET /deployments), so the answer is exact however
+// long the application's history is, and keeps the application's: those carry its numeric id,
+// which is read first (GET /applications/{uuid}) unless this client has read the application
+// before (an id never changes). Errors as [Client.GetApplication].
 func (c *Client) ActiveDeployments(ctx context.Context, appUUID string) ([]Deployment, error) {
-	app, err := c.GetApplication(ctx, appUUID)
-	if err != nil {
-		return nil, fmt.Errorf("active deployments: %w", err)
+	appID, ok := c.appIDs.Load(appUUID)
+	if !ok {
+		app, err := c.GetApplication(ctx, appUUID)
+		if err != nil {
+			return nil, fmt.Errorf("active deployments: %w", err)
+		}
+		appID = app.ID
 	}
 	var all []Deployment
 	if err := c.do(ctx, call{method: http.MethodGet, route: "/deployments", path: "/deployments"}, &all); err != nil {
 		return nil, fmt.Errorf("active deployments of %s: %w", appUUID, err)
 	}
-	id := strconv.FormatInt(app.ID, 10)
+	id := strconv.FormatInt(appID.(int64), 10)
 	var out []Deployment
 	for _, d := range all {
 		if d.ApplicationID == id && d.Status.Active() {
