@@ -143,6 +143,11 @@ func Open(rawURL string, opts Options) (*Driver, error) {
 	return d, nil
 }
 
+// newClient parses rawURL into a client that honors context deadlines on the wire
+// (ContextTimeoutEnabled): without it go-redis waits out its read timeout and retries on a
+// stalled server whatever the context says, so a renewal bounded by the lease's local
+// deadline would return seconds after the lease expired — while another holder may already
+// have the key.
 func newClient(rawURL string) (redis.UniversalClient, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -160,6 +165,7 @@ func newClient(rawURL string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("parse redis cluster URL: %w", err)
 		}
+		o.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(o), nil
 	case "redis", "rediss":
 		if u.Query().Has("master_name") {
@@ -167,6 +173,7 @@ func newClient(rawURL string) (redis.UniversalClient, error) {
 			if err != nil {
 				return nil, fmt.Errorf("parse redis sentinel URL: %w", err)
 			}
+			o.ContextTimeoutEnabled = true
 			return redis.NewFailoverClient(o), nil
 		}
 		fallthrough
@@ -175,6 +182,7 @@ func newClient(rawURL string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("parse redis URL: %w", err)
 		}
+		o.ContextTimeoutEnabled = true
 		return redis.NewClient(o), nil
 	default:
 		return nil, fmt.Errorf("unsupported URL scheme %q (use redis, rediss, unix, redis+cluster or rediss+cluster)", u.Scheme)
