@@ -188,6 +188,10 @@ func (le *Lease) checkNow() {
 // heartbeat renews the lease every TTL/3 until ctx ends or the lease is lost. After
 // watchAfter it also listens for release signals on its own key: since only this lease may
 // release it, a signal means a forced release, and a renewal confirms the loss at once.
+//
+// The subscription is made in a goroutine of its own, so that a stalled backend holding the
+// Subscribe call can't hold back the renewals — and with them the loss of the lease by the
+// local clock — past the lease's deadline. The heartbeat waits for that goroutine on exit.
 func (le *Lease) heartbeat(ctx context.Context) {
 	defer close(le.hbDone)
 	interval := le.ttl / 3
@@ -195,11 +199,21 @@ func (le *Lease) heartbeat(ctx context.Context) {
 	defer renew.Stop()
 	watch := time.NewTimer(min(watchAfter, interval))
 	defer watch.Stop()
+	type subscribed struct {
+		sub Subscription
+		err error
+	}
 	var (
-		sub  Subscription
-		sigC <-chan struct{}
+		sub     Subscription
+		sigC    <-chan struct{}
+		pending chan subscribed // the subscribing goroutine's result, nil when none runs
 	)
 	defer func() {
+		if pending != nil {
+			if r := <-pending; r.err == nil {
+				_ = r.sub.Close()
+			}
+		}
 		if sub != nil {
 			_ = sub.Close()
 		}
@@ -212,11 +226,18 @@ func (le *Lease) heartbeat(ctx context.Context) {
 		case <-sigC:
 		case <-le.check:
 		case <-watch.C:
-			s, err := le.l.d.Subscribe(ctx, le.info.Key)
-			if err != nil {
+			pending = make(chan subscribed, 1)
+			go func(out chan<- subscribed) {
+				s, err := le.l.d.Subscribe(ctx, le.info.Key)
+				out <- subscribed{s, err}
+			}(pending)
+			continue
+		case r := <-pending:
+			pending = nil
+			if r.err != nil {
 				continue // the periodic renewal still notices a loss
 			}
-			sub, sigC = s, s.C()
+			sub, sigC = r.sub, r.sub.C()
 			// A forced release before the subscription was active sent no signal we saw:
 			// renew once now to find out.
 		}
