@@ -87,7 +87,8 @@ type Driver struct {
 var _ locks.Driver = (*Driver)(nil)
 
 // New returns a Driver that uses client. The caller keeps ownership of client: Close stops
-// the driver's subscriptions but leaves client open. New panics if opts.Prefix contains
+// the driver's subscriptions but leaves client open. Build the client with
+// ContextTimeoutEnabled (as Open does), so that a context deadline bounds every call. New panics if opts.Prefix contains
 // '{' or '}' (see Options.Prefix); Open returns an error instead.
 func New(client redis.UniversalClient, opts Options) *Driver {
 	if err := opts.validate(); err != nil {
