@@ -49,7 +49,7 @@ func (w *world) env(instance, dir string) map[string]string {
 
 // svc describes one service of a pipeline written by pipelineYAML.
 type svc struct {
-	name, uuid string
+	name, uuid    string
 	deployTimeout string // default 60s
 }
 
