@@ -331,12 +331,14 @@ func (c *Client) confirm(ctx context.Context, op, appUUID string, item deployIte
 		return nil, fmt.Errorf("%s %s: %w: no deployment uuid (server said %q)", op, appUUID, ErrUnexpectedResponse, item.Message)
 	}
 	res := &DeployResult{DeploymentUUID: item.DeploymentUUID, ResourceUUID: item.ResourceUUID, Message: item.Message}
-	if _, err := c.GetDeployment(ctx, item.DeploymentUUID); err != nil {
+	d, err := c.GetDeployment(ctx, item.DeploymentUUID)
+	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil, fmt.Errorf("%s %s: %w (deployment %s was never stored)", op, appUUID, ErrDeployDeduplicated, item.DeploymentUUID)
 		}
 		return res, fmt.Errorf("%s %s: confirm deployment %s: %w", op, appUUID, item.DeploymentUUID, err)
 	}
+	res.Deployment = d
 	return res, nil
 }
 
@@ -565,6 +567,11 @@ func (c *Client) WaitService(ctx context.Context, serviceUUID string, timeout ti
 		timer.Reset(wait)
 	}
 }
+
+// Err says how the deployment ended: nil when it finished (or has not ended yet), an error
+// wrapping [ErrDeploymentFailed] or [ErrDeploymentCancelled] otherwise, as [Client.WaitDeployment]
+// reports them.
+func (d *Deployment) Err() error { return endError(d) }
 
 func endError(d *Deployment) error {
 	switch d.Status {

@@ -394,6 +394,9 @@ type DeployResult struct {
 	DeploymentUUID string
 	ResourceUUID   string
 	Message        string
+	// Deployment is the deployment as the confirming read found it (nil when that read
+	// failed). When it has ended already, there is nothing to wait for: see [Deployment.Err].
+	Deployment *Deployment
 }
 
 // flexString decodes a JSON string, number or null into a string.

@@ -71,7 +71,7 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 		return runs.StepSuperseded, nil
 	}
 
-	depUUID, err := x.trigger(ctx, s)
+	depUUID, seen, err := x.trigger(ctx, s)
 	if err != nil {
 		return "", err
 	}
@@ -82,7 +82,7 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 		runs.Event{Type: runs.EventDeployStarted, Phase: runs.Phase2, Service: s.Name, LockKey: lease.Key(), Fence: lease.Fence(),
 			Data: map[string]string{"deployment_uuid": depUUID}})
 
-	if err := x.waitDeployed(ctx, s, depUUID); err != nil {
+	if err := x.waitDeployed(ctx, s, depUUID, seen); err != nil {
 		x.cancelOrphan(ctx, s, depUUID)
 		return "", err
 	}
@@ -178,25 +178,26 @@ func (x *execution) carries(ctx context.Context, st *svcState) (bool, error) {
 }
 
 // trigger starts the deployment of a service and returns its deployment UUID ("" for
-// Coolify services, which have none). Coolify silently drops a deploy while the application
-// has a queued or running deployment, so trigger first waits for such deployments to end,
-// and retries a deploy that was dropped anyway.
-func (x *execution) trigger(ctx context.Context, s config.Service) (string, error) {
+// Coolify services, which have none) and the deployment as the deploy's confirming read found
+// it (nil if none). Coolify silently drops a deploy while the application has a queued or
+// running deployment, so trigger first waits for such deployments to end, and retries a
+// deploy that was dropped anyway.
+func (x *execution) trigger(ctx context.Context, s config.Service) (string, *coolify.Deployment, error) {
 	if s.Kind == config.KindService {
 		if _, err := x.cl.RestartService(ctx, s.UUID, true); err != nil {
-			return "", err
+			return "", nil, err
 		}
-		return "", nil
+		return "", nil, nil
 	}
 	var last error
 	for range maxDeployTries {
 		active, err := x.cl.ActiveDeployments(ctx, s.UUID)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		for _, d := range active {
 			if _, err := x.cl.WaitDeployment(ctx, d.UUID, s.DeployTimeout); err != nil && ctx.Err() != nil {
-				return "", err
+				return "", nil, err
 			}
 		}
 		res, err := x.cl.Deploy(ctx, s.UUID, false)
@@ -205,17 +206,21 @@ func (x *execution) trigger(ctx context.Context, s config.Service) (string, erro
 			continue
 		}
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
-		return res.DeploymentUUID, nil
+		return res.DeploymentUUID, res.Deployment, nil
 	}
-	return "", fmt.Errorf("deploy dropped %d times by Coolify's dedup: %w", maxDeployTries, last)
+	return "", nil, fmt.Errorf("deploy dropped %d times by Coolify's dedup: %w", maxDeployTries, last)
 }
 
 // waitDeployed waits for the deployment to end (canceling it past the service's deploy
-// timeout); for Coolify services, for the service to run again.
-func (x *execution) waitDeployed(ctx context.Context, s config.Service, depUUID string) error {
+// timeout); for Coolify services, for the service to run again. seen is the deployment as
+// last read: when it had ended already, it is not read again.
+func (x *execution) waitDeployed(ctx context.Context, s config.Service, depUUID string, seen *coolify.Deployment) error {
 	if s.Kind != config.KindService {
+		if seen != nil && seen.Status.Terminal() {
+			return seen.Err()
+		}
 		_, err := x.cl.WaitDeployment(ctx, depUUID, s.DeployTimeout)
 		return err
 	}

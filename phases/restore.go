@@ -154,10 +154,11 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 	if !redeploy {
 		return res, nil
 	}
-	if res.deployment, err = x.trigger(ctx, s); err != nil {
+	var seen *coolify.Deployment
+	if res.deployment, seen, err = x.trigger(ctx, s); err != nil {
 		return res, fmt.Errorf("redeploy previous config: %w", err)
 	}
-	if err := x.waitDeployed(ctx, s, res.deployment); err != nil {
+	if err := x.waitDeployed(ctx, s, res.deployment, seen); err != nil {
 		return res, fmt.Errorf("redeploy previous config: %w", err)
 	}
 	return res, nil
