@@ -21,7 +21,8 @@ import (
 // until the run ends. Each run event is one message whose id is its Seq and whose data is
 // the event as JSON (the type is inside, so EventSource's onmessage sees every one). When the
 // run has ended and everything was sent, a final "end" event carries the run's status and
-// reason, and the stream closes. A comment line every Heartbeat keeps idle streams open.
+// reason, and the stream closes. A comment line every Heartbeat keeps idle streams open. At
+// most Deps.MaxStreams streams are open at once.
 func (s *server) handleEvents() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, err := validRunID(chi.URLParam(r, "id"))
@@ -41,6 +42,15 @@ func (s *server) handleEvents() http.HandlerFunc {
 		// Answer 404 as JSON before the stream starts.
 		if _, err := s.runs.Get(r.Context(), id); err != nil {
 			s.writeError(w, r, err)
+			return
+		}
+
+		select {
+		case s.streams <- struct{}{}:
+			defer func() { <-s.streams }()
+		default:
+			s.writeError(w, r, &httpError{status: http.StatusServiceUnavailable, code: "too_many_streams",
+				message: "too many event streams are open; retry later", retryAfter: 5})
 			return
 		}
 

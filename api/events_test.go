@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -98,7 +99,7 @@ func eventOf(t *testing.T, f frame) runs.Event {
 func TestEventsStreamLiveUntilTheRunEnds(t *testing.T) {
 	f := newFixture(t)
 	srv := httptest.NewServer(f.h)
-	defer srv.Close()
+	t.Cleanup(srv.Close) // registered before the streams, so it runs after they are closed
 	r := f.trigger("demo", map[string]string{})
 
 	frames, _ := stream(t, srv, r.ID, "")
@@ -152,7 +153,7 @@ func TestEventsStreamLiveUntilTheRunEnds(t *testing.T) {
 func TestEventsResumeFromLastEventID(t *testing.T) {
 	f := newFixture(t)
 	srv := httptest.NewServer(f.h)
-	defer srv.Close()
+	t.Cleanup(srv.Close) // registered before the streams, so it runs after they are closed
 	r := f.trigger("demo", map[string]string{})
 	f.setStep(r.ID, runs.Phase1, "api", runs.StepSynced, 3)
 	f.setStep(r.ID, runs.Phase1, "worker", runs.StepSynced, 4)
@@ -172,5 +173,26 @@ func TestEventsResumeFromLastEventID(t *testing.T) {
 	}
 	if rest, _ := io.ReadAll(resp.Body); len(strings.TrimSpace(string(rest))) != 0 {
 		t.Fatalf("data after the end event: %q", rest)
+	}
+}
+
+func TestEventsStreamsAreCapped(t *testing.T) {
+	f := newFixture(t)
+	h := api.NewServer(api.Deps{Config: f.cfg, Engine: f.engine, Runs: f.store, Locks: f.locker, MaxStreams: 1})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close) // registered before the streams, so it runs after they are closed
+	r := f.trigger("demo", map[string]string{})
+	frames, _ := stream(t, srv, r.ID, "")
+	nextEvent(t, frames) // the first stream is open
+
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/runs/"+r.ID+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+readToken)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("second stream: got %d Retry-After %q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 }

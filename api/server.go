@@ -56,6 +56,8 @@ type Deps struct {
 	// Heartbeat is the interval of SSE comment lines that keep idle streams open through
 	// proxies (default 15s).
 	Heartbeat time.Duration
+	// MaxStreams caps the SSE streams open at once; one more answers 503 (default 256).
+	MaxStreams int
 	// DeliveryTTL is how long a webhook delivery ID is remembered for de-duplication
 	// (default 72h: GitHub lets a delivery be redelivered for three days).
 	DeliveryTTL time.Duration
@@ -67,6 +69,7 @@ type Deps struct {
 const (
 	DefaultHeartbeat   = 15 * time.Second
 	DefaultDeliveryTTL = 72 * time.Hour
+	DefaultMaxStreams  = 256
 	// maxAPIBody caps JSON bodies of the API routes; webhooks get Config.MaxBodyBytes.
 	maxAPIBody = 64 << 10
 )
@@ -86,6 +89,7 @@ type server struct {
 	triggerRate *limiter
 	webhookRate *limiter
 	pages       *pages
+	streams     chan struct{} // one token per open SSE stream
 }
 
 // NewServer returns the daemon's HTTP handler: the API, the webhooks, the dashboard, health
@@ -118,6 +122,10 @@ func NewServer(d Deps) http.Handler {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if d.MaxStreams <= 0 {
+		d.MaxStreams = DefaultMaxStreams
+	}
+	s.streams = make(chan struct{}, d.MaxStreams)
 	s.auth = newAuthenticator(d.Config.Tokens, d.Config.PublicRead)
 	s.triggerRate = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	s.webhookRate = newLimiter(d.Config.RateLimits.Webhook, s.now)
