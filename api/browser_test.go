@@ -131,7 +131,7 @@ const stepStatuses = `Array.from(document.querySelectorAll("tr[data-step]")).map
 func TestDashboardFollowsARunLive(t *testing.T) {
 	f := newFixture(t)
 	srv := httptest.NewServer(f.h) // loopback
-	t.Cleanup(srv.Close) // registered before the streams, so it runs after they are closed
+	t.Cleanup(srv.Close)           // registered before the streams, so it runs after they are closed
 	ctx := browser(t)
 
 	r := f.trigger("prod", map[string]string{"build": "1234", "image_tag": "v2.4.0", "commit": "5f2c3e1a9b7d", "app_version": "2.4.0"})
