@@ -258,6 +258,9 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 		ticketTTL = ms(time.Until(g.TicketDeadline))
 	}
 	k := d.keys(g.Key)
+	// Noted before the script runs: a release naming this ticket as next in line can only
+	// be published after the script queued it, and must find it noted.
+	d.hub.noteTicket(k.channel, g.Ticket, g.TicketDeadline)
 	res, err := acquireScript.Run(ctx, d.client,
 		[]string{k.lock, k.queue, k.deadlines},
 		g.Token, g.Holder, g.Message, ms(g.TTL), g.Ticket, ticketTTL).Slice()
@@ -277,7 +280,6 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 			ExpiresAt:  r.time(3),
 		}, nil
 	}
-	d.hub.noteTicket(k.channel, g.Ticket, g.TicketDeadline)
 	he := &locks.HeldError{Key: g.Key, Reason: locks.ErrHeld}
 	switch r.str(1) {
 	case "frozen":
