@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -203,10 +204,28 @@ func TestDashboardFollowsARunLive(t *testing.T) {
 	}
 	screenshot(t, ctx, "dashboard-run-phone.png")
 
-	// The index lists the run and no secret shows anywhere.
-	within(t, ctx, "open the index", chromedp.Navigate(srv.URL+"/"))
+	// The index lists the run, then picks up a new run and a new lock without a reload.
+	within(t, ctx, "open the index",
+		chromedp.EmulateViewport(1100, 1000),
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.Evaluate[chromedp.Void](`window.__sameDocument = "index"`),
+	)
 	if !evalBool(t, ctx, `document.querySelector('tr[data-run="`+r.ID+`"]') !== null`) {
 		t.Error("the index does not list the run")
+	}
+	next := f.trigger("demo", map[string]string{"build": "1235"})
+	lease, err := f.locker.Acquire(context.Background(), locks.Request{Key: "coolify:phase1", Holder: "demo#1235/phase1", Message: "syncing", TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	defer lease.Release(context.Background())
+	within(t, ctx, "see the new run and the new lock on the index",
+		chromedp.Poll[chromedp.Void](`document.querySelector('tr[data-run="`+next.ID+`"]') !== null`+
+			` && document.querySelector('tr[data-lock="coolify:phase1"]') !== null`+
+			` && document.querySelector("#locks .empty").hidden`),
+	)
+	if !evalBool(t, ctx, `window.__sameDocument === "index"`) {
+		t.Error("the index reloaded: it must update in place")
 	}
 	html, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.outerHTML`))
 	if err != nil {
