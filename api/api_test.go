@@ -497,6 +497,19 @@ func TestDashboardTokenCookie(t *testing.T) {
 		t.Fatalf("dashboard with cookie: got %d", rec.Code)
 	}
 	wantError(t, f.do("GET", "/?token=bogus-token-xxxxxxxx", "", nil), 403, "")
+
+	// A cookie holding the admin token still only reads: a browser session cannot act.
+	rec = f.do("GET", "/?token="+adminToken, "", nil)
+	admin := rec.Result().Cookies()[0]
+	req = request("POST", "/v1/locks/coolify:x/freeze", "", `{"message":"m","for":"1h"}`)
+	req.AddCookie(admin)
+	wantError(t, f.serve(req), 403, "")
+	req = request("POST", "/v1/pipelines/demo/runs", "", `{}`)
+	req.AddCookie(admin)
+	wantError(t, f.serve(req), 403, "")
+	if n := f.runCount(); n != 0 {
+		t.Fatalf("runs: got %d, want 0", n)
+	}
 }
 
 func TestNewServerNeedsDeps(t *testing.T) {

@@ -75,12 +75,18 @@ func newAuthenticator(t config.Tokens, publicRead bool) *authenticator {
 }
 
 // identify returns the role of the token presented, whether one was presented, and whether
-// it matched a configured token.
+// it matched a configured token. A token from the dashboard cookie grants at most roleRead:
+// a browser session can look, never act, so a forged cross-site request gains nothing.
 func (a *authenticator) identify(r *http.Request) (rl role, presented, valid bool) {
-	tok, presented := bearer(r)
+	tok, fromCookie, presented := bearer(r)
 	if !presented {
 		return roleNone, false, false
 	}
+	defer func() {
+		if fromCookie && rl > roleRead {
+			rl = roleRead
+		}
+	}()
 	sum := sha256.Sum256([]byte(tok))
 	found := 0
 	for _, t := range a.tokens {
@@ -92,19 +98,19 @@ func (a *authenticator) identify(r *http.Request) (rl role, presented, valid boo
 	return rl, true, found == 1
 }
 
-// bearer reads "Authorization: Bearer <token>", or the dashboard cookie.
-func bearer(r *http.Request) (string, bool) {
+// bearer reads "Authorization: Bearer <token>", or else the dashboard cookie.
+func bearer(r *http.Request) (tok string, fromCookie, presented bool) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, tok, ok := strings.Cut(h, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-			return "", true // presented, but not a bearer token: it matches nothing
+			return "", false, true // presented, but not a bearer token: it matches nothing
 		}
-		return strings.TrimSpace(tok), true
+		return strings.TrimSpace(tok), false, true
 	}
 	if c, err := r.Cookie(cookieName); err == nil && c.Value != "" {
-		return c.Value, true
+		return c.Value, true, true
 	}
-	return "", false
+	return "", false, false
 }
 
 // check returns nil when the request may use a route of the given access, else the answer:

@@ -26,11 +26,11 @@ func (s *server) handleReadyz() http.HandlerFunc {
 		ready := true
 		if err := s.runs.Ping(ctx); err != nil {
 			checks["runs"], ready = "unavailable", false
-			s.log.WarnContext(ctx, "readiness check failed", "check", "runs", keyError, err.Error())
+			s.log.WarnContext(ctx, "readiness check failed", keyCheck, "runs", keyError, err.Error())
 		}
 		if err := s.locks.Ping(ctx); err != nil {
 			checks["locks"], ready = "unavailable", false
-			s.log.WarnContext(ctx, "readiness check failed", "check", "locks", keyError, err.Error())
+			s.log.WarnContext(ctx, "readiness check failed", keyCheck, "locks", keyError, err.Error())
 		}
 		status, code := "ready", http.StatusOK
 		if !ready {

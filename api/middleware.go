@@ -36,6 +36,7 @@ const (
 	keyFence     = "fence"
 	keyReason    = "reason"
 	keyBy        = "by"
+	keyCheck     = "check"
 )
 
 // requestIDHeader carries the request ID both ways: a client may send one, the answer
