@@ -6,7 +6,7 @@ GO ?= go
 test: deps vet unit
 
 deps:
-	@scripts/ensure-deps.sh
+	@scripts/ensure-deps.sh --browser
 
 vet:
 	$(GO) vet ./...
