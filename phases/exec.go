@@ -45,6 +45,10 @@ type execution struct {
 	services []*svcState
 	done     chan struct{}
 
+	// pendMu guards pending: records written with the run's next store write (updateLater).
+	pendMu  sync.Mutex
+	pending []record
+
 	// gate is closed once this run has left Phase 1 (or ended); prevGate is the gate of the
 	// run submitted before it, which it waits for before asking for coolify:phase1.
 	gate     chan struct{}
@@ -211,7 +215,9 @@ func (x *execution) finish(ctx context.Context, status runs.Status, reason strin
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
 	defer cancel()
 	now := time.Now().UTC()
+	pending, evs := x.withPending(nil, []runs.Event{{Type: runs.EndEvent(status), Message: reason}})
 	_, err := x.e.d.Store.Update(wctx, x.run.ID, func(r *runs.Run) error {
+		pending(r)
 		r.Status, r.Reason, r.EndedAt, r.HeldLocks = status, reason, now, nil
 		for i := range r.Steps {
 			if !r.Steps[i].Status.Done() {
@@ -219,7 +225,7 @@ func (x *execution) finish(ctx context.Context, status runs.Status, reason strin
 			}
 		}
 		return nil
-	}, runs.Event{Type: runs.EndEvent(status), Message: reason})
+	}, evs...)
 	if err != nil && !errors.Is(err, runs.ErrEnded) {
 		x.log.LogAttrs(wctx, slog.LevelError, "run end not recorded", slog.String(logStatus, string(status)), slog.String(logError, err.Error()))
 		return
@@ -236,10 +242,53 @@ func (x *execution) finish(ctx context.Context, status runs.Status, reason strin
 func (x *execution) update(fn func(*runs.Run), evs ...runs.Event) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), finalWriteTimeout)
 	defer cancel()
+	fn, evs = x.withPending(fn, evs)
 	_, err := x.e.d.Store.Update(ctx, x.run.ID, func(r *runs.Run) error { fn(r); return nil }, evs...)
 	if err != nil && !errors.Is(err, runs.ErrEnded) {
 		x.log.LogAttrs(ctx, slog.LevelWarn, "run record not updated", slog.String(logError, err.Error()))
 	}
+}
+
+// record is a change of the run record and its events.
+type record struct {
+	fn  func(*runs.Run)
+	evs []runs.Event
+}
+
+// updateLater queues a change that need not be stored at once because another write follows
+// closely (a lock release, before the step's outcome or the next step's lock): it is written
+// with the run's next store write (update or finish), before that write's own change, its
+// events keeping the time they were queued. Every store write rewrites the whole run.
+func (x *execution) updateLater(fn func(*runs.Run), evs ...runs.Event) {
+	now := time.Now().UTC()
+	for i := range evs {
+		if evs[i].At.IsZero() {
+			evs[i].At = now
+		}
+	}
+	x.pendMu.Lock()
+	defer x.pendMu.Unlock()
+	x.pending = append(x.pending, record{fn: fn, evs: evs})
+}
+
+// withPending takes the queued changes: fn and evs preceded by them. fn may be nil.
+func (x *execution) withPending(fn func(*runs.Run), evs []runs.Event) (func(*runs.Run), []runs.Event) {
+	x.pendMu.Lock()
+	queued := x.pending
+	x.pending = nil
+	x.pendMu.Unlock()
+	var all []runs.Event
+	for _, q := range queued {
+		all = append(all, q.evs...)
+	}
+	return func(r *runs.Run) {
+		for _, q := range queued {
+			q.fn(r)
+		}
+		if fn != nil {
+			fn(r)
+		}
+	}, append(all, evs...)
 }
 
 // setStep changes one step of the run record.
@@ -349,7 +398,8 @@ func (x *execution) acquire(ctx context.Context, key string, phase runs.Phase, s
 	return lease, nil
 }
 
-// release gives a lease back and records whether it was released or had been lost.
+// release gives a lease back and records (with the run's next store write, which follows at
+// once in every caller) whether it was released or had been lost.
 func (x *execution) release(lease *locks.Lease, phase runs.Phase, step string, phaseKey bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), finalWriteTimeout)
 	defer cancel()
@@ -362,7 +412,7 @@ func (x *execution) release(lease *locks.Lease, phase runs.Phase, step string, p
 		ev.Message = "release failed (the lease expires by its TTL): " + err.Error()
 	}
 	key := lease.Key()
-	x.update(func(r *runs.Run) {
+	x.updateLater(func(r *runs.Run) {
 		r.HeldLocks = slices.DeleteFunc(r.HeldLocks, func(k string) bool { return k == key })
 	}, ev)
 	return err
