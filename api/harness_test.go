@@ -121,7 +121,7 @@ func (e *testEngine) count() int {
 
 // fixture is a server over the real SQLite run store and lock backend.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	cfg     *config.Daemon
 	store   *sqlitestore.Store
 	locker  *locks.Locker
@@ -170,7 +170,7 @@ func testConfig() *config.Daemon {
 	}
 }
 
-func newFixture(t *testing.T, mutate ...func(*config.Daemon)) *fixture {
+func newFixture(t testing.TB, mutate ...func(*config.Daemon)) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	store, err := sqlitestore.Open(context.Background(), filepath.Join(dir, "runs.db"))
@@ -286,7 +286,7 @@ func wantError(t *testing.T, rec *httptest.ResponseRecorder, status int, field s
 	return e
 }
 
-func decodeJSON[T any](t *testing.T, rec *httptest.ResponseRecorder) T {
+func decodeJSON[T any](t testing.TB, rec *httptest.ResponseRecorder) T {
 	t.Helper()
 	var v T
 	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
