@@ -48,6 +48,13 @@ type testEngine struct {
 
 	mu        sync.Mutex
 	submitted int
+	closed    bool // Submit answers ErrShuttingDown, as the engine does while it stops
+}
+
+func (e *testEngine) setClosed(v bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = v
 }
 
 func (e *testEngine) Submit(ctx context.Context, pipeline string, t runs.Trigger) (*runs.Run, bool, error) {
@@ -61,6 +68,12 @@ func (e *testEngine) Submit(ctx context.Context, pipeline string, t runs.Trigger
 			File: "/etc/orchestrator/pipelines/prod.yaml", Field: "services[0].image_tag",
 			Message: `the trigger has no image_tag (referenced as "${trigger.image_tag}")`,
 		}})
+	}
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil, false, fmt.Errorf("submit %q: %w", pipeline, api.ErrShuttingDown)
 	}
 	r := runs.Run{Pipeline: pipeline, Trigger: t}
 	for _, ph := range []runs.Phase{runs.Phase1, runs.Phase2} {

@@ -37,6 +37,7 @@ const (
 	keyReason    = "reason"
 	keyBy        = "by"
 	keyCheck     = "check"
+	keyRule      = "rule"
 )
 
 // requestIDHeader carries the request ID both ways: a client may send one, the answer

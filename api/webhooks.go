@@ -32,10 +32,12 @@ import (
 //	gitlab   X-Gitlab-Token, X-Gitlab-Event, X-Gitlab-Event-UUID (or Idempotency-Key)
 //	generic  X-Signature-256: sha256=<hex of HMAC-SHA256(secret, body)>, X-Delivery-ID
 //
-// A delivery is a replay when its delivery ID was seen within Deps.DeliveryTTL, or when its
-// body is byte-for-byte one already turned into a run (the run's idempotency key is the
-// body's SHA-256, so a captured body re-sent under a fresh delivery ID starts nothing new).
-// A delivery without an ID is identified by its body alone.
+// A delivery is a replay when its body is byte for byte one that already started a run: the
+// run's idempotency key is the body's SHA-256, recorded atomically with the run, so neither a
+// redelivery (same delivery ID) nor a captured request re-sent under a fresh delivery ID
+// starts a second run, while a delivery whose first attempt failed before any run was created
+// (say, the daemon was restarting) does run when it is sent again. Delivery IDs are recorded
+// for Deps.DeliveryTTL to say which kind of replay it was.
 
 // Webhook headers.
 const (
@@ -73,8 +75,6 @@ type ciEvent struct {
 	// Ignore, when set, says why this delivery is not a deploy signal (a failed workflow, a
 	// deleted branch, a ping) and nothing is matched.
 	Ignore string
-	// Payload is the decoded body, for ${payload.…} references.
-	Payload any
 }
 
 // handleWebhook serves POST /v1/webhooks/{provider}.
@@ -149,15 +149,18 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 			message: fmt.Sprintf("the matching rule names pipeline %q, which is not loaded", rule.Pipeline)}
 	}
 
+	// The run's idempotency key is the body's digest: the store creates the run and records
+	// the key in one atomic step, so a delivery whose body already started a run (GitHub's
+	// redeliver, a GitLab resend, a captured request replayed under another delivery ID)
+	// starts nothing, and a delivery whose first attempt failed before a run was created
+	// still runs when it is sent again. The delivery ID is recorded too, to tell the two
+	// kinds of replay apart in the answer and the log.
 	bodySum := sha256.Sum256(body)
+	seenID := false
 	if delivery != "" {
-		seen, err := s.runs.SeenDelivery(r.Context(), string(provider)+":"+delivery, s.deliveryTTL)
+		seenID, err = s.runs.SeenDelivery(r.Context(), string(provider)+":"+delivery, s.deliveryTTL)
 		if err != nil {
-			return webhookResponse{}, 0, fmt.Errorf("check delivery: %w", err)
-		}
-		if seen {
-			log.InfoContext(r.Context(), "webhook duplicate")
-			return webhookResponse{Status: "duplicate", Reason: "this delivery ID was already received", Pipeline: rule.Pipeline}, http.StatusOK, nil
+			return webhookResponse{}, 0, fmt.Errorf("record delivery: %w", err)
 		}
 	} else {
 		delivery = "sha256:" + hex.EncodeToString(bodySum[:8])
@@ -169,11 +172,16 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 		return webhookResponse{}, 0, err
 	}
 	if existing {
-		log.InfoContext(r.Context(), "webhook duplicate", slog.String(keyRunID, run.ID))
-		return webhookResponse{Status: "duplicate", Reason: "this payload already started a run", Pipeline: rule.Pipeline, Run: run}, http.StatusOK, nil
+		reason := "this payload already started a run under another delivery ID"
+		if seenID {
+			reason = "this delivery was already received"
+		}
+		log.InfoContext(r.Context(), "webhook duplicate", slog.String(keyRunID, run.ID), slog.String(keyReason, reason))
+		return webhookResponse{Status: "duplicate", Reason: reason, Pipeline: rule.Pipeline, Run: run}, http.StatusOK, nil
 	}
 	log.InfoContext(r.Context(), "webhook triggered a run",
-		slog.String(keyRunID, run.ID), slog.String(keyPipeline, rule.Pipeline), slog.Int("rule", i))
+		slog.String(keyRunID, run.ID), slog.String(keyPipeline, rule.Pipeline), slog.Int(keyRule, i),
+		slog.Bool("redelivery", seenID))
 	return webhookResponse{Status: "triggered", Pipeline: rule.Pipeline, Run: run}, http.StatusAccepted, nil
 }
 
@@ -264,35 +272,37 @@ func deliveryID(provider config.Provider, h http.Header) (string, error) {
 // parseDelivery turns a verified body into a ciEvent. A body that is not the JSON the
 // provider documents is a 400 naming the field.
 func parseDelivery(provider config.Provider, h http.Header, body []byte) (ciEvent, error) {
-	payload, err := decodePayload(body)
-	if err != nil {
+	if err := checkObject(body); err != nil {
 		return ciEvent{}, err
 	}
 	switch provider {
 	case config.ProviderGitHub:
-		return parseGitHub(h.Get(headerGitHubEvent), body, payload)
+		return parseGitHub(h.Get(headerGitHubEvent), body)
 	case config.ProviderGitLab:
-		return parseGitLab(h.Get(headerGitLabEvent), body, payload)
+		return parseGitLab(h.Get(headerGitLabEvent), body)
 	default:
-		return parseGeneric(body, payload)
+		return parseGeneric(body)
 	}
 }
 
-// decodePayload decodes a body as one JSON object, numbers kept as json.Number.
-func decodePayload(body []byte) (any, error) {
+// checkObject checks that a body is exactly one JSON object.
+func checkObject(body []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
+	var v map[string]json.RawMessage
 	if err := dec.Decode(&v); err != nil {
-		return nil, jsonError(err)
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			return &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "the payload must be a JSON object"}
+		}
+		return jsonError(err)
 	}
-	if _, ok := v.(map[string]any); !ok {
-		return nil, &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "the payload must be a JSON object"}
+	if v == nil {
+		return &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "the payload must be a JSON object"}
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "unexpected data after the JSON payload"}
+		return &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "unexpected data after the JSON payload"}
 	}
-	return v, nil
+	return nil
 }
 
 // decodeLenient decodes body into v, ignoring fields v does not name; a known field of the
@@ -332,10 +342,10 @@ type githubRepo struct {
 	FullName string `json:"full_name"`
 }
 
-func parseGitHub(event string, body []byte, payload any) (ciEvent, error) {
+func parseGitHub(event string, body []byte) (ciEvent, error) {
 	switch event {
 	case "ping":
-		return ciEvent{Event: event, Ignore: "ping: the webhook is set up", Payload: payload}, nil
+		return ciEvent{Event: event, Ignore: "ping: the webhook is set up"}, nil
 	case "workflow_run":
 		var p githubWorkflowRun
 		if err := decodeLenient(body, &p); err != nil {
@@ -348,7 +358,6 @@ func parseGitHub(event string, body []byte, payload any) (ciEvent, error) {
 		ev := ciEvent{
 			Event: event, Repository: p.Repository.FullName, Branch: wr.HeadBranch, Workflow: wr.Name,
 			Trigger: runs.Trigger{Build: strconv.FormatInt(wr.RunNumber, 10), Commit: wr.HeadSHA},
-			Payload: payload,
 		}
 		switch {
 		case p.Action != "completed":
@@ -365,7 +374,7 @@ func parseGitHub(event string, body []byte, payload any) (ciEvent, error) {
 		if p.Ref == "" {
 			return ciEvent{}, fieldErr("ref", "missing from a push delivery")
 		}
-		ev := ciEvent{Event: event, Repository: p.Repository.FullName, Payload: payload,
+		ev := ciEvent{Event: event, Repository: p.Repository.FullName,
 			Trigger: runs.Trigger{Commit: p.After}}
 		ev.Branch, _ = strings.CutPrefix(p.Ref, "refs/heads/")
 		if !strings.HasPrefix(p.Ref, "refs/heads/") {
@@ -378,7 +387,7 @@ func parseGitHub(event string, body []byte, payload any) (ciEvent, error) {
 	case "":
 		return ciEvent{}, &httpError{status: http.StatusBadRequest, code: "invalid", field: headerGitHubEvent, message: "missing " + headerGitHubEvent}
 	}
-	return ciEvent{Event: event, Ignore: fmt.Sprintf("GitHub event %q is not a deploy signal (workflow_run and push are)", truncate(event, 64)), Payload: payload}, nil
+	return ciEvent{Event: event, Ignore: fmt.Sprintf("GitHub event %q is not a deploy signal (workflow_run and push are)", truncate(event, 64))}, nil
 }
 
 // gitlabPipeline is the part of a GitLab pipeline event the daemon reads.
@@ -399,20 +408,20 @@ type gitlabPipeline struct {
 	} `json:"project"`
 }
 
-func parseGitLab(event string, body []byte, payload any) (ciEvent, error) {
+func parseGitLab(event string, body []byte) (ciEvent, error) {
 	var p gitlabPipeline
 	if err := decodeLenient(body, &p); err != nil {
 		return ciEvent{}, err
 	}
 	if event != "Pipeline Hook" && p.ObjectKind != "pipeline" {
-		return ciEvent{Event: p.ObjectKind, Payload: payload,
+		return ciEvent{Event: p.ObjectKind,
 			Ignore: fmt.Sprintf("GitLab event %q is not a deploy signal (pipeline events are)", truncate(event, 64))}, nil
 	}
 	oa := p.ObjectAttributes
 	if oa == nil {
 		return ciEvent{}, fieldErr("object_attributes", "missing from a pipeline event")
 	}
-	ev := ciEvent{Event: "pipeline", Repository: p.Project.PathWithNamespace, Workflow: oa.Source, Payload: payload,
+	ev := ciEvent{Event: "pipeline", Repository: p.Project.PathWithNamespace, Workflow: oa.Source,
 		Trigger: runs.Trigger{Build: strconv.FormatInt(oa.ID, 10), Commit: oa.SHA}}
 	if oa.Name != nil && *oa.Name != "" {
 		ev.Workflow = *oa.Name
@@ -441,12 +450,12 @@ type genericDelivery struct {
 	Params     map[string]string `json:"params"`
 }
 
-func parseGeneric(body []byte, payload any) (ciEvent, error) {
+func parseGeneric(body []byte) (ciEvent, error) {
 	var p genericDelivery
 	if err := decodeLenient(body, &p); err != nil {
 		return ciEvent{}, err
 	}
-	return ciEvent{Event: p.Event, Repository: p.Repository, Branch: p.Branch, Workflow: p.Workflow, Payload: payload,
+	return ciEvent{Event: p.Event, Repository: p.Repository, Branch: p.Branch, Workflow: p.Workflow,
 		Trigger: runs.Trigger{Build: p.Build, ImageTag: p.ImageTag, Commit: p.Commit, AppVersion: p.AppVersion, Params: p.Params}}, nil
 }
 

@@ -74,12 +74,32 @@ func TestGitHubWorkflowRunTriggersOnce(t *testing.T) {
 	}
 
 	// GitHub's "redeliver" sends the same delivery ID: nothing new starts.
-	wantHook(t, f, delivery("github", "workflow_run", "d-1", body, githubSecret), 200, "duplicate")
-	// A captured body re-sent under a fresh delivery ID starts nothing either.
-	again := wantHook(t, f, delivery("github", "workflow_run", "d-2", body, githubSecret), 200, "duplicate")
-	if again.Run == nil || again.Run.ID != r.ID {
-		t.Errorf("replayed body: got run %v, want the first run %s", again.Run, r.ID)
+	again := wantHook(t, f, delivery("github", "workflow_run", "d-1", body, githubSecret), 200, "duplicate")
+	if again.Run == nil || again.Run.ID != r.ID || again.Reason != "this delivery was already received" {
+		t.Errorf("redelivery: got %+v, want the first run %s, already received", again, r.ID)
 	}
+	// A captured body re-sent under a fresh delivery ID starts nothing either.
+	again = wantHook(t, f, delivery("github", "workflow_run", "d-2", body, githubSecret), 200, "duplicate")
+	if again.Run == nil || again.Run.ID != r.ID || !strings.Contains(again.Reason, "another delivery ID") {
+		t.Errorf("replayed body: got %+v, want the first run %s", again, r.ID)
+	}
+	if n := f.runCount(); n != 1 {
+		t.Fatalf("runs: got %d, want 1", n)
+	}
+}
+
+func TestWebhookRedeliveryAfterAFailureRuns(t *testing.T) {
+	f := newFixture(t)
+	body := payload(t, "github-workflow-run.json")
+	f.engine.setClosed(true) // the daemon is restarting
+	rec := f.serve(delivery("github", "workflow_run", "d-9", body, githubSecret))
+	wantError(t, rec, 503, "")
+	if rec.Header().Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
+	}
+	f.engine.setClosed(false)
+	wantHook(t, f, delivery("github", "workflow_run", "d-9", body, githubSecret), 202, "triggered")
+	wantHook(t, f, delivery("github", "workflow_run", "d-9", body, githubSecret), 200, "duplicate")
 	if n := f.runCount(); n != 1 {
 		t.Fatalf("runs: got %d, want 1", n)
 	}
