@@ -175,6 +175,9 @@ func TestBadInput(t *testing.T) {
 		{"dashboard no token", "GET", "/", "", nil, nil, 401, ""},
 		{"run page bad id", "GET", "/runs/..%2Fsecret", readToken, nil, nil, 400, "id"},
 		{"metrics no token", "GET", "/metrics", "", nil, nil, 401, ""},
+		{"static listing", "GET", "/static/", "", nil, nil, 404, ""},
+		{"static traversal", "GET", "/static/..%2flayout.html", "", nil, nil, 404, ""},
+		{"static traversal 2", "GET", "/static/%2e%2e/run.html", "", nil, nil, 404, ""},
 	}
 	before := f.runCount()
 	for _, c := range cases {

@@ -189,14 +189,19 @@ func (s *server) handleRunPage() http.HandlerFunc {
 	}
 }
 
-// handleStatic serves the embedded CSS and JS.
+// handleStatic serves the embedded CSS and JS under /static/, and nothing else: no directory
+// listings, no path that climbs out of web/static.
 func (s *server) handleStatic() http.Handler {
-	sub, err := fs.Sub(webFS, "web")
+	sub, err := fs.Sub(webFS, "web/static")
 	if err != nil {
 		panic(err) // the embed pattern guarantees the directory
 	}
-	files := http.FileServerFS(sub)
+	files := http.StripPrefix("/static", http.FileServerFS(sub))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") || strings.Contains(r.URL.Path, "..") {
+			s.writeError(w, r, newHTTPError(http.StatusNotFound, "not_found", "no such file"))
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=300")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		files.ServeHTTP(w, r)
