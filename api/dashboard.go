@@ -92,6 +92,9 @@ func stepDetail(s runs.Step) string {
 	if s.Error != "" {
 		return s.Error
 	}
+	if s.Status == runs.StepWaitingLock && s.LockKey != "" {
+		return "waiting for " + s.LockKey
+	}
 	var parts []string
 	if t := s.Changes.ImageTag; t != nil {
 		parts = append(parts, "tag "+t.Old+" → "+t.New)

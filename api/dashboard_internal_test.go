@@ -1,0 +1,41 @@
+package api
+
+import (
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+func TestHumanDurationMatchesRunJS(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{850 * time.Millisecond, "850ms"},
+		{12340 * time.Millisecond, "12.3s"},
+		{4*time.Minute + 5*time.Second, "4m05s"},
+	} {
+		if got := humanDuration(c.d); got != c.want {
+			t.Errorf("humanDuration(%s): got %q, want %q", c.d, got, c.want)
+		}
+	}
+}
+
+func TestStepDetail(t *testing.T) {
+	for _, c := range []struct {
+		s    runs.Step
+		want string
+	}{
+		{runs.Step{Error: "health check failed"}, "health check failed"},
+		{runs.Step{Status: runs.StepWaitingLock, LockKey: "coolify:abc"}, "waiting for coolify:abc"},
+		{runs.Step{Changes: runs.Changes{ImageTag: &runs.TagChange{Old: "v1", New: "v2"}, EnvKeys: []string{"A", "B"}}},
+			"tag v1 → v2; env: A, B"},
+		{runs.Step{DeploymentUUID: "dpl-1", Changes: runs.Changes{Fields: []string{"ios.latest_version"}}},
+			"fields: ios.latest_version; deployment dpl-1"},
+	} {
+		if got := stepDetail(c.s); got != c.want {
+			t.Errorf("stepDetail(%+v): got %q, want %q", c.s, got, c.want)
+		}
+	}
+}
