@@ -28,10 +28,17 @@ import (
 
 // Load benchmark parameters (issue 6): 200 runs across 5 pipelines, read concurrently.
 const (
-	loadPipelines    = 5
-	loadRunsPerPipe  = 40 // 200 runs in all
-	loadApps         = 10 // each pipeline deploys 3 of them, overlapping its neighbours'
-	loadReaders      = 4  // goroutines reading /v1/runs and /v1/runs/{id} while the runs go
+	loadPipelines   = 5
+	loadRunsPerPipe = 40 // 200 runs in all
+	loadApps        = 10 // each pipeline deploys 3 of them, overlapping its neighbours'
+	loadReaders     = 4  // goroutines reading /v1/runs and /v1/runs/{id} while the runs go
+	// loadReadEvery paces each reader: one list and one get per tick, so 4 readers make 160
+	// reads/s (a few hundred dashboards polling every couple of seconds). Unpaced readers
+	// would measure how a 2-core machine queues requests at saturation, not the API.
+	loadReadEvery = 50 * time.Millisecond
+	// loadProbeEvery paces the /healthz probe: the latency of a request that does nothing,
+	// for comparison (what scheduling on the machine adds to every request).
+	loadProbeEvery   = 10 * time.Millisecond
 	loadTriggerToken = "load-trigger-token-0123456789"
 	loadAdminToken   = "load-admin-token-0123456789ab"
 )
@@ -39,13 +46,15 @@ const (
 // BenchmarkAPILoad starts the real daemon binary (go build of this package, run as a child
 // process with `serve`) on a fake Coolify whose calls answer at once and whose deployments
 // take no time, then triggers 200 runs across 5 pipelines (one client goroutine per
-// pipeline, back to back) while 4 goroutines read GET /v1/runs (the first page, 50 runs) and
-// GET /v1/runs/{id} (a run triggered so far, at random) until every run has ended.
+// pipeline, back to back) while 4 goroutines read, every 50 ms each, GET /v1/runs (the first
+// page, 50 runs) and GET /v1/runs/{id} (a run triggered so far, at random) until every run has
+// ended. A probe GETs /healthz every 10 ms meanwhile.
 //
 // It reports the p50 and p99 latency of the reads and of the triggers as the benchmark's HTTP
-// client sees them (loopback, kept-alive connections), the daemon's peak RSS (VmHWM from
-// /proc/<pid>/status of the child process: the daemon alone, not this test process), and
-// runs/s. Goals: p99 of reads under 20 ms, peak RSS under 100 MB.
+// client sees them (loopback, kept-alive connections), the p99 of the /healthz probe (the
+// part of any request's latency that is the machine's scheduling, not the API), the daemon's
+// peak RSS (VmHWM from /proc/<pid>/status of the child process: the daemon alone, not this
+// test process), and runs/s. Goals: p99 of reads under 20 ms, peak RSS under 100 MB.
 //
 // The trigger rate limit is turned off in the daemon's config (per_second: 0): with the
 // default 5/s the benchmark would measure the limiter. Run it with, e.g.:
@@ -60,13 +69,14 @@ func BenchmarkAPILoad(b *testing.B) {
 		b.Run(backend, func(b *testing.B) {
 			cf := coolifytest.NewServer(b, coolifytest.WithTiming(coolifytest.Timing{}), coolifytest.WithConcurrentBuilds(loadApps))
 			d := startDaemon(b, bin, cf, backend)
-			var reads, lists, gets, triggers []time.Duration
+			var reads, lists, gets, triggers, probes []time.Duration
 			var took time.Duration
 			for i := 0; b.Loop(); i++ {
 				res := d.loadRound(b, i)
 				lists = append(lists, res.lists...)
 				gets = append(gets, res.gets...)
 				triggers = append(triggers, res.triggers...)
+				probes = append(probes, res.probes...)
 				took += res.took
 			}
 			reads = append(append(reads, lists...), gets...)
@@ -81,6 +91,7 @@ func BenchmarkAPILoad(b *testing.B) {
 			b.ReportMetric(ms(percentile(gets, 99)), "get-p99-ms")
 			b.ReportMetric(ms(percentile(triggers, 50)), "trigger-p50-ms")
 			b.ReportMetric(ms(percentile(triggers, 99)), "trigger-p99-ms")
+			b.ReportMetric(ms(percentile(probes, 99)), "healthz-p99-ms")
 			b.ReportMetric(float64(hwm)/(1<<20), "peak-rss-MB")
 			b.ReportMetric(float64(len(reads))/float64(b.N), "reads/op")
 			b.ReportMetric(float64(len(triggers))/took.Seconds(), "runs/s")
@@ -118,6 +129,36 @@ func buildDaemon(b *testing.B) string {
 func startDaemon(b *testing.B, bin string, cf *coolifytest.Server, backend string) *loadDaemon {
 	b.Helper()
 	dir := b.TempDir()
+	cfgPath, addr := writeDaemonConfig(b, dir, cf, backend)
+	logs, err := os.Create(filepath.Join(dir, "daemon.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { logs.Close() })
+
+	cmd := exec.Command(bin, "serve", "--config", cfgPath)
+	cmd.Env = append(os.Environ(), "COOLIFY_TOKEN="+cf.Token)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("start daemon: %v", err)
+	}
+	d := &loadDaemon{cmd: cmd, base: "http://" + addr, exited: make(chan struct{}), logs: logs, client: loadClient()}
+	go func() { d.err = cmd.Wait(); close(d.exited) }()
+	b.Cleanup(func() { d.kill() })
+	d.waitHealthy(b)
+	return d
+}
+
+// loadClient is the benchmark's HTTP client: enough kept-alive connections for every
+// goroutine of a round.
+func loadClient() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * (loadPipelines + loadReaders)}}
+}
+
+// writeDaemonConfig writes the pipelines and the daemon config into dir and returns the
+// config's path and the address the daemon will listen on.
+func writeDaemonConfig(b *testing.B, dir string, cf *coolifytest.Server, backend string) (string, string) {
+	b.Helper()
 	pipes := filepath.Join(dir, "pipelines")
 	if err := os.MkdirAll(pipes, 0o755); err != nil {
 		b.Fatal(err)
@@ -160,24 +201,7 @@ shutdown_grace: 10s
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	logs, err := os.Create(filepath.Join(dir, "daemon.log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { logs.Close() })
-
-	cmd := exec.Command(bin, "serve", "--config", cfgPath)
-	cmd.Env = append(os.Environ(), "COOLIFY_TOKEN="+cf.Token)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("start daemon: %v", err)
-	}
-	d := &loadDaemon{cmd: cmd, base: "http://" + addr, exited: make(chan struct{}), logs: logs,
-		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * (loadPipelines + loadReaders)}}}
-	go func() { d.err = cmd.Wait(); close(d.exited) }()
-	b.Cleanup(func() { d.kill() })
-	d.waitHealthy(b)
-	return d
+	return cfgPath, addr
 }
 
 // waitHealthy polls /healthz until it answers 200, the child exits, or 30 s pass.
@@ -246,8 +270,8 @@ func (d *loadDaemon) logText() string {
 
 // roundResult is what one round measured.
 type roundResult struct {
-	lists, gets, triggers []time.Duration
-	took                  time.Duration // first trigger to the last run's end
+	lists, gets, triggers, probes []time.Duration
+	took                          time.Duration // first trigger to the last run's end
 }
 
 // loadRound triggers loadPipelines × loadRunsPerPipe runs while loadReaders goroutines read,
@@ -271,22 +295,46 @@ func (d *loadDaemon) loadRound(b *testing.B, round int) roundResult {
 		cancel()
 	}
 
-	// Readers, until the runs have ended (stopReads) or something failed (ctx).
+	// Readers and the probe, until the runs have ended (stopReads) or something failed (ctx).
 	stopReads := make(chan struct{})
 	readers := make([][2][]time.Duration, loadReaders)
+	var probes []time.Duration
 	var rwg sync.WaitGroup
+	rwg.Add(1)
+	go func() {
+		defer rwg.Done()
+		tick := time.NewTicker(loadProbeEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopReads:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			dt, err := d.get(ctx, "/healthz", nil)
+			if err != nil {
+				report(err)
+				return
+			}
+			probes = append(probes, dt)
+		}
+	}()
 	for r := range loadReaders {
 		rwg.Add(1)
 		go func() {
 			defer rwg.Done()
 			rng := rand.New(rand.NewPCG(uint64(round), uint64(r)))
+			tick := time.NewTicker(loadReadEvery)
+			defer tick.Stop()
 			for {
 				select {
 				case <-stopReads:
 					return
 				case <-ctx.Done():
 					return
-				default:
+				case <-tick.C:
 				}
 				dt, err := d.get(ctx, "/v1/runs", nil)
 				if err != nil {
@@ -378,6 +426,7 @@ func (d *loadDaemon) loadRound(b *testing.B, round int) roundResult {
 	for _, t := range trig {
 		res.triggers = append(res.triggers, t...)
 	}
+	res.probes = probes
 	res.took = took
 	return res
 }
