@@ -156,6 +156,8 @@ func apiError(err error) error {
 		return fmt.Errorf("%w: %w", api.ErrUnknownPipeline, err)
 	case errors.Is(err, phases.ErrShuttingDown):
 		return fmt.Errorf("%w: %w", api.ErrShuttingDown, err)
+	case errors.Is(err, phases.ErrNotOwner):
+		return fmt.Errorf("%w: %w", api.ErrConflict, err)
 	case errors.Is(err, phases.ErrInvalidTrigger):
 		probs := config.AsProblems(err)
 		if len(probs) == 0 {
