@@ -238,12 +238,10 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t runs.Trigger) (*
 	if !created {
 		return &r, true, nil
 	}
-	evs, err := e.d.Store.Append(ctx, r.ID, runs.Event{Type: runs.EventRunQueued,
-		Message: fmt.Sprintf("queued by %s", orUnknown(t.By))})
-	if err != nil {
+	if _, err := e.d.Store.Append(ctx, r.ID, runs.Event{Type: runs.EventRunQueued,
+		Message: fmt.Sprintf("queued by %s", orUnknown(t.By))}); err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "run queued event not written", slog.String(logRunID, r.ID), slog.String(logError, err.Error()))
 	}
-	_ = evs
 
 	x := e.newExecution(r, resolved)
 	e.mu.Lock()
