@@ -86,9 +86,14 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 		x.cancelOrphan(ctx, s, depUUID)
 		return "", err
 	}
-	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.Status = runs.StepDeployed },
-		runs.Event{Type: runs.EventDeployFinished, Phase: runs.Phase2, Service: s.Name, Fence: lease.Fence(),
-			Data: map[string]string{"deployment_uuid": depUUID}})
+	deployed := withStep(runs.Phase2, s.Name, func(step *runs.Step) { step.Status = runs.StepDeployed })
+	finished := runs.Event{Type: runs.EventDeployFinished, Phase: runs.Phase2, Service: s.Name, Fence: lease.Fence(),
+		Data: map[string]string{"deployment_uuid": depUUID}}
+	if s.Health.CoolifyStatus == "" && s.Health.HTTP == nil {
+		x.updateLater(deployed, finished) // no check to wait for: the outcome is written next
+	} else {
+		x.update(deployed, finished) // shown while the check runs
+	}
 
 	if err := x.health(ctx, s); err != nil {
 		x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventHealthFailed, Phase: runs.Phase2, Service: s.Name, Message: err.Error()})
