@@ -31,9 +31,15 @@ type Lease struct {
 	end   context.CancelCauseFunc
 	ended atomic.Bool
 
-	stop   context.CancelFunc // stops the heartbeat
-	hbDone chan struct{}
-	check  chan struct{} // asks the heartbeat to renew now
+	// The heartbeat goroutine does not exist while the lease is young: a timer starts it
+	// when the first renewal or the forced-release watch is due (or at once when a forced
+	// release asks for a check), so a lease released within that time never had one.
+	hbMu      sync.Mutex
+	hbTimer   *time.Timer        // starts the heartbeat; set once in start
+	hbStopped bool               // stopHeartbeat was called: never start
+	hbCancel  context.CancelFunc // stops the running heartbeat; nil until it starts
+	hbDone    chan struct{}      // closed when the running heartbeat returns
+	check     chan struct{}      // asks the heartbeat to renew now
 
 	relMu       sync.Mutex // serializes Release
 	unconfirmed bool       // Release ended the lease but the backend did not confirm it
@@ -114,8 +120,7 @@ func (le *Lease) Release(ctx context.Context) error {
 			return nil
 		}
 	}
-	le.stop()
-	<-le.hbDone
+	le.stopHeartbeat()
 	if err := le.Err(); errors.Is(err, ErrLost) {
 		return err // the heartbeat found the loss while we stopped it
 	}
@@ -124,7 +129,7 @@ func (le *Lease) Release(ctx context.Context) error {
 	switch {
 	case err == nil:
 		le.unconfirmed = false
-		le.finish(fmt.Errorf("lock %q (fence %d): %w", key, le.info.Fence, ErrReleased), false)
+		le.finish(&releasedError{key: key, fence: le.info.Fence}, false)
 		return nil
 	case errors.Is(err, ErrNotHeld) && le.unconfirmed:
 		le.unconfirmed = false // gone by now (expired): nothing left to release
@@ -135,11 +140,28 @@ func (le *Lease) Release(ctx context.Context) error {
 		return lost
 	default:
 		le.unconfirmed = true
-		le.finish(fmt.Errorf("lock %q (fence %d): %w (the release was not confirmed; the lease expires by its TTL)",
-			key, le.info.Fence, ErrReleased), false)
+		le.finish(&releasedError{key: key, fence: le.info.Fence, unconfirmed: true}, false)
 		return fmt.Errorf("release %q (fence %d): %w (retry the release, or let the lease expire by its TTL)", key, le.info.Fence, err)
 	}
 }
+
+// releasedError is the cause of a released lease. It matches ErrReleased; its text is
+// built only when someone reads it, since most releases are never looked at.
+type releasedError struct {
+	key         string
+	fence       int64
+	unconfirmed bool // the backend did not confirm the delete
+}
+
+func (e *releasedError) Error() string {
+	if e.unconfirmed {
+		return fmt.Sprintf("lock %q (fence %d): %v (the release was not confirmed; the lease expires by its TTL)",
+			e.key, e.fence, ErrReleased)
+	}
+	return fmt.Sprintf("lock %q (fence %d): %v", e.key, e.fence, ErrReleased)
+}
+
+func (e *releasedError) Unwrap() error { return ErrReleased }
 
 // lostErr is the error of a lost lease: the key, fence, reason and cause (may be nil).
 func (le *Lease) lostErr(reason string, cause error) error {
@@ -177,17 +199,54 @@ func (le *Lease) finish(cause error, lost bool) bool {
 	return true
 }
 
-// checkNow asks the heartbeat to renew at once (to notice a forced release).
+// checkNow asks the heartbeat to renew at once (to notice a forced release), starting it
+// if it is not running yet.
 func (le *Lease) checkNow() {
 	select {
 	case le.check <- struct{}{}:
 	default:
 	}
+	if le.hbTimer.Stop() {
+		le.startHeartbeat()
+	}
 }
 
-// heartbeat renews the lease every TTL/3 until ctx ends or the lease is lost. After
-// watchAfter it also listens for release signals on its own key: since only this lease may
-// release it, a signal means a forced release, and a renewal confirms the loss at once.
+// startHeartbeat runs the heartbeat goroutine, unless it runs already or the lease's
+// heartbeat was stopped. It is called by hbTimer, or by checkNow after stopping hbTimer.
+func (le *Lease) startHeartbeat() {
+	le.hbMu.Lock()
+	defer le.hbMu.Unlock()
+	if le.hbStopped || le.hbCancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	le.hbCancel, le.hbDone = cancel, make(chan struct{})
+	le.l.wg.Add(1)
+	go func() {
+		defer le.l.wg.Done()
+		le.heartbeat(ctx)
+	}()
+}
+
+// stopHeartbeat keeps the heartbeat from starting, or stops it and waits for it to return,
+// so that no renewal is in flight afterwards.
+func (le *Lease) stopHeartbeat() {
+	le.hbMu.Lock()
+	le.hbStopped = true
+	cancel, done := le.hbCancel, le.hbDone
+	le.hbMu.Unlock()
+	le.hbTimer.Stop()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// heartbeat renews the lease every TTL/3 (counted from the grant) until ctx ends or the
+// lease is lost. It starts when the first renewal or watchAfter is due, whichever comes
+// first, or earlier on checkNow; from watchAfter on it also listens for release signals
+// on its own key: since only this lease may release it, a signal means a forced release,
+// and a renewal confirms the loss at once.
 //
 // The subscription is made in a goroutine of its own, so that a stalled backend holding the
 // Subscribe call can't hold back the renewals — and with them the loss of the lease by the
@@ -195,9 +254,10 @@ func (le *Lease) checkNow() {
 func (le *Lease) heartbeat(ctx context.Context) {
 	defer close(le.hbDone)
 	interval := le.ttl / 3
-	renew := time.NewTimer(interval)
+	age := time.Since(le.granted)
+	renew := time.NewTimer(max(interval-age, 0))
 	defer renew.Stop()
-	watch := time.NewTimer(min(watchAfter, interval))
+	watch := time.NewTimer(max(min(watchAfter, interval)-age, 0))
 	defer watch.Stop()
 	type subscribed struct {
 		sub Subscription

@@ -3,6 +3,7 @@ package locks
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"io"
@@ -96,7 +97,7 @@ type Locker struct {
 	owners map[string]map[string]*Lease
 	// leases maps a key to the live leases this Locker holds on it (normally one).
 	leases map[string][]*Lease
-	wg     sync.WaitGroup // heartbeats
+	wg     sync.WaitGroup // running heartbeats
 }
 
 // New returns a Locker over d. The Locker owns d: Close closes it.
@@ -299,7 +300,7 @@ func (l *Locker) Acquire(ctx context.Context, r Request) (*Lease, error) {
 func (l *Locker) acquire(ctx context.Context, r Request, owner string) (*Lease, error) {
 	b := budgetFor(r)
 	start := time.Now()
-	ticket := rand.Text()
+	ids := newIDs()
 	var (
 		lastHeld *HeldError
 		lastErr  error
@@ -311,7 +312,7 @@ func (l *Locker) acquire(ctx context.Context, r Request, owner string) (*Lease, 
 					r.Key, attempt, time.Since(start).Round(time.Millisecond), err)
 			}
 		}
-		le, err := l.attempt(ctx, r, owner, ticket, b.Timeout, start)
+		le, err := l.attempt(ctx, r, owner, &ids, b.Timeout, start)
 		if err == nil {
 			return le, nil
 		}
@@ -345,10 +346,10 @@ func (l *Locker) acquire(ctx context.Context, r Request, owner string) (*Lease, 
 
 // attempt is one attempt of the budget: try, and while the key is held wait for a release
 // signal, the holder's expiry or the fallback poll, then try again, until timeout.
-func (l *Locker) attempt(ctx context.Context, r Request, owner, ticket string, timeout time.Duration, start time.Time) (*Lease, error) {
-	actx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-
+func (l *Locker) attempt(ctx context.Context, r Request, owner string, ids *ids, timeout time.Duration, start time.Time) (*Lease, error) {
+	// The attempt's end is a deadline, not a context with a timer, so an uncontended grant
+	// starts no timer.
+	ticket, deadline := ids.ticket, time.Now().Add(timeout)
 	var sub Subscription
 	defer func() {
 		if sub != nil {
@@ -357,7 +358,7 @@ func (l *Locker) attempt(ctx context.Context, r Request, owner, ticket string, t
 	}()
 	queued := false
 	for {
-		le, err := l.try(ctx, r, owner, ticket, start)
+		le, err := l.try(ctx, r, owner, ticket, ids.token(), start)
 		if err == nil {
 			return le, nil
 		}
@@ -373,7 +374,7 @@ func (l *Locker) attempt(ctx context.Context, r Request, owner, ticket string, t
 			l.leaveQueue(ctx, r.Key, ticket)
 			return nil, he
 		}
-		if actx.Err() != nil {
+		if ctx.Err() != nil || !time.Now().Before(deadline) {
 			l.leaveQueue(ctx, r.Key, ticket)
 			return nil, he
 		}
@@ -381,10 +382,10 @@ func (l *Locker) attempt(ctx context.Context, r Request, owner, ticket string, t
 			// Subscribe only once the key is found held, so an uncontended acquire is one
 			// backend step; then try again at once, since a release that came before the
 			// subscription was active would otherwise be missed.
-			s, err := l.d.Subscribe(actx, r.Key)
+			s, err := l.subscribe(ctx, r.Key, deadline)
 			if err != nil {
 				l.leaveQueue(ctx, r.Key, ticket)
-				if actx.Err() != nil && ctx.Err() == nil {
+				if ctx.Err() == nil && !time.Now().Before(deadline) {
 					return nil, he
 				}
 				return nil, err
@@ -392,22 +393,26 @@ func (l *Locker) attempt(ctx context.Context, r Request, owner, ticket string, t
 			sub = s
 			continue
 		}
-		wait := l.jitteredPoll()
-		if until := untilFree(he.Current, time.Now()); until < wait {
-			wait = until
-		}
+		wait := min(l.jitteredPoll(), untilFree(he.Current, time.Now()), time.Until(deadline))
 		t := time.NewTimer(wait)
 		select {
 		case <-sub.C():
 		case <-t.C:
-		case <-actx.Done():
+		case <-ctx.Done():
 		}
 		t.Stop()
-		if actx.Err() != nil {
+		if ctx.Err() != nil || !time.Now().Before(deadline) {
 			l.leaveQueue(ctx, r.Key, ticket)
 			return nil, he
 		}
 	}
+}
+
+// subscribe subscribes to key's release signal, giving up at deadline.
+func (l *Locker) subscribe(ctx context.Context, key string, deadline time.Time) (Subscription, error) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	return l.d.Subscribe(ctx, key)
 }
 
 // untilFree is how long until the lease or lock-delay in cur ends by the local clock.
@@ -432,9 +437,34 @@ func (l *Locker) jitteredPoll() time.Duration {
 	return time.Duration(float64(l.poll) * (0.5 + mrand.Float64()))
 }
 
-// try makes one TryAcquire and turns a grant into a running Lease.
-func (l *Locker) try(ctx context.Context, r Request, owner, ticket string, start time.Time) (*Lease, error) {
-	token := rand.Text()
+// ids are the random identifiers of one Acquire: its queue ticket, and a fresh token per
+// try (the outcome of a failed try is unknown, and its token may still be released).
+type ids struct {
+	ticket string
+	first  string // the first try's token; "" once used
+}
+
+// idEncoding spells 128 random bits in 26 characters, as crypto/rand.Text does.
+var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// newIDs draws the ticket and the first token from one read of the random source.
+func newIDs() ids {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
+	return ids{ticket: idEncoding.EncodeToString(b[:16]), first: idEncoding.EncodeToString(b[16:])}
+}
+
+// token returns the token of the next try.
+func (x *ids) token() string {
+	if t := x.first; t != "" {
+		x.first = ""
+		return t
+	}
+	return rand.Text()
+}
+
+// try makes one TryAcquire with token and turns a grant into a running Lease.
+func (l *Locker) try(ctx context.Context, r Request, owner, ticket, token string, start time.Time) (*Lease, error) {
 	sent := time.Now()
 	info, err := l.d.TryAcquire(ctx, Grant{
 		Key:            r.Key,
@@ -479,31 +509,25 @@ func (l *Locker) start(info Info, owner string, ttl time.Duration, sent time.Tim
 		deadline: localDeadline(sent, ttl),
 		granted:  time.Now(),
 		check:    make(chan struct{}, 1),
-		hbDone:   make(chan struct{}),
 	}
 	le.ctx, le.end = context.WithCancelCause(context.Background())
-	var hbCtx context.Context
-	hbCtx, le.stop = context.WithCancel(context.Background())
 
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		le.stop()
 		le.end(ErrUnavailable)
 		l.bestEffort(context.Background(), func(c context.Context) error { return l.d.Release(c, info.Key, info.Token) })
 		return nil, fmt.Errorf("acquire %q: %w: the locker was closed during the acquire", info.Key, ErrUnavailable)
 	}
+	// Set before the lease is published (checkNow reads it): a goroutine starts only
+	// when the first renewal or the forced-release watch is due.
+	le.hbTimer = time.AfterFunc(min(watchAfter, ttl/3), le.startHeartbeat)
 	if held := l.owners[owner]; held != nil {
 		held[info.Key] = le
 	}
 	l.leases[info.Key] = append(l.leases[info.Key], le)
-	l.wg.Add(1)
 	l.mu.Unlock()
 
-	go func() {
-		defer l.wg.Done()
-		le.heartbeat(hbCtx)
-	}()
 	if l.obs != nil {
 		l.obs.Acquired(info.Key, waited)
 	}
@@ -652,7 +676,7 @@ func (l *Locker) Close() error {
 	}
 	l.mu.Unlock()
 	for _, le := range live {
-		le.stop()
+		le.stopHeartbeat()
 	}
 	l.wg.Wait()
 	for _, le := range live {

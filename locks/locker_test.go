@@ -510,3 +510,51 @@ func TestIdleWaiterDoesNotPoll(t *testing.T) {
 		t.Errorf("TryAcquire calls in all: got %d, want 3", got)
 	}
 }
+
+// TestYoungLeaseStartsNoHeartbeat: a lease released before its first renewal or watch is
+// due never started a heartbeat goroutine, so an uncontended acquire and release spawns
+// none.
+func TestYoungLeaseStartsNoHeartbeat(t *testing.T) {
+	fx := newFixture(t)
+	ctx := t.Context()
+	le, err := fx.l.Acquire(ctx, locks.Request{Key: "svc:young", Holder: "p#1/y", TTL: time.Minute, Budget: quick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquired := time.Now()
+	if err := le.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Only meaningful if the release came before the heartbeat was due.
+	if held := time.Since(acquired); held < locks.WatchAfter && locks.HeartbeatStarted(le) {
+		t.Errorf("a lease released after %s started its heartbeat; want none before %s", held, locks.WatchAfter)
+	}
+	if !errors.Is(le.Err(), locks.ErrReleased) || !strings.Contains(le.Err().Error(), `lock "svc:young" (fence `) {
+		t.Errorf("Err: got %v, want ErrReleased naming the key and fence", le.Err())
+	}
+}
+
+// TestForceReleaseWakesYoungLease: a forced release through the Locker starts the
+// heartbeat of a lease too young to have one, so the loss is confirmed at once.
+func TestForceReleaseWakesYoungLease(t *testing.T) {
+	fx := newFixture(t)
+	ctx := t.Context()
+	le, err := fx.l.Acquire(ctx, locks.Request{Key: "svc:wake", Holder: "p#1/w", TTL: time.Hour, Budget: quick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.l.ForceRelease(ctx, locks.ForceRequest{Key: "svc:wake", Fence: le.Fence(), Reason: "test", LockDelay: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if !locks.HeartbeatStarted(le) {
+		t.Error("ForceRelease returned without starting the evicted lease's heartbeat")
+	}
+	select {
+	case <-le.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the evicted lease did not end")
+	}
+	if !errors.Is(le.Err(), locks.ErrLost) {
+		t.Errorf("Err: got %v, want ErrLost", le.Err())
+	}
+}
