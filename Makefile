@@ -3,7 +3,9 @@ GO ?= go
 
 .PHONY: test vet unit bench-locks demo deps chaos fuzz
 
+# Every test, then a short fuzz run of every target (the seed corpora also run in `unit`).
 test: deps vet unit
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=3s
 
 deps:
 	@scripts/ensure-deps.sh --browser
