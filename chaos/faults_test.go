@@ -51,8 +51,11 @@ func TestRedisStalledPastTTL(t *testing.T) {
 		return ok
 	})
 	w.redis.Resume()
-	if lag := cancel.Start.Sub(paused); lag > 3*time.Second+time.Second {
-		t.Errorf("the deployment was canceled %s after Redis stalled; want within the 3s TTL (plus a poll)", lag)
+	// The cancel came while Redis was stalled, so before anyone could be granted the key;
+	// and soon after the lease ran out by the holder's clock (the bound is loose: a loaded
+	// machine may be slow, but a holder that waits out its Redis client's timeouts is not).
+	if lag := cancel.Start.Sub(paused); lag > 2*3*time.Second {
+		t.Errorf("the deployment was canceled %s after Redis stalled; want about the 3s TTL", lag)
 	}
 
 	got := d1.waitEnded(r1.ID, 60*time.Second)
