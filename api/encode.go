@@ -22,11 +22,16 @@ func encode(w http.ResponseWriter, status int, v any) {
 		buf.Reset()
 		buf.WriteString(`{"error":{"code":"internal","message":"could not encode the answer"}}` + "\n")
 	}
+	writeJSON(w, status, buf.Bytes())
+}
+
+// writeJSON writes body, already JSON, as an answer with the given status.
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body)
 }
 
 // decode reads the request body as one JSON value into v. Unknown fields, trailing data, a

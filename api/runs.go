@@ -114,10 +114,7 @@ func (s *server) handleListRuns() http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		if page.Runs == nil {
-			page.Runs = []runs.Run{}
-		}
-		encode(w, http.StatusOK, page)
+		s.encodePage(w, http.StatusOK, page)
 	}
 }
 
@@ -135,7 +132,7 @@ func (s *server) handleGetRun() http.HandlerFunc {
 			return
 		}
 		w.Header().Set("ETag", etag(run))
-		encode(w, http.StatusOK, run)
+		s.encodeRun(w, http.StatusOK, &run)
 	}
 }
 

@@ -90,6 +90,7 @@ type server struct {
 	webhookRate *limiter
 	pages       *pages
 	streams     chan struct{} // one token per open SSE stream
+	runJSON     *runJSON
 }
 
 // NewServer returns the daemon's HTTP handler: the API, the webhooks, the dashboard, health
@@ -109,6 +110,7 @@ func NewServer(d Deps) http.Handler {
 		heartbeat:   d.Heartbeat,
 		deliveryTTL: d.DeliveryTTL,
 		now:         d.Now,
+		runJSON:     newRunJSON(),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
