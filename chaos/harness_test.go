@@ -112,6 +112,9 @@ func startDaemon(t *testing.T, name string, env map[string]string) *daemon {
 	d.start()
 	t.Cleanup(func() {
 		d.kill()
+		if strings.Contains(d.log.String(), "WARNING: DATA RACE") { // built with CHAOS_RACE=1
+			t.Errorf("daemon %s reported a data race", d.name)
+		}
 		if t.Failed() {
 			t.Logf("log of daemon %s:\n%s", d.name, d.log)
 		}
