@@ -1,0 +1,29 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestOnlyCmdWiresBackends enforces the layering: the engine, the API and the contracts
+// depend on interfaces; only cmd/orchestrator imports the concrete lock and run-store
+// backends (STYLE.md, "Wiring only in cmd").
+func TestOnlyCmdWiresBackends(t *testing.T) {
+	const mod = "github.com/deploy-orchestrator/orchestrator/"
+	backends := []string{"locks/redislock", "locks/sqlitelock", "runs/redisstore", "runs/sqlitestore"}
+	for _, pkg := range []string{"api", "phases", "locks", "runs", "config", "coolify", "mobile", "secrets", "secrets/infisical"} {
+		out, err := exec.Command("go", "list", "-deps", mod+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		deps := strings.Fields(string(out))
+		for _, b := range backends {
+			for _, d := range deps {
+				if d == mod+b {
+					t.Errorf("%s depends on the concrete backend %s; only cmd/orchestrator may wire it", pkg, b)
+				}
+			}
+		}
+	}
+}
