@@ -31,11 +31,12 @@ type Lease struct {
 	end   context.CancelCauseFunc
 	ended atomic.Bool
 
-	// The heartbeat goroutine does not exist while the lease is young: a timer starts it
-	// when the first renewal or the forced-release watch is due (or at once when a forced
-	// release asks for a check), so a lease released within that time never had one.
+	// The heartbeat goroutine does not exist while the lease is young: the Locker's
+	// starter starts it when the first renewal or the forced-release watch is due (or
+	// checkNow at once), so a lease released before that never had one.
+	hbDue     time.Time // when the Locker's starter starts the heartbeat
+	hbIndex   int       // place in the starter's heap, -1 when out; guarded by the starter's mu
 	hbMu      sync.Mutex
-	hbTimer   *time.Timer        // starts the heartbeat; set once in start
 	hbStopped bool               // stopHeartbeat was called: never start
 	hbCancel  context.CancelFunc // stops the running heartbeat; nil until it starts
 	hbDone    chan struct{}      // closed when the running heartbeat returns
@@ -206,13 +207,13 @@ func (le *Lease) checkNow() {
 	case le.check <- struct{}{}:
 	default:
 	}
-	if le.hbTimer.Stop() {
-		le.startHeartbeat()
-	}
+	le.l.starter.remove(le)
+	le.startHeartbeat()
 }
 
 // startHeartbeat runs the heartbeat goroutine, unless it runs already or the lease's
-// heartbeat was stopped. It is called by hbTimer, or by checkNow after stopping hbTimer.
+// heartbeat was stopped. It is called by the Locker's starter when hbDue comes, or by
+// checkNow.
 func (le *Lease) startHeartbeat() {
 	le.hbMu.Lock()
 	defer le.hbMu.Unlock()
@@ -235,7 +236,7 @@ func (le *Lease) stopHeartbeat() {
 	le.hbStopped = true
 	cancel, done := le.hbCancel, le.hbDone
 	le.hbMu.Unlock()
-	le.hbTimer.Stop()
+	le.l.starter.remove(le)
 	if cancel != nil {
 		cancel()
 		<-done

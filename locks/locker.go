@@ -96,8 +96,9 @@ type Locker struct {
 	// owners maps an owner to the keys it holds or is acquiring in this Locker.
 	owners map[string]map[string]*Lease
 	// leases maps a key to the live leases this Locker holds on it (normally one).
-	leases map[string][]*Lease
-	wg     sync.WaitGroup // running heartbeats
+	leases  map[string][]*Lease
+	starter starter        // starts heartbeats when due
+	wg      sync.WaitGroup // running heartbeats
 }
 
 // New returns a Locker over d. The Locker owns d: Close closes it.
@@ -509,6 +510,7 @@ func (l *Locker) start(info Info, owner string, ttl time.Duration, sent time.Tim
 		deadline: localDeadline(sent, ttl),
 		granted:  time.Now(),
 		check:    make(chan struct{}, 1),
+		hbIndex:  -1,
 	}
 	le.ctx, le.end = context.WithCancelCause(context.Background())
 
@@ -519,9 +521,10 @@ func (l *Locker) start(info Info, owner string, ttl time.Duration, sent time.Tim
 		l.bestEffort(context.Background(), func(c context.Context) error { return l.d.Release(c, info.Key, info.Token) })
 		return nil, fmt.Errorf("acquire %q: %w: the locker was closed during the acquire", info.Key, ErrUnavailable)
 	}
-	// Set before the lease is published (checkNow reads it): a goroutine starts only
-	// when the first renewal or the forced-release watch is due.
-	le.hbTimer = time.AfterFunc(min(watchAfter, ttl/3), le.startHeartbeat)
+	// Scheduled before the lease is published: a goroutine starts only when the first
+	// renewal or the forced-release watch is due.
+	le.hbDue = le.granted.Add(min(watchAfter, ttl/3))
+	l.starter.add(le)
 	if held := l.owners[owner]; held != nil {
 		held[info.Key] = le
 	}
@@ -678,6 +681,7 @@ func (l *Locker) Close() error {
 	for _, le := range live {
 		le.stopHeartbeat()
 	}
+	l.starter.close()
 	l.wg.Wait()
 	for _, le := range live {
 		le.finish(le.lostErr("the locker was closed; the lease is left to expire", nil), true)

@@ -558,3 +558,33 @@ func TestForceReleaseWakesYoungLease(t *testing.T) {
 		t.Errorf("Err: got %v, want ErrLost", le.Err())
 	}
 }
+
+// TestShortLeaseAfterLongOneIsRenewed: heartbeats start when each lease needs one, not in
+// the order leases were granted: a short lease granted after a long one is renewed in
+// time and stays held over many of its TTLs.
+func TestShortLeaseAfterLongOneIsRenewed(t *testing.T) {
+	fx := newFixture(t)
+	ctx := t.Context()
+	long, err := fx.l.Acquire(ctx, locks.Request{Key: "svc:long", Holder: "p#1/l", TTL: time.Hour, Budget: quick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 60 * time.Millisecond
+	short, err := fx.l.Acquire(ctx, locks.Request{Key: "svc:short", Holder: "p#2/s", TTL: ttl, Budget: quick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-short.Done():
+		t.Fatalf("the short lease ended: %v", short.Err())
+	case <-time.After(10 * ttl): // its whole life would be far behind it without renewals
+	}
+	if n := fx.f.renews.Load(); n < 3 {
+		t.Errorf("renewals over 10 TTLs of the short lease: got %d, want at least 3", n)
+	}
+	for _, le := range []*locks.Lease{short, long} {
+		if err := le.Release(ctx); err != nil {
+			t.Errorf("release %s: %v", le.Key(), err)
+		}
+	}
+}
