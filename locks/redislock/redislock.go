@@ -20,7 +20,7 @@
 //
 // A lease's expiry is a field that every script compares with the server's TIME, not a
 // key TTL: the lease, its fence and its lock-delay then live in one hash that is never
-// deleted, and an uncontended grant is four calls inside one script (TIME, HMGET, ZRANGE,
+// deleted, and an uncontended grant is four calls inside one script (TIME, HMGET, EXISTS,
 // HSET). The hash of a key that is never used again stays behind, a few fields in size.
 //
 // # Fences across restarts

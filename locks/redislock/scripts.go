@@ -15,16 +15,22 @@ import "github.com/redis/go-redis/v9"
 // Fences and times are written with string.format('%d') since Lua numbers are doubles
 // and tostring would print large ones in exponent form.
 
-// luaPrelude is shared by every script: now (ms), nowUS (µs), fmt, the lock's fields and
-// whether its lease is live.
+// luaPrelude is shared by every script but renew and release: now (ms), nowUS (µs), fmt,
+// the lock's fields, whether its lease is live and its lock-delay. It defines one Lua
+// function (fmt); lease and clear are defined by luaLease, for the scripts that use them.
 const luaPrelude = `
 local t = redis.call('TIME')
 local nowUS = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowUS / 1000)
-local function fmt(n) return string.format('%d', n) end
+local fmt = function(n) return string.format('%d', n) end
 local l = redis.call('HMGET', KEYS[1], 'tok', 'holder', 'fence', 'acq', 'exp', 'msg', 'frozen', 'closed')
 local live = l[1] and l[1] ~= '' and tonumber(l[5] or '0') > now
 local closed = tonumber(l[8] or '0')
+`
+
+// luaLease reads the lease fields of l (holder fence acq exp msg frozen) and clears the
+// lease.
+const luaLease = `
 local function lease() return {l[2] or '', l[3] or '', l[4] or '', l[5] or '', l[6] or '', l[7] or ''} end
 local function clear() redis.call('HSET', KEYS[1], 'tok', '') end
 `
@@ -50,8 +56,12 @@ end
 `
 
 // acquireScript is TryAcquire: check the lease, the lock-delay and the queue head (dropping
-// dead waiters), then grant or queue the ticket. An uncontended grant is four calls: TIME,
-// HMGET, ZRANGE, HSET.
+// dead waiters), then grant or queue the ticket.
+//
+// The uncontended grant (no live lease, no lock-delay, nobody queued) is taken first and
+// kept to four calls: TIME, HMGET, EXISTS on the queue, HSET. It defines no Lua function
+// and reads the queue only through EXISTS: Redis deletes an empty sorted set, so a queue
+// key that does not exist is an empty queue. Everything else goes through the full path.
 //
 // KEYS: lock queue deadlines
 // ARGV: token holder message ttl_ms ticket ticket_ttl_ms
@@ -59,7 +69,16 @@ end
 // Returns {1, fence, acquired_ms, expires_ms} on a grant, or
 // {0, kind, holder, fence, acquired_ms, expires_ms, message, frozen, closed_until_ms}
 // where kind is held, frozen, delay or queue.
-var acquireScript = redis.NewScript(luaPrelude + luaGrant + `
+var acquireScript = redis.NewScript(luaPrelude + `
+if not live and closed <= now and redis.call('EXISTS', KEYS[2]) == 0 then
+  local fence = tonumber(l[3] or '0') + 1
+  if nowUS > fence then fence = nowUS end
+  local fs, acq, exp = fmt(fence), fmt(now), fmt(now + tonumber(ARGV[4]))
+  redis.call('HSET', KEYS[1], 'tok', ARGV[1], 'holder', ARGV[2], 'fence', fs,
+    'acq', acq, 'exp', exp, 'msg', ARGV[3], 'frozen', '0')
+  return {1, fs, acq, exp}
+end
+` + luaLease + luaGrant + `
 local token, ticket = ARGV[1], ARGV[5]
 
 local function wait(kind, info, closedUntil)
@@ -129,12 +148,14 @@ return {1, exp}
 // luaWake publishes a release: the payload names the waiter at the head of the queue, so
 // that only the driver that queued it wakes its subscribers, or is empty (wake everyone)
 // when the queue is empty or its head has passed its deadline (their attempts drop it).
+// An empty queue (the uncontended release) is found by EXISTS, the cheapest read.
 //
 // KEYS[2], KEYS[3]: queue deadlines
 const luaWake = `
 local function wake(channel)
-  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
-  if head ~= '' then
+  local head = ''
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
     local dl = redis.call('ZSCORE', KEYS[3], head)
     if not dl or tonumber(dl) <= now then head = '' end
   end
@@ -186,7 +207,7 @@ end
 //
 // Returns {0} when the key is free, {2, lease...} when the fence or holder does not match,
 // {1, lease...} when the lease was evicted; lease is holder fence acq exp msg frozen.
-var forceReleaseScript = redis.NewScript(luaPrelude + luaAudit + `
+var forceReleaseScript = redis.NewScript(luaPrelude + luaLease + luaAudit + `
 if not live then return {0} end
 local info = lease()
 if (ARGV[1] ~= '0' and l[3] ~= ARGV[1]) or (ARGV[2] ~= '' and l[2] ~= ARGV[2]) then
@@ -206,7 +227,7 @@ return {1, info[1], info[2], info[3], info[4], info[5], info[6]}
 // ARGV: token holder message ttl_ms key audit_cap by
 //
 // Returns {1, fence, acq, exp}, or {0, kind, lease...} when held; kind is held or frozen.
-var freezeScript = redis.NewScript(luaPrelude + luaAudit + luaGrant + `
+var freezeScript = redis.NewScript(luaPrelude + luaLease + luaAudit + luaGrant + `
 if live then
   local kind = 'held'
   if l[7] == '1' then kind = 'frozen' end
@@ -224,7 +245,7 @@ return r
 // ARGV: by reason key audit_cap channel
 //
 // Returns 1 when lifted, 0 when the key is not frozen.
-var unfreezeScript = redis.NewScript(luaPrelude + luaAudit + `
+var unfreezeScript = redis.NewScript(luaPrelude + luaLease + luaAudit + `
 if not live or l[7] ~= '1' then return 0 end
 local info = lease()
 clear()
@@ -238,7 +259,7 @@ return 1
 // KEYS: lock deadlines
 //
 // Returns {found, holder, fence, acq, exp, msg, frozen, waiters, closed_until_ms}.
-var getScript = redis.NewScript(luaPrelude + `
+var getScript = redis.NewScript(luaPrelude + luaLease + `
 local waiters = redis.call('ZCOUNT', KEYS[2], '(' .. fmt(now), '+inf')
 local closedUntil = ''
 if closed > now then closedUntil = fmt(closed) end
