@@ -237,7 +237,9 @@ func ms(d time.Duration) int64 {
 }
 
 // TryAcquire makes one atomic attempt to grant g.Key (see locks.Driver). It returns the
-// granted Info; a *locks.HeldError matching locks.ErrHeld or locks.ErrFrozen when the key
+// granted Info, also to a retry with the token of the live lease (a call whose answer was
+// lost), then with its expiry renewed to now+TTL so the retry may time the lease from its
+// own start; a *locks.HeldError matching locks.ErrHeld or locks.ErrFrozen when the key
 // is held, frozen, in lock-delay or promised to an earlier waiter; locks.ErrInvalid for an
 // empty key, holder or token or a TTL under a millisecond; locks.ErrUnavailable or the
 // context's error when Redis cannot be reached.

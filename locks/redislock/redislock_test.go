@@ -54,10 +54,17 @@ func TestAcquireHeldReleaseFence(t *testing.T) {
 		t.Fatalf("held error leaks the token: %v", err)
 	}
 
-	// A retried attempt by the winner gets the same grant back.
-	again, err := d.TryAcquire(ctx, locks.Grant{Key: "coolify:phase1", Token: "secret-token-a", Holder: "prod#1/a", TTL: time.Minute})
+	// A retried attempt by the winner gets the same grant back, its expiry renewed from
+	// now (here with a longer TTL), so a caller timing the lease from its retry is right.
+	again, err := d.TryAcquire(ctx, locks.Grant{Key: "coolify:phase1", Token: "secret-token-a", Holder: "prod#1/a", TTL: 2 * time.Minute})
 	if err != nil || again.Fence != a.Fence {
 		t.Fatalf("retried acquire: got %+v, %v; want fence %d", again, err, a.Fence)
+	}
+	if got := again.ExpiresAt.Sub(a.ExpiresAt); got < 30*time.Second {
+		t.Fatalf("retried acquire: expiry moved by %s, want about a minute (renewed to now+2m)", got)
+	}
+	if cur, err := d.Get(ctx, "coolify:phase1"); err != nil || !cur.ExpiresAt.Equal(again.ExpiresAt) {
+		t.Fatalf("stored lease after the retry: got %+v, %v; want expiry %s", cur, err, again.ExpiresAt)
 	}
 
 	if err := d.Release(ctx, "coolify:phase1", "tb"); !errors.Is(err, locks.ErrNotHeld) {

@@ -97,12 +97,17 @@ end
 
 if live then
   if l[1] == token then
-    -- A retried attempt whose first try won: hand out the same grant again.
+    -- A retried attempt whose first try won (go-redis retried a call whose answer was
+    -- lost, or the caller retried with the same token): hand out the same grant, with
+    -- its expiry renewed from now, so that a caller timing the lease from before this
+    -- call never believes in it past its expiry.
+    local exp = fmt(now + tonumber(ARGV[4]))
+    redis.call('HSET', KEYS[1], 'exp', exp)
     if ticket ~= '' then
       redis.call('ZREM', KEYS[2], ticket)
       redis.call('ZREM', KEYS[3], ticket)
     end
-    return {1, l[3], l[4], l[5]}
+    return {1, l[3], l[4], exp}
   end
   local kind = 'held'
   if l[7] == '1' then kind = 'frozen' end
