@@ -109,9 +109,17 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	defer cancel()
 	engErr := eng.Shutdown(gctx)
 	cancelBase()
+	// Streams ended with baseCtx; what is left are requests finishing and connections that
+	// never sent one (Go treats those as idle only after 5 s). Past a short wait, close them.
 	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer hcancel()
-	httpErr := srv.Shutdown(hctx)
+	var httpErr error
+	if err := srv.Shutdown(hctx); errors.Is(err, context.DeadlineExceeded) {
+		log.LogAttrs(context.Background(), slog.LevelWarn, "connections still open after 5s; closing them")
+		httpErr = srv.Close()
+	} else {
+		httpErr = err
+	}
 	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		httpErr = errors.Join(httpErr, err)
 	}
