@@ -24,8 +24,14 @@
 // is measured uncontended and reported on stderr only, to split our result into the
 // driver's share and the Locker's.
 //
-// The implementations take turns (50 operations, or one handoff round, each) so that the
-// load of a shared machine is spread over all of them. Details (percentiles, worst round,
+// The implementations take turns so that the load of a shared machine is spread over all
+// of them: one handoff round each, and in the uncontended phase one operation each
+// (-interleave), in a new random order every round. Turns of one operation make the
+// uncontended p50s a paired comparison: with turns of 50 (a few milliseconds), the
+// machine's state (load, idle cores waking, periodic work such as the SQLite drivers' file
+// polls or Redis' cron) changed between turns and moved one implementation's p50 against
+// another's by 30% from run to run; the random order keeps one implementation from always
+// following the same other one. Details (percentiles, worst round,
 // the commands counted) go to stderr. Run it with `make bench-locks`.
 package main
 
@@ -54,12 +60,15 @@ func main() {
 }
 
 type config struct {
-	n       int
-	waiters int
-	hold    time.Duration
-	rounds  int
-	idle    time.Duration
-	only    []string
+	n int
+	// interleave is how many uncontended operations one implementation runs before the
+	// next takes its turn.
+	interleave int
+	waiters    int
+	hold       time.Duration
+	rounds     int
+	idle       time.Duration
+	only       []string
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -68,6 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg config
 	var only string
 	fs.IntVar(&cfg.n, "n", 3000, "uncontended acquire+release pairs")
+	fs.IntVar(&cfg.interleave, "interleave", 1, "uncontended operations one implementation runs before the next takes its turn")
 	fs.IntVar(&cfg.waiters, "waiters", 8, "waiters queued on one key")
 	fs.DurationVar(&cfg.hold, "hold", 2*time.Millisecond, "how long each waiter holds the key")
 	fs.IntVar(&cfg.rounds, "rounds", 15, "handoff rounds")
@@ -79,8 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if only != "" {
 		cfg.only = strings.Split(only, ",")
 	}
-	if cfg.n < 1 || cfg.waiters < 1 || cfg.rounds < 1 || cfg.idle <= 0 {
-		return errors.New("-n, -waiters, -rounds and -idle must be positive")
+	if cfg.n < 1 || cfg.interleave < 1 || cfg.waiters < 1 || cfg.rounds < 1 || cfg.idle <= 0 {
+		return errors.New("-n, -interleave, -waiters, -rounds and -idle must be positive")
 	}
 
 	srv, err := startRedis(ctx)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -44,10 +45,6 @@ func (s *subject) close() {
 	}
 }
 
-// interleave is how many operations one implementation runs before the next takes its
-// turn: on a shared machine, load comes and goes, and turns spread it over everyone.
-const interleave = 50
-
 // measureAll runs every phase for every implementation, taking turns, and returns the
 // results in the order of impls.
 func measureAll(ctx context.Context, impls []impl, srv *redisServer, cfg config, stderr io.Writer) ([]result, error) {
@@ -77,9 +74,14 @@ func measureAll(ctx context.Context, impls []impl, srv *redisServer, cfg config,
 	}
 
 	const warmup = 100
-	for from := 0; from < warmup+cfg.n; from += interleave {
-		for _, s := range subjects {
-			got, err := uncontended(ctx, s, from, min(from+interleave, warmup+cfg.n))
+	// Turns in a new random order each round: whoever runs right after an implementation
+	// that leaves work behind (the SQLite drivers wake their pollers after a write) is not
+	// always the same one.
+	rng := rand.New(rand.NewPCG(1, 2))
+	for from := 0; from < warmup+cfg.n; from += cfg.interleave {
+		for _, i := range rng.Perm(len(subjects)) {
+			s := subjects[i]
+			got, err := uncontended(ctx, s, from, min(from+cfg.interleave, warmup+cfg.n))
 			if err != nil {
 				return nil, fmt.Errorf("%s: uncontended: %w", s.name, err)
 			}
