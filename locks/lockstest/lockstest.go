@@ -314,18 +314,19 @@ func (s *suite) renewExtends(t *testing.T) {
 func (s *suite) heartbeatKeepsLeaseAlive(t *testing.T) {
 	e := s.env(t)
 	r := req("test:heartbeat", "p#1/a")
-	// Renewals come every TTL/3; the rest of the TTL is slack for a loaded machine, since a
-	// renewal that comes too late by the local clock rightly counts as a loss.
-	r.TTL = 400 * time.Millisecond
+	// Renewals come every TTL/3; the rest of the TTL is slack for a loaded machine (a renewal
+	// that comes too late by the local clock rightly counts as a loss, so a TTL of a few
+	// hundred milliseconds made this flaky under -race on 2 busy cores).
+	r.TTL = time.Second
 	le := mustAcquire(t, e.l, r)
 	select {
 	case <-le.Done():
 		t.Fatalf("lease ended under a working heartbeat: %v", le.Err())
-	case <-time.After(3 * r.TTL):
+	case <-time.After(5 * r.TTL / 2):
 	}
 	got, err := e.l.Get(ctxT(t), "test:heartbeat")
 	if err != nil || got.Fence != le.Fence() {
-		t.Fatalf("after 3 TTLs: got %+v, %v; want our fence %d", got, err, le.Fence())
+		t.Fatalf("after 2.5 TTLs: got %+v, %v; want our fence %d", got, err, le.Fence())
 	}
 	mustRelease(t, le)
 }
