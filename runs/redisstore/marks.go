@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/deploy-orchestrator/orchestrator/runs"
+	"github.com/deploy-orchestrator/orchestrator/runs/internal/storekit"
 )
 
 var _ runs.MarkStore = (*Store)(nil)
@@ -36,7 +37,7 @@ func (s *Store) PutMark(ctx context.Context, m runs.Mark) (runs.Mark, error) {
 	}
 	res, err := putMarkScript.Run(ctx, s.rdb, []string{s.markKey(m.UUID)}, data, m.Fence).Slice()
 	if err != nil {
-		return runs.Mark{}, fail(op, err)
+		return runs.Mark{}, storekit.Fail(op, err)
 	}
 	if code, _ := res[0].(int64); code == 1 {
 		return m, nil
@@ -44,7 +45,7 @@ func (s *Store) PutMark(ctx context.Context, m runs.Mark) (runs.Mark, error) {
 	raw, _ := res[1].(string)
 	var cur runs.Mark
 	if err := json.Unmarshal([]byte(raw), &cur); err != nil {
-		return runs.Mark{}, fail(op, fmt.Errorf("decode: %w", err))
+		return runs.Mark{}, storekit.Fail(op, fmt.Errorf("decode: %w", err))
 	}
 	return cur, fmt.Errorf("%s: fence %d < recorded %d (run %s): %w", op, m.Fence, cur.Fence, cur.RunID, runs.ErrFenceBehind)
 }
@@ -60,11 +61,11 @@ func (s *Store) GetMark(ctx context.Context, uuid string) (runs.Mark, error) {
 		return runs.Mark{}, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
 	}
 	if err != nil {
-		return runs.Mark{}, fail(op, err)
+		return runs.Mark{}, storekit.Fail(op, err)
 	}
 	var m runs.Mark
 	if err := json.Unmarshal([]byte(raw), &m); err != nil {
-		return runs.Mark{}, fail(op, fmt.Errorf("decode: %w", err))
+		return runs.Mark{}, storekit.Fail(op, fmt.Errorf("decode: %w", err))
 	}
 	return m, nil
 }

@@ -95,25 +95,9 @@ func (s *Store) idemKey(p, key string) string {
 	return s.k + "idem:" + strconv.Itoa(len(p)) + ":" + p + ":" + key
 }
 
-// errClosed is the cause returned by every method after Close.
-var errClosed = errors.New("store is closed")
-
-// fail wraps an error for op: context errors and the contract's sentinels pass through;
-// anything else (transport, server errors) is runs.ErrUnavailable.
-func fail(op string, err error) error {
-	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, runs.ErrNotFound), errors.Is(err, runs.ErrConflict),
-		errors.Is(err, runs.ErrEnded), errors.Is(err, runs.ErrInvalid),
-		errors.Is(err, runs.ErrUnavailable):
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	return fmt.Errorf("%s: %w: %w", op, runs.ErrUnavailable, err)
-}
-
 func (s *Store) open(op string) error {
 	if s.closed.Load() {
-		return fail(op, fmt.Errorf("%w: %w", runs.ErrUnavailable, errClosed))
+		return storekit.Fail(op, fmt.Errorf("%w: %w", runs.ErrUnavailable, storekit.ErrClosed))
 	}
 	return nil
 }
@@ -149,7 +133,7 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 		s.psKey(r.Status, r.Pipeline), s.ownerKey(r.Owner)}
 	res, err := createScript.Run(ctx, s.rdb, keys, data, string(r.Status), r.Owner, storekit.SortKey(r), r.ID, hasIdem).Slice()
 	if err != nil {
-		return runs.Run{}, false, fail(op, err)
+		return runs.Run{}, false, storekit.Fail(op, err)
 	}
 	switch code, _ := res[0].(int64); code {
 	case 1:
@@ -180,11 +164,11 @@ func (s *Store) get(ctx context.Context, id string) (runs.Run, error) {
 	}
 	vals, err := s.rdb.HMGet(ctx, s.runKey(id), "v", "d").Result()
 	if err != nil {
-		return runs.Run{}, fail(op, err)
+		return runs.Run{}, storekit.Fail(op, err)
 	}
 	r, ok, err := s.decode(id, vals)
 	if err != nil {
-		return runs.Run{}, fail(op, err)
+		return runs.Run{}, storekit.Fail(op, err)
 	}
 	if !ok {
 		return runs.Run{}, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
@@ -252,7 +236,7 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 		cmds[i] = pipe.ZRevRangeByLex(ctx, key, &redis.ZRangeBy{Max: max, Min: "-", Count: int64(q.Limit + 1)})
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return runs.Page{}, fail(op, err)
+		return runs.Page{}, storekit.Fail(op, err)
 	}
 	var sks []string
 	for _, c := range cmds {
@@ -272,19 +256,19 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 	for i, sk := range sks {
 		_, id, err := storekit.SplitSortKey(sk)
 		if err != nil {
-			return runs.Page{}, fail(op, fmt.Errorf("index entry %q: %w", sk, err))
+			return runs.Page{}, storekit.Fail(op, fmt.Errorf("index entry %q: %w", sk, err))
 		}
 		ids[i] = id
 		gets[i] = pipe.HMGet(ctx, s.runKey(id), "v", "d")
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return runs.Page{}, fail(op, err)
+		return runs.Page{}, storekit.Fail(op, err)
 	}
 	page := runs.Page{Runs: make([]runs.Run, 0, len(sks))}
 	for i, g := range gets {
 		r, ok, err := s.decode(ids[i], g.Val())
 		if err != nil {
-			return runs.Page{}, fail(op, err)
+			return runs.Page{}, storekit.Fail(op, err)
 		}
 		if !ok {
 			continue // index entry without run: the scripts never leave one; skip defensively
@@ -360,7 +344,7 @@ func (s *Store) update(ctx context.Context, id string, apply func(runs.Run) (run
 		case errors.Is(err, errRetry):
 		default:
 			s.cache.Drop(id)
-			return runs.Run{}, fail(op, err)
+			return runs.Run{}, storekit.Fail(op, err)
 		}
 	}
 	s.cache.Drop(id)
@@ -434,7 +418,7 @@ func (s *Store) Append(ctx context.Context, id string, evs ...runs.Event) ([]run
 	}
 	n, err := appendScript.Run(ctx, s.rdb, []string{s.runKey(id), s.evKey(id)}, args...).Int64()
 	if err != nil {
-		return nil, fail(op, err)
+		return nil, storekit.Fail(op, err)
 	}
 	if n < 0 {
 		return nil, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
@@ -462,7 +446,7 @@ func (s *Store) Events(ctx context.Context, id string, afterSeq int64, limit int
 	exists := pipe.Exists(ctx, s.runKey(id))
 	rng := pipe.LRange(ctx, s.evKey(id), afterSeq, stop)
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fail(op, err)
+		return nil, storekit.Fail(op, err)
 	}
 	if exists.Val() == 0 {
 		return nil, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
@@ -471,7 +455,7 @@ func (s *Store) Events(ctx context.Context, id string, afterSeq int64, limit int
 	for i, raw := range rng.Val() {
 		var e runs.Event
 		if err := json.Unmarshal([]byte(raw), &e); err != nil {
-			return nil, fail(op, fmt.Errorf("decode event %d: %w", afterSeq+int64(i)+1, err))
+			return nil, storekit.Fail(op, fmt.Errorf("decode event %d: %w", afterSeq+int64(i)+1, err))
 		}
 		e.Seq = afterSeq + int64(i) + 1
 		out = append(out, e)
@@ -487,7 +471,7 @@ func (s *Store) Subscribe(ctx context.Context, id string) (runs.Subscription, er
 		return nil, err
 	}
 	if err := s.listen(ctx); err != nil {
-		return nil, fail(op, err)
+		return nil, storekit.Fail(op, err)
 	}
 	return s.hub.Subscribe(id), nil
 }
@@ -500,7 +484,7 @@ func (s *Store) listen(ctx context.Context) error {
 		return nil
 	}
 	if s.closed.Load() {
-		return fmt.Errorf("%w: %w", runs.ErrUnavailable, errClosed)
+		return fmt.Errorf("%w: %w", runs.ErrUnavailable, storekit.ErrClosed)
 	}
 	ps := s.rdb.PSubscribe(ctx, s.k+"sig:*")
 	if _, err := ps.Receive(ctx); err != nil { // the subscription confirmation
@@ -535,7 +519,7 @@ func (s *Store) MarkInterrupted(ctx context.Context, owner, reason string) ([]ru
 	}
 	ids, err := s.rdb.SMembers(ctx, s.ownerKey(owner)).Result()
 	if err != nil {
-		return nil, fail(op, err)
+		return nil, storekit.Fail(op, err)
 	}
 	var marked []runs.Run
 	for _, id := range ids {
@@ -578,7 +562,7 @@ func (s *Store) SeenDelivery(ctx context.Context, id string, ttl time.Duration) 
 	}
 	fresh, err := s.rdb.SetNX(ctx, s.k+"dl:"+id, 1, ttl).Result()
 	if err != nil {
-		return false, fail(op, err)
+		return false, storekit.Fail(op, err)
 	}
 	return !fresh, nil
 }
@@ -589,7 +573,7 @@ func (s *Store) Ping(ctx context.Context) error {
 		return err
 	}
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		return fail("ping run store", err)
+		return storekit.Fail("ping run store", err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/deploy-orchestrator/orchestrator/runs"
+	"github.com/deploy-orchestrator/orchestrator/runs/internal/storekit"
 )
 
 var _ runs.MarkStore = (*Store)(nil)
@@ -59,11 +60,11 @@ func (s *Store) GetMark(ctx context.Context, uuid string) (runs.Mark, error) {
 		return runs.Mark{}, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
 	}
 	if err != nil {
-		return runs.Mark{}, fail(op, err)
+		return runs.Mark{}, storekit.Fail(op, err)
 	}
 	var m runs.Mark
 	if err := json.Unmarshal(data, &m); err != nil {
-		return runs.Mark{}, fail(op, err)
+		return runs.Mark{}, storekit.Fail(op, err)
 	}
 	return m, nil
 }

@@ -149,22 +149,6 @@ func (s *Store) migrate(ctx context.Context) error {
 	})
 }
 
-// errClosed is the cause returned by every method after Close.
-var errClosed = errors.New("store is closed")
-
-// fail wraps a backend error for op: context errors and the contract's sentinels pass
-// through; anything else is runs.ErrUnavailable.
-func fail(op string, err error) error {
-	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, runs.ErrNotFound), errors.Is(err, runs.ErrConflict),
-		errors.Is(err, runs.ErrEnded), errors.Is(err, runs.ErrInvalid),
-		errors.Is(err, runs.ErrUnavailable):
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	return fmt.Errorf("%s: %w: %w", op, runs.ErrUnavailable, err)
-}
-
 // userError marks an error that came from the caller (fn in Update), to be returned as is.
 type userError struct{ err error }
 
@@ -174,11 +158,11 @@ func (e userError) Unwrap() error { return e.err }
 // write runs fn in one BEGIN IMMEDIATE transaction on the writer connection.
 func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	if s.closed.Load() {
-		return fail(op, fmt.Errorf("%w: %w", runs.ErrUnavailable, errClosed))
+		return storekit.Fail(op, fmt.Errorf("%w: %w", runs.ErrUnavailable, storekit.ErrClosed))
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fail(op, err)
+		return storekit.Fail(op, err)
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
@@ -186,17 +170,17 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 		if errors.As(err, &ue) {
 			return ue.err
 		}
-		return fail(op, err)
+		return storekit.Fail(op, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fail(op, err)
+		return storekit.Fail(op, err)
 	}
 	return nil
 }
 
 func (s *Store) readable(op string) error {
 	if s.closed.Load() {
-		return fail(op, fmt.Errorf("%w: %w", runs.ErrUnavailable, errClosed))
+		return storekit.Fail(op, fmt.Errorf("%w: %w", runs.ErrUnavailable, storekit.ErrClosed))
 	}
 	return nil
 }
@@ -268,11 +252,11 @@ func (s *Store) Get(ctx context.Context, id string) (runs.Run, error) {
 		return runs.Run{}, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
 	}
 	if err != nil {
-		return runs.Run{}, fail(op, err)
+		return runs.Run{}, storekit.Fail(op, err)
 	}
 	r, err := s.decode(id, version, data)
 	if err != nil {
-		return runs.Run{}, fail(op, err)
+		return runs.Run{}, storekit.Fail(op, err)
 	}
 	return r, nil
 }
@@ -328,7 +312,7 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 
 	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
-		return runs.Page{}, fail("list runs", err)
+		return runs.Page{}, storekit.Fail("list runs", err)
 	}
 	defer rows.Close()
 	page := runs.Page{Runs: make([]runs.Run, 0, q.Limit)}
@@ -343,16 +327,16 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 			data    []byte
 		)
 		if err := rows.Scan(&id, &version, &data); err != nil {
-			return runs.Page{}, fail("list runs", err)
+			return runs.Page{}, storekit.Fail("list runs", err)
 		}
 		r, err := s.decode(id, version, data)
 		if err != nil {
-			return runs.Page{}, fail("list runs", err)
+			return runs.Page{}, storekit.Fail("list runs", err)
 		}
 		page.Runs = append(page.Runs, r)
 	}
 	if err := rows.Err(); err != nil {
-		return runs.Page{}, fail("list runs", err)
+		return runs.Page{}, storekit.Fail("list runs", err)
 	}
 	return page, nil
 }
@@ -513,23 +497,23 @@ func (s *Store) Events(ctx context.Context, id string, afterSeq int64, limit int
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`, id, afterSeq, limit)
 	if err != nil {
-		return nil, fail(op, err)
+		return nil, storekit.Fail(op, err)
 	}
 	defer rows.Close()
 	var out []runs.Event
 	for rows.Next() {
 		var data []byte
 		if err := rows.Scan(&data); err != nil {
-			return nil, fail(op, err)
+			return nil, storekit.Fail(op, err)
 		}
 		var e runs.Event
 		if err := json.Unmarshal(data, &e); err != nil {
-			return nil, fail(op, fmt.Errorf("decode: %w", err))
+			return nil, storekit.Fail(op, fmt.Errorf("decode: %w", err))
 		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fail(op, err)
+		return nil, storekit.Fail(op, err)
 	}
 	if len(out) == 0 {
 		var one int
@@ -538,7 +522,7 @@ func (s *Store) Events(ctx context.Context, id string, afterSeq int64, limit int
 			return nil, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
 		}
 		if err != nil {
-			return nil, fail(op, err)
+			return nil, storekit.Fail(op, err)
 		}
 	}
 	return out, nil
@@ -640,7 +624,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	var one int
 	if err := s.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
-		return fail("ping run store", err)
+		return storekit.Fail("ping run store", err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@
 package storekit
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -187,4 +188,20 @@ func Cursor(r runs.Run) string { return CursorAt(SortKey(r)) }
 // CursorAt is the runs.Page.Next that continues after the run with sort key sk.
 func CursorAt(sk string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(sk))
+}
+
+// ErrClosed is the cause returned by every store method after Close.
+var ErrClosed = errors.New("store is closed")
+
+// Fail wraps a backend error for op: context errors and the contract's sentinels pass
+// through; anything else (transport, server, file errors) is runs.ErrUnavailable.
+func Fail(op string, err error) error {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, runs.ErrNotFound), errors.Is(err, runs.ErrConflict),
+		errors.Is(err, runs.ErrEnded), errors.Is(err, runs.ErrInvalid),
+		errors.Is(err, runs.ErrUnavailable):
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w: %w", op, runs.ErrUnavailable, err)
 }
