@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"time"
 
@@ -35,6 +36,10 @@ func cmdServe(ctx context.Context, c *cli, args []string) error {
 	log, err := newLogger(c.stderr, d.Log.Level, d.Log.Format)
 	if err != nil {
 		return err
+	}
+	if _, err := os.Stat(d.PipelinesDir); err != nil {
+		return fmt.Errorf("pipelines directory %s: %w (create it with one YAML file per pipeline, or point --pipelines-dir / ORCH_PIPELINES_DIR at yours; testdata/pipelines has samples)",
+			d.PipelinesDir, errors.Unwrap(err))
 	}
 	pipelines, err := config.LoadPipelines(d.PipelinesDir, c.getenv)
 	if err != nil {
