@@ -3,6 +3,7 @@ package phases_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -261,4 +262,42 @@ func TestSubmitErrors(t *testing.T) {
 		t.Errorf("same idempotency key: %v existing=%v id %s vs %s", err, existing, b.ID, a.ID)
 	}
 	h.wait(a.ID)
+}
+
+func TestShownOnceVariableIsWrittenAndNotRestored(t *testing.T) {
+	h := newHarness(t)
+	// Coolify never shows an is_shown_once value, to any token: a run writes it without
+	// comparing, and a rollback cannot put the old value back (it says so; it does not refuse
+	// the sync the way it refuses a value hidden for want of read:sensitive).
+	h.coolify.SetEnv(uuidAPI, coolifytest.Env{Key: "API_KEY", Value: coolifytest.Str("old-key"), IsRuntime: true, IsShownOnce: coolifytest.Bool(true)})
+	yaml := func(services string) string {
+		return fmt.Sprintf(`name: prod
+coolify: { url: %q, token: %q }
+services:
+  - name: api
+    uuid: %s
+    image_tag: "${trigger.image_tag}"
+    env:
+      - { key: API_KEY, value: "${trigger.params.key}", is_shown_once: true, is_buildtime: false }
+%s`, h.coolifyURL, h.coolifyToken, uuidAPI, services)
+	}
+	h.start(yaml(""), strings.Replace(yaml("  - { name: ghost, uuid: "+uuidGhost+" }\n"), "name: prod", "name: broken", 1))
+	r := h.wait(h.submit("prod", runs.Trigger{Build: "1", ImageTag: "v2", Params: map[string]string{"key": "new-key"}}))
+	if r.Status != runs.StatusSucceeded {
+		t.Fatalf("status = %s (%s), want succeeded", r.Status, r.Reason)
+	}
+	if v, _ := h.coolify.EnvValue(uuidAPI, "API_KEY", false); v != "new-key" {
+		t.Errorf("API_KEY = %q, want new-key", v)
+	}
+	r = h.wait(h.submit("broken", runs.Trigger{Build: "2", ImageTag: "v3", Params: map[string]string{"key": "newer-key"}}))
+	if r.Status != runs.StatusFailed {
+		t.Fatalf("broken run: status = %s, want failed at the ghost service", r.Status)
+	}
+	s := stepOf(t, r, runs.Phase1, "api")
+	if s.Status != runs.StepRestored || !strings.Contains(s.Error, "API_KEY") {
+		t.Errorf("api phase1 step = %s (%q), want restored with a note naming API_KEY", s.Status, s.Error)
+	}
+	if app, _ := h.coolify.App(uuidAPI); app.ImageTag != "v2" {
+		t.Errorf("api tag = %q after the restore, want v2", app.ImageTag)
+	}
 }

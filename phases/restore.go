@@ -117,12 +117,19 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 
 	var puts []coolify.EnvVar
 	var dels []string
+	var unrestorable []string
 	for _, p := range snap.envs {
-		if p.existed {
+		switch {
+		case p.existed && p.prev.ValueHidden(): // is_shown_once: its old value was never readable
+			unrestorable = append(unrestorable, p.key)
+		case p.existed:
 			puts = append(puts, p.prev)
-		} else {
+		default:
 			dels = append(dels, p.key)
 		}
+	}
+	if len(unrestorable) > 0 {
+		res.note = fmt.Sprintf("env %v left at this run's value: Coolify never shows is_shown_once values, so the old ones are unknown", unrestorable)
 	}
 	if err := x.cl.UpsertEnvs(ctx, snap.ref, puts); err != nil {
 		return res, err
@@ -142,7 +149,7 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 	}
 	if snap.tagChanged {
 		if snap.tag == "" {
-			res.note = "image tag left at " + s.ImageTag + ": it was empty before, which the API cannot set back"
+			res.note = joinNote(res.note, "image tag left at "+s.ImageTag+": it was empty before, which the API cannot set back")
 		} else if err := x.cl.SetImageTag(ctx, s.UUID, snap.tag); err != nil {
 			return res, err
 		}

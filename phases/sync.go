@@ -170,7 +170,11 @@ func (x *execution) sync(ctx context.Context, st *svcState) (runs.Changes, error
 		return changes, nil
 	}
 	for _, p := range prev {
-		if p.existed && p.prev.ValueHidden() {
+		// Coolify never shows an is_shown_once value, to any token: such a variable is
+		// written every run and cannot be restored (restore says so). Any other hidden value
+		// means the token lacks read:sensitive, and overwriting what could not be put back
+		// is refused.
+		if p.existed && p.prev.ValueHidden() && !p.prev.IsShownOnce {
 			return changes, fmt.Errorf("env %s of %s: the current value is hidden from this token, so it could not be restored on failure; give the token read:sensitive", p.key, s.Name)
 		}
 	}
