@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -170,12 +168,7 @@ type runData struct {
 // handleRunPage serves GET /runs/{id}: Phase 1, Phase 2 and mobile, live.
 func (s *server) handleRunPage() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id, err := validRunID(chi.URLParam(r, "id"))
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		run, err := s.runs.Get(r.Context(), id)
+		run, err := s.runParam(r)
 		if err != nil {
 			s.writeError(w, r, err)
 			return

@@ -23,12 +23,8 @@ type runResponse struct {
 // the same Idempotency-Key answers the same run (existing=true).
 func (s *server) handleTrigger() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		name, err := validPipelineName(chi.URLParam(r, "name"))
+		name, err := s.pipelineParam(r)
 		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		if err := s.knownPipeline(name); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -67,12 +63,8 @@ func (s *server) handleTrigger() http.HandlerFunc {
 // query (build, image_tag, commit, app_version, param=KEY=VALUE).
 func (s *server) handlePlan() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		name, err := validPipelineName(chi.URLParam(r, "name"))
+		name, err := s.pipelineParam(r)
 		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		if err := s.knownPipeline(name); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -121,12 +113,7 @@ func (s *server) handleListRuns() http.HandlerFunc {
 // handleGetRun serves GET /v1/runs/{id}.
 func (s *server) handleGetRun() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id, err := validRunID(chi.URLParam(r, "id"))
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		run, err := s.runs.Get(r.Context(), id)
+		run, err := s.runParam(r)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -163,6 +150,24 @@ func (s *server) handleCancel() http.HandlerFunc {
 
 // knownPipeline answers 404 before the engine is asked when no pipeline has that name, so
 // the answer does not depend on how the engine words the error.
+// pipelineParam is the path's {name}: a valid name of a loaded pipeline.
+func (s *server) pipelineParam(r *http.Request) (string, error) {
+	name, err := validPipelineName(chi.URLParam(r, "name"))
+	if err != nil {
+		return "", err
+	}
+	return name, s.knownPipeline(name)
+}
+
+// runParam reads the run the path's {id} names.
+func (s *server) runParam(r *http.Request) (runs.Run, error) {
+	id, err := validRunID(chi.URLParam(r, "id"))
+	if err != nil {
+		return runs.Run{}, err
+	}
+	return s.runs.Get(r.Context(), id)
+}
+
 func (s *server) knownPipeline(name string) error {
 	if slices.Contains(s.engine.Pipelines(), name) {
 		return nil
