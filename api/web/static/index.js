@@ -6,35 +6,8 @@
   var locksSection = document.getElementById("locks");
   var every = 3000;
 
-  function pad(n) { return (n < 10 ? "0" : "") + n; }
-  function isZero(t) { return !t || t.indexOf("0001-01-01") === 0; }
-  function clock(t) {
-    if (isZero(t)) return "";
-    var d = new Date(t);
-    return pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()) + "Z";
-  }
-  function dur(ms) {
-    if (ms < 1000) return Math.round(ms) + "ms";
-    if (ms < 60000) return (ms / 1000).toFixed(1) + "s";
-    return Math.floor(ms / 60000) + "m" + pad(Math.round((ms % 60000) / 1000)) + "s";
-  }
-  function took(start, end) {
-    if (isZero(start)) return "";
-    if (isZero(end)) return "running";
-    return dur(new Date(end) - new Date(start));
-  }
-  function el(tag, cls, text) {
-    var e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
-  function cell(label, content) {
-    var td = el("td");
-    td.setAttribute("data-label", label);
-    if (content instanceof Node) td.appendChild(content); else td.textContent = content || "";
-    return td;
-  }
+  var o = window.orchestrator;
+  var clock = o.clock, took = o.took, el = o.el, cell = o.cell;
   function code(text) { return el("code", "", text || ""); }
 
   function renderRuns(list) {

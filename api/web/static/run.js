@@ -10,23 +10,8 @@
   var eventsList = document.getElementById("events");
   var fetching = false, again = false, ended = false;
 
-  function pad(n) { return (n < 10 ? "0" : "") + n; }
-  function isZero(t) { return !t || t.indexOf("0001-01-01") === 0; }
-  function clock(t) {
-    if (isZero(t)) return "";
-    var d = new Date(t);
-    return pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()) + "Z";
-  }
-  function dur(ms) {
-    if (ms < 1000) return Math.round(ms) + "ms";
-    if (ms < 60000) return (ms / 1000).toFixed(1) + "s";
-    return Math.floor(ms / 60000) + "m" + pad(Math.round((ms % 60000) / 1000)) + "s";
-  }
-  function took(start, end) {
-    if (isZero(start)) return "";
-    if (isZero(end)) return "running";
-    return dur(new Date(end) - new Date(start));
-  }
+  var o = window.orchestrator;
+  var clock = o.clock, dur = o.dur, took = o.took, cell = o.cell;
   function wait(ns) { return ns ? dur(ns / 1e6) : ""; }
   function detail(s) {
     if (s.error) return s.error;
@@ -37,12 +22,6 @@
     if (c.fields && c.fields.length) parts.push("fields: " + c.fields.join(", "));
     if (s.deployment_uuid) parts.push("deployment " + s.deployment_uuid);
     return parts.join("; ");
-  }
-  function cell(label, content) {
-    var td = document.createElement("td");
-    td.setAttribute("data-label", label);
-    if (content instanceof Node) td.appendChild(content); else td.textContent = content;
-    return td;
   }
   function badge(status) {
     var b = document.createElement("span");
