@@ -1,16 +1,15 @@
 package coolify_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/internal/cannedhttp"
 )
 
 // The FuzzDecodeCoolify* targets feed arbitrary answers (status and body) to the client's
@@ -26,30 +25,11 @@ import (
 // fuzzStatuses are the statuses a fuzzed answer can have (chosen by index).
 var fuzzStatuses = []int{200, 201, 204, 400, 401, 403, 404, 409, 422, 429, 500, 502, 503}
 
-// canned answers every request with one status and body.
-type canned struct {
-	status int
-	body   []byte
-}
-
-func (c canned) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body != nil {
-		_, _ = io.Copy(io.Discard, r.Body)
-		_ = r.Body.Close()
-	}
-	return &http.Response{
-		StatusCode: c.status, Status: http.StatusText(c.status), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:  http.Header{"Content-Type": {"application/json"}, "Retry-After": {"1"}},
-		Body:    io.NopCloser(bytes.NewReader(c.body)),
-		Request: r,
-	}, nil
-}
-
 // fuzzClient is a client whose every request gets the answer (status picked by sel).
 func fuzzClient(sel uint8, body []byte) (*coolify.Client, int) {
 	status := fuzzStatuses[int(sel)%len(fuzzStatuses)]
 	c := coolify.New("http://coolify.invalid", "1|fuzz-token",
-		coolify.WithHTTPClient(&http.Client{Transport: canned{status, body}}),
+		coolify.WithHTTPClient(&http.Client{Transport: cannedhttp.Transport{Status: status, Body: body}}),
 		coolify.WithRetry(coolify.RetryPolicy{MaxRetries: 0, MinWait: time.Millisecond, MaxWait: time.Millisecond, MaxRetryAfter: time.Millisecond}),
 		coolify.WithPollInterval(time.Millisecond))
 	return c, status

@@ -1,17 +1,17 @@
 package mobile
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/cannedhttp"
 )
 
 // validSetPath is what config accepts as a mobile set path (validate_pipeline.go).
@@ -30,28 +30,10 @@ var validSetPath = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 
 var fuzzStatuses = []int{200, 201, 204, 400, 401, 403, 404, 409, 429, 500, 502, 503}
 
-type canned struct {
-	status int
-	body   []byte
-}
-
-func (c canned) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body != nil {
-		_, _ = io.Copy(io.Discard, r.Body)
-		_ = r.Body.Close()
-	}
-	return &http.Response{
-		StatusCode: c.status, Status: http.StatusText(c.status), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:  http.Header{"Content-Type": {"application/json"}, "Retry-After": {"1"}},
-		Body:    io.NopCloser(bytes.NewReader(c.body)),
-		Request: r,
-	}, nil
-}
-
 func fuzzClient(sel uint8, body []byte) (*Client, int) {
 	status := fuzzStatuses[int(sel)%len(fuzzStatuses)]
 	return NewClient("http://flagsmith.invalid", "fuzz-key",
-		WithHTTPClient(&http.Client{Transport: canned{status, body}}),
+		WithHTTPClient(&http.Client{Transport: cannedhttp.Transport{Status: status, Body: body}}),
 		WithRetry(0, time.Millisecond, time.Millisecond), WithRetryAfterMax(time.Millisecond)), status
 }
 
