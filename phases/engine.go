@@ -67,8 +67,8 @@ type Deps struct {
 	Coolify func(url, token string) Coolify
 	// Flagsmith returns the client of a Flagsmith instance (called once per URL and key).
 	Flagsmith func(url, apiKey string) *mobile.Client
-	// Secrets builds the source a pipeline names under secrets:. Nil refuses pipelines that
-	// name one.
+	// Secrets builds the source a pipeline names under secrets: (called once per pipeline and
+	// source). Nil refuses pipelines that name one.
 	Secrets func(name string, src config.SecretSource) (secrets.Source, error)
 	// Getenv reads the daemon's environment for the built-in "env" secret source.
 	Getenv func(string) string
@@ -115,6 +115,7 @@ type Engine struct {
 	execs    map[string]*execution // runs this engine executes now, by ID
 	coolifys map[string]Coolify
 	flags    map[string]*mobile.Client
+	sources  map[string]secrets.Source // by pipeline and source name
 	wg       sync.WaitGroup
 	// lastGate is the phase-1 gate of the run submitted last: the next run waits for it, so
 	// runs of this engine enter Phase 1 in the order they were submitted.
@@ -153,6 +154,7 @@ func New(d Deps) (*Engine, error) {
 		d: d, log: d.Logger,
 		execs:    map[string]*execution{},
 		coolifys: map[string]Coolify{},
+		sources:  map[string]secrets.Source{},
 		flags:    map[string]*mobile.Client{},
 	}, nil
 }
@@ -364,10 +366,19 @@ func (e *Engine) flagsmithFor(f config.Flagsmith) (*mobile.Client, error) {
 	return c, nil
 }
 
-// sourcesFor builds the secret sources of a pipeline, the built-in "env" one included.
+// sourcesFor returns the secret sources of a pipeline, the built-in "env" one included. Each
+// named source is built once and kept, so runs share its client (an Infisical login counts
+// against the server's write rate limit).
 func (e *Engine) sourcesFor(p *config.Pipeline) (map[string]secrets.Source, error) {
 	out := map[string]secrets.Source{config.EnvSource: secrets.NewEnv(e.d.Getenv, e.d.EnvPrefix)}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for name, src := range p.Secrets {
+		k := p.Name + "\x00" + name
+		if s := e.sources[k]; s != nil {
+			out[name] = s
+			continue
+		}
 		if e.d.Secrets == nil {
 			return nil, fmt.Errorf("secret source %q: this daemon has no secret sources configured", name)
 		}
@@ -375,7 +386,7 @@ func (e *Engine) sourcesFor(p *config.Pipeline) (map[string]secrets.Source, erro
 		if err != nil {
 			return nil, fmt.Errorf("secret source %q: %w", name, err)
 		}
-		out[name] = s
+		e.sources[k], out[name] = s, s
 	}
 	return out, nil
 }

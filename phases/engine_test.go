@@ -10,10 +10,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/phases"
 	"github.com/deploy-orchestrator/orchestrator/runs"
+	"github.com/deploy-orchestrator/orchestrator/secrets"
+	"sync/atomic"
 )
 
 func TestRunSyncsDeploysAndRecords(t *testing.T) {
@@ -299,5 +302,37 @@ services:
 	}
 	if app, _ := h.coolify.App(uuidAPI); app.ImageTag != "v2" {
 		t.Errorf("api tag = %q after the restore, want v2", app.ImageTag)
+	}
+}
+
+func TestSecretSourcesAreBuiltOncePerPipeline(t *testing.T) {
+	h := newHarness(t)
+	var built atomic.Int32
+	h.secrets = func(name string, src config.SecretSource) (secrets.Source, error) {
+		built.Add(1)
+		return secrets.NewLiteral(map[string]string{"DB_URL": "postgres://vault-value"}), nil
+	}
+	h.start(fmt.Sprintf(`name: prod
+coolify: { url: %q, token: %q }
+secrets:
+  vault: { infisical: { url: "http://127.0.0.1:1", client_id: id, client_secret: s, project_id: p, environment: prod } }
+services:
+  - name: api
+    uuid: %s
+    image_tag: "${trigger.image_tag}"
+    env:
+      - { key: DB_URL, secret: { source: vault, key: DB_URL } }
+`, h.coolifyURL, h.coolifyToken, uuidAPI))
+	for i, tag := range []string{"v2", "v3"} {
+		if r := h.wait(h.submit("prod", runs.Trigger{Build: fmt.Sprint(i), ImageTag: tag})); r.Status != runs.StatusSucceeded {
+			t.Fatalf("run %d: %s (%s)", i, r.Status, r.Reason)
+		}
+	}
+	if v, _ := h.coolify.EnvValue(uuidAPI, "DB_URL", false); v != "postgres://vault-value" {
+		t.Errorf("DB_URL = %q, want the vault's value", v)
+	}
+	// Runs share the source (and so an Infisical client's login).
+	if n := built.Load(); n != 1 {
+		t.Errorf("secret source built %d times for two runs, want 1", n)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/runs/redisstore"
 	"github.com/deploy-orchestrator/orchestrator/runs/sqlitestore"
+	"github.com/deploy-orchestrator/orchestrator/secrets"
 )
 
 // store is what the engine needs of a run store.
@@ -46,6 +47,8 @@ type harness struct {
 	health map[string]string
 	// backend is "sqlite" or "redis".
 	backend string
+	// secrets, when set, builds the pipeline's named secret sources.
+	secrets func(name string, src config.SecretSource) (secrets.Source, error)
 }
 
 // app UUIDs seeded in the fake.
@@ -177,6 +180,7 @@ func (h *harness) start(pipelines ...string) {
 				coolify.WithRetry(coolify.RetryPolicy{MaxRetries: 3, MinWait: 5 * time.Millisecond, MaxWait: 50 * time.Millisecond, MaxRetryAfter: time.Second}))
 		},
 		Flagsmith:    func(url, key string) *mobile.Client { return mobile.NewClient(url, key) },
+		Secrets:      h.secrets,
 		Getenv:       func(k string) string { return h.env[k] },
 		EnvPrefix:    "ORCH_SECRET_",
 		Instance:     "test-instance",

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
@@ -87,36 +86,10 @@ type clients struct {
 	log     *slog.Logger
 	metrics func(system, method, route string, status int, d time.Duration)
 	poll    time.Duration // deployment polling; 0 means the client's default
-	// infisical keeps one client per identity, so runs share its login (Infisical counts
-	// logins against its stricter write rate limit).
-	infisical *clientCache[*infisical.Client]
-}
-
-// clientCache keeps one client per key for the life of the process.
-type clientCache[T any] struct {
-	mu sync.Mutex
-	m  map[string]T
-}
-
-func (c *clientCache[T]) get(key string, build func() (T, error)) (T, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if v, ok := c.m[key]; ok {
-		return v, nil
-	}
-	v, err := build()
-	if err != nil {
-		return v, err
-	}
-	if c.m == nil {
-		c.m = map[string]T{}
-	}
-	c.m[key] = v
-	return v, nil
 }
 
 func newClients(log *slog.Logger, metrics func(system, method, route string, status int, d time.Duration), poll time.Duration) *clients {
-	return &clients{log: log, metrics: metrics, poll: poll, infisical: &clientCache[*infisical.Client]{}}
+	return &clients{log: log, metrics: metrics, poll: poll}
 }
 
 // tuning adjusts polling for the demo (zero values keep the defaults).
@@ -144,11 +117,8 @@ func (c *clients) secrets(name string, src config.SecretSource) (secrets.Source,
 	if in == nil {
 		return nil, fmt.Errorf("secret source %q names no kind (want infisical)", name)
 	}
-	key := in.URL + "\x00" + in.ClientID + "\x00" + in.ClientSecret.Reveal()
-	cl, err := c.infisical.get(key, func() (*infisical.Client, error) {
-		return infisical.New(infisical.Config{BaseURL: in.URL, ClientID: in.ClientID,
-			ClientSecret: in.ClientSecret.Reveal(), Version: version, Logger: c.log})
-	})
+	cl, err := infisical.New(infisical.Config{BaseURL: in.URL, ClientID: in.ClientID,
+		ClientSecret: in.ClientSecret.Reveal(), Version: version, Logger: c.log})
 	if err != nil {
 		return nil, err
 	}
