@@ -10,6 +10,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/panics"
 )
 
 // Ref names one secret: the source it comes from, by the name the pipeline gives that source,
@@ -24,6 +26,25 @@ func (r Ref) String() string { return r.Source + ":" + r.Key }
 
 // ErrUnknownSource is matched (errors.Is) when a Ref names a source the Resolver was not given.
 var ErrUnknownSource = errors.New("unknown secrets source")
+
+// ErrSource is matched (errors.Is) by every *SourceError.
+var ErrSource = errors.New("secrets source failed")
+
+// SourceError is the failure of one source during a Resolve: a missing key (errors.Is
+// ErrMissing), the source unreachable or refusing, or a panic in the source (errors.Is
+// panics.ErrPanic). It names the source as the pipeline does, never a value.
+type SourceError struct {
+	Source string
+	Err    error
+}
+
+func (e *SourceError) Error() string { return fmt.Sprintf("source %q: %v", e.Source, e.Err) }
+
+// Unwrap returns the source's error.
+func (e *SourceError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrSource) true.
+func (e *SourceError) Is(target error) bool { return target == ErrSource }
 
 // Snapshotter is implemented by a Source that can read everything it holds in one call, such
 // as a folder of a remote secrets manager. Snapshot returns a Source that serves from that one
@@ -68,7 +89,7 @@ func NewResolver(sources map[string]Source) *Resolver {
 // Resolve returns the values of refs.
 //
 // It returns an error wrapping ErrUnknownSource for a Ref whose source was not given, and,
-// per failing source, that source's error wrapped with its name, all joined with errors.Join
+// per failing source, a *SourceError (ErrSource) naming it, all joined with errors.Join
 // so that one run reports every missing key at once (errors.Is(err, ErrMissing) finds them).
 // It returns ctx's error when ctx ends first. No error contains a value.
 func (r *Resolver) Resolve(ctx context.Context, refs ...Ref) (Resolved, error) {
@@ -111,13 +132,21 @@ func (r *Resolver) Resolve(ctx context.Context, refs ...Ref) (Resolved, error) {
 		}
 		wg.Go(func() {
 			res := result{source: name}
-			if s, ok := src.(Snapshotter); ok && !snapped {
-				res.snap, res.err = s.Snapshot(ctx)
-				src = res.snap
-			}
-			if res.err == nil {
-				res.vals, res.err = src.Fetch(ctx, keys)
-			}
+			// A panicking source fails this Resolve, not the process.
+			res.err = panics.Call(func() error {
+				if s, ok := src.(Snapshotter); ok && !snapped {
+					snap, err := s.Snapshot(ctx)
+					if err != nil {
+						// Keep no snapshot: a failed one may be a typed nil (a nil
+						// *T in a Source) that a later Resolve would call.
+						return err
+					}
+					res.snap, src = snap, snap
+				}
+				var err error
+				res.vals, err = src.Fetch(ctx, keys)
+				return err
+			})
 			mu.Lock()
 			results = append(results, res)
 			mu.Unlock()
@@ -131,15 +160,15 @@ func (r *Resolver) Resolve(ctx context.Context, refs ...Ref) (Resolved, error) {
 			r.snaps[res.source] = res.snap
 		}
 		if res.err != nil {
-			errs = append(errs, fmt.Errorf("source %q: %w", res.source, res.err))
+			errs = append(errs, &SourceError{Source: res.source, Err: res.err})
 			continue
 		}
 		for _, k := range need[res.source] {
 			v, ok := res.vals.Get(k)
 			if !ok {
 				// A Source must return every key or fail; catch one that does not.
-				errs = append(errs, fmt.Errorf("source %q: %w", res.source,
-					&MissingError{Source: res.source, Keys: []string{k}}))
+				errs = append(errs, &SourceError{Source: res.source,
+					Err: &MissingError{Source: res.source, Keys: []string{k}}})
 				continue
 			}
 			r.cache[Ref{Source: res.source, Key: k}] = v

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/panics"
 	"github.com/deploy-orchestrator/orchestrator/secrets"
 )
 
@@ -403,5 +404,35 @@ func TestResolverSnapshotsOncePerRun(t *testing.T) {
 	}
 	if got := src.snapshots.Load(); got != 3 {
 		t.Errorf("after Forget: %d snapshots, want 3", got)
+	}
+}
+
+// panicSource panics in Fetch, as a buggy source would.
+type panicSource struct{}
+
+func (panicSource) Fetch(context.Context, []string) (secrets.Values, error) {
+	var m map[string]string
+	m["boom"] = "x" // assignment to a nil map
+	return secrets.Values{}, nil
+}
+
+// A panic in a source's goroutine fails the Resolve call with the panic and its stack, and
+// the other sources are still resolved and cached.
+func TestResolverTurnsSourcePanicIntoError(t *testing.T) {
+	ok := &countingSource{src: secrets.NewLiteral(map[string]string{"A": "1"})}
+	r := secrets.NewResolver(map[string]secrets.Source{"bad": panicSource{}, "good": ok})
+	_, err := r.Resolve(context.Background(), secrets.Ref{Source: "bad", Key: "K"}, secrets.Ref{Source: "good", Key: "A"})
+	var pe *panics.Error
+	if !errors.As(err, &pe) || !errors.Is(err, secrets.ErrSource) || !strings.Contains(err.Error(), `source "bad": panic:`) {
+		t.Fatalf("got %v, want the panic of source bad as an error", err)
+	}
+	if len(pe.Stack) == 0 {
+		t.Errorf("the recovered panic has no stack")
+	}
+	if _, err := r.Resolve(context.Background(), secrets.Ref{Source: "good", Key: "A"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(ok.Calls()); got != 1 {
+		t.Errorf("good source fetched %d times, want 1 (kept from the failed call)", got)
 	}
 }

@@ -546,3 +546,25 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 }
+
+// An unreachable Infisical fails every service of a run with an error naming the source, and
+// a failed listing is not kept: before, the second service called a nil snapshot in a
+// goroutine, which killed the process.
+func TestResolverWithInfisicalUnreachable(t *testing.T) {
+	srv := infisicaltest.NewServer(t, fixture()...)
+	base := srv.URL
+	srv.Close() // connection refused from now on
+	c, err := infisical.New(infisical.Config{BaseURL: base, ClientID: clientID, ClientSecret: clientSecret, RetryMax: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := secrets.NewResolver(map[string]secrets.Source{"vault": c.Source(apiScope)})
+	for _, key := range []string{"DB_PASSWORD", "MAIL_KEY", "DB_PASSWORD"} {
+		_, err := r.Resolve(context.Background(), secrets.Ref{Source: "vault", Key: key})
+		if !errors.Is(err, secrets.ErrSource) || !strings.Contains(err.Error(), `source "vault"`) ||
+			!strings.Contains(err.Error(), "connection refused") {
+			t.Fatalf("resolve %s: got %v, want a secrets source error naming vault and the refused connection", key, err)
+		}
+		assertNoSecret(t, "error", err.Error())
+	}
+}
