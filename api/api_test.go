@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -295,6 +296,51 @@ func TestPlan(t *testing.T) {
 	}
 	if f.runCount() != 0 {
 		t.Error("a plan created a run")
+	}
+}
+
+// A handler that panics answers 500 with a JSON error, the panic and its stack are logged
+// once, and the server goes on serving.
+func TestHandlerPanicFailsOnlyItsRequest(t *testing.T) {
+	f := newFixture(t)
+	f.engine.pipelines[panicPipeline] = []string{"api"}
+	srv := httptest.NewServer(f.h)
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+triggerToken)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	status, body := get("/v1/pipelines/" + panicPipeline + "/plan?image_tag=v1")
+	if status != http.StatusInternalServerError || !strings.Contains(body, `"code":"internal"`) ||
+		!strings.Contains(body, "panic") {
+		t.Errorf("panicking plan: got %d %s, want 500 with an internal error naming the panic", status, body)
+	}
+	if strings.Contains(body, "goroutine") {
+		t.Errorf("the answer carries the stack: %s", body)
+	}
+	logs := f.logs.String()
+	if n := strings.Count(logs, `"msg":"request panicked"`); n != 1 {
+		t.Errorf("panic logged %d times, want once:\n%s", n, logs)
+	}
+	if !strings.Contains(logs, "assignment to entry in nil map") || !strings.Contains(logs, `"stack":"goroutine`) {
+		t.Errorf("log lacks the panic and its stack:\n%s", logs)
+	}
+	if !strings.Contains(logs, `"status":500`) {
+		t.Errorf("access log lacks the 500:\n%s", logs)
+	}
+	if status, body := get("/v1/pipelines/demo/plan?image_tag=v9"); status != http.StatusOK {
+		t.Errorf("plan after the panic: got %d %s, want 200", status, body)
+	}
+	if status, _ := get("/healthz"); status != http.StatusOK {
+		t.Errorf("healthz after the panic: got %d, want 200", status)
 	}
 }
 

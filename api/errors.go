@@ -9,8 +9,10 @@ import (
 	"strconv"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/panics"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
+	"github.com/deploy-orchestrator/orchestrator/secrets"
 )
 
 // Errors the Engine returns, wrapped, for the API to map to status codes. The engine matches
@@ -31,7 +33,9 @@ var (
 // config.Trigger.Validate and Pipeline.Resolve return), runs.ErrNotFound (404), runs.ErrEnded (409: cancel
 // of a run that already ended), runs.ErrInvalid (400), and the locks sentinels: ErrNotFound
 // (404), *HeldError with ErrStale or ErrHeld (409, naming the current holder), ErrInvalid
-// (400); ErrUnavailable of either backend becomes 503.
+// (400); ErrUnavailable of either backend becomes 503; secrets.ErrMissing 422 and another
+// secrets.ErrSource (a secrets manager unreachable or refusing) 502, with the message, which
+// names the source and keys only; a recovered panic (panics.ErrPanic) 500 with its stack logged.
 
 // FieldError says which field of a request is wrong and why. It matches ErrInvalid.
 type FieldError struct {
@@ -118,6 +122,13 @@ func toHTTP(err error) (int, errorDetail, int) {
 		return http.StatusBadRequest, errorDetail{Code: "invalid", Message: err.Error()}, 0
 	case errors.Is(err, runs.ErrUnavailable), errors.Is(err, locks.ErrUnavailable):
 		return http.StatusServiceUnavailable, errorDetail{Code: "unavailable", Message: "a backend is unavailable; try again"}, 5
+	case errors.Is(err, panics.ErrPanic):
+		return http.StatusInternalServerError, errorDetail{Code: "internal", Message: "internal error (a panic); the daemon's log has the stack"}, 0
+	case errors.Is(err, secrets.ErrMissing):
+		// Errors of package secrets name sources and keys, never a value.
+		return http.StatusUnprocessableEntity, errorDetail{Code: "secret_missing", Message: err.Error()}, 0
+	case errors.Is(err, secrets.ErrSource):
+		return http.StatusBadGateway, errorDetail{Code: "secrets_unavailable", Message: err.Error()}, 0
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, errorDetail{Code: "timeout", Message: "the request timed out; try again"}, 1
 	}
@@ -128,7 +139,10 @@ func toHTTP(err error) (int, errorDetail, int) {
 // with the request ID; the client's mistakes are not logged beyond the access log.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, detail, retryAfter := toHTTP(err)
-	if status >= 500 {
+	switch {
+	case errors.Is(err, panics.ErrPanic):
+		s.logPanic(r, "request panicked", err)
+	case status >= 500:
 		s.log.ErrorContext(r.Context(), "request failed",
 			slog.String(keyRequestID, requestID(r.Context())),
 			slog.String(keyRoute, routePattern(r)),

@@ -69,9 +69,7 @@ func (s *server) handleEvents() http.HandlerFunc {
 
 		ctx, cancel := context.WithCancel(r.Context())
 		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { // the heartbeat; stopped and waited for below
-			defer wg.Done()
+		s.goRequest(r, &wg, cancel, func() { // the heartbeat; stopped and waited for below
 			t := time.NewTicker(s.heartbeat)
 			defer t.Stop()
 			for {
@@ -85,7 +83,7 @@ func (s *server) handleEvents() http.HandlerFunc {
 					}
 				}
 			}
-		}()
+		})
 
 		err = runs.Follow(ctx, s.runs, id, after, sw.event)
 		if err == nil {

@@ -96,6 +96,9 @@ func (e *testEngine) Submit(ctx context.Context, pipeline string, t runs.Trigger
 	return &run, !created, nil
 }
 
+// panicPipeline is a pipeline name whose Plan panics, as a bug in the engine would.
+const panicPipeline = "panics"
+
 func (e *testEngine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 	run, err := e.store.Update(ctx, id, func(r *runs.Run) error {
 		r.Status = runs.StatusCanceled
@@ -110,6 +113,10 @@ func (e *testEngine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 }
 
 func (e *testEngine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (any, error) {
+	if pipeline == panicPipeline {
+		var m map[string]int
+		m[t.ImageTag]++ // a bug: assignment to a nil map
+	}
 	services, ok := e.pipelines[pipeline]
 	if !ok {
 		return nil, fmt.Errorf("plan %q: %w", pipeline, api.ErrUnknownPipeline)

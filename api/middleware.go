@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/panics"
 )
 
 // Log attribute keys of this package.
@@ -96,7 +97,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach Flush and SetWriteDeadline.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// observe gives every request an ID, recovers panics as 500s, and writes one access-log line
+// observe gives every request an ID and writes one access-log line
 // and the HTTP metrics when the request ends. Query strings are never logged: the dashboard's
 // first visit may carry a token there.
 func (s *server) observe(next http.Handler) http.Handler {
@@ -110,18 +111,7 @@ func (s *server) observe(next http.Handler) http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
 		sw := &statusWriter{ResponseWriter: w}
 
-		defer func() {
-			if p := recover(); p != nil {
-				if p == http.ErrAbortHandler {
-					panic(p)
-				}
-				s.log.ErrorContext(r.Context(), "handler panicked",
-					slog.String(keyRequestID, id), slog.String(keyRoute, routePattern(r)),
-					slog.Any(keyError, p))
-				if sw.status == 0 {
-					s.writeError(sw, r, newHTTPError(http.StatusInternalServerError, "internal", "internal error"))
-				}
-			}
+		defer func() { // runs during a panic too (recoverPanics re-panics only to abort a stream)
 			status := sw.status
 			if status == 0 {
 				status = http.StatusOK
@@ -143,6 +133,42 @@ func (s *server) observe(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(sw, r)
 	})
+}
+
+// recoverPanics turns a panic of a handler into a 500 JSON answer and logs it once, with its
+// stack; the daemon goes on serving. When the answer had already begun (an event stream), the
+// response is aborted instead (http.ErrAbortHandler), so a client never takes a cut-off body
+// for a whole one.
+func (s *server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := panics.Call(func() error { next.ServeHTTP(w, r); return nil })
+		if err == nil {
+			return
+		}
+		if sw, ok := w.(*statusWriter); ok && sw.status != 0 {
+			s.logPanic(r, "handler panicked", err)
+			panic(http.ErrAbortHandler)
+		}
+		s.writeError(w, r, err) // logs the stack
+	})
+}
+
+// goRequest runs fn in a goroutine that belongs to request r: wg waits for it, and a panic in
+// fn is logged with its stack and cancels the request's work (cancel) instead of killing the
+// process. Every goroutine a handler starts goes through here.
+func (s *server) goRequest(r *http.Request, wg *sync.WaitGroup, cancel context.CancelFunc, fn func()) {
+	wg.Go(func() {
+		if err := panics.Call(func() error { fn(); return nil }); err != nil {
+			s.logPanic(r, "request goroutine panicked", err)
+			cancel()
+		}
+	})
+}
+
+// logPanic logs a recovered panic of request r with its stack.
+func (s *server) logPanic(r *http.Request, msg string, err error) {
+	panics.Log(r.Context(), s.log, msg, err,
+		slog.String(keyRequestID, requestID(r.Context())), slog.String(keyRoute, routePattern(r)))
 }
 
 // limitBody caps the request body at n bytes.

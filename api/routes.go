@@ -30,7 +30,7 @@ import (
 //	POST   /v1/webhooks/{github,gitlab,generic}  signature  CI webhooks, rate limited
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.observe)
+	r.Use(s.observe, s.recoverPanics)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, newHTTPError(http.StatusNotFound, "not_found", "no such route"))
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/internal/panics"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/phases"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -334,5 +335,50 @@ services:
 	// Runs share the source (and so an Infisical client's login).
 	if n := built.Load(); n != 1 {
 		t.Errorf("secret source built %d times for two runs, want 1", n)
+	}
+}
+
+// panickySource is a secrets source with a bug: it panics while the flag is set.
+type panickySource struct{ panicking *atomic.Bool }
+
+func (p panickySource) Fetch(ctx context.Context, keys []string) (secrets.Values, error) {
+	if p.panicking.Load() {
+		var m map[string]string
+		m["x"] = "boom" // assignment to a nil map
+	}
+	return secrets.NewLiteral(map[string]string{"DB_URL": "postgres://vault-value"}).Fetch(ctx, keys)
+}
+
+// A panic in a goroutine a plan or a run starts (here: the secrets lookup) fails that plan or
+// run with the panic named, and the engine goes on: the next run succeeds.
+func TestPanicInSecretSourceFailsOnlyThatRun(t *testing.T) {
+	h := newHarness(t)
+	var panicking atomic.Bool
+	panicking.Store(true)
+	h.secrets = func(string, config.SecretSource) (secrets.Source, error) {
+		return panickySource{&panicking}, nil
+	}
+	h.start(fmt.Sprintf(`name: prod
+coolify: { url: %q, token: %q }
+secrets:
+  vault: { infisical: { url: "http://127.0.0.1:1", client_id: id, client_secret: s, project_id: p, environment: prod } }
+services:
+  - name: api
+    uuid: %s
+    image_tag: "${trigger.image_tag}"
+    env:
+      - { key: DB_URL, secret: { source: vault, key: DB_URL } }
+`, h.coolifyURL, h.coolifyToken, uuidAPI))
+	if _, err := h.engine.Plan(context.Background(), "prod", runs.Trigger{Build: "0", ImageTag: "v2"}); !errors.Is(err, panics.ErrPanic) {
+		t.Errorf("plan: got %v, want the source's panic as an error", err)
+	}
+	r := h.wait(h.submit("prod", runs.Trigger{Build: "1", ImageTag: "v2"}))
+	if r.Status != runs.StatusFailed || !strings.Contains(r.Reason+stepOf(t, r, runs.Phase1, "api").Error, "panic") {
+		t.Errorf("run with a panicking source: %s (%q, step %q), want failed naming the panic",
+			r.Status, r.Reason, stepOf(t, r, runs.Phase1, "api").Error)
+	}
+	panicking.Store(false)
+	if r := h.wait(h.submit("prod", runs.Trigger{Build: "2", ImageTag: "v3"})); r.Status != runs.StatusSucceeded {
+		t.Errorf("next run: %s (%s), want succeeded", r.Status, r.Reason)
 	}
 }

@@ -87,7 +87,10 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (*Pl
 	for _, s := range resolved.Services {
 		sp, err := x.planService(ctx, s)
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, secrets.ErrMissing) || errors.Is(err, secrets.ErrUnknownSource) {
+			// A secret that cannot be read fails the plan: every later service would fail
+			// the same way (and wait out the same retries).
+			if ctx.Err() != nil || errors.Is(err, secrets.ErrSource) || errors.Is(err, secrets.ErrMissing) ||
+				errors.Is(err, secrets.ErrUnknownSource) {
 				return nil, err
 			}
 			sp.Error = err.Error()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -260,5 +261,67 @@ func TestLocksCommands(t *testing.T) {
 	out, _, _ = invoke(ctx, env, "locks", "list", "--audit")
 	if !strings.Contains(out, "freeze") || !strings.Contains(out, "cli:ops") {
 		t.Errorf("audit after freeze and lift:\n%s", out)
+	}
+}
+
+// With Infisical unreachable, a plan fails with an error naming the secrets source, over the
+// API and on the command line, and the daemon goes on serving. Before, the second service's
+// secrets crashed the process (a nil snapshot called in a goroutine).
+func TestPlanWithInfisicalUnreachable(t *testing.T) {
+	env, cf := daemonEnv(t)
+	cf.AddApplication(coolifytest.Application{UUID: "app-web-uuid-000000000002", Name: "web", ImageTag: "v1"})
+	yaml := fmt.Sprintf(`coolify: { url: %q, token: "${COOLIFY_TOKEN}" }
+secrets:
+  vault: { infisical: { url: "http://%s", client_id: id, client_secret: sentinel-client-secret-77, project_id: p, environment: prod } }
+services:
+  - name: api
+    uuid: app-api-uuid-000000000001
+    env: [ { key: DB_PASSWORD, secret: { source: vault, key: DB_PASSWORD } } ]
+  - name: web
+    uuid: app-web-uuid-000000000002
+    env: [ { key: API_KEY, secret: { source: vault, key: API_KEY } } ]
+`, cf.URL, freeAddr(t)) // a port nobody listens on
+	if err := os.WriteFile(filepath.Join(env["ORCH_PIPELINES_DIR"], "production.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	env["ORCH_LISTEN"] = addr
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	var serveLog string
+	var serveErr error
+	go func() {
+		_, serveLog, serveErr = invoke(ctx, env, "serve")
+		close(done)
+	}()
+	base := "http://" + addr
+	waitHealthy(t, base, done)
+
+	req, _ := http.NewRequest("GET", base+"/v1/pipelines/production/plan?build=1", nil)
+	req.Header.Set("Authorization", "Bearer "+env["ORCH_TRIGGER_TOKEN"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET plan: %v (the daemon died?)", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), `"code":"secrets_unavailable"`) ||
+		!strings.Contains(string(body), `source \"vault\"`) || !strings.Contains(string(body), "connection refused") {
+		t.Errorf("GET plan: got %d %s, want 502 secrets_unavailable naming source vault and the refused connection", resp.StatusCode, body)
+	}
+	waitHealthy(t, base, done) // still serving
+
+	_, _, err = invoke(context.Background(), env, "plan", "production", "--build", "1")
+	if err == nil || !strings.Contains(err.Error(), `source "vault"`) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("orchestrator plan: got %v, want an error naming source vault and the refused connection", err)
+	}
+	cancel()
+	<-done
+	if serveErr != nil {
+		t.Errorf("serve: %v", serveErr)
+	}
+	if strings.Contains(serveLog+string(body), "sentinel-client-secret-77") {
+		t.Errorf("the Infisical client secret reached the log or the answer")
 	}
 }
