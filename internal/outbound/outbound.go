@@ -1,0 +1,422 @@
+// Package outbound is the one HTTP layer under the clients of outside systems (Coolify,
+// Flagsmith, Infisical). It holds, once, what every call to an outside system needs: the
+// retry policy, the server's Retry-After (seconds or HTTP date), jittered exponential
+// backoff, the User-Agent, the trace headers of internal/trace, a metric per attempt, and a
+// pacing seam (Limiter).
+//
+// The retry policy depends on what a call does (Kind):
+//
+//   - An Idempotent call (a read, or a write that carries the whole state, so sending it twice
+//     leaves the same result) is retried after a transport error, 429, and 5xx but 501.
+//   - A Creating call (a POST that makes something: a version, a variable, a deployment) is
+//     retried only when the failure shows the server did not act: a refused connection (no
+//     request was sent), 429 and 503 (the server or its proxy turned the request away). After
+//     an ambiguous failure (another 5xx, a timeout or a broken connection after the request
+//     was sent) it is not retried: the client that made it re-reads to learn whether it took
+//     effect, and otherwise reports an *OutcomeUnknownError (errors.Is ErrOutcomeUnknown).
+//
+// A Retry-After longer than Policy.MaxRetryAfter ends the call at once with that answer, so a
+// caller holding a lease does not sleep through it.
+package outbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/trace"
+)
+
+// MetricsFunc is told about every HTTP attempt (retries included): the system ("coolify"),
+// the method, the route template (e.g. "/applications/{uuid}/envs", so label cardinality stays
+// bounded), the response status (0 when no response arrived) and the attempt's duration. It
+// must be safe for concurrent use and must not block.
+type MetricsFunc func(system, method, route string, status int, d time.Duration)
+
+// Policy bounds the retries of one call: at most 1+MaxRetries attempts; between them an
+// exponential backoff from MinWait doubling up to MaxWait, each wait drawn from its upper half
+// (jitter), or, after a 429 or 503, the server's Retry-After up to MaxRetryAfter.
+type Policy struct {
+	MaxRetries    int
+	MinWait       time.Duration
+	MaxWait       time.Duration
+	MaxRetryAfter time.Duration
+}
+
+// Backoff is the wait before retry number attempt+1 when the server named none: MinWait·2^attempt
+// capped at MaxWait, drawn uniformly from [d/2, d].
+func (p Policy) Backoff(attempt int) time.Duration {
+	d := p.MaxWait
+	if attempt < 30 && p.MinWait > 0 {
+		d = min(p.MinWait<<attempt, p.MaxWait)
+	}
+	if d <= 0 {
+		return 0
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// Kind says what a call does, and so after which failures it may be sent again.
+type Kind int
+
+const (
+	// Auto: Creating for POST, Idempotent for every other method.
+	Auto Kind = iota
+	// Idempotent: sending the call twice leaves the same result.
+	Idempotent
+	// Creating: each call may make something new; never sent again after an ambiguous failure.
+	Creating
+)
+
+func (k Kind) of(method string) Kind {
+	if k != Auto {
+		return k
+	}
+	if method == http.MethodPost {
+		return Creating
+	}
+	return Idempotent
+}
+
+// Priority orders calls waiting on a Limiter; higher goes first.
+type Priority int
+
+// Priorities.
+const (
+	PriorityNormal Priority = 0
+	// PriorityHigh is for calls that put things back (restores, cancels) or hold a lease.
+	PriorityHigh Priority = 10
+)
+
+type priorityKey struct{}
+
+// WithPriority returns a context whose calls wait on the Limiter with priority p.
+func WithPriority(ctx context.Context, p Priority) context.Context {
+	return context.WithValue(ctx, priorityKey{}, p)
+}
+
+// PriorityFrom returns the priority set by WithPriority, PriorityNormal by default.
+func PriorityFrom(ctx context.Context) Priority {
+	p, _ := ctx.Value(priorityKey{}).(Priority)
+	return p
+}
+
+// Limiter paces the attempts to one outside system: Wait returns when an attempt may be made,
+// or an error (ctx's when it ends first); the attempt is then not made. The default never
+// waits.
+type Limiter interface {
+	Wait(ctx context.Context, p Priority) error
+}
+
+type noLimit struct{}
+
+func (noLimit) Wait(context.Context, Priority) error { return nil }
+
+// ErrOutcomeUnknown is matched by every *OutcomeUnknownError.
+var ErrOutcomeUnknown = errors.New("outcome unknown")
+
+// OutcomeUnknownError is an ambiguous failure of a Creating call: the request was sent, and
+// no answer says whether the server acted on it. Err is the failure (a 5xx error of the
+// client's own type, or a transport error); errors.Is and errors.As reach it.
+type OutcomeUnknownError struct {
+	System string
+	Method string
+	Route  string
+	Err    error
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	return fmt.Sprintf("%s %s %s: sent, but whether it took effect is unknown (not retried, it is not idempotent): %v",
+		e.System, e.Method, e.Route, e.Err)
+}
+
+// Unwrap returns the failure.
+func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrOutcomeUnknown) true.
+func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }
+
+// Options configure a Client. System is required.
+type Options struct {
+	// System names the outside system in metrics, logs and errors ("coolify").
+	System string
+	// HTTPClient sends the attempts; its Transport and Timeout are used. Default: a pooled
+	// client with a 30 s timeout.
+	HTTPClient *http.Client
+	Policy     Policy
+	// Version goes into "User-Agent: orchestrator/<Version>"; "dev" when empty.
+	Version string
+	// Logger receives a record per retry (never a header or a body). Default: discard.
+	Logger  *slog.Logger
+	Metrics MetricsFunc
+	// Limiter paces attempts. Default: no pacing.
+	Limiter Limiter
+	// RetryAfter reads the wait a 429 or 503 answer asks for when it has no Retry-After
+	// header (Infisical writes it in the message). It may read resp.Body if it puts back what
+	// it read. Optional.
+	RetryAfter func(resp *http.Response) (time.Duration, bool)
+	// Now is the clock for HTTP-date Retry-After values. Default time.Now.
+	Now func() time.Time
+}
+
+// Client sends the requests of one outside-system client. It is safe for concurrent use.
+type Client struct {
+	o  Options
+	rc *retryablehttp.Client
+}
+
+// New returns a Client for o.
+func New(o Options) *Client {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Limiter == nil {
+		o.Limiter = noLimit{}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	hc := &http.Client{Timeout: 30 * time.Second}
+	if o.HTTPClient != nil {
+		c := *o.HTTPClient
+		hc = &c
+	}
+	next := hc.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	c := &Client{o: o}
+	hc.Transport = &attemptTransport{c: c, next: next}
+	c.rc = &retryablehttp.Client{
+		HTTPClient:   hc,
+		RetryWaitMin: o.Policy.MinWait,
+		RetryWaitMax: o.Policy.MaxWait,
+		RetryMax:     max(o.Policy.MaxRetries, 0),
+		CheckRetry:   c.checkRetry,
+		Backoff:      c.backoff,
+		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+		RequestLogHook: func(_ retryablehttp.Logger, r *http.Request, attempt int) {
+			if attempt > 0 {
+				m := metaOf(r.Context())
+				c.o.Logger.LogAttrs(r.Context(), slog.LevelInfo, "outside request retried",
+					slog.String("system", c.o.System), slog.String("method", r.Method),
+					slog.String("route", m.route), slog.Int("attempt", attempt+1))
+			}
+		},
+	}
+	return c
+}
+
+// UserAgent is the User-Agent header every request carries.
+func (c *Client) UserAgent() string { return "orchestrator/" + c.o.Version }
+
+// Request is one call.
+type Request struct {
+	Method string
+	// URL is the whole URL, query included.
+	URL string
+	// Route is the path template for metrics and logs ("/applications/{uuid}").
+	Route string
+	// Header holds the call's own headers (Authorization, Accept, Content-Type); the Client
+	// adds User-Agent and the trace headers.
+	Header http.Header
+	Body   []byte
+	Kind   Kind
+}
+
+type metaKey struct{}
+
+type meta struct {
+	route string
+	kind  Kind
+}
+
+func metaOf(ctx context.Context) meta {
+	m, _ := ctx.Value(metaKey{}).(meta)
+	return m
+}
+
+// Do sends r under the retry policy and returns the last answer, whatever its status: the
+// caller reads and closes its body. It returns ctx's error when ctx ends; an
+// *OutcomeUnknownError when a Creating call failed in transport after it was sent; otherwise
+// the transport error of the last attempt (without the URL, which may carry a query).
+func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
+	kind := r.Kind.of(r.Method)
+	ctx = context.WithValue(ctx, metaKey{}, meta{route: r.Route, kind: kind})
+	var body any
+	if r.Body != nil {
+		body = r.Body
+	}
+	req, err := retryablehttp.NewRequestWithContext(ctx, r.Method, r.URL, body)
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range r.Header {
+		req.Header[k] = vs
+	}
+	req.Header.Set("User-Agent", c.UserAgent())
+	trace.SetHeaders(ctx, req.Header)
+
+	resp, err := c.rc.Do(req)
+	if err == nil {
+		return resp, nil
+	}
+	if resp != nil {
+		resp.Body.Close()
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return nil, cause
+		}
+		return nil, ctxErr
+	}
+	err = stripURL(err)
+	if kind == Creating && !notSent(err) {
+		return nil, &OutcomeUnknownError{System: c.o.System, Method: r.Method, Route: r.Route, Err: err}
+	}
+	return nil, err
+}
+
+// Settle wraps err, the error a client built from a non-2xx answer to r, in an
+// *OutcomeUnknownError when r is a Creating call and the status leaves open whether the server
+// acted (5xx but 501 and 503). Otherwise it returns err as it is.
+func (c *Client) Settle(r Request, status int, err error) error {
+	if r.Kind.of(r.Method) == Creating && status >= 500 &&
+		status != http.StatusNotImplemented && status != http.StatusServiceUnavailable {
+		return &OutcomeUnknownError{System: c.o.System, Method: r.Method, Route: r.Route, Err: err}
+	}
+	return err
+}
+
+// checkRetry is the policy of the package comment.
+func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	m := metaOf(ctx)
+	if err != nil {
+		var le *limitError
+		if errors.As(err, &le) {
+			return false, nil
+		}
+		return m.kind != Creating || notSent(err), nil
+	}
+	switch s := resp.StatusCode; {
+	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable:
+		if d, ok := c.retryAfter(resp); ok && d > c.o.Policy.MaxRetryAfter {
+			return false, nil
+		}
+		return true, nil
+	case s >= 500 && s != http.StatusNotImplemented:
+		return m.kind != Creating, nil
+	}
+	return false, nil
+}
+
+// backoff waits the server's Retry-After after a 429 or 503, else the policy's jittered backoff.
+func (c *Client) backoff(_, _ time.Duration, attempt int, resp *http.Response) time.Duration {
+	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		if d, ok := c.retryAfter(resp); ok {
+			return min(d, c.o.Policy.MaxRetryAfter)
+		}
+	}
+	return c.o.Policy.Backoff(attempt)
+}
+
+func (c *Client) retryAfter(resp *http.Response) (time.Duration, bool) {
+	if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), c.o.Now()); ok {
+		return d, true
+	}
+	if c.o.RetryAfter != nil {
+		return c.o.RetryAfter(resp)
+	}
+	return 0, false
+}
+
+// ParseRetryAfter reads a Retry-After value: whole seconds, or an HTTP date (a date in the
+// past means now). It reports false for an empty or malformed value.
+func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if s < 0 {
+			return 0, false
+		}
+		return time.Duration(min(s, int64(24*time.Hour/time.Second))) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// notSent reports whether a transport error shows that no request reached the server: the
+// connection was refused, the name did not resolve, or the Limiter refused the attempt.
+func notSent(err error) bool {
+	var le *limitError
+	if errors.As(err, &le) {
+		return true
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
+}
+
+// stripURL drops the *url.Error wrapper, whose text repeats the URL and its query.
+func stripURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// limitError is a Limiter's refusal; the attempt was not made and is not retried.
+type limitError struct{ err error }
+
+func (e *limitError) Error() string { return "outbound limiter: " + e.err.Error() }
+func (e *limitError) Unwrap() error { return e.err }
+
+// attemptTransport paces each attempt on the Limiter and reports it to Metrics.
+type attemptTransport struct {
+	c    *Client
+	next http.RoundTripper
+}
+
+func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx := r.Context()
+	if err := t.c.o.Limiter.Wait(ctx, PriorityFrom(ctx)); err != nil {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, &limitError{err: err}
+	}
+	start := time.Now()
+	resp, err := t.next.RoundTrip(r)
+	if t.c.o.Metrics != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		t.c.o.Metrics(t.c.o.System, r.Method, metaOf(ctx).route, status, time.Since(start))
+	}
+	return resp, err
+}

@@ -1,0 +1,238 @@
+package outbound_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
+	"github.com/deploy-orchestrator/orchestrator/internal/trace"
+)
+
+var fast = outbound.Policy{MaxRetries: 3, MinWait: time.Millisecond, MaxWait: 2 * time.Millisecond, MaxRetryAfter: time.Second}
+
+// attempt is one call a metrics hook saw.
+type attempt struct {
+	system, method, route string
+	status                int
+}
+
+type recorder struct {
+	mu  sync.Mutex
+	got []attempt
+}
+
+func (r *recorder) metric(system, method, route string, status int, _ time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, attempt{system, method, route, status})
+}
+
+func (r *recorder) all() []attempt {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]attempt(nil), r.got...)
+}
+
+// server answers each request with the next status of statuses (the last one repeats) and
+// counts requests.
+func server(t *testing.T, statuses ...int) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := int(n.Add(1)) - 1
+		w.WriteHeader(statuses[min(i, len(statuses)-1)])
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func do(t *testing.T, c *outbound.Client, method, url string, kind outbound.Kind) (int, error) {
+	t.Helper()
+	r := outbound.Request{Method: method, URL: url, Route: "/things", Body: []byte(`{}`), Kind: kind}
+	resp, err := c.Do(context.Background(), r)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, c.Settle(r, resp.StatusCode, errors.New(http.StatusText(resp.StatusCode)))
+	}
+	return resp.StatusCode, nil
+}
+
+// A creating POST is sent once after an ambiguous 5xx and reported as of unknown outcome;
+// an idempotent call is retried through the same answers; 503 and 429 are retried for both.
+func TestCreatingCallIsNotRetriedBlindly(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		kind     outbound.Kind
+		method   string
+		statuses []int
+		attempts int32
+		status   int
+		unknown  bool
+	}{
+		{"POST 502", outbound.Auto, "POST", []int{502, 201}, 1, 502, true},
+		{"POST 500", outbound.Creating, "POST", []int{500, 201}, 1, 500, true},
+		{"POST 504", outbound.Auto, "POST", []int{504, 201}, 1, 504, true},
+		{"POST 503 then 201", outbound.Auto, "POST", []int{503, 201}, 2, 201, false},
+		{"POST 429 then 201", outbound.Auto, "POST", []int{429, 201}, 2, 201, false},
+		{"POST 400", outbound.Auto, "POST", []int{400}, 1, 400, false},
+		{"POST marked idempotent 502 then 200", outbound.Idempotent, "POST", []int{502, 200}, 2, 200, false},
+		{"PUT 502 then 200", outbound.Auto, "PUT", []int{502, 200}, 2, 200, false},
+		{"GET 502 always", outbound.Auto, "GET", []int{502}, 4, 502, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, n := server(t, tc.statuses...)
+			c := outbound.New(outbound.Options{System: "fake", Policy: fast})
+			status, err := do(t, c, tc.method, srv.URL, tc.kind)
+			if got := n.Load(); got != tc.attempts {
+				t.Errorf("attempts: got %d, want %d", got, tc.attempts)
+			}
+			if status != tc.status {
+				t.Errorf("status: got %d, want %d", status, tc.status)
+			}
+			if got := errors.Is(err, outbound.ErrOutcomeUnknown); got != tc.unknown {
+				t.Errorf("outcome unknown: got %v (%v), want %v", got, err, tc.unknown)
+			}
+		})
+	}
+}
+
+// A connection broken after the request was sent leaves a creating call's outcome unknown
+// (one attempt); a refused connection sent nothing, so it is retried, and is not "unknown".
+func TestTransportFailures(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		_, _ = io.ReadAll(r.Body)
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close() // the request arrived; the answer never leaves
+		}
+	}))
+	defer srv.Close()
+	rec := &recorder{}
+	c := outbound.New(outbound.Options{System: "fake", Policy: fast, Metrics: rec.metric})
+	_, err := do(t, c, "POST", srv.URL, outbound.Auto)
+	var oe *outbound.OutcomeUnknownError
+	if !errors.As(err, &oe) || oe.System != "fake" || oe.Route != "/things" || n.Load() != 1 {
+		t.Errorf("POST, connection dropped: err %v after %d attempts, want OutcomeUnknownError after 1", err, n.Load())
+	}
+	n.Store(0)
+	if _, err := do(t, c, "GET", srv.URL, outbound.Auto); err == nil || errors.Is(err, outbound.ErrOutcomeUnknown) || n.Load() != 4 {
+		t.Errorf("GET, connection dropped: err %v after %d attempts, want a transport error after 4", err, n.Load())
+	}
+
+	closed := httptest.NewServer(http.NotFoundHandler())
+	url := closed.URL
+	closed.Close()
+	rec.mu.Lock()
+	rec.got = nil
+	rec.mu.Unlock()
+	_, err = do(t, c, "POST", url, outbound.Auto)
+	if err == nil || errors.Is(err, outbound.ErrOutcomeUnknown) {
+		t.Errorf("POST, connection refused: got %v, want a plain transport error (nothing was sent)", err)
+	}
+	if got := len(rec.all()); got != 4 {
+		t.Errorf("POST, connection refused: %d attempts, want 4 (retried: nothing was sent)", got)
+	}
+}
+
+// Every attempt is reported with its system, method, route and status (0 without answer);
+// every request carries the User-Agent and the trace headers.
+func TestMetricsAndHeaders(t *testing.T) {
+	var mu sync.Mutex
+	var headers []http.Header
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		headers = append(headers, r.Header.Clone())
+		mu.Unlock()
+		if n.Add(1) == 1 {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	rec := &recorder{}
+	c := outbound.New(outbound.Options{System: "flagsmith", Policy: fast, Metrics: rec.metric, Version: "1.2.3"})
+	ctx := trace.With(context.Background(), "run-7", 42)
+	resp, err := c.Do(ctx, outbound.Request{Method: "GET", URL: srv.URL + "/x?q=1", Route: "/x/{id}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := []attempt{{"flagsmith", "GET", "/x/{id}", 502}, {"flagsmith", "GET", "/x/{id}", 200}}
+	if got := rec.all(); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("metrics: got %+v, want %+v", got, want)
+	}
+	for i, h := range headers {
+		if h.Get("User-Agent") != "orchestrator/1.2.3" || h.Get(trace.HeaderRun) != "run-7" || h.Get(trace.HeaderFence) != "42" {
+			t.Errorf("attempt %d headers: User-Agent %q, run %q, fence %q", i+1, h.Get("User-Agent"), h.Get(trace.HeaderRun), h.Get(trace.HeaderFence))
+		}
+	}
+}
+
+// limiter records the priorities it was asked with and refuses when told to.
+type limiter struct {
+	mu     sync.Mutex
+	asked  []outbound.Priority
+	refuse error
+}
+
+func (l *limiter) Wait(_ context.Context, p outbound.Priority) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.asked = append(l.asked, p)
+	return l.refuse
+}
+
+// Every attempt waits on the Limiter with the context's priority; a refusal sends nothing
+// and is not retried.
+func TestLimiterPacesEveryAttempt(t *testing.T) {
+	srv, n := server(t, 502, 200)
+	l := &limiter{}
+	c := outbound.New(outbound.Options{System: "coolify", Policy: fast, Limiter: l})
+	ctx := outbound.WithPriority(context.Background(), outbound.PriorityHigh)
+	resp, err := c.Do(ctx, outbound.Request{Method: "GET", URL: srv.URL, Route: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(l.asked) != 2 || l.asked[0] != outbound.PriorityHigh || l.asked[1] != outbound.PriorityHigh {
+		t.Errorf("limiter asked %v, want PriorityHigh twice", l.asked)
+	}
+	l.refuse = errors.New("budget spent")
+	n.Store(0)
+	_, err = c.Do(context.Background(), outbound.Request{Method: "POST", URL: srv.URL, Route: "/"})
+	if err == nil || errors.Is(err, outbound.ErrOutcomeUnknown) || n.Load() != 0 || len(l.asked) != 3 {
+		t.Errorf("refused: err %v, %d requests sent, limiter asked %d times; want a plain error, 0 sent, asked once more",
+			err, n.Load(), len(l.asked))
+	}
+}
+
+// A Retry-After beyond the policy's cap ends the call at once with that answer.
+func TestRetryAfterOverCapEndsTheCall(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.Header().Set("Retry-After", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	c := outbound.New(outbound.Options{System: "x", Policy: fast})
+	status, _ := do(t, c, "GET", srv.URL, outbound.Auto)
+	if status != 429 || n.Load() != 1 {
+		t.Errorf("got %d after %d attempts, want 429 after 1", status, n.Load())
+	}
+}
