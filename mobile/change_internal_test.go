@@ -3,10 +3,7 @@ package mobile
 import (
 	"errors"
 	"testing"
-	"time"
 )
-
-var timeZero = time.Unix(0, 0)
 
 func TestCompareVersions(t *testing.T) {
 	cases := []struct {
@@ -139,19 +136,5 @@ func TestValueJSON(t *testing.T) {
 	var v Value
 	if err := v.UnmarshalJSON([]byte(`1.5`)); err == nil {
 		t.Fatal("a fraction decoded without error")
-	}
-}
-
-func TestParseRetryAfter(t *testing.T) {
-	if d, ok := parseRetryAfter("3", timeZero); !ok || d.Seconds() != 3 {
-		t.Fatalf("got %v %v, want 3s", d, ok)
-	}
-	if d, ok := parseRetryAfter("Thu, 01 Jan 1970 00:00:10 GMT", timeZero); !ok || d.Seconds() != 10 {
-		t.Fatalf("got %v %v, want 10s", d, ok)
-	}
-	for _, bad := range []string{"", "-1", "soon"} {
-		if _, ok := parseRetryAfter(bad, timeZero); ok {
-			t.Fatalf("%q parsed", bad)
-		}
 	}
 }

@@ -21,16 +21,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-retryablehttp"
-
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 )
 
@@ -54,6 +51,7 @@ const (
 	logKeyEnv     = "environment"
 	logKeyReason  = "reason"
 	logKeyChanged = "changed"
+	logKeyVersion = "version"
 )
 
 // Defaults of the retry budget for 429 and 5xx answers.
@@ -121,20 +119,21 @@ func (e *APIError) Is(target error) bool {
 
 const codeDirectWriteNotAllowed = "direct_feature_state_write_not_allowed"
 
-// Client talks to Flagsmith's Admin API with an organisation API key. It retries 429 (after
-// Retry-After) and 5xx within a budget, fails at once on other 4xx with an *APIError, and
-// sends the traceability headers of WithTrace. A Client is safe for concurrent use.
+// Client talks to Flagsmith's Admin API with an organisation API key. Its requests go through
+// internal/outbound: 429 (after Retry-After), 5xx and transport errors are retried within a
+// budget, except for the one creating call, PublishVersion, which is never sent twice (see
+// there); other 4xx fail at once with an *APIError; every request carries the User-Agent and
+// the traceability headers of WithTrace. A Client is safe for concurrent use.
 type Client struct {
-	base          string
-	apiKey        string
-	userAgent     string
-	logger        *slog.Logger
-	hc            *http.Client
-	retryMax      int
-	retryWaitMin  time.Duration
-	retryWaitMax  time.Duration
-	retryAfterMax time.Duration
-	rc            *retryablehttp.Client
+	base    string
+	apiKey  string
+	version string
+	logger  *slog.Logger
+	hc      *http.Client
+	policy  outbound.Policy
+	metrics outbound.MetricsFunc
+	limiter outbound.Limiter
+	out     *outbound.Client
 }
 
 // Option configures a Client.
@@ -147,54 +146,48 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc
 func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.logger = l } }
 
 // WithVersion sets the version in the User-Agent header ("orchestrator/<version>").
-func WithVersion(v string) Option { return func(c *Client) { c.userAgent = "orchestrator/" + v } }
+func WithVersion(v string) Option { return func(c *Client) { c.version = v } }
 
 // WithRetry sets the retry budget for 429 and 5xx answers and transport errors: at most
 // retries further attempts, waiting between min and max (exponential with jitter) when the server
 // gives no Retry-After.
 func WithRetry(retries int, waitMin, waitMax time.Duration) Option {
-	return func(c *Client) { c.retryMax, c.retryWaitMin, c.retryWaitMax = retries, waitMin, waitMax }
+	return func(c *Client) { c.policy.MaxRetries, c.policy.MinWait, c.policy.MaxWait = retries, waitMin, waitMax }
 }
 
-// WithRetryAfterMax caps how long one Retry-After is honored (default DefaultRetryAfterMax).
-func WithRetryAfterMax(d time.Duration) Option { return func(c *Client) { c.retryAfterMax = d } }
+// WithRetryAfterMax caps how long one Retry-After is honored (default DefaultRetryAfterMax):
+// an answer asking for longer ends the call with that answer.
+func WithRetryAfterMax(d time.Duration) Option { return func(c *Client) { c.policy.MaxRetryAfter = d } }
+
+// WithMetrics reports every HTTP attempt to fn, as system "flagsmith".
+func WithMetrics(fn func(system, method, route string, status int, d time.Duration)) Option {
+	return func(c *Client) { c.metrics = fn }
+}
+
+// WithLimiter paces the client's attempts (default: none).
+func WithLimiter(l outbound.Limiter) Option { return func(c *Client) { c.limiter = l } }
+
+// System is the name this client reports to metrics.
+const System = "flagsmith"
 
 // NewClient returns a client for the Flagsmith instance at baseURL (e.g.
 // "https://api.flagsmith.com"), authenticating with the organisation API key apiKey.
 func NewClient(baseURL, apiKey string, opts ...Option) *Client {
 	c := &Client{
-		base:          strings.TrimRight(baseURL, "/"),
-		apiKey:        apiKey,
-		userAgent:     "orchestrator/dev",
-		logger:        slog.New(slog.DiscardHandler),
-		retryMax:      DefaultRetryMax,
-		retryWaitMin:  DefaultRetryWaitMin,
-		retryWaitMax:  DefaultRetryWaitMax,
-		retryAfterMax: DefaultRetryAfterMax,
+		base:   strings.TrimRight(baseURL, "/"),
+		apiKey: apiKey,
+		logger: slog.New(slog.DiscardHandler),
+		policy: outbound.Policy{MaxRetries: DefaultRetryMax, MinWait: DefaultRetryWaitMin,
+			MaxWait: DefaultRetryWaitMax, MaxRetryAfter: DefaultRetryAfterMax},
 	}
 	for _, o := range opts {
 		o(c)
 	}
-	if c.hc == nil {
-		c.hc = &http.Client{Timeout: 30 * time.Second, Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
 	}
-	c.rc = &retryablehttp.Client{
-		HTTPClient:   c.hc,
-		Logger:       nil,
-		RetryWaitMin: c.retryWaitMin,
-		RetryWaitMax: c.retryWaitMax,
-		RetryMax:     c.retryMax,
-		CheckRetry:   retryablehttp.DefaultRetryPolicy,
-		Backoff:      c.backoff,
-		ErrorHandler: retryablehttp.PassthroughErrorHandler,
-		RequestLogHook: func(_ retryablehttp.Logger, r *http.Request, attempt int) {
-			if attempt > 0 {
-				c.logger.LogAttrs(r.Context(), slog.LevelWarn, "flagsmith request retried",
-					slog.String(logKeyMethod, r.Method), slog.String(logKeyPath, r.URL.Path),
-					slog.Int(logKeyAttempt, attempt+1))
-			}
-		},
-	}
+	c.out = outbound.New(outbound.Options{System: System, HTTPClient: c.hc, Policy: c.policy,
+		Version: c.version, Logger: c.logger, Metrics: c.metrics, Limiter: c.limiter})
 	return c
 }
 
@@ -203,41 +196,6 @@ func (c *Client) String() string { return "flagsmith client for " + c.base }
 
 // GoString keeps the API key out of %#v.
 func (c *Client) GoString() string { return "mobile.Client{" + c.base + "}" }
-
-// backoff honors Retry-After on 429 and 503 (capped by retryAfterMax) and otherwise waits
-// exponentially between min and max with full jitter in the upper half.
-func (c *Client) backoff(waitMin, waitMax time.Duration, attempt int, resp *http.Response) time.Duration {
-	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
-		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-			return min(d, c.retryAfterMax)
-		}
-	}
-	d := waitMin << min(attempt, 30)
-	if d <= 0 || d > waitMax {
-		d = waitMax
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// parseRetryAfter reads a Retry-After header in seconds or as an HTTP date.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	if v == "" {
-		return 0, false
-	}
-	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-		if s < 0 {
-			return 0, false
-		}
-		return time.Duration(s) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d, true
-		}
-		return 0, true
-	}
-	return 0, false
-}
 
 // WithTrace returns a context whose Flagsmith requests carry X-Orchestrator-Run: runID and
 // X-Orchestrator-Fence: fence (each only when set), so a write can be traced to the run and
@@ -248,40 +206,27 @@ func WithTrace(ctx context.Context, runID string, fence int64) context.Context {
 }
 
 // do sends one API call and decodes a 2xx JSON answer into out (when not nil). path is the
-// API path with its trailing slash; query may be nil.
-func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
+// API path with its trailing slash; query may be nil. route is path's template, for metrics.
+// A POST is a creating call: after an ambiguous failure it returns an error matching
+// outbound.ErrOutcomeUnknown.
+func (c *Client) do(ctx context.Context, method, route, path string, query url.Values, body, out any) error {
 	u := c.base + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	var raw []byte
+	req := outbound.Request{Method: method, URL: u, Route: route,
+		Header: http.Header{"Authorization": {"Api-Key " + c.apiKey}, "Accept": {"application/json"}}}
 	if body != nil {
-		var err error
-		if raw, err = json.Marshal(body); err != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
 			return fmt.Errorf("flagsmith %s %s: encode request: %w", method, path, err)
 		}
-	}
-	var rb any
-	if raw != nil {
-		rb = raw
-	}
-	req, err := retryablehttp.NewRequestWithContext(ctx, method, u, rb)
-	if err != nil {
-		return fmt.Errorf("flagsmith %s %s: %w", method, path, err)
-	}
-	req.Header.Set("Authorization", "Api-Key "+c.apiKey)
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", c.userAgent)
-	if raw != nil {
+		req.Body = raw
 		req.Header.Set("Content-Type", "application/json")
 	}
-	trace.SetHeaders(ctx, req.Header)
-	resp, err := c.rc.Do(req)
+	resp, err := c.out.Do(ctx, req)
 	if err != nil {
-		// Transport errors from net/http name the URL, which never holds the API key.
-		if cerr := context.Cause(ctx); cerr != nil && ctx.Err() != nil {
-			return fmt.Errorf("flagsmith %s %s: %w", method, path, cerr)
-		}
+		// Transport errors name no URL and never the API key.
 		return fmt.Errorf("flagsmith %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
@@ -290,7 +235,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return fmt.Errorf("flagsmith %s %s: read response: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return newAPIError(method, path, resp.StatusCode, data)
+		return c.out.Settle(req, resp.StatusCode, newAPIError(method, path, resp.StatusCode, data))
 	}
 	if out == nil {
 		return nil

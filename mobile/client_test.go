@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/mobile"
 	"github.com/deploy-orchestrator/orchestrator/mobile/flagsmithtest"
 	"github.com/deploy-orchestrator/orchestrator/mobile/internal/flagspec"
@@ -304,7 +307,7 @@ func TestContextCancelStopsRetries(t *testing.T) {
 	srv := newFake(t)
 	addEnv(t, srv, "env", false)
 	c := newClient(srv)
-	srv.ThrottleNext(1, time.Hour)
+	srv.ThrottleNext(1, time.Minute) // under DefaultRetryAfterMax: the client waits it out
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { _, err := c.Environment(ctx, "env"); errc <- err }()
@@ -342,5 +345,129 @@ func TestAPIKeyNeverLogged(t *testing.T) {
 		if strings.Contains(s, "s3cr3t") {
 			t.Errorf("%s contain the API key: %s", what, s)
 		}
+	}
+}
+
+// publishSetup is a v2 environment with version_state, and the ids PublishVersion needs.
+func publishSetup(t *testing.T) (*flagsmithtest.Server, *mobile.Client, mobile.Environment, mobile.Feature) {
+	t.Helper()
+	srv := newFake(t)
+	addEnv(t, srv, "env", true)
+	check(t, srv.SetValue("env", "version_state", versionDoc))
+	c := newClient(srv)
+	env, ft, _ := resolve(t, context.Background(), c, "env", "version_state")
+	srv.ResetRequests()
+	return srv, c, env, ft
+}
+
+func countVersions(t *testing.T, srv *flagsmithtest.Server) int {
+	t.Helper()
+	vs, err := srv.Versions("env", "version_state")
+	check(t, err)
+	return len(vs)
+}
+
+func posts(srv *flagsmithtest.Server) int {
+	n := 0
+	for _, r := range srv.Requests() {
+		if r.Method == http.MethodPost {
+			n++
+		}
+	}
+	return n
+}
+
+// The version POST is never sent twice: when Flagsmith created the version but the answer was
+// lost (a proxy's 502 after the commit), the client finds it by its description and returns
+// it. Before, the POST was retried and published the value twice.
+func TestPublishVersionLearnsTheOutcomeByReadingBack(t *testing.T) {
+	srv, c, env, ft := publishSetup(t)
+	before := countVersions(t, srv)
+	srv.FailAfterApplyNext(1, http.StatusBadGateway)
+	ctx := mobile.WithTrace(context.Background(), "run-9", 77)
+	v, err := c.PublishVersion(ctx, env.ID, ft.ID, mobile.StringValue(`{"x":2}`), true)
+	check(t, err)
+	if got := countVersions(t, srv); got != before+1 {
+		t.Errorf("versions: got %d, want %d (exactly one created)", got, before+1)
+	}
+	if n := posts(srv); n != 1 {
+		t.Errorf("POSTs: got %d, want 1 (never retried after an ambiguous failure)", n)
+	}
+	info, err := srv.State("env", "version_state")
+	check(t, err)
+	if v.UUID == "" || info.Version != v.UUID || info.Value != `{"x":2}` {
+		t.Errorf("got version %q, live state %+v; want the created version, live with the value", v.UUID, info)
+	}
+	if v.Description == nil || !strings.Contains(*v.Description, "run run-9 fence 77 write ") {
+		t.Errorf("description %v, want the run, the fence and a token", v.Description)
+	}
+}
+
+// A 502 before anything was created: one POST, the read-back finds nothing, and the error says
+// so (a server error, not "outcome unknown").
+func TestPublishVersionNotCreated(t *testing.T) {
+	srv, c, env, ft := publishSetup(t)
+	before := countVersions(t, srv)
+	srv.FailNext(1, http.StatusBadGateway)
+	_, err := c.PublishVersion(context.Background(), env.ID, ft.ID, mobile.StringValue(`{"x":3}`), true)
+	if !errors.Is(err, mobile.ErrServer) || errors.Is(err, outbound.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "not created") {
+		t.Errorf("got %v, want a server error saying the version was not created", err)
+	}
+	if got, n := countVersions(t, srv), posts(srv); got != before || n != 1 {
+		t.Errorf("versions %d (want %d), POSTs %d (want 1)", got, before, n)
+	}
+}
+
+// When the read-back fails too, the error says that the outcome is unknown, and names both
+// failures.
+func TestPublishVersionOutcomeUnknown(t *testing.T) {
+	srv, c, env, ft := publishSetup(t)
+	srv.FailAfterApplyNext(1, http.StatusGatewayTimeout)
+	srv.FailNext(10, http.StatusInternalServerError) // the reads that follow
+	_, err := c.PublishVersion(context.Background(), env.ID, ft.ID, mobile.StringValue(`{"x":4}`), true)
+	var oe *outbound.OutcomeUnknownError
+	if !errors.As(err, &oe) || !errors.Is(err, mobile.ErrServer) ||
+		!strings.Contains(err.Error(), "504") || !strings.Contains(err.Error(), "500") {
+		t.Errorf("got %v, want ErrOutcomeUnknown naming the 504 and the failed read-back", err)
+	}
+	if n := posts(srv); n != 1 {
+		t.Errorf("POSTs: got %d, want 1", n)
+	}
+}
+
+// The other calls are idempotent: a PUT of the whole state is retried through a 502.
+func TestLegacyWriteIsRetried(t *testing.T) {
+	srv := newFake(t)
+	addEnv(t, srv, "env", false)
+	check(t, srv.SetValue("env", "min_build", int64(1)))
+	c := newClient(srv)
+	ctx := context.Background()
+	env, ft, st := resolve(t, ctx, c, "env", "min_build")
+	srv.ResetRequests()
+	srv.FailNext(1, http.StatusBadGateway)
+	_, err := c.UpdateFeatureState(ctx, env.APIKey, st.ID, ft.ID, mobile.IntValue(2), true)
+	check(t, err)
+	if n := len(srv.Writes()); n != 2 {
+		t.Errorf("PUTs: got %d, want 2 (one 502, one retry)", n)
+	}
+}
+
+// Every attempt is reported to the metrics hook as system "flagsmith" with a route template.
+func TestFlagsmithMetrics(t *testing.T) {
+	srv := newFake(t)
+	addEnv(t, srv, "env", false)
+	var mu sync.Mutex
+	var got []string
+	c := newClient(srv, mobile.WithMetrics(func(system, method, route string, status int, _ time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, fmt.Sprintf("%s %s %s %d", system, method, route, status))
+	}))
+	srv.FailNext(1, http.StatusBadGateway)
+	_, err := c.Environment(context.Background(), "env")
+	check(t, err)
+	want := []string{"flagsmith GET /api/v1/environments/{api_key}/ 502", "flagsmith GET /api/v1/environments/{api_key}/ 200"}
+	if !slices.Equal(got, want) {
+		t.Errorf("metrics: got %q, want %q", got, want)
 	}
 }

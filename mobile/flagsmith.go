@@ -3,12 +3,19 @@ package mobile
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
+	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 )
 
 // Kind is the JSON type of a feature value as Flagsmith stores it.
@@ -183,6 +190,9 @@ type Version struct {
 	IsLive    bool       `json:"is_live"`
 	LiveFrom  *time.Time `json:"live_from"`
 	CreatedAt time.Time  `json:"created_at"`
+	// Description is the version's free text; versions this client creates carry the run,
+	// the fence and a token unique to the write.
+	Description *string `json:"description"`
 }
 
 type page[T any] struct {
@@ -195,7 +205,7 @@ type page[T any] struct {
 // Errors: ErrNotFound, ErrUnauthorized, or another *APIError or transport error.
 func (c *Client) Environment(ctx context.Context, envKey string) (Environment, error) {
 	var env Environment
-	err := c.do(ctx, "GET", "/api/v1/environments/"+url.PathEscape(envKey)+"/", nil, nil, &env)
+	err := c.do(ctx, "GET", "/api/v1/environments/{api_key}/", "/api/v1/environments/"+url.PathEscape(envKey)+"/", nil, nil, &env)
 	return env, err
 }
 
@@ -207,7 +217,7 @@ func (c *Client) Feature(ctx context.Context, project int64, name string) (Featu
 	for p := 1; ; p++ {
 		q := url.Values{"search": {name}, "page_size": {"999"}, "page": {strconv.Itoa(p)}}
 		var pg page[Feature]
-		if err := c.do(ctx, "GET", path, q, nil, &pg); err != nil {
+		if err := c.do(ctx, "GET", "/api/v1/projects/{project_pk}/features/", path, q, nil, &pg); err != nil {
 			return Feature{}, err
 		}
 		for _, f := range pg.Results {
@@ -229,7 +239,7 @@ func (c *Client) FeatureState(ctx context.Context, envKey string, featureID int6
 	path := "/api/v1/environments/" + url.PathEscape(envKey) + "/featurestates/"
 	var pg page[FeatureState]
 	q := url.Values{"feature": {strconv.FormatInt(featureID, 10)}}
-	if err := c.do(ctx, "GET", path, q, nil, &pg); err != nil {
+	if err := c.do(ctx, "GET", "/api/v1/environments/{api_key}/featurestates/", path, q, nil, &pg); err != nil {
 		return FeatureState{}, err
 	}
 	var found []FeatureState
@@ -268,7 +278,7 @@ func (c *Client) UpdateFeatureState(ctx context.Context, envKey string, stateID,
 		Enabled bool  `json:"enabled"`
 	}{featureID, v, enabled}
 	var fs FeatureState
-	err := c.do(ctx, "PUT", path, nil, body, &fs)
+	err := c.do(ctx, "PUT", "/api/v1/environments/{api_key}/featurestates/{id}/", path, nil, body, &fs)
 	return fs, err
 }
 
@@ -278,7 +288,7 @@ func (c *Client) UpdateFeatureState(ctx context.Context, envKey string, stateID,
 func (c *Client) LiveVersion(ctx context.Context, envID, featureID int64) (Version, error) {
 	var pg page[Version]
 	q := url.Values{"is_live": {"true"}}
-	if err := c.do(ctx, "GET", versionsPath(envID, featureID), q, nil, &pg); err != nil {
+	if err := c.do(ctx, "GET", versionsRoute, versionsPath(envID, featureID), q, nil, &pg); err != nil {
 		return Version{}, err
 	}
 	// Results are ordered newest live_from first; the filter may be ignored by older servers.
@@ -293,9 +303,15 @@ func (c *Client) LiveVersion(ctx context.Context, envID, featureID int64) (Versi
 // PublishVersion creates a version of feature featureID in the environment envID whose
 // environment default has value v and the enabled flag, and publishes it at once (v2
 // environments: POST …/versions/ with publish_immediately). The server clones the live
-// version and applies the change in the same request. It returns the new version. A 5xx
-// is retried like any call: when the first answer was lost, the value can be published
-// twice, in two identical versions.
+// version and applies the change in the same request. It returns the new version.
+//
+// The POST creates a version each time it is sent, so it is never retried after an ambiguous
+// failure (a 5xx but 503, or a connection lost after the request went out). The version's
+// description carries a token unique to the call ("orchestrator run <id> fence <n> write
+// <token>"); after such a failure PublishVersion lists the feature's versions and returns the
+// one with the token when the server did create it. When none has it, the version was not
+// created and the original error is returned; when the listing fails too, an error matching
+// outbound.ErrOutcomeUnknown (and the original failure) says the outcome is unknown.
 // Errors: a validation *APIError (400), ErrNotFound, or an API/transport error.
 func (c *Client) PublishVersion(ctx context.Context, envID, featureID int64, v Value, enabled bool) (Version, error) {
 	if err := v.validate(); err != nil {
@@ -306,13 +322,65 @@ func (c *Client) PublishVersion(ctx context.Context, envID, featureID int64, v V
 		Enabled        bool   `json:"enabled"`
 		Value          typed  `json:"feature_state_value"`
 	}
+	desc := writeDescription(ctx)
 	body := struct {
-		Update  []stateUpdate `json:"feature_states_to_update"`
-		Publish bool          `json:"publish_immediately"`
-	}{[]stateUpdate{{Enabled: enabled, Value: v.typed()}}, true}
+		Update      []stateUpdate `json:"feature_states_to_update"`
+		Publish     bool          `json:"publish_immediately"`
+		Description string        `json:"description"`
+	}{[]stateUpdate{{Enabled: enabled, Value: v.typed()}}, true, desc}
 	var ver Version
-	err := c.do(ctx, "POST", versionsPath(envID, featureID), nil, body, &ver)
-	return ver, err
+	err := c.do(ctx, "POST", versionsRoute, versionsPath(envID, featureID), nil, body, &ver)
+	if err == nil || !errors.Is(err, outbound.ErrOutcomeUnknown) {
+		return ver, err
+	}
+	found, lerr := c.versionWithDescription(ctx, envID, featureID, desc)
+	switch {
+	case lerr != nil:
+		return Version{}, fmt.Errorf("publish version of feature %d: %w (and reading the versions back to learn whether it was created failed: %v)", featureID, err, lerr)
+	case found != nil:
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "flagsmith version created despite a failed answer",
+			slog.String(logKeyReason, err.Error()), slog.String(logKeyVersion, found.UUID))
+		return *found, nil
+	}
+	// Not created: the error stays, without "outcome unknown".
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		return Version{}, fmt.Errorf("publish version of feature %d: not created (read back): %w", featureID, apiErr)
+	}
+	var oe *outbound.OutcomeUnknownError
+	errors.As(err, &oe)
+	return Version{}, fmt.Errorf("flagsmith POST %s: not created (read back): %w", versionsPath(envID, featureID), oe.Err)
+}
+
+// versionsRoute is the versions path's template, for metrics.
+const versionsRoute = "/api/v1/environments/{environment_pk}/features/{feature_pk}/versions/"
+
+// writeDescription is the description of a version this client creates: the run and fence of
+// ctx (WithTrace) and a token no other call uses, for the read-back.
+func writeDescription(ctx context.Context) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	d := "orchestrator"
+	if runID, fence, ok := trace.From(ctx); ok {
+		d += fmt.Sprintf(" run %s fence %d", runID, fence)
+	}
+	return d + " write " + hex.EncodeToString(b[:])
+}
+
+// versionWithDescription finds, among the newest versions of the feature, the one whose
+// description is desc; nil when there is none.
+func (c *Client) versionWithDescription(ctx context.Context, envID, featureID int64, desc string) (*Version, error) {
+	var pg page[Version]
+	q := url.Values{"page_size": {"100"}}
+	if err := c.do(ctx, "GET", versionsRoute, versionsPath(envID, featureID), q, nil, &pg); err != nil {
+		return nil, err
+	}
+	for _, v := range pg.Results {
+		if v.Description != nil && *v.Description == desc {
+			return &v, nil
+		}
+	}
+	return nil, nil
 }
 
 func versionsPath(envID, featureID int64) string {

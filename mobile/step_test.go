@@ -386,7 +386,7 @@ func TestStepNeverLogsTheAPIKey(t *testing.T) {
 		t.Fatal("an unknown environment did not fail")
 	}
 	// The run logged a retry, a restart and its end: there is something to search.
-	for _, msg := range []string{"flagsmith request retried", "starting over", "mobile step done"} {
+	for _, msg := range []string{"outside request retried", "starting over", "mobile step done"} {
 		if !strings.Contains(logs.String(), msg) {
 			t.Fatalf("log lacks %q: %s", msg, logs.String())
 		}

@@ -1,8 +1,9 @@
 // Package flagsmithtest is a fake Flagsmith Admin API for tests and the demo, in the style of
 // net/http/httptest: an http.Handler with in-memory state (projects, features, environments
 // with feature versioning v1 or v2, feature states and versions), seeders and inspectors,
-// and knobs for latency, failures, throttling (429 with Retry-After) and a writer that
-// changes a value behind the client's back right after the client read it.
+// and knobs for latency, failures (before or after a write took effect), throttling (429 with
+// Retry-After) and a writer that changes a value behind the client's back right after the
+// client read it.
 //
 // It follows the real server where package mobile depends on it (see
 // ../../shared/reference/flagsmith/NOTES.md, sections 1 and 3): trailing-slash paths,
@@ -89,6 +90,8 @@ type Fake struct {
 	requests []Request
 	failN    int
 	failCode int
+	appliedN int // writes to apply, then answer appliedC
+	appliedC int
 	throttle int
 	retryAft time.Duration
 	meddlers []*meddler
@@ -495,6 +498,16 @@ func (f *Fake) FailNext(n, status int) {
 	f.failN, f.failCode = n, status
 }
 
+// FailAfterApplyNext makes the next n writes (requests other than GET) take effect and then
+// answer status instead of their result, with a plain-text body: what a client sees when a
+// proxy gives up (502, 504) or the connection drops after the server committed. Those writes
+// do not consume FailNext or ThrottleNext, so a test can also fail the reads that follow.
+func (f *Fake) FailAfterApplyNext(n, status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.appliedN, f.appliedC = n, status
+}
+
 // ThrottleNext makes the next n requests answer 429 with Retry-After (whole seconds,
 // rounded up) and DRF's throttling body.
 func (f *Fake) ThrottleNext(n int, retryAfter time.Duration) {
@@ -712,11 +725,15 @@ func (f *Fake) serve(mux http.Handler) http.Handler {
 
 		f.mu.Lock()
 		latency := f.latency
-		fail, failCode := f.failN > 0, f.failCode
+		applyThenFail, appliedCode := r.Method != http.MethodGet && f.appliedN > 0, f.appliedC
+		if applyThenFail {
+			f.appliedN--
+		}
+		fail, failCode := !applyThenFail && f.failN > 0, f.failCode
 		if fail {
 			f.failN--
 		}
-		throttle, retryAfter := !fail && f.throttle > 0, f.retryAft
+		throttle, retryAfter := !applyThenFail && !fail && f.throttle > 0, f.retryAft
 		if throttle {
 			f.throttle--
 		}
@@ -745,9 +762,21 @@ func (f *Fake) serve(mux http.Handler) http.Handler {
 			writeJSON(rec, http.StatusUnauthorized, detail("Valid Master API Key not found."))
 			return
 		}
+		if applyThenFail {
+			mux.ServeHTTP(discard{header: http.Header{}}, r) // applied; the answer is lost
+			http.Error(rec, http.StatusText(appliedCode), appliedCode)
+			return
+		}
 		mux.ServeHTTP(rec, r)
 	})
 }
+
+// discard is a ResponseWriter that drops the answer.
+type discard struct{ header http.Header }
+
+func (d discard) Header() http.Header         { return d.header }
+func (d discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d discard) WriteHeader(int)             {}
 
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
