@@ -25,29 +25,30 @@
 // or a proxy can tell which run and which lease made each change.
 //
 // Failures are *[APIError] values (method, path, status, the server's message and field errors)
-// that match the sentinel errors of this package with errors.Is. 429 answers are retried after
-// their Retry-After, 5xx answers and connection errors with exponential backoff, all within a
-// budget ([WithRetry]); other 4xx answers fail at once. Env var values never appear in errors or
-// logs.
+// that match the sentinel errors of this package with errors.Is. Requests go through
+// internal/outbound, which holds the retry policy of every outside client: 429 and 503 are
+// retried after their Retry-After (seconds or HTTP date), other 5xx answers and connection
+// errors with jittered exponential backoff, all within a budget ([WithRetry]); other 4xx answers
+// fail at once. A POST (create env, deploy, restart, start, cancel) is not idempotent: it is
+// retried only when the failure shows Coolify did not act (429, 503, connection refused); after
+// an ambiguous failure (another 5xx, a connection lost after sending) its error also matches
+// outbound.ErrOutcomeUnknown, and the caller must read the state to learn what happened. Env var
+// values never appear in errors or logs.
 package coolify
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-retryablehttp"
-
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 )
 
@@ -77,18 +78,14 @@ const (
 // ("coolify"), the method, the route template (e.g. "/applications/{uuid}/envs", so label
 // cardinality stays bounded), the response status (0 when no response arrived) and the time the
 // attempt took. It must be safe for concurrent use and must not block.
-type MetricsFunc func(system, method, route string, status int, d time.Duration)
+type MetricsFunc = outbound.MetricsFunc
 
 // RetryPolicy bounds the retries of one call. A call makes at most 1+MaxRetries attempts. Between
-// attempts it waits an exponential backoff from MinWait doubling up to MaxWait, or, after a 429 or
-// 503, the server's Retry-After. A Retry-After longer than MaxRetryAfter ends the call at once
-// with the 429/503 error (its RetryAfter field tells the caller how long the server asked for).
-type RetryPolicy struct {
-	MaxRetries    int
-	MinWait       time.Duration
-	MaxWait       time.Duration
-	MaxRetryAfter time.Duration
-}
+// attempts it waits a jittered exponential backoff from MinWait doubling up to MaxWait, or, after
+// a 429 or 503, the server's Retry-After. A Retry-After longer than MaxRetryAfter ends the call at
+// once with the 429/503 error (its RetryAfter field tells the caller how long the server asked
+// for). The policy itself (what is retried after what) is internal/outbound's.
+type RetryPolicy = outbound.Policy
 
 // DefaultRetryPolicy is used unless [WithRetry] says otherwise.
 var DefaultRetryPolicy = RetryPolicy{
@@ -106,10 +103,11 @@ const DefaultPollInterval = 2 * time.Second
 type Client struct {
 	base      *url.URL // instance URL + /api/v1, no trailing slash
 	token     string
-	rc        *retryablehttp.Client
+	out       *outbound.Client
 	httpc     *http.Client
+	limiter   outbound.Limiter
 	logger    *slog.Logger
-	userAgent string
+	version   string
 	metrics   MetricsFunc
 	retry     RetryPolicy
 	poll      time.Duration
@@ -140,8 +138,11 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithVersion sets the version in the `User-Agent: orchestrator/<version>` header. Default "dev".
 func WithVersion(v string) Option {
-	return func(c *Client) { c.userAgent = "orchestrator/" + v }
+	return func(c *Client) { c.version = v }
 }
+
+// WithLimiter paces the client's attempts (default: none).
+func WithLimiter(l outbound.Limiter) Option { return func(c *Client) { c.limiter = l } }
 
 // WithMetrics registers fn to be told about every HTTP attempt.
 func WithMetrics(fn MetricsFunc) Option { return func(c *Client) { c.metrics = fn } }
@@ -163,7 +164,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 	c := &Client{
 		token:     token,
 		logger:    slog.New(slog.DiscardHandler),
-		userAgent: "orchestrator/dev",
+		version:   "dev",
 		retry:     DefaultRetryPolicy,
 		poll:      DefaultPollInterval,
 	}
@@ -175,32 +176,8 @@ func New(baseURL, token string, opts ...Option) *Client {
 		u.RawQuery, u.Fragment = "", ""
 		c.base = u
 	}
-	if c.httpc == nil {
-		c.httpc = &http.Client{Timeout: 30 * time.Second}
-	}
-	hc := *c.httpc
-	next := hc.Transport
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	hc.Transport = &meteredTransport{next: next, metrics: c.metrics}
-	c.rc = &retryablehttp.Client{
-		HTTPClient:   &hc,
-		Logger:       nil,
-		RetryWaitMin: c.retry.MinWait,
-		RetryWaitMax: c.retry.MaxWait,
-		RetryMax:     c.retry.MaxRetries,
-		CheckRetry:   c.checkRetry,
-		Backoff:      c.backoff,
-		ErrorHandler: retryablehttp.PassthroughErrorHandler,
-		RequestLogHook: func(_ retryablehttp.Logger, r *http.Request, attempt int) {
-			if attempt > 0 {
-				c.logger.LogAttrs(r.Context(), slog.LevelDebug, "coolify request retry",
-					slog.String(logKeyMethod, r.Method), slog.String(logKeyRoute, routeFrom(r.Context())),
-					slog.Int(logKeyAttempt, attempt+1))
-			}
-		},
-	}
+	c.out = outbound.New(outbound.Options{System: System, HTTPClient: c.httpc, Policy: c.retry,
+		Version: c.version, Logger: c.logger, Metrics: c.metrics, Limiter: c.limiter})
 	return c
 }
 
@@ -222,31 +199,6 @@ func WithTrace(ctx context.Context, runID string, fence int64) context.Context {
 
 // TraceFrom returns the run ID and fence attached by [WithTrace], and whether there were any.
 func TraceFrom(ctx context.Context) (runID string, fence int64, ok bool) { return trace.From(ctx) }
-
-type routeKey struct{}
-
-// retryClass says which failures a request may be retried after.
-type retryClass int
-
-const (
-	// retryAll: idempotent requests (GET, and our PATCH/DELETE, which carry the full state).
-	retryAll retryClass = iota
-	// retryUnsent: non-idempotent requests (POST): retried only when the failure proves the
-	// server did not act (429, 503, connection refused).
-	retryUnsent
-)
-
-type reqMeta struct {
-	route string
-	class retryClass
-}
-
-func routeFrom(ctx context.Context) string {
-	if m, ok := ctx.Value(routeKey{}).(reqMeta); ok {
-		return m.route
-	}
-	return ""
-}
 
 // call describes one API call.
 type call struct {
@@ -273,50 +225,29 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 		u.RawQuery = k.query.Encode()
 	}
 	fullPath := u.Path
-	var body any
+	req := outbound.Request{Method: k.method, URL: u.String(), Route: k.route,
+		Header: http.Header{"Accept": {"application/json"}}}
 	if k.body != nil {
 		b, err := json.Marshal(k.body)
 		if err != nil {
 			return fmt.Errorf("%s %s: encode body: %w", k.method, fullPath, err)
 		}
-		body = b
-	}
-	class := retryAll
-	if k.method == http.MethodPost {
-		class = retryUnsent
-	}
-	ctx = context.WithValue(ctx, routeKey{}, reqMeta{route: k.route, class: class})
-	req, err := retryablehttp.NewRequestWithContext(ctx, k.method, u.String(), body)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", k.method, fullPath, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", c.userAgent)
-	if body != nil {
+		req.Body = b
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if !k.noAuth {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	trace.SetHeaders(ctx, req.Header)
 
-	resp, err := c.rc.Do(req)
+	resp, err := c.out.Do(ctx, req)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			if resp != nil {
-				resp.Body.Close()
-			}
 			return fmt.Errorf("%s %s: %w", k.method, fullPath, ctxErr)
-		}
-		if resp != nil {
-			// Retries gave out on a response the policy wanted to retry: report the response.
-			defer resp.Body.Close()
-			return c.apiError(k.method, fullPath, resp)
 		}
 		c.logger.LogAttrs(ctx, slog.LevelDebug, "coolify request failed",
 			slog.String(logKeyMethod, k.method), slog.String(logKeyRoute, k.route),
-			slog.String(logKeyError, stripURL(err).Error()))
-		return fmt.Errorf("%s %s: %w: %w", k.method, fullPath, ErrUnavailable, stripURL(err))
+			slog.String(logKeyError, err.Error()))
+		return fmt.Errorf("%s %s: %w: %w", k.method, fullPath, ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
 	attrs := []slog.Attr{
@@ -328,7 +259,7 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 	}
 	c.logger.LogAttrs(ctx, slog.LevelDebug, "coolify request", attrs...)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return c.apiError(k.method, fullPath, resp)
+		return c.out.Settle(req, resp.StatusCode, c.apiError(k.method, fullPath, resp))
 	}
 	if out == nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
@@ -346,100 +277,12 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 
 const maxBody = 32 << 20
 
-// stripURL drops the *url.Error wrapper (whose text repeats the URL, query included).
-func stripURL(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
-}
-
 func (c *Client) apiError(method, path string, resp *http.Response) error {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	e := &APIError{Method: method, Path: path, Status: resp.StatusCode}
-	if d, ok := retryAfter(resp); ok {
+	if d, ok := outbound.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 		e.RetryAfter = d
 	}
 	e.decodeBody(data)
 	return e
-}
-
-func retryAfter(resp *http.Response) (time.Duration, bool) {
-	h := resp.Header.Get("Retry-After")
-	if h == "" {
-		return 0, false
-	}
-	if s, err := strconv.ParseInt(strings.TrimSpace(h), 10, 64); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second, true
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		return max(time.Until(t), 0), true
-	}
-	return 0, false
-}
-
-// checkRetry is the retry policy: 429 always (the server did nothing), 503 always (maintenance,
-// or an overloaded proxy: not processed), other 5xx and connection errors for idempotent requests
-// only, a refused connection for every request. A Retry-After beyond the budget stops at once.
-func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	if ctx.Err() != nil {
-		return false, ctx.Err()
-	}
-	meta, _ := ctx.Value(routeKey{}).(reqMeta)
-	if err != nil {
-		if meta.class == retryAll {
-			return true, nil
-		}
-		return isConnRefused(err), nil
-	}
-	switch {
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
-		if d, ok := retryAfter(resp); ok && d > c.retry.MaxRetryAfter {
-			return false, nil
-		}
-		return true, nil
-	case resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented:
-		return meta.class == retryAll, nil
-	}
-	return false, nil
-}
-
-func isConnRefused(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
-
-// backoff waits the server's Retry-After after 429/503, else MinWait·2^attempt capped at MaxWait.
-func (c *Client) backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
-	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
-		if d, ok := retryAfter(resp); ok {
-			return d
-		}
-	}
-	d := minWait
-	for i := 0; i < attempt && d < maxWait; i++ {
-		d *= 2
-	}
-	return min(d, maxWait)
-}
-
-// meteredTransport reports every attempt to the metrics hook.
-type meteredTransport struct {
-	next    http.RoundTripper
-	metrics MetricsFunc
-}
-
-func (t *meteredTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.metrics == nil {
-		return t.next.RoundTrip(r)
-	}
-	start := time.Now()
-	resp, err := t.next.RoundTrip(r)
-	status := 0
-	if resp != nil {
-		status = resp.StatusCode
-	}
-	t.metrics(System, r.Method, routeFrom(r.Context()), status, time.Since(start))
-	return resp, err
 }
