@@ -101,16 +101,16 @@ const DefaultPollInterval = 2 * time.Second
 
 // Client talks to one Coolify instance with one API token. It is safe for concurrent use.
 type Client struct {
-	base      *url.URL // instance URL + /api/v1, no trailing slash
-	token     string
-	out       *outbound.Client
-	httpc     *http.Client
-	limiter   outbound.Limiter
-	logger    *slog.Logger
-	version   string
-	metrics   MetricsFunc
-	retry     RetryPolicy
-	poll      time.Duration
+	base    *url.URL // instance URL + /api/v1, no trailing slash
+	token   string
+	out     *outbound.Client
+	httpc   *http.Client
+	limiter outbound.Limiter
+	logger  *slog.Logger
+	version string
+	metrics MetricsFunc
+	retry   RetryPolicy
+	poll    time.Duration
 	// appIDs maps an application's uuid to its numeric id, learned from reads (an id never
 	// changes), so ActiveDeployments needs no read of its own for an application just read.
 	appIDs sync.Map
@@ -162,11 +162,11 @@ func WithPollInterval(d time.Duration) Option {
 // New does not contact the server. A malformed baseURL makes every call fail.
 func New(baseURL, token string, opts ...Option) *Client {
 	c := &Client{
-		token:     token,
-		logger:    slog.New(slog.DiscardHandler),
-		version:   "dev",
-		retry:     DefaultRetryPolicy,
-		poll:      DefaultPollInterval,
+		token:   token,
+		logger:  slog.New(slog.DiscardHandler),
+		version: "dev",
+		retry:   DefaultRetryPolicy,
+		poll:    DefaultPollInterval,
 	}
 	for _, o := range opts {
 		o(c)
