@@ -208,14 +208,6 @@ func New(o Options) *Client {
 		CheckRetry:   c.checkRetry,
 		Backoff:      c.backoff,
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
-		RequestLogHook: func(_ retryablehttp.Logger, r *http.Request, attempt int) {
-			if attempt > 0 {
-				m := metaOf(r.Context())
-				c.o.Logger.LogAttrs(r.Context(), slog.LevelInfo, "outside request retried",
-					slog.String("system", c.o.System), slog.String("method", r.Method),
-					slog.String("route", m.route), slog.Int("attempt", attempt+1))
-			}
-		},
 	}
 	return c
 }
@@ -240,8 +232,9 @@ type Request struct {
 type metaKey struct{}
 
 type meta struct {
-	route string
-	kind  Kind
+	method string
+	route  string
+	kind   Kind
 }
 
 func metaOf(ctx context.Context) meta {
@@ -255,7 +248,7 @@ func metaOf(ctx context.Context) meta {
 // the transport error of the last attempt (without the URL, which may carry a query).
 func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	kind := r.Kind.of(r.Method)
-	ctx = context.WithValue(ctx, metaKey{}, meta{route: r.Route, kind: kind})
+	ctx = context.WithValue(ctx, metaKey{}, meta{method: r.Method, route: r.Route, kind: kind})
 	var body any
 	if r.Body != nil {
 		body = r.Body
@@ -301,29 +294,43 @@ func (c *Client) Settle(r Request, status int, err error) error {
 	return err
 }
 
-// checkRetry is the policy of the package comment.
+// checkRetry is the policy of the package comment; it logs each retry it decides on.
 func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
+	retry := c.retryable(ctx, resp, err)
+	if retry {
+		m := metaOf(ctx)
+		attrs := []slog.Attr{slog.String("system", c.o.System), slog.String("method", m.method),
+			slog.String("route", m.route)}
+		if err != nil {
+			attrs = append(attrs, slog.String("error", stripURL(err).Error()))
+		} else {
+			attrs = append(attrs, slog.Int("status", resp.StatusCode))
+		}
+		c.o.Logger.LogAttrs(ctx, slog.LevelInfo, "outside request retried", attrs...)
+	}
+	return retry, nil
+}
+
+func (c *Client) retryable(ctx context.Context, resp *http.Response, err error) bool {
 	m := metaOf(ctx)
 	if err != nil {
 		var le *limitError
 		if errors.As(err, &le) {
-			return false, nil
+			return false
 		}
-		return m.kind != Creating || notSent(err), nil
+		return m.kind != Creating || notSent(err)
 	}
 	switch s := resp.StatusCode; {
 	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable:
-		if d, ok := c.retryAfter(resp); ok && d > c.o.Policy.MaxRetryAfter {
-			return false, nil
-		}
-		return true, nil
+		d, ok := c.retryAfter(resp)
+		return !ok || d <= c.o.Policy.MaxRetryAfter
 	case s >= 500 && s != http.StatusNotImplemented:
-		return m.kind != Creating, nil
+		return m.kind != Creating
 	}
-	return false, nil
+	return false
 }
 
 // backoff waits the server's Retry-After after a 429 or 503, else the policy's jittered backoff.

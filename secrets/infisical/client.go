@@ -3,9 +3,10 @@
 // environment, with secret references expanded and imported secrets merged. Source adapts it
 // to secrets.Source.
 //
-// The client runs on go-retryablehttp: it retries transport errors, 5xx and 429 (waiting the
-// seconds named in the 429 message, since Infisical sends no Retry-After header), and fails
-// fast on other 4xx with a typed *APIError. It logs in lazily, keeps the access token until
+// The client runs on internal/outbound, the retry policy of every outside client: it retries
+// transport errors, 5xx and 429 (waiting the seconds named in the 429 message, since Infisical
+// sends no Retry-After header), and fails fast on other 4xx with a typed *APIError. Its calls
+// are reads, and a login only issues another token, so all of them are idempotent. It logs in lazily, keeps the access token until
 // shortly before it expires, and logs in again once when a request is refused with 401 or 403
 // "TokenError".
 //
@@ -25,7 +26,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -35,8 +35,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-retryablehttp"
-
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/secrets"
 )
 
@@ -98,11 +97,19 @@ type Config struct {
 	RetryMax int
 	// RetryWaitMin and RetryWaitMax bound the exponential backoff between retries.
 	RetryWaitMin, RetryWaitMax time.Duration
-	// MaxRetryAfter caps a wait the server asks for (429 "try again in N seconds").
+	// MaxRetryAfter is the longest wait the server may ask for (429 "try again in N
+	// seconds") that is waited out; a longer one ends the call with the 429.
 	MaxRetryAfter time.Duration
 	// Now is the clock used for token expiry; time.Now when nil.
 	Now func() time.Time
+	// Metrics is told about every HTTP attempt, as system "infisical"; none when nil.
+	Metrics func(system, method, route string, status int, d time.Duration)
+	// Limiter paces the attempts; none when nil.
+	Limiter outbound.Limiter
 }
+
+// System is the name this client reports to metrics.
+const System = "infisical"
 
 // String shows the host and the client id, never the client secret.
 func (c Config) String() string {
@@ -124,11 +131,9 @@ type Client struct {
 	base         *url.URL
 	clientID     string
 	clientSecret string
-	userAgent    string
 	log          *slog.Logger
-	http         *retryablehttp.Client
+	out          *outbound.Client
 	now          func() time.Time
-	maxWait      time.Duration
 
 	loginTurn chan struct{} // one login at a time; acquire with a select on ctx
 
@@ -154,10 +159,8 @@ func New(cfg Config) (*Client, error) {
 		base:         u,
 		clientID:     cfg.ClientID,
 		clientSecret: cfg.ClientSecret,
-		userAgent:    "orchestrator/" + cmpOr(cfg.Version, "dev"),
 		log:          cfg.Logger,
 		now:          cfg.Now,
-		maxWait:      cfg.MaxRetryAfter,
 		loginTurn:    make(chan struct{}, 1),
 	}
 	if c.log == nil {
@@ -166,29 +169,24 @@ func New(cfg Config) (*Client, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	if c.maxWait <= 0 {
-		c.maxWait = DefaultMaxRetryAfter
-	}
-
-	rc := retryablehttp.NewClient()
-	rc.Logger = nil // the client logs for itself, with slog
-	if cfg.HTTPClient != nil {
-		rc.HTTPClient = cfg.HTTPClient
+	p := outbound.Policy{
+		MaxRetries:    cfg.RetryMax,
+		MinWait:       cmpOr(cfg.RetryWaitMin, DefaultRetryWaitMin),
+		MaxWait:       cmpOr(cfg.RetryWaitMax, DefaultRetryWaitMax),
+		MaxRetryAfter: cfg.MaxRetryAfter,
 	}
 	switch {
 	case cfg.RetryMax < 0:
-		rc.RetryMax = 0
+		p.MaxRetries = 0
 	case cfg.RetryMax == 0:
-		rc.RetryMax = DefaultRetryMax
-	default:
-		rc.RetryMax = cfg.RetryMax
+		p.MaxRetries = DefaultRetryMax
 	}
-	rc.RetryWaitMin = cmpOr(cfg.RetryWaitMin, DefaultRetryWaitMin)
-	rc.RetryWaitMax = cmpOr(cfg.RetryWaitMax, DefaultRetryWaitMax)
-	rc.CheckRetry = c.checkRetry
-	rc.Backoff = c.backoff
-	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
-	c.http = rc
+	if p.MaxRetryAfter <= 0 {
+		p.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	c.out = outbound.New(outbound.Options{System: System, HTTPClient: cfg.HTTPClient, Policy: p,
+		Version: cfg.Version, Logger: c.log, Metrics: cfg.Metrics, Limiter: cfg.Limiter,
+		RetryAfter: retryAfterFromMessage})
 	return c, nil
 }
 
@@ -414,7 +412,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in a
 	u := *c.base
 	u.Path += path
 	u.RawQuery = q.Encode()
-	var body any
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
@@ -422,12 +420,8 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in a
 		}
 		body = b
 	}
-	req, err := retryablehttp.NewRequestWithContext(ctx, method, u.String(), body)
-	if err != nil {
-		return fmt.Errorf("infisical: %s %s: %w", method, path, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", c.userAgent)
+	req := outbound.Request{Method: method, URL: u.String(), Route: path, Body: body,
+		Header: http.Header{"Accept": {"application/json"}}, Kind: outbound.Idempotent}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -435,18 +429,13 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in a
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 
-	resp, err := c.http.Do(req)
+	resp, err := c.out.Do(ctx, req)
 	if err != nil {
-		if resp != nil {
-			resp.Body.Close()
-		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return fmt.Errorf("infisical: %s %s: %w", method, path, ctxErr)
 		}
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // drop the URL: the path says where, the query says nothing useful
-		}
+		c.log.LogAttrs(ctx, slog.LevelInfo, "infisical request failed",
+			slog.String(attrMethod, method), slog.String(attrPath, path), slog.String(attrError, err.Error()))
 		return fmt.Errorf("infisical: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
@@ -485,59 +474,25 @@ func (c *Client) scrub(s, token string) string {
 // in N seconds".
 var retryInRe = regexp.MustCompile(`(?i)try again in (\d+) seconds?`)
 
-// checkRetry retries transport errors, 5xx (but 501) and 429, and nothing else. For a 429
-// without Retry-After it reads the wait from the message and records it as Retry-After, so
-// backoff sees it; the body stays readable for the error that follows if retries run out.
-func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return false, ctxErr
+// retryAfterFromMessage reads the wait of a 429 that has no Retry-After header from
+// Infisical's message ("Rate limit exceeded. Please try again in N seconds"). The body stays
+// readable for the error built if retries run out.
+func retryAfterFromMessage(resp *http.Response) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Body == nil {
+		return 0, false
 	}
+	peek, _ := io.ReadAll(io.LimitReader(resp.Body, maxPeek))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(peek), resp.Body), resp.Body}
+	m := retryInRe.FindSubmatch(peek)
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(string(m[1]))
 	if err != nil {
-		retry, perr := retryablehttp.DefaultRetryPolicy(ctx, resp, err)
-		if retry {
-			c.log.LogAttrs(ctx, slog.LevelInfo, "infisical transient failure",
-				slog.String(attrError, err.Error()))
-		}
-		return retry, perr
+		return 0, false
 	}
-	retry := resp.StatusCode == http.StatusTooManyRequests ||
-		(resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented)
-	if !retry {
-		return false, nil
-	}
-	if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
-		peek, _ := io.ReadAll(io.LimitReader(resp.Body, maxPeek))
-		resp.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(peek), resp.Body), resp.Body}
-		if m := retryInRe.FindSubmatch(peek); m != nil {
-			resp.Header.Set("Retry-After", string(m[1]))
-		}
-	}
-	var method, path string
-	if resp.Request != nil {
-		method, path = resp.Request.Method, resp.Request.URL.Path
-	}
-	c.log.LogAttrs(ctx, slog.LevelInfo, "infisical transient failure",
-		slog.String(attrMethod, method), slog.String(attrPath, path), slog.Int(attrStatus, resp.StatusCode))
-	return true, nil
-}
-
-// backoff waits what the server asked for (Retry-After, possibly taken from a 429 message),
-// capped at MaxRetryAfter; otherwise exponentially from min to max with jitter.
-func (c *Client) backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
-	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
-			return min(time.Duration(s)*time.Second, c.maxWait)
-		}
-	}
-	d := maxWait
-	if attempt < 30 {
-		d = min(minWait<<attempt, maxWait)
-	}
-	if d <= 0 {
-		return 0
-	}
-	return d/2 + rand.N(d/2+1)
+	return time.Duration(n) * time.Second, true
 }

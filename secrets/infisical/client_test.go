@@ -396,7 +396,7 @@ func TestRateLimitRetriedWithServerWait(t *testing.T) {
 	if _, err := e.client.ListSecrets(ctx, apiScope); err != nil { // log in first
 		t.Fatal(err)
 	}
-	e.srv.RateLimitNext(2, 7)
+	e.srv.RateLimitNext(2, 0) // "try again in 0 seconds"; a longer wait than MaxRetryAfter ends the call
 	if _, err := e.client.ListSecrets(ctx, apiScope); err != nil {
 		t.Fatalf("after two 429s: %v", err)
 	}
@@ -410,17 +410,30 @@ func TestRateLimitRetriedWithServerWait(t *testing.T) {
 
 func TestRateLimitOutlastsRetries(t *testing.T) {
 	e := setup(t, infisical.Config{RetryMax: 2}, fixture()...)
-	e.srv.RateLimitNext(10, 3)
+	e.srv.RateLimitNext(10, 0)
 	_, err := e.client.ListSecrets(context.Background(), apiScope)
 	if !errors.Is(err, infisical.ErrRateLimited) {
 		t.Fatalf("err = %v, want ErrRateLimited", err)
 	}
 	var apiErr *infisical.APIError
-	if !errors.As(err, &apiErr) || apiErr.Message != "Rate limit exceeded. Please try again in 3 seconds" || apiErr.Name != "RateLimitExceeded" {
+	if !errors.As(err, &apiErr) || apiErr.Message != "Rate limit exceeded. Please try again in 0 seconds" || apiErr.Name != "RateLimitExceeded" {
 		t.Errorf("APIError = %+v, want the server's 429 message", apiErr)
 	}
 	if got := e.srv.Count(http.MethodPost, loginPath); got != 3 {
 		t.Errorf("%d login attempts, want 3 (1 + RetryMax)", got)
+	}
+}
+
+// A 429 asking for longer than MaxRetryAfter ends the call at once with that answer.
+func TestRateLimitLongerThanTheCapEndsTheCall(t *testing.T) {
+	e := setup(t, infisical.Config{MaxRetryAfter: time.Second}, fixture()...)
+	e.srv.RateLimitNext(10, 30)
+	_, err := e.client.ListSecrets(context.Background(), apiScope)
+	if !errors.Is(err, infisical.ErrRateLimited) || !strings.Contains(err.Error(), "30 seconds") {
+		t.Fatalf("err = %v, want ErrRateLimited with the server's message", err)
+	}
+	if got := e.srv.Count(http.MethodPost, loginPath); got != 1 {
+		t.Errorf("%d login attempts, want 1", got)
 	}
 }
 

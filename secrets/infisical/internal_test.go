@@ -1,7 +1,6 @@
 package infisical
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -85,72 +84,21 @@ func response429(body string, header http.Header) *http.Response {
 }
 
 func TestRateLimitWaitComesFromTheMessage(t *testing.T) {
-	c, err := New(Config{BaseURL: "http://x", ClientID: "a", ClientSecret: "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
 	body := `{"reqId":"r","statusCode":429,"message":"Rate limit exceeded. Please try again in 7 seconds","error":"RateLimitExceeded"}`
 	resp := response429(body, nil)
-	retry, err := c.checkRetry(ctx, resp, nil)
-	if !retry || err != nil {
-		t.Fatalf("checkRetry = %v, %v; want retry", retry, err)
-	}
-	if got := c.backoff(time.Millisecond, time.Second, 0, resp); got != 7*time.Second {
-		t.Errorf("backoff = %v, want 7s from the message", got)
+	if got, ok := retryAfterFromMessage(resp); !ok || got != 7*time.Second {
+		t.Errorf("wait = %v, %v; want 7s from the message", got, ok)
 	}
 	// The body is still whole for the error built if retries run out.
 	if b, _ := io.ReadAll(resp.Body); string(b) != body {
 		t.Errorf("body after peek = %q, want it unchanged", b)
 	}
-
-	// The server's wait is capped.
-	c.maxWait = 2 * time.Second
-	if got := c.backoff(time.Millisecond, time.Second, 0, resp); got != 2*time.Second {
-		t.Errorf("capped backoff = %v, want 2s", got)
+	if got, ok := retryAfterFromMessage(response429(`{"message":"slow down"}`, nil)); ok {
+		t.Errorf("no wait in the message: got %v, want none", got)
 	}
-
-	// A Retry-After header, when a proxy adds one, wins over the message.
-	resp = response429(body, http.Header{"Retry-After": {"1"}})
-	if _, err := c.checkRetry(ctx, resp, nil); err != nil {
-		t.Fatal(err)
-	}
-	if got := c.backoff(time.Millisecond, time.Second, 0, resp); got != time.Second {
-		t.Errorf("backoff with Retry-After = %v, want 1s", got)
-	}
-
-	// No hint at all: exponential backoff between min and max, with jitter.
-	resp = response429(`{"message":"slow down"}`, nil)
-	if _, err := c.checkRetry(ctx, resp, nil); err != nil {
-		t.Fatal(err)
-	}
-	for attempt, want := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 400 * time.Millisecond} {
-		got := c.backoff(100*time.Millisecond, 400*time.Millisecond, attempt, resp)
-		if got < want/2 || got > want {
-			t.Errorf("attempt %d: backoff %v, want in [%v, %v]", attempt, got, want/2, want)
-		}
-	}
-}
-
-func TestCheckRetryPolicy(t *testing.T) {
-	c, err := New(Config{BaseURL: "http://x", ClientID: "a", ClientSecret: "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	for status, want := range map[int]bool{
-		200: false, 400: false, 401: false, 403: false, 404: false, 422: false,
-		429: true, 500: true, 501: false, 502: true, 503: true, 504: true,
-	} {
-		resp := &http.Response{StatusCode: status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("{}"))}
-		if got, _ := c.checkRetry(ctx, resp, nil); got != want {
-			t.Errorf("status %d: retry = %v, want %v", status, got, want)
-		}
-	}
-	canceled, cancel := context.WithCancel(ctx)
-	cancel()
-	if retry, err := c.checkRetry(canceled, nil, context.Canceled); retry || !errors.Is(err, context.Canceled) {
-		t.Errorf("canceled: retry = %v, err = %v; want no retry, context.Canceled", retry, err)
+	resp.StatusCode = http.StatusBadGateway
+	if got, ok := retryAfterFromMessage(resp); ok {
+		t.Errorf("a 502: got %v, want none (only 429 messages name a wait)", got)
 	}
 }
 
