@@ -312,6 +312,18 @@ services:
 	}
 	waitHealthy(t, base, done) // still serving
 
+	// Every attempt at Infisical is counted, as for Coolify and Flagsmith (status "error":
+	// no answer arrived).
+	mresp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	if !strings.Contains(string(metrics), `orchestrator_outside_requests_total{method="POST",route="/api/v1/auth/universal-auth/login",status="error",system="infisical"}`) {
+		t.Errorf("/metrics lacks the failed Infisical attempts:\n%s", metrics)
+	}
+
 	_, _, err = invoke(context.Background(), env, "plan", "production", "--build", "1")
 	if err == nil || !strings.Contains(err.Error(), `source "vault"`) || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("orchestrator plan: got %v, want an error naming source vault and the refused connection", err)

@@ -109,7 +109,11 @@ func (c *clients) coolify(url, token string) phases.Coolify {
 }
 
 func (c *clients) flagsmith(url, apiKey string) *mobile.Client {
-	return mobile.NewClient(url, apiKey, mobile.WithLogger(c.log), mobile.WithVersion(version))
+	opts := []mobile.Option{mobile.WithLogger(c.log), mobile.WithVersion(version)}
+	if c.metrics != nil {
+		opts = append(opts, mobile.WithMetrics(c.metrics))
+	}
+	return mobile.NewClient(url, apiKey, opts...)
 }
 
 func (c *clients) secrets(name string, src config.SecretSource) (secrets.Source, error) {
@@ -118,7 +122,7 @@ func (c *clients) secrets(name string, src config.SecretSource) (secrets.Source,
 		return nil, fmt.Errorf("secret source %q names no kind (want infisical)", name)
 	}
 	cl, err := infisical.New(infisical.Config{BaseURL: in.URL, ClientID: in.ClientID,
-		ClientSecret: in.ClientSecret.Reveal(), Version: version, Logger: c.log})
+		ClientSecret: in.ClientSecret.Reveal(), Version: version, Logger: c.log, Metrics: c.metrics})
 	if err != nil {
 		return nil, err
 	}
