@@ -312,6 +312,28 @@ func TestFaultKnobs(t *testing.T) {
 	}
 }
 
+// FailAfterApplyNext applies the write and loses its answer; reads pass untouched and do not
+// use it up, and FailNext set meanwhile fails the reads, not the write.
+func TestFailAfterApply(t *testing.T) {
+	srv := newServer(t)
+	st := seed(t, srv, false, "before")
+	srv.FailAfterApplyNext(1, http.StatusBadGateway)
+	srv.FailNext(1, http.StatusInternalServerError)
+	path := fmt.Sprintf("/api/v1/environments/env/featurestates/%d/", st.ID)
+	if a := call(t, srv, "PUT", path, fmt.Sprintf(`{"feature":%d,"feature_state_value":"after"}`, st.Feature)); a.status != http.StatusBadGateway {
+		t.Fatalf("write: got %d %s, want 502", a.status, a.body)
+	}
+	if got, _ := srv.Value("env", "version_state"); got != "after" {
+		t.Fatalf("value %v after the failed answer, want after (the write took effect)", got)
+	}
+	if a := call(t, srv, "GET", path, ""); a.status != http.StatusInternalServerError {
+		t.Fatalf("read: got %d, want the 500 of FailNext", a.status)
+	}
+	if a := call(t, srv, "PUT", path, fmt.Sprintf(`{"feature":%d,"feature_state_value":"again"}`, st.Feature)); a.status != http.StatusOK {
+		t.Fatalf("second write: got %d, want 200 (one fault only)", a.status)
+	}
+}
+
 func TestChangeAfterReadLandsBetweenReadAndWrite(t *testing.T) {
 	srv := newServer(t)
 	st := seed(t, srv, false, "one")
