@@ -34,7 +34,7 @@ type ServicePlan struct {
 	// (action "create", "update" or "unchanged") and, for a write, every flag and the comment it
 	// changes and whether the value changes. Never values.
 	Env      []runs.EnvChange `json:"env"`
-	ImageTag *runs.TagChange `json:"image_tag,omitempty"`
+	ImageTag *runs.TagChange  `json:"image_tag,omitempty"`
 	// Error says why the service could not be read (the plan goes on with the others).
 	Error string `json:"error,omitempty"`
 }
