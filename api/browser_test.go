@@ -155,7 +155,7 @@ func TestDashboardFollowsARunLive(t *testing.T) {
 	for i, svc := range []string{"api", "worker", "web"} {
 		f.moveStep(r.ID, runs.Phase1, svc, runs.StepSynced, int64(10+i), runs.EventServiceSynced, func(s *runs.Step) {
 			s.StartedAt = s.StartedAt.Add(-time.Duration(1400+300*i) * time.Millisecond)
-			s.Changes = runs.Changes{ImageTag: &runs.TagChange{Old: "v2.3.9", New: "v2.4.0"}, EnvKeys: []string{"APP_VERSION", "DATABASE_URL"}}
+			s.Changes = runs.Changes{ImageTag: &runs.TagChange{Old: "v2.3.9", New: "v2.4.0"}, Env: []runs.EnvChange{{Key: "APP_VERSION", Action: runs.EnvUpdate, ValueChanged: true}, {Key: "DATABASE_URL", Action: runs.EnvCreate}}}
 		})
 	}
 	f.moveStep(r.ID, runs.Phase2, "api", runs.StepHealthy, 21, runs.EventHealthOK, func(s *runs.Step) {

@@ -94,14 +94,8 @@ func stepDetail(s runs.Step) string {
 		return "waiting for " + s.LockKey
 	}
 	var parts []string
-	if t := s.Changes.ImageTag; t != nil {
-		parts = append(parts, "tag "+t.Old+" → "+t.New)
-	}
-	if len(s.Changes.EnvKeys) > 0 {
-		parts = append(parts, "env: "+strings.Join(s.Changes.EnvKeys, ", "))
-	}
-	if len(s.Changes.Fields) > 0 {
-		parts = append(parts, "fields: "+strings.Join(s.Changes.Fields, ", "))
+	if c := s.Changes.String(); c != "" {
+		parts = append(parts, c)
 	}
 	if s.DeploymentUUID != "" {
 		parts = append(parts, "deployment "+s.DeploymentUUID)

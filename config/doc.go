@@ -46,9 +46,9 @@
 //	on_failure: rollback                    # rollback (default) | halt
 //	concurrency: queue                      # queue (default) | supersede
 //
-// Env var flags are is_buildtime, is_runtime (both default true, as in Coolify), is_literal,
-// is_multiline, is_shown_once (default false) and comment; they are always complete because
-// Coolify resets omitted flags.
+// Env var flags are is_buildtime, is_runtime, is_literal, is_multiline, is_shown_once, and
+// comment. An entry that leaves one out keeps the variable's current setting on Coolify; a new
+// variable gets Coolify's defaults (is_buildtime and is_runtime true, the rest false).
 //
 // # References
 //

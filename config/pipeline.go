@@ -99,9 +99,13 @@ type Service struct {
 const DefaultDeployTimeout = 10 * time.Minute
 
 // EnvVar is one environment variable to sync. Exactly one of Value and Secret is set (an
-// explicitly empty value: `value: ""`). The flags are always complete, because Coolify resets
-// omitted flags on PATCH (see the Coolify notes): IsBuildtime and IsRuntime default to true
-// like Coolify's own defaults, the others to false.
+// explicitly empty value: `value: ""`).
+//
+// The flags and the comment are pointers: nil means the entry does not mention it. For a
+// variable that exists already, what the entry leaves out keeps its current value on Coolify
+// (the engine sends the current one, because Coolify's PATCH resets what is omitted); a new
+// variable gets Coolify's defaults for what is left out (is_buildtime and is_runtime true, the
+// other flags false, no comment). Services take no is_buildtime/is_runtime.
 type EnvVar struct {
 	// Key matches EnvKeyPattern.
 	Key string `koanf:"key"`
@@ -112,13 +116,13 @@ type EnvVar struct {
 	// Secret, if set, says where the value comes from at run time.
 	Secret *SecretRef `koanf:"secret"`
 
-	IsBuildtime bool `koanf:"is_buildtime"`
-	IsRuntime   bool `koanf:"is_runtime"`
-	IsLiteral   bool `koanf:"is_literal"`
-	IsMultiline bool `koanf:"is_multiline"`
-	IsShownOnce bool `koanf:"is_shown_once"`
-	// Comment is Coolify's env comment (at most 256 characters).
-	Comment string `koanf:"comment"`
+	IsBuildtime *bool `koanf:"is_buildtime"`
+	IsRuntime   *bool `koanf:"is_runtime"`
+	IsLiteral   *bool `koanf:"is_literal"`
+	IsMultiline *bool `koanf:"is_multiline"`
+	IsShownOnce *bool `koanf:"is_shown_once"`
+	// Comment is Coolify's env comment (at most 256 characters); `comment: ""` clears it.
+	Comment *string `koanf:"comment"`
 }
 
 // SecretRef points at one secret: a key in a source named under Pipeline.Secrets, or in the

@@ -22,8 +22,8 @@ func TestLoadPipelineMinimalDefaults(t *testing.T) {
 		t.Errorf("service defaults: kind %q timeout %s", s.Kind, s.DeployTimeout)
 	}
 	e := s.Env[0]
-	if !e.IsBuildtime || !e.IsRuntime || e.IsLiteral || e.IsMultiline || e.IsShownOnce {
-		t.Errorf("env flags = %+v, want buildtime and runtime only", e)
+	if e.IsBuildtime != nil || e.IsRuntime != nil || e.IsLiteral != nil || e.IsMultiline != nil || e.IsShownOnce != nil || e.Comment != nil {
+		t.Errorf("env flags = %+v, want none set (an entry that does not mention a flag keeps Coolify's)", e)
 	}
 	if p.Locks.TTL != 10*time.Minute || p.Locks.Phase.Timeout != time.Minute || p.Locks.Phase.MaxRetries != 3 ||
 		p.Locks.Service.Timeout != 30*time.Second || p.Locks.Service.MaxRetries != 2 || len(p.Locks.Service.Backoff) != 3 {
@@ -34,6 +34,28 @@ func TestLoadPipelineMinimalDefaults(t *testing.T) {
 	}
 	if got, want := strings.Join(p.LockKeys(), " "), "coolify:phase1 coolify:phase2 coolify:abc123"; got != want {
 		t.Errorf("lock keys = %q, want %q", got, want)
+	}
+}
+
+func TestLoadPipelineEnvFlagsAsWritten(t *testing.T) {
+	yaml := strings.Replace(minimal, "value: info }", "value: info, is_buildtime: false, is_literal: \"true\", comment: \"\" }", 1)
+	p, err := LoadPipelineBytes("p.yaml", []byte(yaml), testEnv())
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	e := p.Services[0].Env[0]
+	if e.IsBuildtime == nil || *e.IsBuildtime || e.IsLiteral == nil || !*e.IsLiteral {
+		t.Errorf("is_buildtime %v is_literal %v, want false and true", e.IsBuildtime, e.IsLiteral)
+	}
+	if e.IsRuntime != nil || e.IsMultiline != nil || e.IsShownOnce != nil {
+		t.Errorf("flags the entry leaves out: runtime %v multiline %v shown_once %v, want nil", e.IsRuntime, e.IsMultiline, e.IsShownOnce)
+	}
+	if e.Comment == nil || *e.Comment != "" {
+		t.Errorf("comment %v, want an explicit empty comment", e.Comment)
+	}
+	long := strings.Replace(minimal, "value: info }", "value: info, comment: "+strings.Repeat("x", 257)+" }", 1)
+	if _, err := LoadPipelineBytes("p.yaml", []byte(long), testEnv()); err == nil || !strings.Contains(err.Error(), "services[0].env[0].comment") {
+		t.Errorf("comment of 257 characters: got %v, want an error naming the field", err)
 	}
 }
 

@@ -117,12 +117,6 @@ func oneOf[T ~string](v *validator, field string, value T, allowed ...T) {
 // pipelineDefaults fills, in the raw tree, the defaults that zero values can't express
 // (booleans that default to true, integers for which 0 is meaningful).
 func pipelineDefaults(raw map[string]any) {
-	for _, svc := range listOfMaps(raw, "services") {
-		for _, env := range listOfMaps(svc, "env") {
-			setDefault(env, true, "is_buildtime")
-			setDefault(env, true, "is_runtime")
-		}
-	}
 	if l, ok := raw["locks"]; ok && l != nil {
 		if _, isMap := l.(map[string]any); !isMap {
 			return
@@ -389,7 +383,7 @@ func (v *validator) env(field string, e *EnvVar, sources map[string]SecretSource
 			v.add(sf+".key", "%q is not an environment variable name", r.Key)
 		}
 	}
-	if len(e.Comment) > maxCommentLength {
+	if e.Comment != nil && len(*e.Comment) > maxCommentLength {
 		v.add(field+".comment", "is longer than %d characters", maxCommentLength)
 	}
 }

@@ -88,6 +88,25 @@ func (c *Client) GetService(ctx context.Context, uuid string) (*Service, error) 
 // the flag, never by de-duplicating keys). Values the token may not see come back with
 // [EnvVar.ValueHidden] set. Errors as [Client.GetApplication].
 func (c *Client) ListEnvs(ctx context.Context, ref ResourceRef) ([]EnvVar, error) {
+	all, err := c.ListAllEnvs(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, e := range all {
+		if ref.Kind == KindApplication && e.IsPreview {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// ListAllEnvs lists every env row of an application or service as Coolify stores it, the
+// is_preview twins of an application's variables included (non-preview rows first, then preview
+// rows, each by id). Use it to find a twin, e.g. to delete it with the variable it belongs to;
+// use [Client.ListEnvs] for the variables a deployment reads. Errors as [Client.GetApplication].
+func (c *Client) ListAllEnvs(ctx context.Context, ref ResourceRef) ([]EnvVar, error) {
 	col, err := ref.collection()
 	if err != nil {
 		return nil, fmt.Errorf("list envs: %w", err)
@@ -98,11 +117,7 @@ func (c *Client) ListEnvs(ctx context.Context, ref ResourceRef) ([]EnvVar, error
 	}
 	out := make([]EnvVar, 0, len(rows))
 	for _, w := range rows {
-		e := w.envVar()
-		if ref.Kind == KindApplication && e.IsPreview {
-			continue
-		}
-		out = append(out, e)
+		out = append(out, w.envVar())
 	}
 	return out, nil
 }
@@ -219,7 +234,7 @@ func (c *Client) UpdateEnv(ctx context.Context, ref ResourceRef, e EnvVar) (EnvV
 }
 
 // DeleteEnv deletes one variable by its uuid (the preview twin of an application variable is a
-// separate row and stays). Errors: [ErrNotFound] and those of [Client.GetApplication].
+// separate row and stays: find it with [Client.ListAllEnvs] and delete it too). Errors: [ErrNotFound] and those of [Client.GetApplication].
 func (c *Client) DeleteEnv(ctx context.Context, ref ResourceRef, envUUID string) error {
 	col, err := ref.collection()
 	if err != nil {
@@ -232,15 +247,20 @@ func (c *Client) DeleteEnv(ctx context.Context, ref ResourceRef, envUUID string)
 	return nil
 }
 
-// SetImageTag sets an application's docker_registry_image_tag (PATCH /applications/{uuid}). The
-// tag is checked against Coolify's rule first (error wrapping [ErrInvalidTag], nothing sent).
-// The new tag is used by the next deployment that starts; it does not deploy. Errors as
+// SetImageTag sets an application's docker_registry_image_tag (PATCH /applications/{uuid}). An
+// empty tag clears it: the body is {"docker_registry_image_tag": null}, which Coolify accepts and
+// stores as null (a deployment then uses "latest"), so a tag that was null can be put back. Any
+// other tag is checked against Coolify's rule first (error wrapping [ErrInvalidTag], nothing
+// sent). The new tag is used by the next deployment that starts; it does not deploy. Errors as
 // [Client.GetApplication], plus [ErrValidation].
 func (c *Client) SetImageTag(ctx context.Context, appUUID, tag string) error {
-	if err := ValidateTag(tag); err != nil {
-		return fmt.Errorf("set image tag of %s: %w", appUUID, err)
+	body := map[string]*string{"docker_registry_image_tag": nil}
+	if tag != "" {
+		if err := ValidateTag(tag); err != nil {
+			return fmt.Errorf("set image tag of %s: %w", appUUID, err)
+		}
+		body["docker_registry_image_tag"] = &tag
 	}
-	body := map[string]string{"docker_registry_image_tag": tag}
 	if err := c.do(ctx, call{method: http.MethodPatch, route: "/applications/{uuid}",
 		path: "/applications/" + pathEscape(appUUID), body: body}, nil); err != nil {
 		return fmt.Errorf("set image tag of %s: %w", appUUID, err)

@@ -114,6 +114,8 @@ type Client struct {
 	// appIDs maps an application's uuid to its numeric id, learned from reads (an id never
 	// changes), so ActiveDeployments needs no read of its own for an application just read.
 	appIDs sync.Map
+	// abilities caches the answer of Abilities.
+	abilities abilityCache
 }
 
 // Option configures a [Client].

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -314,13 +315,145 @@ func TestSetImageTag(t *testing.T) {
 	if a, _ := e.srv.App(e.app.UUID); a.ImageTag != "v2.0.1-rc_1" {
 		t.Errorf("tag now %q", a.ImageTag)
 	}
-	for _, bad := range []string{"", "-lead", ".lead", "has space", "a/b", "x:y", strings.Repeat("a", 129)} {
+	for _, bad := range []string{"-lead", ".lead", "has space", "a/b", "x:y", strings.Repeat("a", 129)} {
 		wantErr(t, e.c.SetImageTag(ctx, e.app.UUID, bad), coolify.ErrInvalidTag)
 	}
 	if n := len(e.srv.RequestsTo("PATCH /applications/{uuid}")); n != 1 {
 		t.Errorf("got %d PATCH requests, want 1 (bad tags are not sent)", n)
 	}
 	wantErr(t, e.c.SetImageTag(ctx, "nope", "v3"), coolify.ErrNotFound)
+
+	// An empty tag clears it: Coolify takes null and stores null (NOTES §2), so a tag that was
+	// null before a run can be put back.
+	e.srv.ResetRequests()
+	if err := e.c.SetImageTag(ctx, e.app.UUID, ""); err != nil {
+		t.Fatal(err)
+	}
+	reqs := e.srv.RequestsTo("PATCH /applications/{uuid}")
+	if len(reqs) != 1 || string(reqs[0].Body) != `{"docker_registry_image_tag":null}` {
+		t.Fatalf("got %d PATCH requests, first body %q, want one with a null tag", len(reqs), firstBody(reqs))
+	}
+	if a, _ := e.srv.App(e.app.UUID); a.ImageTag != "" {
+		t.Errorf("tag now %q, want null", a.ImageTag)
+	}
+	if a, err := e.c.GetApplication(ctx, e.app.UUID); err != nil || a.ImageTag != "" {
+		t.Errorf("read back tag %q (%v), want empty", a.ImageTag, err)
+	}
+}
+
+func firstBody(reqs []coolifytest.Request) string {
+	if len(reqs) == 0 {
+		return ""
+	}
+	return string(reqs[0].Body)
+}
+
+func TestListAllEnvsKeepsPreviewTwins(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	ref := coolify.AppRef(e.app.UUID)
+	if err := e.c.UpsertEnvs(ctx, ref, []coolify.EnvVar{coolify.NewEnvVar("NEW", "v")}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := e.c.ListAllEnvs(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prod, twin int
+	for _, x := range all {
+		if x.Key == "NEW" && x.IsPreview {
+			twin++
+		} else if x.Key == "NEW" {
+			prod++
+		}
+	}
+	if prod != 1 || twin != 1 {
+		t.Fatalf("got %d production and %d preview rows of NEW, want 1 and 1 (Coolify creates the twin)", prod, twin)
+	}
+	// Deleting the production row leaves the twin (NOTES §3); deleting both leaves nothing.
+	for _, x := range all {
+		if err := e.c.DeleteEnv(ctx, ref, x.UUID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rows := e.srv.Envs(e.app.UUID); len(rows) != 0 {
+		t.Errorf("got %d rows left, want 0", len(rows))
+	}
+}
+
+func TestNotApplied(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	err := e.c.SetImageTag(ctx, e.app.UUID, "bad tag")
+	if !coolify.NotApplied(err) {
+		t.Errorf("NotApplied(%v) = false, want true (refused before sending)", err)
+	}
+	err = e.c.SetImageTag(ctx, "nope", "v2")
+	if !coolify.NotApplied(err) {
+		t.Errorf("NotApplied(%v) = false, want true (404)", err)
+	}
+	e.srv.FailNext(10, coolifytest.Fault{Method: "PATCH", Status: 500})
+	err = e.c.SetImageTag(ctx, e.app.UUID, "v2")
+	if err == nil || coolify.NotApplied(err) {
+		t.Errorf("NotApplied(%v) = true, want false (a 500 is ambiguous)", err)
+	}
+	bulk422 := &coolify.APIError{Method: "PATCH", Path: "/api/v1/applications/x/envs/bulk", Status: 422}
+	if coolify.NotApplied(bulk422) || coolify.NotApplied(nil) {
+		t.Error("NotApplied is true for a bulk 422 (earlier items are saved) or nil")
+	}
+}
+
+func TestAbilitiesProbeWithoutWriting(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	cases := []struct {
+		token     string
+		abilities []string
+		missing   []string
+	}{
+		{"10|all", []string{coolifytest.AbilityRead, coolifytest.AbilityWrite, coolifytest.AbilityDeploy, coolifytest.AbilityReadSensitive}, nil},
+		{"11|root", []string{coolifytest.AbilityRoot}, nil},
+		{"12|read", []string{coolifytest.AbilityRead}, []string{"write", "deploy", "read:sensitive"}},
+		{"13|rw", []string{coolifytest.AbilityRead, coolifytest.AbilityWrite}, []string{"deploy", "read:sensitive"}},
+		{"14|rwd", []string{coolifytest.AbilityRead, coolifytest.AbilityWrite, coolifytest.AbilityDeploy}, []string{"read:sensitive"}},
+		{"15|deploy", []string{coolifytest.AbilityDeploy}, []string{"read", "write"}},
+	}
+	for _, c := range cases {
+		e.srv.AddToken(c.token, c.abilities...)
+		cl := newClient(t, e.srv, c.token)
+		for _, ref := range []coolify.ResourceRef{coolify.AppRef(e.app.UUID), coolify.ServiceRef(e.svc.UUID)} {
+			a, err := cl.Abilities(ctx, ref)
+			if err != nil {
+				t.Fatalf("%s %s: %v", c.token, ref, err)
+			}
+			if got := a.Missing(); !slices.Equal(got, c.missing) {
+				t.Errorf("%s %s: missing %v, want %v", c.token, ref, got, c.missing)
+			}
+		}
+	}
+	for _, r := range e.srv.Requests() {
+		if r.Method != http.MethodGet {
+			t.Errorf("probe sent %s %s, want GET only", r.Method, r.Path)
+		}
+	}
+	// The answer is kept: a second call sends nothing.
+	e.srv.ResetRequests()
+	cl := newClient(t, e.srv, "12|read")
+	if _, err := cl.Abilities(ctx, coolify.AppRef(e.app.UUID)); err != nil {
+		t.Fatal(err)
+	}
+	n := len(e.srv.Requests())
+	if _, err := cl.Abilities(ctx, coolify.AppRef(e.app.UUID)); err != nil {
+		t.Fatal(err)
+	}
+	if m := len(e.srv.Requests()); m != n {
+		t.Errorf("second call sent %d requests, want 0 (cached)", m-n)
+	}
+	// A failure that names no ability is an error, not a verdict.
+	e.srv.SetAPIEnabled(false)
+	if _, err := newClient(t, e.srv, "10|all").Abilities(ctx, coolify.AppRef(e.app.UUID)); err == nil {
+		t.Error("API disabled: got no error")
+	}
 }
 
 func TestDeployWaitFinished(t *testing.T) {

@@ -195,3 +195,23 @@ func flattenList(raw json.RawMessage) []string {
 	}
 	return []string{string(raw)}
 }
+
+// NotApplied reports whether err proves that Coolify did not act on the write that returned it:
+// the client refused before sending ([ErrInvalidTag], [ErrInvalidEnv], [ErrValueHidden],
+// [ErrBadBaseURL]), or the server answered with a 4xx status, which it sends before changing
+// anything. The exception is a 422 from the bulk env route, which comes after the items before the
+// invalid one were saved. A 5xx, a dropped connection or a timeout are ambiguous (the change
+// may have been made): NotApplied is false for them, as for nil.
+func NotApplied(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrInvalidTag) || errors.Is(err, ErrInvalidEnv) || errors.Is(err, ErrValueHidden) || errors.Is(err, ErrBadBaseURL) {
+		return true
+	}
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status < 400 || ae.Status >= 500 {
+		return false
+	}
+	return !(ae.Status == http.StatusUnprocessableEntity && strings.HasSuffix(ae.Path, "/envs/bulk"))
+}

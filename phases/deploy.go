@@ -173,9 +173,9 @@ func (x *execution) carries(ctx context.Context, st *svcState) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("check env vars: %w", err)
 	}
-	diff, _ := envDiff(s.Kind, current, desired)
-	for _, d := range diff {
-		if !hiddenIn(current, d.Key) {
+	_, _, changes := envDiff(s.Kind, current, desired)
+	for _, c := range changes {
+		if !c.ValueUnknown || len(c.Flags) > 0 || c.Comment != nil { // a hidden value can't be compared
 			return false, nil
 		}
 	}

@@ -37,6 +37,8 @@ type Coolify interface {
 	GetApplication(ctx context.Context, uuid string) (*coolify.Application, error)
 	GetService(ctx context.Context, uuid string) (*coolify.Service, error)
 	ListEnvs(ctx context.Context, ref coolify.ResourceRef) ([]coolify.EnvVar, error)
+	ListAllEnvs(ctx context.Context, ref coolify.ResourceRef) ([]coolify.EnvVar, error)
+	Abilities(ctx context.Context, ref coolify.ResourceRef) (coolify.Abilities, error)
 	UpsertEnvs(ctx context.Context, ref coolify.ResourceRef, vars []coolify.EnvVar) error
 	DeleteEnv(ctx context.Context, ref coolify.ResourceRef, envUUID string) error
 	SetImageTag(ctx context.Context, appUUID, tag string) error

@@ -52,8 +52,12 @@ func TestRunSyncsDeploysAndRecords(t *testing.T) {
 		if s.Status != runs.StepSynced || s.Fence == 0 || s.Changes.ImageTag == nil || s.Changes.ImageTag.New != "v2" {
 			t.Errorf("phase1 api step = %+v, want synced with a fence and tag v1→v2", s)
 		}
-		if want := []string{"BUILD", "LOG_LEVEL", "SENTRY_DSN"}; !slices.Equal(s.Changes.EnvKeys, want) {
-			t.Errorf("phase1 api env keys = %v, want %v", s.Changes.EnvKeys, want)
+		var keys []string
+		for _, e := range s.Changes.Env {
+			keys = append(keys, e.Key)
+		}
+		if want := []string{"BUILD", "LOG_LEVEL", "SENTRY_DSN"}; !slices.Equal(keys, want) {
+			t.Errorf("phase1 api env keys = %v, want %v", keys, want)
 		}
 		d := stepOf(t, r, runs.Phase2, "api")
 		if d.Status != runs.StepHealthy || d.DeploymentUUID == "" || d.Fence <= s.Fence {

@@ -158,6 +158,9 @@ func (x *execution) execute() {
 
 // runPipeline executes the phases and returns the final status and reason.
 func (x *execution) runPipeline() (runs.Status, string) {
+	if err := checkToken(x.ctx, x.cl, x.p); err != nil {
+		return x.outcome(err, "before phase 1")
+	}
 	if err := x.mobileSteps(config.WhenBeforePhase1); err != nil {
 		return x.outcome(err, "mobile step")
 	}

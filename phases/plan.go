@@ -20,6 +20,9 @@ type Plan struct {
 	Services []ServicePlan `json:"services"`
 	Mobile   []MobilePlan  `json:"mobile,omitempty"`
 	Locks    []LockPlan    `json:"locks"`
+	// Warnings are what would make the run fail before it writes anything, e.g. the abilities
+	// the Coolify token lacks.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ServicePlan is what Phase 1 would write to one service.
@@ -27,18 +30,13 @@ type ServicePlan struct {
 	Name string `json:"name"`
 	UUID string `json:"uuid"`
 	Kind string `json:"kind"`
-	// Env lists every variable of the service's definition with what would happen to it:
-	// "create", "update", "unchanged".
-	Env      []EnvPlan       `json:"env"`
-	ImageTag *runs.TagChange `json:"image_tag,omitempty"`
+	// Env lists every variable of the service's definition with what would happen to it
+	// (action "create", "update" or "unchanged") and, for a write, every flag and the comment it
+	// changes and whether the value changes. Never values.
+	Env      []runs.EnvChange `json:"env"`
+	ImageTag *runs.TagChange  `json:"image_tag,omitempty"`
 	// Error says why the service could not be read (the plan goes on with the others).
 	Error string `json:"error,omitempty"`
-}
-
-// EnvPlan is one variable: its key and action, never its value.
-type EnvPlan struct {
-	Key    string `json:"key"`
-	Action string `json:"action"`
 }
 
 // MobilePlan is one mobile step: the fields it would set.
@@ -84,6 +82,12 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (*Pl
 	defer x.resolver.Forget()
 
 	plan := &Plan{Pipeline: pipeline}
+	if err := checkToken(ctx, x.cl, resolved); err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		plan.Warnings = append(plan.Warnings, "a run would fail: "+err.Error())
+	}
 	for _, s := range resolved.Services {
 		sp, err := x.planService(ctx, s)
 		if err != nil {
@@ -125,20 +129,13 @@ func (x *execution) planService(ctx context.Context, s config.Service) (ServiceP
 	if err != nil {
 		return sp, err
 	}
-	writes, prev := envDiff(s.Kind, current, desired)
-	action := map[string]string{}
-	for i, w := range writes {
-		action[w.Key] = "update"
-		if !prev[i].existed {
-			action[w.Key] = "create"
-		}
-	}
+	_, _, changes := envDiff(s.Kind, current, desired)
 	for _, d := range desired {
-		a := action[d.Key]
-		if a == "" {
-			a = "unchanged"
+		ch := runs.EnvChange{Key: d.key, Action: runs.EnvUnchanged}
+		if i := slices.IndexFunc(changes, func(c runs.EnvChange) bool { return c.Key == d.key }); i >= 0 {
+			ch = changes[i]
 		}
-		sp.Env = append(sp.Env, EnvPlan{Key: d.Key, Action: a})
+		sp.Env = append(sp.Env, ch)
 	}
 	if s.Kind != config.KindService && s.ImageTag != "" {
 		app, err := x.cl.GetApplication(ctx, s.UUID)

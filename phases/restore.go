@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/coolify"
@@ -18,11 +19,12 @@ import (
 // Phase-2 failure with rollback, the failed service is restored and redeployed on its
 // previous config, and services synced but not yet deployed are restored (they never ran
 // this run's config, so they need no deploy). With halt nothing is touched: the run's report
-// says which services carry this run's config without having been deployed.
+// says which services carry this run's config without having been deployed. A service to
+// which nothing was written (every write refused before it was applied) needs no restore.
 func (x *execution) compensate(phase runs.Phase, failed *svcState, rollback bool) {
 	for _, st := range x.services {
 		switch {
-		case st.snap == nil || st.superseded || st.deployed:
+		case st.snap == nil || !st.snap.written() || st.superseded || st.deployed:
 			continue
 		case phase == runs.Phase1:
 			x.restore(st, runs.Phase1, false)
@@ -39,13 +41,14 @@ func (x *execution) compensate(phase runs.Phase, failed *svcState, rollback bool
 }
 
 // restore puts one service back to its Phase-1 snapshot under its lock, unless a newer run
-// changed it meanwhile, and redeploys it when asked. The Phase-1 step records the restore;
-// a redeploy is recorded on the Phase-2 step too.
+// changed it meanwhile, and redeploys it when asked and everything was put back. The Phase-1
+// step records the restore; a redeploy is recorded on the Phase-2 step too. Every message says
+// exactly what was put back, what was left and whether the previous config was redeployed.
 func (x *execution) restore(st *svcState, phase runs.Phase, redeploy bool) {
 	s := st.svc
 	lease, err := x.acquire(x.ctx, s.LockKey(), phase, s.Name, false, nil)
 	if err != nil {
-		x.restoreFailed(phase, s.Name, err)
+		x.restoreFailed(phase, st, restoreResult{}, err)
 		return
 	}
 	sctx, cancel := lease.Context(x.ctx)
@@ -55,7 +58,7 @@ func (x *execution) restore(st *svcState, phase runs.Phase, redeploy bool) {
 	cancel()
 	_ = x.release(lease, phase, s.Name, false)
 	if err != nil {
-		x.restoreFailed(phase, s.Name, err)
+		x.restoreFailed(phase, st, res, err)
 		return
 	}
 	now := time.Now().UTC()
@@ -65,25 +68,37 @@ func (x *execution) restore(st *svcState, phase runs.Phase, redeploy bool) {
 		}
 		sp.Error = joinNote(sp.Error, res.note)
 	})
-	if redeploy {
+	if res.redeployed {
 		x.setStep(runs.Phase2, s.Name, func(sp *runs.Step) {
 			sp.RestoredAt, sp.DeploymentUUID = now, res.deployment
 		})
 	}
-	msg := "phase-1 snapshot restored"
-	if redeploy {
-		msg += " and previous config redeployed"
+	msg := res.note
+	if res.restored {
+		msg = "phase-1 snapshot restored"
+		if len(res.left) > 0 {
+			msg = "phase-1 snapshot restored except " + strings.Join(res.left, "; ")
+		}
+		if res.redeployed {
+			msg += "; previous config redeployed"
+		} else if redeploy {
+			msg += "; not redeployed, because not everything could be put back"
+		}
 	}
 	x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventServiceRestored, Phase: phase, Service: s.Name,
-		LockKey: lease.Key(), Fence: lease.Fence(), Message: joinNote(msg, res.note),
+		LockKey: lease.Key(), Fence: lease.Fence(), Message: msg,
 		Data: map[string]string{"deployment_uuid": res.deployment}})
 }
 
 // restoreResult says what restoreLocked did.
 type restoreResult struct {
-	restored   bool   // the snapshot was written back
-	deployment string // the redeploy's deployment UUID
-	note       string // what was left as it was, and why
+	restored   bool     // the snapshot was written back, as far as it could be (see left)
+	envsDone   bool     // the env vars were put back (or needed nothing)
+	tagDone    bool     // the image tag was put back (or needed nothing)
+	redeployed bool     // the previous config was deployed again
+	deployment string   // the redeploy's deployment UUID
+	left       []string // what could not be put back, and why
+	note       string   // for the step: what was left, or why nothing was restored
 }
 
 func joinNote(a, b string) string {
@@ -96,13 +111,47 @@ func joinNote(a, b string) string {
 	return a + "; " + b
 }
 
-func (x *execution) restoreFailed(phase runs.Phase, name string, err error) {
-	msg := "NOT restored: " + err.Error()
-	x.setStep(runs.Phase1, name, func(sp *runs.Step) { sp.Error = joinNote(sp.Error, msg) }, runs.Event{Type: runs.EventServiceFailed, Phase: phase, Service: name, Message: msg})
+// restoreFailed records a restore that stopped on err, saying what had been put back by then
+// and what was left at this run's values.
+func (x *execution) restoreFailed(phase runs.Phase, st *svcState, res restoreResult, err error) {
+	snap := st.snap
+	var done, left []string
+	if snap.envsWritten {
+		if res.envsDone {
+			done = append(done, "env vars restored")
+		} else {
+			left = append(left, "env vars")
+		}
+	}
+	if snap.tagWritten {
+		if res.tagDone {
+			done = append(done, "image tag restored")
+		} else {
+			left = append(left, fmt.Sprintf("image tag (left at %s)", orNone(st.svc.ImageTag)))
+		}
+	}
+	var msg string
+	switch {
+	case len(left) > 0:
+		msg = strings.Join(append(done, "NOT restored: "+strings.Join(left, ", ")), "; ") + ": " + err.Error()
+	default: // everything was put back; the mark or the redeploy failed (err says which)
+		msg = strings.Join(append(done, err.Error()), "; ")
+	}
+	x.setStep(runs.Phase1, st.svc.Name, func(sp *runs.Step) { sp.Error = joinNote(sp.Error, msg) },
+		runs.Event{Type: runs.EventServiceFailed, Phase: phase, Service: st.svc.Name, Message: msg})
 }
 
-// restoreLocked writes the snapshot back while the service lock is held. It returns the
-// redeploy's deployment UUID and a note when it left something as it was.
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// restoreLocked writes back, while the service lock is held, what Phase 1 may have written: the
+// env vars it changed (a variable it created is deleted together with the preview twin Coolify
+// created with it) and the image tag (null again if it was null). It redeploys when asked and
+// everything was put back.
 func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *locks.Lease, redeploy bool) (restoreResult, error) {
 	var res restoreResult
 	s, snap := st.svc, st.snap
@@ -115,50 +164,49 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 		return res, fmt.Errorf("read mark: %w", err)
 	}
 
-	var puts []coolify.EnvVar
-	var dels []string
-	var unrestorable []string
-	for _, p := range snap.envs {
-		switch {
-		case p.existed && p.prev.ValueHidden(): // is_shown_once: its old value was never readable
-			unrestorable = append(unrestorable, p.key)
-		case p.existed:
-			puts = append(puts, p.prev)
-		default:
-			dels = append(dels, p.key)
-		}
-	}
-	if len(unrestorable) > 0 {
-		res.note = fmt.Sprintf("env %v left at this run's value: Coolify never shows is_shown_once values, so the old ones are unknown", unrestorable)
-	}
-	if err := x.cl.UpsertEnvs(ctx, snap.ref, puts); err != nil {
-		return res, err
-	}
-	if len(dels) > 0 {
-		current, err := x.cl.ListEnvs(ctx, snap.ref)
-		if err != nil {
-			return res, err
-		}
-		for _, c := range current {
-			if slices.Contains(dels, c.Key) && !c.IsPreview && c.UUID != "" {
-				if err := x.cl.DeleteEnv(ctx, snap.ref, c.UUID); err != nil && !errors.Is(err, coolify.ErrNotFound) {
-					return res, err
-				}
+	res.envsDone = !snap.envsWritten
+	if snap.envsWritten {
+		var puts []coolify.EnvVar
+		var dels []prevEnv
+		var unrestorable []string
+		for _, p := range snap.envs {
+			switch {
+			case p.existed && p.prev.ValueHidden(): // is_shown_once: its old value was never readable
+				unrestorable = append(unrestorable, p.key)
+			case p.existed:
+				puts = append(puts, p.prev)
+			default:
+				dels = append(dels, p)
 			}
 		}
-	}
-	if snap.tagChanged {
-		if snap.tag == "" {
-			res.note = joinNote(res.note, "image tag left at "+s.ImageTag+": it was empty before, which the API cannot set back")
-		} else if err := x.cl.SetImageTag(ctx, s.UUID, snap.tag); err != nil {
+		if len(unrestorable) > 0 {
+			res.left = append(res.left, fmt.Sprintf("env %v, left at this run's value: Coolify never shows is_shown_once values, so the old ones are unknown", unrestorable))
+		}
+		if err := x.cl.UpsertEnvs(ctx, snap.ref, puts); err != nil {
 			return res, err
 		}
+		if err := x.deleteCreated(ctx, snap.ref, dels); err != nil {
+			return res, err
+		}
+		res.envsDone = true
+	}
+	res.tagDone = !snap.tagWritten
+	if snap.tagWritten {
+		if err := x.cl.SetImageTag(ctx, s.UUID, snap.tag); err != nil {
+			return res, err
+		}
+		res.tagDone = true
 	}
 	res.restored = true
+	res.note = strings.Join(res.left, "; ")
 	if _, err := x.e.d.Marks.PutMark(ctx, runs.Mark{UUID: s.UUID, RunID: x.run.ID, Fence: lease.Fence(), Phase: runs.Phase1, At: time.Now().UTC()}); err != nil {
 		return res, fmt.Errorf("record restore mark: %w", err)
 	}
 	if !redeploy {
+		return res, nil
+	}
+	if len(res.left) > 0 {
+		res.note = joinNote(res.note, "not redeployed: the previous config could not be put back whole")
 		return res, nil
 	}
 	var seen *coolify.Deployment
@@ -168,5 +216,28 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 	if err := x.waitDeployed(ctx, s, res.deployment, seen); err != nil {
 		return res, fmt.Errorf("redeploy previous config: %w", err)
 	}
+	res.redeployed = true
 	return res, nil
+}
+
+// deleteCreated deletes the variables Phase 1 created, and the preview twin Coolify created
+// with each (it holds this run's value), unless a preview row of that key was there before.
+func (x *execution) deleteCreated(ctx context.Context, ref coolify.ResourceRef, created []prevEnv) error {
+	if len(created) == 0 {
+		return nil
+	}
+	all, err := x.cl.ListAllEnvs(ctx, ref)
+	if err != nil {
+		return err
+	}
+	for _, c := range all {
+		i := slices.IndexFunc(created, func(p prevEnv) bool { return p.key == c.Key })
+		if i < 0 || c.UUID == "" || (c.IsPreview && created[i].previewExisted) {
+			continue
+		}
+		if err := x.cl.DeleteEnv(ctx, ref, c.UUID); err != nil && !errors.Is(err, coolify.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
@@ -19,16 +20,27 @@ import (
 type snapshot struct {
 	ref  coolify.ResourceRef
 	envs []prevEnv
-	// tag is the image tag before the write; tagChanged says whether the tag was written.
+	// tag is the image tag before the write; tagChanged says whether the tag was to be written.
 	tag        string
 	tagChanged bool
+	// envsWritten and tagWritten say whether the env write and the tag write may have reached
+	// Coolify: set before each call, cleared when its error proves it was not applied
+	// (coolify.NotApplied). Restore puts back only what may have been written.
+	envsWritten, tagWritten bool
 }
+
+// written reports whether anything may have been written.
+func (s *snapshot) written() bool { return s.envsWritten || s.tagWritten }
 
 // prevEnv is one variable before Phase 1 wrote it.
 type prevEnv struct {
 	key     string
 	existed bool
 	prev    coolify.EnvVar // when existed
+	// previewExisted: an application's preview row of the key was there before (so a restore
+	// that deletes a created variable leaves it alone; otherwise Coolify created it as the
+	// variable's twin).
+	previewExisted bool
 }
 
 // ErrVerify: a value read back after a write differs from what was written.
@@ -41,9 +53,17 @@ func refOf(s config.Service) coolify.ResourceRef {
 	return coolify.AppRef(s.UUID)
 }
 
-// desiredEnvs resolves the service's env vars (secrets included) into what Coolify should
-// hold. Values live only in the returned slice.
-func (x *execution) desiredEnvs(ctx context.Context, s config.Service) ([]coolify.EnvVar, error) {
+// wantEnv is one env entry of the pipeline with its value resolved: the value, and the flags
+// and comment the entry mentions (nil: keep the current one, or Coolify's default for a new
+// variable). The value lives only here, for the run's lifetime.
+type wantEnv struct {
+	key   string
+	value string
+	entry config.EnvVar // for the flags and comment
+}
+
+// desiredEnvs resolves the service's env entries (secrets included).
+func (x *execution) desiredEnvs(ctx context.Context, s config.Service) ([]wantEnv, error) {
 	var refs []secrets.Ref
 	for _, e := range s.Env {
 		if e.Secret != nil {
@@ -57,44 +77,83 @@ func (x *execution) desiredEnvs(ctx context.Context, s config.Service) ([]coolif
 			return nil, fmt.Errorf("secrets of %s: %w", s.Name, err)
 		}
 	}
-	out := make([]coolify.EnvVar, 0, len(s.Env))
+	out := make([]wantEnv, 0, len(s.Env))
 	for _, e := range s.Env {
 		v := e.Value.Reveal()
 		if e.Secret != nil {
 			v, _ = vals.Get(secrets.Ref{Source: e.Secret.Source, Key: e.Secret.Key})
 		}
-		ev := coolify.EnvVar{Key: e.Key, Value: v, IsLiteral: e.IsLiteral, IsMultiline: e.IsMultiline,
-			IsShownOnce: e.IsShownOnce, Comment: e.Comment}
-		if s.Kind != config.KindService {
-			ev.IsBuildtime, ev.IsRuntime = e.IsBuildtime, e.IsRuntime
-		}
-		out = append(out, ev)
+		out = append(out, wantEnv{key: e.Key, value: v, entry: e})
 	}
 	return out, nil
 }
 
-// envDiff compares desired variables with the current ones: the variables to write, and for
-// each the state before. A variable whose value the token can't read is always written (its
-// value can't be compared).
-func envDiff(kind config.ServiceKind, current, desired []coolify.EnvVar) (writes []coolify.EnvVar, prev []prevEnv) {
+// envFlag is one boolean flag of an env var: its name, where the pipeline entry says it, and
+// where an EnvVar holds it.
+type envFlag struct {
+	name    string
+	entry   func(config.EnvVar) *bool
+	current func(*coolify.EnvVar) *bool
+	appOnly bool // services take no build/runtime flags
+}
+
+var envFlags = []envFlag{
+	{"is_buildtime", func(e config.EnvVar) *bool { return e.IsBuildtime }, func(v *coolify.EnvVar) *bool { return &v.IsBuildtime }, true},
+	{"is_runtime", func(e config.EnvVar) *bool { return e.IsRuntime }, func(v *coolify.EnvVar) *bool { return &v.IsRuntime }, true},
+	{"is_literal", func(e config.EnvVar) *bool { return e.IsLiteral }, func(v *coolify.EnvVar) *bool { return &v.IsLiteral }, false},
+	{"is_multiline", func(e config.EnvVar) *bool { return e.IsMultiline }, func(v *coolify.EnvVar) *bool { return &v.IsMultiline }, false},
+	{"is_shown_once", func(e config.EnvVar) *bool { return e.IsShownOnce }, func(v *coolify.EnvVar) *bool { return &v.IsShownOnce }, false},
+}
+
+// envDiff compares the wanted variables with the current ones. For each variable that needs a
+// write it returns what to write (the current variable with the value and the flags and comment
+// the entry mentions; for a new one Coolify's defaults instead of the current state), the state
+// before, and the change by name. A variable whose current value the token can't read is always
+// written (its value can't be compared).
+func envDiff(kind config.ServiceKind, current []coolify.EnvVar, desired []wantEnv) (writes []coolify.EnvVar, prev []prevEnv, changes []runs.EnvChange) {
 	for _, d := range desired {
-		i := slices.IndexFunc(current, func(c coolify.EnvVar) bool { return c.Key == d.Key && !c.IsPreview })
+		i := slices.IndexFunc(current, func(c coolify.EnvVar) bool { return c.Key == d.key && !c.IsPreview })
+		var base coolify.EnvVar
+		ch := runs.EnvChange{Key: d.key, Action: runs.EnvUpdate}
 		if i < 0 {
-			writes = append(writes, d)
-			prev = append(prev, prevEnv{key: d.Key})
+			base = coolify.NewEnvVar(d.key, "")
+			ch.Action = runs.EnvCreate
+		} else {
+			base = current[i]
+			ch.ValueUnknown = base.ValueHidden()
+			ch.ValueChanged = !base.ValueHidden() && base.Value != d.value
+		}
+		w := base.WithValue(d.value)
+		w.UUID, w.IsShared = "", false
+		for _, f := range envFlags {
+			if f.appOnly && kind == config.KindService {
+				continue
+			}
+			want := f.entry(d.entry)
+			if want == nil {
+				continue
+			}
+			if cur := f.current(&w); *cur != *want {
+				ch.Flags = append(ch.Flags, runs.FlagChange{Name: f.name, Old: *cur, New: *want})
+				*cur = *want
+			}
+		}
+		if c := d.entry.Comment; c != nil && *c != w.Comment {
+			ch.Comment = &runs.CommentChange{Old: w.Comment, New: *c}
+			w.Comment = *c
+		}
+		if ch.Action == runs.EnvUpdate && !ch.ValueChanged && !ch.ValueUnknown && len(ch.Flags) == 0 && ch.Comment == nil {
 			continue
 		}
-		c := current[i]
-		if kind == config.KindService { // services take no preview/build/runtime flags
-			c.IsBuildtime, c.IsRuntime = false, false
+		writes = append(writes, w)
+		changes = append(changes, ch)
+		if i < 0 {
+			prev = append(prev, prevEnv{key: d.key})
+		} else {
+			prev = append(prev, prevEnv{key: d.key, existed: true, prev: current[i]})
 		}
-		if c.SameAs(d) {
-			continue
-		}
-		writes = append(writes, d)
-		prev = append(prev, prevEnv{key: d.Key, existed: true, prev: current[i]})
 	}
-	return writes, prev
+	return writes, prev, changes
 }
 
 // syncService is Phase 1 for one service: under coolify:<uuid>, snapshot, write what
@@ -150,11 +209,15 @@ func (x *execution) sync(ctx context.Context, st *svcState) (runs.Changes, error
 	if err != nil {
 		return changes, err
 	}
-	current, err := x.cl.ListEnvs(ctx, ref)
+	all, err := x.cl.ListAllEnvs(ctx, ref)
 	if err != nil {
 		return changes, err
 	}
-	writes, prev := envDiff(s.Kind, current, desired)
+	current := slices.DeleteFunc(slices.Clone(all), func(e coolify.EnvVar) bool { return e.IsPreview })
+	writes, prev, envChanges := envDiff(s.Kind, current, desired)
+	for i := range prev {
+		prev[i].previewExisted = slices.ContainsFunc(all, func(e coolify.EnvVar) bool { return e.IsPreview && e.Key == prev[i].key })
+	}
 
 	var oldTag string
 	tagChange := false
@@ -181,16 +244,18 @@ func (x *execution) sync(ctx context.Context, st *svcState) (runs.Changes, error
 	st.snap = &snapshot{ref: ref, envs: prev, tag: oldTag, tagChanged: tagChange}
 
 	if len(writes) > 0 {
+		st.snap.envsWritten = true
 		if err := x.cl.UpsertEnvs(ctx, ref, writes); err != nil {
+			st.snap.envsWritten = !coolify.NotApplied(err)
 			return changes, err
 		}
-		for _, w := range writes {
-			changes.EnvKeys = append(changes.EnvKeys, w.Key)
-		}
-		slices.Sort(changes.EnvKeys)
+		changes.Env = envChanges
+		slices.SortFunc(changes.Env, func(a, b runs.EnvChange) int { return strings.Compare(a.Key, b.Key) })
 	}
 	if tagChange {
+		st.snap.tagWritten = true
 		if err := x.cl.SetImageTag(ctx, s.UUID, s.ImageTag); err != nil {
+			st.snap.tagWritten = !coolify.NotApplied(err)
 			return changes, err
 		}
 		changes.ImageTag = &runs.TagChange{Old: oldTag, New: s.ImageTag}
@@ -198,7 +263,8 @@ func (x *execution) sync(ctx context.Context, st *svcState) (runs.Changes, error
 	return changes, x.verify(ctx, st, writes)
 }
 
-// verify reads the service back and checks that it carries what was written.
+// verify reads the service back and checks that it carries what was written. A variable whose
+// value the token can't read is checked on its flags and comment only.
 func (x *execution) verify(ctx context.Context, st *svcState, writes []coolify.EnvVar) error {
 	s := st.svc
 	if len(writes) > 0 {
@@ -206,16 +272,26 @@ func (x *execution) verify(ctx context.Context, st *svcState, writes []coolify.E
 		if err != nil {
 			return fmt.Errorf("read back: %w", err)
 		}
-		if again, _ := envDiff(s.Kind, current, writes); len(again) > 0 {
-			var keys []string
-			for _, a := range again {
-				if !hiddenIn(current, a.Key) {
-					keys = append(keys, a.Key)
-				}
+		var keys []string
+		for _, w := range writes {
+			i := slices.IndexFunc(current, func(c coolify.EnvVar) bool { return c.Key == w.Key && !c.IsPreview })
+			if i < 0 {
+				keys = append(keys, w.Key)
+				continue
 			}
-			if len(keys) > 0 {
-				return fmt.Errorf("%w: env %v of %s", ErrVerify, keys, s.Name)
+			c := current[i]
+			if c.ValueHidden() {
+				c = c.WithValue(w.Value)
 			}
+			if s.Kind == config.KindService { // services take no build/runtime flags
+				c.IsBuildtime, c.IsRuntime = w.IsBuildtime, w.IsRuntime
+			}
+			if !c.SameAs(w) {
+				keys = append(keys, w.Key)
+			}
+		}
+		if len(keys) > 0 {
+			return fmt.Errorf("%w: env %v of %s", ErrVerify, keys, s.Name)
 		}
 	}
 	if st.snap != nil && st.snap.tagChanged {
@@ -230,17 +306,6 @@ func (x *execution) verify(ctx context.Context, st *svcState, writes []coolify.E
 	return nil
 }
 
-// hiddenIn reports whether the current variable key has a value the token can't read (then
-// only its flags could be compared, and a value difference is not a verify failure).
-func hiddenIn(current []coolify.EnvVar, key string) bool {
-	for _, c := range current {
-		if c.Key == key && !c.IsPreview {
-			return c.ValueHidden()
-		}
-	}
-	return false
-}
-
 func (x *execution) failStep(phase runs.Phase, name string, err error) {
 	x.setStep(phase, name, func(step *runs.Step) {
 		step.Status, step.EndedAt, step.Error = runs.StepFailed, time.Now().UTC(), err.Error()
@@ -251,15 +316,5 @@ func describeChanges(c runs.Changes) string {
 	if c.Empty() {
 		return "already up to date"
 	}
-	msg := ""
-	if len(c.EnvKeys) > 0 {
-		msg = fmt.Sprintf("env %v", c.EnvKeys)
-	}
-	if c.ImageTag != nil {
-		if msg != "" {
-			msg += ", "
-		}
-		msg += fmt.Sprintf("image tag %q → %q", c.ImageTag.Old, c.ImageTag.New)
-	}
-	return msg
+	return c.String()
 }

@@ -10,12 +10,15 @@
 // conformance suite both pass. Follow, written once above the backends, replays a run's
 // events and then follows new ones live (for the SSE endpoint and the CLI).
 //
-// Nothing here ever holds a secret: a Step records the keys of the env vars it wrote and the
-// old and new image tag, never values.
+// Nothing here ever holds a secret: a Step records the keys of the env vars it wrote (with the
+// flags and comment it changed, and whether the value changed) and the old and new image tag,
+// never values.
 package runs
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -161,8 +164,9 @@ type Step struct {
 
 // Changes records what a step changed, by name only.
 type Changes struct {
-	// EnvKeys are the keys of the env vars written (added or changed), sorted. Never values.
-	EnvKeys []string `json:"env_keys,omitempty"`
+	// Env are the env vars written (created or changed), sorted by key: for each, which flags
+	// and whether the comment and the value changed. Never values.
+	Env []EnvChange `json:"env,omitempty"`
 	// ImageTag is the image tag change, nil when the tag was already right.
 	ImageTag *TagChange `json:"image_tag,omitempty"`
 	// Fields are the fields of a mobile feature's JSON document that changed.
@@ -171,10 +175,112 @@ type Changes struct {
 
 // Empty reports whether nothing was changed.
 func (c Changes) Empty() bool {
-	return len(c.EnvKeys) == 0 && c.ImageTag == nil && len(c.Fields) == 0
+	return len(c.Env) == 0 && c.ImageTag == nil && len(c.Fields) == 0
 }
 
-// TagChange is an image tag going from Old to New.
+// String lists the changes for people: `tag v1 → v2; env: A created, B (value, is_literal true → false); fields: x`.
+// It never holds a value. Empty changes give "".
+func (c Changes) String() string {
+	var parts []string
+	if t := c.ImageTag; t != nil {
+		parts = append(parts, "tag "+orNone(t.Old)+" → "+orNone(t.New))
+	}
+	if len(c.Env) > 0 {
+		env := make([]string, len(c.Env))
+		for i, e := range c.Env {
+			env[i] = e.String()
+		}
+		parts = append(parts, "env: "+strings.Join(env, ", "))
+	}
+	if len(c.Fields) > 0 {
+		parts = append(parts, "fields: "+strings.Join(c.Fields, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// Env change actions.
+const (
+	EnvCreate    = "create"
+	EnvUpdate    = "update"
+	EnvUnchanged = "unchanged" // only in plans
+)
+
+// EnvChange is what a write did (or a plan would do) to one env var: its key, the action, and
+// for an update which of the value, flags and comment change. The value itself is never kept.
+type EnvChange struct {
+	Key    string `json:"key"`
+	Action string `json:"action"`
+	// ValueChanged: the value differs from the current one (update only).
+	ValueChanged bool `json:"value_changed,omitempty"`
+	// ValueUnknown: the current value is hidden (is_shown_once), so it is written whether or
+	// not it differs.
+	ValueUnknown bool `json:"value_unknown,omitempty"`
+	// Flags are the flags that change: for a create, those set unlike Coolify's defaults for a
+	// new variable.
+	Flags []FlagChange `json:"flags,omitempty"`
+	// Comment is the comment change, nil when it stays.
+	Comment *CommentChange `json:"comment,omitempty"`
+}
+
+// FlagChange is one boolean flag of an env var (is_buildtime, is_runtime, is_literal,
+// is_multiline, is_shown_once) going from Old to New.
+type FlagChange struct {
+	Name string `json:"name"`
+	Old  bool   `json:"old"`
+	New  bool   `json:"new"`
+}
+
+// CommentChange is an env var's comment going from Old to New.
+type CommentChange struct {
+	Old string `json:"old"`
+	New string `json:"new"`
+}
+
+// String is `KEY created`, `KEY created (is_buildtime false)`, `KEY (value, is_literal true → false,
+// comment "a" → "b")` or `KEY unchanged`.
+func (e EnvChange) String() string {
+	var what []string
+	switch {
+	case e.ValueUnknown:
+		what = append(what, "value (current one hidden)")
+	case e.ValueChanged:
+		what = append(what, "value")
+	}
+	for _, f := range e.Flags {
+		if e.Action == EnvCreate {
+			what = append(what, fmt.Sprintf("%s %t", f.Name, f.New))
+		} else {
+			what = append(what, fmt.Sprintf("%s %t → %t", f.Name, f.Old, f.New))
+		}
+	}
+	if c := e.Comment; c != nil {
+		if e.Action == EnvCreate {
+			what = append(what, fmt.Sprintf("comment %q", c.New))
+		} else {
+			what = append(what, fmt.Sprintf("comment %q → %q", c.Old, c.New))
+		}
+	}
+	head := e.Key
+	switch e.Action {
+	case EnvCreate:
+		head += " created"
+	case EnvUnchanged:
+		return e.Key + " unchanged"
+	}
+	if len(what) == 0 {
+		return head
+	}
+	return head + " (" + strings.Join(what, ", ") + ")"
+}
+
+// TagChange is an image tag going from Old to New ("" for none).
 type TagChange struct {
 	Old string `json:"old"`
 	New string `json:"new"`
@@ -224,7 +330,7 @@ func (r Run) Clone() Run {
 	if r.Steps != nil {
 		c.Steps = make([]Step, len(r.Steps))
 		for i, s := range r.Steps {
-			s.Changes.EnvKeys = slices.Clone(s.Changes.EnvKeys)
+			s.Changes.Env = cloneEnvChanges(s.Changes.Env)
 			s.Changes.Fields = slices.Clone(s.Changes.Fields)
 			if s.Changes.ImageTag != nil {
 				t := *s.Changes.ImageTag
@@ -234,4 +340,20 @@ func (r Run) Clone() Run {
 		}
 	}
 	return c
+}
+
+func cloneEnvChanges(in []EnvChange) []EnvChange {
+	if in == nil {
+		return nil
+	}
+	out := make([]EnvChange, len(in))
+	for i, e := range in {
+		e.Flags = slices.Clone(e.Flags)
+		if e.Comment != nil {
+			c := *e.Comment
+			e.Comment = &c
+		}
+		out[i] = e
+	}
+	return out
 }

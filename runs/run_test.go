@@ -98,21 +98,46 @@ func TestClone(t *testing.T) {
 		Trigger:   runs.Trigger{Params: map[string]string{"a": "1"}},
 		HeldLocks: []string{"coolify:phase1"},
 		Steps: []runs.Step{{Name: "api", Changes: runs.Changes{
-			EnvKeys: []string{"K"}, Fields: []string{"f"}, ImageTag: &runs.TagChange{Old: "1", New: "2"},
+			Env:    []runs.EnvChange{{Key: "K", Action: runs.EnvUpdate, Flags: []runs.FlagChange{{Name: "is_literal", New: true}}, Comment: &runs.CommentChange{New: "c"}}},
+			Fields: []string{"f"}, ImageTag: &runs.TagChange{Old: "1", New: "2"},
 		}}},
 	}
 	c := r.Clone()
 	c.Trigger.Params["a"] = "2"
 	c.HeldLocks[0] = "x"
 	c.Steps[0].Name = "web"
-	c.Steps[0].Changes.EnvKeys[0] = "X"
+	c.Steps[0].Changes.Env[0].Key = "X"
+	c.Steps[0].Changes.Env[0].Flags[0].Name = "x"
+	c.Steps[0].Changes.Env[0].Comment.New = "x"
 	c.Steps[0].Changes.Fields[0] = "x"
 	c.Steps[0].Changes.ImageTag.New = "3"
 	if r.Trigger.Params["a"] != "1" || r.HeldLocks[0] != "coolify:phase1" || r.Steps[0].Name != "api" ||
-		r.Steps[0].Changes.EnvKeys[0] != "K" || r.Steps[0].Changes.Fields[0] != "f" || r.Steps[0].Changes.ImageTag.New != "2" {
+		r.Steps[0].Changes.Env[0].Key != "K" || r.Steps[0].Changes.Env[0].Flags[0].Name != "is_literal" ||
+		r.Steps[0].Changes.Env[0].Comment.New != "c" || r.Steps[0].Changes.Fields[0] != "f" || r.Steps[0].Changes.ImageTag.New != "2" {
 		t.Errorf("changing a clone changed the original: %+v", r)
 	}
 	if !(runs.Changes{}).Empty() || c.Steps[0].Changes.Empty() {
 		t.Error("Changes.Empty is wrong")
+	}
+}
+
+func TestChangesString(t *testing.T) {
+	c := runs.Changes{
+		ImageTag: &runs.TagChange{Old: "", New: "v2"},
+		Env: []runs.EnvChange{
+			{Key: "A", Action: runs.EnvCreate, Flags: []runs.FlagChange{{Name: "is_buildtime", Old: true, New: false}}},
+			{Key: "B", Action: runs.EnvUpdate, ValueChanged: true,
+				Flags:   []runs.FlagChange{{Name: "is_literal", Old: true, New: false}},
+				Comment: &runs.CommentChange{Old: "set by ops", New: ""}},
+			{Key: "C", Action: runs.EnvUpdate, ValueUnknown: true},
+		},
+		Fields: []string{"ios.min"},
+	}
+	want := `tag (none) → v2; env: A created (is_buildtime false), B (value, is_literal true → false, comment "set by ops" → ""), C (value (current one hidden)); fields: ios.min`
+	if got := c.String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if got := (runs.Changes{}).String(); got != "" {
+		t.Errorf("empty changes: got %q", got)
 	}
 }

@@ -147,8 +147,9 @@ func cmdRun(ctx context.Context, c *cli, args []string) error {
 
 func cmdPlan(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("plan", "PIPELINE [--image-tag T] [--build B] [--json]",
-		"Shows what a run of PIPELINE with these parameters would change in Coolify (env keys and\n"+
-			"image tags; values are never shown), which locks it would take and who holds them now.\n"+
+		"Shows what a run of PIPELINE with these parameters would change in Coolify (env vars with\n"+
+			"every flag and comment change, and image tags; values are never shown), which locks it\n"+
+			"would take and who holds them now, and warns about abilities the Coolify token lacks.\n"+
 			"Nothing is written and no lock is taken.")
 	asJSON := fs.Bool("json", false, "print JSON")
 	lc := addLocalFlags(c, fs)
@@ -180,6 +181,12 @@ func cmdPlan(ctx context.Context, c *cli, args []string) error {
 
 func printPlan(w io.Writer, p *phases.Plan) {
 	fmt.Fprintf(w, "Plan for %s\n\n", p.Pipeline)
+	for _, warn := range p.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", warn)
+	}
+	if len(p.Warnings) > 0 {
+		fmt.Fprintln(w)
+	}
 	for _, s := range p.Services {
 		fmt.Fprintf(w, "%s (%s %s)\n", s.Name, s.Kind, s.UUID)
 		if s.Error != "" {
@@ -190,7 +197,7 @@ func printPlan(w io.Writer, p *phases.Plan) {
 			fmt.Fprintf(w, "  image tag  %s → %s\n", orDefault(s.ImageTag.Old, "(none)"), s.ImageTag.New)
 		}
 		for _, e := range s.Env {
-			fmt.Fprintf(w, "  env %-10s %s\n", e.Action, e.Key)
+			fmt.Fprintf(w, "  env %-10s %s\n", e.Action, e.String())
 		}
 	}
 	for _, m := range p.Mobile {

@@ -78,7 +78,7 @@ func (f *Fake) listApplications(c *reqCtx) response {
 	out := []map[string]any{}
 	for _, a := range f.sortedApps() {
 		if tag == "" || hasTag(a.Tags, tag) {
-			out = append(out, f.appJSON(a))
+			out = append(out, withSensitive(f.appJSON(a), c.sensitive, appSensitiveFields))
 		}
 	}
 	return jsonResponse(http.StatusOK, out)
@@ -107,7 +107,25 @@ func (f *Fake) getApplication(c *reqCtx) response {
 	if a == nil {
 		return jsonError(http.StatusNotFound, "Application not found.")
 	}
-	return jsonResponse(http.StatusOK, f.appJSON(a))
+	return jsonResponse(http.StatusOK, withSensitive(f.appJSON(a), c.sensitive, appSensitiveFields))
+}
+
+// Fields Coolify's models hide ($hidden) and its API shows only to a token that may read
+// secrets (read:sensitive or root, held by a team admin/owner); otherwise the keys are absent.
+var (
+	appSensitiveFields = map[string]any{"http_basic_auth_password": nil, "manual_webhook_secret_github": nil,
+		"manual_webhook_secret_gitlab": nil, "manual_webhook_secret_bitbucket": nil, "manual_webhook_secret_gitea": nil,
+		"dockerfile": nil, "docker_compose": nil, "docker_compose_raw": nil, "custom_labels": nil}
+	serviceSensitiveFields = map[string]any{"docker_compose": "services: {}\n", "docker_compose_raw": "services: {}\n"}
+)
+
+func withSensitive(m map[string]any, sensitive bool, fields map[string]any) map[string]any {
+	if sensitive {
+		for k, v := range fields {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 // appPatchFields are the keys PATCH /applications/{uuid} accepts; any other key is a 422.
@@ -334,7 +352,7 @@ func (f *Fake) serviceJSON(s *service) map[string]any {
 	}
 }
 
-func (f *Fake) listServices(*reqCtx) response {
+func (f *Fake) listServices(c *reqCtx) response {
 	var all []*service
 	for _, s := range f.services {
 		all = append(all, s)
@@ -342,7 +360,7 @@ func (f *Fake) listServices(*reqCtx) response {
 	sort.Slice(all, func(i, j int) bool { return all[i].ID < all[j].ID })
 	out := []map[string]any{}
 	for _, s := range all {
-		out = append(out, f.serviceJSON(s))
+		out = append(out, withSensitive(f.serviceJSON(s), c.sensitive, serviceSensitiveFields))
 	}
 	return jsonResponse(http.StatusOK, out)
 }
@@ -352,7 +370,7 @@ func (f *Fake) getService(c *reqCtx) response {
 	if s == nil {
 		return jsonError(http.StatusNotFound, "Service not found.")
 	}
-	return jsonResponse(http.StatusOK, f.serviceJSON(s))
+	return jsonResponse(http.StatusOK, withSensitive(f.serviceJSON(s), c.sensitive, serviceSensitiveFields))
 }
 
 func (f *Fake) startServiceLocked(s *service) {

@@ -49,11 +49,13 @@ func (f *Fake) routes() {
 	f.handle("POST", "/deployments/{uuid}/cancel", AbilityDeploy, f.cancelDeployment)
 	f.handle("GET", "/deployments/applications/{uuid}", AbilityRead, f.listAppDeployments)
 
-	// Action routes answered GET until v4.2.0; now 405 with a hint.
+	// Action routes answered GET until v4.2.0; now 405 with a hint, past the ability check of
+	// the POST (so a GET tells whether the token has it without acting).
 	for _, p := range []string{"/deploy", "/applications/{uuid}/start", "/applications/{uuid}/restart",
 		"/applications/{uuid}/stop", "/services/{uuid}/start", "/services/{uuid}/restart", "/services/{uuid}/stop"} {
-		f.handle("GET", p, "", f.movedToPost)
+		f.handle("GET", p, AbilityDeploy, f.movedToPost)
 	}
+	f.handle("GET", "/servers/{uuid}/validate", AbilityWrite, f.movedToPost)
 
 	// Not Coolify: a stand-in for the application's own health endpoint, so a pipeline's HTTP
 	// health check can point at the fake (200 when running and healthy, else 503).

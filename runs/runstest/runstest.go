@@ -103,7 +103,10 @@ func sample(pipeline string) runs.Run {
 			StartedAt: t0, EndedAt: t0.Add(1500 * time.Millisecond),
 			LockKey: "coolify:u-api", LockWait: 250 * time.Millisecond, Fence: 42,
 			Changes: runs.Changes{
-				EnvKeys:  []string{"DATABASE_URL", "FEATURE_X"},
+				Env: []runs.EnvChange{{Key: "DATABASE_URL", Action: runs.EnvCreate},
+					{Key: "FEATURE_X", Action: runs.EnvUpdate, ValueChanged: true,
+						Flags:   []runs.FlagChange{{Name: "is_literal", Old: true, New: false}},
+						Comment: &runs.CommentChange{Old: "a", New: "b"}}},
 				ImageTag: &runs.TagChange{Old: "v1.2.2", New: "v1.2.3"},
 			},
 		}, {
@@ -179,7 +182,8 @@ func testCreateGet(t *testing.T, open Opener) {
 
 	// The store keeps no alias of the caller's maps and slices.
 	in.Trigger.Params["region"] = "us"
-	in.Steps[0].Changes.EnvKeys[0] = "CHANGED"
+	in.Steps[0].Changes.Env[0].Key = "CHANGED"
+	in.Steps[0].Changes.Env[1].Flags[0].Name = "CHANGED"
 	got, err = s.Get(ctx, r.ID)
 	if err != nil {
 		t.Fatalf("Get: %v", err)

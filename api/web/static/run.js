@@ -17,11 +17,28 @@
     if (s.error) return s.error;
     if (s.status === "waiting_lock" && s.lock_key) return "waiting for " + s.lock_key;
     var parts = [], c = s.changes || {};
-    if (c.image_tag) parts.push("tag " + c.image_tag.old + " → " + c.image_tag["new"]);
-    if (c.env_keys && c.env_keys.length) parts.push("env: " + c.env_keys.join(", "));
+    if (c.image_tag) parts.push("tag " + (c.image_tag.old || "(none)") + " → " + (c.image_tag["new"] || "(none)"));
+    if (c.env && c.env.length) parts.push("env: " + c.env.map(envChange).join(", "));
     if (c.fields && c.fields.length) parts.push("fields: " + c.fields.join(", "));
     if (s.deployment_uuid) parts.push("deployment " + s.deployment_uuid);
     return parts.join("; ");
+  }
+  // envChange mirrors runs.EnvChange.String: which flags, comment and whether the value
+  // changed, never the value.
+  function envChange(e) {
+    var what = [], create = e.action === "create";
+    if (e.action === "unchanged") return e.key + " unchanged";
+    if (e.value_unknown) what.push("value (current one hidden)");
+    else if (e.value_changed) what.push("value");
+    (e.flags || []).forEach(function (f) {
+      what.push(create ? f.name + " " + f["new"] : f.name + " " + f.old + " → " + f["new"]);
+    });
+    if (e.comment) {
+      what.push(create ? "comment " + JSON.stringify(e.comment["new"])
+        : "comment " + JSON.stringify(e.comment.old) + " → " + JSON.stringify(e.comment["new"]));
+    }
+    var head = e.key + (create ? " created" : "");
+    return what.length ? head + " (" + what.join(", ") + ")" : head;
   }
   function badge(status) {
     var b = document.createElement("span");
