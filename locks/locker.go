@@ -486,6 +486,13 @@ func (l *Locker) try(ctx context.Context, r Request, owner, ticket, token string
 		return nil, err
 	}
 	info.Token = token
+	if !time.Now().Before(localDeadline(sent, r.TTL)) {
+		// The answer came after the lease must be presumed expired (a stalled backend or
+		// network): someone else may hold the key by now. Never believe a late grant: give the
+		// token back and count the try as held, so the attempt tries again.
+		l.bestEffort(ctx, func(c context.Context) error { return l.d.Release(c, r.Key, token) })
+		return nil, &HeldError{Key: r.Key, Reason: ErrHeld}
+	}
 	return l.start(info, owner, r.TTL, sent, time.Since(start))
 }
 

@@ -70,6 +70,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) locks.Driver) {
 		{"Audit", s.audit},
 		{"ListAndGet", s.listAndGet},
 		{"Namespaces", s.namespaces},
+		{"LateGrantNotBelieved", s.lateGrantNotBelieved},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.f)
@@ -924,4 +925,44 @@ func (s *suite) namespaces(t *testing.T) {
 	}
 	le := mustAcquire(t, e.l, mob) // owner "p#1" from the holder
 	mustRelease(t, le)
+}
+
+// slowGrants answers the first TryAcquire that the backend granted only after delay: the
+// grant arrives after the lease it names must be presumed expired.
+type slowGrants struct {
+	locks.Driver
+	delay time.Duration
+	once  sync.Once
+	late  atomic.Int64 // fence of the late grant
+}
+
+func (d *slowGrants) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, error) {
+	info, err := d.Driver.TryAcquire(ctx, g)
+	if err == nil {
+		d.once.Do(func() {
+			d.late.Store(info.Fence)
+			time.Sleep(d.delay)
+		})
+	}
+	return info, err
+}
+
+// lateGrantNotBelieved: a grant that arrives after the lease's local deadline (send time +
+// TTL - margin) is not handed out; the token is given back and the Locker tries again.
+func (s *suite) lateGrantNotBelieved(t *testing.T) {
+	d := &slowGrants{Driver: s.newDriver(t), delay: 300 * time.Millisecond}
+	l := locks.New(d, locks.Options{PollInterval: 20 * time.Millisecond, LockDelay: time.Millisecond})
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("close locker: %v", err)
+		}
+	})
+	le := mustAcquire(t, l, locks.Request{Key: "k:late", Holder: "a", TTL: 100 * time.Millisecond, Budget: quick})
+	defer mustRelease(t, le)
+	if late := d.late.Load(); late == 0 || le.Fence() <= late {
+		t.Fatalf("lease has fence %d, the late grant had %d: the late grant was believed", le.Fence(), late)
+	}
+	if err := le.Err(); err != nil {
+		t.Fatalf("the lease granted after the late one is not live: %v", err)
+	}
 }
