@@ -43,7 +43,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -113,9 +112,6 @@ type Client struct {
 	metrics   MetricsFunc
 	retry     RetryPolicy
 	poll      time.Duration
-	// appIDs maps an application's uuid to its numeric id, learned from reads (an id never
-	// changes), so ActiveDeployments needs no read of its own for an application just read.
-	appIDs sync.Map
 }
 
 // Option configures a [Client].
