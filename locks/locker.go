@@ -649,6 +649,16 @@ func (l *Locker) Unfreeze(ctx context.Context, key, by, reason string) error {
 	return l.d.Unfreeze(ctx, key, by, reason)
 }
 
+// Record appends an audit entry (Action, Key, By and Reason required) for an action taken
+// outside the lock backend, such as canceling another run's deployment or taking over a dead
+// daemon's runs.
+func (l *Locker) Record(ctx context.Context, e AuditEntry) error {
+	if e.Action == "" || e.Key == "" || e.By == "" || e.Reason == "" {
+		return fmt.Errorf("record audit entry %q on %q: %w: action, key, by and reason are required", e.Action, e.Key, ErrInvalid)
+	}
+	return l.d.Record(ctx, e)
+}
+
 // Audit returns operator actions, newest first, at most limit (0 for all kept).
 func (l *Locker) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
 	return l.d.Audit(ctx, limit)

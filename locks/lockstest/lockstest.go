@@ -71,6 +71,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) locks.Driver) {
 		{"ListAndGet", s.listAndGet},
 		{"Namespaces", s.namespaces},
 		{"LateGrantNotBelieved", s.lateGrantNotBelieved},
+		{"Record", s.record},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.f)
@@ -964,5 +965,33 @@ func (s *suite) lateGrantNotBelieved(t *testing.T) {
 	}
 	if err := le.Err(); err != nil {
 		t.Fatalf("the lease granted after the late one is not live: %v", err)
+	}
+}
+
+// record: an action taken outside the backend is appended to the audit log, newest first
+// with the operator actions; a malformed one is refused.
+func (s *suite) record(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	if err := e.l.Record(ctx, locks.AuditEntry{Action: "cancel_deployment", Key: "test:rec", By: "daemon-b"}); !errors.Is(err, locks.ErrInvalid) {
+		t.Fatalf("entry without a reason: got %v, want ErrInvalid", err)
+	}
+	if _, err := e.l.Freeze(ctx, locks.FreezeRequest{Key: "test:rec", Message: "hold on", By: "bob", Until: time.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.l.Record(ctx, locks.AuditEntry{Action: "cancel_deployment", Key: "test:rec", By: "daemon-b", Reason: "deployment d1 of a dead daemon's run"}); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := e.l.Audit(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 {
+		t.Fatalf("audit: got %+v, want the freeze and the recorded entry", entries)
+	}
+	got := entries[0]
+	if got.Action != "cancel_deployment" || got.Key != "test:rec" || got.By != "daemon-b" || got.Reason != "deployment d1 of a dead daemon's run" ||
+		got.At.IsZero() || time.Since(got.At) > time.Minute {
+		t.Errorf("recorded entry: got %+v", got)
 	}
 }
