@@ -504,6 +504,57 @@ func (s *Store) listen(ctx context.Context) error {
 	return nil
 }
 
+// Unfinished implements runs.Store: an owner's from its set of unfinished runs, every
+// owner's from the status index.
+func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error) {
+	op := fmt.Sprintf("unfinished runs of %q", owner)
+	if err := s.open(op); err != nil {
+		return nil, err
+	}
+	var out []runs.Run
+	if owner == "" {
+		var active []runs.Status
+		for _, st := range runs.Statuses {
+			if !st.Terminal() {
+				active = append(active, st)
+			}
+		}
+		f := runs.Filter{Status: active, Limit: runs.MaxLimit}
+		for {
+			page, err := s.List(ctx, f)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, page.Runs...)
+			if page.Next == "" {
+				break
+			}
+			f.Cursor = page.Next
+		}
+	} else {
+		ids, err := s.rdb.SMembers(ctx, s.ownerKey(owner)).Result()
+		if err != nil {
+			return nil, storekit.Fail(op, err)
+		}
+		for _, id := range ids {
+			r, err := s.get(ctx, id)
+			if errors.Is(err, runs.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if !r.Status.Terminal() && r.Owner == owner {
+				out = append(out, r)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b runs.Run) int {
+		return strings.Compare(storekit.SortKey(a), storekit.SortKey(b))
+	})
+	return out, nil
+}
+
 // MarkInterrupted implements runs.Store. Each run is marked atomically on its own; a run
 // that ends concurrently (its daemon was not dead after all) is left as it ended.
 func (s *Store) MarkInterrupted(ctx context.Context, owner, reason string) ([]runs.Run, error) {

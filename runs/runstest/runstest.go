@@ -61,6 +61,7 @@ func Run(t *testing.T, newBackend func(tb testing.TB) Opener) {
 		{"FollowEnded", testFollowEnded},
 		{"FollowCanceled", testFollowCanceled},
 		{"MarkInterrupted", testMarkInterrupted},
+		{"Unfinished", testUnfinished},
 		{"SurvivesRestart", testSurvivesRestart},
 		{"SeenDelivery", testSeenDelivery},
 		{"SeenDeliveryConcurrent", testSeenDeliveryConcurrent},
@@ -948,6 +949,44 @@ func testMarkInterrupted(t *testing.T, open Opener) {
 	var n int
 	if err := runs.Follow(ctx, s, a1.ID, 0, func(runs.Event) error { n++; return nil }); err != nil || n != 1 {
 		t.Errorf("Follow of an interrupted run: %d events, err %v; want 1, nil", n, err)
+	}
+}
+
+func testUnfinished(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	mk := func(owner string, status runs.Status, at time.Time) runs.Run {
+		r := mustCreate(t, s, runs.Run{Pipeline: "prod", CreatedAt: at, Owner: owner})
+		return mustUpdate(t, s, r.ID, func(x *runs.Run) error { x.Status = status; return nil })
+	}
+	a1 := mk("node-a", runs.StatusPhase2, t0.Add(2*time.Second))
+	a0 := mk("node-a", runs.StatusQueued, t0.Add(time.Second))
+	mk("node-a", runs.StatusSucceeded, t0)
+	b := mk("node-b", runs.StatusPhase1, t0)
+	mk("node-b", runs.StatusInterrupted, t0.Add(time.Second))
+	ids := func(rs []runs.Run, err error) []string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	if got, want := ids(s.Unfinished(ctx, "node-a")), []string{a0.ID, a1.ID}; !slices.Equal(got, want) {
+		t.Errorf("Unfinished(node-a) = %v, want %v (oldest first)", got, want)
+	}
+	if got, want := ids(s.Unfinished(ctx, "")), []string{b.ID, a0.ID, a1.ID}; !slices.Equal(got, want) {
+		t.Errorf("Unfinished(every owner) = %v, want %v (oldest first)", got, want)
+	}
+	if got := ids(s.Unfinished(ctx, "node-c")); len(got) != 0 {
+		t.Errorf("Unfinished(node-c) = %v, want none", got)
+	}
+	mustUpdate(t, s, a1.ID, func(x *runs.Run) error { x.Status = runs.StatusInterrupted; return nil })
+	if got, want := ids(s.Unfinished(ctx, "node-a")), []string{a0.ID}; !slices.Equal(got, want) {
+		t.Errorf("Unfinished(node-a) after one ended = %v, want %v", got, want)
 	}
 }
 

@@ -537,6 +537,43 @@ func (s *Store) Subscribe(ctx context.Context, id string) (runs.Subscription, er
 	return s.hub.Subscribe(id), nil
 }
 
+// Unfinished implements runs.Store.
+func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error) {
+	op := fmt.Sprintf("unfinished runs of %q", owner)
+	if err := s.readable(op); err != nil {
+		return nil, err
+	}
+	q, args := `SELECT id, version, data FROM runs WHERE status IN (`+activeStatuses+`) ORDER BY sort_key`, []any{}
+	if owner != "" {
+		q, args = `SELECT id, version, data FROM runs WHERE owner = ? AND status IN (`+activeStatuses+`) ORDER BY sort_key`, []any{owner}
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, storekit.Fail(op, err)
+	}
+	defer rows.Close()
+	var out []runs.Run
+	for rows.Next() {
+		var (
+			id      string
+			version int64
+			data    []byte
+		)
+		if err := rows.Scan(&id, &version, &data); err != nil {
+			return nil, storekit.Fail(op, err)
+		}
+		r, err := s.decode(id, version, data)
+		if err != nil {
+			return nil, storekit.Fail(op, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, storekit.Fail(op, err)
+	}
+	return out, nil
+}
+
 // MarkInterrupted implements runs.Store, in one transaction.
 func (s *Store) MarkInterrupted(ctx context.Context, owner, reason string) ([]runs.Run, error) {
 	if owner == "" {
