@@ -678,6 +678,26 @@ func (l *Locker) Held(owner string) []string {
 	return keys
 }
 
+// ReleaseAll releases every lease owner holds, for work that ended abnormally (a recovered
+// panic) without releasing its leases, and returns their keys.
+func (l *Locker) ReleaseAll(ctx context.Context, owner string) []string {
+	l.mu.Lock()
+	var les []*Lease
+	for _, le := range l.owners[owner] {
+		if le != nil {
+			les = append(les, le)
+		}
+	}
+	l.mu.Unlock()
+	var keys []string
+	for _, le := range les {
+		_ = le.Release(ctx)
+		keys = append(keys, le.Key())
+	}
+	slices.Sort(keys)
+	return keys
+}
+
 // Ping reports whether the backend is reachable.
 func (l *Locker) Ping(ctx context.Context) error { return l.d.Ping(ctx) }
 
