@@ -134,7 +134,7 @@ func (e *Engine) takeover(ctx context.Context, owner, reason string, wait bool) 
 		if owner == e.d.Instance && e.ownerAlive(lctx, owner, r.ID) {
 			continue // executing in this life
 		}
-		done, err := e.takeOverRun(lctx, r, reason)
+		done, err := e.takeOverRun(lctx, r, reason, lease.Fence())
 		if err != nil {
 			return ended, err
 		}
@@ -156,7 +156,9 @@ func (e *Engine) takeover(ctx context.Context, owner, reason string, wait bool) 
 // takeOverRun ends one run of a dead daemon. Order matters: its deployments still running
 // are canceled before its leases are released, so the next holder of a service lock never
 // finds the dead run's deployment running.
-func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string) (*runs.Run, error) {
+// Its Coolify calls carry the run's ID and the takeover lease's fence.
+func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fence int64) (*runs.Run, error) {
+	ctx = coolify.WithTrace(ctx, r.ID, fence)
 	var cl Coolify
 	if p := e.d.Pipelines[r.Pipeline]; p != nil {
 		cl = e.coolifyFor(p)
