@@ -45,7 +45,7 @@ func (w *world) env(instance, dir string) map[string]string {
 	return map[string]string{
 		"ORCH_REDIS_URL": w.redis.URL(), "ORCH_INSTANCE": instance, "ORCH_PIPELINES_DIR": dir,
 		"ORCH_LIVENESS_TTL": "2s",
-		"ORCH_STATE_DIR": w.t.TempDir(), "COOLIFY_TOKEN": w.cf.Token,
+		"ORCH_STATE_DIR":    w.t.TempDir(), "COOLIFY_TOKEN": w.cf.Token,
 	}
 }
 
