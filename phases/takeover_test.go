@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -208,5 +209,52 @@ func TestSecondDaemonWithTheSameInstanceRefusesToStart(t *testing.T) {
 	// The first daemon still works.
 	if r := h.wait(h.submit("prod", runs.Trigger{Build: "1", ImageTag: "v2"})); r.Status != runs.StatusSucceeded {
 		t.Fatalf("run on the first daemon: %s (%s)", r.Status, r.Reason)
+	}
+}
+
+// panicky is the real client with a fault injected: SetImageTag panics.
+type panicky struct{ phases.Coolify }
+
+func (panicky) SetImageTag(context.Context, string, string) error { panic("injected fault") }
+
+// A panic in a run's goroutine ends the run as failed and releases its leases; the daemon
+// (here: the engine) goes on.
+func TestPanicInARunFailsTheRun(t *testing.T) {
+	h := newHarness(t)
+	ps := map[string]*config.Pipeline{}
+	p, err := config.LoadPipelineBytes("p.yaml", []byte(h.pipelineYAML("prod", []string{"api"}, "")), func(k string) string { return h.env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps[p.Name] = p
+	e, err := phases.New(phases.Deps{Store: h.store, Marks: h.store, Locker: h.locker, Pipelines: ps,
+		Coolify: func(url, token string) phases.Coolify {
+			return panicky{coolify.New(url, token, coolify.WithPollInterval(10*time.Millisecond))}
+		},
+		Getenv: func(k string) string { return h.env[k] }, EnvPrefix: "ORCH_SECRET_",
+		Instance: "panic-instance", LivenessTTL: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	r, _, err := e.Submit(context.Background(), "prod", runs.Trigger{Build: "1", ImageTag: "v9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Wait(context.Background(), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.store.Get(context.Background(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != runs.StatusFailed || !strings.Contains(got.Reason, "injected fault") || len(got.HeldLocks) != 0 {
+		t.Errorf("run after a panic: %s (%s), held %v; want failed naming the panic, nothing held", got.Status, got.Reason, got.HeldLocks)
+	}
+	if held, err := h.locker.List(context.Background(), "coolify:"); err != nil || len(held) != 0 {
+		t.Errorf("leases after the panic: %+v, %v; want none", held, err)
 	}
 }
