@@ -96,7 +96,7 @@ type Run struct {
 	// steps of every service, then Phase 2, then mobile.
 	Steps []Step `json:"steps"`
 	// Owner is the daemon instance executing the run (empty while nobody has claimed it).
-	// Store.MarkInterrupted finds an instance's runs by it after a restart.
+	// Store.Unfinished finds an instance's runs by it, for a takeover.
 	Owner string `json:"owner,omitempty"`
 	// HeldLocks are the lock keys the run holds right now. The engine keeps it current so
 	// that, when the daemon dies, the interrupted report says which locks were left behind.

@@ -79,15 +79,6 @@ type Store interface {
 	// Errors: ErrUnavailable.
 	Unfinished(ctx context.Context, owner string) ([]Run, error)
 
-	// MarkInterrupted ends every run of owner that has not ended: status interrupted, the
-	// given reason, EndedAt now, HeldLocks kept as they were (they are the report: which
-	// locks the run held when its daemon stopped), and a run.interrupted event whose Data
-	// names the held locks. It returns the runs it marked, oldest first. The daemon calls it
-	// on start, with its own instance ID, before executing anything.
-	//
-	// Errors: ErrInvalid (empty owner); ErrUnavailable.
-	MarkInterrupted(ctx context.Context, owner, reason string) ([]Run, error)
-
 	// SeenDelivery records a webhook delivery ID and reports whether it was already recorded
 	// within the last ttl: the first call for an ID returns false, later calls return true
 	// until ttl has passed. The check and the record are one atomic step, so two concurrent

@@ -574,63 +574,6 @@ func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error
 	return out, nil
 }
 
-// MarkInterrupted implements runs.Store, in one transaction.
-func (s *Store) MarkInterrupted(ctx context.Context, owner, reason string) ([]runs.Run, error) {
-	if owner == "" {
-		return nil, fmt.Errorf("mark interrupted: empty owner: %w", runs.ErrInvalid)
-	}
-	if reason == "" {
-		reason = storekit.DefaultInterruptReason
-	}
-	var marked []runs.Run
-	err := s.write(ctx, fmt.Sprintf("mark runs of %q interrupted", owner), func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT data FROM runs WHERE owner = ? AND status IN (`+activeStatuses+`) ORDER BY sort_key`, owner)
-		if err != nil {
-			return err
-		}
-		var todo []runs.Run
-		for rows.Next() {
-			var data []byte
-			if err := rows.Scan(&data); err != nil {
-				rows.Close()
-				return err
-			}
-			var r runs.Run
-			if err := json.Unmarshal(data, &r); err != nil {
-				rows.Close()
-				return fmt.Errorf("decode: %w", err)
-			}
-			todo = append(todo, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		now := s.now()
-		for _, r := range todo {
-			ev := storekit.Interrupt(&r, owner, reason, now)
-			r.Version++
-			evs, err := storekit.StampEvents(r.ID, []runs.Event{ev}, now)
-			if err != nil {
-				return err
-			}
-			if err := writeRun(ctx, tx, r, evs); err != nil {
-				return err
-			}
-			marked = append(marked, r)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range marked {
-		s.cache.Put(r)
-		s.hub.Notify(r.ID)
-	}
-	return marked, nil
-}
-
 // SeenDelivery implements runs.Store. Expired records are deleted on each call.
 func (s *Store) SeenDelivery(ctx context.Context, id string, ttl time.Duration) (bool, error) {
 	if id == "" || ttl <= 0 {
