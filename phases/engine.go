@@ -221,10 +221,10 @@ func (e *Engine) stopWatch() {
 		e.watchCancel()
 		<-e.watchDone
 	}
-	if e.live != nil {
+	if live := e.liveLease(); live != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), finalWriteTimeout)
 		defer cancel()
-		_ = e.live.Release(ctx)
+		_ = live.Release(ctx)
 	}
 }
 

@@ -41,17 +41,64 @@ func (e *Engine) holdLiveness(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("instance %q: take liveness lease %q: %w", e.d.Instance, key, err)
 	}
+	e.mu.Lock()
 	e.live = lease
+	e.mu.Unlock()
 	return nil
+}
+
+// liveLease returns the current liveness lease.
+func (e *Engine) liveLease() *locks.Lease {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.live
+}
+
+// keepLive takes the liveness lease again whenever it is lost (the lock backend stalled or
+// was unreachable past the TTL), so a daemon that lives on is not taken for dead.
+func (e *Engine) keepLive(ctx context.Context) {
+	for {
+		lease := e.liveLease()
+		select {
+		case <-ctx.Done():
+			return
+		case <-lease.Done():
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		e.log.LogAttrs(ctx, slog.LevelWarn, "liveness lease lost; taking it again", slog.String(logError, fmt.Sprint(lease.Err())))
+		for {
+			err := e.holdLiveness(ctx)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			e.log.LogAttrs(ctx, slog.LevelError, "liveness lease not taken again", slog.String(logError, err.Error()))
+			t := time.NewTimer(e.d.LivenessTTL / 4)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}
 }
 
 // daemonOwner groups the daemon's own leases (liveness, takeover) in the locker.
 func (e *Engine) daemonOwner() string { return config.NamespaceDaemon + e.d.Instance }
 
 // watch looks, every half liveness TTL, for unfinished runs whose owner's liveness lease has
-// expired, and takes them over.
+// expired, and takes them over; it also keeps this daemon's own liveness lease.
 func (e *Engine) watch(ctx context.Context) {
 	defer close(e.watchDone)
+	live := make(chan struct{})
+	go func() { defer close(live); e.keepLive(ctx) }()
+	defer func() { <-live }()
+	suspects := map[string]bool{}
 	for {
 		wait := time.Duration(float64(e.d.LivenessTTL/2) * (0.75 + rand.Float64()/2))
 		t := time.NewTimer(wait)
@@ -61,18 +108,25 @@ func (e *Engine) watch(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		e.takeOverDead(ctx)
+		suspects = e.takeOverDead(ctx, suspects)
 	}
 }
 
-// takeOverDead takes over the runs of every dead owner it finds.
-func (e *Engine) takeOverDead(ctx context.Context) {
+// takeOverDead takes over the runs of every owner found without a liveness lease on two
+// scans in a row (suspects are those found so on the scan before): a daemon whose lease
+// lapsed in a backend stall takes it again at once, and is not taken for dead. It returns
+// the owners found without a lease on this scan.
+func (e *Engine) takeOverDead(ctx context.Context, suspects map[string]bool) map[string]bool {
+	next := map[string]bool{}
+	if lease := e.liveLease(); lease == nil || lease.Err() != nil {
+		return next // this daemon may itself be cut off: judge nobody
+	}
 	unfinished, err := e.d.Store.Unfinished(ctx, "")
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "takeover watch: runs not listed", slog.String(logError, err.Error()))
 		}
-		return
+		return next
 	}
 	var owners []string
 	for _, r := range unfinished {
@@ -84,10 +138,15 @@ func (e *Engine) takeOverDead(ctx context.Context) {
 		if _, err := e.d.Locker.Get(ctx, config.DaemonLiveKey(owner)); !errors.Is(err, locks.ErrNotFound) {
 			continue // alive, or unknown: do nothing
 		}
+		next[owner] = true
+		if !suspects[owner] {
+			continue // missing once: look again next time
+		}
 		if _, err := e.takeover(ctx, owner, fmt.Sprintf("daemon %s died (its liveness lease expired); taken over by %s", owner, e.d.Instance), false); err != nil && ctx.Err() == nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "takeover failed", slog.String("owner", owner), slog.String(logError, err.Error()))
 		}
 	}
+	return next
 }
 
 // takeover ends the unfinished runs of owner under the lock daemon:takeover:<owner>: each
@@ -164,7 +223,7 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 		cl = e.coolifyFor(p)
 	}
 	var evs []runs.Event
-	canceled := map[string]string{} // service name → deployment canceled
+	ends := map[string]deployEnd{} // service name → how its deployment ended
 	for _, s := range r.Steps {
 		if s.Phase != runs.Phase2 || s.DeploymentUUID == "" || (s.Status != runs.StepRunning && s.Status != runs.StepDeployed) {
 			continue
@@ -182,13 +241,14 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 			return nil, fmt.Errorf("take over run %s: deployment %s of %s: %w", r.ID, s.DeploymentUUID, s.Name, err)
 		}
 		if !d.Status.Active() {
+			ends[s.Name] = deployEnd{uuid: d.UUID, status: d.Status}
 			continue
 		}
 		if err := cl.CancelDeployment(ctx, d.UUID); err != nil && !errors.Is(err, coolify.ErrBadRequest) {
 			return nil, fmt.Errorf("take over run %s: cancel deployment %s of %s: %w", r.ID, d.UUID, s.Name, err)
 		}
 		msg := fmt.Sprintf("canceled: deployment %s of %s was left running by the dead daemon %s (%s)", d.UUID, s.Name, r.Owner, reason)
-		canceled[s.Name] = d.UUID
+		ends[s.Name] = deployEnd{uuid: d.UUID, status: coolify.StatusCancelledByUser}
 		evs = append(evs, runs.Event{Type: runs.EventDeployCanceled, Phase: runs.Phase2, Service: s.Name, LockKey: config.ServiceLockKey(s.UUID),
 			Message: msg, Data: map[string]string{"deployment_uuid": d.UUID}})
 		e.audit(ctx, "cancel_deployment", config.ServiceLockKey(s.UUID), fmt.Sprintf("run %s: %s", r.ID, msg))
@@ -196,12 +256,12 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 
 	released := e.releaseRunLeases(ctx, r, reason)
 	now := time.Now().UTC()
-	left := leftStates(r, canceled)
+	left := leftStates(r, ends)
 	evs = append(evs, runs.Event{Type: runs.EventRunInterrupted, Message: "run interrupted: " + reason + describeLeft(left),
 		Data: map[string]string{runs.DataOwner: r.Owner, runs.DataHeldLocks: strings.Join(released, ",")}})
 	out, err := e.d.Store.Update(ctx, r.ID, func(cur *runs.Run) error {
 		cur.Status, cur.Reason, cur.EndedAt, cur.HeldLocks = runs.StatusInterrupted, reason, now, nil
-		cur.Left = leftStates(*cur, canceled)
+		cur.Left = leftStates(*cur, ends)
 		for i := range cur.Steps {
 			if !cur.Steps[i].Status.Done() {
 				cur.Steps[i].Status = runs.StepInterrupted
@@ -249,8 +309,14 @@ func (e *Engine) releaseRunLeases(ctx context.Context, r runs.Run, reason string
 	return released
 }
 
+// deployEnd is how a deployment a dead run was waiting for ended.
+type deployEnd struct {
+	uuid   string
+	status coolify.DeploymentStatus
+}
+
 // leftStates says, per service of the run, what state the run left it in.
-func leftStates(r runs.Run, canceled map[string]string) []runs.Left {
+func leftStates(r runs.Run, ends map[string]deployEnd) []runs.Left {
 	var out []runs.Left
 	for _, s := range r.Steps {
 		if s.Phase != runs.Phase1 {
@@ -258,9 +324,14 @@ func leftStates(r runs.Run, canceled map[string]string) []runs.Left {
 		}
 		l := runs.Left{Service: s.Name, UUID: s.UUID, State: runs.LeftUntouched}
 		p2 := r.Step(runs.Phase2, s.Name)
+		end, waited := ends[s.Name]
 		switch {
-		case canceled[s.Name] != "":
-			l.State, l.Detail = runs.LeftDeployCanceled, "deployment "+canceled[s.Name]+" canceled; the service carries this run's config, not deployed"
+		case waited && end.status == coolify.StatusFinished:
+			l.State, l.Detail = runs.LeftDeployed, "deployment "+end.uuid+" finished after the daemon died; health not checked"
+		case waited && end.status == coolify.StatusFailed:
+			l.State, l.Detail = runs.LeftSyncedNotDeployed, "deployment "+end.uuid+" failed; the service carries this run's config"
+		case waited:
+			l.State, l.Detail = runs.LeftDeployCanceled, "deployment "+end.uuid+" canceled; the service carries this run's config, not deployed"
 		case p2 != nil && (p2.Status == runs.StepHealthy || p2.Status == runs.StepDeployed):
 			l.State = runs.LeftDeployed
 		case s.Status == runs.StepRestored:
