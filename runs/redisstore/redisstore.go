@@ -555,7 +555,6 @@ func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error
 	return out, nil
 }
 
-
 // SeenDelivery implements runs.Store with SET NX PX.
 func (s *Store) SeenDelivery(ctx context.Context, id string, ttl time.Duration) (bool, error) {
 	if id == "" || ttl <= 0 {
