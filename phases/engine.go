@@ -127,6 +127,8 @@ type Engine struct {
 	lastGate <-chan struct{}
 
 	live        *locks.Lease // this instance's liveness lease
+	startedAt   time.Time    // when Start began: runs of this instance created before are leftovers
+	leftovers   bool         // leftovers of this instance's previous life remain to take over
 	watchCancel context.CancelFunc
 	watchDone   chan struct{}
 }
@@ -181,14 +183,24 @@ func (e *Engine) Start(ctx context.Context) ([]runs.Run, error) {
 	if err := e.holdLiveness(ctx); err != nil {
 		return nil, err
 	}
-	marked, err := e.takeover(ctx, e.d.Instance, fmt.Sprintf("daemon %s restarted while the run was executing", e.d.Instance), true)
+	e.startedAt = time.Now()
+	marked, err := e.takeover(ctx, e.d.Instance, e.restartReason(), true)
 	if err != nil {
-		return marked, fmt.Errorf("take over the unfinished runs of %q: %w", e.d.Instance, err)
+		// Coolify or the store may be down: the watch tries again; the leftovers' leases
+		// stay held meanwhile, so nobody writes over their deployments.
+		e.log.LogAttrs(ctx, slog.LevelError, "previous life's runs not taken over yet; trying again", slog.String(logError, err.Error()))
+		e.mu.Lock()
+		e.leftovers = true
+		e.mu.Unlock()
 	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.watchCancel, e.watchDone = cancel, make(chan struct{})
 	go e.watch(wctx)
 	return marked, nil
+}
+
+func (e *Engine) restartReason() string {
+	return fmt.Sprintf("daemon %s restarted while the run was executing", e.d.Instance)
 }
 
 // releaseLeftover force-releases key if it is still held under run r's holder prefix, and

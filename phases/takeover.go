@@ -121,6 +121,18 @@ func (e *Engine) takeOverDead(ctx context.Context, suspects map[string]bool) map
 	if lease := e.liveLease(); lease == nil || lease.Err() != nil {
 		return next // this daemon may itself be cut off: judge nobody
 	}
+	e.mu.Lock()
+	retry := e.leftovers
+	e.mu.Unlock()
+	if retry {
+		if _, err := e.takeover(ctx, e.d.Instance, e.restartReason(), false); err == nil {
+			e.mu.Lock()
+			e.leftovers = false
+			e.mu.Unlock()
+		} else if ctx.Err() == nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "previous life's runs still not taken over", slog.String(logError, err.Error()))
+		}
+	}
 	unfinished, err := e.d.Store.Unfinished(ctx, "")
 	if err != nil {
 		if ctx.Err() == nil {
@@ -190,8 +202,8 @@ func (e *Engine) takeover(ctx context.Context, owner, reason string, wait bool) 
 	}
 	var ended []runs.Run
 	for _, r := range list {
-		if owner == e.d.Instance && e.ownerAlive(lctx, owner, r.ID) {
-			continue // executing in this life
+		if owner == e.d.Instance && (!r.CreatedAt.Before(e.startedAt) || e.ownerAlive(lctx, owner, r.ID)) {
+			continue // a run of this life
 		}
 		done, err := e.takeOverRun(lctx, r, reason, lease.Fence())
 		if err != nil {
