@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,7 +44,8 @@ func newWorld(t *testing.T, opts ...coolifytest.Option) *world {
 func (w *world) env(instance, dir string) map[string]string {
 	return map[string]string{
 		"ORCH_REDIS_URL": w.redis.URL(), "ORCH_INSTANCE": instance, "ORCH_PIPELINES_DIR": dir,
-		"ORCH_STATE_DIR": w.t.TempDir(), "COOLIFY_TOKEN": w.cf.Token,
+		"ORCH_LIVENESS_TTL": "2s",
+		"ORCH_STATE_DIR":    w.t.TempDir(), "COOLIFY_TOKEN": w.cf.Token,
 	}
 }
 
@@ -96,13 +98,15 @@ func (w *world) locker() *locks.Locker {
 
 // heldLocks lists the leases held in Redis right now (read straight from the backend, not
 // through a daemon, so a dead or stopped daemon cannot hide them).
+// heldLocks returns the leases runs hold in Redis: the daemons' own liveness and takeover
+// leases (daemon:) are not counted.
 func (w *world) heldLocks() []locks.Info {
 	w.t.Helper()
 	infos, err := w.locker().List(context.Background(), "")
 	if err != nil {
 		w.t.Fatalf("list locks in Redis: %v", err)
 	}
-	return infos
+	return slices.DeleteFunc(infos, func(in locks.Info) bool { return strings.HasPrefix(in.Key, "daemon:") })
 }
 
 // requestsOf returns the fake's requests made for run id.

@@ -27,6 +27,9 @@ type Daemon struct {
 	Log        Log        `koanf:"log"`
 	// ShutdownGrace is how long SIGTERM waits for the current steps (default 30s).
 	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
+	// LivenessTTL is the TTL of the daemon's liveness lease (DaemonLiveKey): when it expires
+	// (the daemon died), another daemon sharing the store takes over its runs (default 15s).
+	LivenessTTL time.Duration `koanf:"liveness_ttl"`
 	// MaxBodyBytes caps request bodies (default 1 MiB).
 	MaxBodyBytes int64 `koanf:"max_body_bytes"`
 
@@ -40,6 +43,7 @@ const (
 	DefaultStateDir      = "./.orchestrator"
 	DefaultPipelinesDir  = "./pipelines"
 	DefaultShutdownGrace = 30 * time.Second
+	DefaultLivenessTTL   = 15 * time.Second
 	DefaultMaxBodyBytes  = 1 << 20
 )
 

@@ -33,6 +33,7 @@ var envOverrides = map[string]string{
 	"ORCH_LOG_LEVEL":              "log.level",
 	"ORCH_LOG_FORMAT":             "log.format",
 	"ORCH_SHUTDOWN_GRACE":         "shutdown_grace",
+	"ORCH_LIVENESS_TTL":           "liveness_ttl",
 	"ORCH_MAX_BODY_BYTES":         "max_body_bytes",
 }
 
@@ -94,6 +95,7 @@ func daemonDefaults() map[string]any {
 		},
 		"log":            map[string]any{"level": "info", "format": "auto"},
 		"shutdown_grace": DefaultShutdownGrace.String(),
+		"liveness_ttl":   DefaultLivenessTTL.String(),
 		"max_body_bytes": int64(DefaultMaxBodyBytes),
 	}
 }
@@ -265,6 +267,7 @@ func (v *validator) daemon(d *Daemon) {
 		v.add("log.format", "%s is not one of: %s", v.show("log.format", d.Log.Format), strings.Join(logFormats, ", "))
 	}
 	v.positive("shutdown_grace", d.ShutdownGrace)
+	v.positive("liveness_ttl", d.LivenessTTL)
 	if d.MaxBodyBytes <= 0 {
 		v.add("max_body_bytes", "must be positive")
 	}

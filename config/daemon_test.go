@@ -191,6 +191,8 @@ func TestEnvOverridesCoverKnownKeys(t *testing.T) {
 			return "true"
 		case "ORCH_SHUTDOWN_GRACE":
 			return "1s"
+		case "ORCH_LIVENESS_TTL":
+			return "3s"
 		case "ORCH_MAX_BODY_BYTES":
 			return "10"
 		case "ORCH_LOG_LEVEL":

@@ -284,6 +284,16 @@ const (
 	NamespaceMobile  = "mobile:"
 )
 
+// NamespaceDaemon holds the daemons' own keys (liveness and takeover leases); no pipeline
+// takes a key in it.
+const NamespaceDaemon = "daemon:"
+
+// DaemonLiveKey is the liveness lease of a daemon instance: held (and renewed) while it runs.
+func DaemonLiveKey(instance string) string { return NamespaceDaemon + "live:" + instance }
+
+// DaemonTakeoverKey is held by the daemon taking over a dead instance's runs.
+func DaemonTakeoverKey(instance string) string { return NamespaceDaemon + "takeover:" + instance }
+
 // Namespaces returns the registered lock namespaces, in registration order.
 func Namespaces() []string { return []string{NamespaceCoolify, NamespaceMobile} }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,9 +67,6 @@ func (c *Client) GetApplication(ctx context.Context, uuid string) (*Application,
 	if err := c.do(ctx, call{method: http.MethodGet, route: "/applications/{uuid}",
 		path: "/applications/" + pathEscape(uuid)}, &a); err != nil {
 		return nil, fmt.Errorf("get application %s: %w", uuid, err)
-	}
-	if a.ID != 0 {
-		c.appIDs.Store(uuid, a.ID)
 	}
 	return &a, nil
 }
@@ -422,30 +420,31 @@ func (c *Client) ListDeployments(ctx context.Context, appUUID string, skip, take
 }
 
 // ActiveDeployments returns the application's queued and in_progress deployments, oldest first.
-// It reads the team's active deployments (GET /deployments), so the answer is exact however
-// long the application's history is, and keeps the application's: those carry its numeric id,
-// which is read first (GET /applications/{uuid}) unless this client has read the application
-// before (an id never changes). Errors as [Client.GetApplication].
+// It pages through the application's deployments (GET /deployments/applications/{uuid}, newest
+// first) while pages still hold active ones: Coolify runs one deployment per application at a
+// time and starts queued ones in order, so the active rows are the newest. It needs no numeric
+// application id (GET /applications/{uuid} does not show it). Errors as
+// [Client.GetApplication].
 func (c *Client) ActiveDeployments(ctx context.Context, appUUID string) ([]Deployment, error) {
-	appID, ok := c.appIDs.Load(appUUID)
-	if !ok {
-		app, err := c.GetApplication(ctx, appUUID)
+	const take, maxPages = 20, 10
+	var out []Deployment
+	for page := range maxPages {
+		count, ds, err := c.ListDeployments(ctx, appUUID, page*take, take)
 		if err != nil {
 			return nil, fmt.Errorf("active deployments: %w", err)
 		}
-		appID = app.ID
-	}
-	var all []Deployment
-	if err := c.do(ctx, call{method: http.MethodGet, route: "/deployments", path: "/deployments"}, &all); err != nil {
-		return nil, fmt.Errorf("active deployments of %s: %w", appUUID, err)
-	}
-	id := strconv.FormatInt(appID.(int64), 10)
-	var out []Deployment
-	for _, d := range all {
-		if d.ApplicationID == id && d.Status.Active() {
-			out = append(out, d)
+		active := 0
+		for _, d := range ds {
+			if d.Status.Active() {
+				out = append(out, d)
+				active++
+			}
+		}
+		if active == 0 || len(ds) < take || (page+1)*take >= count {
+			break
 		}
 	}
+	slices.Reverse(out)
 	return out, nil
 }
 

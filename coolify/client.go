@@ -45,7 +45,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
@@ -111,9 +110,6 @@ type Client struct {
 	metrics MetricsFunc
 	retry   RetryPolicy
 	poll    time.Duration
-	// appIDs maps an application's uuid to its numeric id, learned from reads (an id never
-	// changes), so ActiveDeployments needs no read of its own for an application just read.
-	appIDs sync.Map
 	// abilities caches the answer of Abilities.
 	abilities abilityCache
 }

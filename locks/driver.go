@@ -64,6 +64,10 @@ type Driver interface {
 	// Audit returns the newest audit entries, newest first, at most limit (0 means all kept).
 	Audit(ctx context.Context, limit int) ([]AuditEntry, error)
 
+	// Record appends an audit entry for an action taken outside the backend (e.g. a
+	// deployment canceled, a dead daemon's runs taken over). e.At is set by the backend.
+	Record(ctx context.Context, e AuditEntry) error
+
 	// Subscribe returns a subscription that receives a value (non-blocking send, buffered 1)
 	// each time a lease on key is released, force-released or unfrozen. It returns only once
 	// the subscription is active, so a release that follows cannot be missed. Signals may

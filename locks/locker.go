@@ -486,6 +486,13 @@ func (l *Locker) try(ctx context.Context, r Request, owner, ticket, token string
 		return nil, err
 	}
 	info.Token = token
+	if !time.Now().Before(localDeadline(sent, r.TTL)) {
+		// The answer came after the lease must be presumed expired (a stalled backend or
+		// network): someone else may hold the key by now. Never believe a late grant: give the
+		// token back and count the try as held, so the attempt tries again.
+		l.bestEffort(ctx, func(c context.Context) error { return l.d.Release(c, r.Key, token) })
+		return nil, &HeldError{Key: r.Key, Reason: ErrHeld}
+	}
 	return l.start(info, owner, r.TTL, sent, time.Since(start))
 }
 
@@ -642,6 +649,16 @@ func (l *Locker) Unfreeze(ctx context.Context, key, by, reason string) error {
 	return l.d.Unfreeze(ctx, key, by, reason)
 }
 
+// Record appends an audit entry (Action, Key, By and Reason required) for an action taken
+// outside the lock backend, such as canceling another run's deployment or taking over a dead
+// daemon's runs.
+func (l *Locker) Record(ctx context.Context, e AuditEntry) error {
+	if e.Action == "" || e.Key == "" || e.By == "" || e.Reason == "" {
+		return fmt.Errorf("record audit entry %q on %q: %w: action, key, by and reason are required", e.Action, e.Key, ErrInvalid)
+	}
+	return l.d.Record(ctx, e)
+}
+
 // Audit returns operator actions, newest first, at most limit (0 for all kept).
 func (l *Locker) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
 	return l.d.Audit(ctx, limit)
@@ -656,6 +673,26 @@ func (l *Locker) Held(owner string) []string {
 		if le != nil {
 			keys = append(keys, k)
 		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// ReleaseAll releases every lease owner holds, for work that ended abnormally (a recovered
+// panic) without releasing its leases, and returns their keys.
+func (l *Locker) ReleaseAll(ctx context.Context, owner string) []string {
+	l.mu.Lock()
+	var les []*Lease
+	for _, le := range l.owners[owner] {
+		if le != nil {
+			les = append(les, le)
+		}
+	}
+	l.mu.Unlock()
+	var keys []string
+	for _, le := range les {
+		_ = le.Release(ctx)
+		keys = append(keys, le.Key())
 	}
 	slices.Sort(keys)
 	return keys

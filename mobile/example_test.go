@@ -35,12 +35,23 @@ func ExampleStep_Run() {
 	_ = locker.RegisterNamespace("coolify:")
 	_ = locker.RegisterNamespace(mobile.LockPrefix)
 
-	step := mobile.NewStep(mobile.NewClient(srv.URL, "org-key"), locker)
-	res, err := step.Run(context.Background(), mobile.Request{
+	// The caller holds the feature's lease and runs the step under its context and fence.
+	lease, err := locker.Acquire(context.Background(), locks.Request{
+		Key: mobile.LockKey("version_state"), Holder: "prod#1234/mobile"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lease.Release(context.Background())
+	lctx, cancel := lease.Context(context.Background())
+	defer cancel()
+
+	step := mobile.NewStep(mobile.NewClient(srv.URL, "org-key"))
+	res, err := step.Run(lctx, mobile.Request{
 		Environment: "env-prod",
 		Feature:     "version_state",
-		Holder:      "prod#1234/mobile",
 		RunID:       "run-1234",
+		Fence:       lease.Fence(),
 		Changes: []mobile.Change{
 			{Path: "ios.latest_version", Value: "2.4.0", NeverDowngrade: true},
 		},
@@ -58,7 +69,7 @@ func ExampleStep_Run() {
 	// new: {"ios":{"min_version":"2.0.0","latest_version":"2.4.0"}}
 }
 
-// BenchmarkStepRun measures one locked read-modify-write against the in-process fake (no
+// BenchmarkStepRun measures one read-modify-write (the lease is the engine's) against the in-process fake (no
 // latency, no spec validation): the orchestrator's own overhead per mobile update.
 func BenchmarkStepRun(b *testing.B) {
 	for _, v2 := range []bool{false, true} {
@@ -71,17 +82,11 @@ func BenchmarkStepRun(b *testing.B) {
 			if err := srv.SetValue("env", "version_state", versionDoc); err != nil {
 				b.Fatal(err)
 			}
-			d, err := sqlitelock.Open(filepath.Join(b.TempDir(), "locks.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			l := locks.New(d, locks.Options{})
-			defer l.Close()
-			step := mobile.NewStep(mobile.NewClient(srv.URL, srv.APIKey), l)
+			step := mobile.NewStep(mobile.NewClient(srv.URL, srv.APIKey))
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				_, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
-					Holder: "bench#1/mobile", Changes: []mobile.Change{latest("ios", fmt.Sprintf("3.0.%d", i))}})
+					Changes: []mobile.Change{latest("ios", fmt.Sprintf("3.0.%d", i))}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
-	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/internal/trace"
-	"github.com/deploy-orchestrator/orchestrator/locks"
 )
 
 // LockPrefix is the lock namespace of the mobile step; its keys are
@@ -36,22 +33,14 @@ var (
 	ErrInvalid = errors.New("invalid mobile step request")
 )
 
-// Locker is what the step needs from *locks.Locker.
-type Locker interface {
-	Acquire(ctx context.Context, r locks.Request) (*locks.Lease, error)
-	Held(owner string) []string
-}
-
-// Step is the mobile read-modify-write of a Flagsmith feature value under the lock
-// "mobile:flagsmith:<feature>". It is safe for concurrent use; concurrent runs on one
-// feature serialize on the lock.
+// Step is the mobile read-modify-write of a Flagsmith feature value. It takes no lock: the
+// caller (the engine) holds the lease "mobile:flagsmith:<feature>" (LockKey) and runs the step
+// under the lease's context and fence, so a lost lease stops the Flagsmith calls and every
+// call carries the fence. It is safe for concurrent use.
 type Step struct {
 	client      *Client
-	locker      Locker
 	logger      *slog.Logger
 	maxAttempts int
-	ttl         time.Duration
-	budget      locks.Budget
 }
 
 // StepOption configures a Step.
@@ -63,21 +52,12 @@ func WithStepLogger(l *slog.Logger) StepOption { return func(s *Step) { s.logger
 // WithMaxAttempts bounds the read-compare-write attempts (default DefaultMaxAttempts).
 func WithMaxAttempts(n int) StepOption { return func(s *Step) { s.maxAttempts = max(1, n) } }
 
-// WithLockTTL sets the lease TTL (default locks.DefaultTTL).
-func WithLockTTL(d time.Duration) StepOption { return func(s *Step) { s.ttl = d } }
-
-// WithLockBudget sets the acquire budget used when a Request names none (default
-// locks.ServiceBudget).
-func WithLockBudget(b locks.Budget) StepOption { return func(s *Step) { s.budget = b } }
-
-// NewStep returns a step writing through c under locks from l.
-func NewStep(c *Client, l Locker, opts ...StepOption) *Step {
+// NewStep returns a step writing through c.
+func NewStep(c *Client, opts ...StepOption) *Step {
 	s := &Step{
 		client:      c,
-		locker:      l,
 		logger:      slog.New(slog.DiscardHandler),
 		maxAttempts: DefaultMaxAttempts,
-		budget:      locks.ServiceBudget,
 	}
 	for _, o := range opts {
 		o(s)
@@ -93,18 +73,11 @@ type Request struct {
 	Feature string
 	// Changes are applied in order to the value read.
 	Changes []Change
-	// Holder names who holds the lock: "<pipeline>#<build>/<step>", e.g. "prod#1234/mobile".
-	Holder string
-	// Owner groups the run's leases; empty means Holder up to its last '/'.
-	Owner string
 	// RunID goes into the X-Orchestrator-Run header of every Flagsmith call.
 	RunID string
-	// Message is shown with the lease to whoever waits for it.
-	Message string
-	// Budget bounds the wait for the lock; zero means the step's budget.
-	Budget locks.Budget
-	// FailOnFrozen fails at once when an operator froze the key.
-	FailOnFrozen bool
+	// Fence is the fence of the caller's lease on LockKey(Feature); it goes into the
+	// X-Orchestrator-Fence header of every Flagsmith call.
+	Fence int64
 }
 
 // Result says what the step did.
@@ -128,68 +101,27 @@ type Result struct {
 	Version string `json:"version,omitempty"`
 }
 
-// Run takes the lock "mobile:flagsmith:<feature>", reads the feature value, applies the
-// changes, re-reads just before writing (starting over, at most the step's max attempts,
-// when the value moved), writes, reads back and verifies, and releases the lock. The
-// Flagsmith calls run under the lease's context, so a lost lease stops them.
+// Run reads the feature value, applies the changes, re-reads just before writing (starting
+// over, at most the step's max attempts, when the value moved), writes, reads back and
+// verifies. The caller holds the lease on LockKey(r.Feature) and passes its context (so a
+// lost lease stops the calls) and its fence.
 //
-// It refuses to start while the owner holds any lock (a run never holds keys of two
-// namespaces, and mobile keys are not nested).
-//
-// Errors: ErrInvalid; locks.ErrNamespace when the owner holds another key; the Acquire
-// errors of locks (ErrBudgetExhausted, ErrFrozen, ErrUnavailable, context errors);
-// ErrChangeRequests; ErrNotFound for a missing environment or feature; ErrChange when a
-// change does not apply; ErrConflict; ErrVerify; locks.ErrLost when the lease was lost
-// during the work or before its release (the Result then says what was written); and the
-// client's *APIError and transport errors.
+// Errors: ErrInvalid; ErrChangeRequests; ErrNotFound for a missing environment or feature;
+// ErrChange when a change does not apply; ErrConflict; ErrVerify; ctx's cause (e.g.
+// locks.ErrLost) when the context ends; and the client's *APIError and transport errors.
 func (s *Step) Run(ctx context.Context, r Request) (Result, error) {
 	key := LockKey(r.Feature)
-	res := Result{Environment: r.Environment, Feature: r.Feature, LockKey: key}
-	if r.Environment == "" || r.Feature == "" || r.Holder == "" || len(r.Changes) == 0 {
-		return res, fmt.Errorf("mobile step %q: %w: environment, feature, holder and at least one change are required", key, ErrInvalid)
+	res := Result{Environment: r.Environment, Feature: r.Feature, LockKey: key, Fence: r.Fence}
+	if r.Environment == "" || r.Feature == "" || len(r.Changes) == 0 {
+		return res, fmt.Errorf("mobile step %q: %w: environment, feature and at least one change are required", key, ErrInvalid)
 	}
-	owner := r.Owner
-	if owner == "" {
-		owner = r.Holder
-		if i := strings.LastIndexByte(owner, '/'); i > 0 {
-			owner = owner[:i]
-		}
-	}
-	if held := s.locker.Held(owner); len(held) > 0 {
-		return res, fmt.Errorf("mobile step %q: %q still holds %s: %w (the mobile step never runs while a run holds another lock, e.g. a coolify: key)",
-			key, owner, quoteAll(held), locks.ErrNamespace)
-	}
-	budget := r.Budget
-	if budget.Timeout == 0 && budget.MaxRetries == 0 {
-		budget = s.budget
-	}
-	lease, err := s.locker.Acquire(ctx, locks.Request{
-		Key: key, Holder: r.Holder, Owner: r.Owner, Message: r.Message,
-		TTL: s.ttl, Budget: budget, FailOnFrozen: r.FailOnFrozen,
-	})
-	if err != nil {
-		return res, fmt.Errorf("mobile step: acquire %q: %w", key, err)
-	}
-	res.Fence = lease.Fence()
-	s.logger.LogAttrs(ctx, slog.LevelInfo, "mobile step lock acquired",
-		slog.String(logKeyLockKey, key), slog.Int64(logKeyFence, res.Fence), slog.String(logKeyRunID, r.RunID))
-
-	lctx, cancel := lease.Context(ctx)
 	runID := r.RunID
 	if runID == "" {
 		runID, _, _ = trace.From(ctx)
 	}
-	lctx = WithTrace(lctx, runID, res.Fence)
-	err = s.rmw(lctx, r, &res)
-	cancel()
-
-	relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer relCancel()
-	if rerr := lease.Release(relCtx); rerr != nil {
-		// A loss the work already stopped on is reported once.
-		if !(errors.Is(err, locks.ErrLost) && errors.Is(rerr, locks.ErrLost)) {
-			err = errors.Join(err, fmt.Errorf("mobile step: release %q: %w", key, rerr))
-		}
+	err := s.rmw(WithTrace(ctx, runID, r.Fence), r, &res)
+	if cause := context.Cause(ctx); err != nil && cause != nil && ctx.Err() != nil && !errors.Is(err, cause) {
+		err = fmt.Errorf("%w (while: %w)", cause, err)
 	}
 	if err != nil {
 		return res, err
@@ -321,12 +253,4 @@ func (s *Step) environment(ctx context.Context, key string) (Environment, error)
 			env.Name, *env.MinimumChangeRequestApprovals, ErrChangeRequests)
 	}
 	return env, nil
-}
-
-func quoteAll(keys []string) string {
-	q := make([]string, len(keys))
-	for i, k := range keys {
-		q[i] = fmt.Sprintf("%q", k)
-	}
-	return strings.Join(q, ", ")
 }

@@ -31,6 +31,25 @@ func newLocker(t *testing.T) *locks.Locker {
 	return l
 }
 
+// runLocked runs the step the way the engine does: under a lease on the feature's key, with
+// the lease's context and fence.
+func runLocked(l *locks.Locker, step *mobile.Step, holder string, r mobile.Request) error {
+	ctx := context.Background()
+	lease, err := l.Acquire(ctx, locks.Request{Key: mobile.LockKey(r.Feature), Holder: holder,
+		Budget: locks.Budget{Timeout: 20 * time.Second, MaxRetries: 1}})
+	if err != nil {
+		return err
+	}
+	lctx, cancel := lease.Context(ctx)
+	r.Fence = lease.Fence()
+	_, err = step.Run(lctx, r)
+	cancel()
+	if rerr := lease.Release(ctx); rerr != nil && !errors.Is(err, locks.ErrLost) {
+		err = errors.Join(err, rerr)
+	}
+	return err
+}
+
 // doc decodes a stored version_state document.
 func doc(t *testing.T, v any) map[string]map[string]string {
 	t.Helper()
@@ -61,10 +80,10 @@ func TestStepWritesThroughTheEnvironmentsPath(t *testing.T) {
 		check(t, srv.SetValue("env", "version_state", versionDoc))
 		before, err := srv.Versions("env", "version_state")
 		check(t, err)
-		step := mobile.NewStep(newClient(srv), newLocker(t))
+		step := mobile.NewStep(newClient(srv))
 
 		res, err := step.Run(context.Background(), mobile.Request{
-			Environment: "env", Feature: "version_state", Holder: "prod#1234/mobile", RunID: "run-1",
+			Environment: "env", Feature: "version_state", RunID: "run-1", Fence: 42,
 			Changes: []mobile.Change{latest("ios", "2.4.0"), {Path: "ios.min_version", Value: "2.1.0"}},
 		})
 		check(t, err)
@@ -95,8 +114,8 @@ func TestStepWritesThroughTheEnvironmentsPath(t *testing.T) {
 			t.Fatalf("versions %+v, want one more, live, %s", after, res.Version)
 		}
 		for _, r := range srv.Requests() {
-			if r.Run != "run-1" || r.Fence != fmt.Sprint(res.Fence) {
-				t.Fatalf("%s %s carried run %q fence %q, want run-1 and %d", r.Method, r.Path, r.Run, r.Fence, res.Fence)
+			if r.Run != "run-1" || r.Fence != "42" || res.Fence != 42 {
+				t.Fatalf("%s %s carried run %q fence %q (result %d), want run-1 and 42", r.Method, r.Path, r.Run, r.Fence, res.Fence)
 			}
 		}
 	})
@@ -108,9 +127,8 @@ func TestStepNoOpWritesNothing(t *testing.T) {
 		addEnv(t, srv, "env", v2)
 		// Same content, other formatting: still a no-op.
 		check(t, srv.SetValue("env", "version_state", "{\n  \"ios\": {\"latest_version\": \"2.3.0\"}\n}"))
-		step := mobile.NewStep(newClient(srv), newLocker(t))
-		res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
-			Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.3.0")}})
+		step := mobile.NewStep(newClient(srv))
+		res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Changes: []mobile.Change{latest("ios", "2.3.0")}})
 		check(t, err)
 		if res.Changed || res.Old != res.New {
 			t.Fatalf("got %+v, want no change", res)
@@ -125,11 +143,10 @@ func TestStepNeverDowngradesAVersion(t *testing.T) {
 	srv := newFake(t)
 	addEnv(t, srv, "env", false)
 	check(t, srv.SetValue("env", "version_state", `{"ios":{"min_version":"2.9.0","latest_version":"2.10.0"}}`))
-	step := mobile.NewStep(newClient(srv), newLocker(t))
+	step := mobile.NewStep(newClient(srv))
 	run := func(changes ...mobile.Change) mobile.Result {
 		t.Helper()
-		res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
-			Holder: "prod#1/mobile", Changes: changes})
+		res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Changes: changes})
 		check(t, err)
 		return res
 	}
@@ -158,7 +175,7 @@ func TestStepNeverDowngradesAVersion(t *testing.T) {
 		t.Fatalf("got %+v, want the change written", res)
 	}
 	// A value that is not a version fails the step instead of guessing.
-	_, err = step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Holder: "prod#1/mobile",
+	_, err = step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
 		Changes: []mobile.Change{{Path: "ios.latest_version", Value: "latest", NeverDowngrade: true}}})
 	if !errors.Is(err, mobile.ErrChange) {
 		t.Fatalf("got %v, want ErrChange", err)
@@ -169,8 +186,8 @@ func TestStepKeepsTheTypeOfAWholeValue(t *testing.T) {
 	srv := newFake(t)
 	addEnv(t, srv, "env", true)
 	check(t, srv.SetValue("env", "min_build", int64(100)))
-	step := mobile.NewStep(newClient(srv), newLocker(t))
-	req := mobile.Request{Environment: "env", Feature: "min_build", Holder: "prod#1/mobile"}
+	step := mobile.NewStep(newClient(srv))
+	req := mobile.Request{Environment: "env", Feature: "min_build"}
 
 	req.Changes = []mobile.Change{{Value: 101}}
 	res, err := step.Run(context.Background(), req)
@@ -201,9 +218,8 @@ func TestStepStartsOverWhenTheValueMovesBeforeTheWrite(t *testing.T) {
 			return strings.Replace(cur.(string), `"latest_version":"2.3.1"`, `"latest_version":"2.3.2"`, 1)
 		}))
 		var logs bytes.Buffer
-		step := mobile.NewStep(newClient(srv), newLocker(t), mobile.WithStepLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-		res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
-			Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+		step := mobile.NewStep(newClient(srv), mobile.WithStepLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Changes: []mobile.Change{latest("ios", "2.4.0")}})
 		check(t, err)
 		if res.Attempts != 2 || !res.Changed {
 			t.Fatalf("got %+v, want 2 attempts and a write", res)
@@ -225,9 +241,8 @@ func TestStepGivesUpWhenTheValueKeepsMoving(t *testing.T) {
 	check(t, srv.SetValue("env", "version_state", `{"n":"0"}`))
 	n := 0
 	check(t, srv.ChangeAfterRead("env", "version_state", 1000, func(any) any { n++; return fmt.Sprintf(`{"n":"%d"}`, n) }))
-	step := mobile.NewStep(newClient(srv), newLocker(t), mobile.WithMaxAttempts(3))
-	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
-		Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	step := mobile.NewStep(newClient(srv), mobile.WithMaxAttempts(3))
+	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Changes: []mobile.Change{latest("ios", "2.4.0")}})
 	if !errors.Is(err, mobile.ErrConflict) || res.Attempts != 3 {
 		t.Fatalf("got %v after %d attempts, want ErrConflict after 3", err, res.Attempts)
 	}
@@ -244,15 +259,15 @@ func TestStepPreventsLostUpdates(t *testing.T) {
 		srv := newFake(t, flagsmithtest.WithLatency(2*time.Millisecond))
 		addEnv(t, srv, "env", v2)
 		check(t, srv.SetValue("env", "version_state", `{}`))
-		step := mobile.NewStep(newClient(srv), newLocker(t),
-			mobile.WithLockBudget(locks.Budget{Timeout: 20 * time.Second, MaxRetries: 1}))
+		step := mobile.NewStep(newClient(srv))
+		l := newLocker(t)
 		const runs = 6
 		var wg sync.WaitGroup
 		errs := make([]error, runs)
 		for i := range runs {
 			wg.Go(func() {
-				_, errs[i] = step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
-					Holder: fmt.Sprintf("prod#%d/mobile", i), Changes: []mobile.Change{latest(fmt.Sprintf("p%d", i), fmt.Sprintf("1.%d.0", i))}})
+				errs[i] = runLocked(l, step, fmt.Sprintf("prod#%d/mobile", i), mobile.Request{Environment: "env", Feature: "version_state",
+					Changes: []mobile.Change{latest(fmt.Sprintf("p%d", i), fmt.Sprintf("1.%d.0", i))}})
 			})
 		}
 		wg.Wait()
@@ -287,29 +302,6 @@ func TestStepPreventsLostUpdates(t *testing.T) {
 	})
 }
 
-func TestStepRefusesWhileTheRunHoldsACoolifyKey(t *testing.T) {
-	srv := newFake(t)
-	addEnv(t, srv, "env", false)
-	check(t, srv.SetValue("env", "version_state", versionDoc))
-	l := newLocker(t)
-	lease, err := l.Acquire(context.Background(), locks.Request{Key: "coolify:phase2", Holder: "prod#1234/phase2"})
-	check(t, err)
-	step := mobile.NewStep(newClient(srv), l)
-	_, err = step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
-		Holder: "prod#1234/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
-	if !errors.Is(err, locks.ErrNamespace) || !strings.Contains(err.Error(), `"coolify:phase2"`) {
-		t.Fatalf("got %v, want ErrNamespace naming coolify:phase2", err)
-	}
-	if n := len(srv.Requests()); n != 0 {
-		t.Fatalf("Flagsmith got %d calls, want none", n)
-	}
-	check(t, lease.Release(context.Background()))
-	if _, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
-		Holder: "prod#1234/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}}); err != nil {
-		t.Fatalf("after the release: %v", err)
-	}
-}
-
 func TestStepStopsWhenTheLeaseIsLost(t *testing.T) {
 	arrived := make(chan struct{}, 1)
 	notify := func(next http.Handler) http.Handler {
@@ -326,12 +318,11 @@ func TestStepStopsWhenTheLeaseIsLost(t *testing.T) {
 	addEnv(t, srv, "env", false)
 	check(t, srv.SetValue("env", "version_state", versionDoc))
 	l := newLocker(t)
-	step := mobile.NewStep(newClient(srv), l)
+	step := mobile.NewStep(newClient(srv))
 	errc := make(chan error, 1)
 	go func() {
-		_, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
-			Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
-		errc <- err
+		errc <- runLocked(l, step, "prod#1/mobile", mobile.Request{Environment: "env", Feature: "version_state",
+			Changes: []mobile.Change{latest("ios", "2.4.0")}})
 	}()
 	<-arrived
 	info, err := l.Get(context.Background(), mobile.LockKey("version_state"))
@@ -354,9 +345,8 @@ func TestStepRefusesEnvironmentsWithChangeRequests(t *testing.T) {
 	_, err := srv.AddEnvironment(flagsmithtest.Environment{APIKey: "env", MinimumChangeRequestApprovals: &one})
 	check(t, err)
 	check(t, srv.SetValue("env", "version_state", versionDoc))
-	step := mobile.NewStep(newClient(srv), newLocker(t))
-	_, err = step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
-		Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	step := mobile.NewStep(newClient(srv))
+	_, err = step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Changes: []mobile.Change{latest("ios", "2.4.0")}})
 	if !errors.Is(err, mobile.ErrChangeRequests) {
 		t.Fatalf("got %v, want ErrChangeRequests", err)
 	}
@@ -374,14 +364,12 @@ func TestStepNeverLogsTheAPIKey(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	client := mobile.NewClient(srv.URL, key, mobile.WithLogger(logger), mobile.WithRetry(2, time.Millisecond, time.Millisecond))
-	step := mobile.NewStep(client, newLocker(t), mobile.WithStepLogger(logger))
+	step := mobile.NewStep(client, mobile.WithStepLogger(logger))
 
 	srv.FailNext(1, http.StatusBadGateway)
-	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
-		Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Changes: []mobile.Change{latest("ios", "2.4.0")}})
 	check(t, err)
-	_, err = step.Run(context.Background(), mobile.Request{Environment: "missing", Feature: "version_state",
-		Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	_, err = step.Run(context.Background(), mobile.Request{Environment: "missing", Feature: "version_state", Changes: []mobile.Change{latest("ios", "2.4.0")}})
 	if err == nil {
 		t.Fatal("an unknown environment did not fail")
 	}
@@ -416,9 +404,8 @@ func TestStepFollowsAnEnvironmentSwitchedToV2(t *testing.T) {
 	fake = srv.Fake
 	addEnv(t, srv, "env", false)
 	check(t, srv.SetValue("env", "version_state", versionDoc))
-	step := mobile.NewStep(newClient(srv), newLocker(t))
-	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
-		Holder: "prod#1/mobile", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	step := mobile.NewStep(newClient(srv))
+	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Changes: []mobile.Change{latest("ios", "2.4.0")}})
 	check(t, err)
 	if !res.V2 || res.Version == "" || res.Attempts != 2 {
 		t.Fatalf("got %+v, want a v2 write on the second attempt", res)

@@ -71,7 +71,7 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 		return runs.StepSuperseded, nil
 	}
 
-	depUUID, seen, err := x.trigger(ctx, s)
+	depUUID, seen, err := x.trigger(ctx, s, runs.Phase2)
 	if err != nil {
 		return "", err
 	}
@@ -185,9 +185,9 @@ func (x *execution) carries(ctx context.Context, st *svcState) (bool, error) {
 // trigger starts the deployment of a service and returns its deployment UUID ("" for
 // Coolify services, which have none) and the deployment as the deploy's confirming read found
 // it (nil if none). Coolify silently drops a deploy while the application has a queued or
-// running deployment, so trigger first waits for such deployments to end, and retries a
-// deploy that was dropped anyway.
-func (x *execution) trigger(ctx context.Context, s config.Service) (string, *coolify.Deployment, error) {
+// running deployment, so trigger first clears such deployments (clearDeployments: waits for
+// them, or cancels one a dead daemon left), and retries a deploy that was dropped anyway.
+func (x *execution) trigger(ctx context.Context, s config.Service, phase runs.Phase) (string, *coolify.Deployment, error) {
 	if s.Kind == config.KindService {
 		if _, err := x.cl.RestartService(ctx, s.UUID, true); err != nil {
 			return "", nil, err
@@ -196,14 +196,8 @@ func (x *execution) trigger(ctx context.Context, s config.Service) (string, *coo
 	}
 	var last error
 	for range maxDeployTries {
-		active, err := x.cl.ActiveDeployments(ctx, s.UUID)
-		if err != nil {
+		if err := x.clearDeployments(ctx, s, phase, true); err != nil {
 			return "", nil, err
-		}
-		for _, d := range active {
-			if _, err := x.cl.WaitDeployment(ctx, d.UUID, s.DeployTimeout); err != nil && ctx.Err() != nil {
-				return "", nil, err
-			}
 		}
 		res, err := x.cl.Deploy(ctx, s.UUID, false)
 		if errors.Is(err, coolify.ErrDeployDeduplicated) {
@@ -213,6 +207,7 @@ func (x *execution) trigger(ctx context.Context, s config.Service) (string, *coo
 		if err != nil {
 			return "", nil, err
 		}
+		x.noteStarted(res.DeploymentUUID)
 		return res.DeploymentUUID, res.Deployment, nil
 	}
 	return "", nil, fmt.Errorf("deploy dropped %d times by Coolify's dedup: %w", maxDeployTries, last)

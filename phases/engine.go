@@ -44,6 +44,7 @@ type Coolify interface {
 	SetImageTag(ctx context.Context, appUUID, tag string) error
 	Deploy(ctx context.Context, appUUID string, force bool) (*coolify.DeployResult, error)
 	ActiveDeployments(ctx context.Context, appUUID string) ([]coolify.Deployment, error)
+	GetDeployment(ctx context.Context, deploymentUUID string) (*coolify.Deployment, error)
 	WaitDeployment(ctx context.Context, deploymentUUID string, timeout time.Duration) (*coolify.Deployment, error)
 	CancelDeployment(ctx context.Context, deploymentUUID string) error
 	RestartService(ctx context.Context, serviceUUID string, pullLatest bool) (string, error)
@@ -76,11 +77,15 @@ type Deps struct {
 	Getenv func(string) string
 	// EnvPrefix is prepended to keys of the "env" source (e.g. "ORCH_SECRET_").
 	EnvPrefix string
-	// Instance names this daemon (run owner). Runs it owned and that had not ended are
-	// marked interrupted by Start.
+	// Instance names this daemon (run owner). It holds the liveness lease
+	// config.DaemonLiveKey(Instance) from Start to Shutdown; runs it owned in a previous life
+	// that had not ended are taken over by Start.
 	Instance string
-	Logger   *slog.Logger
-	Observer Observer
+	// LivenessTTL is the TTL of the liveness lease (default config.DefaultLivenessTTL). Other
+	// daemons take over this one's runs once it has expired.
+	LivenessTTL time.Duration
+	Logger      *slog.Logger
+	Observer    Observer
 	// HTTP is the client of HTTP health checks (default: 10s timeout per request).
 	HTTP *http.Client
 	// PollInterval paces health-check and service-status polling (default 2s).
@@ -122,6 +127,12 @@ type Engine struct {
 	// lastGate is the phase-1 gate of the run submitted last: the next run waits for it, so
 	// runs of this engine enter Phase 1 in the order they were submitted.
 	lastGate <-chan struct{}
+
+	live        *locks.Lease // this instance's liveness lease
+	startedAt   time.Time    // when Start began: runs of this instance created before are leftovers
+	leftovers   bool         // leftovers of this instance's previous life remain to take over
+	watchCancel context.CancelFunc
+	watchDone   chan struct{}
 }
 
 // New returns an engine. Call Start before Submit.
@@ -147,7 +158,10 @@ func New(d Deps) (*Engine, error) {
 	if d.Pipelines == nil {
 		d.Pipelines = map[string]*config.Pipeline{}
 	}
-	for _, ns := range config.Namespaces() {
+	if d.LivenessTTL <= 0 {
+		d.LivenessTTL = config.DefaultLivenessTTL
+	}
+	for _, ns := range append(config.Namespaces(), config.NamespaceDaemon) {
 		if err := d.Locker.RegisterNamespace(ns); err != nil {
 			return nil, fmt.Errorf("phases: register lock namespace %q: %w", ns, err)
 		}
@@ -161,42 +175,71 @@ func New(d Deps) (*Engine, error) {
 	}, nil
 }
 
-// Start recovers from a previous life of this instance: runs it owned that had not ended are
-// marked interrupted (with the locks they held), and leases still held under those runs'
-// holder IDs are force-released, since their holder is gone. It returns the runs it marked.
+// Start takes this instance's liveness lease (waiting up to 1.5 liveness TTLs for one left
+// by a killed previous life to expire; ErrInstanceLive when a live daemon keeps it), then
+// takes over the runs this instance owned in a previous life that had not ended (see
+// takeover: their deployments still running are canceled before their leases are released),
+// and starts watching for other daemons' expired liveness leases, whose runs it takes over.
+// It returns the runs of its previous life it ended.
 func (e *Engine) Start(ctx context.Context) ([]runs.Run, error) {
-	marked, err := e.d.Store.MarkInterrupted(ctx, e.d.Instance, "daemon restarted while the run was executing")
+	if err := e.holdLiveness(ctx); err != nil {
+		return nil, err
+	}
+	e.startedAt = time.Now()
+	marked, err := e.takeover(ctx, e.d.Instance, e.restartReason(), true)
 	if err != nil {
-		return nil, fmt.Errorf("mark interrupted runs of %q: %w", e.d.Instance, err)
+		// Coolify or the store may be down: the watch tries again; the leftovers' leases
+		// stay held meanwhile, so nobody writes over their deployments.
+		e.log.LogAttrs(ctx, slog.LevelError, "previous life's runs not taken over yet; trying again", slog.String(logError, err.Error()))
+		e.mu.Lock()
+		e.leftovers = true
+		e.mu.Unlock()
 	}
-	for _, r := range marked {
-		for _, key := range r.HeldLocks {
-			e.releaseLeftover(ctx, r, key)
-		}
-	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.watchCancel, e.watchDone = cancel, make(chan struct{})
+	go e.watch(wctx)
 	return marked, nil
 }
 
-// releaseLeftover force-releases key if it is still held under run r's holder prefix.
-func (e *Engine) releaseLeftover(ctx context.Context, r runs.Run, key string) {
+func (e *Engine) restartReason() string {
+	return fmt.Sprintf("daemon %s restarted while the run was executing", e.d.Instance)
+}
+
+// releaseLeftover force-releases key if it is still held under run r's holder prefix, and
+// reports whether it did.
+func (e *Engine) releaseLeftover(ctx context.Context, r runs.Run, key, reason string) bool {
 	info, err := e.d.Locker.Get(ctx, key)
 	if err != nil {
-		return // free already, expired, or backend down: the TTL will do it
+		return false // free already, expired, or backend down: the TTL will do it
 	}
 	if !hasHolderPrefix(info.Holder, holderPrefix(r)) {
-		return
+		return false
 	}
 	_, err = e.d.Locker.ForceRelease(ctx, locks.ForceRequest{
 		Key: key, Fence: info.Fence, By: e.d.Instance, LockDelay: time.Millisecond,
-		Reason: fmt.Sprintf("run %s was interrupted when its daemon %s restarted", r.ID, e.d.Instance),
+		Reason: fmt.Sprintf("run %s: %s", r.ID, reason),
 	})
 	if err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "leftover lease not released", slog.String(logRunID, r.ID),
 			slog.String(logLockKey, key), slog.String(logError, err.Error()))
-		return
+		return false
 	}
 	e.log.LogAttrs(ctx, slog.LevelInfo, "leftover lease released", slog.String(logRunID, r.ID),
 		slog.String(logLockKey, key), slog.Int64(logFence, info.Fence))
+	return true
+}
+
+// stopWatch ends the takeover watch and gives the liveness lease back.
+func (e *Engine) stopWatch() {
+	if e.watchCancel != nil {
+		e.watchCancel()
+		<-e.watchDone
+	}
+	if live := e.liveLease(); live != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), finalWriteTimeout)
+		defer cancel()
+		_ = live.Release(ctx)
+	}
 }
 
 // Pipelines returns the names of the loaded pipelines, sorted.
@@ -311,7 +354,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		x.requestStop(errShutdown)
 	}
 	done := make(chan struct{})
-	go func() { e.wg.Wait(); close(done) }()
+	go func() { e.wg.Wait(); e.stopWatch(); close(done) }()
 	select {
 	case <-done:
 		return nil

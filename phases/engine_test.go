@@ -72,7 +72,7 @@ func TestRunSyncsDeploysAndRecords(t *testing.T) {
 		if len(r.HeldLocks) != 0 {
 			t.Errorf("held locks after the run: %v", r.HeldLocks)
 		}
-		held, err := h.locker.List(context.Background(), "")
+		held, err := h.locker.List(context.Background(), "coolify:")
 		if err != nil || len(held) != 0 {
 			t.Errorf("locks after the run = %v, %v; want none", held, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -41,6 +42,7 @@ type execution struct {
 	stopErr  error // the first stop request, checked at safe points
 	inPhase  bool  // entered a phase: it can no longer be superseded
 	resolver *secrets.Resolver
+	started  map[string]bool // deployment UUIDs this run started
 
 	services []*svcState
 	done     chan struct{}
@@ -132,11 +134,29 @@ func (x *execution) enterPhase() error {
 	return nil
 }
 
+// recoverPanic, deferred by execute, turns a panic into a failed run (the stack is logged),
+// never a dead daemon; the leases the run still holds are released.
+func (x *execution) recoverPanic() {
+	v := recover()
+	if v == nil {
+		return
+	}
+	x.log.LogAttrs(context.Background(), slog.LevelError, "run panicked", slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+	ctx, cancel := context.WithTimeout(context.Background(), finalWriteTimeout)
+	defer cancel()
+	x.e.d.Locker.ReleaseAll(ctx, x.run.ID) // finish clears the run's held locks
+	x.finish(ctx, runs.StatusFailed, fmt.Sprintf("internal error (panic: %v); see the daemon log", v))
+	if o := x.e.d.Observer; o != nil {
+		o.RunEnded(x.run.Pipeline, runs.StatusFailed)
+	}
+}
+
 // execute runs the whole pipeline and records how it ended.
 func (x *execution) execute() {
 	defer close(x.done)
 	defer x.cancel(nil)
 	defer x.openGate()
+	defer x.recoverPanic()
 	start := time.Now()
 	x.update(func(r *runs.Run) { r.StartedAt = start.UTC() }, runs.Event{Type: runs.EventRunStarted,
 		Message: fmt.Sprintf("executing on %s", x.e.d.Instance)})

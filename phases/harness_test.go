@@ -184,6 +184,7 @@ func (h *harness) start(pipelines ...string) {
 		Getenv:       func(k string) string { return h.env[k] },
 		EnvPrefix:    "ORCH_SECRET_",
 		Instance:     "test-instance",
+		LivenessTTL:  time.Second,
 		Logger:       slog.New(slog.DiscardHandler),
 		PollInterval: 10 * time.Millisecond,
 	})

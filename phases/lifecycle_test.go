@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
@@ -98,7 +100,16 @@ func TestMobileStepAfterPhase2(t *testing.T) {
 	for _, v2 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("v2=%v", v2), func(t *testing.T) {
 			h := newHarness(t)
-			fs := flagsmithtest.NewServer(t)
+			// The first Flagsmith call waits until the test has looked at the run's held locks.
+			arrived, resume := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			hold := func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					once.Do(func() { close(arrived); <-resume })
+					next.ServeHTTP(w, r)
+				})
+			}
+			fs := flagsmithtest.NewServer(t, flagsmithtest.WithMiddleware(hold))
 			if _, err := fs.AddEnvironment(flagsmithtest.Environment{APIKey: "env-key", V2: v2}); err != nil {
 				t.Fatal(err)
 			}
@@ -114,9 +125,33 @@ func TestMobileStepAfterPhase2(t *testing.T) {
       android.latest_version: "${trigger.app_version}"
     never_downgrade: true
 `, fs.URL, fs.APIKey)))
-			r := h.wait(h.submit("prod", runs.Trigger{Build: "3", ImageTag: "v2", AppVersion: "2.9.0"}))
+			id := h.submit("prod", runs.Trigger{Build: "3", ImageTag: "v2", AppVersion: "2.9.0"})
+			<-arrived
+			during, err := h.store.Get(context.Background(), id)
+			close(resume)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const key = "mobile:flagsmith:version_state"
+			if !slices.Equal(during.HeldLocks, []string{key}) {
+				t.Errorf("held locks during the mobile step = %v, want [%s]", during.HeldLocks, key)
+			}
+			r := h.wait(id)
 			if r.Status != runs.StatusSucceeded {
 				t.Fatalf("status = %s (%s)", r.Status, r.Reason)
+			}
+			// The mobile: lease is the engine's, recorded like every other.
+			var got []runs.EventType
+			for _, ev := range h.events(id) {
+				if ev.LockKey == key && ev.Type != runs.EventPhaseStarted && ev.Type != runs.EventMobileUpdated {
+					got = append(got, ev.Type)
+				}
+			}
+			if want := []runs.EventType{runs.EventLockWaiting, runs.EventLockAcquired, runs.EventLockReleased}; !slices.Equal(got, want) {
+				t.Errorf("events of %s = %v, want %v", key, got, want)
+			}
+			if len(r.HeldLocks) != 0 {
+				t.Errorf("held locks after the run = %v", r.HeldLocks)
 			}
 			v, err := fs.Value("env-key", "version_state")
 			if err != nil {
@@ -135,6 +170,11 @@ func TestMobileStepAfterPhase2(t *testing.T) {
 			s := stepOf(t, r, runs.PhaseMobile, "version_state")
 			if s.Status != runs.StepUpdated || s.Fence == 0 || len(s.Changes.Fields) != 1 {
 				t.Errorf("mobile step = %+v, want updated with a fence and one field", s)
+			}
+			for _, req := range fs.Requests() {
+				if req.Run != id || req.Fence != fmt.Sprint(s.Fence) {
+					t.Errorf("%s %s carried run %q fence %q, want %s and %d", req.Method, req.Path, req.Run, req.Fence, id, s.Fence)
+				}
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -39,7 +40,7 @@ func (x *execution) mobileStep(m config.MobileStep) error {
 	start := time.Now()
 	x.setStatus(runs.StatusMobile)
 	x.setStep(runs.PhaseMobile, m.Name, func(s *runs.Step) {
-		s.Status, s.StartedAt, s.LockKey = runs.StepRunning, start.UTC(), m.LockKey()
+		s.StartedAt, s.LockKey = start.UTC(), m.LockKey()
 	}, runs.Event{Type: runs.EventPhaseStarted, Phase: runs.PhaseMobile, Service: m.Name, LockKey: m.LockKey()})
 
 	client, err := x.e.flagsmithFor(m.Flagsmith)
@@ -47,22 +48,30 @@ func (x *execution) mobileStep(m config.MobileStep) error {
 		x.failStep(runs.PhaseMobile, m.Name, err)
 		return err
 	}
-	b := x.p.Locks.Service
-	step := mobile.NewStep(client, x.e.d.Locker,
-		mobile.WithLockTTL(x.p.Locks.TTL),
-		mobile.WithLockBudget(locks.Budget{Timeout: b.Timeout, MaxRetries: b.MaxRetries, Backoff: b.Backoff}),
-		mobile.WithStepLogger(x.log))
+	// The mobile: lease is taken like every other: recorded in the run's events and held
+	// locks. The locker refuses it while the run holds a coolify: key (ErrNamespace).
+	lease, err := x.acquire(x.ctx, m.LockKey(), runs.PhaseMobile, m.Name, false, &stepLock{runs.PhaseMobile, m.Name, start})
+	if err != nil {
+		x.failStep(runs.PhaseMobile, m.Name, err)
+		x.stepDone(runs.PhaseMobile, runs.StepFailed, start)
+		return fmt.Errorf("mobile %s: %w", m.Name, err)
+	}
+	step := mobile.NewStep(client, mobile.WithStepLogger(x.log))
 	paths := slices.Sorted(maps.Keys(m.Set))
 	changes := make([]mobile.Change, 0, len(paths))
 	for _, p := range paths {
 		changes = append(changes, mobile.Change{Path: p, Value: m.Set[p], NeverDowngrade: m.NeverDowngrade})
 	}
-	res, err := step.Run(x.ctx, mobile.Request{
+	lctx, cancel := lease.Context(x.ctx)
+	res, err := step.Run(lctx, mobile.Request{
 		Environment: m.Flagsmith.Environment, Feature: m.Feature, Changes: changes,
-		Holder: x.holder(m.Name), Owner: x.run.ID, RunID: x.run.ID,
-		Message:      fmt.Sprintf("run %s (%s) mobile %s", x.run.ID, x.run.Pipeline, m.Name),
-		FailOnFrozen: x.p.Locks.OnFrozen == config.OnFrozenFail,
+		RunID: x.run.ID, Fence: lease.Fence(),
 	})
+	err = leaseErr(lease, lctx, err)
+	cancel()
+	if rerr := x.release(lease, runs.PhaseMobile, m.Name, false); err == nil && errors.Is(rerr, locks.ErrLost) {
+		err = rerr // the write may have raced with another holder
+	}
 	if err != nil {
 		x.failStep(runs.PhaseMobile, m.Name, err)
 		x.stepDone(runs.PhaseMobile, runs.StepFailed, start)

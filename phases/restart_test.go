@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
@@ -59,8 +60,33 @@ func TestRestartMarksInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != runs.StatusInterrupted || !slices.Contains(r.HeldLocks, "coolify:"+uuidAPI) {
-		t.Errorf("after restart: status %s, held %v; want interrupted naming coolify:%s", r.Status, r.HeldLocks, uuidAPI)
+	if r.Status != runs.StatusInterrupted || len(r.HeldLocks) != 0 {
+		t.Errorf("after restart: status %s, held %v; want interrupted, none held", r.Status, r.HeldLocks)
+	}
+	var interrupted, canceled *runs.Event
+	for _, ev := range h.events(id) {
+		switch ev.Type {
+		case runs.EventRunInterrupted:
+			interrupted = &ev
+		case runs.EventDeployCanceled:
+			canceled = &ev
+		}
+	}
+	if interrupted == nil || !slices.Contains(strings.Split(interrupted.Data[runs.DataHeldLocks], ","), "coolify:"+uuidAPI) {
+		t.Errorf("run.interrupted event %+v, want it to name the released coolify:%s", interrupted, uuidAPI)
+	}
+	// The hung deployment the dead life started was canceled before its lease was released.
+	deps := h.coolify.Deployments(uuidAPI)
+	if canceled == nil || len(deps) != 1 || deps[0].Status != "cancelled-by-user" || canceled.Data["deployment_uuid"] != deps[0].UUID {
+		t.Errorf("deploy.canceled event %+v, deployments %+v; want the hung deployment canceled", canceled, deps)
+	}
+	if want := []runs.Left{{Service: "api", UUID: uuidAPI, State: runs.LeftDeployCanceled}}; len(r.Left) != 1 || r.Left[0].Service != "api" || r.Left[0].State != runs.LeftDeployCanceled {
+		t.Errorf("left = %+v, want %+v", r.Left, want)
+	}
+	for _, s := range r.Steps {
+		if !s.Status.Done() || (s.Phase == runs.Phase2 && s.Status != runs.StepInterrupted) {
+			t.Errorf("step %s/%s is %s after the takeover", s.Phase, s.Name, s.Status)
+		}
 	}
 	if _, err := h.locker.Get(context.Background(), "coolify:"+uuidAPI); !errors.Is(err, locks.ErrNotFound) {
 		t.Errorf("leftover service lease: %v, want released at start", err)

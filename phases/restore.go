@@ -53,7 +53,12 @@ func (x *execution) restore(st *svcState, phase runs.Phase, redeploy bool) {
 	}
 	sctx, cancel := lease.Context(x.ctx)
 	sctx = coolify.WithTrace(sctx, x.run.ID, lease.Fence())
-	res, err := x.restoreLocked(sctx, st, lease, redeploy)
+	// No write while a deployment this run did not start is in progress.
+	var res restoreResult
+	err = x.clearDeployments(sctx, s, phase, false)
+	if err == nil {
+		res, err = x.restoreLocked(sctx, st, lease, redeploy)
+	}
 	err = leaseErr(lease, sctx, err)
 	cancel()
 	_ = x.release(lease, phase, s.Name, false)
@@ -210,7 +215,7 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 		return res, nil
 	}
 	var seen *coolify.Deployment
-	if res.deployment, seen, err = x.trigger(ctx, s); err != nil {
+	if res.deployment, seen, err = x.trigger(ctx, s, runs.Phase2); err != nil {
 		return res, fmt.Errorf("redeploy previous config: %w", err)
 	}
 	if err := x.waitDeployed(ctx, s, res.deployment, seen); err != nil {

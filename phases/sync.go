@@ -241,6 +241,10 @@ func (x *execution) sync(ctx context.Context, st *svcState) (runs.Changes, error
 			return changes, fmt.Errorf("env %s of %s: the current value is hidden from this token, so it could not be restored on failure; give the token read:sensitive", p.key, s.Name)
 		}
 	}
+	// No write while a deployment this run did not start is in progress.
+	if err := x.clearDeployments(ctx, s, runs.Phase1, false); err != nil {
+		return changes, err
+	}
 	st.snap = &snapshot{ref: ref, envs: prev, tag: oldTag, tagChanged: tagChange}
 
 	if len(writes) > 0 {

@@ -25,9 +25,13 @@ const (
 	EventServiceRestored   EventType = "service.restored"
 	EventDeployStarted     EventType = "deploy.started"
 	EventDeployFinished    EventType = "deploy.finished"
-	EventHealthOK          EventType = "health.ok"
-	EventHealthFailed      EventType = "health.failed"
-	EventMobileUpdated     EventType = "mobile.updated"
+	// EventDeployCanceled: a deployment was canceled by this run (one left running by a run
+	// whose daemon died, or one that did not end within the deploy timeout), or by the
+	// daemon that took the run over.
+	EventDeployCanceled EventType = "deploy.canceled"
+	EventHealthOK       EventType = "health.ok"
+	EventHealthFailed   EventType = "health.failed"
+	EventMobileUpdated  EventType = "mobile.updated"
 
 	EventRunSucceeded   EventType = "run.succeeded"
 	EventRunFailed      EventType = "run.failed"

@@ -99,14 +99,34 @@ type Run struct {
 	// steps of every service, then Phase 2, then mobile.
 	Steps []Step `json:"steps"`
 	// Owner is the daemon instance executing the run (empty while nobody has claimed it).
-	// Store.MarkInterrupted finds an instance's runs by it after a restart.
+	// Store.Unfinished finds an instance's runs by it, for a takeover.
 	Owner string `json:"owner,omitempty"`
 	// HeldLocks are the lock keys the run holds right now. The engine keeps it current so
 	// that, when the daemon dies, the interrupted report says which locks were left behind.
 	HeldLocks []string `json:"held_locks,omitempty"`
+	// Left says, for a run whose daemon died and that another daemon took over, what state
+	// each service was left in.
+	Left []Left `json:"left,omitempty"`
 	// Version counts the writes of the run; the store sets it (1 after Create, +1 on every
 	// Update). Clients can use it as an ETag.
 	Version int64 `json:"version"`
+}
+
+// What a taken-over run left a service in (Left.State).
+const (
+	LeftDeployed          = "deployed"            // Phase 2 deployed it (this run's config runs)
+	LeftSyncedNotDeployed = "synced_not_deployed" // it carries this run's config, not deployed
+	LeftRestored          = "restored"            // this run's changes were put back
+	LeftUntouched         = "untouched"           // this run changed nothing on it
+	LeftDeployCanceled    = "deploy_canceled"     // its deployment was canceled; it carries this run's config
+)
+
+// Left is the state a taken-over run left one service in.
+type Left struct {
+	Service string `json:"service"`
+	UUID    string `json:"uuid,omitempty"`
+	State   string `json:"state"`
+	Detail  string `json:"detail,omitempty"`
 }
 
 // StepStatus is where one step (one service in one phase, or one mobile change) is.
@@ -125,6 +145,9 @@ const (
 	StepFailed      StepStatus = "failed"
 	StepRestored    StepStatus = "restored" // the Phase-1 snapshot was put back (and redeployed if needed)
 	StepSkipped     StepStatus = "skipped"  // not done because the run stopped before it
+	// StepInterrupted: the run's daemon died while the step was under way or pending; the
+	// run's Left says what state the service was left in.
+	StepInterrupted StepStatus = "interrupted"
 )
 
 // Done reports whether the step has finished one way or another.
@@ -327,6 +350,7 @@ func (r Run) Clone() Run {
 		}
 	}
 	c.HeldLocks = slices.Clone(r.HeldLocks)
+	c.Left = slices.Clone(r.Left)
 	if r.Steps != nil {
 		c.Steps = make([]Step, len(r.Steps))
 		for i, s := range r.Steps {

@@ -72,14 +72,12 @@ type Store interface {
 	// Errors: ErrUnavailable. Subscribing to a run that does not exist is not an error.
 	Subscribe(ctx context.Context, id string) (Subscription, error)
 
-	// MarkInterrupted ends every run of owner that has not ended: status interrupted, the
-	// given reason, EndedAt now, HeldLocks kept as they were (they are the report: which
-	// locks the run held when its daemon stopped), and a run.interrupted event whose Data
-	// names the held locks. It returns the runs it marked, oldest first. The daemon calls it
-	// on start, with its own instance ID, before executing anything.
+	// Unfinished returns the runs that have not ended and whose owner is owner (every owner
+	// when owner is empty), oldest first. A daemon reads its own on start and a dead
+	// daemon's when it takes them over; it ends them with Update.
 	//
-	// Errors: ErrInvalid (empty owner); ErrUnavailable.
-	MarkInterrupted(ctx context.Context, owner, reason string) ([]Run, error)
+	// Errors: ErrUnavailable.
+	Unfinished(ctx context.Context, owner string) ([]Run, error)
 
 	// SeenDelivery records a webhook delivery ID and reports whether it was already recorded
 	// within the last ttl: the first call for an ID returns false, later calls return true

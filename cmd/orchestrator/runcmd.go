@@ -88,7 +88,7 @@ func (lc *localCmd) engine(ctx context.Context, c *cli, fs *pflag.FlagSet, insta
 		return nil, nil, err
 	}
 	eng, err := newEngine(b, engineConfig{pipelines: ps, getenv: c.getenv, log: log, instance: instance,
-		clients: newClients(log, nil, 0)})
+		clients: newClients(log, nil, 0), livenessTTL: d.LivenessTTL})
 	if err != nil {
 		b.Close()
 		return nil, nil, err
@@ -119,6 +119,10 @@ func cmdRun(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer b.Close()
+	// The run's owner holds a liveness lease like a daemon, so no daemon takes the run over.
+	if _, err := eng.Start(ctx); err != nil {
+		return err
+	}
 	r, _, err := eng.Submit(context.WithoutCancel(ctx), fs.Arg(0), t)
 	if err != nil {
 		return err

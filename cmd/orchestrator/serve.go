@@ -70,6 +70,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	eng, err := newEngine(b, engineConfig{
 		pipelines: pipelines, instance: instance, getenv: c.getenv, log: log, observer: metrics,
 		clients: newClients(log, metrics.OutsideRequest, tn.coolifyPoll), healthPoll: tn.healthPoll,
+		livenessTTL: d.LivenessTTL,
 	})
 	if err != nil {
 		ln.Close()
@@ -82,7 +83,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	}
 	for _, r := range interrupted {
 		log.LogAttrs(ctx, slog.LevelWarn, "run interrupted by a restart", slog.String("run_id", r.ID),
-			slog.String("pipeline", r.Pipeline), slog.Any("held_locks", r.HeldLocks))
+			slog.String("pipeline", r.Pipeline), slog.Any("left", r.Left))
 	}
 
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))

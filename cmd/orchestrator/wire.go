@@ -139,6 +139,8 @@ type engineConfig struct {
 	clients   *clients
 	// healthPoll paces health checks; 0 means the engine's default.
 	healthPoll time.Duration
+	// livenessTTL is the TTL of the daemon's liveness lease; 0 means the default.
+	livenessTTL time.Duration
 }
 
 func newEngine(b *backends, ec engineConfig) (*phases.Engine, error) {
@@ -147,6 +149,7 @@ func newEngine(b *backends, ec engineConfig) (*phases.Engine, error) {
 		Coolify: ec.clients.coolify, Flagsmith: ec.clients.flagsmith, Secrets: ec.clients.secrets,
 		Getenv: ec.getenv, EnvPrefix: secretEnvPrefix,
 		Instance: ec.instance, Logger: ec.log, Observer: ec.observer, PollInterval: ec.healthPoll,
+		LivenessTTL: ec.livenessTTL,
 	})
 }
 

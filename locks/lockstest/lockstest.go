@@ -70,6 +70,8 @@ func Run(t *testing.T, newDriver func(t *testing.T) locks.Driver) {
 		{"Audit", s.audit},
 		{"ListAndGet", s.listAndGet},
 		{"Namespaces", s.namespaces},
+		{"LateGrantNotBelieved", s.lateGrantNotBelieved},
+		{"Record", s.record},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.f)
@@ -924,4 +926,72 @@ func (s *suite) namespaces(t *testing.T) {
 	}
 	le := mustAcquire(t, e.l, mob) // owner "p#1" from the holder
 	mustRelease(t, le)
+}
+
+// slowGrants answers the first TryAcquire that the backend granted only after delay: the
+// grant arrives after the lease it names must be presumed expired.
+type slowGrants struct {
+	locks.Driver
+	delay time.Duration
+	once  sync.Once
+	late  atomic.Int64 // fence of the late grant
+}
+
+func (d *slowGrants) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, error) {
+	info, err := d.Driver.TryAcquire(ctx, g)
+	if err == nil {
+		d.once.Do(func() {
+			d.late.Store(info.Fence)
+			time.Sleep(d.delay)
+		})
+	}
+	return info, err
+}
+
+// lateGrantNotBelieved: a grant that arrives after the lease's local deadline (send time +
+// TTL - margin) is not handed out; the token is given back and the Locker tries again.
+func (s *suite) lateGrantNotBelieved(t *testing.T) {
+	d := &slowGrants{Driver: s.newDriver(t), delay: 300 * time.Millisecond}
+	l := locks.New(d, locks.Options{PollInterval: 20 * time.Millisecond, LockDelay: time.Millisecond})
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("close locker: %v", err)
+		}
+	})
+	le := mustAcquire(t, l, locks.Request{Key: "k:late", Holder: "a", TTL: 100 * time.Millisecond, Budget: quick})
+	defer mustRelease(t, le)
+	if late := d.late.Load(); late == 0 || le.Fence() <= late {
+		t.Fatalf("lease has fence %d, the late grant had %d: the late grant was believed", le.Fence(), late)
+	}
+	if err := le.Err(); err != nil {
+		t.Fatalf("the lease granted after the late one is not live: %v", err)
+	}
+}
+
+// record: an action taken outside the backend is appended to the audit log, newest first
+// with the operator actions; a malformed one is refused.
+func (s *suite) record(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	if err := e.l.Record(ctx, locks.AuditEntry{Action: "cancel_deployment", Key: "test:rec", By: "daemon-b"}); !errors.Is(err, locks.ErrInvalid) {
+		t.Fatalf("entry without a reason: got %v, want ErrInvalid", err)
+	}
+	if _, err := e.l.Freeze(ctx, locks.FreezeRequest{Key: "test:rec", Message: "hold on", By: "bob", Until: time.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.l.Record(ctx, locks.AuditEntry{Action: "cancel_deployment", Key: "test:rec", By: "daemon-b", Reason: "deployment d1 of a dead daemon's run"}); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := e.l.Audit(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 {
+		t.Fatalf("audit: got %+v, want the freeze and the recorded entry", entries)
+	}
+	got := entries[0]
+	if got.Action != "cancel_deployment" || got.Key != "test:rec" || got.By != "daemon-b" || got.Reason != "deployment d1 of a dead daemon's run" ||
+		got.At.IsZero() || time.Since(got.At) > time.Minute {
+		t.Errorf("recorded entry: got %+v", got)
+	}
 }

@@ -573,6 +573,16 @@ func (d *Driver) Unfreeze(ctx context.Context, key, by, reason string) error {
 	return nil
 }
 
+// Record implements locks.Driver: the entry goes to the key's audit list.
+func (d *Driver) Record(ctx context.Context, e locks.AuditEntry) error {
+	const op = "record audit"
+	k := d.keys(e.Key)
+	if err := recordScript.Run(ctx, d.client, []string{k.audit}, e.Action, e.Key, e.By, e.Reason, d.auditCap).Err(); err != nil {
+		return d.fail(ctx, op, e.Key, err)
+	}
+	return nil
+}
+
 // auditRecord is an audit entry as the scripts store it (strings only).
 type auditRecord struct {
 	At      string `json:"at"`

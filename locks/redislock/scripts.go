@@ -259,6 +259,17 @@ redis.call('PUBLISH', ARGV[5], '')
 return 1
 `)
 
+// recordScript appends an audit entry for an action taken outside the backend.
+//
+// KEYS: audit
+// ARGV: action key by reason audit_cap
+var recordScript = redis.NewScript(luaNow + `
+local fmt = function(n) return string.format('%d', n) end
+` + luaAudit + `
+audit(KEYS[1], ARGV[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4], nil)
+return 1
+`)
+
 // getScript reads a live lease, its live waiters and its lock-delay. It writes nothing.
 //
 // KEYS: lock deadlines

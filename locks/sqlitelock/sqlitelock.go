@@ -641,6 +641,18 @@ func (d *Driver) Unfreeze(ctx context.Context, key, by, reason string) error {
 	return nil
 }
 
+// Record implements locks.Driver.
+func (d *Driver) Record(ctx context.Context, e locks.AuditEntry) error {
+	if err := d.check("record audit of", e.Key); err != nil {
+		return err
+	}
+	e.At = time.Now()
+	if err := d.h.write(ctx, func(tx *sql.Tx) error { return appendAudit(ctx, tx, e) }); err != nil {
+		return d.fail("record audit of", e.Key, err)
+	}
+	return nil
+}
+
 // Audit implements locks.Driver.
 func (d *Driver) Audit(ctx context.Context, limit int) ([]locks.AuditEntry, error) {
 	if err := d.check("read audit of", ""); err != nil {

@@ -309,7 +309,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error,
 	})
 }
 
-// update is the optimistic read-modify-write loop under Update and MarkInterrupted. apply
+// update is the optimistic read-modify-write loop under Update. apply
 // returns the run to write and the (stamped) events to append; its errors are returned as is.
 //
 // The first attempt starts from the copy this Store wrote last, if it has one, without
@@ -504,52 +504,56 @@ func (s *Store) listen(ctx context.Context) error {
 	return nil
 }
 
-// MarkInterrupted implements runs.Store. Each run is marked atomically on its own; a run
-// that ends concurrently (its daemon was not dead after all) is left as it ended.
-func (s *Store) MarkInterrupted(ctx context.Context, owner, reason string) ([]runs.Run, error) {
-	if owner == "" {
-		return nil, fmt.Errorf("mark interrupted: empty owner: %w", runs.ErrInvalid)
-	}
-	if reason == "" {
-		reason = storekit.DefaultInterruptReason
-	}
-	op := fmt.Sprintf("mark runs of %q interrupted", owner)
+// Unfinished implements runs.Store: an owner's from its set of unfinished runs, every
+// owner's from the status index.
+func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error) {
+	op := fmt.Sprintf("unfinished runs of %q", owner)
 	if err := s.open(op); err != nil {
 		return nil, err
 	}
-	ids, err := s.rdb.SMembers(ctx, s.ownerKey(owner)).Result()
-	if err != nil {
-		return nil, storekit.Fail(op, err)
-	}
-	var marked []runs.Run
-	for _, id := range ids {
-		r, err := s.update(ctx, id, func(cur runs.Run) (runs.Run, []runs.Event, error) {
-			if cur.Status.Terminal() || cur.Owner != owner {
-				return runs.Run{}, nil, errSkip
+	var out []runs.Run
+	if owner == "" {
+		var active []runs.Status
+		for _, st := range runs.Statuses {
+			if !st.Terminal() {
+				active = append(active, st)
 			}
-			next := cur.Clone()
-			ev := storekit.Interrupt(&next, owner, reason, s.now())
-			next.Version++
-			evs, err := storekit.StampEvents(id, []runs.Event{ev}, s.now())
-			return next, evs, err
-		})
-		switch {
-		case errors.Is(err, errSkip), errors.Is(err, runs.ErrNotFound):
-			// Stale set member: the scripts keep the set exact, so only a manual edit gets here.
-			_ = s.rdb.SRem(ctx, s.ownerKey(owner), id).Err()
-			continue
-		case err != nil:
-			return marked, fmt.Errorf("%s: %w", op, err)
 		}
-		marked = append(marked, r)
+		f := runs.Filter{Status: active, Limit: runs.MaxLimit}
+		for {
+			page, err := s.List(ctx, f)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, page.Runs...)
+			if page.Next == "" {
+				break
+			}
+			f.Cursor = page.Next
+		}
+	} else {
+		ids, err := s.rdb.SMembers(ctx, s.ownerKey(owner)).Result()
+		if err != nil {
+			return nil, storekit.Fail(op, err)
+		}
+		for _, id := range ids {
+			r, err := s.get(ctx, id)
+			if errors.Is(err, runs.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if !r.Status.Terminal() && r.Owner == owner {
+				out = append(out, r)
+			}
+		}
 	}
-	slices.SortFunc(marked, func(a, b runs.Run) int {
+	slices.SortFunc(out, func(a, b runs.Run) int {
 		return strings.Compare(storekit.SortKey(a), storekit.SortKey(b))
 	})
-	return marked, nil
+	return out, nil
 }
-
-var errSkip = errors.New("skip")
 
 // SeenDelivery implements runs.Store with SET NX PX.
 func (s *Store) SeenDelivery(ctx context.Context, id string, ttl time.Duration) (bool, error) {

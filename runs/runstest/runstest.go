@@ -60,7 +60,7 @@ func Run(t *testing.T, newBackend func(tb testing.TB) Opener) {
 		{"Follow", testFollow},
 		{"FollowEnded", testFollowEnded},
 		{"FollowCanceled", testFollowCanceled},
-		{"MarkInterrupted", testMarkInterrupted},
+		{"Unfinished", testUnfinished},
 		{"SurvivesRestart", testSurvivesRestart},
 		{"SeenDelivery", testSeenDelivery},
 		{"SeenDeliveryConcurrent", testSeenDeliveryConcurrent},
@@ -600,7 +600,7 @@ func testUpdateTwoStores(t *testing.T, open Opener) {
 	if err := set2(a); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.MarkInterrupted(ctx, "node-x", "restarted"); err != nil {
+	if _, err := b.Update(ctx, r2.ID, func(x *runs.Run) error { x.Status = runs.StatusInterrupted; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	wantErr(t, "Update after another store marked the run interrupted", set2(a), runs.ErrEnded)
@@ -882,76 +882,41 @@ func testFollowCanceled(t *testing.T, open Opener) {
 	}
 }
 
-func testMarkInterrupted(t *testing.T, open Opener) {
+func testUnfinished(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := ctxFor(t)
-	mk := func(owner string, status runs.Status, at time.Time, held ...string) runs.Run {
+	mk := func(owner string, status runs.Status, at time.Time) runs.Run {
 		r := mustCreate(t, s, runs.Run{Pipeline: "prod", CreatedAt: at, Owner: owner})
-		return mustUpdate(t, s, r.ID, func(x *runs.Run) error {
-			x.Status, x.HeldLocks = status, held
-			return nil
-		})
+		return mustUpdate(t, s, r.ID, func(x *runs.Run) error { x.Status = status; return nil })
 	}
-	a1 := mk("node-a", runs.StatusPhase2, t0.Add(2*time.Second), "coolify:phase2", "coolify:u-api")
+	a1 := mk("node-a", runs.StatusPhase2, t0.Add(2*time.Second))
 	a0 := mk("node-a", runs.StatusQueued, t0.Add(time.Second))
-	aDone := mk("node-a", runs.StatusSucceeded, t0)
-	b := mk("node-b", runs.StatusPhase1, t0, "coolify:phase1")
-
-	_, err := s.MarkInterrupted(ctx, "", "x")
-	wantErr(t, "MarkInterrupted without owner", err, runs.ErrInvalid)
-
-	marked, err := s.MarkInterrupted(ctx, "node-a", "daemon restarted")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var gotIDs []string
-	for _, r := range marked {
-		gotIDs = append(gotIDs, r.ID)
-		if r.Status != runs.StatusInterrupted || r.Reason != "daemon restarted" || r.EndedAt.IsZero() {
-			t.Errorf("marked run %s: status %s, reason %q, ended %s; want interrupted, %q, a time", r.ID, r.Status, r.Reason, r.EndedAt, "daemon restarted")
-		}
-	}
-	if !slices.Equal(gotIDs, []string{a0.ID, a1.ID}) {
-		t.Errorf("MarkInterrupted returned %v, want %v (the unfinished runs of node-a, oldest first)", gotIDs, []string{a0.ID, a1.ID})
-	}
-	if len(marked) == 2 && !slices.Equal(marked[1].HeldLocks, a1.HeldLocks) {
-		t.Errorf("marked run held locks %v, want %v", marked[1].HeldLocks, a1.HeldLocks)
-	}
-
-	stored, err := s.Get(ctx, a1.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if stored.Status != runs.StatusInterrupted || !slices.Equal(stored.HeldLocks, a1.HeldLocks) {
-		t.Errorf("stored interrupted run: status %s, held %v; want interrupted, %v", stored.Status, stored.HeldLocks, a1.HeldLocks)
-	}
-	evs, err := s.Events(ctx, a1.ID, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(evs) != 1 || evs[0].Type != runs.EventRunInterrupted || evs[0].Data[runs.DataHeldLocks] != "coolify:phase2,coolify:u-api" {
-		t.Errorf("events of the interrupted run: %+v, want one run.interrupted naming the held locks", evs)
-	}
-	for _, r := range []runs.Run{aDone, b} {
-		got, err := s.Get(ctx, r.ID)
+	mk("node-a", runs.StatusSucceeded, t0)
+	b := mk("node-b", runs.StatusPhase1, t0)
+	mk("node-b", runs.StatusInterrupted, t0.Add(time.Second))
+	ids := func(rs []runs.Run, err error) []string {
+		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status != r.Status || got.Version != r.Version {
-			t.Errorf("run %s of %s in %s was touched: now %s v%d", r.ID, r.Owner, r.Status, got.Status, got.Version)
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.ID)
 		}
+		return out
 	}
-	_, err = s.Update(ctx, a1.ID, func(x *runs.Run) error { x.Status = runs.StatusSucceeded; return nil })
-	wantErr(t, "a late Update by the dead daemon", err, runs.ErrEnded)
-
-	again, err := s.MarkInterrupted(ctx, "node-a", "daemon restarted")
-	if err != nil || len(again) != 0 {
-		t.Errorf("second MarkInterrupted: %d runs, err %v; want none", len(again), err)
+	if got, want := ids(s.Unfinished(ctx, "node-a")), []string{a0.ID, a1.ID}; !slices.Equal(got, want) {
+		t.Errorf("Unfinished(node-a) = %v, want %v (oldest first)", got, want)
 	}
-	// An ended run that was interrupted can be followed to its end.
-	var n int
-	if err := runs.Follow(ctx, s, a1.ID, 0, func(runs.Event) error { n++; return nil }); err != nil || n != 1 {
-		t.Errorf("Follow of an interrupted run: %d events, err %v; want 1, nil", n, err)
+	if got, want := ids(s.Unfinished(ctx, "")), []string{b.ID, a0.ID, a1.ID}; !slices.Equal(got, want) {
+		t.Errorf("Unfinished(every owner) = %v, want %v (oldest first)", got, want)
+	}
+	if got := ids(s.Unfinished(ctx, "node-c")); len(got) != 0 {
+		t.Errorf("Unfinished(node-c) = %v, want none", got)
+	}
+	mustUpdate(t, s, a1.ID, func(x *runs.Run) error { x.Status = runs.StatusInterrupted; return nil })
+	if got, want := ids(s.Unfinished(ctx, "node-a")), []string{a0.ID}; !slices.Equal(got, want) {
+		t.Errorf("Unfinished(node-a) after one ended = %v, want %v", got, want)
 	}
 }
 
@@ -990,9 +955,13 @@ func testSurvivesRestart(t *testing.T, open Opener) {
 	if got, err := markStore(t, s2).GetMark(ctx, "u-api"); err != nil || got != mark {
 		t.Errorf("GetMark after restart: %+v, %v; want %+v", got, err, mark)
 	}
-	marked, err := s2.MarkInterrupted(ctx, "node-a", "daemon restarted")
-	if err != nil || len(marked) != 1 || marked[0].ID != r.ID {
-		t.Fatalf("MarkInterrupted after restart: %d runs, err %v; want run %s", len(marked), err, r.ID)
+	unfinished, err := s2.Unfinished(ctx, "node-a")
+	if err != nil || len(unfinished) != 1 || unfinished[0].ID != r.ID {
+		t.Fatalf("Unfinished after restart: %d runs, err %v; want run %s", len(unfinished), err, r.ID)
+	}
+	if _, err := s2.Update(ctx, r.ID, func(x *runs.Run) error { x.Status = runs.StatusInterrupted; return nil },
+		runs.Event{Type: runs.EventRunInterrupted}); err != nil {
+		t.Fatal(err)
 	}
 	evs, err := s2.Events(ctx, r.ID, 0, 0)
 	if err != nil || len(evs) != 2 || evs[1].Seq != 2 || evs[1].Type != runs.EventRunInterrupted {

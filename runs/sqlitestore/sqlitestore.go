@@ -537,61 +537,41 @@ func (s *Store) Subscribe(ctx context.Context, id string) (runs.Subscription, er
 	return s.hub.Subscribe(id), nil
 }
 
-// MarkInterrupted implements runs.Store, in one transaction.
-func (s *Store) MarkInterrupted(ctx context.Context, owner, reason string) ([]runs.Run, error) {
-	if owner == "" {
-		return nil, fmt.Errorf("mark interrupted: empty owner: %w", runs.ErrInvalid)
-	}
-	if reason == "" {
-		reason = storekit.DefaultInterruptReason
-	}
-	var marked []runs.Run
-	err := s.write(ctx, fmt.Sprintf("mark runs of %q interrupted", owner), func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT data FROM runs WHERE owner = ? AND status IN (`+activeStatuses+`) ORDER BY sort_key`, owner)
-		if err != nil {
-			return err
-		}
-		var todo []runs.Run
-		for rows.Next() {
-			var data []byte
-			if err := rows.Scan(&data); err != nil {
-				rows.Close()
-				return err
-			}
-			var r runs.Run
-			if err := json.Unmarshal(data, &r); err != nil {
-				rows.Close()
-				return fmt.Errorf("decode: %w", err)
-			}
-			todo = append(todo, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		now := s.now()
-		for _, r := range todo {
-			ev := storekit.Interrupt(&r, owner, reason, now)
-			r.Version++
-			evs, err := storekit.StampEvents(r.ID, []runs.Event{ev}, now)
-			if err != nil {
-				return err
-			}
-			if err := writeRun(ctx, tx, r, evs); err != nil {
-				return err
-			}
-			marked = append(marked, r)
-		}
-		return nil
-	})
-	if err != nil {
+// Unfinished implements runs.Store.
+func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error) {
+	op := fmt.Sprintf("unfinished runs of %q", owner)
+	if err := s.readable(op); err != nil {
 		return nil, err
 	}
-	for _, r := range marked {
-		s.cache.Put(r)
-		s.hub.Notify(r.ID)
+	q, args := `SELECT id, version, data FROM runs WHERE status IN (`+activeStatuses+`) ORDER BY sort_key`, []any{}
+	if owner != "" {
+		q, args = `SELECT id, version, data FROM runs WHERE owner = ? AND status IN (`+activeStatuses+`) ORDER BY sort_key`, []any{owner}
 	}
-	return marked, nil
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, storekit.Fail(op, err)
+	}
+	defer rows.Close()
+	var out []runs.Run
+	for rows.Next() {
+		var (
+			id      string
+			version int64
+			data    []byte
+		)
+		if err := rows.Scan(&id, &version, &data); err != nil {
+			return nil, storekit.Fail(op, err)
+		}
+		r, err := s.decode(id, version, data)
+		if err != nil {
+			return nil, storekit.Fail(op, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, storekit.Fail(op, err)
+	}
+	return out, nil
 }
 
 // SeenDelivery implements runs.Store. Expired records are deleted on each call.

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -88,30 +87,6 @@ func StampEvents(id string, evs []runs.Event, now time.Time) ([]runs.Event, erro
 	}
 	return out, nil
 }
-
-// Interrupt ends r as runs.StatusInterrupted for Store.MarkInterrupted and returns the
-// run.interrupted event to append with it. r.Version is not touched.
-func Interrupt(r *runs.Run, owner, reason string, now time.Time) runs.Event {
-	r.Status = runs.StatusInterrupted
-	r.Reason = reason
-	r.EndedAt = now.UTC()
-	msg := "run interrupted: " + reason
-	if len(r.HeldLocks) > 0 {
-		msg += "; it held " + strings.Join(r.HeldLocks, ", ")
-	}
-	return runs.Event{
-		Type:    runs.EventRunInterrupted,
-		At:      now.UTC(),
-		Message: msg,
-		Data: map[string]string{
-			runs.DataOwner:     owner,
-			runs.DataHeldLocks: strings.Join(r.HeldLocks, ","),
-		},
-	}
-}
-
-// DefaultInterruptReason is the reason MarkInterrupted records when given none.
-const DefaultInterruptReason = "daemon restarted"
 
 // Query is a validated runs.Filter.
 type Query struct {

@@ -1,0 +1,186 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// ErrDeploymentInProgress: a deployment this run did not start is still queued or in progress
+// on the application after the guard waited for it and tried to cancel it; the run refuses to
+// write.
+var ErrDeploymentInProgress = errors.New("another deployment of the application is in progress")
+
+// guardRounds bounds how often clearDeployments looks again after waiting or canceling.
+const guardRounds = 3
+
+// clearDeployments is called under the service's lease before every mutating Coolify call on
+// an application (Phase-1 sync, restore, rollback, deploy). The rule: no write while a
+// deployment of the application is queued or in progress that this run did not start.
+//
+//   - A deployment started by a run whose daemon is dead (its liveness lease expired, or the
+//     run was already ended as interrupted) is canceled at once.
+//   - Any other (a live run's, or one nobody recorded: a deploy from Coolify's UI, or a
+//     daemon killed between its deploy and its record) is waited for, up to the service's
+//     deploy_timeout; one still running then is canceled.
+//
+// Every cancel is recorded as a deploy.canceled event of this run and a cancel_deployment
+// audit entry. With ownToo, deployments this run started are waited for too (a deploy would
+// be dropped by Coolify's dedup while one runs). Coolify services have no deployments to
+// list: nothing to do.
+func (x *execution) clearDeployments(ctx context.Context, s config.Service, phase runs.Phase, ownToo bool) error {
+	if s.Kind == config.KindService {
+		return nil
+	}
+	for range guardRounds {
+		active, err := x.cl.ActiveDeployments(ctx, s.UUID)
+		if err != nil {
+			return fmt.Errorf("check for deployments in progress: %w", err)
+		}
+		var foreign []coolify.Deployment
+		for _, d := range active {
+			if ownToo || !x.startedDeployment(d.UUID) {
+				foreign = append(foreign, d)
+			}
+		}
+		if len(foreign) == 0 {
+			return nil
+		}
+		for _, d := range foreign {
+			if err := x.settle(ctx, s, phase, d); err != nil {
+				return err
+			}
+		}
+	}
+	return fmt.Errorf("%w: %s (%s) still has a deployment queued or running after %d rounds of waiting and canceling; nothing written",
+		ErrDeploymentInProgress, s.Name, s.UUID, guardRounds)
+}
+
+// settle waits for or cancels one deployment that stands in the way.
+func (x *execution) settle(ctx context.Context, s config.Service, phase runs.Phase, d coolify.Deployment) error {
+	if x.startedDeployment(d.UUID) {
+		_, err := x.cl.WaitDeployment(ctx, d.UUID, s.DeployTimeout)
+		if ctx.Err() != nil {
+			return err
+		}
+		return nil
+	}
+	owner, dead := x.deploymentOwner(ctx, s, d)
+	if dead {
+		return x.cancelForeign(ctx, s, phase, d.UUID, fmt.Sprintf("deployment %s of %s was left running by %s, whose daemon is gone", d.UUID, s.Name, owner))
+	}
+	x.log.LogAttrs(ctx, slog.LevelInfo, "waiting for a deployment this run did not start",
+		slog.String(logService, s.Name), slog.String("deployment_uuid", d.UUID), slog.String("owner", owner))
+	_, err := x.cl.WaitDeployment(ctx, d.UUID, s.DeployTimeout)
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("waiting for deployment %s (%s) of %s: %w", d.UUID, owner, s.Name, err)
+	case errors.Is(err, coolify.ErrDeploymentTimeout):
+		// WaitDeployment canceled it (Coolify has no reaper for stuck deployments).
+		x.recordCancel(ctx, s, phase, d.UUID, fmt.Sprintf("deployment %s of %s (%s) did not end within deploy_timeout %s", d.UUID, s.Name, owner, s.DeployTimeout), err)
+	}
+	return nil
+}
+
+// deploymentOwner says who started deployment d, as far as the store knows, and whether
+// that owner is dead: the service's mark names the last run that wrote or deployed it.
+func (x *execution) deploymentOwner(ctx context.Context, s config.Service, d coolify.Deployment) (string, bool) {
+	m, err := x.e.d.Marks.GetMark(ctx, s.UUID)
+	if err != nil || m.RunID == x.run.ID {
+		return "an unrecorded deploy", false
+	}
+	r, err := x.e.d.Store.Get(ctx, m.RunID)
+	if err != nil {
+		return "an unrecorded deploy", false
+	}
+	who := fmt.Sprintf("run %s on %s", r.ID, orUnknown(r.Owner))
+	if r.Status.Terminal() {
+		// An interrupted run's deployment (one queued before the run was taken over) has
+		// nobody left to watch it; any other deployment after a run ended is not its.
+		dead := r.Status == runs.StatusInterrupted && (d.CreatedAt.IsZero() || !d.CreatedAt.After(r.EndedAt))
+		if !dead {
+			return "an unrecorded deploy", false
+		}
+		return who, true
+	}
+	return who, !x.e.ownerAlive(ctx, r.Owner, r.ID)
+}
+
+// cancelForeign cancels a deployment this run did not start and records it.
+func (x *execution) cancelForeign(ctx context.Context, s config.Service, phase runs.Phase, depUUID, why string) error {
+	err := x.cl.CancelDeployment(ctx, depUUID)
+	if err != nil && !errors.Is(err, coolify.ErrBadRequest) { // 400: it ended meanwhile
+		return fmt.Errorf("cancel deployment %s: %w (%s)", depUUID, err, why)
+	}
+	x.recordCancel(ctx, s, phase, depUUID, why, nil)
+	return nil
+}
+
+// recordCancel writes the deploy.canceled event and the cancel_deployment audit entry.
+func (x *execution) recordCancel(ctx context.Context, s config.Service, phase runs.Phase, depUUID, why string, detail error) {
+	msg := "canceled: " + why
+	if detail != nil {
+		msg += " (" + firstLine(detail.Error()) + ")"
+	}
+	x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventDeployCanceled, Phase: phase, Service: s.Name, LockKey: s.LockKey(),
+		Message: msg, Data: map[string]string{"deployment_uuid": depUUID}})
+	x.e.audit(ctx, "cancel_deployment", s.LockKey(), fmt.Sprintf("run %s: %s", x.run.ID, msg))
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// startedDeployment reports whether this run started the deployment.
+func (x *execution) startedDeployment(uuid string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.started[uuid]
+}
+
+// noteStarted records a deployment this run started.
+func (x *execution) noteStarted(uuid string) {
+	if uuid == "" {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.started == nil {
+		x.started = map[string]bool{}
+	}
+	x.started[uuid] = true
+}
+
+// ownerAlive reports whether the daemon instance owner still executes run id: this engine
+// when owner is this instance, else any daemon whose liveness lease is held.
+func (e *Engine) ownerAlive(ctx context.Context, owner, id string) bool {
+	if owner == e.d.Instance {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.execs[id] != nil
+	}
+	_, err := e.d.Locker.Get(ctx, config.DaemonLiveKey(owner))
+	// Unknown (backend down) counts as alive: waiting is the safe side.
+	return err == nil || !errors.Is(err, locks.ErrNotFound)
+}
+
+// audit appends an audit entry; a failure is logged.
+func (e *Engine) audit(ctx context.Context, action, key, reason string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := e.d.Locker.Record(ctx, locks.AuditEntry{Action: action, Key: key, By: e.d.Instance, Reason: reason}); err != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "audit entry not written", slog.String("action", action),
+			slog.String(logLockKey, key), slog.String(logError, err.Error()))
+	}
+}

@@ -1,0 +1,372 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// ErrInstanceLive: another daemon holds this instance's liveness lease: two daemons must not
+// share an ORCH_INSTANCE.
+var ErrInstanceLive = errors.New("another daemon with this instance name is running")
+
+// takeoverWait bounds the wait for another daemon's takeover of the same instance.
+const takeoverWait = 30 * time.Second
+
+// holdLiveness takes this instance's liveness lease. A lease left by this instance's previous
+// life (killed) expires within its TTL, so the wait is one TTL and a little more; a lease that
+// is renewed all along that wait belongs to a live daemon: ErrInstanceLive.
+func (e *Engine) holdLiveness(ctx context.Context) error {
+	ttl := e.d.LivenessTTL
+	key := config.DaemonLiveKey(e.d.Instance)
+	lease, err := e.d.Locker.Acquire(ctx, locks.Request{
+		Key: key, Holder: "daemon/" + e.d.Instance, Owner: e.daemonOwner(),
+		Message: fmt.Sprintf("daemon %s is alive", e.d.Instance), TTL: ttl,
+		Budget: locks.Budget{Timeout: ttl + ttl/2, MaxRetries: 0},
+	})
+	if errors.Is(err, locks.ErrBudgetExhausted) {
+		return fmt.Errorf("instance %q: its liveness lease %q stayed held for %s: %w (give each daemon its own ORCH_INSTANCE): %w",
+			e.d.Instance, key, ttl+ttl/2, ErrInstanceLive, err)
+	}
+	if err != nil {
+		return fmt.Errorf("instance %q: take liveness lease %q: %w", e.d.Instance, key, err)
+	}
+	e.mu.Lock()
+	e.live = lease
+	e.mu.Unlock()
+	return nil
+}
+
+// liveLease returns the current liveness lease.
+func (e *Engine) liveLease() *locks.Lease {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.live
+}
+
+// keepLive takes the liveness lease again whenever it is lost (the lock backend stalled or
+// was unreachable past the TTL), so a daemon that lives on is not taken for dead.
+func (e *Engine) keepLive(ctx context.Context) {
+	for {
+		lease := e.liveLease()
+		select {
+		case <-ctx.Done():
+			return
+		case <-lease.Done():
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		e.log.LogAttrs(ctx, slog.LevelWarn, "liveness lease lost; taking it again", slog.String(logError, fmt.Sprint(lease.Err())))
+		for {
+			err := e.holdLiveness(ctx)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			e.log.LogAttrs(ctx, slog.LevelError, "liveness lease not taken again", slog.String(logError, err.Error()))
+			t := time.NewTimer(e.d.LivenessTTL / 4)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// daemonOwner groups the daemon's own leases (liveness, takeover) in the locker.
+func (e *Engine) daemonOwner() string { return config.NamespaceDaemon + e.d.Instance }
+
+// watch looks, every half liveness TTL, for unfinished runs whose owner's liveness lease has
+// expired, and takes them over; it also keeps this daemon's own liveness lease.
+func (e *Engine) watch(ctx context.Context) {
+	defer close(e.watchDone)
+	live := make(chan struct{})
+	go func() { defer close(live); e.keepLive(ctx) }()
+	defer func() { <-live }()
+	suspects := map[string]bool{}
+	for {
+		wait := time.Duration(float64(e.d.LivenessTTL/2) * (0.75 + rand.Float64()/2))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		suspects = e.takeOverDead(ctx, suspects)
+	}
+}
+
+// takeOverDead takes over the runs of every owner found without a liveness lease on two
+// scans in a row (suspects are those found so on the scan before): a daemon whose lease
+// lapsed in a backend stall takes it again at once, and is not taken for dead. It returns
+// the owners found without a lease on this scan.
+func (e *Engine) takeOverDead(ctx context.Context, suspects map[string]bool) map[string]bool {
+	next := map[string]bool{}
+	if lease := e.liveLease(); lease == nil || lease.Err() != nil {
+		return next // this daemon may itself be cut off: judge nobody
+	}
+	e.mu.Lock()
+	retry := e.leftovers
+	e.mu.Unlock()
+	if retry {
+		if _, err := e.takeover(ctx, e.d.Instance, e.restartReason(), false); err == nil {
+			e.mu.Lock()
+			e.leftovers = false
+			e.mu.Unlock()
+		} else if ctx.Err() == nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "previous life's runs still not taken over", slog.String(logError, err.Error()))
+		}
+	}
+	unfinished, err := e.d.Store.Unfinished(ctx, "")
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "takeover watch: runs not listed", slog.String(logError, err.Error()))
+		}
+		return next
+	}
+	var owners []string
+	for _, r := range unfinished {
+		if r.Owner != "" && r.Owner != e.d.Instance && !slices.Contains(owners, r.Owner) {
+			owners = append(owners, r.Owner)
+		}
+	}
+	for _, owner := range owners {
+		if _, err := e.d.Locker.Get(ctx, config.DaemonLiveKey(owner)); !errors.Is(err, locks.ErrNotFound) {
+			continue // alive, or unknown: do nothing
+		}
+		next[owner] = true
+		if !suspects[owner] {
+			continue // missing once: look again next time
+		}
+		if _, err := e.takeover(ctx, owner, fmt.Sprintf("daemon %s died (its liveness lease expired); taken over by %s", owner, e.d.Instance), false); err != nil && ctx.Err() == nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "takeover failed", slog.String("owner", owner), slog.String(logError, err.Error()))
+		}
+	}
+	return next
+}
+
+// takeover ends the unfinished runs of owner under the lock daemon:takeover:<owner>: each
+// run's deployments still running are canceled, its leases released, its steps finished as
+// interrupted, and the state it left each service in written (Run.Left). With wait, the lock
+// is waited for (this instance's own leftovers at start); without, a takeover under way
+// elsewhere is left to finish. It returns the runs it ended.
+func (e *Engine) takeover(ctx context.Context, owner, reason string, wait bool) ([]runs.Run, error) {
+	budget := locks.Budget{Timeout: 10 * time.Millisecond, MaxRetries: 0}
+	if wait {
+		budget.Timeout = takeoverWait
+	}
+	key := config.DaemonTakeoverKey(owner)
+	lease, err := e.d.Locker.Acquire(ctx, locks.Request{
+		Key: key, Holder: "daemon/" + e.d.Instance, Owner: e.daemonOwner(),
+		Message: fmt.Sprintf("daemon %s takes over the runs of %s", e.d.Instance, owner),
+		TTL:     e.d.LivenessTTL, Budget: budget,
+	})
+	if errors.Is(err, locks.ErrHeld) && !wait {
+		return nil, nil // another daemon is at it
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take over %s: %w", owner, err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
+		defer cancel()
+		_ = lease.Release(rctx)
+	}()
+	lctx, cancel := lease.Context(ctx)
+	defer cancel()
+	if owner != e.d.Instance {
+		// Looked at again under the lock: the owner may have come back.
+		if _, err := e.d.Locker.Get(lctx, config.DaemonLiveKey(owner)); !errors.Is(err, locks.ErrNotFound) {
+			return nil, nil
+		}
+	}
+	list, err := e.d.Store.Unfinished(lctx, owner)
+	if err != nil {
+		return nil, fmt.Errorf("take over %s: %w", owner, err)
+	}
+	var ended []runs.Run
+	for _, r := range list {
+		if owner == e.d.Instance && (!r.CreatedAt.Before(e.startedAt) || e.ownerAlive(lctx, owner, r.ID)) {
+			continue // a run of this life
+		}
+		done, err := e.takeOverRun(lctx, r, reason, lease.Fence())
+		if err != nil {
+			return ended, err
+		}
+		if done != nil {
+			ended = append(ended, *done)
+		}
+	}
+	if len(ended) > 0 {
+		ids := make([]string, len(ended))
+		for i, r := range ended {
+			ids[i] = r.ID
+		}
+		e.audit(lctx, "takeover", config.DaemonLiveKey(owner), fmt.Sprintf("%s: runs %s", reason, strings.Join(ids, ", ")))
+		e.log.LogAttrs(lctx, slog.LevelWarn, "runs taken over", slog.String("owner", owner), slog.String("runs", strings.Join(ids, ",")))
+	}
+	return ended, lease.Err()
+}
+
+// takeOverRun ends one run of a dead daemon. Order matters: its deployments still running
+// are canceled before its leases are released, so the next holder of a service lock never
+// finds the dead run's deployment running.
+// Its Coolify calls carry the run's ID and the takeover lease's fence.
+func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fence int64) (*runs.Run, error) {
+	ctx = coolify.WithTrace(ctx, r.ID, fence)
+	var cl Coolify
+	if p := e.d.Pipelines[r.Pipeline]; p != nil {
+		cl = e.coolifyFor(p)
+	}
+	var evs []runs.Event
+	ends := map[string]deployEnd{} // service name → how its deployment ended
+	for _, s := range r.Steps {
+		if s.Phase != runs.Phase2 || s.DeploymentUUID == "" || (s.Status != runs.StepRunning && s.Status != runs.StepDeployed) {
+			continue
+		}
+		if cl == nil {
+			evs = append(evs, runs.Event{Type: runs.EventServiceFailed, Phase: runs.Phase2, Service: s.Name,
+				Message: fmt.Sprintf("deployment %s not looked at: pipeline %s is not loaded on %s", s.DeploymentUUID, r.Pipeline, e.d.Instance)})
+			continue
+		}
+		d, err := cl.GetDeployment(ctx, s.DeploymentUUID)
+		if err != nil {
+			if errors.Is(err, coolify.ErrNotFound) {
+				continue
+			}
+			return nil, fmt.Errorf("take over run %s: deployment %s of %s: %w", r.ID, s.DeploymentUUID, s.Name, err)
+		}
+		if !d.Status.Active() {
+			ends[s.Name] = deployEnd{uuid: d.UUID, status: d.Status}
+			continue
+		}
+		if err := cl.CancelDeployment(ctx, d.UUID); err != nil && !errors.Is(err, coolify.ErrBadRequest) {
+			return nil, fmt.Errorf("take over run %s: cancel deployment %s of %s: %w", r.ID, d.UUID, s.Name, err)
+		}
+		msg := fmt.Sprintf("canceled: deployment %s of %s was left running by the dead daemon %s (%s)", d.UUID, s.Name, r.Owner, reason)
+		ends[s.Name] = deployEnd{uuid: d.UUID, status: coolify.StatusCancelledByUser}
+		evs = append(evs, runs.Event{Type: runs.EventDeployCanceled, Phase: runs.Phase2, Service: s.Name, LockKey: config.ServiceLockKey(s.UUID),
+			Message: msg, Data: map[string]string{"deployment_uuid": d.UUID}})
+		e.audit(ctx, "cancel_deployment", config.ServiceLockKey(s.UUID), fmt.Sprintf("run %s: %s", r.ID, msg))
+	}
+
+	released := e.releaseRunLeases(ctx, r, reason)
+	now := time.Now().UTC()
+	left := leftStates(r, ends)
+	evs = append(evs, runs.Event{Type: runs.EventRunInterrupted, Message: "run interrupted: " + reason + describeLeft(left),
+		Data: map[string]string{runs.DataOwner: r.Owner, runs.DataHeldLocks: strings.Join(released, ",")}})
+	out, err := e.d.Store.Update(ctx, r.ID, func(cur *runs.Run) error {
+		cur.Status, cur.Reason, cur.EndedAt, cur.HeldLocks = runs.StatusInterrupted, reason, now, nil
+		cur.Left = leftStates(*cur, ends)
+		for i := range cur.Steps {
+			if !cur.Steps[i].Status.Done() {
+				cur.Steps[i].Status = runs.StepInterrupted
+				if cur.Steps[i].EndedAt.IsZero() && !cur.Steps[i].StartedAt.IsZero() {
+					cur.Steps[i].EndedAt = now
+				}
+			}
+		}
+		return nil
+	}, evs...)
+	if errors.Is(err, runs.ErrEnded) {
+		return nil, nil // it ended meanwhile: its daemon was not dead after all
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take over run %s: %w", r.ID, err)
+	}
+	if o := e.d.Observer; o != nil {
+		o.RunEnded(r.Pipeline, runs.StatusInterrupted)
+	}
+	return &out, nil
+}
+
+// releaseRunLeases force-releases every lease still held under the run's holder prefix: the
+// keys its record names and any other (a lease granted just before the daemon died, before
+// it was recorded). It returns the keys released.
+func (e *Engine) releaseRunLeases(ctx context.Context, r runs.Run, reason string) []string {
+	keys := slices.Clone(r.HeldLocks)
+	for _, ns := range config.Namespaces() {
+		infos, err := e.d.Locker.List(ctx, ns)
+		if err != nil {
+			continue
+		}
+		for _, in := range infos {
+			if hasHolderPrefix(in.Holder, holderPrefix(r)) && !slices.Contains(keys, in.Key) {
+				keys = append(keys, in.Key)
+			}
+		}
+	}
+	var released []string
+	for _, key := range keys {
+		if e.releaseLeftover(ctx, r, key, reason) {
+			released = append(released, key)
+		}
+	}
+	return released
+}
+
+// deployEnd is how a deployment a dead run was waiting for ended.
+type deployEnd struct {
+	uuid   string
+	status coolify.DeploymentStatus
+}
+
+// leftStates says, per service of the run, what state the run left it in.
+func leftStates(r runs.Run, ends map[string]deployEnd) []runs.Left {
+	var out []runs.Left
+	for _, s := range r.Steps {
+		if s.Phase != runs.Phase1 {
+			continue
+		}
+		l := runs.Left{Service: s.Name, UUID: s.UUID, State: runs.LeftUntouched}
+		p2 := r.Step(runs.Phase2, s.Name)
+		end, waited := ends[s.Name]
+		switch {
+		case waited && end.status == coolify.StatusFinished:
+			l.State, l.Detail = runs.LeftDeployed, "deployment "+end.uuid+" finished after the daemon died; health not checked"
+		case waited && end.status == coolify.StatusFailed:
+			l.State, l.Detail = runs.LeftSyncedNotDeployed, "deployment "+end.uuid+" failed; the service carries this run's config"
+		case waited:
+			l.State, l.Detail = runs.LeftDeployCanceled, "deployment "+end.uuid+" canceled; the service carries this run's config, not deployed"
+		case p2 != nil && (p2.Status == runs.StepHealthy || p2.Status == runs.StepDeployed):
+			l.State = runs.LeftDeployed
+		case s.Status == runs.StepRestored:
+			l.State = runs.LeftRestored
+		case s.Status == runs.StepSynced && s.Changes.Empty():
+			l.State, l.Detail = runs.LeftUntouched, "already carried this run's config"
+		case s.Status == runs.StepSynced:
+			l.State = runs.LeftSyncedNotDeployed
+		case s.Status == runs.StepRunning:
+			l.State, l.Detail = runs.LeftSyncedNotDeployed, "the sync was under way: it may carry part of this run's config"
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func describeLeft(left []runs.Left) string {
+	var parts []string
+	for _, l := range left {
+		parts = append(parts, l.Service+": "+strings.ReplaceAll(l.State, "_", " "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; services left " + strings.Join(parts, ", ")
+}

@@ -1,0 +1,260 @@
+package phases_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
+	"github.com/deploy-orchestrator/orchestrator/phases"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// mutating reports whether a request to the fake Coolify changes a resource's config.
+func mutating(r coolifytest.Request) bool {
+	return (r.Method == http.MethodPatch || r.Method == http.MethodPost || r.Method == http.MethodDelete) &&
+		strings.HasPrefix(r.Path, "/api/v1/applications/")
+}
+
+// A deployment nobody recorded (started from Coolify's UI, say) is in progress when a run
+// reaches the service: the run writes nothing until it has ended, and when it outlives the
+// service's deploy_timeout, the run cancels it and says so in its events and the audit.
+func TestPhase1WaitsForADeploymentItDidNotStart(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		h := newHarnessOn(t, backend)
+		h.start(h.pipelineYAML("prod", []string{"api"}, ""))
+		h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Hang)
+		foreign, err := coolify.New(h.coolifyURL, h.coolifyToken).Deploy(context.Background(), uuidAPI, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Succeed)
+
+		id := h.submit("prod", runs.Trigger{Build: "21", ImageTag: "v21"})
+		r := h.wait(id)
+		if r.Status != runs.StatusSucceeded {
+			t.Fatalf("status %s (%s)", r.Status, r.Reason)
+		}
+		dep, ok := h.coolify.Deployment(foreign.DeploymentUUID)
+		if !ok || dep.Status != "cancelled-by-user" {
+			t.Fatalf("foreign deployment %+v, want canceled after the deploy timeout", dep)
+		}
+		var cancelSeq uint64
+		for _, req := range h.coolify.Requests() {
+			if req.Method == http.MethodPost && strings.HasSuffix(req.Path, "/deployments/"+foreign.DeploymentUUID+"/cancel") {
+				cancelSeq = req.Seq
+			}
+		}
+		if cancelSeq == 0 {
+			t.Fatal("no cancel request reached Coolify")
+		}
+		writes := 0
+		for _, req := range h.coolify.Requests() {
+			if mutating(req) && req.RunID == id {
+				writes++
+				if req.Seq < cancelSeq {
+					t.Errorf("%s %s (seq %d) was sent while deployment %s was in progress (canceled at seq %d)", req.Method, req.Path, req.Seq, foreign.DeploymentUUID, cancelSeq)
+				}
+			}
+		}
+		if writes == 0 {
+			t.Fatal("the run wrote nothing: the test shows nothing")
+		}
+		ev := findEvent(h.events(id), runs.EventDeployCanceled)
+		if ev == nil || ev.Data["deployment_uuid"] != foreign.DeploymentUUID || ev.Phase != runs.Phase1 {
+			t.Errorf("deploy.canceled event = %+v, want one naming %s in phase 1", ev, foreign.DeploymentUUID)
+		}
+		audit, err := h.locker.Audit(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(audit) == 0 || audit[0].Action != "cancel_deployment" || audit[0].Key != "coolify:"+uuidAPI || !strings.Contains(audit[0].Reason, foreign.DeploymentUUID) {
+			t.Errorf("audit = %+v, want a cancel_deployment entry naming %s", audit, foreign.DeploymentUUID)
+		}
+	})
+}
+
+func findEvent(evs []runs.Event, typ runs.EventType) *runs.Event {
+	for i := range evs {
+		if evs[i].Type == typ {
+			return &evs[i]
+		}
+	}
+	return nil
+}
+
+// A daemon that died mid-deploy and does not come back: another daemon on the same store
+// finds its liveness lease expired, cancels the deployment the dead run started, releases
+// its lease, ends the run as interrupted with every step finished, and says what state each
+// service was left in.
+func TestDeadDaemonsRunIsTakenOver(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		h := newHarnessOn(t, backend)
+		ctx := context.Background()
+		// The dead daemon's run: api synced and deploying, worker synced, not deployed.
+		h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Hang)
+		dep, err := coolify.New(h.coolifyURL, h.coolifyToken).Deploy(ctx, uuidAPI, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead, _, err := h.store.Create(ctx, runs.Run{Pipeline: "prod", Owner: "dead-daemon", Trigger: runs.Trigger{Build: "7"},
+			Steps: []runs.Step{
+				{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced, Changes: runs.Changes{Env: []runs.EnvChange{{Key: "BUILD", Action: "update", ValueChanged: true}}}},
+				{Phase: runs.Phase1, Name: "worker", UUID: uuidWorker, Status: runs.StepSynced, Changes: runs.Changes{Env: []runs.EnvChange{{Key: "BUILD", Action: "update", ValueChanged: true}}}},
+				{Phase: runs.Phase2, Name: "api", UUID: uuidAPI, Status: runs.StepRunning, DeploymentUUID: dep.DeploymentUUID},
+				{Phase: runs.Phase2, Name: "worker", UUID: uuidWorker, Status: runs.StepPending},
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.store.Update(ctx, dead.ID, func(r *runs.Run) error {
+			r.Status, r.HeldLocks = runs.StatusPhase2, []string{"coolify:phase2", "coolify:" + uuidAPI}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// Its leases, still on the backend (held here only so they exist; the takeover must
+		// force-release them).
+		for _, key := range []string{"coolify:phase2", "coolify:" + uuidAPI} {
+			l, err := h.locker.Acquire(ctx, locks.Request{Key: key, Holder: "prod#7/x", Owner: "dead-run-" + key, TTL: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(ctx)
+		}
+
+		h.start(h.pipelineYAML("prod", []string{"api", "worker"}, ""))
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := runs.Follow(wctx, h.store, dead.ID, 0, func(runs.Event) error { return nil }); err != nil {
+			t.Fatalf("the dead daemon's run was not taken over: %v", err)
+		}
+		r, err := h.store.Get(ctx, dead.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != runs.StatusInterrupted || !strings.Contains(r.Reason, "dead-daemon") || len(r.HeldLocks) != 0 {
+			t.Fatalf("taken-over run: %s (%s), held %v", r.Status, r.Reason, r.HeldLocks)
+		}
+		for _, s := range r.Steps {
+			if !s.Status.Done() {
+				t.Errorf("step %s/%s left %s", s.Phase, s.Name, s.Status)
+			}
+		}
+		if s := stepOf(t, r, runs.Phase2, "api"); s.Status != runs.StepInterrupted {
+			t.Errorf("phase-2 api step %s, want interrupted", s.Status)
+		}
+		left := map[string]string{}
+		for _, l := range r.Left {
+			left[l.Service] = l.State
+		}
+		if left["api"] != runs.LeftDeployCanceled || left["worker"] != runs.LeftSyncedNotDeployed {
+			t.Errorf("left = %+v, want api %s, worker %s", r.Left, runs.LeftDeployCanceled, runs.LeftSyncedNotDeployed)
+		}
+		if d, _ := h.coolify.Deployment(dep.DeploymentUUID); d.Status != "cancelled-by-user" {
+			t.Errorf("the dead run's deployment is %s, want canceled", d.Status)
+		}
+		held, err := h.locker.List(ctx, "coolify:")
+		if err != nil || len(held) != 0 {
+			t.Errorf("leases after the takeover: %+v, %v; want none", held, err)
+		}
+		if ev := findEvent(h.events(dead.ID), runs.EventDeployCanceled); ev == nil || ev.Data["deployment_uuid"] != dep.DeploymentUUID {
+			t.Errorf("deploy.canceled event = %+v", ev)
+		}
+		audit, err := h.locker.Audit(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		actions := map[string]bool{}
+		for _, a := range audit {
+			actions[a.Action] = true
+		}
+		if !actions["takeover"] || !actions["cancel_deployment"] || !actions["force_release"] {
+			t.Errorf("audit actions %v, want takeover, cancel_deployment and force_release", actions)
+		}
+	})
+}
+
+// A second daemon started with an instance name whose liveness lease is held refuses to
+// start, and takes nothing over.
+func TestSecondDaemonWithTheSameInstanceRefusesToStart(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
+	// The second daemon: its own Locker on the same lock database.
+	d, err := sqlitelock.Open(filepath.Join(h.dir, "locks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := locks.New(d, locks.Options{PollInterval: 50 * time.Millisecond})
+	t.Cleanup(func() { second.Close() })
+	e, err := phases.New(phases.Deps{Store: h.store, Marks: h.store, Locker: second,
+		Coolify:  func(url, token string) phases.Coolify { return coolify.New(url, token) },
+		Instance: "test-instance", LivenessTTL: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Start(context.Background())
+	if !errors.Is(err, phases.ErrInstanceLive) || !strings.Contains(err.Error(), "test-instance") {
+		t.Fatalf("second Start: %v, want ErrInstanceLive naming the instance", err)
+	}
+	// The first daemon still works.
+	if r := h.wait(h.submit("prod", runs.Trigger{Build: "1", ImageTag: "v2"})); r.Status != runs.StatusSucceeded {
+		t.Fatalf("run on the first daemon: %s (%s)", r.Status, r.Reason)
+	}
+}
+
+// panicky is the real client with a fault injected: SetImageTag panics.
+type panicky struct{ phases.Coolify }
+
+func (panicky) SetImageTag(context.Context, string, string) error { panic("injected fault") }
+
+// A panic in a run's goroutine ends the run as failed and releases its leases; the daemon
+// (here: the engine) goes on.
+func TestPanicInARunFailsTheRun(t *testing.T) {
+	h := newHarness(t)
+	ps := map[string]*config.Pipeline{}
+	p, err := config.LoadPipelineBytes("p.yaml", []byte(h.pipelineYAML("prod", []string{"api"}, "")), func(k string) string { return h.env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps[p.Name] = p
+	e, err := phases.New(phases.Deps{Store: h.store, Marks: h.store, Locker: h.locker, Pipelines: ps,
+		Coolify: func(url, token string) phases.Coolify {
+			return panicky{coolify.New(url, token, coolify.WithPollInterval(10*time.Millisecond))}
+		},
+		Getenv: func(k string) string { return h.env[k] }, EnvPrefix: "ORCH_SECRET_",
+		Instance: "panic-instance", LivenessTTL: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	r, _, err := e.Submit(context.Background(), "prod", runs.Trigger{Build: "1", ImageTag: "v9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Wait(context.Background(), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.store.Get(context.Background(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != runs.StatusFailed || !strings.Contains(got.Reason, "injected fault") || len(got.HeldLocks) != 0 {
+		t.Errorf("run after a panic: %s (%s), held %v; want failed naming the panic, nothing held", got.Status, got.Reason, got.HeldLocks)
+	}
+	if held, err := h.locker.List(context.Background(), "coolify:"); err != nil || len(held) != 0 {
+		t.Errorf("leases after the panic: %+v, %v; want none", held, err)
+	}
+}
