@@ -629,9 +629,8 @@ func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent, body []byte) (runs
 	field := func(name string) string { return fmt.Sprintf("webhooks rules[%d].%s", i, name) }
 	tt, err := rule.TriggerFor(body)
 	if err != nil {
-		var ps config.Problems
-		if errors.As(err, &ps) && len(ps) > 0 {
-			return runs.Trigger{}, unprocessable(field(ps[0].Field), errors.New(ps[0].Message))
+		if es := fieldErrors(err); len(es) > 0 {
+			return runs.Trigger{}, unprocessable(field(es[0].Field), ruleProblems(field, es))
 		}
 		return runs.Trigger{}, unprocessable(field("trigger"), err)
 	}
@@ -655,13 +654,25 @@ func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent, body []byte) (runs
 	}
 	out, err := validTrigger(triggerBody{Build: t.Build, ImageTag: t.ImageTag, Commit: t.Commit, AppVersion: t.AppVersion, Params: t.Params})
 	if err != nil {
-		var fe *FieldError
-		if errors.As(err, &fe) {
-			return runs.Trigger{}, unprocessable(field("trigger."+fe.Field), errors.New(fe.Reason))
+		if es := fieldErrors(err); len(es) > 0 {
+			tf := func(name string) string { return field("trigger." + name) }
+			return runs.Trigger{}, unprocessable(tf(es[0].Field), ruleProblems(tf, es))
 		}
 		return runs.Trigger{}, err
 	}
 	return out, nil
+}
+
+// ruleProblems is every problem of a rule's trigger, each naming the rule's field.
+func ruleProblems(field func(string) string, es FieldErrors) error {
+	if len(es) == 1 {
+		return errors.New(es[0].Reason)
+	}
+	msgs := make([]string, len(es))
+	for i, e := range es {
+		msgs[i] = field(e.Field) + ": " + e.Reason
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 func unprocessable(field string, err error) error {
