@@ -29,7 +29,7 @@ chaos: deps
 
 # A short run of every fuzz target (FUZZTIME each, default 5s) on top of the committed seeds.
 FUZZTIME ?= 5s
-FUZZ_TARGETS = ./config:FuzzLoadPipeline ./api:FuzzWebhookDelivery ./api:FuzzTriggerBody \
+FUZZ_TARGETS = ./config:FuzzLoadPipeline ./api:FuzzWebhookDelivery ./api:FuzzGitLabWebhook ./api:FuzzTriggerBody \
 	./coolify:FuzzDecodeCoolifyApplication ./coolify:FuzzDecodeCoolifyDeployment \
 	./coolify:FuzzDecodeCoolifyEnvVars ./coolify:FuzzDecodeCoolifyError \
 	./mobile:FuzzDecodeFlagsmithFeatureState ./mobile:FuzzDecodeFlagsmithVersion \

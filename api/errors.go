@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/internal/panics"
@@ -29,8 +30,9 @@ var (
 	ErrConflict = errors.New("conflict")
 )
 
-// Besides the errors above, the API maps config.Problems (400, naming the first field: what
-// config.Trigger.Validate and Pipeline.Resolve return), runs.ErrNotFound (404), runs.ErrEnded (409: cancel
+// Besides the errors above, the API maps FieldErrors and config.Problems (400, naming the
+// first field and listing every one: what config.Trigger.Validate and Pipeline.Resolve
+// return), runs.ErrNotFound (404), runs.ErrEnded (409: cancel
 // of a run that already ended), runs.ErrInvalid (400), and the locks sentinels: ErrNotFound
 // (404), *HeldError with ErrStale or ErrHeld (409, naming the current holder), ErrInvalid
 // (400); ErrUnavailable of either backend becomes 503; secrets.ErrMissing 422 and another
@@ -50,6 +52,44 @@ func (e *FieldError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Fie
 
 // Is makes a *FieldError match ErrInvalid.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+// FieldErrors is every problem of one request, each naming its field, reported in one answer
+// (a trigger with a bad image tag and a bad app_version hears of both). It matches ErrInvalid.
+type FieldErrors []*FieldError
+
+func (es FieldErrors) Error() string {
+	msgs := make([]string, len(es))
+	for i, e := range es {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Is makes FieldErrors match ErrInvalid.
+func (es FieldErrors) Is(target error) bool { return target == ErrInvalid }
+
+// fieldErrors returns err's problems as FieldErrors: every one of a FieldErrors or
+// config.Problems, the one of a *FieldError; nil for other errors.
+func fieldErrors(err error) FieldErrors {
+	var (
+		fes FieldErrors
+		fe  *FieldError
+		ps  config.Problems
+	)
+	switch {
+	case errors.As(err, &fes):
+		return fes
+	case errors.As(err, &ps):
+		out := make(FieldErrors, len(ps))
+		for i, p := range ps {
+			out[i] = &FieldError{Field: p.Field, Reason: p.Message}
+		}
+		return out
+	case errors.As(err, &fe):
+		return FieldErrors{fe}
+	}
+	return nil
+}
 
 // fieldErr returns a *FieldError.
 func fieldErr(field, format string, args ...any) error {
@@ -80,8 +120,27 @@ type errorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// Problems lists every field problem of the request, the first being Field, when there
+	// is more than one.
+	Problems []fieldProblem `json:"problems,omitempty"`
 	// Current is the lease in the way of a lock operation, when there is one (never its token).
 	Current *locks.Info `json:"current,omitempty"`
+}
+
+type fieldProblem struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// invalidDetail is the 400 answer to a request with one or more field problems.
+func invalidDetail(es FieldErrors) errorDetail {
+	d := errorDetail{Code: "invalid", Message: es.Error(), Field: es[0].Field}
+	if len(es) > 1 {
+		for _, e := range es {
+			d.Problems = append(d.Problems, fieldProblem{Field: e.Field, Message: e.Reason})
+		}
+	}
+	return d
 }
 
 // toHTTP is the one place that turns an error into a status code and a JSON error body.
@@ -94,11 +153,11 @@ func toHTTP(err error) (int, errorDetail, int) {
 	switch {
 	case errors.As(err, &he):
 		return he.status, errorDetail{Code: he.code, Message: he.message, Field: he.field}, he.retryAfter
-	case errors.As(err, &fe):
-		return http.StatusBadRequest, errorDetail{Code: "invalid", Message: fe.Error(), Field: fe.Field}, 0
-	case errors.As(err, new(config.Problems)):
-		fe := problemsError(err).(*FieldError)
-		return http.StatusBadRequest, errorDetail{Code: "invalid", Message: fe.Error(), Field: fe.Field}, 0
+	case errors.As(err, new(FieldErrors)) || errors.As(err, &fe) || errors.As(err, new(config.Problems)):
+		if es := fieldErrors(err); len(es) > 0 {
+			return http.StatusBadRequest, invalidDetail(es), 0
+		}
+		return http.StatusBadRequest, errorDetail{Code: "invalid", Message: err.Error()}, 0
 	case errors.Is(err, ErrUnknownPipeline):
 		return http.StatusNotFound, errorDetail{Code: "unknown_pipeline", Message: err.Error(), Field: "name"}, 0
 	case errors.Is(err, ErrShuttingDown):

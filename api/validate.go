@@ -1,10 +1,11 @@
 package api
 
 import (
-	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,31 +98,44 @@ type triggerBody struct {
 	Params     map[string]string `json:"params"`
 }
 
-// validTrigger checks the trigger's values with config.Trigger.Validate (the rules the
-// engine applies too) and returns them as a runs.Trigger. The engine checks them against the
-// pipeline (required params, the resolved image tag) on top.
+// validTrigger checks the trigger's values, each free-text rule here and then
+// config.Trigger.Validate (the rules the engine applies too, at submit), and returns them as
+// a runs.Trigger. Every problem is reported at once (FieldErrors). The engine checks them
+// against the pipeline (required params, the resolved image tag, versions) on top.
 func validTrigger(b triggerBody) (runs.Trigger, error) {
+	var errs FieldErrors
+	bad := map[string]bool{}
+	add := func(err error) {
+		if fe, ok := err.(*FieldError); ok {
+			errs = append(errs, fe)
+			bad[fe.Field] = true
+		}
+	}
 	for _, f := range []struct{ name, v string }{
 		{"build", b.Build}, {"image_tag", b.ImageTag}, {"commit", b.Commit}, {"app_version", b.AppVersion},
 	} {
-		if err := validText(f.name, f.v, maxTriggerValue); err != nil {
-			return runs.Trigger{}, err
-		}
+		add(validText(f.name, f.v, maxTriggerValue))
 	}
 	if len(b.Params) > maxParams {
-		return runs.Trigger{}, fieldErr("params", "at most %d parameters", maxParams)
+		add(fieldErr("params", "at most %d parameters", maxParams))
 	}
-	for k, v := range b.Params {
+	for _, k := range slices.Sorted(maps.Keys(b.Params)) {
 		if err := validText("params", k, 64); err != nil {
-			return runs.Trigger{}, err
+			add(fieldErr("params", "a parameter name %s", err.(*FieldError).Reason))
+			continue
 		}
-		if err := validText("params."+k, v, maxParamValue); err != nil {
-			return runs.Trigger{}, err
-		}
+		add(validText("params."+k, b.Params[k], maxParamValue))
 	}
 	ct := config.Trigger{Build: b.Build, ImageTag: b.ImageTag, Commit: b.Commit, AppVersion: b.AppVersion, Params: b.Params}
-	if err := ct.Validate(); err != nil {
-		return runs.Trigger{}, problemsError(err)
+	if !bad["params"] {
+		for _, fe := range fieldErrors(ct.Validate()) {
+			if !bad[fe.Field] {
+				errs = append(errs, fe)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return runs.Trigger{}, errs
 	}
 	t := runs.Trigger{Build: b.Build, ImageTag: b.ImageTag, Commit: b.Commit, AppVersion: b.AppVersion}
 	if len(b.Params) > 0 {
@@ -131,25 +145,6 @@ func validTrigger(b triggerBody) (runs.Trigger, error) {
 		}
 	}
 	return t, nil
-}
-
-// problemsError turns config.Problems (from config.Trigger.Validate or Pipeline.Resolve) into a
-// *FieldError naming the first field and listing every problem, without the pipeline file's
-// path. Other errors are returned as they are.
-func problemsError(err error) error {
-	var ps config.Problems
-	if !errors.As(err, &ps) || len(ps) == 0 {
-		return err
-	}
-	if len(ps) == 1 {
-		return &FieldError{Field: ps[0].Field, Reason: ps[0].Message}
-	}
-	lines := make([]string, len(ps))
-	for i, p := range ps {
-		p.File = ""
-		lines[i] = p.String()
-	}
-	return &FieldError{Field: ps[0].Field, Reason: strings.Join(lines, "; ")}
 }
 
 // validText checks a free-text value: valid UTF-8, no control characters, at most max bytes.

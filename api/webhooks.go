@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -22,9 +23,18 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
-// CI webhooks. Each provider's delivery is verified first (an HMAC-SHA256 of the raw body, or
-// GitLab's shared token, compared in constant time), then parsed into a ciEvent, matched
-// against the provider's rules from the daemon config, de-duplicated, and submitted as a run.
+// CI webhooks. Each provider's delivery is verified first (GitLab's shared token before the
+// body is read; an HMAC-SHA256 of the raw body, read up to the route's limit, for the
+// others; both compared in constant time), then parsed into a ciEvent, matched against the
+// provider's rules from the daemon config, de-duplicated, and submitted as a run.
+//
+// What deploys: a GitHub workflow_run completed with success, whose head_repository is the
+// repository (never a fork's pull request) and whose event a rule accepts (its sources,
+// default push), or a push; a GitLab Pipeline Hook with status success from a source a rule
+// accepts (config.DefaultSources; merge-request pipelines never), or a Push Hook through a
+// rule saying event: push. Any other event is answered 202 ignored with the reason, and a
+// GitLab event is, whatever its shape: GitLab disables a hook that keeps failing, so only a
+// bad token, a Content-Type other than JSON, or a body that is not a JSON object is a 4xx.
 //
 // Headers read:
 //
@@ -70,6 +80,9 @@ type ciEvent struct {
 	Repository string
 	Branch     string // without refs/heads/; empty for tags
 	Workflow   string
+	// Source is what started the CI run (a workflow_run's event, a GitLab pipeline's source,
+	// "push" for a push); rules accept config.DefaultSources unless they list theirs.
+	Source string
 	// Defaults of the run's trigger, overridden by the rule's trigger template.
 	Trigger runs.Trigger
 	// Ignore, when set, says why this delivery is not a deploy signal (a failed workflow, a
@@ -111,12 +124,25 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 		return webhookResponse{}, 0, newHTTPError(http.StatusForbidden, "webhook_disabled",
 			"the %s webhook has no secret configured, so every delivery is refused", provider)
 	}
+	secret := []byte(hook.Secret.Reveal())
+	// GitLab's token is a header: check it before reading a byte of the body. Signed
+	// providers' bodies are read to the route's limit (limitBody) and then verified.
+	if provider == config.ProviderGitLab {
+		if err := verifyDelivery(provider, secret, r.Header, nil); err != nil {
+			return webhookResponse{}, 0, err
+		}
+	}
+	if err := jsonContentType(r.Header); err != nil {
+		return webhookResponse{}, 0, err
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return webhookResponse{}, 0, bodyError(err)
 	}
-	if err := verifyDelivery(provider, []byte(hook.Secret.Reveal()), r.Header, body); err != nil {
-		return webhookResponse{}, 0, err
+	if provider != config.ProviderGitLab {
+		if err := verifyDelivery(provider, secret, r.Header, body); err != nil {
+			return webhookResponse{}, 0, err
+		}
 	}
 	delivery, err := deliveryID(provider, r.Header)
 	if err != nil {
@@ -132,8 +158,19 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 		log.InfoContext(r.Context(), "webhook ignored", slog.String(keyReason, ev.Ignore))
 		return webhookResponse{Status: "ignored", Reason: ev.Ignore}, http.StatusAccepted, nil
 	}
-	i, rule := matchRule(hook, ev)
+	if provider == config.ProviderGitLab && ev.Event == "push" && !hasPushRule(hook) {
+		reason := "GitLab push events are not a deploy signal (pipeline events are; a rule with event: push accepts pushes)"
+		log.InfoContext(r.Context(), "webhook ignored", slog.String(keyReason, reason))
+		return webhookResponse{Status: "ignored", Reason: reason}, http.StatusAccepted, nil
+	}
+	i, rule := matchRule(hook, provider, ev)
 	if rule == nil {
+		if j, ok := hook.SourceRefused(matchEvent(provider, ev)); ok {
+			reason := fmt.Sprintf("%s %q is not one rules[%d] accepts (%s)", sourceWord(provider), truncate(ev.Source, 64), j,
+				strings.Join(hook.Rules[j].AcceptedSources(provider), ", "))
+			log.InfoContext(r.Context(), "webhook ignored", slog.String(keyReason, reason))
+			return webhookResponse{Status: "ignored", Reason: reason}, http.StatusAccepted, nil
+		}
 		reason := fmt.Sprintf("no rule matches event=%q repository=%q branch=%q workflow=%q",
 			ev.Event, ev.Repository, ev.Branch, ev.Workflow)
 		log.InfoContext(r.Context(), "webhook unmapped", slog.String(keyReason, reason))
@@ -183,6 +220,40 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 		slog.String(keyRunID, run.ID), slog.String(keyPipeline, rule.Pipeline), slog.Int(keyRule, i),
 		slog.Bool("redelivery", seenID))
 	return webhookResponse{Status: "triggered", Pipeline: rule.Pipeline, Run: run}, http.StatusAccepted, nil
+}
+
+// hasPushRule reports whether one of the hook's rules accepts pushes (event: push).
+func hasPushRule(hook *config.Webhook) bool {
+	for _, r := range hook.Rules {
+		if r.Event == "push" {
+			return true
+		}
+	}
+	return false
+}
+
+// sourceWord names what a provider's event source is.
+func sourceWord(p config.Provider) string {
+	if p == config.ProviderGitHub {
+		return "workflow_run event"
+	}
+	return "pipeline source"
+}
+
+// jsonContentType refuses a delivery that says its body is something other than JSON (a
+// GitHub webhook set to application/x-www-form-urlencoded, say). No Content-Type is
+// allowed: the body must still be JSON.
+func jsonContentType(h http.Header) error {
+	ct := h.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return &httpError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type", field: "Content-Type",
+		message: "the delivery's Content-Type must be application/json; set the webhook's content type to JSON"}
 }
 
 // errBadSignature is the answer to a delivery whose signature or token does not verify.
@@ -326,6 +397,9 @@ type githubWorkflowRun struct {
 		Status     string `json:"status"`
 		Conclusion string `json:"conclusion"`
 		Path       string `json:"path"`
+		// HeadRepository is where the run's code came from: another repository's (a fork's
+		// pull request) never deploys.
+		HeadRepository *githubRepo `json:"head_repository"`
 	} `json:"workflow_run"`
 	Repository githubRepo `json:"repository"`
 }
@@ -355,8 +429,9 @@ func parseGitHub(event string, body []byte) (ciEvent, error) {
 			return ciEvent{}, fieldErr("workflow_run", "missing from a workflow_run delivery")
 		}
 		wr := p.WorkflowRun
+		// head_branch is a branch name, taken as it is (never stripped of refs/heads/).
 		ev := ciEvent{
-			Event: event, Repository: p.Repository.FullName, Branch: wr.HeadBranch, Workflow: wr.Name,
+			Event: event, Repository: p.Repository.FullName, Branch: wr.HeadBranch, Workflow: wr.Name, Source: wr.Event,
 			Trigger: runs.Trigger{Build: strconv.FormatInt(wr.RunNumber, 10), Commit: wr.HeadSHA},
 		}
 		switch {
@@ -364,6 +439,13 @@ func parseGitHub(event string, body []byte) (ciEvent, error) {
 			ev.Ignore = fmt.Sprintf("workflow_run action %q: only completed runs deploy", truncate(p.Action, 32))
 		case wr.Conclusion != "success":
 			ev.Ignore = fmt.Sprintf("workflow_run concluded %q: only successful runs deploy", truncate(wr.Conclusion, 32))
+		case wr.HeadRepository == nil || !strings.EqualFold(wr.HeadRepository.FullName, p.Repository.FullName):
+			head := "none"
+			if wr.HeadRepository != nil {
+				head = fmt.Sprintf("%q", truncate(wr.HeadRepository.FullName, 128))
+			}
+			ev.Ignore = fmt.Sprintf("workflow_run head_repository %s is not the repository %q: runs of another repository's code (a fork's pull request) never deploy",
+				head, truncate(p.Repository.FullName, 128))
 		}
 		return ev, nil
 	case "push":
@@ -374,12 +456,8 @@ func parseGitHub(event string, body []byte) (ciEvent, error) {
 		if p.Ref == "" {
 			return ciEvent{}, fieldErr("ref", "missing from a push delivery")
 		}
-		ev := ciEvent{Event: event, Repository: p.Repository.FullName,
-			Trigger: runs.Trigger{Commit: p.After}}
-		ev.Branch, _ = strings.CutPrefix(p.Ref, "refs/heads/")
-		if !strings.HasPrefix(p.Ref, "refs/heads/") {
-			ev.Branch = ""
-		}
+		ev := ciEvent{Event: event, Repository: p.Repository.FullName, Source: "push",
+			Branch: branchOfRef(p.Ref), Trigger: runs.Trigger{Commit: p.After}}
 		if p.Deleted {
 			ev.Ignore = "push deleted the ref: nothing to deploy"
 		}
@@ -390,12 +468,29 @@ func parseGitHub(event string, body []byte) (ciEvent, error) {
 	return ciEvent{Event: event, Ignore: fmt.Sprintf("GitHub event %q is not a deploy signal (workflow_run and push are)", truncate(event, 64))}, nil
 }
 
+// branchOfRef returns the branch a push's ref names: the ref without its one "refs/heads/"
+// prefix ("refs/heads/refs/heads/main" is the branch "refs/heads/main"), or "" for a tag or
+// any other ref.
+func branchOfRef(ref string) string {
+	b, ok := strings.CutPrefix(ref, "refs/heads/")
+	if !ok {
+		return ""
+	}
+	return b
+}
+
+// GitLab event kinds, by X-Gitlab-Event, and the object_kind each carries (read when the
+// header is missing).
+var gitlabKinds = map[string]string{
+	"pipeline": "Pipeline Hook", "push": "Push Hook", "tag_push": "Tag Push Hook",
+	"merge_request": "Merge Request Hook", "build": "Job Hook", "deployment": "Deployment Hook",
+	"release": "Release Hook", "note": "Note Hook", "issue": "Issue Hook",
+}
+
 // gitlabPipeline is the part of a GitLab pipeline event the daemon reads.
 type gitlabPipeline struct {
-	ObjectKind       string `json:"object_kind"`
 	ObjectAttributes *struct {
 		ID     int64   `json:"id"`
-		IID    int64   `json:"iid"`
 		Name   *string `json:"name"`
 		Ref    string  `json:"ref"`
 		Tag    bool    `json:"tag"`
@@ -403,36 +498,82 @@ type gitlabPipeline struct {
 		Source string  `json:"source"`
 		Status string  `json:"status"`
 	} `json:"object_attributes"`
-	Project struct {
-		PathWithNamespace string `json:"path_with_namespace"`
-	} `json:"project"`
+	// MergeRequest is set on a merge-request pipeline.
+	MergeRequest json.RawMessage `json:"merge_request"`
+	Project      gitlabProject   `json:"project"`
 }
 
+// gitlabPush is the part of a GitLab push or tag push event the daemon reads.
+type gitlabPush struct {
+	Ref     string        `json:"ref"`
+	After   string        `json:"after"`
+	Project gitlabProject `json:"project"`
+}
+
+type gitlabProject struct {
+	PathWithNamespace string `json:"path_with_namespace"`
+}
+
+// zeroSHA is the "after" of a push that deleted its ref.
+const zeroSHA = "0000000000000000000000000000000000000000"
+
+// parseGitLab reduces a GitLab event to a ciEvent. GitLab disables a hook whose deliveries
+// keep failing, so nothing here is an error: an event of a kind that is not a deploy signal,
+// or of an unexpected shape, is ignored with the reason, whatever else the body holds.
 func parseGitLab(event string, body []byte) (ciEvent, error) {
-	var p gitlabPipeline
-	if err := decodeLenient(body, &p); err != nil {
-		return ciEvent{}, err
+	kind := event
+	if kind == "" {
+		var k struct {
+			ObjectKind string `json:"object_kind"`
+		}
+		_ = json.Unmarshal(body, &k) // a kind of the wrong type stays unknown
+		kind = gitlabKinds[k.ObjectKind]
 	}
-	if event != "Pipeline Hook" && p.ObjectKind != "pipeline" {
-		return ciEvent{Event: p.ObjectKind,
-			Ignore: fmt.Sprintf("GitLab event %q is not a deploy signal (pipeline events are)", truncate(event, 64))}, nil
+	notUnderstood := func(err error) (ciEvent, error) {
+		return ciEvent{Event: kind, Ignore: fmt.Sprintf("GitLab %s not understood, so not a deploy signal: %v", truncate(kind, 64), err)}, nil
 	}
-	oa := p.ObjectAttributes
-	if oa == nil {
-		return ciEvent{}, fieldErr("object_attributes", "missing from a pipeline event")
+	switch kind {
+	case "Pipeline Hook":
+		var p gitlabPipeline
+		if err := decodeLenient(body, &p); err != nil {
+			return notUnderstood(err)
+		}
+		oa := p.ObjectAttributes
+		if oa == nil {
+			return notUnderstood(errors.New("no object_attributes"))
+		}
+		ev := ciEvent{Event: "pipeline", Repository: p.Project.PathWithNamespace, Workflow: oa.Source, Source: oa.Source,
+			Trigger: runs.Trigger{Build: strconv.FormatInt(oa.ID, 10), Commit: oa.SHA}}
+		if oa.Name != nil && *oa.Name != "" {
+			ev.Workflow = *oa.Name
+		}
+		if !oa.Tag {
+			ev.Branch = oa.Ref // a branch name as GitLab gives it, never stripped of refs/heads/
+		}
+		switch {
+		case config.NeverDeploys(config.ProviderGitLab, oa.Source) || (len(p.MergeRequest) > 0 && string(p.MergeRequest) != "null"):
+			ev.Ignore = "merge-request pipelines never deploy (they run a merge request's code, maybe a fork's)"
+		case oa.Status != "success":
+			ev.Ignore = fmt.Sprintf("pipeline status %q: only successful pipelines deploy", truncate(oa.Status, 32))
+		}
+		return ev, nil
+	case "Push Hook", "Tag Push Hook":
+		var p gitlabPush
+		if err := decodeLenient(body, &p); err != nil {
+			return notUnderstood(err)
+		}
+		ev := ciEvent{Event: "push", Repository: p.Project.PathWithNamespace, Source: "push",
+			Branch: branchOfRef(p.Ref), Trigger: runs.Trigger{Commit: p.After}}
+		if p.After == zeroSHA || p.After == "" {
+			ev.Ignore = "push deleted the ref: nothing to deploy"
+		}
+		return ev, nil
 	}
-	ev := ciEvent{Event: "pipeline", Repository: p.Project.PathWithNamespace, Workflow: oa.Source,
-		Trigger: runs.Trigger{Build: strconv.FormatInt(oa.ID, 10), Commit: oa.SHA}}
-	if oa.Name != nil && *oa.Name != "" {
-		ev.Workflow = *oa.Name
+	if kind == "" {
+		kind = "without X-Gitlab-Event or object_kind"
 	}
-	if !oa.Tag {
-		ev.Branch = oa.Ref
-	}
-	if oa.Status != "success" {
-		ev.Ignore = fmt.Sprintf("pipeline status %q: only successful pipelines deploy", truncate(oa.Status, 32))
-	}
-	return ev, nil
+	return ciEvent{Event: kind,
+		Ignore: fmt.Sprintf("GitLab event %q is not a deploy signal (pipeline events are)", truncate(kind, 64))}, nil
 }
 
 // genericDelivery is the body of the generic webhook. Every field is optional; rules match on
@@ -461,8 +602,8 @@ func parseGeneric(body []byte) (ciEvent, error) {
 
 // matchRule returns the first of the hook's rules that matches ev (config.Webhook.Match) and
 // its index; nil when none does.
-func matchRule(hook *config.Webhook, ev ciEvent) (int, *config.WebhookRule) {
-	rule, ok := hook.Match(config.Event{Repository: ev.Repository, Branch: ev.Branch, Workflow: ev.Workflow, Event: ev.Event})
+func matchRule(hook *config.Webhook, provider config.Provider, ev ciEvent) (int, *config.WebhookRule) {
+	rule, ok := hook.Match(matchEvent(provider, ev))
 	if !ok {
 		return -1, nil
 	}
@@ -474,6 +615,12 @@ func matchRule(hook *config.Webhook, ev ciEvent) (int, *config.WebhookRule) {
 	return -1, rule
 }
 
+// matchEvent is what rules match ev on.
+func matchEvent(provider config.Provider, ev ciEvent) config.Event {
+	return config.Event{Provider: provider, Repository: ev.Repository, Branch: ev.Branch,
+		Workflow: ev.Workflow, Event: ev.Event, Source: ev.Source}
+}
+
 // ruleTrigger builds the run's trigger: the event's defaults, overridden by the values of the
 // rule's template (config.WebhookRule.TriggerFor fills its ${payload.…} references from the
 // body). The result passes the same validation as a trigger sent to the API; a rule that
@@ -482,9 +629,8 @@ func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent, body []byte) (runs
 	field := func(name string) string { return fmt.Sprintf("webhooks rules[%d].%s", i, name) }
 	tt, err := rule.TriggerFor(body)
 	if err != nil {
-		var ps config.Problems
-		if errors.As(err, &ps) && len(ps) > 0 {
-			return runs.Trigger{}, unprocessable(field(ps[0].Field), errors.New(ps[0].Message))
+		if es := fieldErrors(err); len(es) > 0 {
+			return runs.Trigger{}, unprocessable(field(es[0].Field), ruleProblems(field, es))
 		}
 		return runs.Trigger{}, unprocessable(field("trigger"), err)
 	}
@@ -508,13 +654,25 @@ func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent, body []byte) (runs
 	}
 	out, err := validTrigger(triggerBody{Build: t.Build, ImageTag: t.ImageTag, Commit: t.Commit, AppVersion: t.AppVersion, Params: t.Params})
 	if err != nil {
-		var fe *FieldError
-		if errors.As(err, &fe) {
-			return runs.Trigger{}, unprocessable(field("trigger."+fe.Field), errors.New(fe.Reason))
+		if es := fieldErrors(err); len(es) > 0 {
+			tf := func(name string) string { return field("trigger." + name) }
+			return runs.Trigger{}, unprocessable(tf(es[0].Field), ruleProblems(tf, es))
 		}
 		return runs.Trigger{}, err
 	}
 	return out, nil
+}
+
+// ruleProblems is every problem of a rule's trigger, each naming the rule's field.
+func ruleProblems(field func(string) string, es FieldErrors) error {
+	if len(es) == 1 {
+		return errors.New(es[0].Reason)
+	}
+	msgs := make([]string, len(es))
+	for i, e := range es {
+		msgs[i] = field(e.Field) + ": " + e.Reason
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 func unprocessable(field string, err error) error {

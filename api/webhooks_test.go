@@ -14,7 +14,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
-func payload(t *testing.T, name string) []byte {
+func payload(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "testdata", "webhooks", name))
 	if err != nil {

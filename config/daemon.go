@@ -147,6 +147,11 @@ type WebhookRule struct {
 	Branch     string `koanf:"branch"`     // branch name, without refs/heads/
 	Workflow   string `koanf:"workflow"`   // GitHub workflow name, GitLab pipeline source/name
 	Event      string `koanf:"event"`      // e.g. workflow_run, push, pipeline
+	// Sources are what may have started the CI run, exactly (not patterns): for GitHub the
+	// workflow_run's event (default push), for GitLab the pipeline's source (default push,
+	// web, schedule, api, trigger, pipeline, parent_pipeline; merge_request_event is never
+	// accepted). A push delivery's source is push. Generic rules take none. See DefaultSources.
+	Sources []string `koanf:"sources"`
 
 	// Pipeline is the pipeline to run.
 	Pipeline string `koanf:"pipeline"`

@@ -1,11 +1,13 @@
 package config
 
 import (
+	"fmt"
 	"net"
 	"net/url"
 	"path"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -256,7 +258,7 @@ func (v *validator) daemon(d *Daemon) {
 
 	for _, p := range []Provider{ProviderGitHub, ProviderGitLab, ProviderGeneric} {
 		if w := d.Webhooks.For(p); w != nil {
-			v.webhook("webhooks."+string(p), w)
+			v.webhook(p, "webhooks."+string(p), w)
 		}
 	}
 
@@ -272,6 +274,9 @@ func (v *validator) daemon(d *Daemon) {
 		v.add("max_body_bytes", "must be positive")
 	}
 }
+
+// sourcePattern is the shape of a GitHub event or GitLab pipeline source name.
+var sourcePattern = regexp.MustCompile(`^[a-z][a-z_]{0,63}$`)
 
 func validPort(p string) bool {
 	n, err := strconv.Atoi(p)
@@ -300,7 +305,7 @@ func (v *validator) rate(field string, r Rate) {
 	}
 }
 
-func (v *validator) webhook(field string, w *Webhook) {
+func (v *validator) webhook(p Provider, field string, w *Webhook) {
 	v.secretStrength(field+".secret", w.Secret)
 	if len(w.Rules) > 0 && !w.Secret.IsSet() {
 		v.add(field+".secret", "is required when rules are given: without it every delivery is refused")
@@ -313,6 +318,17 @@ func (v *validator) webhook(field string, w *Webhook) {
 		} {
 			if _, err := path.Match(m.pattern, ""); err != nil {
 				v.add(rf+"."+m.name, "%s is not a valid glob pattern", v.show(rf+"."+m.name, m.pattern))
+			}
+		}
+		for j, src := range r.Sources {
+			sf := fmt.Sprintf("%s.sources[%d]", rf, j)
+			switch {
+			case p == ProviderGeneric:
+				v.add(sf, "generic events have no source; list sources only in github and gitlab rules")
+			case NeverDeploys(p, src):
+				v.add(sf, "%s pipelines never deploy (they run a merge request's code, maybe a fork's)", src)
+			case !sourcePattern.MatchString(src):
+				v.add(sf, "%s is not a source name (a-z and '_', e.g. %s)", v.show(sf, src), strings.Join(DefaultSources(p), ", "))
 			}
 		}
 		if v.required(rf+".pipeline", r.Pipeline) {

@@ -140,3 +140,33 @@ func TestResolveRefusesForeignReferences(t *testing.T) {
 		t.Errorf("got %d problems, want one per field:\n%v", len(ps), ps)
 	}
 }
+
+// Issue 10, item 10: everything a run needs from its trigger is checked by Resolve, every
+// problem at once; an app_version the mobile step could not compare is refused here, not
+// after both phases deployed.
+func TestResolveReportsEveryTriggerProblemAtOnce(t *testing.T) {
+	yaml := strings.Replace(resolvable, "set: { ios.latest_version:", "never_downgrade: true\n    set: { android.latest_version: \"${trigger.params.android}\", ios.latest_version:", 1)
+	p, err := LoadPipelineBytes("r.yaml", []byte(yaml), testEnv())
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	for _, v := range []string{"2.4.0", "v2.10", "2.4.0-beta.1+build.7"} {
+		if _, err := p.Resolve(Trigger{Build: "42", Commit: "abc", AppVersion: v, Params: map[string]string{"region": "eu", "android": "2.4.0"}}); err != nil {
+			t.Errorf("app_version %q refused: %v", v, err)
+		}
+	}
+	_, err = p.Resolve(Trigger{Build: "4/2", Commit: "abc", AppVersion: "<b>1</b>", Params: map[string]string{"android": "latest"}})
+	ps := mustProblems(t, err)
+	for _, f := range []string{"build", "app_version", "services[0].env[1].value", "mobile[0].set.android.latest_version"} {
+		wantProblem(t, ps, f, "")
+	}
+	for _, pr := range ps {
+		if strings.Contains(pr.Message, "<b>") || strings.Contains(pr.Message, "latest\"") {
+			t.Errorf("a problem shows the trigger's value: %v", pr)
+		}
+	}
+	// Without never_downgrade the version rule still holds for app_version itself.
+	if err := (Trigger{AppVersion: "1.0-<b>"}).Validate(); err == nil {
+		t.Error("app_version 1.0-<b> accepted")
+	}
+}

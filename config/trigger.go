@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/version"
 )
 
 // Limits on trigger parameters.
@@ -22,8 +24,8 @@ var (
 )
 
 // Validate checks the parameters of a trigger: build (letters, digits, '.', '_', '-'),
-// image_tag (ImageTagPattern), commit (Coolify's commit rule), app_version (no spaces or
-// control characters), and params (names matching ^[A-Za-z_][A-Za-z0-9_]{0,63}$, at most 50,
+// image_tag (ImageTagPattern), commit (Coolify's commit rule), app_version (a version, as
+// internal/version reads it: the rule the mobile step's never-downgrade compares with), and params (names matching ^[A-Za-z_][A-Za-z0-9_]{0,63}$, at most 50,
 // values of at most 1024 bytes without control characters). Empty fields are allowed: a
 // pipeline that references one fails in Resolve.
 //
@@ -40,10 +42,12 @@ func (t Trigger) Validate() error {
 	if t.Commit != "" && (len(t.Commit) > maxTriggerField || !commitPattern.MatchString(t.Commit)) {
 		c.add("commit", "not a valid commit (Coolify rule %s, at most %d characters)", commitPattern, maxTriggerField)
 	}
-	if t.AppVersion != "" && (len(t.AppVersion) > maxTriggerField || strings.IndexFunc(t.AppVersion, func(r rune) bool {
-		return unicode.IsSpace(r) || unicode.IsControl(r)
-	}) >= 0) {
-		c.add("app_version", "want at most %d characters without spaces", maxTriggerField)
+	if t.AppVersion != "" {
+		if _, err := version.Parse(t.AppVersion); err != nil || len(t.AppVersion) > maxTriggerField || strings.IndexFunc(t.AppVersion, func(r rune) bool {
+			return unicode.IsSpace(r) || unicode.IsControl(r)
+		}) >= 0 {
+			c.add("app_version", "want a version such as 2.4.0 or 2.4.0-beta.1 (at most %d characters)", maxTriggerField)
+		}
 	}
 	if len(t.Params) > maxParams {
 		c.add("params", "more than %d params", maxParams)
@@ -96,12 +100,20 @@ func (t Trigger) lookup(ref string) (string, error) {
 // every $${ escape turned into ${, ready for one run. The receiver is not changed. Resolved
 // image tags must match ImageTagPattern and resolved health URLs must be http(s) URLs.
 //
+// Resolve validates t too (Trigger.Validate), so its answer lists every problem at once.
+//
 // Errors: Problems naming the pipeline's file and the field path of every reference that t
 // can't fill (a missing param, an empty image tag: empty counts as missing) and every
 // resolved value that is invalid. Trigger values are not shown.
 func (p *Pipeline) Resolve(t Trigger) (*Pipeline, error) {
 	q := p.Clone()
 	v := &validator{problems: &problems{file: p.File}, fromEnv: map[string]bool{}}
+	// The trigger's own problems first, then what the pipeline needs of it: all in one list.
+	if err := t.Validate(); err != nil {
+		for _, pr := range AsProblems(err) {
+			v.add(pr.Field, "%s", pr.Message)
+		}
+	}
 	ok := true
 	fill := func(field, s string) string {
 		out, err := expandRefs(s, false, t.lookup)
@@ -137,7 +149,14 @@ func (p *Pipeline) Resolve(t Trigger) (*Pipeline, error) {
 	for i := range q.Mobile {
 		m := &q.Mobile[i]
 		for _, k := range sortedKeys(m.Set) {
-			m.Set[k] = fill(fmt.Sprintf("mobile[%d].set.%s", i, k), m.Set[k])
+			field := fmt.Sprintf("mobile[%d].set.%s", i, k)
+			// never_downgrade compares versions: a value that is not one would fail the
+			// step after both phases deployed, so it is refused here, by the same rule.
+			if m.Set[k] = fill(field, m.Set[k]); ok && m.NeverDowngrade {
+				if _, err := version.Parse(m.Set[k]); err != nil {
+					v.add(field, "resolves to something that is not a version, which never_downgrade cannot compare")
+				}
+			}
 		}
 	}
 	if len(v.list) > 0 {

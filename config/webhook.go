@@ -5,17 +5,57 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 )
 
 // Event is what a webhook delivery is about, as the API extracts it from the provider's
-// payload. Branch may be given as a full ref ("refs/heads/main").
+// payload.
 type Event struct {
+	// Provider is the webhook the delivery came to; it decides the default Sources.
+	Provider Provider
+	// Repository is "owner/name" (GitHub) or the project's path with its namespace (GitLab).
 	Repository string
-	Branch     string
-	Workflow   string
-	Event      string
+	// Branch is the branch name as the provider names it: the API strips "refs/heads/" from
+	// a push's ref once, and nothing here strips it again (a branch may be named
+	// "refs/heads/x"). Empty for tags.
+	Branch   string
+	Workflow string
+	Event    string
+	// Source is what started the CI run: a workflow_run's event (GitHub), a pipeline's source
+	// (GitLab), "push" for a push delivery; empty for the generic webhook.
+	Source string
+}
+
+// Sources a rule accepts when it lists none, per provider, and the ones no rule may accept.
+var (
+	defaultSources = map[Provider][]string{
+		ProviderGitHub: {"push"},
+		ProviderGitLab: {"push", "web", "schedule", "api", "trigger", "pipeline", "parent_pipeline"},
+	}
+	// neverSources never deploy: a merge-request pipeline runs a feature branch's code, maybe
+	// a fork's, under the target project's name.
+	neverSources = map[Provider][]string{
+		ProviderGitLab: {"merge_request_event"},
+	}
+)
+
+// DefaultSources returns the sources a rule of provider p accepts when its Sources is empty
+// (nil for the generic webhook, whose events have no source).
+func DefaultSources(p Provider) []string { return slices.Clone(defaultSources[p]) }
+
+// NeverDeploys reports whether events from source never deploy on provider p, whatever the
+// rules say (GitLab's merge-request pipelines).
+func NeverDeploys(p Provider, source string) bool { return slices.Contains(neverSources[p], source) }
+
+// AcceptedSources returns the sources r accepts for provider p: r.Sources, or
+// DefaultSources(p) when it lists none.
+func (r *WebhookRule) AcceptedSources(p Provider) []string {
+	if len(r.Sources) > 0 {
+		return r.Sources
+	}
+	return DefaultSources(p)
 }
 
 // Match returns the first rule that matches e, or false when none does (the delivery then
@@ -32,15 +72,47 @@ func (w *Webhook) Match(e Event) (*WebhookRule, bool) {
 	return nil, false
 }
 
-// Matches reports whether every non-empty match field of r matches e. Patterns use
-// path.Match syntax ('*' does not cross '/'); repositories compare case-insensitively, as
-// GitHub and GitLab treat them.
+// SourceRefused returns the index of the first rule that would match e but for its source,
+// or false when there is none: the delivery is then refused for its source rather than
+// unmapped.
+func (w *Webhook) SourceRefused(e Event) (int, bool) {
+	if w == nil {
+		return -1, false
+	}
+	for i := range w.Rules {
+		if w.Rules[i].matchesExceptSource(e) {
+			return i, true
+		}
+	}
+	return -1, false
+}
+
+// Matches reports whether every non-empty match field of r matches e and r accepts e's
+// source. Patterns use path.Match syntax ('*' does not cross '/'); repositories compare
+// case-insensitively, as GitHub and GitLab treat them. A GitLab push is matched only by a
+// rule whose event is exactly "push" (pipeline events are GitLab's deploy signal).
 func (r *WebhookRule) Matches(e Event) bool {
-	branch := strings.TrimPrefix(e.Branch, "refs/heads/")
+	return r.matchesExceptSource(e) && r.acceptsSource(e)
+}
+
+func (r *WebhookRule) matchesExceptSource(e Event) bool {
+	if e.Provider == ProviderGitLab && e.Event == "push" && r.Event != "push" {
+		return false
+	}
 	return globMatch(strings.ToLower(r.Repository), strings.ToLower(e.Repository)) &&
-		globMatch(r.Branch, branch) &&
+		globMatch(r.Branch, e.Branch) &&
 		globMatch(r.Workflow, e.Workflow) &&
 		globMatch(r.Event, e.Event)
+}
+
+func (r *WebhookRule) acceptsSource(e Event) bool {
+	if e.Provider != ProviderGitHub && e.Provider != ProviderGitLab {
+		return true
+	}
+	if NeverDeploys(e.Provider, e.Source) {
+		return false
+	}
+	return slices.Contains(r.AcceptedSources(e.Provider), e.Source)
 }
 
 func globMatch(pattern, s string) bool {

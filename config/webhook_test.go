@@ -15,7 +15,11 @@ func TestWebhookMatch(t *testing.T) {
 		want string // "" for no match
 	}{
 		{Event{Repository: "acme/api", Branch: "main", Event: "workflow_run", Workflow: "build"}, "prod"},
-		{Event{Repository: "ACME/Api", Branch: "refs/heads/main", Event: "workflow_run", Workflow: "build"}, "prod"},
+		{Event{Repository: "ACME/Api", Branch: "main", Event: "workflow_run", Workflow: "build"}, "prod"},
+		// The branch is taken as the provider names it: a branch named "refs/heads/main" is
+		// not main (issue 11: refs/heads/ was stripped twice).
+		{Event{Repository: "acme/api", Branch: "refs/heads/main", Event: "workflow_run", Workflow: "build"}, ""},
+		{Event{Repository: "acme/web", Branch: "refs/heads/release/evil", Event: "pipeline"}, ""},
 		{Event{Repository: "acme/api", Branch: "main", Event: "workflow_run", Workflow: "lint"}, ""},
 		{Event{Repository: "acme/web", Branch: "release/1.2", Event: "workflow_run"}, "release"},
 		{Event{Repository: "acme/web", Branch: "release/1.2/hotfix", Event: "workflow_run"}, ""},
@@ -35,6 +39,52 @@ func TestWebhookMatch(t *testing.T) {
 	var none *Webhook
 	if _, ok := none.Match(Event{}); ok {
 		t.Error("a nil webhook matched")
+	}
+}
+
+func TestWebhookSources(t *testing.T) {
+	w := &Webhook{Rules: []WebhookRule{
+		{Repository: "acme/web", Branch: "main", Pipeline: "prod"},
+		{Repository: "acme/nightly", Sources: []string{"schedule"}, Pipeline: "nightly"},
+		{Repository: "acme/pushed", Event: "push", Pipeline: "pushed"},
+	}}
+	tests := []struct {
+		e       Event
+		want    string // "" for no match
+		refused int    // rule refused for the source only, -1 for none
+	}{
+		{Event{Provider: ProviderGitLab, Repository: "acme/web", Branch: "main", Event: "pipeline", Source: "push"}, "prod", -1},
+		{Event{Provider: ProviderGitLab, Repository: "acme/web", Branch: "main", Event: "pipeline", Source: "parent_pipeline"}, "prod", -1},
+		{Event{Provider: ProviderGitLab, Repository: "acme/web", Branch: "main", Event: "pipeline", Source: "merge_request_event"}, "", 0},
+		{Event{Provider: ProviderGitLab, Repository: "acme/web", Branch: "main", Event: "pipeline", Source: "external"}, "", 0},
+		{Event{Provider: ProviderGitLab, Repository: "acme/nightly", Event: "pipeline", Source: "schedule"}, "nightly", -1},
+		{Event{Provider: ProviderGitLab, Repository: "acme/nightly", Event: "pipeline", Source: "push"}, "", 1},
+		// A GitLab push matches only a rule that says event: push.
+		{Event{Provider: ProviderGitLab, Repository: "acme/web", Branch: "main", Event: "push", Source: "push"}, "", -1},
+		{Event{Provider: ProviderGitLab, Repository: "acme/pushed", Branch: "main", Event: "push", Source: "push"}, "pushed", -1},
+		{Event{Provider: ProviderGitHub, Repository: "acme/web", Branch: "main", Event: "workflow_run", Source: "push"}, "prod", -1},
+		{Event{Provider: ProviderGitHub, Repository: "acme/web", Branch: "main", Event: "workflow_run", Source: "pull_request"}, "", 0},
+		{Event{Provider: ProviderGitHub, Repository: "acme/web", Branch: "main", Event: "push", Source: "push"}, "prod", -1},
+		{Event{Provider: ProviderGeneric, Repository: "acme/web", Branch: "main", Event: "build"}, "prod", -1},
+	}
+	for _, tc := range tests {
+		r, ok := w.Match(tc.e)
+		got := ""
+		if ok {
+			got = r.Pipeline
+		}
+		if got != tc.want {
+			t.Errorf("Match(%+v) = %q, want %q", tc.e, got, tc.want)
+		}
+		i, ok := w.SourceRefused(tc.e)
+		if got == "" && (i != tc.refused || ok != (tc.refused >= 0)) {
+			t.Errorf("SourceRefused(%+v) = %d, %v, want %d", tc.e, i, ok, tc.refused)
+		}
+	}
+	// A rule can't accept merge-request pipelines.
+	mr := &WebhookRule{Sources: []string{"merge_request_event", "push"}, Pipeline: "p"}
+	if mr.Matches(Event{Provider: ProviderGitLab, Event: "pipeline", Source: "merge_request_event"}) {
+		t.Error("a merge-request pipeline matched a rule listing merge_request_event")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/deploy-orchestrator/orchestrator/internal/version"
 	"io"
 	"strconv"
 	"strings"
@@ -318,103 +319,7 @@ func (o *object) put(k string, v any) {
 	o.vals[k] = v
 }
 
-// version is a parsed semver-ish version: numeric core segments and an optional
-// dot-separated pre-release.
-type version struct {
-	core []int64
-	pre  []string
-}
-
-func parseVersion(s string) (version, error) {
-	t := strings.TrimSpace(s)
-	t = strings.TrimPrefix(strings.TrimPrefix(t, "v"), "V")
-	if i := strings.IndexByte(t, '+'); i >= 0 {
-		t = t[:i]
-	}
-	var v version
-	if i := strings.IndexByte(t, '-'); i >= 0 {
-		if t[i+1:] == "" {
-			return version{}, fmt.Errorf("version %q: empty pre-release", s)
-		}
-		v.pre = strings.Split(t[i+1:], ".")
-		t = t[:i]
-	}
-	if t == "" {
-		return version{}, fmt.Errorf("%q is not a version", s)
-	}
-	for _, seg := range strings.Split(t, ".") {
-		n, err := strconv.ParseInt(seg, 10, 64)
-		if err != nil || n < 0 {
-			return version{}, fmt.Errorf("%q is not a version (segment %q is not a number)", s, seg)
-		}
-		v.core = append(v.core, n)
-	}
-	return v, nil
-}
-
-// compareVersions returns -1, 0 or +1 as a is lower, equal or higher than b.
-func compareVersions(a, b string) (int, error) {
-	va, err := parseVersion(a)
-	if err != nil {
-		return 0, err
-	}
-	vb, err := parseVersion(b)
-	if err != nil {
-		return 0, err
-	}
-	for i := 0; i < max(len(va.core), len(vb.core)); i++ {
-		var x, y int64
-		if i < len(va.core) {
-			x = va.core[i]
-		}
-		if i < len(vb.core) {
-			y = vb.core[i]
-		}
-		if x != y {
-			return cmpInt(x, y), nil
-		}
-	}
-	switch {
-	case len(va.pre) == 0 && len(vb.pre) == 0:
-		return 0, nil
-	case len(va.pre) == 0:
-		return 1, nil
-	case len(vb.pre) == 0:
-		return -1, nil
-	}
-	for i := 0; i < min(len(va.pre), len(vb.pre)); i++ {
-		x, y := va.pre[i], vb.pre[i]
-		nx, errx := strconv.ParseInt(x, 10, 64)
-		ny, erry := strconv.ParseInt(y, 10, 64)
-		switch {
-		case errx == nil && erry == nil:
-			if nx != ny {
-				return cmpInt(nx, ny), nil
-			}
-		case errx == nil:
-			return -1, nil // numeric identifiers are lower than alphanumeric ones
-		case erry == nil:
-			return 1, nil
-		default:
-			if c := strings.Compare(x, y); c != 0 {
-				return c, nil
-			}
-		}
-	}
-	return cmpInt(int64(len(va.pre)), int64(len(vb.pre))), nil
-}
-
 func versionLess(a, b string) (bool, error) {
-	c, err := compareVersions(a, b)
+	c, err := version.Compare(a, b)
 	return c < 0, err
-}
-
-func cmpInt(x, y int64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }

@@ -262,11 +262,8 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t runs.Trigger) (*
 	if p == nil {
 		return nil, false, fmt.Errorf("pipeline %q: %w", pipeline, ErrUnknownPipeline)
 	}
-	ct := configTrigger(t)
-	if err := ct.Validate(); err != nil {
-		return nil, false, fmt.Errorf("%w: %w", ErrInvalidTrigger, err)
-	}
-	resolved, err := p.Resolve(ct)
+	// Resolve validates the trigger too and reports every problem at once.
+	resolved, err := p.Resolve(configTrigger(t))
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %w", ErrInvalidTrigger, err)
 	}

@@ -66,11 +66,8 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (*Pl
 	if p == nil {
 		return nil, fmt.Errorf("pipeline %q: %w", pipeline, ErrUnknownPipeline)
 	}
-	ct := configTrigger(t)
-	if err := ct.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidTrigger, err)
-	}
-	resolved, err := p.Resolve(ct)
+	// Resolve validates the trigger too and reports every problem at once.
+	resolved, err := p.Resolve(configTrigger(t))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidTrigger, err)
 	}

@@ -108,8 +108,8 @@ func TestDeadDaemonsRunIsTakenOver(t *testing.T) {
 		}
 		dead, _, err := h.store.Create(ctx, runs.Run{Pipeline: "prod", Owner: "dead-daemon", Trigger: runs.Trigger{Build: "7"},
 			Steps: []runs.Step{
-				{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced, Changes: runs.Changes{Env: []runs.EnvChange{{Key: "BUILD", Action: "update", ValueChanged: true}}}},
-				{Phase: runs.Phase1, Name: "worker", UUID: uuidWorker, Status: runs.StepSynced, Changes: runs.Changes{Env: []runs.EnvChange{{Key: "BUILD", Action: "update", ValueChanged: true}}}},
+				{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced, Changes: runs.Changes{Env: []runs.EnvChange{{Key: "BUILD", Action: runs.EnvUpdate, ValueChanged: true}}}},
+				{Phase: runs.Phase1, Name: "worker", UUID: uuidWorker, Status: runs.StepSynced, Changes: runs.Changes{Env: []runs.EnvChange{{Key: "BUILD", Action: runs.EnvUpdate, ValueChanged: true}}}},
 				{Phase: runs.Phase2, Name: "api", UUID: uuidAPI, Status: runs.StepRunning, DeploymentUUID: dep.DeploymentUUID},
 				{Phase: runs.Phase2, Name: "worker", UUID: uuidWorker, Status: runs.StepPending},
 			}})

@@ -177,12 +177,16 @@ func apiError(err error) error {
 		if len(probs) == 0 {
 			return &api.FieldError{Field: "", Reason: err.Error()}
 		}
-		p := probs[0]
-		field := p.Field
-		if m := triggerRef.FindStringSubmatch(p.Message); m != nil {
-			field = m[1] // the trigger field the pipeline needs, e.g. image_tag
+		// Every problem, in one answer, each naming its field.
+		es := make(api.FieldErrors, len(probs))
+		for i, p := range probs {
+			field := p.Field
+			if m := triggerRef.FindStringSubmatch(p.Message); m != nil {
+				field = m[1] // the trigger field the pipeline needs, e.g. image_tag
+			}
+			es[i] = &api.FieldError{Field: field, Reason: p.Message}
 		}
-		return &api.FieldError{Field: field, Reason: p.Message}
+		return es
 	}
 	return err
 }
