@@ -5,7 +5,6 @@ import (
 	"testing"
 )
 
-
 func TestApplyFields(t *testing.T) {
 	cases := []struct {
 		name    string
