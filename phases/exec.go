@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/secrets"
@@ -178,7 +179,8 @@ func (x *execution) execute() {
 
 // runPipeline executes the phases and returns the final status and reason.
 func (x *execution) runPipeline() (runs.Status, string) {
-	if err := checkToken(x.ctx, x.cl, x.p); err != nil {
+	// The probe holds no lease yet: it names the run, without a fence.
+	if err := checkToken(coolify.WithTrace(x.ctx, x.run.ID, 0), x.cl, x.p); err != nil {
 		return x.outcome(err, "before phase 1")
 	}
 	if err := x.mobileSteps(config.WhenBeforePhase1); err != nil {

@@ -23,7 +23,8 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/deploy-orchestrator/orchestrator/locks"
 )
@@ -143,12 +144,16 @@ func openDB(path string) (*sql.DB, error) {
 	db.SetConnMaxIdleTime(0)
 	ctx, cancel := context.WithTimeout(context.Background(), busyTimeout+5*time.Second)
 	defer cancel()
-	tx, err := db.BeginTx(ctx, nil)
-	if err == nil {
-		if _, err = tx.ExecContext(ctx, schema); err == nil {
-			err = tx.Commit()
-		} else {
-			_ = tx.Rollback()
+	// Switching a new file to WAL, or recovering a WAL another process left, answers
+	// SQLITE_BUSY without calling the busy handler when two processes open the file at the
+	// same moment: try again until the busy timeout, like the busy handler would.
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		if err = createSchema(ctx, db); !isBusy(err) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
 		}
 	}
 	if err != nil {
@@ -156,6 +161,23 @@ func openDB(path string) (*sql.DB, error) {
 		return nil, fmt.Errorf("open lock database %s: %w (check that it is a lock database and its directory is writable)", path, err)
 	}
 	return db, nil
+}
+
+func createSchema(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if _, err = tx.ExecContext(ctx, schema); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // Path is the absolute path of the database file.
