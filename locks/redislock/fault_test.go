@@ -138,7 +138,7 @@ func (h *history) add(client int, in lockInput, call, ret int64) {
 }
 
 func TestFaultInjectionMutualExclusion(t *testing.T) {
-	res, ops := runFaultScenario(t, false, 12*time.Second)
+	res, ops := runFaultScenario(t, false, 12*time.Second, faultClient)
 	if res != porcupine.Ok {
 		t.Fatalf("porcupine: %s over %d operations, want ok: two clients believed they held one key at once", res, ops)
 	}
@@ -148,13 +148,27 @@ func TestFaultInjectionMutualExclusion(t *testing.T) {
 // release replaced by a plain DEL, a late release deletes the next holder's lease and the
 // check must find two believing holders.
 func TestFaultInjectionCatchesPlainDelete(t *testing.T) {
-	res, ops := runFaultScenario(t, true, 5*time.Second)
+	res, ops := runFaultScenario(t, true, 5*time.Second, faultClient)
 	if res != porcupine.Illegal {
 		t.Fatalf("porcupine: %s over %d operations, want illegal: the plain-DEL release went unnoticed", res, ops)
 	}
 }
 
-func runFaultScenario(t *testing.T, unsafeDel bool, duration time.Duration) (porcupine.CheckResult, int) {
+// TestFaultInjectionLeases puts the product's own Lease in the history: each client is a
+// locks.Locker over its Driver, and believes it holds a key from the return of Acquire until
+// it calls Release or the Lease's Done closes — the Locker's own decision, with its TTL/20
+// safety margin, heartbeat and late-grant rule, instead of the test's estimate above.
+func TestFaultInjectionLeases(t *testing.T) {
+	res, ops := runFaultScenario(t, false, 12*time.Second, leaseClient)
+	if res != porcupine.Ok {
+		t.Fatalf("porcupine: %s over %d operations, want ok: two Leases were held on one key at once", res, ops)
+	}
+}
+
+// A faultClientFunc takes keys until ctx ends, recording in h when it believed it held them.
+type faultClientFunc func(ctx context.Context, id int, d *Driver, h *history)
+
+func runFaultScenario(t *testing.T, unsafeDel bool, duration time.Duration, clientFn faultClientFunc) (porcupine.CheckResult, int) {
 	srv := redistest.Start(t)
 	proxy, err := faultproxy.Start(srv.Addr)
 	if err != nil {
@@ -185,7 +199,7 @@ func runFaultScenario(t *testing.T, unsafeDel bool, duration time.Duration) (por
 			defer client.Close()
 			defer d.Close()
 			<-ready
-			faultClient(ctx, c, d, h)
+			clientFn(ctx, c, d, h)
 		}()
 	}
 	close(ready)
@@ -382,5 +396,54 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-t.C:
+	}
+}
+
+// leaseClient takes random keys through a Locker until ctx ends, recording what its Leases
+// said: held from Acquire's return until Release is called or Done closes (observed by a
+// goroutine, so the recorded end is if anything late, which only makes overlaps likelier).
+func leaseClient(ctx context.Context, id int, d *Driver, h *history) {
+	l := locks.New(d, locks.Options{PollInterval: 50 * time.Millisecond, LockDelay: time.Millisecond})
+	defer l.Close()
+	if err := l.RegisterNamespace("coolify:"); err != nil {
+		panic(err) // a fresh Locker: cannot happen
+	}
+	rng := rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano())))
+	for round := 0; ctx.Err() == nil; round++ {
+		key := faultKeys[rng.IntN(len(faultKeys))]
+		call := h.now()
+		le, err := l.Acquire(ctx, locks.Request{Key: key, Holder: fmt.Sprintf("c%d#%d/x", id, round), TTL: faultTTL,
+			Budget: locks.Budget{Timeout: 2 * time.Second}})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			sleepCtx(ctx, time.Duration(2+rng.IntN(20))*time.Millisecond)
+			continue
+		}
+		h.add(id, lockInput{Kind: opAcquire, Key: key, Client: id, Fence: le.Fence()}, call, h.now())
+		var hold time.Duration
+		switch p := rng.IntN(100); {
+		case p < 70:
+			hold = time.Duration(1+rng.IntN(30)) * time.Millisecond
+		default: // longer than the TTL: only the heartbeat keeps it
+			hold = faultTTL + time.Duration(50+rng.IntN(300))*time.Millisecond
+		}
+		timer := time.NewTimer(hold)
+		var end int64
+		select {
+		case <-le.Done():
+			end = h.now()
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		if end == 0 {
+			end = h.now() // the holder stops believing when it calls Release
+		}
+		h.add(id, lockInput{Kind: opEnd, Key: key, Client: id}, end, end)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = le.Release(rctx)
+		cancel()
 	}
 }
