@@ -138,7 +138,7 @@ func (h *history) add(client int, in lockInput, call, ret int64) {
 }
 
 func TestFaultInjectionMutualExclusion(t *testing.T) {
-	res, ops := runFaultScenario(t, false, 12*time.Second, faultClient)
+	res, ops := runFaultScenario(t, false, 12*time.Second, 1, faultClient)
 	if res != porcupine.Ok {
 		t.Fatalf("porcupine: %s over %d operations, want ok: two clients believed they held one key at once", res, ops)
 	}
@@ -148,7 +148,7 @@ func TestFaultInjectionMutualExclusion(t *testing.T) {
 // release replaced by a plain DEL, a late release deletes the next holder's lease and the
 // check must find two believing holders.
 func TestFaultInjectionCatchesPlainDelete(t *testing.T) {
-	res, ops := runFaultScenario(t, true, 5*time.Second, faultClient)
+	res, ops := runFaultScenario(t, true, 5*time.Second, 1, faultClient)
 	if res != porcupine.Illegal {
 		t.Fatalf("porcupine: %s over %d operations, want illegal: the plain-DEL release went unnoticed", res, ops)
 	}
@@ -157,9 +157,11 @@ func TestFaultInjectionCatchesPlainDelete(t *testing.T) {
 // TestFaultInjectionLeases puts the product's own Lease in the history: each client is a
 // locks.Locker over its Driver, and believes it holds a key from the return of Acquire until
 // it calls Release or the Lease's Done closes — the Locker's own decision, with its TTL/20
-// safety margin, heartbeat and late-grant rule, instead of the test's estimate above.
+// safety margin, heartbeat and late-grant rule, instead of the test's estimate above. Each
+// client has a proxy of its own, so one can be cut off or slowed down while the others reach
+// Redis (as one daemon's network failing), and take over a lease it cannot renew.
 func TestFaultInjectionLeases(t *testing.T) {
-	res, ops := runFaultScenario(t, false, 12*time.Second, leaseClient)
+	res, ops := runFaultScenario(t, false, 12*time.Second, faultClients, leaseClient)
 	if res != porcupine.Ok {
 		t.Fatalf("porcupine: %s over %d operations, want ok: two Leases were held on one key at once", res, ops)
 	}
@@ -168,13 +170,19 @@ func TestFaultInjectionLeases(t *testing.T) {
 // A faultClientFunc takes keys until ctx ends, recording in h when it believed it held them.
 type faultClientFunc func(ctx context.Context, id int, d *Driver, h *history)
 
-func runFaultScenario(t *testing.T, unsafeDel bool, duration time.Duration, clientFn faultClientFunc) (porcupine.CheckResult, int) {
+// runFaultScenario runs clientFn for every client, through nproxies fault proxies (client c
+// uses proxy c mod nproxies; each tick's fault hits one proxy drawn at random).
+func runFaultScenario(t *testing.T, unsafeDel bool, duration time.Duration, nproxies int, clientFn faultClientFunc) (porcupine.CheckResult, int) {
 	srv := redistest.Start(t)
-	proxy, err := faultproxy.Start(srv.Addr)
-	if err != nil {
-		t.Fatal(err)
+	proxies := make([]*faultproxy.Proxy, nproxies)
+	for i := range proxies {
+		p, err := faultproxy.Start(srv.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		proxies[i] = p
 	}
-	defer proxy.Close()
 
 	h := &history{start: time.Now()}
 	ctx, cancel := context.WithTimeout(t.Context(), duration)
@@ -185,7 +193,7 @@ func runFaultScenario(t *testing.T, unsafeDel bool, duration time.Duration, clie
 	ready := make(chan struct{})
 	for c := range faultClients {
 		client := redis.NewClient(&redis.Options{
-			Addr:         proxy.Addr(),
+			Addr:         proxies[c%nproxies].Addr(),
 			DialTimeout:  200 * time.Millisecond,
 			ReadTimeout:  150 * time.Millisecond,
 			WriteTimeout: 150 * time.Millisecond,
@@ -220,6 +228,7 @@ loop:
 			restartOp.ret = h.now()
 			restarted = true
 		case <-tick.C:
+			proxy := proxies[rng.IntN(nproxies)]
 			switch rng.IntN(6) {
 			case 0, 1:
 				proxy.SetDelay(0)
@@ -235,7 +244,9 @@ loop:
 		}
 	}
 	tick.Stop()
-	proxy.SetDelay(0)
+	for _, p := range proxies {
+		p.SetDelay(0)
+	}
 	wg.Wait()
 	if !restarted {
 		t.Fatal("the scenario ended before the restart")
