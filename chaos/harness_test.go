@@ -93,6 +93,14 @@ type daemon struct {
 // is killed when the test ends if it still runs.
 func startDaemon(t *testing.T, name string, env map[string]string) *daemon {
 	t.Helper()
+	d := newDaemon(t, name, env)
+	d.start()
+	return d
+}
+
+// newDaemon prepares a daemon (not started); see startDaemon.
+func newDaemon(t *testing.T, name string, env map[string]string) *daemon {
+	t.Helper()
 	e := map[string]string{
 		"ORCH_LOG_FORMAT": "json", "ORCH_LOG_LEVEL": "debug",
 		"ORCH_TRIGGER_TOKEN": triggerToken, "ORCH_ADMIN_TOKEN": adminToken,
@@ -107,7 +115,6 @@ func startDaemon(t *testing.T, name string, env map[string]string) *daemon {
 	}
 	d := &daemon{t: t, name: name, base: "http://" + e["ORCH_LISTEN"], env: e, log: &logBuffer{},
 		http: &http.Client{Timeout: 10 * time.Second}}
-	d.start()
 	t.Cleanup(func() {
 		d.kill()
 		if strings.Contains(d.log.String(), "WARNING: DATA RACE") { // built with CHAOS_RACE=1
@@ -121,6 +128,13 @@ func startDaemon(t *testing.T, name string, env map[string]string) *daemon {
 }
 
 func (d *daemon) start() {
+	d.t.Helper()
+	d.spawn()
+	d.waitHealthy()
+}
+
+// spawn starts the process and collects its output, without waiting for it to be healthy.
+func (d *daemon) spawn() {
 	d.t.Helper()
 	cmd := exec.Command(binary, "serve")
 	for k, v := range d.env {
@@ -148,7 +162,6 @@ func (d *daemon) start() {
 		<-lines
 		close(d.exited)
 	}()
-	d.waitHealthy()
 }
 
 // waitHealthy polls /healthz until it answers 200 (or the process exits, or 20s pass).
