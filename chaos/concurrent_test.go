@@ -83,14 +83,6 @@ func TestTwoDaemonsTwentyRuns(t *testing.T) {
 	t.Logf("run outcomes: %v; deployments: %d", counts, len(w.cf.Deployments("")))
 
 	apps := []string{appA, appB, appC}
-	for app, ivs := range stepSpans(w.cf, apps) {
-		if o := overlaps(ivs); o != "" {
-			t.Errorf("%s: requests of different leases interleaved:\n%s", app, o)
-		}
-	}
-	if o := deploysOverlap(w.cf, apps...); o != "" {
-		t.Errorf("deployments overlapped:\n%s", o)
-	}
 	// No run is lost: what a service carries now is what it runs.
 	for _, app := range apps {
 		a, _ := w.cf.App(app)
@@ -167,9 +159,6 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	if n == 0 {
 		t.Error("run 2 made no fenced request")
 	}
-	if o := deploysOverlap(w.cf, appA, appB); o != "" {
-		t.Errorf("deployments overlapped:\n%s", o)
-	}
 
 	// A recorded fence newer than the lease's: hold coolify:phase2 so run 3 syncs and then
 	// waits, record a mark on a with a fence from the future, then let run 3 go.
@@ -187,6 +176,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 		return err == nil && info.Waiters > 0 && d.run(r3.ID).Status == runs.StatusPhase1
 	})
 	const future = int64(1) << 62
+	w.allowLeftSynced(appA, "run 3 must not touch a once a newer fence is recorded on it, not even to restore it")
 	if _, err := w.store().PutMark(t.Context(), runs.Mark{UUID: appA, RunID: "intruder", Fence: future, Phase: runs.Phase2, At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

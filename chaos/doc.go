@@ -5,8 +5,10 @@
 // Coolify answering 5xx/429 in bursts or hanging a deployment, a concurrent Flagsmith
 // writer — and check what the promises in GUARANTEES.md say must hold.
 //
-// The ground truth of what happened to "Coolify" is the fake's request and deployment log
-// (coolifytest.Fake.Requests and Deployments); the ground truth of what the daemon claims is
-// its API (GET /v1/runs/{id}, its SSE events, GET /v1/locks). The package has no non-test
-// code: run it with `go test ./chaos/` or `make chaos`.
+// The ground truth of what happened to "Coolify" is the fake's own history
+// (coolifytest.Fake.History: every request with the application it acted on and its run and
+// fence headers, every deployment's span and the config it ran); the ground truth of what the
+// daemon claims is its API (GET /v1/runs/{id}, its SSE events, GET /v1/locks). After every
+// scenario the world checks the history against the promises (checks_test.go). The package
+// has no non-test code: run it with `go test ./chaos/` or `make chaos`.
 package chaos

@@ -13,14 +13,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -95,6 +93,14 @@ type daemon struct {
 // is killed when the test ends if it still runs.
 func startDaemon(t *testing.T, name string, env map[string]string) *daemon {
 	t.Helper()
+	d := newDaemon(t, name, env)
+	d.start()
+	return d
+}
+
+// newDaemon prepares a daemon (not started); see startDaemon.
+func newDaemon(t *testing.T, name string, env map[string]string) *daemon {
+	t.Helper()
 	e := map[string]string{
 		"ORCH_LOG_FORMAT": "json", "ORCH_LOG_LEVEL": "debug",
 		"ORCH_TRIGGER_TOKEN": triggerToken, "ORCH_ADMIN_TOKEN": adminToken,
@@ -109,7 +115,6 @@ func startDaemon(t *testing.T, name string, env map[string]string) *daemon {
 	}
 	d := &daemon{t: t, name: name, base: "http://" + e["ORCH_LISTEN"], env: e, log: &logBuffer{},
 		http: &http.Client{Timeout: 10 * time.Second}}
-	d.start()
 	t.Cleanup(func() {
 		d.kill()
 		if strings.Contains(d.log.String(), "WARNING: DATA RACE") { // built with CHAOS_RACE=1
@@ -123,6 +128,13 @@ func startDaemon(t *testing.T, name string, env map[string]string) *daemon {
 }
 
 func (d *daemon) start() {
+	d.t.Helper()
+	d.spawn()
+	d.waitHealthy()
+}
+
+// spawn starts the process and collects its output, without waiting for it to be healthy.
+func (d *daemon) spawn() {
 	d.t.Helper()
 	cmd := exec.Command(binary, "serve")
 	for k, v := range d.env {
@@ -150,7 +162,6 @@ func (d *daemon) start() {
 		<-lines
 		close(d.exited)
 	}()
-	d.waitHealthy()
 }
 
 // waitHealthy polls /healthz until it answers 200 (or the process exits, or 20s pass).
@@ -423,99 +434,4 @@ func pipelineDir(t *testing.T, files map[string]string) string {
 		}
 	}
 	return dir
-}
-
-// interval is a span of wall-clock time owned by someone.
-type interval struct {
-	owner      string
-	start, end time.Time
-}
-
-// overlaps returns a description of every pair of intervals of different owners that
-// overlap ("" when none do).
-func overlaps(ivs []interval) string {
-	sort.Slice(ivs, func(i, j int) bool { return ivs[i].start.Before(ivs[j].start) })
-	var out []string
-	for i := range ivs {
-		for j := i + 1; j < len(ivs) && ivs[j].start.Before(ivs[i].end); j++ {
-			if ivs[i].owner != ivs[j].owner {
-				out = append(out, fmt.Sprintf("%s [%s, %s] overlaps %s [%s, %s]",
-					ivs[i].owner, ivs[i].start.Format("15:04:05.000"), ivs[i].end.Format("15:04:05.000"),
-					ivs[j].owner, ivs[j].start.Format("15:04:05.000"), ivs[j].end.Format("15:04:05.000")))
-			}
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
-// deploysOverlap checks, per application, that no two deployments were in progress at once
-// (a deployment that never started holds no time; one still running holds until now).
-func deploysOverlap(cf *coolifytest.Server, apps ...string) string {
-	var out []string
-	for _, app := range apps {
-		var ivs []interval
-		for _, dep := range cf.Deployments(app) {
-			if dep.StartedAt.IsZero() {
-				continue
-			}
-			end := dep.FinishedAt
-			if end.IsZero() {
-				end = time.Now()
-			}
-			ivs = append(ivs, interval{owner: dep.UUID + " of run " + dep.RunID, start: dep.StartedAt, end: end})
-		}
-		if o := overlaps(ivs); o != "" {
-			out = append(out, app+": "+o)
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
-// stepSpans groups the fake's requests by the lease they were made under (run and fence
-// headers) and returns, per application, the span from the first request's start to the last
-// one's end of each lease that touched it. mutating limits the requests to writes.
-func stepSpans(cf *coolifytest.Server, apps []string) map[string][]interval {
-	type key struct{ run, fence string }
-	spans := map[key]*interval{}
-	appOf := map[key]string{}
-	deployApp := map[string]string{} // deployment uuid → app
-	for _, dep := range cf.Deployments("") {
-		deployApp[dep.UUID] = dep.AppUUID
-	}
-	for _, r := range cf.Requests() {
-		if r.Fence == "" {
-			continue
-		}
-		k := key{r.RunID, r.Fence}
-		iv := spans[k]
-		if iv == nil {
-			iv = &interval{owner: "run " + r.RunID + " fence " + r.Fence, start: r.Start, end: r.End}
-			spans[k] = iv
-		}
-		if r.Start.Before(iv.start) {
-			iv.start = r.Start
-		}
-		if r.End.After(iv.end) {
-			iv.end = r.End
-		}
-		for _, app := range apps {
-			if strings.Contains(r.Path, app) || strings.Contains(r.RawQuery, app) {
-				appOf[k] = app
-			}
-		}
-		if appOf[k] == "" && strings.HasPrefix(r.Path, "/api/v1/deployments/") {
-			id := strings.TrimPrefix(r.Path, "/api/v1/deployments/")
-			id, _, _ = strings.Cut(id, "/")
-			if a := deployApp[id]; a != "" {
-				appOf[k] = a
-			}
-		}
-	}
-	out := map[string][]interval{}
-	for k, iv := range spans {
-		if a := appOf[k]; a != "" {
-			out[a] = append(out[a], *iv)
-		}
-	}
-	return out
 }

@@ -175,7 +175,7 @@ type Application struct {
 	// application starts with its ImageTag). (inspect)
 	DeployedImageTag string
 	// DeployedEnv is the env (key → value, non-preview rows) the last finished deployment read
-	// when it started. (inspect)
+	// when it started (a seeded running application starts with its seeded env). (inspect)
 	DeployedEnv map[string]string
 	// Extra holds other PATCHed fields, echoed back on GET. (inspect)
 	Extra map[string]any
@@ -230,9 +230,12 @@ type Deployment struct {
 	Env      map[string]string
 	// RunID and Fence are the X-Orchestrator-* headers of the request that queued it.
 	RunID, Fence string
-	CreatedAt    time.Time
-	StartedAt    time.Time
-	FinishedAt   time.Time
+	// ConfigBy is the X-Orchestrator-Run of the last change to the application's settings or
+	// env before the deployment started ("" when no run had changed them).
+	ConfigBy   string
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
 }
 
 // Request is one request the fake received, as the ground truth of what happened to "Coolify".
@@ -371,6 +374,7 @@ type Fake struct {
 	cursor      time.Time // time of the last processed queue event
 	apiDown     bool
 	stalled     bool // the queue no longer starts deployments (WithCancelBug)
+	hist        history
 
 	logMu sync.Mutex
 	seq   uint64
@@ -484,6 +488,7 @@ func (f *Fake) SetEnv(resourceUUID string, e Env) Env {
 	if !isApp {
 		e.IsPreview = false
 	}
+	defer f.seedRunningEnvLocked(resourceUUID)
 	if cur := f.findEnv(resourceUUID, e.Key, e.IsPreview); cur != nil {
 		e.UUID = cur.UUID
 		cur.Env = e

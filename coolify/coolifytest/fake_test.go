@@ -745,3 +745,87 @@ func TestCancelBugStallsTheQueue(t *testing.T) {
 		t.Errorf("next deployment is %s, want stuck in queued", d.Status)
 	}
 }
+
+// TestHistory: the history says which application each request acted on and when, which run's
+// deployment was in progress then, which run's config each deployment ran, and what each
+// application carries and runs at the end.
+func TestHistory(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	h := newHarness(t, coolifytest.WithClock(clock),
+		coolifytest.WithTiming(coolifytest.Timing{Queued: time.Second, RunMin: 10 * time.Second, RunMax: 10 * time.Second}))
+	app := h.srv.AddApplication(coolifytest.Application{Name: "api", ImageName: "acme/api", ImageTag: "v1"})
+	h.srv.SetEnv(app.UUID, coolifytest.Env{Key: "K", Value: coolifytest.Str("0")})
+	other := h.srv.AddApplication(coolifytest.Application{Name: "web", ImageName: "acme/web", ImageTag: "w1"})
+	send := func(run, method, path string, body any) answer {
+		t.Helper()
+		js, _ := json.Marshal(body)
+		req, err := http.NewRequest(method, h.srv.URL+"/api/v1"+path, bytes.NewReader(js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+h.token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Orchestrator-Run", run)
+		req.Header.Set("X-Orchestrator-Fence", "7")
+		resp, err := h.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return answer{status: resp.StatusCode, body: data}
+	}
+	if a := h.srv.History().Apps[app.UUID]; a.Running.ImageTag != "v1" || a.Running.Env["K"] != "0" || !a.Running.Equal(a.Current) {
+		t.Fatalf("seeded app: %+v, want running and carrying v1 with K=0", a)
+	}
+
+	wantStatus(t, send("run-a", "PATCH", "/applications/"+app.UUID, map[string]any{"docker_registry_image_tag": "v2"}), 200)
+	wantStatus(t, send("run-a", "POST", "/deploy?uuid="+app.UUID+","+other.UUID, nil), 200)
+	clock.Advance(2 * time.Second) // run-a's deployment of api is in progress
+	wantStatus(t, send("run-b", "PATCH", "/applications/"+app.UUID+"/envs", map[string]any{"key": "K", "value": "1"}), 201)
+	wantStatus(t, send("run-b", "POST", "/deploy?uuid="+app.UUID+"&force=true", nil), 200)
+	h.srv.FailNext(1, coolifytest.Fault{Method: "PATCH", Route: "/applications/{uuid}", Status: 502, AfterEffect: true})
+	wantStatus(t, send("run-b", "PATCH", "/applications/"+app.UUID, map[string]any{"docker_registry_image_tag": "v3"}), 502)
+	clock.Advance(30 * time.Second)
+
+	hist := h.srv.History()
+	var spans []coolifytest.Span
+	for _, s := range hist.Spans {
+		if s.App == app.UUID {
+			spans = append(spans, s)
+		}
+	}
+	if len(spans) != 2 {
+		t.Fatalf("spans of api: %+v, want run-a's and run-b's", spans)
+	}
+	a, b := spans[0], spans[1]
+	if a.Run != "run-a" || a.ConfigBy != "run-a" || a.Config.ImageTag != "v2" || a.Config.Env["K"] != "0" || a.Status != "finished" {
+		t.Errorf("run-a's deployment: %+v, want run-a's v2 with K=0, finished", a)
+	}
+	if b.Run != "run-b" || b.ConfigBy != "run-b" || b.Config.ImageTag != "v3" || b.Config.Env["K"] != "1" || !b.Start.Equal(a.End) {
+		t.Errorf("run-b's deployment: %+v, want run-b's v3 with K=1, started when run-a's ended (%s)", b, a.End)
+	}
+	var envPatch, lost *coolifytest.Call
+	for i, c := range hist.Calls {
+		if c.Route == "PATCH /applications/{uuid}/envs" {
+			envPatch = &hist.Calls[i]
+		}
+		if c.Status == 502 {
+			lost = &hist.Calls[i]
+		}
+		if c.Route == "POST /deploy" && c.Run == "run-a" && (len(c.Apps) != 2 || c.Apps[0] != app.UUID || c.Apps[1] != other.UUID) {
+			t.Errorf("run-a's deploy acted on %v, want both applications", c.Apps)
+		}
+	}
+	if envPatch == nil || !envPatch.ConfigWrite || !envPatch.Mutating() || envPatch.Run != "run-b" || envPatch.Fence != "7" ||
+		len(envPatch.Apps) != 1 || envPatch.Apps[0] != app.UUID || !a.InProgressAt(envPatch.At) || b.InProgressAt(envPatch.At) {
+		t.Errorf("run-b's env PATCH: %+v; want a config write to api while run-a's deployment %+v was in progress", envPatch, a)
+	}
+	if lost == nil || lost.Handled != 200 || !lost.ConfigWrite {
+		t.Errorf("the PATCH whose answer was lost: %+v, want handled 200 and counted as a config write", lost)
+	}
+	st := hist.Apps[app.UUID]
+	if st.LastWriter != "run-b" || st.Current.ImageTag != "v3" || !st.Running.Equal(st.Current) {
+		t.Errorf("api at the end: %+v, want run-b's v3 with K=1 carried and running", st)
+	}
+}

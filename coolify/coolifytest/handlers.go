@@ -827,17 +827,7 @@ func (f *Fake) cancelDeployment(c *reqCtx) response {
 
 // deploy is POST /deploy: parameters from the query string or a JSON body.
 func (f *Fake) deploy(c *reqCtx) response {
-	params := url.Values{}
-	for k, v := range c.r.URL.Query() {
-		params[k] = v
-	}
-	if body, _ := decodeObject(c, false); body != nil {
-		for k, v := range body {
-			if params.Get(k) == "" {
-				params.Set(k, fmt.Sprint(v))
-			}
-		}
-	}
+	params := deployParams(c)
 	uuids, tags := params.Get("uuid"), params.Get("tag")
 	switch {
 	case uuids == "" && tags == "":
@@ -847,18 +837,7 @@ func (f *Fake) deploy(c *reqCtx) response {
 	}
 	force, _ := asBool(params.Get("force"))
 
-	var targets []string
-	if uuids != "" {
-		targets = splitList(uuids)
-	} else {
-		for _, t := range splitList(tags) {
-			for _, a := range f.sortedApps() {
-				if hasTag(a.Tags, t) {
-					targets = append(targets, a.UUID)
-				}
-			}
-		}
-	}
+	targets := f.deployTargetsLocked(uuids, tags)
 	anyApp := false
 	for _, u := range targets {
 		if f.apps[u] != nil {
@@ -898,6 +877,38 @@ func (f *Fake) deploy(c *reqCtx) response {
 		return jsonResponse(http.StatusOK, map[string]any{"message": msgs, "details": details})
 	}
 	return jsonResponse(http.StatusOK, map[string]any{"deployments": items})
+}
+
+// deployTargetsLocked resolves POST /deploy's uuid list, or else its tag list, to resource uuids.
+func (f *Fake) deployTargetsLocked(uuids, tags string) []string {
+	if uuids != "" {
+		return splitList(uuids)
+	}
+	var targets []string
+	for _, t := range splitList(tags) {
+		for _, a := range f.sortedApps() {
+			if hasTag(a.Tags, t) {
+				targets = append(targets, a.UUID)
+			}
+		}
+	}
+	return targets
+}
+
+// deployParams are POST /deploy's parameters: the query string, then a JSON body's fields.
+func deployParams(c *reqCtx) url.Values {
+	params := url.Values{}
+	for k, v := range c.r.URL.Query() {
+		params[k] = v
+	}
+	if body, _ := decodeObject(c, false); body != nil {
+		for k, v := range body {
+			if params.Get(k) == "" {
+				params.Set(k, fmt.Sprint(v))
+			}
+		}
+	}
+	return params
 }
 
 func splitList(s string) []string {

@@ -72,17 +72,8 @@ func (f *Fake) startLocked(d *deployment, at time.Time) {
 		return
 	}
 	defer f.noteStatusLocked(a, at)
-	d.ImageTag = a.ImageTag
-	d.Env = map[string]string{}
-	for _, e := range f.envs {
-		if e.resource == a.UUID && !e.IsPreview {
-			v := ""
-			if e.Value != nil {
-				v = *e.Value
-			}
-			d.Env[e.Key] = v
-		}
-	}
+	cfg := f.configLocked(a)
+	d.ImageTag, d.Env, d.ConfigBy = cfg.ImageTag, cfg.Env, f.hist.writer[a.UUID]
 }
 
 // finishLocked ends a deployment: failed when told to fail or when the health check is on and

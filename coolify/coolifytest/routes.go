@@ -180,7 +180,9 @@ func (f *Fake) process(r *http.Request, tmpl, ability string, h handlerFunc, rec
 		c.sensitive = tok.abilities[AbilityRoot] || tok.abilities[AbilityReadSensitive]
 	}
 	f.advanceLocked()
-	return h(c)
+	resp := h(c)
+	f.recordLocked(c, tmpl, resp.status)
+	return resp
 }
 
 func retryAfterSeconds(d time.Duration) string {

@@ -5,17 +5,19 @@
 // returns promptly on cancellation, guards forced release, freeze and lock-delay, keeps an
 // audit log, and leaks no goroutine.
 //
-// A backend's test calls Run with a constructor that returns a fresh, empty Driver for
-// each subtest (the suite closes it through the Locker):
+// A backend's test calls Run with a [Backend]: Open returns a client (a Driver) of a named
+// keyspace, and Stall, when the backend can be made to stop answering, does that (the suite
+// closes each Driver through its Locker):
 //
 //	func TestConformance(t *testing.T) {
-//		lockstest.Run(t, func(t *testing.T) locks.Driver {
-//			d, err := sqlitelock.Open(filepath.Join(t.TempDir(), "locks.db"))
+//		dir := t.TempDir()
+//		lockstest.Run(t, lockstest.Backend{Open: func(t *testing.T, space string) locks.Driver {
+//			d, err := sqlitelock.Open(filepath.Join(dir, space+".db"))
 //			if err != nil {
 //				t.Fatal(err)
 //			}
 //			return d
-//		})
+//		}})
 //	}
 //
 // The suite uses millisecond TTLs and budgets and takes a few seconds per backend.
@@ -25,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -40,11 +43,32 @@ import (
 // which passes only thanks to polling shows up as slow, short enough to keep the suite fast.
 const PollInterval = 200 * time.Millisecond
 
-// Run runs the conformance suite against drivers made by newDriver, which must return a
-// fresh Driver over an empty keyspace each time it is called.
-func Run(t *testing.T, newDriver func(t *testing.T) locks.Driver) {
+// Backend is what the suite needs of a lock backend.
+type Backend struct {
+	// Open returns a new client of keyspace space: the suite names a fresh, empty keyspace
+	// for each subtest, and opens it more than once where it needs several clients (as of
+	// several daemons) on the same keys.
+	Open func(t *testing.T, space string) locks.Driver
+	// Stall, when set, makes the backend stop answering — requests hang, as with a server
+	// that is paused — until resume is called. The suite uses it to show that a holder
+	// declares its lease lost by its own clock. nil: the backend cannot be stalled (then
+	// LostWhenBackendStalls checks nothing and says so).
+	Stall func(t *testing.T) (resume func())
+}
+
+// Run runs the conformance suite against b.
+func Run(t *testing.T, b Backend) {
 	ignore := goleak.IgnoreCurrent()
-	s := &suite{newDriver: newDriver}
+	var spaces atomic.Int64
+	s := &suite{backend: b}
+	s.open = func(t *testing.T) (string, locks.Driver) {
+		space := fmt.Sprintf("lockstest%d", spaces.Add(1))
+		return space, b.Open(t, space)
+	}
+	s.newDriver = func(t *testing.T) locks.Driver {
+		_, d := s.open(t)
+		return d
+	}
 	tests := []struct {
 		name string
 		f    func(t *testing.T)
@@ -72,6 +96,9 @@ func Run(t *testing.T, newDriver func(t *testing.T) locks.Driver) {
 		{"Namespaces", s.namespaces},
 		{"LateGrantNotBelieved", s.lateGrantNotBelieved},
 		{"Record", s.record},
+		{"TwoClientsContend", s.twoClientsContend},
+		{"RenewAfterTakeoverFails", s.renewAfterTakeoverFails},
+		{"LostWhenBackendStalls", s.lostWhenBackendStalls},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.f)
@@ -82,6 +109,10 @@ func Run(t *testing.T, newDriver func(t *testing.T) locks.Driver) {
 }
 
 type suite struct {
+	backend Backend
+	// open returns a client of a fresh keyspace and the keyspace's name.
+	open func(t *testing.T) (string, locks.Driver)
+	// newDriver returns a client of a fresh keyspace.
 	newDriver func(t *testing.T) locks.Driver
 }
 
@@ -926,6 +957,154 @@ func (s *suite) namespaces(t *testing.T) {
 	}
 	le := mustAcquire(t, e.l, mob) // owner "p#1" from the holder
 	mustRelease(t, le)
+}
+
+// locker returns a Locker over d, closed when the test ends.
+func locker(t *testing.T, d locks.Driver) *locks.Locker {
+	t.Helper()
+	l := locks.New(d, locks.Options{PollInterval: PollInterval, LockDelay: time.Millisecond})
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("close locker: %v", err)
+		}
+	})
+	return l
+}
+
+// twoClientsContend: two Lockers, each over its own client of one keyspace (two daemons on
+// one backend), take turns on a key; a critical section that notices a second holder inside
+// never does, and the fences of the grants only grow.
+func (s *suite) twoClientsContend(t *testing.T) {
+	space, d1 := s.open(t)
+	lockers := []*locks.Locker{locker(t, d1), locker(t, s.backend.Open(t, space))}
+	const workers, rounds = 6, 5
+	var (
+		inside  atomic.Int32
+		mu      sync.Mutex
+		fences  []int64
+		holders []string
+		wg      sync.WaitGroup
+		errs    = make(chan error, workers*rounds)
+	)
+	for w := range workers {
+		l := lockers[w%2]
+		wg.Go(func() {
+			for i := range rounds {
+				le, err := l.Acquire(t.Context(), locks.Request{Key: "test:two", Holder: fmt.Sprintf("w%d#%d/c%d", w, i, w%2),
+					TTL: 5 * time.Second, Budget: locks.Budget{Timeout: 30 * time.Second}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if n := inside.Add(1); n != 1 {
+					errs <- fmt.Errorf("%d holders inside the critical section (%s among them)", n, le.Holder())
+				}
+				for range 50 { // stay inside a while, so an overlapping holder has time to show up
+					runtime.Gosched()
+					if n := inside.Load(); n != 1 {
+						errs <- fmt.Errorf("%d holders inside the critical section (%s among them)", n, le.Holder())
+						break
+					}
+				}
+				mu.Lock()
+				fences = append(fences, le.Fence())
+				holders = append(holders, le.Holder())
+				mu.Unlock()
+				inside.Add(-1)
+				if err := le.Release(t.Context()); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if !slices.IsSorted(fences) || len(slices.Compact(slices.Clone(fences))) != len(fences) {
+		t.Errorf("fences in grant order are not strictly increasing: %v (holders %v)", fences, holders)
+	}
+	clients := map[byte]bool{}
+	for _, h := range holders {
+		clients[h[len(h)-1]] = true
+	}
+	if len(clients) != 2 {
+		t.Errorf("grants went to clients %v, want both", clients)
+	}
+}
+
+// renewAfterTakeoverFails: once a lease has expired and another client holds the key, the
+// first holder's renewal fails with ErrNotHeld and leaves the new holder's lease alone.
+func (s *suite) renewAfterTakeoverFails(t *testing.T) {
+	space, d1 := s.open(t)
+	d2 := s.backend.Open(t, space)
+	locker(t, d1) // closes d1 at the end
+	locker(t, d2)
+	ctx := ctxT(t)
+	const key = "test:takeover"
+	if _, err := d1.TryAcquire(ctx, locks.Grant{Key: key, Token: "first", Holder: "c1/a", TTL: 50 * time.Millisecond}); err != nil {
+		t.Fatalf("first grant: %v", err)
+	}
+	var second locks.Info
+	eventually(t, 3*time.Second, "the second client's grant after the first lease expired", func() bool {
+		var err error
+		second, err = d2.TryAcquire(ctx, locks.Grant{Key: key, Token: "second", Holder: "c2/b", TTL: 5 * time.Second})
+		return err == nil
+	})
+	if _, err := d1.Renew(ctx, key, "first", 5*time.Second); !errors.Is(err, locks.ErrNotHeld) {
+		t.Errorf("renewal by the first holder after the takeover: got %v, want ErrNotHeld", err)
+	}
+	if err := d1.Release(ctx, key, "first"); !errors.Is(err, locks.ErrNotHeld) {
+		t.Errorf("release by the first holder after the takeover: got %v, want ErrNotHeld", err)
+	}
+	got, err := d2.Get(ctx, key)
+	if err != nil || got.Fence != second.Fence || got.Holder != "c2/b" {
+		t.Errorf("the second holder's lease after the first one's renewal: %+v, %v; want fence %d of c2/b", got, err, second.Fence)
+	}
+	if _, err := d2.Renew(ctx, key, "second", 5*time.Second); err != nil {
+		t.Errorf("the second holder cannot renew: %v", err)
+	}
+}
+
+// lostWhenBackendStalls: a backend that stops answering cannot renew the lease; the holder
+// declares it lost by its own clock while the backend is still stalled, so before the lease
+// could expire there and be granted to someone else.
+func (s *suite) lostWhenBackendStalls(t *testing.T) {
+	if s.backend.Stall == nil {
+		t.Log("this backend cannot be stalled; nothing checked")
+		return
+	}
+	l := locker(t, s.newDriver(t))
+	le := mustAcquire(t, l, locks.Request{Key: "test:stall", Holder: "p#1/a", TTL: time.Second, Budget: quick})
+	resume := s.backend.Stall(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			resume()
+		}
+	}()
+	select {
+	case <-le.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the lease was not declared lost within 10s of a stalled backend (TTL 1s)")
+	}
+	if !errors.Is(le.Err(), locks.ErrLost) {
+		t.Errorf("Err after the stall: got %v, want ErrLost", le.Err())
+	}
+	resumed = true
+	resume()
+	// Once the backend answers again the key is free (the lease expired there too) and the
+	// lost lease's release cannot touch the next holder.
+	next := mustAcquire(t, l, locks.Request{Key: "test:stall", Holder: "p#2/b", TTL: 5 * time.Second, Budget: quick})
+	if err := le.Release(ctxT(t)); !errors.Is(err, locks.ErrLost) {
+		t.Errorf("release of the lost lease: got %v, want ErrLost", err)
+	}
+	if err := next.Err(); err != nil || next.Fence() <= le.Fence() {
+		t.Errorf("the next holder: fence %d (lost lease %d), err %v", next.Fence(), le.Fence(), err)
+	}
+	mustRelease(t, next)
 }
 
 // slowGrants answers the first TryAcquire that the backend granted only after delay: the

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,15 +24,29 @@ import (
 // cluster are exercised for real: a script touching keys of two slots would fail here
 // with CROSSSLOT.
 func TestConformanceCluster(t *testing.T) {
-	addrs := startCluster(t, 3)
+	addrs, nodes := startCluster(t, 3)
 	url := "redis+cluster://" + addrs[0] + "?addr=" + addrs[1] + "&addr=" + addrs[2]
-	var n atomic.Int64
-	lockstest.Run(t, func(t *testing.T) locks.Driver {
-		d, err := Open(url, Options{Prefix: fmt.Sprintf("cluster%d:", n.Add(1))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
+	lockstest.Run(t, lockstest.Backend{
+		Open: func(t *testing.T, space string) locks.Driver {
+			d, err := Open(url, Options{Prefix: space + ":"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		},
+		// Every master paused at once, for far less than the cluster's node timeout, so no
+		// failover starts: the whole cluster simply stops answering for a while.
+		Stall: func(t *testing.T) func() {
+			signal := func(sig os.Signal) {
+				for _, p := range nodes {
+					if err := p.Signal(sig); err != nil {
+						t.Errorf("signal %v to cluster node %d: %v", sig, p.Pid, err)
+					}
+				}
+			}
+			signal(syscall.SIGSTOP)
+			return func() { signal(syscall.SIGCONT) }
+		},
 	})
 
 	// List and Audit see keys on every master.
@@ -67,8 +81,9 @@ func TestConformanceCluster(t *testing.T) {
 }
 
 // startCluster starts n redis-server processes in cluster mode on loopback, gives each an
-// equal share of the slots, joins them and waits until the cluster is up.
-func startCluster(t *testing.T, n int) []string {
+// equal share of the slots, joins them and waits until the cluster is up. It returns the
+// nodes' addresses and processes.
+func startCluster(t *testing.T, n int) ([]string, []*os.Process) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -81,6 +96,7 @@ func startCluster(t *testing.T, n int) []string {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	addrs := make([]string, n)
+	procs := make([]*os.Process, n)
 	clients := make([]*redis.Client, n)
 	for i := range n {
 		port := clusterPort(t)
@@ -97,7 +113,7 @@ func startCluster(t *testing.T, n int) []string {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		})
-		addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		addrs[i], procs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd.Process
 		clients[i] = redis.NewClient(&redis.Options{Addr: addrs[i]})
 		t.Cleanup(func() { _ = clients[i].Close() })
 		for clients[i].Ping(ctx).Err() != nil {
@@ -134,7 +150,7 @@ func startCluster(t *testing.T, n int) []string {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	return addrs
+	return addrs, procs
 }
 
 // clusterPort finds a free port whose cluster bus port (port+10000) is free as well.

@@ -1,8 +1,6 @@
 package redislock
 
 import (
-	"fmt"
-	"sync/atomic"
 	"testing"
 
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
@@ -10,16 +8,21 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/locks/lockstest"
 )
 
-// TestConformance runs the lock contract's suite on one private redis-server; each subtest
-// gets an empty keyspace of its own through a fresh key prefix.
+// TestConformance runs the lock contract's suite on one private redis-server; each keyspace
+// is a key prefix, and a stall is the server paused with SIGSTOP.
 func TestConformance(t *testing.T) {
 	srv := redistest.Start(t)
-	var n atomic.Int64
-	lockstest.Run(t, func(t *testing.T) locks.Driver {
-		d, err := Open(srv.URL(), Options{Prefix: fmt.Sprintf("conformance%d:", n.Add(1))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
+	lockstest.Run(t, lockstest.Backend{
+		Open: func(t *testing.T, space string) locks.Driver {
+			d, err := Open(srv.URL(), Options{Prefix: space + ":"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		},
+		Stall: func(*testing.T) func() {
+			srv.Pause()
+			return srv.Resume
+		},
 	})
 }

@@ -138,7 +138,7 @@ func (h *history) add(client int, in lockInput, call, ret int64) {
 }
 
 func TestFaultInjectionMutualExclusion(t *testing.T) {
-	res, ops := runFaultScenario(t, false, 12*time.Second)
+	res, ops := runFaultScenario(t, false, 12*time.Second, 1, faultClient)
 	if res != porcupine.Ok {
 		t.Fatalf("porcupine: %s over %d operations, want ok: two clients believed they held one key at once", res, ops)
 	}
@@ -148,19 +148,41 @@ func TestFaultInjectionMutualExclusion(t *testing.T) {
 // release replaced by a plain DEL, a late release deletes the next holder's lease and the
 // check must find two believing holders.
 func TestFaultInjectionCatchesPlainDelete(t *testing.T) {
-	res, ops := runFaultScenario(t, true, 5*time.Second)
+	res, ops := runFaultScenario(t, true, 5*time.Second, 1, faultClient)
 	if res != porcupine.Illegal {
 		t.Fatalf("porcupine: %s over %d operations, want illegal: the plain-DEL release went unnoticed", res, ops)
 	}
 }
 
-func runFaultScenario(t *testing.T, unsafeDel bool, duration time.Duration) (porcupine.CheckResult, int) {
-	srv := redistest.Start(t)
-	proxy, err := faultproxy.Start(srv.Addr)
-	if err != nil {
-		t.Fatal(err)
+// TestFaultInjectionLeases puts the product's own Lease in the history: each client is a
+// locks.Locker over its Driver, and believes it holds a key from the return of Acquire until
+// it calls Release or the Lease's Done closes — the Locker's own decision, with its TTL/20
+// safety margin, heartbeat and late-grant rule, instead of the test's estimate above. Each
+// client has a proxy of its own, so one can be cut off or slowed down while the others reach
+// Redis (as one daemon's network failing), and take over a lease it cannot renew.
+func TestFaultInjectionLeases(t *testing.T) {
+	res, ops := runFaultScenario(t, false, 12*time.Second, faultClients, leaseClient)
+	if res != porcupine.Ok {
+		t.Fatalf("porcupine: %s over %d operations, want ok: two Leases were held on one key at once", res, ops)
 	}
-	defer proxy.Close()
+}
+
+// A faultClientFunc takes keys until ctx ends, recording in h when it believed it held them.
+type faultClientFunc func(ctx context.Context, id int, d *Driver, h *history)
+
+// runFaultScenario runs clientFn for every client, through nproxies fault proxies (client c
+// uses proxy c mod nproxies; each tick's fault hits one proxy drawn at random).
+func runFaultScenario(t *testing.T, unsafeDel bool, duration time.Duration, nproxies int, clientFn faultClientFunc) (porcupine.CheckResult, int) {
+	srv := redistest.Start(t)
+	proxies := make([]*faultproxy.Proxy, nproxies)
+	for i := range proxies {
+		p, err := faultproxy.Start(srv.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		proxies[i] = p
+	}
 
 	h := &history{start: time.Now()}
 	ctx, cancel := context.WithTimeout(t.Context(), duration)
@@ -171,11 +193,14 @@ func runFaultScenario(t *testing.T, unsafeDel bool, duration time.Duration) (por
 	ready := make(chan struct{})
 	for c := range faultClients {
 		client := redis.NewClient(&redis.Options{
-			Addr:         proxy.Addr(),
+			Addr:         proxies[c%nproxies].Addr(),
 			DialTimeout:  200 * time.Millisecond,
 			ReadTimeout:  150 * time.Millisecond,
 			WriteTimeout: 150 * time.Millisecond,
 			PoolSize:     4,
+			// As New requires (and Open does): a context deadline bounds every call, so a
+			// Lease's renewal returns by its local deadline.
+			ContextTimeoutEnabled: true,
 		})
 		d := New(client, Options{Prefix: "fault:"})
 		d.unsafeDelRelease = unsafeDel
@@ -185,7 +210,7 @@ func runFaultScenario(t *testing.T, unsafeDel bool, duration time.Duration) (por
 			defer client.Close()
 			defer d.Close()
 			<-ready
-			faultClient(ctx, c, d, h)
+			clientFn(ctx, c, d, h)
 		}()
 	}
 	close(ready)
@@ -206,22 +231,28 @@ loop:
 			restartOp.ret = h.now()
 			restarted = true
 		case <-tick.C:
-			switch rng.IntN(6) {
-			case 0, 1:
-				proxy.SetDelay(0)
-			case 2:
-				proxy.SetDelay(time.Duration(10+rng.IntN(90)) * time.Millisecond)
-			case 3:
-				proxy.SetDelay(400 * time.Millisecond) // longer than a lease: renewals fail
-			case 4:
-				proxy.Cut()
-			case 5:
-				proxy.Reset()
+			// With one proxy it gets the tick's fault; with one per client, each draws its own,
+			// so some clients lose Redis while others reach it.
+			for _, proxy := range proxies {
+				switch rng.IntN(6) {
+				case 0, 1:
+					proxy.SetDelay(0)
+				case 2:
+					proxy.SetDelay(time.Duration(10+rng.IntN(90)) * time.Millisecond)
+				case 3:
+					proxy.SetDelay(400 * time.Millisecond) // longer than a lease: renewals fail
+				case 4:
+					proxy.Cut()
+				case 5:
+					proxy.Reset()
+				}
 			}
 		}
 	}
 	tick.Stop()
-	proxy.SetDelay(0)
+	for _, p := range proxies {
+		p.SetDelay(0)
+	}
 	wg.Wait()
 	if !restarted {
 		t.Fatal("the scenario ended before the restart")
@@ -382,5 +413,54 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-t.C:
+	}
+}
+
+// leaseClient takes random keys through a Locker until ctx ends, recording what its Leases
+// said: held from Acquire's return until Release is called or Done closes (observed by a
+// goroutine, so the recorded end is if anything late, which only makes overlaps likelier).
+func leaseClient(ctx context.Context, id int, d *Driver, h *history) {
+	l := locks.New(d, locks.Options{PollInterval: 50 * time.Millisecond, LockDelay: time.Millisecond})
+	defer l.Close()
+	if err := l.RegisterNamespace("coolify:"); err != nil {
+		panic(err) // a fresh Locker: cannot happen
+	}
+	rng := rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano())))
+	for round := 0; ctx.Err() == nil; round++ {
+		key := faultKeys[rng.IntN(len(faultKeys))]
+		call := h.now()
+		le, err := l.Acquire(ctx, locks.Request{Key: key, Holder: fmt.Sprintf("c%d#%d/x", id, round), TTL: faultTTL,
+			Budget: locks.Budget{Timeout: 2 * time.Second}})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			sleepCtx(ctx, time.Duration(2+rng.IntN(20))*time.Millisecond)
+			continue
+		}
+		h.add(id, lockInput{Kind: opAcquire, Key: key, Client: id, Fence: le.Fence()}, call, h.now())
+		var hold time.Duration
+		switch p := rng.IntN(100); {
+		case p < 70:
+			hold = time.Duration(1+rng.IntN(30)) * time.Millisecond
+		default: // longer than the TTL: only the heartbeat keeps it
+			hold = faultTTL + time.Duration(50+rng.IntN(300))*time.Millisecond
+		}
+		timer := time.NewTimer(hold)
+		var end int64
+		select {
+		case <-le.Done():
+			end = h.now()
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		if end == 0 {
+			end = h.now() // the holder stops believing when it calls Release
+		}
+		h.add(id, lockInput{Kind: opEnd, Key: key, Client: id}, end, end)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = le.Release(rctx)
+		cancel()
 	}
 }
