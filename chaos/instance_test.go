@@ -35,8 +35,8 @@ func TestSameInstanceRefused(t *testing.T) {
 	if twin.err == nil {
 		t.Errorf("the second daemon with instance %q exited 0; want a refusal", instance)
 	}
-	if !strings.Contains(twin.log.String(), instance) {
-		t.Errorf("the second daemon's refusal does not name the instance %q:\n%s", instance, twin.log)
+	if log := twin.log.String(); !strings.Contains(log, instance) || !strings.Contains(log, "another daemon with this instance name is running") {
+		t.Errorf("the second daemon's refusal does not name the instance %q and say why:\n%s", instance, twin.log)
 	}
 
 	got := d1.waitEnded(r1.ID, 60*time.Second)

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,8 +59,17 @@ func TestKillDuringLongDeploy(t *testing.T) {
 				got = d2.run(r1.ID)
 				return got.Status == runs.StatusInterrupted
 			})
-			if got.Reason == "" {
-				t.Errorf("run 1 reads interrupted without a reason")
+			if !strings.Contains(got.Reason, "chaos-long-1") {
+				t.Errorf("run 1 reads interrupted (%s), want a reason naming the dead daemon chaos-long-1", got.Reason)
+			}
+			// Each service's state as the dead run left it: a's deployment was canceled; b
+			// was synced and never deployed.
+			left := map[string]string{}
+			for _, l := range got.Left {
+				left[l.Service] = l.State
+			}
+			if left["a"] != runs.LeftDeployCanceled || left["b"] != runs.LeftSyncedNotDeployed {
+				t.Errorf("run 1 left %+v, want a %s and b %s", got.Left, runs.LeftDeployCanceled, runs.LeftSyncedNotDeployed)
 			}
 			for _, st := range got.Steps {
 				switch st.Status {

@@ -118,10 +118,9 @@ func (w *world) locker() *locks.Locker {
 	return l
 }
 
-// heldLocks lists the leases held in Redis right now (read straight from the backend, not
-// through a daemon, so a dead or stopped daemon cannot hide them).
-// heldLocks returns the leases runs hold in Redis: the daemons' own liveness and takeover
-// leases (daemon:) are not counted.
+// heldLocks lists the leases runs hold in Redis right now, read straight from the backend
+// (not through a daemon, so a dead or stopped daemon cannot hide them). The daemons' own
+// liveness and takeover leases (daemon:) are not counted.
 func (w *world) heldLocks() []locks.Info {
 	w.t.Helper()
 	infos, err := w.locker().List(context.Background(), "")

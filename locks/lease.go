@@ -20,6 +20,9 @@ type Lease struct {
 	owner   string
 	ttl     time.Duration
 	granted time.Time // local clock, for the held duration
+	// sent is when the request that granted the lease was sent: the deadline and the
+	// renewals count from it, not from the answer, which a slow backend may deliver late.
+	sent time.Time
 
 	mu       sync.Mutex
 	info     Info
@@ -243,7 +246,7 @@ func (le *Lease) stopHeartbeat() {
 	}
 }
 
-// heartbeat renews the lease every TTL/3 (counted from the grant) until ctx ends or the
+// heartbeat renews the lease every TTL/3 (counted from the granting request) until ctx ends or the
 // lease is lost. It starts when the first renewal or watchAfter is due, whichever comes
 // first, or earlier on checkNow; from watchAfter on it also listens for release signals
 // on its own key: since only this lease may release it, a signal means a forced release,
@@ -255,7 +258,7 @@ func (le *Lease) stopHeartbeat() {
 func (le *Lease) heartbeat(ctx context.Context) {
 	defer close(le.hbDone)
 	interval := le.ttl / 3
-	age := time.Since(le.granted)
+	age := time.Since(le.sent)
 	renew := time.NewTimer(max(interval-age, 0))
 	defer renew.Stop()
 	watch := time.NewTimer(max(min(watchAfter, interval)-age, 0))
@@ -333,7 +336,7 @@ func (le *Lease) renew(ctx context.Context, interval time.Duration) (time.Durati
 		le.deadline = localDeadline(sent, le.ttl)
 		le.mu.Unlock()
 		le.renewErr = nil
-		return interval, true
+		return max(interval-time.Since(sent), 0), true
 	case errors.Is(err, ErrNotHeld):
 		le.finish(le.lostErr("a renewal found it deleted, replaced or force-released", nil), true)
 		return 0, false

@@ -516,6 +516,7 @@ func (l *Locker) start(info Info, owner string, ttl time.Duration, sent time.Tim
 		info:     info,
 		deadline: localDeadline(sent, ttl),
 		granted:  time.Now(),
+		sent:     sent,
 		check:    make(chan struct{}, 1),
 		hbIndex:  -1,
 	}
@@ -530,7 +531,7 @@ func (l *Locker) start(info Info, owner string, ttl time.Duration, sent time.Tim
 	}
 	// Scheduled before the lease is published: a goroutine starts only when the first
 	// renewal or the forced-release watch is due.
-	le.hbDue = le.granted.Add(min(watchAfter, ttl/3))
+	le.hbDue = sent.Add(min(watchAfter, ttl/3))
 	l.starter.add(le)
 	if held := l.owners[owner]; held != nil {
 		held[info.Key] = le
