@@ -22,7 +22,9 @@ import (
 // the event as JSON (the type is inside, so EventSource's onmessage sees every one). When the
 // run has ended and everything was sent, a final "end" event carries the run's status and
 // reason, and the stream closes. A comment line every Heartbeat keeps idle streams open. At
-// most Deps.MaxStreams streams are open at once.
+// most Deps.MaxStreams streams are open at once, and Deps.MaxStreamsPerClient per client (a
+// client is its address and the role of its token, so a read token's streams never count
+// against CI's trigger token, even from one address).
 func (s *server) handleEvents() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, err := validRunID(chi.URLParam(r, "id"))
@@ -45,17 +47,22 @@ func (s *server) handleEvents() http.HandlerFunc {
 			return
 		}
 
-		select {
-		case s.streams <- struct{}{}:
-			defer func() { <-s.streams }()
-		default:
+		client := streamClient(r)
+		if why := s.streams.take(client); why != "" {
+			if s.refusals.ok("stream " + client) {
+				s.log.WarnContext(r.Context(), "event stream refused",
+					slog.String(keyRequestID, requestID(r.Context())), slog.String(keyRemote, clientIP(r)),
+					slog.String(keyReason, why), slog.String("note", "logged at most once a minute per client"))
+			}
 			s.writeError(w, r, &httpError{status: http.StatusServiceUnavailable, code: "too_many_streams",
-				message: "too many event streams are open; retry later", retryAfter: 5})
+				message: why + "; poll GET /v1/runs/{id} instead, or retry later", retryAfter: 5})
 			return
 		}
+		defer s.streams.give(client)
 
 		rc := http.NewResponseController(w)
-		_ = rc.SetWriteDeadline(time.Time{}) // the stream outlives the server's write timeout
+		_ = rc.SetWriteDeadline(time.Time{}) // the stream outlives the server's timeouts
+		_ = rc.SetReadDeadline(time.Time{})
 		h := w.Header()
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
@@ -148,4 +155,46 @@ type endEvent struct {
 func (sw *sseWriter) end(r runs.Run) error {
 	data, _ := json.Marshal(endEvent{RunID: r.ID, Status: r.Status, Reason: r.Reason})
 	return sw.write(fmt.Appendf(nil, "event: end\ndata: %s\n\n", data))
+}
+
+// streamSlots counts open event streams, per client and in total.
+type streamSlots struct {
+	max, perClient int
+	mu             sync.Mutex
+	total          int
+	by             map[string]int
+}
+
+func newStreamSlots(max, perClient int) *streamSlots {
+	return &streamSlots{max: max, perClient: perClient, by: map[string]int{}}
+}
+
+// take reserves a stream for client, or says which cap is reached.
+func (s *streamSlots) take(client string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.by[client] >= s.perClient {
+		return fmt.Sprintf("this client already has %d event streams open", s.by[client])
+	}
+	if s.total >= s.max {
+		return "too many event streams are open"
+	}
+	s.total++
+	s.by[client]++
+	return ""
+}
+
+func (s *streamSlots) give(client string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total--
+	if s.by[client]--; s.by[client] <= 0 {
+		delete(s.by, client)
+	}
+}
+
+// streamClient names the client of a stream: its address and its token's role.
+func streamClient(r *http.Request) string {
+	rl, _ := r.Context().Value(roleKey{}).(role)
+	return clientIP(r) + " " + rl.String()
 }

@@ -187,6 +187,8 @@ func testConfig() *config.Daemon {
 			}},
 		},
 		MaxBodyBytes: 256 << 10,
+		// httptest.NewRequest's Host, and httptest.NewServer's.
+		AllowedHosts: []string{"example.com", "127.0.0.1"},
 	}
 }
 

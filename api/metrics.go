@@ -94,7 +94,7 @@ func NewMetrics() *Metrics {
 		}, []string{"system"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orchestrator_http_requests_total",
-			Help: "Requests to the daemon's HTTP API, by route pattern, method and status code.",
+			Help: `Requests to the daemon's HTTP API, by route pattern ("unmatched" for none), method ("other" for one not in RFC 9110) and status class ("2xx" … "5xx").`,
 		}, []string{"route", "method", "code"}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "orchestrator_http_request_duration_seconds",
@@ -205,10 +205,29 @@ func (m *Metrics) httpRequest(route, method string, code int, d time.Duration, s
 	if m == nil {
 		return
 	}
-	m.httpRequests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
+	m.httpRequests.WithLabelValues(route, knownMethod(method), statusClass(code)).Inc()
 	if !stream {
 		m.httpDuration.WithLabelValues(route).Observe(d.Seconds())
 	}
+}
+
+// knownMethod is method when it is one of RFC 9110's, else "other": a client may send any
+// token as its method, and each would be a new, never freed series.
+func knownMethod(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "other"
+}
+
+// statusClass is "1xx" … "5xx", else "other".
+func statusClass(code int) string {
+	if code >= 100 && code < 600 {
+		return strconv.Itoa(code/100) + "xx"
+	}
+	return "other"
 }
 
 func (m *Metrics) webhook(provider, outcome string) {

@@ -8,8 +8,10 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -108,8 +110,14 @@ func (s *server) observe(next http.Handler) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set(requestIDHeader, id)
-		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
+		r = r.WithContext(context.WithValue(ctx, clientKey{}, s.client(r)))
 		sw := &statusWriter{ResponseWriter: w}
+		d := bodyTimeout
+		if strings.HasPrefix(r.URL.Path, "/v1/webhooks/") {
+			d = webhookBodyTimeout
+		}
+		bodyDeadline(sw, r, d)
 
 		defer func() { // runs during a panic too (recoverPanics re-panics only to abort a stream)
 			status := sw.status
@@ -179,9 +187,29 @@ func limitBody(n int64, next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// clientIP is the remote address without its port. The daemon trusts no forwarding header:
-// behind a proxy every client shares the proxy's bucket, which errs on the safe side.
+type clientKey struct{}
+
+// clientIP is the client's address without its port: the peer's, or, when the peer is one
+// of trusted_proxies, the one its X-Forwarded-For names (see forwardedClient). Behind a
+// proxy that is not listed, every client shares the proxy's address, which errs on the safe
+// side.
 func clientIP(r *http.Request) string {
+	if c, ok := r.Context().Value(clientKey{}).(string); ok {
+		return c
+	}
+	return remoteHost(r)
+}
+
+// client works out clientIP for a request entering the server.
+func (s *server) client(r *http.Request) string {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return remoteHost(r)
+	}
+	return forwardedClient(r, ap.Addr().Unmap(), s.trusted).String()
+}
+
+func remoteHost(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
@@ -242,16 +270,47 @@ func (l *limiter) allow(client string) (bool, time.Duration) {
 	return true, 0
 }
 
-// rateLimit answers 429 with Retry-After (whole seconds, at least 1) when the client's bucket
-// is empty.
-func (s *server) rateLimit(l *limiter, next http.HandlerFunc) http.HandlerFunc {
+// tooMany is the 429 answer: Retry-After in whole seconds, at least 1.
+func tooMany(wait time.Duration, what string) error {
+	secs := max(int(math.Ceil(wait.Seconds())), 1)
+	return &httpError{status: http.StatusTooManyRequests, code: "rate_limited",
+		message: what + "; retry after " + strconv.Itoa(secs) + "s", retryAfter: secs}
+}
+
+// limitCredential takes a token from the bucket of a credential that checked out (a role's
+// token, a webhook provider's secret): genuine callers share their bucket with no one who
+// lacks the credential.
+func limitCredential(l *limiter, credential string) error {
+	if ok, wait := l.allow(credential); !ok {
+		return tooMany(wait, "too many requests with this credential")
+	}
+	return nil
+}
+
+// authFailed is the answer to a request whose credentials did not check out: err, or 429
+// once the client address has used up its own bucket of failed attempts (fail).
+func authFailed(r *http.Request, fail *limiter, err error) error {
+	if ok, wait := fail.allow(clientIP(r)); !ok {
+		return tooMany(wait, "too many failed attempts from this address")
+	}
+	return err
+}
+
+// requireLimited is require with rate limits in the right order: the token is checked
+// first (constant time), then a valid one takes a token from its credential's bucket in ok,
+// and an invalid or missing one from the client address's bucket of failures in fail.
+func (s *server) requireLimited(acc access, ok, fail *limiter, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if ok, wait := l.allow(clientIP(r)); !ok {
-			secs := int(math.Ceil(wait.Seconds()))
-			s.writeError(w, r, &httpError{status: http.StatusTooManyRequests, code: "rate_limited",
-				message: "too many requests; retry after " + strconv.Itoa(secs) + "s", retryAfter: max(secs, 1)})
+		rl, err := s.auth.check(r, acc)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="orchestrator"`)
+			s.writeError(w, r, authFailed(r, fail, err))
 			return
 		}
-		next(w, r)
+		if err := limitCredential(ok, "token:"+rl.String()); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), roleKey{}, rl)))
 	}
 }

@@ -15,7 +15,7 @@ import (
 //	GET    /                               read      dashboard: recent runs and current locks
 //	GET    /runs/{id}                      read      dashboard: one run, live
 //	GET    /static/*                       public    embedded CSS and JS
-//	POST   /v1/pipelines/{name}/runs       trigger   start a run (Idempotency-Key), rate limited
+//	POST   /v1/pipelines/{name}/runs       trigger   start a run (Idempotency-Key), rate limited per token
 //	GET    /v1/pipelines/{name}/plan       trigger   dry run
 //	GET    /v1/pipelines                   read      pipeline names
 //	GET    /v1/runs                        read      list (pipeline, status, limit, cursor)
@@ -27,10 +27,14 @@ import (
 //	POST   /v1/locks/{key}/release         admin     forced release (fence or holder, reason)
 //	POST   /v1/locks/{key}/freeze          admin     freeze (message, until or for)
 //	DELETE /v1/locks/{key}/freeze          admin     lift a freeze
-//	POST   /v1/webhooks/{github,gitlab,generic}  signature  CI webhooks, rate limited
+//	POST   /v1/webhooks/{github,gitlab,generic}  signature  CI webhooks, rate limited per provider
+//
+// Every route but /healthz and /readyz checks the Host header against allowed_hosts first.
+// Rate limits apply after the credential checked out, per credential; failed attempts take
+// from a bucket of their own, per client address.
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.observe, s.recoverPanics)
+	r.Use(s.observe, s.checkHost, s.recoverPanics)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, newHTTPError(http.StatusNotFound, "not_found", "no such route"))
 	})
@@ -48,8 +52,8 @@ func (s *server) routes() http.Handler {
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Get("/pipelines", s.require(accessRead, s.handlePipelines()))
-		r.Post("/pipelines/{name}/runs", s.rateLimit(s.triggerRate,
-			s.require(accessTrigger, limitBody(maxAPIBody, s.handleTrigger()))))
+		r.Post("/pipelines/{name}/runs", s.requireLimited(accessTrigger, s.triggerRate, s.triggerFail,
+			limitBody(maxAPIBody, s.handleTrigger())))
 		r.Get("/pipelines/{name}/plan", s.require(accessTrigger, s.handlePlan()))
 
 		r.Get("/runs", s.require(accessRead, s.handleListRuns()))
@@ -63,8 +67,7 @@ func (s *server) routes() http.Handler {
 		r.Post("/locks/{key}/freeze", s.require(accessAdmin, limitBody(maxAPIBody, s.handleFreeze())))
 		r.Delete("/locks/{key}/freeze", s.require(accessAdmin, limitBody(maxAPIBody, s.handleUnfreeze())))
 
-		r.Post("/webhooks/{provider}", s.rateLimit(s.webhookRate,
-			limitBody(s.webhookBodyLimit(), s.handleWebhook())))
+		r.Post("/webhooks/{provider}", s.budgetBody(s.webhookBodyLimit(), s.handleWebhook()))
 	})
 	return r
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
@@ -58,6 +60,9 @@ type Deps struct {
 	Heartbeat time.Duration
 	// MaxStreams caps the SSE streams open at once; one more answers 503 (default 256).
 	MaxStreams int
+	// MaxStreamsPerClient caps the SSE streams one client (its address and credential)
+	// holds open at once; one more answers 503 (default 16).
+	MaxStreamsPerClient int
 	// DeliveryTTL is how long a webhook delivery ID is remembered for de-duplication
 	// (default 72h: GitHub lets a delivery be redelivered for three days).
 	DeliveryTTL time.Duration
@@ -70,6 +75,8 @@ const (
 	DefaultHeartbeat   = 15 * time.Second
 	DefaultDeliveryTTL = 72 * time.Hour
 	DefaultMaxStreams  = 256
+	// DefaultMaxStreamsPerClient is Deps.MaxStreamsPerClient's default.
+	DefaultMaxStreamsPerClient = 16
 	// maxAPIBody caps JSON bodies of the API routes; webhooks get Config.MaxBodyBytes.
 	maxAPIBody = 64 << 10
 )
@@ -86,11 +93,18 @@ type server struct {
 	deliveryTTL time.Duration
 	now         func() time.Time
 	auth        *authenticator
-	triggerRate *limiter
-	webhookRate *limiter
+	triggerRate *limiter // per credential (role), after the token checked out
+	webhookRate *limiter // per provider, after the signature checked out
+	triggerFail *limiter // per client address: failed trigger attempts
+	webhookFail *limiter // per client address: deliveries that did not verify
 	pages       *pages
-	streams     chan struct{} // one token per open SSE stream
+	streams     *streamSlots
 	runJSON     *runJSON
+	trusted     []netip.Prefix      // trusted_proxies
+	hosts       map[string]struct{} // allowed_hosts, lower case
+	anyHost     bool                // allowed_hosts holds "*"
+	bodies      *bodyBudget         // webhook bodies being read
+	refusals    *logEvery           // refusals logged at most once per client per minute
 }
 
 // NewServer returns the daemon's HTTP handler: the API, the webhooks, the dashboard, health
@@ -127,10 +141,30 @@ func NewServer(d Deps) http.Handler {
 	if d.MaxStreams <= 0 {
 		d.MaxStreams = DefaultMaxStreams
 	}
-	s.streams = make(chan struct{}, d.MaxStreams)
+	if d.MaxStreamsPerClient <= 0 {
+		d.MaxStreamsPerClient = min(DefaultMaxStreamsPerClient, d.MaxStreams)
+	}
+	s.streams = newStreamSlots(d.MaxStreams, d.MaxStreamsPerClient)
 	s.auth = newAuthenticator(d.Config.Tokens, d.Config.PublicRead)
 	s.triggerRate = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	s.webhookRate = newLimiter(d.Config.RateLimits.Webhook, s.now)
+	s.triggerFail = newLimiter(d.Config.RateLimits.Trigger, s.now)
+	s.webhookFail = newLimiter(d.Config.RateLimits.Webhook, s.now)
+	trusted, err := config.ParseTrustedProxies(d.Config.TrustedProxies)
+	if err != nil {
+		panic("api.NewServer: " + err.Error() + " (LoadDaemon validates it)")
+	}
+	s.trusted = trusted
+	s.hosts = map[string]struct{}{}
+	for _, h := range d.Config.AllowedHostsOr() {
+		if h == "*" {
+			s.anyHost = true
+		}
+		s.hosts[strings.ToLower(strings.TrimSuffix(h, "."))] = struct{}{}
+	}
+	limit := s.webhookBodyLimit()
+	s.bodies = newBodyBudget(max(bodyBudgetPerClient, limit), max(bodyBudgetTotal, 2*limit))
+	s.refusals = newLogEvery(refusalLogEvery, s.now)
 	s.pages = newPages()
 	return s.routes()
 }

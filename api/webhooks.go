@@ -126,11 +126,12 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	}
 	secret := []byte(hook.Secret.Reveal())
 	// GitLab's token is a header: check it before reading a byte of the body. Signed
-	// providers' bodies are read to the route's limit (limitBody) and then verified.
-	if provider == config.ProviderGitLab {
-		if err := verifyDelivery(provider, secret, r.Header, nil); err != nil {
-			return webhookResponse{}, 0, err
-		}
+	// providers' bodies are read within the body budget and to the route's limit
+	// (budgetBody), and then verified.
+	// A delivery whose signature header is missing or malformed is refused before its body
+	// is read too.
+	if err := verifyShape(provider, secret, r.Header); err != nil {
+		return webhookResponse{}, 0, authFailed(r, s.webhookFail, err)
 	}
 	if err := jsonContentType(r.Header); err != nil {
 		return webhookResponse{}, 0, err
@@ -141,8 +142,12 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	}
 	if provider != config.ProviderGitLab {
 		if err := verifyDelivery(provider, secret, r.Header, body); err != nil {
-			return webhookResponse{}, 0, err
+			return webhookResponse{}, 0, authFailed(r, s.webhookFail, err)
 		}
+	}
+	// Only a delivery that verified takes from its provider's bucket.
+	if err := limitCredential(s.webhookRate, "webhook:"+string(provider)); err != nil {
+		return webhookResponse{}, 0, err
 	}
 	delivery, err := deliveryID(provider, r.Header)
 	if err != nil {
@@ -288,18 +293,41 @@ func verifyDelivery(provider config.Provider, secret []byte, h http.Header, body
 	return errBadSignature("unknown provider")
 }
 
-// verifyHMAC checks "sha256=<hex>" against HMAC-SHA256(secret, body).
-func verifyHMAC(header, value string, secret, body []byte) error {
+// verifyShape checks what can be checked before the body is read: GitLab's token whole,
+// the others' signature header present and well-formed.
+func verifyShape(provider config.Provider, secret []byte, h http.Header) error {
+	switch provider {
+	case config.ProviderGitHub:
+		_, err := parseSignature(headerGitHubSignature, h.Get(headerGitHubSignature))
+		return err
+	case config.ProviderGeneric:
+		_, err := parseSignature(headerGenericSig, h.Get(headerGenericSig))
+		return err
+	}
+	return verifyDelivery(provider, secret, h, nil)
+}
+
+// parseSignature reads "sha256=<hex>".
+func parseSignature(header, value string) ([]byte, error) {
 	if value == "" {
-		return errBadSignature("missing " + header)
+		return nil, errBadSignature("missing " + header)
 	}
 	hexSig, ok := strings.CutPrefix(value, "sha256=")
 	if !ok {
-		return errBadSignature(header + " must be sha256=<hex>")
+		return nil, errBadSignature(header + " must be sha256=<hex>")
 	}
 	got, err := hex.DecodeString(hexSig)
 	if err != nil || len(got) != sha256.Size {
-		return errBadSignature(header + " must be sha256=<64 hex digits>")
+		return nil, errBadSignature(header + " must be sha256=<64 hex digits>")
+	}
+	return got, nil
+}
+
+// verifyHMAC checks "sha256=<hex>" against HMAC-SHA256(secret, body).
+func verifyHMAC(header, value string, secret, body []byte) error {
+	got, err := parseSignature(header, value)
+	if err != nil {
+		return err
 	}
 	mac := hmac.New(sha256.New, secret)
 	mac.Write(body)

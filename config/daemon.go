@@ -1,6 +1,12 @@
 package config
 
-import "time"
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"time"
+)
 
 // Daemon is the daemon's configuration: where it listens, which backend holds locks and runs,
 // the API tokens, the CI webhooks and where pipelines live. LoadDaemon builds it from defaults,
@@ -32,6 +38,15 @@ type Daemon struct {
 	LivenessTTL time.Duration `koanf:"liveness_ttl"`
 	// MaxBodyBytes caps request bodies (default 1 MiB).
 	MaxBodyBytes int64 `koanf:"max_body_bytes"`
+	// Connections caps the TCP connections the daemon holds open, per client address and in
+	// total; one more is answered 503 and closed at once.
+	Connections Connections `koanf:"connections"`
+	// TrustedProxies are the addresses (IPs or CIDRs) of reverse proxies whose
+	// X-Forwarded-For names the real client. From any other peer the header is ignored.
+	TrustedProxies []string `koanf:"trusted_proxies"`
+	// AllowedHosts are the host names (without port) a request's Host header may name;
+	// others are answered 421. Empty means DefaultAllowedHosts(Listen). "*" allows any.
+	AllowedHosts []string `koanf:"allowed_hosts"`
 
 	// File is the config file it was loaded from ("" when none).
 	File string `koanf:"-"`
@@ -45,7 +60,60 @@ const (
 	DefaultShutdownGrace = 30 * time.Second
 	DefaultLivenessTTL   = 15 * time.Second
 	DefaultMaxBodyBytes  = 1 << 20
+	// DefaultMaxConns and DefaultMaxConnsPerClient are Connections' defaults.
+	DefaultMaxConns          = 1024
+	DefaultMaxConnsPerClient = 64
 )
+
+// Connections caps open TCP connections. A trusted proxy is held only to Max.
+type Connections struct {
+	Max       int `koanf:"max"`
+	PerClient int `koanf:"per_client"`
+}
+
+// AllowedHostsOr returns d.AllowedHosts, or DefaultAllowedHosts(d.Listen) when it is empty.
+func (d *Daemon) AllowedHostsOr() []string {
+	if len(d.AllowedHosts) > 0 {
+		return d.AllowedHosts
+	}
+	return DefaultAllowedHosts(d.Listen)
+}
+
+// DefaultAllowedHosts is localhost, 127.0.0.1 and ::1, plus the listen address's host when
+// it names one (not 0.0.0.0, :: or empty): a daemon listening on all interfaces and reached
+// by another name must list that name in allowed_hosts.
+func DefaultAllowedHosts(listen string) []string {
+	out := []string{"localhost", "127.0.0.1", "::1"}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || host == "" {
+		return out
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		return out
+	}
+	if !slices.Contains(out, host) {
+		out = append(out, host)
+	}
+	return out
+}
+
+// ParseTrustedProxies parses trusted_proxies: each entry an IP or a CIDR.
+func ParseTrustedProxies(entries []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, e := range entries {
+		if p, err := netip.ParsePrefix(e); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		ip, err := netip.ParseAddr(e)
+		if err != nil {
+			return nil, fmt.Errorf("trusted_proxies[%d]: %q is neither an IP address nor a CIDR (e.g. 10.0.0.0/8)", i, e)
+		}
+		ip = ip.Unmap()
+		out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
+	}
+	return out, nil
+}
 
 // Backend names the lock and run-store backend a Daemon selects.
 type Backend string

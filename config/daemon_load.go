@@ -99,6 +99,7 @@ func daemonDefaults() map[string]any {
 		"shutdown_grace": DefaultShutdownGrace.String(),
 		"liveness_ttl":   DefaultLivenessTTL.String(),
 		"max_body_bytes": int64(DefaultMaxBodyBytes),
+		"connections":    map[string]any{"max": DefaultMaxConns, "per_client": DefaultMaxConnsPerClient},
 	}
 }
 
@@ -273,7 +274,28 @@ func (v *validator) daemon(d *Daemon) {
 	if d.MaxBodyBytes <= 0 {
 		v.add("max_body_bytes", "must be positive")
 	}
+	if d.Connections.Max < 1 {
+		v.add("connections.max", "must be at least 1")
+	}
+	if d.Connections.PerClient < 1 || d.Connections.PerClient > d.Connections.Max {
+		v.add("connections.per_client", "must be between 1 and connections.max (%d)", d.Connections.Max)
+	}
+	for i, e := range d.TrustedProxies {
+		if _, err := ParseTrustedProxies([]string{e}); err != nil {
+			f := fmt.Sprintf("trusted_proxies[%d]", i)
+			v.add(f, "%s is neither an IP address nor a CIDR (e.g. 10.0.0.1 or 10.0.0.0/8)", v.show(f, e))
+		}
+	}
+	for i, h := range d.AllowedHosts {
+		f := fmt.Sprintf("allowed_hosts[%d]", i)
+		if h != "*" && !hostPattern.MatchString(h) {
+			v.add(f, "%s is not a host name or IP address without port or scheme (e.g. orchestrator.internal), or *", v.show(f, h))
+		}
+	}
 }
+
+// hostPattern is the shape of an allowed_hosts entry: a DNS name or an IP address, no port.
+var hostPattern = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$|^[0-9a-fA-F:]+$`)
 
 // sourcePattern is the shape of a GitHub event or GitLab pipeline source name.
 var sourcePattern = regexp.MustCompile(`^[a-z][a-z_]{0,63}$`)

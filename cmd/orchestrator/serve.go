@@ -88,17 +88,15 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
-	srv := &http.Server{
-		Handler: api.NewServer(api.Deps{Config: d, Engine: apiEngine{eng}, Runs: b.store, Locks: b.locker,
-			Metrics: metrics, Logger: log}),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		// Streams (SSE) end when shutdown starts; request contexts derive from this.
-		BaseContext: func(net.Listener) context.Context { return baseCtx },
-		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	// Header and body timeouts, header size and connection caps: see api.NewHTTPServer and
+	// api.LimitListener.
+	srv := api.NewHTTPServer(api.Deps{Config: d, Engine: apiEngine{eng}, Runs: b.store, Locks: b.locker,
+		Metrics: metrics, Logger: log})
+	// Streams (SSE) end when shutdown starts; request contexts derive from this.
+	srv.BaseContext = func(net.Listener) context.Context { return baseCtx }
+	trusted, _ := config.ParseTrustedProxies(d.TrustedProxies) // validated by LoadDaemon
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(api.LimitListener(ln, d.Connections, trusted, log)) }()
 	log.LogAttrs(ctx, slog.LevelInfo, "daemon listening", slog.String("addr", ln.Addr().String()),
 		slog.String("backend", string(d.Backend())), slog.String("instance", instance), slog.Int("pipelines", len(pipelines)))
 	if ready != nil {

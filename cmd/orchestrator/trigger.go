@@ -184,6 +184,9 @@ func (a *apiClient) follow(ctx context.Context, id string, fn func(runs.Event) e
 		if ended {
 			return nil
 		}
+		if errors.Is(err, errStreamRefused) {
+			return pollRun(ctx, a.run, id, streamRefusedPoll)
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -212,6 +215,9 @@ func (a *apiClient) stream(ctx context.Context, path string, last *int64, fn fun
 		return false, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		return false, fmt.Errorf("%w: %w", errStreamRefused, apiFailure(http.MethodGet, path, resp))
+	}
 	if resp.StatusCode != http.StatusOK {
 		return false, apiFailure(http.MethodGet, path, resp)
 	}
