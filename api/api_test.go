@@ -532,37 +532,6 @@ func TestRequestIDInLog(t *testing.T) {
 	}
 }
 
-func TestDashboardTokenCookie(t *testing.T) {
-	f := newFixture(t)
-	rec := f.do("GET", "/?token="+readToken, "", nil)
-	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/" {
-		t.Fatalf("?token=: got %d Location %q, want 303 to /", rec.Code, rec.Header().Get("Location"))
-	}
-	cookies := rec.Result().Cookies()
-	if len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
-		t.Fatalf("cookie: got %+v", cookies)
-	}
-	req := httptest.NewRequest("GET", "/", nil)
-	req.AddCookie(cookies[0])
-	if rec := f.serve(req); rec.Code != 200 || !strings.Contains(rec.Body.String(), "Recent runs") {
-		t.Fatalf("dashboard with cookie: got %d", rec.Code)
-	}
-	wantError(t, f.do("GET", "/?token=bogus-token-xxxxxxxx", "", nil), 403, "")
-
-	// A cookie holding the admin token still only reads: a browser session cannot act.
-	rec = f.do("GET", "/?token="+adminToken, "", nil)
-	admin := rec.Result().Cookies()[0]
-	req = request("POST", "/v1/locks/coolify:x/freeze", "", `{"message":"m","for":"1h"}`)
-	req.AddCookie(admin)
-	wantError(t, f.serve(req), 403, "")
-	req = request("POST", "/v1/pipelines/demo/runs", "", `{}`)
-	req.AddCookie(admin)
-	wantError(t, f.serve(req), 403, "")
-	if n := f.runCount(); n != 0 {
-		t.Fatalf("runs: got %d, want 0", n)
-	}
-}
-
 func TestNewServerNeedsDeps(t *testing.T) {
 	defer func() {
 		if recover() == nil {

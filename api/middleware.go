@@ -311,6 +311,6 @@ func (s *server) requireLimited(acc access, ok, fail *limiter, next http.Handler
 			s.writeError(w, r, err)
 			return
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), roleKey{}, rl)))
+		next(w, withRole(r, rl))
 	}
 }
