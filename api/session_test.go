@@ -239,6 +239,9 @@ func TestDashboardPagesAnswerHTML(t *testing.T) {
 	if rec := page("/runs/no-such-run", read); rec.Code != 404 || !strings.Contains(rec.Body.String(), "no-such-run") {
 		t.Fatalf("unknown run: got %d %s", rec.Code, rec.Body)
 	}
+	if rec := page("/runs/..%2Fsecret", read); rec.Code != 400 || !strings.Contains(rec.Body.String(), "invalid id") {
+		t.Fatalf("bad run id: got %d %s", rec.Code, rec.Body)
+	}
 	// Pages offer what the token may do, and no more.
 	if body := page("/runs/"+r.ID, read).Body.String(); strings.Contains(body, "cancel-form") || !strings.Contains(body, "read token") {
 		t.Error("the read token's run page offers to cancel, or does not say who is logged in")
