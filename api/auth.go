@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"net/http"
 	"strings"
 
@@ -112,10 +113,18 @@ func bearer(r *http.Request) (tok string, presented bool) {
 		return strings.TrimSpace(tok), true
 	}
 	if c, err := r.Cookie(cookieName); err == nil && c.Value != "" {
-		return c.Value, true
+		tok, err := base64.RawURLEncoding.DecodeString(c.Value)
+		if err != nil {
+			return "", true // presented, but not a cookie this daemon set: it matches nothing
+		}
+		return string(tok), true
 	}
 	return "", false
 }
+
+// cookieValue is how the cookie holds a token: base64url, so that a token with characters a
+// cookie may not carry (space, quote, semicolon) survives the trip.
+func cookieValue(tok string) string { return base64.RawURLEncoding.EncodeToString([]byte(tok)) }
 
 // check returns nil when the request may use a route of the given access, else the answer:
 // 401 when no token was presented, 403 when the token presented is wrong (unknown, or valid

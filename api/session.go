@@ -61,8 +61,12 @@ func (s *server) overTLS(r *http.Request) bool {
 
 // setSession stores tok in the dashboard cookie; maxAge < 0 deletes it.
 func (s *server) setSession(w http.ResponseWriter, r *http.Request, tok string, maxAge int) {
+	value := ""
+	if maxAge >= 0 {
+		value = cookieValue(tok)
+	}
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: tok, Path: "/", MaxAge: maxAge,
+		Name: cookieName, Value: value, Path: "/", MaxAge: maxAge,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.overTLS(r),
 	})
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -67,7 +68,10 @@ func TestLoginForm(t *testing.T) {
 		t.Fatalf("cookies: got %v, want one", cookies)
 	}
 	c := cookies[0]
-	if c.Value != readToken || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.Secure || c.MaxAge <= 0 {
+	if tok, err := base64.RawURLEncoding.DecodeString(c.Value); err != nil || string(tok) != readToken {
+		t.Errorf("cookie value %q does not hold the token logged in with", c.Value)
+	}
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.Secure || c.MaxAge <= 0 {
 		t.Fatalf("cookie over plain HTTP: got %+v, want HttpOnly, SameSite=Strict, Path=/, not Secure, with a lifetime", c)
 	}
 	req := httptest.NewRequest("GET", "/", nil)
@@ -292,4 +296,16 @@ func (f *fixture) lockInfo(key string) locks.Info {
 		}
 	}
 	return locks.Info{}
+}
+
+// TestLoginTokenWithAwkwardCharacters: a token holding characters a cookie may not carry
+// (space, semicolon, quote, backslash, comma) still logs in and is still recognized.
+func TestLoginTokenWithAwkwardCharacters(t *testing.T) {
+	const awkward = `read token; "quoted" \ back, slash`
+	f := newFixture(t, func(c *config.Daemon) { c.Tokens.Read = awkward })
+	req := httptest.NewRequest("GET", "/", nil)
+	req.AddCookie(f.login(awkward))
+	if rec := f.serve(req); rec.Code != 200 || !strings.Contains(rec.Body.String(), "read token") {
+		t.Fatalf("dashboard with the awkward token's cookie: got %d: %s", rec.Code, rec.Body)
+	}
 }
