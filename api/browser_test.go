@@ -496,6 +496,17 @@ func TestDashboardActions(t *testing.T) {
 	second := f.trigger("demo", map[string]string{"build": "2"})
 	login(t, ctx, srv.URL+"/runs/"+second.ID, triggerToken)
 	within(t, ctx, "the run page is live", chromedp.Poll[chromedp.Void](`document.getElementById("live").textContent === "live"`))
+
+	// A step superseded while the page is open says why, as the CLI does.
+	note := "not deployed: run 0000-newer re-synced it at fence 31"
+	if _, err := f.store.Update(bg, second.ID, func(r *runs.Run) error {
+		r.Step(runs.Phase2, "api").Status = runs.StepSuperseded
+		return nil
+	}, runs.Event{Type: runs.EventServiceSuperseded, Phase: runs.Phase2, Service: "api", Message: note}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, ctx, "see the superseded step explained",
+		chromedp.Poll[chromedp.Void](`document.querySelector('tr[data-step="phase2/api"] td[data-label="Detail"]').textContent === `+strconv.Quote(note)))
 	cancelOnPage("trigger", second)
 	load(t, ctx, "open the index", chromedp.Navigate(srv.URL+"/"))
 	if !evalBool(t, ctx, `document.querySelector("button[data-act], #freeze-form, #release-form") === null && document.getElementById("session-role").textContent === "trigger token"`) {
