@@ -54,9 +54,16 @@ func (s *server) overTLS(r *http.Request) bool {
 	if err != nil || !trustedAddr(s.trusted, peer.Addr().Unmap()) {
 		return false
 	}
-	// The first proxy, the one the browser talked to, is the leftmost.
-	first, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
-	return strings.EqualFold(strings.TrimSpace(first), "https")
+	// Any hop that says https makes the cookie Secure: wrongly so, a browser on plain HTTP
+	// only fails to keep its own cookie; the other way round, the cookie would travel in clear.
+	for _, v := range r.Header.Values("X-Forwarded-Proto") {
+		for p := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(p), "https") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // setSession stores tok in the dashboard cookie; maxAge < 0 deletes it.

@@ -128,6 +128,12 @@ func TestLoginCookieSecureOverTLS(t *testing.T) {
 	if !secure(proxied) {
 		t.Error("login through a trusted proxy that says https: the cookie is not Secure")
 	}
+	chain := loginRequest(readToken, "/") // a second proxy appended its own hop
+	chain.RemoteAddr = "10.1.2.3:4567"
+	chain.Header.Set("X-Forwarded-Proto", "https, http")
+	if !secure(chain) {
+		t.Error("X-Forwarded-Proto: https, http from a trusted proxy: the cookie is not Secure")
+	}
 	spoofed := loginRequest(readToken, "/")
 	spoofed.RemoteAddr = "192.0.2.7:4567"
 	spoofed.Header.Set("X-Forwarded-Proto", "https")
