@@ -156,6 +156,15 @@ func (s *server) pageError(w http.ResponseWriter, r *http.Request, err error) {
 	s.render(w, r, status, s.pages.error, errorData{Title: title, Session: sessionOf(r), Status: status, Message: detail.Message})
 }
 
+// answerError answers err as a page to a browser asking for one (wantsPage), else as JSON.
+func (s *server) answerError(w http.ResponseWriter, r *http.Request, err error) {
+	if wantsPage(r) {
+		s.pageError(w, r, err)
+		return
+	}
+	s.writeError(w, r, err)
+}
+
 // wantsPage reports whether a request is a browser's for a page (GET or HEAD outside /v1/,
 // accepting HTML), so an error answers a page rather than JSON.
 func wantsPage(r *http.Request) bool {

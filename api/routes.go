@@ -40,15 +40,10 @@ func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.observe, s.checkHost, s.crossOrigin, s.recoverPanics)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		err := newHTTPError(http.StatusNotFound, "not_found", "no such route")
-		if wantsPage(r) {
-			s.pageError(w, r, err)
-			return
-		}
-		s.writeError(w, r, err)
+		s.answerError(w, r, newHTTPError(http.StatusNotFound, "not_found", "no such route"))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, newHTTPError(http.StatusMethodNotAllowed, "method_not_allowed", "method %s is not allowed here", r.Method))
+		s.answerError(w, r, newHTTPError(http.StatusMethodNotAllowed, "method_not_allowed", "method %s is not allowed here", r.Method))
 	})
 
 	r.Get("/healthz", s.handleHealthz())

@@ -246,6 +246,9 @@ func TestDashboardPagesAnswerHTML(t *testing.T) {
 	if rec := page("/no/such/page", read); rec.Code != 404 || !strings.Contains(rec.Body.String(), "Back to the dashboard") {
 		t.Fatalf("unknown page: got %d %s", rec.Code, rec.Body)
 	}
+	if rec := page("/logout", read); rec.Code != 405 {
+		t.Fatalf("GET /logout: got %d, want a 405 page", rec.Code)
+	}
 	if rec := page("/runs/no-such-run", read); rec.Code != 404 || !strings.Contains(rec.Body.String(), "no-such-run") {
 		t.Fatalf("unknown run: got %d %s", rec.Code, rec.Body)
 	}
