@@ -21,6 +21,8 @@ const (
 	EventServiceSynced     EventType = "service.synced"
 	EventServiceUnchanged  EventType = "service.unchanged"
 	EventServiceSuperseded EventType = "service.superseded"
+	// EventServiceStale: the service carries a newer build than the run's; the run leaves it.
+	EventServiceStale EventType = "service.stale"
 	EventServiceFailed     EventType = "service.failed"
 	EventServiceRestored   EventType = "service.restored"
 	EventDeployStarted     EventType = "deploy.started"
