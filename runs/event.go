@@ -22,11 +22,11 @@ const (
 	EventServiceUnchanged  EventType = "service.unchanged"
 	EventServiceSuperseded EventType = "service.superseded"
 	// EventServiceStale: the service carries a newer build than the run's; the run leaves it.
-	EventServiceStale EventType = "service.stale"
-	EventServiceFailed     EventType = "service.failed"
-	EventServiceRestored   EventType = "service.restored"
-	EventDeployStarted     EventType = "deploy.started"
-	EventDeployFinished    EventType = "deploy.finished"
+	EventServiceStale    EventType = "service.stale"
+	EventServiceFailed   EventType = "service.failed"
+	EventServiceRestored EventType = "service.restored"
+	EventDeployStarted   EventType = "deploy.started"
+	EventDeployFinished  EventType = "deploy.finished"
 	// EventDeployCanceled: a deployment was canceled by this run (one left running by a run
 	// whose daemon died, or one that did not end within the deploy timeout), or by the
 	// daemon that took the run over.
