@@ -21,12 +21,10 @@ const (
 	EventServiceSynced     EventType = "service.synced"
 	EventServiceUnchanged  EventType = "service.unchanged"
 	EventServiceSuperseded EventType = "service.superseded"
-	// EventServiceStale: the service carries a newer build than the run's; the run leaves it.
-	EventServiceStale    EventType = "service.stale"
-	EventServiceFailed   EventType = "service.failed"
-	EventServiceRestored EventType = "service.restored"
-	EventDeployStarted   EventType = "deploy.started"
-	EventDeployFinished  EventType = "deploy.finished"
+	EventServiceFailed     EventType = "service.failed"
+	EventServiceRestored   EventType = "service.restored"
+	EventDeployStarted     EventType = "deploy.started"
+	EventDeployFinished    EventType = "deploy.finished"
 	// EventDeployCanceled: a deployment was canceled by this run (one left running by a run
 	// whose daemon died, or one that did not end within the deploy timeout), or by the
 	// daemon that took the run over.
@@ -34,6 +32,8 @@ const (
 	EventHealthOK       EventType = "health.ok"
 	EventHealthFailed   EventType = "health.failed"
 	EventMobileUpdated  EventType = "mobile.updated"
+	// EventServiceStale: the service carries a newer build than the run's; the run leaves it.
+	EventServiceStale EventType = "service.stale"
 
 	EventRunSucceeded   EventType = "run.succeeded"
 	EventRunFailed      EventType = "run.failed"

@@ -148,15 +148,15 @@ const (
 	StepHealthy     StepStatus = "healthy"      // Phase 2 done: deployed and healthy
 	StepUpdated     StepStatus = "updated"      // mobile step done
 	StepSuperseded  StepStatus = "superseded"   // a newer run re-synced the service; not deployed by this run
-	// StepStale: the service already carries a newer build than this run's (Step.Note names
-	// it and its run); this run neither wrote nor deployed it.
-	StepStale    StepStatus = "stale"
-	StepFailed   StepStatus = "failed"
-	StepRestored StepStatus = "restored" // the Phase-1 snapshot was put back (and redeployed if needed)
-	StepSkipped  StepStatus = "skipped"  // not done because the run stopped before it
+	StepFailed      StepStatus = "failed"
+	StepRestored    StepStatus = "restored" // the Phase-1 snapshot was put back (and redeployed if needed)
+	StepSkipped     StepStatus = "skipped"  // not done because the run stopped before it
 	// StepInterrupted: the run's daemon died while the step was under way or pending; the
 	// run's Left says what state the service was left in.
 	StepInterrupted StepStatus = "interrupted"
+	// StepStale: the service already carries a newer build than this run's (Step.Note names
+	// it and its run); this run neither wrote nor deployed it.
+	StepStale StepStatus = "stale"
 )
 
 // Done reports whether the step has finished one way or another.
