@@ -85,10 +85,13 @@ func humanDuration(d time.Duration) string {
 	return fmt.Sprintf("%dm%02ds", m, sec)
 }
 
-// stepDetail is the step's error, or what it changed and deployed (names, never values).
+// stepDetail is the step's error, its note, or what it changed and deployed (names, never values).
 func stepDetail(s runs.Step) string {
 	if s.Error != "" {
 		return s.Error
+	}
+	if s.Note != "" {
+		return s.Note // e.g. a stale step: the newer build and run on the service
 	}
 	if s.Status == runs.StepWaitingLock && s.LockKey != "" {
 		return "waiting for " + s.LockKey

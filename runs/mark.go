@@ -21,8 +21,10 @@ type Mark struct {
 	Fence int64     `json:"fence"`
 	Phase Phase     `json:"phase"`
 	At    time.Time `json:"at"`
-	// Build is the trigger's build of run RunID ("" when it had none), RunCreated when that
-	// run was created, Rollback whether it was a rollback.
+	// Pipeline is run RunID's pipeline, Build its trigger's build ("" when it had none),
+	// RunCreated when it was created, Rollback whether it was a rollback. After a restore they
+	// describe the build put back.
+	Pipeline   string    `json:"pipeline,omitempty"`
 	Build      string    `json:"build,omitempty"`
 	RunCreated time.Time `json:"run_created,omitzero"`
 	Rollback   bool      `json:"rollback,omitempty"`

@@ -15,6 +15,7 @@
   function wait(ns) { return ns ? dur(ns / 1e6) : ""; }
   function detail(s) {
     if (s.error) return s.error;
+    if (s.note) return s.note;
     if (s.status === "waiting_lock" && s.lock_key) return "waiting for " + s.lock_key;
     var parts = [], c = s.changes || {};
     if (c.image_tag) parts.push("tag " + (c.image_tag.old || "(none)") + " → " + (c.image_tag["new"] || "(none)"));
