@@ -72,7 +72,7 @@ func (s standing) newerNote(m runs.Mark) string {
 	if m.Rollback {
 		what += " (a rollback)"
 	}
-	return fmt.Sprintf("stale: %s of run %s is %s on it; this run's build %s is older", what, m.RunID, markVerb(m.Phase), orUnknown(s.build))
+	return fmt.Sprintf("%s of run %s is %s on it, newer than this run's build %s", what, m.RunID, markVerb(m.Phase), orUnknown(s.build))
 }
 
 func markVerb(p runs.Phase) string {
