@@ -254,8 +254,11 @@ func (x *execution) execute() {
 func (x *execution) runPipeline() (runs.Status, string) {
 	// Stale before anything: a run whose every service carries a newer build ends without a
 	// call to Coolify.
-	if note, ok := x.allStale(x.ctx); ok {
-		return x.allStaleOutcome(note)
+	if notes := x.allStale(x.ctx); notes != nil {
+		for i, s := range x.services {
+			x.markStale(s, "", 0, notes[i])
+		}
+		return x.allStaleOutcome()
 	}
 	// The probe holds no lease yet: it names the run, without a fence.
 	if err := checkToken(coolify.WithTrace(x.ctx, x.run.ID, 0), x.cl, x.p); err != nil {
@@ -268,13 +271,8 @@ func (x *execution) runPipeline() (runs.Status, string) {
 		x.compensate(runs.Phase1, nil, true)
 		return x.outcome(err, "phase 1")
 	}
-	if len(x.staleServices()) == len(x.services) {
-		// Every service turned out stale under its lock: nothing was written.
-		var notes []string
-		for _, s := range x.services {
-			notes = append(notes, s.svc.Name+": "+s.stale)
-		}
-		return x.allStaleOutcome(strings.Join(notes, "; "))
+	if len(x.services) > 0 && len(x.staleServices()) == len(x.services) {
+		return x.allStaleOutcome() // every service turned out stale under its lock: nothing written
 	}
 	if err := x.phase2(); err != nil {
 		var failed *svcState
@@ -309,16 +307,14 @@ func (x *execution) runPipeline() (runs.Status, string) {
 	return runs.StatusSucceeded, strings.Join(why, "; ")
 }
 
-// allStaleOutcome ends a run whose every service carries a newer build: superseded, and the
-// services stale with their notes.
-func (x *execution) allStaleOutcome(notes string) (runs.Status, string) {
-	for _, s := range x.services {
-		if s.stale == "" {
-			note, _, _ := x.staleOn(x.ctx, s.svc.UUID)
-			x.markStale(s, "", 0, note)
-		}
+// allStaleOutcome is the end of a run whose every service is stale: superseded, naming
+// the newer build on each.
+func (x *execution) allStaleOutcome() (runs.Status, string) {
+	notes := make([]string, len(x.services))
+	for i, s := range x.services {
+		notes[i] = s.svc.Name + ": " + s.stale
 	}
-	return runs.StatusSuperseded, "every service carries a newer build: " + notes
+	return runs.StatusSuperseded, "every service carries a newer build: " + strings.Join(notes, "; ")
 }
 
 // outcome maps the error that ended a run to its final status and reason.

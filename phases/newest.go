@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
@@ -106,18 +105,19 @@ func (x *execution) staleOn(ctx context.Context, uuid string) (string, runs.Mark
 	return st.newerNote(m), m, nil
 }
 
-// allStale reports whether every service of the run already carries a newer build, reading
-// the marks without locks (Phase 1 checks each again under its lock). It names them.
-func (x *execution) allStale(ctx context.Context) (string, bool) {
+// allStale returns each service's stale note when every service of the run already carries
+// a newer build, else nil. It reads the marks without locks: Phase 1 checks each service
+// again under its lock.
+func (x *execution) allStale(ctx context.Context) []string {
 	var notes []string
 	for _, s := range x.services {
 		note, _, err := x.staleOn(ctx, s.svc.UUID)
 		if err != nil || note == "" {
-			return "", false
+			return nil
 		}
-		notes = append(notes, s.svc.Name+": "+note)
+		notes = append(notes, note)
 	}
-	return strings.Join(notes, "; "), len(notes) > 0
+	return notes
 }
 
 // markStale ends both steps of a stale service: this run neither writes nor deploys it.
