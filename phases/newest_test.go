@@ -237,3 +237,39 @@ func TestSupersedeAcrossDaemons(t *testing.T) {
 		}
 	})
 }
+
+// A run that finds a newer build on some services only writes and deploys the others: the
+// stale ones are left, reported stale, and the run succeeds saying so. (Here the pipeline
+// grew a service between the two builds: the second daemon has the new definition.)
+func TestStaleServicesLeftOthersDeployed(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
+	r5 := h.submit("prod", runs.Trigger{Build: "5", ImageTag: "v5"})
+	h.wait(r5)
+	p := h.peer("test-instance-b")
+	p.start(p.pipelineYAML("prod", []string{"api", "worker"}, ""))
+	r4 := p.submit("prod", runs.Trigger{Build: "4", ImageTag: "v4"})
+	r := p.wait(r4)
+	if r.Status != runs.StatusSucceeded || !strings.Contains(r.Reason, "stale") || !strings.Contains(r.Reason, "api") {
+		t.Errorf("build 4: %s (%q), want succeeded naming api as stale", r.Status, r.Reason)
+	}
+	for _, ph := range []runs.Phase{runs.Phase1, runs.Phase2} {
+		if st := stepOf(t, r, ph, "api"); st.Status != runs.StepStale || !strings.Contains(st.Note, r5) {
+			t.Errorf("%s step api: %s (%q), want stale naming run %s", ph, st.Status, st.Note, r5)
+		}
+	}
+	if st := stepOf(t, r, runs.Phase2, "worker"); st.Status != runs.StepHealthy {
+		t.Errorf("phase2 step worker: %s (%s), want healthy", st.Status, st.Error)
+	}
+	for _, w := range writesBy(h.coolify, r4) {
+		if strings.Contains(w, uuidAPI) {
+			t.Errorf("build 4 wrote to api: %s", w)
+		}
+	}
+	if n := len(h.coolify.Deployments(uuidAPI)); n != 1 {
+		t.Errorf("api deployed %d times, want once (by build 5)", n)
+	}
+	if api, worker := runsOn(t, h, uuidAPI), runsOn(t, h, uuidWorker); api != "v5" || worker != "v4" {
+		t.Errorf("api runs %q, worker %q; want v5 and v4", api, worker)
+	}
+}
