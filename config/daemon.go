@@ -30,9 +30,9 @@ type Daemon struct {
 	// RateLimits apply per client to the trigger and webhook routes.
 	RateLimits RateLimits `koanf:"rate_limits"`
 	// Coolify holds what applies to every Coolify instance the pipelines name.
-	Coolify CoolifySettings `koanf:"coolify"`
-	Webhooks   Webhooks   `koanf:"webhooks"`
-	Log        Log        `koanf:"log"`
+	Coolify  CoolifySettings `koanf:"coolify"`
+	Webhooks Webhooks        `koanf:"webhooks"`
+	Log      Log             `koanf:"log"`
 	// ShutdownGrace is how long SIGTERM waits for the current steps (default 30s).
 	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
 	// LivenessTTL is the TTL of the daemon's liveness lease (DaemonLiveKey): when it expires
