@@ -178,9 +178,10 @@ func newPool(b Budget, o Options, newB func(key string, s Shape) bucket) (*Pool,
 	return &Pool{shape: b.Shape(), opts: o, newB: newB, pacers: map[string]*Pacer{}, enabled: true}, nil
 }
 
-// For returns the Pacer of the instance at url used with token, or nil (no pacing) from Off.
+// For returns the Pacer of the instance at url used with token, or nil (no pacing) from Off
+// or a nil Pool.
 func (p *Pool) For(url, token string) *Pacer {
-	if !p.enabled {
+	if p == nil || !p.enabled {
 		return nil
 	}
 	key := Key(url, token)
