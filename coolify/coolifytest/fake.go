@@ -370,6 +370,7 @@ type Fake struct {
 	queueRetryAfter  time.Duration
 	rateN            int
 	rateWindow       time.Duration
+	throttled        int // requests answered 429 by the throttle
 	statusLag        time.Duration
 	cancelBug        bool
 
@@ -570,6 +571,17 @@ func (f *Fake) SetRouteLatency(method, route string, lo, hi time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.latencies = append(f.latencies, latency{method: method, route: route, min: lo, max: hi})
+}
+
+// RateLimit returns the throttle: n requests per window per token (n == 0: none).
+func (f *Fake) RateLimit() (n int, window time.Duration) { return f.rateN, f.rateWindow }
+
+// Throttled returns how many requests the throttle has answered 429 so far (not counting
+// injected faults or the deployment queue's 429).
+func (f *Fake) Throttled() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.throttled
 }
 
 // Requests returns every request received so far, in order of arrival (completed ones only).

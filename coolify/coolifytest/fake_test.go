@@ -844,6 +844,9 @@ func TestDefaultThrottle(t *testing.T) {
 	}
 	a := h.do("GET", "/applications", nil)
 	wantStatus(t, a, http.StatusTooManyRequests)
+	if n := h.srv.Throttled(); n != 1 {
+		t.Errorf("Throttled() = %d, want 1", n)
+	}
 	if a.json(t)["message"] != "Too Many Attempts." || a.header.Get("Retry-After") != "40" {
 		t.Errorf("429 with Retry-After %q and body %s", a.header.Get("Retry-After"), a.body)
 	}
