@@ -11,9 +11,11 @@ import (
 // NewLocalPool returns a pool whose budgets live in this process: every pipeline of the daemon
 // waits on the same bucket per instance and token. Errors: an invalid budget.
 func NewLocalPool(b Budget, o Options) (*Pool, error) {
-	return newPool(b, o, func(_ string, s Shape) bucket {
-		return &localBucket{lim: rate.NewLimiter(rate.Limit(s.PerSecond), s.Burst)}
-	})
+	return newPool(b, o, func(_ string, s Shape) bucket { return newLocalBucket(s) })
+}
+
+func newLocalBucket(s Shape) *localBucket {
+	return &localBucket{lim: rate.NewLimiter(rate.Limit(s.PerSecond), s.Burst)}
 }
 
 // localBucket keeps the tokens in an x/time/rate limiter, used only for its bucket

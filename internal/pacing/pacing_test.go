@@ -240,3 +240,27 @@ func TestBudgetShapeAndValidation(t *testing.T) {
 		t.Error("Off().For returned a pacer")
 	}
 }
+
+// While Redis is down a pacer falls back to a bucket in the process: calls are still made,
+// and still paced.
+func TestRedisDownFallsBackToLocalBucket(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	defer rdb.Close()
+	p, err := pacing.NewRedisPool(rdb, pacing.Budget{Limit: 10, Window: time.Hour}, pacing.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := p.For(url, token)
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := pc.Wait(ctx, outbound.PriorityNormal); err != nil {
+		t.Fatalf("with Redis down: %v", err)
+	}
+	ctx, cancel = context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if err := pc.Wait(ctx, outbound.PriorityHigh); err == nil {
+		t.Error("with Redis down the second call of a budget with a burst of 1 was not paced")
+	}
+}

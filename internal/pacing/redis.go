@@ -14,6 +14,10 @@ const DefaultPrefix = "orch:pace:"
 // NewRedisPool returns a pool whose budgets live in Redis: every daemon using rdb with the
 // same prefix waits on the same bucket per instance and token. Errors: an invalid budget.
 //
+// While Redis does not answer, each pacer falls back to a bucket of the same shape in this
+// process, so calls (a cancel, a restore) are still made and still paced, only no longer
+// shared with other daemons; a 429 that may then come is retried after its Retry-After.
+//
 // The bucket is this package's own Lua script rather than github.com/go-redis/redis_rate: the
 // priority reserve needs "take a token only if more than keep remain" in one atomic step on
 // one shared bucket, which redis_rate's Allow cannot express (two buckets would split or
@@ -24,7 +28,7 @@ func NewRedisPool(rdb redis.UniversalClient, b Budget, o Options) (*Pool, error)
 		o.Prefix = DefaultPrefix
 	}
 	return newPool(b, o, func(key string, s Shape) bucket {
-		return &redisBucket{rdb: rdb, key: o.Prefix + key, shape: s}
+		return &redisBucket{rdb: rdb, key: o.Prefix + key, shape: s, fallback: newLocalBucket(s)}
 	})
 }
 
@@ -60,16 +64,20 @@ return wait
 `)
 
 type redisBucket struct {
-	rdb   redis.UniversalClient
-	key   string
-	shape Shape
+	rdb      redis.UniversalClient
+	key      string
+	shape    Shape
+	fallback *localBucket // while Redis fails
 }
 
 func (b *redisBucket) take(ctx context.Context, keep int) (time.Duration, error) {
 	perMicro := strconv.FormatFloat(b.shape.PerSecond/1e6, 'g', -1, 64)
 	us, err := takeScript.Run(ctx, b.rdb, []string{b.key}, perMicro, b.shape.Burst, keep).Int64()
 	if err != nil {
-		return 0, err
+		if ctx.Err() != nil {
+			return 0, err
+		}
+		return b.fallback.take(ctx, keep)
 	}
 	return time.Duration(us) * time.Microsecond, nil
 }
