@@ -17,18 +17,21 @@
 // A token bucket refilling at r per window with room for b tokens lets through at most b + r
 // requests in any window, wherever the window falls, so the bucket is sized to keep b + r
 // under the limit with 1% to spare for requests that reach the server later than they left
-// ([Budget.Shape]): with the default 200 per minute, b = 5 and r = 193.05 per minute.
+// ([Budget.Shape]): b is a fortieth of the limit (at least 2), r the rest less 1%. With the
+// default 200 per minute, b = 5 and r = 193.05 per minute; with 2000, b = 50 and r = 1930.5.
+// The burst lets a caller that was held up (by its own work, not the budget) catch up on the
+// tokens that accrued meanwhile, instead of losing them.
 //
 // # Priorities
 //
 // Calls of [outbound.PriorityHigh] (safety reads such as deployment status and re-reads,
-// cancels, restores) may take any token. Calls of lower priority may only take a token when
-// the bucket holds more than [Shape.Reserve] (b−1) tokens, that is when it is full. Under a
-// bulk of writes the bucket therefore hovers just under full and a priority call finds a token
-// at once, up to Reserve of them in a row; after that, priority calls still take each new
-// token before any normal call can (a normal call needs the bucket full, a priority call one
-// token), so safety reads are never starved by writes. Normal calls are not starved by
-// priority calls either unless those alone use the whole budget.
+// cancels, restores) may take any token. Calls of lower priority may only take a token while
+// more than [Shape.Reserve] (at most 4) remain. Under a bulk of writes the bucket therefore
+// hovers at the reserve and a priority call finds a token at once, up to Reserve of them in a
+// row; after that, priority calls still take each new token before any normal call can (a
+// normal call needs Reserve+1 tokens, a priority call one), so safety reads are never
+// starved by writes. Normal calls are not starved by priority calls either unless those alone
+// use the whole budget.
 package pacing
 
 import (
@@ -58,16 +61,16 @@ const MinLimit = 10
 // safety is the share of the budget's refill kept unused for late-arriving requests.
 const safety = 0.01
 
-// maxBurst caps the bucket's size: a bigger burst would only lower the sustained rate.
-const maxBurst = 5
+// maxReserve caps the tokens kept for priority calls.
+const maxReserve = 4
 
 // Shape is the token bucket a Budget is paced with.
 type Shape struct {
 	// PerSecond is the refill rate: (Limit − Burst) per Window, less 1%.
 	PerSecond float64
-	// Burst is the bucket's size: Limit/40, at least 1 and at most 5.
+	// Burst is the bucket's size: Limit/40, at least 2.
 	Burst int
-	// Reserve is how many tokens only priority calls may take: Burst − 1.
+	// Reserve is how many tokens only priority calls may take: Burst − 1, at most 4.
 	Reserve int
 }
 
@@ -84,11 +87,11 @@ func (b Budget) Validate() error {
 
 // Shape returns the bucket that keeps calls under b (see the package comment).
 func (b Budget) Shape() Shape {
-	burst := min(max(b.Limit/40, 1), maxBurst)
+	burst := max(b.Limit/40, 2)
 	return Shape{
 		PerSecond: float64(b.Limit-burst) * (1 - safety) / b.Window.Seconds(),
 		Burst:     burst,
-		Reserve:   burst - 1,
+		Reserve:   min(burst-1, maxReserve),
 	}
 }
 

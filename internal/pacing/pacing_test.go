@@ -111,9 +111,11 @@ func TestBudgetsArePerInstanceAndToken(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var waits atomic.Int64
 			p := newPool(budget, pacing.Options{Prefix: "t2:", OnWait: func(context.Context, pacing.Wait) { waits.Add(1) }})
-			// Empty the busy bucket (Limit 10 gives a burst of 1).
-			if err := p.For(url, token).Wait(t.Context(), outbound.PriorityHigh); err != nil {
-				t.Fatal(err)
+			// Empty the busy bucket (Limit 10 gives a burst of 2).
+			for range 2 {
+				if err := p.For(url, token).Wait(t.Context(), outbound.PriorityHigh); err != nil {
+					t.Fatal(err)
+				}
 			}
 			for _, other := range []*pacing.Pacer{p.For(url, "8|other-token"), p.For("https://other.example.com", token)} {
 				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -221,6 +223,9 @@ func TestBudgetShapeAndValidation(t *testing.T) {
 	if s.Burst != 5 || s.Reserve != 4 {
 		t.Errorf("default shape %+v, want burst 5, reserve 4", s)
 	}
+	if s := (pacing.Budget{Limit: 2000, Window: time.Minute}).Shape(); s.Burst != 50 || s.Reserve != 4 {
+		t.Errorf("2000/min shape %+v, want burst 50, reserve 4", s)
+	}
 	// Any window holds at most Burst + PerSecond·Window tokens: that must stay under the limit.
 	for _, b := range []pacing.Budget{pacing.DefaultCoolifyBudget, {Limit: 10, Window: time.Second}, {Limit: 2000, Window: time.Minute}} {
 		s := b.Shape()
@@ -255,12 +260,14 @@ func TestRedisDownFallsBackToLocalBucket(t *testing.T) {
 	srv.Stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	if err := pc.Wait(ctx, outbound.PriorityNormal); err != nil {
-		t.Fatalf("with Redis down: %v", err)
+	for range 2 {
+		if err := pc.Wait(ctx, outbound.PriorityHigh); err != nil {
+			t.Fatalf("with Redis down: %v", err)
+		}
 	}
 	ctx, cancel = context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	if err := pc.Wait(ctx, outbound.PriorityHigh); err == nil {
-		t.Error("with Redis down the second call of a budget with a burst of 1 was not paced")
+		t.Error("with Redis down the third call of a budget with a burst of 2 was not paced")
 	}
 }
