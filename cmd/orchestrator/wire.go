@@ -157,13 +157,13 @@ type engineConfig struct {
 }
 
 func newEngine(b *backends, ec engineConfig) (*phases.Engine, error) {
-	pace, err := coolifyPacing(b, ec.coolifyRateLimit, ec.log)
+	pace, st, err := coolifyPacing(b, ec.coolifyRateLimit, ec.log)
 	if err != nil {
 		return nil, fmt.Errorf("coolify.rate_limit: %w", err)
 	}
 	ec.clients.pace = pace
 	return phases.New(phases.Deps{
-		Store: b.store, Marks: b.store, Locker: b.locker, Pipelines: ec.pipelines,
+		Store: st, Marks: b.store, Locker: b.locker, Pipelines: ec.pipelines,
 		Coolify: ec.clients.coolify, Flagsmith: ec.clients.flagsmith, Secrets: ec.clients.secrets,
 		Getenv: ec.getenv, EnvPrefix: secretEnvPrefix,
 		Instance: ec.instance, Logger: ec.log, Observer: ec.observer, PollInterval: ec.healthPoll,
@@ -177,10 +177,11 @@ const pacedReportInterval = 5 * time.Second
 // coolifyPacing returns the pool of Coolify rate budgets (one per instance and token): in
 // Redis on the Redis backend, so every daemon on it shares them; in this process on the
 // embedded one, shared by its pipelines. Calls that waited are summed into coolify.paced
-// events of their run; b's Close reports what is still open.
-func coolifyPacing(b *backends, perMinute int, log *slog.Logger) (*pacing.Pool, error) {
+// events of their run, written through the returned store, which reports a run's open sum
+// before the event that ends the run; b's Close reports what is still open.
+func coolifyPacing(b *backends, perMinute int, log *slog.Logger) (*pacing.Pool, runs.Store, error) {
 	if perMinute == 0 {
-		return pacing.Off(), nil
+		return pacing.Off(), b.store, nil
 	}
 	tally := pacing.NewTally(pacedReportInterval, func(runID string, s pacing.Summary) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -204,10 +205,42 @@ func coolifyPacing(b *backends, perMinute int, log *slog.Logger) (*pacing.Pool, 
 		}
 	}}
 	budget := pacing.Budget{Limit: perMinute, Window: time.Minute}
+	var pool *pacing.Pool
+	var err error
 	if b.rdb != nil {
-		return pacing.NewRedisPool(b.rdb, budget, opts)
+		pool, err = pacing.NewRedisPool(b.rdb, budget, opts)
+	} else {
+		pool, err = pacing.NewLocalPool(budget, opts)
 	}
-	return pacing.NewLocalPool(budget, opts)
+	return pool, pacedStore{Store: b.store, tally: tally}, err
+}
+
+// pacedStore is the engine's run store: before it writes the event that ends a run, it has
+// the run's open coolify.paced sum written, so that sum never follows the run's last word.
+type pacedStore struct {
+	runs.Store
+	tally *pacing.Tally
+}
+
+func (s pacedStore) flushBeforeEnd(id string, evs []runs.Event) {
+	for _, ev := range evs {
+		if ev.Type.EndsRun() {
+			s.tally.Flush(id)
+			return
+		}
+	}
+}
+
+// Update flushes the run's paced sum first when evs end the run.
+func (s pacedStore) Update(ctx context.Context, id string, fn func(*runs.Run) error, evs ...runs.Event) (runs.Run, error) {
+	s.flushBeforeEnd(id, evs)
+	return s.Store.Update(ctx, id, fn, evs...)
+}
+
+// Append flushes the run's paced sum first when evs end the run.
+func (s pacedStore) Append(ctx context.Context, id string, evs ...runs.Event) ([]runs.Event, error) {
+	s.flushBeforeEnd(id, evs)
+	return s.Store.Append(ctx, id, evs...)
 }
 
 // secretEnvPrefix is prepended to keys of the built-in "env" secret source, so a pipeline can

@@ -18,17 +18,21 @@ type Summary struct {
 // Tally coalesces waits per run into at most one report per run and interval, so a run
 // paced on every call gets a few events rather than one per call: a run's first wait opens a
 // report that collects the waits of the next interval and is then handed to the report
-// function. Nothing is lost: Stop reports what is still open. Safe for concurrent use.
+// function. Nothing is lost: Flush reports a run's open summary at once (call it before the
+// run's last event), Stop reports every one. Reports are made one at a time, and Flush and
+// Stop return only after any report of theirs, and any report running, is done. Safe for
+// concurrent use.
 type Tally struct {
 	every  time.Duration
 	report func(runID string, s Summary)
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards open and stopped, and is held while reporting
 	open    map[string]*Summary
 	stopped bool
 }
 
-// NewTally returns a Tally reporting through report, from its own goroutine, every interval.
+// NewTally returns a Tally reporting through report every interval (from a timer's
+// goroutine, or from Flush's and Stop's caller).
 func NewTally(interval time.Duration, report func(runID string, s Summary)) *Tally {
 	return &Tally{every: interval, report: report, open: map[string]*Summary{}}
 }
@@ -59,22 +63,23 @@ func (t *Tally) Add(runID string, w Wait) {
 
 func (t *Tally) flush(runID string) {
 	t.mu.Lock()
-	s, ok := t.open[runID]
-	delete(t.open, runID)
-	t.mu.Unlock()
-	if ok {
+	defer t.mu.Unlock()
+	if s, ok := t.open[runID]; ok {
+		delete(t.open, runID)
 		t.report(runID, *s)
 	}
 }
 
+// Flush reports run runID's open summary, if any, now.
+func (t *Tally) Flush(runID string) { t.flush(runID) }
+
 // Stop reports every open summary now and ignores later waits.
 func (t *Tally) Stop() {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.stopped = true
-	open := t.open
-	t.open = map[string]*Summary{}
-	t.mu.Unlock()
-	for id, s := range open {
+	for id, s := range t.open {
+		delete(t.open, id)
 		t.report(id, *s)
 	}
 }

@@ -29,6 +29,16 @@ func TestTallyCoalescesPerRun(t *testing.T) {
 		t.Fatalf("report %s %+v, want r1 %+v", got.id, got.s, want)
 	}
 	tally.Add("r2", pacing.Wait{Waited: time.Millisecond})
+	tally.Add("r4", pacing.Wait{Waited: 2 * time.Millisecond})
+	tally.Flush("r4") // reports before it returns
+	select {
+	case got = <-reports:
+		if got.id != "r4" || got.s.Total != 2*time.Millisecond {
+			t.Fatalf("Flush(r4) reported %s %+v", got.id, got.s)
+		}
+	default:
+		t.Fatal("Flush(r4) returned before reporting")
+	}
 	tally.Stop()
 	tally.Add("r3", pacing.Wait{Waited: time.Millisecond})
 	got = <-reports
