@@ -271,3 +271,30 @@ func TestRedisDownFallsBackToLocalBucket(t *testing.T) {
 		t.Error("with Redis down the third call of a budget with a burst of 2 was not paced")
 	}
 }
+
+// A Redis that stalls (answers nothing) does not hold calls up: the pacer gives up on it
+// after RedisTimeout and uses its local bucket, as a lease holder that must cancel a
+// deployment in a Redis stall needs.
+func TestRedisStalledFallsBackAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer rdb.Close()
+	p, err := pacing.NewRedisPool(rdb, pacing.DefaultCoolifyBudget, pacing.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := p.For(url, token)
+	if err := pc.Wait(t.Context(), outbound.PriorityHigh); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	// go-redis alone would wait its 3 s read timeout; the budget here is well under that.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	for range 3 {
+		if err := pc.Wait(ctx, outbound.PriorityHigh); err != nil {
+			t.Fatalf("with Redis stalled: %v", err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package pacing
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -11,12 +12,22 @@ import (
 // DefaultPrefix is the Redis key prefix when Options.Prefix is empty.
 const DefaultPrefix = "orch:pace:"
 
+// RedisTimeout bounds one take from the Redis bucket (a round trip takes well under 1 ms);
+// after a failure the pacer uses its local bucket for RedisRetryAfter.
+const (
+	RedisTimeout    = 250 * time.Millisecond
+	RedisRetryAfter = time.Second
+)
+
 // NewRedisPool returns a pool whose budgets live in Redis: every daemon using rdb with the
-// same prefix waits on the same bucket per instance and token. Errors: an invalid budget.
+// same prefix waits on the same bucket per instance and token. rdb must have
+// ContextTimeoutEnabled (redislock.NewClient's clients do). Errors: an invalid budget.
 //
-// While Redis does not answer, each pacer falls back to a bucket of the same shape in this
-// process, so calls (a cancel, a restore) are still made and still paced, only no longer
-// shared with other daemons; a 429 that may then come is retried after its Retry-After.
+// While Redis does not answer (within RedisTimeout), each pacer falls back to a bucket of the
+// same shape in this process for RedisRetryAfter before it asks Redis again, so calls (a
+// cancel when a lease is lost in a Redis stall, a restore) are still made at once and still
+// paced, only no longer shared with other daemons; a 429 that may then come is retried after
+// its Retry-After.
 //
 // The bucket is this package's own Lua script rather than github.com/go-redis/redis_rate: the
 // priority reserve needs "take a token only if more than keep remain" in one atomic step on
@@ -68,15 +79,23 @@ type redisBucket struct {
 	key      string
 	shape    Shape
 	fallback *localBucket // while Redis fails
+	// downUntil (Unix ns) is when to ask Redis again after a failure.
+	downUntil atomic.Int64
 }
 
 func (b *redisBucket) take(ctx context.Context, keep int) (time.Duration, error) {
+	if time.Now().UnixNano() < b.downUntil.Load() {
+		return b.fallback.take(ctx, keep)
+	}
 	perMicro := strconv.FormatFloat(b.shape.PerSecond/1e6, 'g', -1, 64)
-	us, err := takeScript.Run(ctx, b.rdb, []string{b.key}, perMicro, b.shape.Burst, keep).Int64()
+	rctx, cancel := context.WithTimeout(ctx, RedisTimeout)
+	defer cancel()
+	us, err := takeScript.Run(rctx, b.rdb, []string{b.key}, perMicro, b.shape.Burst, keep).Int64()
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, err
 		}
+		b.downUntil.Store(time.Now().Add(RedisRetryAfter).UnixNano())
 		return b.fallback.take(ctx, keep)
 	}
 	return time.Duration(us) * time.Microsecond, nil
