@@ -36,6 +36,8 @@ const (
 	// (coolify.rate_limit). One event sums the waits of a few seconds; Data holds DataCalls,
 	// DataPriorityCalls, DataWaitedMS and DataLongestMS.
 	EventCoolifyPaced EventType = "coolify.paced"
+	// EventServiceStale: the service carries a newer build than the run's; the run leaves it.
+	EventServiceStale EventType = "service.stale"
 
 	EventRunSucceeded   EventType = "run.succeeded"
 	EventRunFailed      EventType = "run.failed"
