@@ -237,3 +237,17 @@ func TestCheckExclusiveSeesOverlap(t *testing.T) {
 		t.Error("two deploys one after the other failed the check")
 	}
 }
+
+// The plan shows the waves in the order they would run, and the parallelism.
+func TestPlanShowsWaves(t *testing.T) {
+	h := wavesHarness(t, "sqlite", 2, 50*time.Millisecond)
+	h.start(h.wavesYAML("waves", 3, true))
+	plan, err := h.engine.Plan(t.Context(), "waves", runs.Trigger{Build: "7", ImageTag: "v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{{"w-c", "w-b", "w-a"}, {"w-e", "w-d"}, {"w-f"}}
+	if !slices.EqualFunc(plan.Waves, want, slices.Equal) || plan.Parallel != 3 {
+		t.Errorf("plan: waves %q parallel %d, want %q parallel 3", plan.Waves, plan.Parallel, want)
+	}
+}
