@@ -21,10 +21,9 @@ var waveApps = []struct{ name, spec string }{
 func waveUUID(name string) string { return "app-" + name + "-000000000000000" }
 
 // wavesHarness seeds the wave apps in a fake that builds up to builds at once, with
-// deployments of run each. Its API throttle is off: parallel deployments polled every 10 ms
-// exceed Coolify's 200/min, and the 429s' Retry-After would stretch the runs.
+// deployments of run each.
 func wavesHarness(t *testing.T, backend string, builds int, run time.Duration) *harness {
-	h := newHarnessOn(t, backend, coolifytest.WithConcurrentBuilds(builds), coolifytest.WithRateLimit(0, 0),
+	h := newHarnessOn(t, backend, coolifytest.WithConcurrentBuilds(builds),
 		coolifytest.WithTiming(coolifytest.Timing{Queued: 5 * time.Millisecond, RunMin: run, RunMax: run}))
 	for _, a := range waveApps {
 		h.coolify.AddApplication(coolifytest.Application{UUID: waveUUID(a.name), Name: a.name, ImageName: "ghcr.io/acme/" + a.name, ImageTag: "v1"})
