@@ -226,10 +226,14 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 	if err != nil {
 		return runs.Run{}, false, err
 	}
-	if created {
-		s.cache.Put(out)
+	if !created {
+		if err := storekit.CheckReuse(out, r); err != nil {
+			return runs.Run{}, false, err
+		}
+		return out, false, nil
 	}
-	return out, created, nil
+	s.cache.Put(out)
+	return out, true, nil
 }
 
 func isConstraint(err error) bool {

@@ -46,6 +46,17 @@ func PrepareCreate(r runs.Run, now time.Time) (runs.Run, error) {
 	return r, nil
 }
 
+// CheckReuse returns a *runs.KeyReusedError when existing, the run in.Trigger.IdempotencyKey
+// names, was created for another request than in (another IdempotencyHash); nil otherwise.
+// Create calls it when it finds the key taken.
+func CheckReuse(existing, in runs.Run) error {
+	if existing.Trigger.IdempotencyHash == in.Trigger.IdempotencyHash {
+		return nil
+	}
+	return fmt.Errorf("create run: %w", &runs.KeyReusedError{
+		Pipeline: existing.Pipeline, Key: existing.Trigger.IdempotencyKey, RunID: existing.ID})
+}
+
 // ApplyUpdate runs fn on a copy of stored under the rules of Store.Update and returns the run
 // to write: immutable fields restored, status checked, Version bumped. Errors: runs.ErrEnded
 // (fn not called), runs.ErrInvalid, or fn's error, each wrapped with the run ID.
