@@ -12,6 +12,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/internal/private"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/locks/redislock"
 	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
@@ -63,8 +64,13 @@ func openBackends(ctx context.Context, redisURL, stateDir string, log *slog.Logg
 			return errors.Join(locker.Close(), st.Close(), client.Close())
 		}}, nil
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir %s: %w", stateDir, err)
+	open, err := private.Dir(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	if open != 0 {
+		log.Warn("state directory is open to other users; the run history and locks are in it (chmod 700 it)",
+			slog.String("state_dir", stateDir), slog.String("open_bits", open.String()))
 	}
 	d, err := sqlitelock.Open(filepath.Join(stateDir, "locks.db"))
 	if err != nil {
