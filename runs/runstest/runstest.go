@@ -69,6 +69,7 @@ func Run(t *testing.T, newBackend func(tb testing.TB) Opener) {
 		{"Marks", testMarks},
 		{"MarksConcurrent", testMarksConcurrent},
 		{"Ping", testPing},
+		{"Prune", testPrune},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -95,3 +95,16 @@ func TestFilesArePrivate(t *testing.T) {
 		t.Errorf("a 0644 database after Open: mode %v (err %v), want 0600", fi.Mode().Perm(), err)
 	}
 }
+
+// TestPruneBounded: 10 000 runs (2 000 under -race), pruned to the newest twentieth after every
+// tenth of them; the database stops growing (SQLite reuses the pages the pruned runs freed).
+func TestPruneBounded(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), sqlitestore.FileName)).(*sqlitestore.Store)
+	runstest.PruneBounded(t, s, pruneBoundedRuns, pruneBoundedRuns/20, func() int64 {
+		n, err := sqlitestore.PageCount(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	})
+}
