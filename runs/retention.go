@@ -25,3 +25,23 @@ type Pruner interface {
 	// Errors: ErrInvalid (a negative MaxAge or MaxRuns); ErrUnavailable.
 	Prune(ctx context.Context, r Retention) (deleted int, err error)
 }
+
+// PruneEvery prunes p under r at once and then every interval until ctx ends, handing each
+// outcome to report (how many runs went, and the error). It returns when ctx ends; the
+// caller runs it in a goroutine it waits for.
+func PruneEvery(ctx context.Context, p Pruner, r Retention, interval time.Duration, report func(deleted int, err error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, err := p.Prune(ctx, r)
+		if ctx.Err() != nil {
+			return
+		}
+		report(n, err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
