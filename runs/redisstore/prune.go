@@ -18,9 +18,13 @@ var _ runs.Pruner = (*Store)(nil)
 //go:embed prune.lua
 var pruneLua string
 
-// pruneScript: KEYS run, ev, all, pl, st, ps, owner, idem; ARGV status, sort key, id, has
-// idem ("1"/"0"). Returns 1 when it deleted the run.
+// pruneScript: KEYS all, pl, st, ps, owner, idem, then runKeys; ARGV status, sort key, id,
+// has idem ("1"/"0"). Returns 1 when it deleted the run.
 var pruneScript = redis.NewScript(pruneLua)
+
+// runKeys are the keys that belong to one run alone, its hash first: Prune deletes them with
+// the run. A new per-run key belongs here.
+func (s *Store) runKeys(id string) []string { return []string{s.runKey(id), s.evKey(id)} }
 
 // Prune implements runs.Pruner. It walks the all-runs index from the oldest entry below the
 // cutoff, reads each batch of runs, and deletes the ended ones with one script call each
@@ -103,8 +107,8 @@ func (s *Store) pruneBatch(ctx context.Context, sks []string) (int, error) {
 		if k := run.Trigger.IdempotencyKey; k != "" {
 			hasIdem, idem = "1", s.idemKey(run.Pipeline, k)
 		}
-		keys := []string{s.runKey(run.ID), s.evKey(run.ID), s.allKey(), s.plKey(run.Pipeline), s.stKey(run.Status),
-			s.psKey(run.Status, run.Pipeline), s.ownerKey(run.Owner), idem}
+		keys := append([]string{s.allKey(), s.plKey(run.Pipeline), s.stKey(run.Status),
+			s.psKey(run.Status, run.Pipeline), s.ownerKey(run.Owner), idem}, s.runKeys(run.ID)...)
 		dels = append(dels, pruneScript.EvalSha(ctx, pipe, keys, string(run.Status), sks[i], run.ID, hasIdem))
 		ids = append(ids, run.ID)
 	}
