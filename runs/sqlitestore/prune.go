@@ -11,6 +11,10 @@ import (
 
 var _ runs.Pruner = (*Store)(nil)
 
+// runTables are the tables whose rows belong to one run (column run_id): Prune deletes them
+// with the run. A new per-run table belongs here.
+var runTables = []string{"events"}
+
 // Prune implements runs.Pruner: each batch of ended runs goes with its events in one write
 // transaction (the idempotency key is a column of the run's row, so it goes with it).
 // SQLite reuses the freed pages, so the file stops growing once the history is at its bound.
@@ -53,8 +57,10 @@ func (s *Store) Prune(ctx context.Context, r runs.Retention) (int, error) {
 				return err
 			}
 			for _, id := range ids {
-				if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE run_id = ?`, id); err != nil {
-					return err
+				for _, table := range runTables {
+					if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE run_id = ?`, id); err != nil {
+						return err
+					}
 				}
 				if _, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE id = ?`, id); err != nil {
 					return err
