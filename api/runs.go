@@ -78,11 +78,12 @@ func (s *server) handleTrigger() http.HandlerFunc {
 // with "webhook:" instead.
 const apiKeyNamespace = "api:"
 
-// triggerDigest is the SHA-256 of a trigger's parameters (build, image tag, commit, app
-// version, params: what the body says), as canonical JSON, so two bodies that say the same
-// in another order or spacing have one digest.
+// triggerDigest is the SHA-256 of a trigger's parameters (what the body says: build, image
+// tag, commit, app version, params, rollback and reason), as canonical JSON, so two bodies
+// that say the same in another order or spacing have one digest.
 func triggerDigest(t runs.Trigger) string {
-	b, _ := json.Marshal(triggerBody{Build: t.Build, ImageTag: t.ImageTag, Commit: t.Commit, AppVersion: t.AppVersion, Params: t.Params})
+	b, _ := json.Marshal(triggerBody{Build: t.Build, ImageTag: t.ImageTag, Commit: t.Commit, AppVersion: t.AppVersion,
+		Params: t.Params, Rollback: t.Rollback, Reason: t.Reason})
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
