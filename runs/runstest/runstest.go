@@ -238,7 +238,7 @@ func testIdempotency(t *testing.T, open Opener) {
 	in := runs.Run{Pipeline: "prod", Trigger: runs.Trigger{Build: "1", By: "api:ci", IdempotencyKey: "k1"}}
 	first := mustCreate(t, s, in)
 
-	in.Trigger.Build = "2" // a retry with other parameters still gets the first run
+	in.Trigger.Build = "2" // the same IdempotencyHash (here none) is the same request to the store
 	again, created, err := s.Create(ctx, in)
 	if err != nil {
 		t.Fatalf("Create again: %v", err)
