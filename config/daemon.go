@@ -29,8 +29,10 @@ type Daemon struct {
 	PublicRead bool `koanf:"public_read"`
 	// RateLimits apply per client to the trigger and webhook routes.
 	RateLimits RateLimits `koanf:"rate_limits"`
-	Webhooks   Webhooks   `koanf:"webhooks"`
-	Log        Log        `koanf:"log"`
+	// Coolify holds what applies to every Coolify instance the pipelines name.
+	Coolify  CoolifySettings `koanf:"coolify"`
+	Webhooks Webhooks        `koanf:"webhooks"`
+	Log      Log             `koanf:"log"`
 	// ShutdownGrace is how long SIGTERM waits for the current steps (default 30s).
 	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
 	// LivenessTTL is the TTL of the daemon's liveness lease (DaemonLiveKey): when it expires
@@ -182,6 +184,23 @@ type Rate struct {
 var (
 	DefaultTriggerRate = Rate{PerSecond: 5, Burst: 20}
 	DefaultWebhookRate = Rate{PerSecond: 10, Burst: 50}
+)
+
+// CoolifySettings apply to every Coolify instance the pipelines name.
+type CoolifySettings struct {
+	// RateLimit is the instance's API throttle, Coolify's API_RATE_LIMIT: requests per minute
+	// per token (default DefaultCoolifyRateLimit). Calls to an instance wait for this budget,
+	// shared by every pipeline of the daemon and, on the Redis backend, by every daemon on that
+	// Redis, instead of running into 429 answers. 0 turns pacing off; otherwise at least
+	// MinCoolifyRateLimit.
+	RateLimit int `koanf:"rate_limit"`
+}
+
+// Coolify rate limit bounds.
+const (
+	DefaultCoolifyRateLimit = 200
+	// MinCoolifyRateLimit is internal/pacing.MinLimit: below it the budget has no room.
+	MinCoolifyRateLimit = 10
 )
 
 // Log configures the daemon's slog handler.
