@@ -89,6 +89,7 @@ type config struct {
 	idle       time.Duration
 	only       []string
 	jsonPath   string
+	price      int
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -104,6 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.rounds, "rounds", 15, "handoff rounds per arrival pattern")
 	fs.DurationVar(&cfg.idle, "idle", 5*time.Second, "how long the key is held while waiters idle")
 	fs.StringVar(&only, "only", "", "comma-separated implementations to run (default all)")
+	fs.IntVar(&cfg.price, "price", 3000, "uncontended script pairs per variant pricing the Redis backend's guarantees (0: skip)")
 	fs.StringVar(&cfg.jsonPath, "json", "", "also write the figures to this file for benchreport")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -149,9 +151,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				h.chainMaxWait.Milliseconds(), res.idleCmds)
 		}
 	}
+	var pv []priceVariant
+	var pp []time.Duration
+	if cfg.price > 0 {
+		if pv, pp, err = price(ctx, srv.addr, cfg.price); err != nil {
+			return fmt.Errorf("price of guarantees: %w", err)
+		}
+		for i, v := range pv {
+			fmt.Fprintf(stdout, "price variant=%q pair_p50_us=%.1f ratio_to_bsm=%.2f\n", v.name,
+				float64(pp[i].Nanoseconds())/1e3, float64(pp[i])/float64(pp[len(pp)-1]))
+		}
+	}
 	if cfg.jsonPath == "" {
 		return nil
 	}
 	addFigures(rep, impls, results, cfg)
+	addPriceFigures(rep, pv, pp, cfg)
 	return rep.Finish(cfg.jsonPath)
 }

@@ -30,7 +30,9 @@ orchestrator-sqlite-procs: each client a child process of its own on one file, a
   last grant, median over the rounds.
 - **acquire+release p50**: distinct keys, %[5]d times per implementation, one operation per turn in
   a random order each round (a paired comparison under the same machine load);
-  **÷ redislock-10ms** is that p50 over bsm/redislock's in the same run.
+  **÷ redislock-10ms** is that p50 over bsm/redislock's in the same run. orchestrator-redis-driver
+  is the Redis driver alone (TryAcquire and Release, no Locker), to split our figure into the
+  driver's share and the Locker's.
 - **idle commands**: Redis commands per waiter per second while the key is held %[6]s (INFO
   commandstats, scripts' inner calls included).`,
 		cfg.waiters, cfg.hold, cfg.rounds, cfg.window, cfg.n, cfg.idle)
@@ -62,13 +64,13 @@ orchestrator-sqlite-procs: each client a child process of its own on one file, a
 		}
 	}
 	for i, im := range impls {
-		if im.diagnostic {
-			continue
-		}
 		res := results[i]
 		const table = "uncontended and idle"
 		rep.Add(figures.Figure{Table: table, Row: im.name, Column: "acquire+release p50", Unit: "µs",
-			Value: float64(res.uncontendedP50.Nanoseconds()) / 1e3, Headline: true})
+			Value: float64(res.uncontendedP50.Nanoseconds()) / 1e3, Headline: !im.diagnostic})
+		if im.diagnostic {
+			continue
+		}
 		if im.name == "orchestrator-redis" && bsmP50 > 0 {
 			rep.Add(figures.Figure{Table: table, Row: im.name, Column: "÷ redislock-10ms", Unit: "×",
 				Value: float64(res.uncontendedP50) / float64(bsmP50), Max: redisRatioGoal, Headline: true})
@@ -76,5 +78,23 @@ orchestrator-sqlite-procs: each client a child process of its own on one file, a
 		if im.redis {
 			rep.Add(figures.Figure{Table: table, Row: im.name, Column: "idle commands", Unit: "/waiter/s", Value: res.idleCmds})
 		}
+	}
+}
+
+// addPriceFigures adds the price of the Redis backend's guarantees (see price.go).
+func addPriceFigures(rep *figures.Report, vs []priceVariant, p50s []time.Duration, cfg config) {
+	if len(vs) == 0 {
+		return
+	}
+	rep.About += fmt.Sprintf(`
+- **price of guarantees**: the Redis driver's uncontended acquire and release scripts (measurement
+  copies of their fast paths), then with one guarantee taken out at a time, against
+  bsm/redislock's scripts and two bare PINGs, %d pairs each in turn in a random order, straight on
+  go-redis (no Locker). The ratio is to bsm/redislock's pair in the same run.`, cfg.price)
+	const table = "price of guarantees (uncontended script pair)"
+	bsm := p50s[len(p50s)-1]
+	for i, v := range vs {
+		rep.Add(figures.Figure{Table: table, Row: v.name, Column: "p50", Unit: "µs", Value: float64(p50s[i].Nanoseconds()) / 1e3})
+		rep.Add(figures.Figure{Table: table, Row: v.name, Column: "÷ bsm/redislock", Unit: "×", Value: float64(p50s[i]) / float64(bsm)})
 	}
 }
