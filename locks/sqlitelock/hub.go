@@ -197,8 +197,11 @@ func (h *hub) notify(key string, n int64) {
 }
 
 // backstopPoll is the poll interval while the notifier works (or the configured one if
-// longer): it only catches a release whose process died between its commit and its signal.
-const backstopPoll = time.Second
+// longer). It catches what inotify cannot see: a release whose process died between its
+// commit and its signal, or one written from another kernel (a state directory shared
+// with a VM's host), which inotify does not report. It costs a waiting process four small
+// reads a second.
+const backstopPoll = 250 * time.Millisecond
 
 // poller wakes subscribers on releases made by other processes: while anyone subscribes,
 // it reads the global release counter on each notifier event and every poll interval and,

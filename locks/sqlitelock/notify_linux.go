@@ -21,7 +21,8 @@ import (
 // is written after the commit, a watcher that reads the release counters after taking an
 // event sees that commit; events that arrive while it reads queue and cause one more read,
 // so no release is missed. What inotify cannot see (a releaser killed between its commit
-// and the write, a file system without inotify) the hub's poll still catches.
+// and the write, a write from another kernel such as a VM's host sharing the directory)
+// the hub's backstop poll still catches.
 type notifier struct {
 	file  *os.File // the release file, written to signal
 	watch *os.File // the inotify descriptor, on the runtime poller so Close ends a Read

@@ -10,7 +10,7 @@
 // process at once (all Drivers of one file in a process share a registry) and waiters in
 // other processes through inotify on a release file beside the database ("<db>-release",
 // written after each release commits), with a poll of a release counter behind it: every
-// DefaultPollInterval where inotify is unavailable, every second otherwise.
+// DefaultPollInterval where inotify is unavailable, every 250 ms otherwise.
 package sqlitelock
 
 import (
@@ -33,7 +33,7 @@ import (
 
 // DefaultPollInterval is how often a process checks the file for releases made by other
 // processes while it has waiters, when it cannot be notified of them (no inotify); with
-// inotify the check runs on each notification and, as a backstop, every second.
+// inotify the check runs on each notification and, as a backstop, every 250 ms.
 const DefaultPollInterval = 50 * time.Millisecond
 
 // auditKeep is how many audit entries the file keeps.

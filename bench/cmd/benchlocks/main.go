@@ -116,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.n < 1 || cfg.interleave < 1 || cfg.waiters < 1 || cfg.rounds < 1 || cfg.idle <= 0 || cfg.window <= 0 {
 		return errors.New("-n, -interleave, -waiters, -rounds, -idle and -window must be positive")
 	}
-	rep := figures.Start("locks", "Locks", "cd bench && go run ./cmd/benchlocks "+strings.Join(args[1:], " "))
+	rep := figures.Start("locks", "Locks", "cd bench && go run ./cmd/benchlocks "+strings.Join(withoutJSON(args[1:]), " "))
 
 	srv, err := startRedis(ctx)
 	if err != nil {
@@ -168,4 +168,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	addFigures(rep, impls, results, cfg)
 	addPriceFigures(rep, pv, pp, cfg)
 	return rep.Finish(cfg.jsonPath)
+}
+
+// withoutJSON drops the -json flag and its value from args, for the command a report shows.
+func withoutJSON(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "-json" || args[i] == "--json":
+			i++
+		case strings.HasPrefix(args[i], "-json=") || strings.HasPrefix(args[i], "--json="):
+		default:
+			out = append(out, args[i])
+		}
+	}
+	return out
 }
