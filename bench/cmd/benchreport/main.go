@@ -12,13 +12,11 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"time"
@@ -59,7 +57,6 @@ func run(args []string, stdout io.Writer) error {
 	}
 	doc, summary := render(reports, header{
 		date:    time.Now().UTC(),
-		commit:  commit(),
 		machine: fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version()),
 	})
 	if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
@@ -74,19 +71,6 @@ func run(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote the summary into %s\n", *readme)
 	return nil
-}
-
-// commit names the checked-out commit, marked when the work tree has changes.
-func commit() string {
-	rev, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
-	if err != nil {
-		return "unknown (not a git checkout)"
-	}
-	c := strings.TrimSpace(string(rev))
-	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
-		c += " with uncommitted changes"
-	}
-	return c
 }
 
 // replaceSummary writes summary between the markers of the file at path.

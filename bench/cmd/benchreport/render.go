@@ -12,7 +12,6 @@ import (
 
 type header struct {
 	date    time.Time
-	commit  string
 	machine string
 }
 
@@ -172,15 +171,21 @@ func render(reports []*figures.Report, h header) (doc, summary string) {
 			last = r
 		}
 	}
-	var runs []string
+	var runs, commits []string
 	for _, s := range sections {
 		runs = append(runs, fmt.Sprintf("%s × %d", s.id, len(s.runs)))
 	}
+	for _, r := range reports {
+		if !slices.Contains(commits, r.Commit) {
+			commits = append(commits, r.Commit)
+		}
+	}
+	commit := strings.Join(commits, ", ")
 
 	var sb strings.Builder
 	sb.WriteString(summaryBegin + "\n")
 	fmt.Fprintf(&sb, "Medians of %s runs (`make bench`), %s, commit %s; load average (1/5/15 min) %s before, %s after.\n\n",
-		strings.Join(runs, ", "), h.date.Format("2006-01-02 15:04 UTC"), h.commit, loads(first.LoadBefore), loads(last.LoadAfter))
+		strings.Join(runs, ", "), h.date.Format("2006-01-02 15:04 UTC"), commit, loads(first.LoadBefore), loads(last.LoadAfter))
 	for _, s := range sections {
 		for _, t := range s.tables {
 			t.markdown(&sb, s.title+": "+t.name, func(c *cell) string {
@@ -190,6 +195,15 @@ func render(reports []*figures.Report, h header) (doc, summary string) {
 				return c.medianText()
 			})
 		}
+	}
+	var goals []string
+	for _, s := range sections {
+		for _, g := range s.goals() {
+			goals = append(goals, strings.Replace(g, "| ", "| "+s.title+": ", 1))
+		}
+	}
+	if len(goals) > 0 {
+		sb.WriteString(goalsHeader + strings.Join(goals, "\n") + "\n\n")
 	}
 	sb.WriteString(summaryEnd)
 	summary = sb.String()
@@ -201,7 +215,7 @@ func render(reports []*figures.Report, h header) (doc, summary string) {
 		"that it matches this file.\n\n")
 	fmt.Fprintf(&b, "- Date: %s (runs from %s to %s UTC)\n", h.date.Format("2006-01-02 15:04 UTC"),
 		first.Started.Format("15:04:05"), last.Ended.Format("15:04:05"))
-	fmt.Fprintf(&b, "- Commit: %s\n", h.commit)
+	fmt.Fprintf(&b, "- Commit: %s\n", commit)
 	fmt.Fprintf(&b, "- Machine: %s\n", h.machine)
 	fmt.Fprintf(&b, "- Runs: %s, the programs taking turns run by run\n", strings.Join(runs, ", "))
 	fmt.Fprintf(&b, "- Load average (1/5/15 min): %s before the first run, %s after the last\n\n", loads(first.LoadBefore), loads(last.LoadAfter))
@@ -212,31 +226,9 @@ func render(reports []*figures.Report, h header) (doc, summary string) {
 		for _, t := range s.tables {
 			t.markdown(&b, t.name, (*cell).fullText)
 		}
-		var goals []string
-		for _, t := range s.tables {
-			for _, row := range t.rows {
-				for _, col := range t.columns {
-					c := t.cells[[2]string{row, col}]
-					if c == nil || c.max == 0 {
-						continue
-					}
-					met := 0
-					for _, v := range c.values {
-						if v <= c.max {
-							met++
-						}
-					}
-					mark := "✓"
-					if median(c.values) > c.max {
-						mark = "✗"
-					}
-					goals = append(goals, fmt.Sprintf("| %s, %s, %s | ≤ %s | %s %s | %d of %d |", t.name, row, col,
-						withUnit(number(c.max), c.unit), c.medianText(), mark, met, len(c.values)))
-				}
-			}
-		}
+		goals := s.goals()
 		if len(goals) > 0 {
-			b.WriteString("| goal | bound | median | runs meeting it |\n|---|---|---|---|\n" + strings.Join(goals, "\n") + "\n\n")
+			b.WriteString(goalsHeader + strings.Join(goals, "\n") + "\n\n")
 		}
 		b.WriteString("Load average (1 min) per run, before → after: ")
 		var per []string
@@ -246,4 +238,35 @@ func render(reports []*figures.Report, h header) (doc, summary string) {
 		b.WriteString(strings.Join(per, "; ") + ".\n\n")
 	}
 	return strings.TrimRight(b.String(), "\n") + "\n", summary
+}
+
+const goalsHeader = "| goal | bound | median | runs meeting it |\n|---|---|---|---|\n"
+
+// goals returns a table line per figure with a goal: the bound, the median (✓ when it
+// meets the bound) and how many runs met it.
+func (s *section) goals() []string {
+	var goals []string
+	for _, t := range s.tables {
+		for _, row := range t.rows {
+			for _, col := range t.columns {
+				c := t.cells[[2]string{row, col}]
+				if c == nil || c.max == 0 {
+					continue
+				}
+				met := 0
+				for _, v := range c.values {
+					if v <= c.max {
+						met++
+					}
+				}
+				mark := "✓"
+				if median(c.values) > c.max {
+					mark = "✗"
+				}
+				goals = append(goals, fmt.Sprintf("| %s, %s, %s | ≤ %s | %s %s | %d of %d |", t.name, row, col,
+					withUnit(number(c.max), c.unit), c.medianText(), mark, met, len(c.values)))
+			}
+		}
+	}
+	return goals
 }

@@ -8,9 +8,11 @@
 package figures
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +28,9 @@ type Report struct {
 	Command string `json:"command"`
 	// About says, in Markdown, what is measured and how; the last run's text is used.
 	About string `json:"about"`
+	// Commit is the checked-out commit the run measured, marked when the work tree had
+	// changes.
+	Commit string `json:"commit"`
 	// Started and Ended bound the run; LoadBefore and LoadAfter are the 1-, 5- and
 	// 15-minute load averages then.
 	Started    time.Time  `json:"started"`
@@ -49,11 +54,24 @@ type Figure struct {
 	Headline bool `json:"headline,omitempty"`
 }
 
-// Start returns a Report whose Started and LoadBefore are now.
+// Start returns a Report whose Commit, Started and LoadBefore are now's.
 func Start(section, title, command string) *Report {
-	r := &Report{Section: section, Title: title, Command: command, Started: time.Now().UTC()}
+	r := &Report{Section: section, Title: title, Command: command, Commit: commit(), Started: time.Now().UTC()}
 	r.LoadBefore, _ = LoadAvg()
 	return r
+}
+
+// commit names the checked-out commit, marked when the work tree has changes.
+func commit() string {
+	rev, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown (not a git checkout)"
+	}
+	c := strings.TrimSpace(string(rev))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		c += " with uncommitted changes"
+	}
+	return c
 }
 
 // Add appends a figure.
