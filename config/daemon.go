@@ -29,8 +29,10 @@ type Daemon struct {
 	PublicRead bool `koanf:"public_read"`
 	// RateLimits apply per client to the trigger and webhook routes.
 	RateLimits RateLimits `koanf:"rate_limits"`
-	Webhooks   Webhooks   `koanf:"webhooks"`
-	Log        Log        `koanf:"log"`
+	// Coolify holds what applies to every Coolify instance the pipelines name.
+	Coolify  CoolifySettings `koanf:"coolify"`
+	Webhooks Webhooks        `koanf:"webhooks"`
+	Log      Log             `koanf:"log"`
 	// ShutdownGrace is how long SIGTERM waits for the current steps (default 30s).
 	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
 	// LivenessTTL is the TTL of the daemon's liveness lease (DaemonLiveKey): when it expires
@@ -163,6 +165,23 @@ var (
 	DefaultWebhookRate = Rate{PerSecond: 10, Burst: 50}
 )
 
+// CoolifySettings apply to every Coolify instance the pipelines name.
+type CoolifySettings struct {
+	// RateLimit is the instance's API throttle, Coolify's API_RATE_LIMIT: requests per minute
+	// per token (default DefaultCoolifyRateLimit). Calls to an instance wait for this budget,
+	// shared by every pipeline of the daemon and, on the Redis backend, by every daemon on that
+	// Redis, instead of running into 429 answers. 0 turns pacing off; otherwise at least
+	// MinCoolifyRateLimit.
+	RateLimit int `koanf:"rate_limit"`
+}
+
+// Coolify rate limit bounds.
+const (
+	DefaultCoolifyRateLimit = 200
+	// MinCoolifyRateLimit is internal/pacing.MinLimit: below it the budget has no room.
+	MinCoolifyRateLimit = 10
+)
+
 // Log configures the daemon's slog handler.
 type Log struct {
 	Level  string `koanf:"level"`  // debug | info (default) | warn | error
@@ -226,6 +245,10 @@ type WebhookRule struct {
 	// Trigger holds the run's parameters. Each value may be fixed text or use
 	// ${payload.a.b} references into the delivery's JSON body, filled by TriggerFor.
 	Trigger TriggerTemplate `koanf:"trigger"`
+	// Rollback makes the runs this rule starts rollbacks: they deploy their build even when a
+	// newer one is on the services (the stale-build guard lets them pass), recorded as a
+	// rollback by the webhook delivery, in the run and the audit.
+	Rollback bool `koanf:"rollback"`
 }
 
 // TriggerTemplate is a Trigger whose values may hold ${payload.…} references.

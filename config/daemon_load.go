@@ -37,6 +37,7 @@ var envOverrides = map[string]string{
 	"ORCH_SHUTDOWN_GRACE":         "shutdown_grace",
 	"ORCH_LIVENESS_TTL":           "liveness_ttl",
 	"ORCH_MAX_BODY_BYTES":         "max_body_bytes",
+	"ORCH_COOLIFY_RATE_LIMIT":     "coolify.rate_limit",
 }
 
 // EnvOverrides returns the ORCH_* environment variables LoadDaemon reads, each mapped to the
@@ -95,6 +96,7 @@ func daemonDefaults() map[string]any {
 			"trigger": map[string]any{"per_second": DefaultTriggerRate.PerSecond, "burst": DefaultTriggerRate.Burst},
 			"webhook": map[string]any{"per_second": DefaultWebhookRate.PerSecond, "burst": DefaultWebhookRate.Burst},
 		},
+		"coolify":        map[string]any{"rate_limit": DefaultCoolifyRateLimit},
 		"log":            map[string]any{"level": "info", "format": "auto"},
 		"shutdown_grace": DefaultShutdownGrace.String(),
 		"liveness_ttl":   DefaultLivenessTTL.String(),
@@ -256,6 +258,10 @@ func (v *validator) daemon(d *Daemon) {
 
 	v.rate("rate_limits.trigger", d.RateLimits.Trigger)
 	v.rate("rate_limits.webhook", d.RateLimits.Webhook)
+	if r := d.Coolify.RateLimit; r != 0 && r < MinCoolifyRateLimit {
+		v.add("coolify.rate_limit", "%d: want Coolify's API_RATE_LIMIT in requests per minute per token, at least %d (or 0 to turn pacing off)",
+			r, MinCoolifyRateLimit)
+	}
 
 	for _, p := range []Provider{ProviderGitHub, ProviderGitLab, ProviderGeneric} {
 		if w := d.Webhooks.For(p); w != nil {

@@ -42,6 +42,7 @@ webhooks:
     secret: "${HOOK}"
     rules:
       - { repository: acme/*, branch: main, pipeline: prod, trigger: { build: "${payload.run.number}", image_tag: "$${x}" } }
+      - { repository: acme/*, workflow: rollback, pipeline: prod, rollback: true }
 `
 
 func TestLoadDaemonPrecedence(t *testing.T) {
@@ -88,6 +89,9 @@ func TestLoadDaemonPrecedence(t *testing.T) {
 	rule := d.Webhooks.GitHub.Rules[0]
 	if rule.Trigger.Build != "${payload.run.number}" || rule.Trigger.ImageTag != "$${x}" {
 		t.Errorf("payload references not kept for run time: %+v", rule.Trigger)
+	}
+	if rules := d.Webhooks.GitHub.Rules; rules[0].Rollback || !rules[1].Rollback {
+		t.Errorf("rollback of the rules: %v, %v; want false, true", rules[0].Rollback, rules[1].Rollback)
 	}
 
 	// Nothing secret shows in any printed form of the config.
@@ -138,6 +142,8 @@ func TestLoadDaemonProblems(t *testing.T) {
 		{"bad listen from env", "", map[string]string{"ORCH_LISTEN": "nope"}, "ORCH_LISTEN", "listen", "host:port"},
 		{"bad bool from env", "", map[string]string{"ORCH_PUBLIC_READ": "sometimes"}, "ORCH_PUBLIC_READ", "public_read", "true or false"},
 		{"bad duration from env", "", map[string]string{"ORCH_SHUTDOWN_GRACE": "soon"}, "ORCH_SHUTDOWN_GRACE", "shutdown_grace", "invalid duration"},
+		{"coolify rate limit too low", "coolify: { rate_limit: 5 }\n", nil, "", "coolify.rate_limit", "at least 10"},
+		{"coolify rate limit from env", "", map[string]string{"ORCH_COOLIFY_RATE_LIMIT": "-1"}, "ORCH_COOLIFY_RATE_LIMIT", "coolify.rate_limit", "at least 10"},
 		{"bad redis scheme", "redis_url: http://x:6379\n", nil, "", "redis_url", "scheme"},
 		{"short token", "tokens: { admin: short }\n", nil, "", "tokens.admin", "shorter than 16"},
 		{"same tokens", "tokens: { admin: aaaaaaaaaaaaaaaa, trigger: aaaaaaaaaaaaaaaa }\n", nil, "", "tokens.admin", "must differ from tokens.trigger"},
@@ -198,6 +204,8 @@ func TestEnvOverridesCoverKnownKeys(t *testing.T) {
 			return "3s"
 		case "ORCH_MAX_BODY_BYTES":
 			return "10"
+		case "ORCH_COOLIFY_RATE_LIMIT":
+			return "60"
 		case "ORCH_LOG_LEVEL":
 			return "warn"
 		case "ORCH_LOG_FORMAT":
@@ -216,6 +224,9 @@ func TestEnvOverridesCoverKnownKeys(t *testing.T) {
 		if !strings.HasPrefix(env, "ORCH_") || key == "" {
 			t.Errorf("override %q → %q", env, key)
 		}
+	}
+	if d.Coolify.RateLimit != 60 {
+		t.Errorf("coolify.rate_limit %d from ORCH_COOLIFY_RATE_LIMIT=60", d.Coolify.RateLimit)
 	}
 	if d.Tokens.Trigger.Reveal() != "value-of-orch_trigger_token-long-enough" || d.Webhooks.Generic == nil || d.PipelinesDir != "value-of-orch_pipelines_dir-long-enough" {
 		t.Errorf("got %+v", d)

@@ -70,7 +70,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	eng, err := newEngine(b, engineConfig{
 		pipelines: pipelines, instance: instance, getenv: c.getenv, log: log, observer: metrics,
 		clients: newClients(log, metrics.OutsideRequest, tn.coolifyPoll), healthPoll: tn.healthPoll,
-		livenessTTL: d.LivenessTTL,
+		livenessTTL: d.LivenessTTL, coolifyRateLimit: d.Coolify.RateLimit,
 	})
 	if err != nil {
 		ln.Close()
