@@ -49,6 +49,8 @@ type Daemon struct {
 	// AllowedHosts are the host names (without port) a request's Host header may name;
 	// others are answered 421. Empty means DefaultAllowedHosts(Listen). "*" allows any.
 	AllowedHosts []string `koanf:"allowed_hosts"`
+	// Retention bounds the run history the store keeps.
+	Retention Retention `koanf:"retention"`
 
 	// File is the config file it was loaded from ("" when none).
 	File string `koanf:"-"`
@@ -65,6 +67,25 @@ const (
 	// DefaultMaxConns and DefaultMaxConnsPerClient are Connections' defaults.
 	DefaultMaxConns          = 1024
 	DefaultMaxConnsPerClient = 64
+)
+
+// Retention says how much run history the store keeps: an ended run goes, with its events
+// and idempotency key, once it is older than MaxAge or more than MaxRuns runs are newer; a
+// run that has not ended is always kept. The daemon prunes every Interval (and at start).
+type Retention struct {
+	// MaxAge is the age limit (0: none; default DefaultRetentionMaxAge).
+	MaxAge time.Duration `koanf:"max_age"`
+	// MaxRuns is the count limit (0: none; default DefaultRetentionMaxRuns).
+	MaxRuns int `koanf:"max_runs"`
+	// Interval is the time between two prunes (default DefaultRetentionInterval).
+	Interval time.Duration `koanf:"interval"`
+}
+
+// Retention defaults: 90 days and 10 000 runs, checked hourly.
+const (
+	DefaultRetentionMaxAge   = 90 * 24 * time.Hour
+	DefaultRetentionMaxRuns  = 10_000
+	DefaultRetentionInterval = time.Hour
 )
 
 // Connections caps open TCP connections. A trusted proxy is held only to Max.

@@ -102,6 +102,8 @@ func daemonDefaults() map[string]any {
 		"liveness_ttl":   DefaultLivenessTTL.String(),
 		"max_body_bytes": int64(DefaultMaxBodyBytes),
 		"connections":    map[string]any{"max": DefaultMaxConns, "per_client": DefaultMaxConnsPerClient},
+		"retention": map[string]any{"max_age": DefaultRetentionMaxAge.String(), "max_runs": DefaultRetentionMaxRuns,
+			"interval": DefaultRetentionInterval.String()},
 	}
 }
 
@@ -286,6 +288,13 @@ func (v *validator) daemon(d *Daemon) {
 	if d.Connections.PerClient < 1 || d.Connections.PerClient > d.Connections.Max {
 		v.add("connections.per_client", "must be between 1 and connections.max (%d)", d.Connections.Max)
 	}
+	if d.Retention.MaxAge < 0 {
+		v.add("retention.max_age", "must not be negative (0 keeps runs of any age)")
+	}
+	if d.Retention.MaxRuns < 0 {
+		v.add("retention.max_runs", "must not be negative (0 keeps any number of runs)")
+	}
+	v.positive("retention.interval", d.Retention.Interval)
 	for i, e := range d.TrustedProxies {
 		if _, err := ParseTrustedProxies([]string{e}); err != nil {
 			f := fmt.Sprintf("trusted_proxies[%d]", i)

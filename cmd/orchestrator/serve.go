@@ -86,6 +86,9 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 			slog.String("pipeline", r.Pipeline), slog.Any("left", r.Left))
 	}
 
+	stopPruner := startPruner(ctx, b.store, d.Retention, log)
+	defer stopPruner()
+
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
 	// Header and body timeouts, header size and connection caps: see api.NewHTTPServer and

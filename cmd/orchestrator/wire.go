@@ -16,6 +16,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/internal/pacing"
+	"github.com/deploy-orchestrator/orchestrator/internal/private"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/locks/redislock"
 	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
@@ -28,10 +29,11 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/secrets/infisical"
 )
 
-// store is a run store that also keeps service marks; both backends are.
+// store is a run store that also keeps service marks and prunes its history; both backends are.
 type store interface {
 	runs.Store
 	runs.MarkStore
+	runs.Pruner
 }
 
 // backends are the lock service and the run store of one process, on Redis or on the
@@ -69,8 +71,13 @@ func openBackends(ctx context.Context, redisURL, stateDir string, log *slog.Logg
 			return errors.Join(locker.Close(), st.Close(), client.Close())
 		}}, nil
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir %s: %w", stateDir, err)
+	open, err := private.Dir(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	if open != 0 {
+		log.Warn("state directory is open to other users; the run history and locks are in it (chmod 700 it)",
+			slog.String("state_dir", stateDir), slog.String("open_bits", open.String()))
 	}
 	d, err := sqlitelock.Open(filepath.Join(stateDir, "locks.db"))
 	if err != nil {
