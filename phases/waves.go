@@ -60,14 +60,16 @@ func wavesRan(failed, n int) string {
 // check, the write rule, the deployment wait and the health check apply to each as they do
 // one by one. After a failure or a stop request no further service of the wave starts; the
 // ones already started finish (or meet their deploy timeout). The errors of all failed
-// services are returned together, in file order.
+// services are returned together, in file order. A panic in a goroutine is raised again here,
+// once the others have ended, so the run fails as it does on any panic (recoverPanic).
 func (x *execution) deployWave(ctx context.Context, wave []*svcState) error {
 	errs := make([]error, len(wave))
 	slots := make(chan struct{}, max(x.p.Phase2.Parallel, 1))
 	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		failed bool
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		failed   bool
+		panicked any
 	)
 	for i, st := range wave {
 		slots <- struct{}{} // a free slot: a service of the wave ended, or fewer run than Parallel
@@ -87,7 +89,16 @@ func (x *execution) deployWave(ctx context.Context, wave []*svcState) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			err := x.deployGuarded(ctx, st)
+			defer func() {
+				if v := recover(); v != nil {
+					x.log.LogAttrs(ctx, slog.LevelError, "deploy panicked", slog.String(logService, st.svc.Name),
+						slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+					mu.Lock()
+					failed, panicked = true, v
+					mu.Unlock()
+				}
+			}()
+			err := x.deployService(ctx, st)
 			if err != nil {
 				mu.Lock()
 				failed = true
@@ -97,21 +108,10 @@ func (x *execution) deployWave(ctx context.Context, wave []*svcState) error {
 		}()
 	}
 	wg.Wait()
+	if panicked != nil {
+		panic(panicked)
+	}
 	return joinErrors(errs)
-}
-
-// deployGuarded is deployService in a goroutine of its own: a panic fails the service (the
-// stack is logged) instead of the daemon.
-func (x *execution) deployGuarded(ctx context.Context, st *svcState) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			x.log.LogAttrs(ctx, slog.LevelError, "deploy panicked", slog.String(logService, st.svc.Name),
-				slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
-			st.failed = true
-			err = fmt.Errorf("deploy %s: internal error (panic: %v); see the daemon log", st.svc.Name, v)
-		}
-	}()
-	return x.deployService(ctx, st)
 }
 
 // joinErrors returns the non-nil errors as one ("a; b"), nil when there are none; errors.Is

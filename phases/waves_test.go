@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -249,5 +250,36 @@ func TestPlanShowsWaves(t *testing.T) {
 	want := [][]string{{"w-c", "w-b", "w-a"}, {"w-e", "w-d"}, {"w-f"}}
 	if !slices.EqualFunc(plan.Waves, want, slices.Equal) || plan.Parallel != 3 {
 		t.Errorf("plan: waves %q parallel %d, want %q parallel 3", plan.Waves, plan.Parallel, want)
+	}
+}
+
+// panicOnDeploy is an Observer with a bug: it panics on the first Phase-2 step while armed.
+type panicOnDeploy struct{ armed atomic.Bool }
+
+func (*panicOnDeploy) RunEnded(string, runs.Status)                {}
+func (*panicOnDeploy) PhaseDone(string, runs.Phase, time.Duration) {}
+func (o *panicOnDeploy) StepDone(_ string, phase runs.Phase, _ runs.StepStatus, _ time.Duration) {
+	if phase == runs.Phase2 && o.armed.CompareAndSwap(true, false) {
+		panic("observer bug")
+	}
+}
+
+// A panic in one of a wave's goroutines fails the run, naming the panic, once the wave's other
+// services have ended; the engine goes on and the next run succeeds.
+func TestPanicInWaveGoroutineFailsTheRun(t *testing.T) {
+	h := wavesHarness(t, "sqlite", 4, 50*time.Millisecond)
+	obs := &panicOnDeploy{}
+	obs.armed.Store(true)
+	h.observer = obs
+	h.start(h.wavesYAML("waves", 3, false))
+	r := h.wait(h.submit("waves", runs.Trigger{Build: "7", ImageTag: "v2"}))
+	if r.Status != runs.StatusFailed || !strings.Contains(r.Reason, "observer bug") {
+		t.Errorf("run: %s (%q), want failed naming the panic", r.Status, r.Reason)
+	}
+	if n := len(h.coolify.Deployments(waveUUID("w-f"))); n != 0 {
+		t.Errorf("w-f: %d deployments after wave 1 panicked, want none", n)
+	}
+	if r := h.wait(h.submit("waves", runs.Trigger{Build: "8", ImageTag: "v3"})); r.Status != runs.StatusSucceeded {
+		t.Errorf("next run: %s (%s), want succeeded", r.Status, r.Reason)
 	}
 }
