@@ -21,7 +21,7 @@ type Plan struct {
 	Services []ServicePlan `json:"services"`
 	// Waves are the names of the services Phase 2 would deploy, wave by wave in the order the
 	// waves run; Parallel is how many of one wave deploy at once.
-	Waves    [][]string   `json:"waves"`
+	Waves    [][]string   `json:"waves,omitempty"`
 	Parallel int          `json:"parallel"`
 	Mobile   []MobilePlan `json:"mobile,omitempty"`
 	Locks    []LockPlan   `json:"locks"`

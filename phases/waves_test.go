@@ -56,12 +56,23 @@ func (h *harness) wavesYAML(name string, parallel int, reverse bool) string {
 var waveOf = map[string]int{"w-a": 0, "w-b": 0, "w-c": 0, "w-d": 1, "w-e": 1, "w-f": 2}
 
 // checkExclusive checks, from the fake's own log, that no two requests mutating one
-// application overlapped in time, and that within a run's Phase 2 every deploy of an
-// application carries one fence: one holder of its service lock at a time.
+// application overlapped in time, and that every request made under a lease (its run and
+// fence headers) acted on one application only: a lease is one service lock, and the work
+// under it never strays to another service.
 func checkExclusive(t *testing.T, hist coolifytest.History) {
 	t.Helper()
 	byApp := map[string][]coolifytest.Call{}
+	leaseApp := map[string]string{}
 	for _, c := range hist.Calls {
+		if c.Fence != "" && c.Fence != "0" {
+			for _, a := range c.Apps {
+				lease := c.Run + "@" + c.Fence
+				if prev, ok := leaseApp[lease]; ok && prev != a {
+					t.Errorf("lease %s (run %s) acted on %s and %s", c.Fence, c.Run, prev, a)
+				}
+				leaseApp[lease] = a
+			}
+		}
 		if !c.Mutating() || c.Handled == 0 {
 			continue
 		}
@@ -220,7 +231,8 @@ func TestWaveFailureStopsLaterWaves(t *testing.T) {
 	}
 }
 
-// checkExclusive can see the failure it looks for: two overlapping writes to one application.
+// checkExclusive can see the failures it looks for: two overlapping writes to one
+// application, one lease acting on two.
 func TestCheckExclusiveSeesOverlap(t *testing.T) {
 	t0 := time.Now()
 	call := func(fence string, from, to int) coolifytest.Call {
@@ -231,6 +243,11 @@ func TestCheckExclusiveSeesOverlap(t *testing.T) {
 	checkExclusive(ft, coolifytest.History{Calls: []coolifytest.Call{call("1", 0, 10), call("2", 5, 15)}})
 	if !ft.Failed() {
 		t.Error("two overlapping deploys of one app passed the check")
+	}
+	stray := &testing.T{}
+	checkExclusive(stray, coolifytest.History{Calls: []coolifytest.Call{call("1", 0, 10), {Method: "GET", Apps: []string{"app-2"}, Fence: "1", Start: t0, End: t0}}})
+	if !stray.Failed() {
+		t.Error("one lease acting on two apps passed the check")
 	}
 	ok := &testing.T{}
 	checkExclusive(ok, coolifytest.History{Calls: []coolifytest.Call{call("1", 0, 10), call("2", 10, 15)}})
