@@ -201,6 +201,7 @@ func (c *cli) flags(name, argsUsage, summary string) *pflag.FlagSet {
 	}
 	return fs
 }
+
 // parse parses args; --help prints usage and ends the command with success.
 func parse(fs *pflag.FlagSet, args []string) (done bool, err error) {
 	if err := fs.Parse(args); err != nil {

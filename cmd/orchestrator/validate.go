@@ -33,5 +33,3 @@ func cmdValidate(_ context.Context, c *cli, args []string) error {
 	fmt.Fprintf(c.stdout, "ok: %d path(s) valid\n", fs.NArg())
 	return nil
 }
-
-
