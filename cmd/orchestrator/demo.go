@@ -58,13 +58,10 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 	}
 	defer os.RemoveAll(state)
 	triggerToken, adminToken := randomKey(), randomKey()
-	env := map[string]string{
-		"ORCH_LISTEN": *listen, "ORCH_STATE_DIR": state, "ORCH_PUBLIC_READ": "true",
-		"ORCH_TRIGGER_TOKEN": triggerToken, "ORCH_ADMIN_TOKEN": adminToken, "ORCH_LOG_LEVEL": "warn",
-		"COOLIFY_URL": sims.coolify, "COOLIFY_TOKEN": coolifytest.DefaultToken,
-		"INFISICAL_URL": sims.infisical, "INFISICAL_CLIENT_ID": "demo-client", "INFISICAL_CLIENT_SECRET": sims.infisicalSecret,
-		"FLAGSMITH_URL": sims.flagsmith, "FLAGSMITH_API_KEY": flagsmithtest.DefaultAPIKey, "FLAGSMITH_ENVIRONMENT": demoEnvKey,
-		secretEnvPrefix + "SENTRY_DSN": "https://demo-public-key@sentry.example/42",
+	env := sims.env()
+	for k, v := range map[string]string{"ORCH_LISTEN": *listen, "ORCH_STATE_DIR": state, "ORCH_PUBLIC_READ": "true",
+		"ORCH_TRIGGER_TOKEN": triggerToken, "ORCH_ADMIN_TOKEN": adminToken, "ORCH_LOG_LEVEL": "warn"} {
+		env[k] = v
 	}
 	getenv := func(k string) string {
 		if v, ok := env[k]; ok {
@@ -274,6 +271,17 @@ func startSimulators() (*simulators, error) {
 		*sim.url = "http://" + ln.Addr().String()
 	}
 	return s, nil
+}
+
+// env is the environment the demo pipelines read: the simulators' URLs and credentials, and
+// the value of their env-source secret.
+func (s *simulators) env() map[string]string {
+	return map[string]string{
+		"COOLIFY_URL": s.coolify, "COOLIFY_TOKEN": coolifytest.DefaultToken,
+		"INFISICAL_URL": s.infisical, "INFISICAL_CLIENT_ID": "demo-client", "INFISICAL_CLIENT_SECRET": s.infisicalSecret,
+		"FLAGSMITH_URL": s.flagsmith, "FLAGSMITH_API_KEY": flagsmithtest.DefaultAPIKey, "FLAGSMITH_ENVIRONMENT": demoEnvKey,
+		secretEnvPrefix + "SENTRY_DSN": "https://demo-public-key@sentry.example/42",
+	}
 }
 
 func (s *simulators) close() {
