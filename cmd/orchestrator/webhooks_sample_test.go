@@ -35,7 +35,7 @@ func TestSampleWebhooksMapToSampleRules(t *testing.T) {
 		// production.yaml, loaded too, reads these; no delivery here runs it.
 		"COOLIFY_PROD_TOKEN": "1|prod-token", "FLAGSMITH_PROD_ENVIRONMENT": "prod-env",
 		"ORCH_SECRET_GATEWAY_OAUTH_CLIENT_SECRET": "gateway-secret",
-		"GITHUB_WEBHOOK_SECRET": ghSecret, "GITLAB_WEBHOOK_TOKEN": glToken, "GENERIC_WEBHOOK_SECRET": genSecret,
+		"GITHUB_WEBHOOK_SECRET":                   ghSecret, "GITLAB_WEBHOOK_TOKEN": glToken, "GENERIC_WEBHOOK_SECRET": genSecret,
 	} {
 		env[k] = v
 	}
