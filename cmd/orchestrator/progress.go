@@ -58,9 +58,10 @@ func newProgress(w io.Writer, mode outputMode, verbose bool) *progress {
 	return &progress{w: w, mode: mode, verbose: verbose, lines: map[string]int{}}
 }
 
-// lockDetail are the events shown only with -v: lock traffic every step has.
+// lockDetail are the events shown only with -v: the lock traffic every step has (a long
+// wait shows in the summary as waited=…).
 func lockDetail(t runs.EventType) bool {
-	return t == runs.EventLockAcquired || t == runs.EventLockReleased
+	return t == runs.EventLockWaiting || t == runs.EventLockAcquired || t == runs.EventLockReleased
 }
 
 // event shows one event.
@@ -102,7 +103,7 @@ func (p *progress) drawStep(step, text string) error {
 func describe(e runs.Event, verbose bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  %-7s %-14s %-18s", e.At.Local().Format("15:04:05"), e.Phase, e.Service, e.Type)
-	if e.LockKey != "" {
+	if e.LockKey != "" && (verbose || e.Service == "") { // a step's key is its service's
 		fmt.Fprintf(&b, " %s", e.LockKey)
 	}
 	if e.Fence != 0 && verbose {
@@ -138,17 +139,18 @@ func printRun(w io.Writer, r runs.Run, verbose bool) {
 	}
 	fmt.Fprintln(w)
 	for _, s := range r.Steps {
-		fmt.Fprintf(w, "  %-7s %-16s %-12s", s.Phase, s.Name, s.Status)
+		var b strings.Builder
+		fmt.Fprintf(&b, "  %-7s %-16s %-12s", s.Phase, s.Name, s.Status)
 		if s.Fence != 0 && verbose {
-			fmt.Fprintf(w, " fence=%d", s.Fence)
+			fmt.Fprintf(&b, " fence=%d", s.Fence)
 		}
 		if s.LockWait >= 100*time.Millisecond || (verbose && s.LockWait > 0) {
-			fmt.Fprintf(w, " waited=%s", s.LockWait.Round(time.Millisecond))
+			fmt.Fprintf(&b, " waited=%s", s.LockWait.Round(time.Millisecond))
 		}
 		if s.Error != "" {
-			fmt.Fprintf(w, "  %s", s.Error)
+			fmt.Fprintf(&b, "  %s", s.Error)
 		}
-		fmt.Fprintln(w)
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
 	for _, l := range r.Left {
 		fmt.Fprintf(w, "  left %-16s %s\n", l.Service, l.State)
