@@ -35,7 +35,7 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 			"(demo.yaml and demo-web.yaml), triggers two overlapping runs that share services, prints\n"+
 			"their progress and serves the dashboard. Without --once it keeps serving until Ctrl-C and\n"+
 			"prints the commands to try against it.")
-	listen := fs.String("listen", "127.0.0.1:8080", "dashboard and API address")
+	listen := fs.String("listen", orDefault(c.getenv("ORCH_LISTEN"), "127.0.0.1:8080"), "dashboard and API address (env ORCH_LISTEN)")
 	once := fs.Bool("once", false, "exit when the runs end: code 0 only if both succeeded")
 	dir := fs.String("pipelines", "", "directory holding demo.yaml and demo-web.yaml (default: the ones built in)")
 	if done, err := parse(fs, args); done {
@@ -57,7 +57,10 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(state)
-	triggerToken, adminToken := randomKey(), randomKey()
+	// Tokens from the environment when set (so the commands a person exported keep working
+	// across demo restarts), else random ones, printed with the hints.
+	triggerToken := orDefault(c.getenv("ORCH_TRIGGER_TOKEN"), randomKey())
+	adminToken := orDefault(c.getenv("ORCH_ADMIN_TOKEN"), randomKey())
 	env := sims.env()
 	for k, v := range map[string]string{"ORCH_LISTEN": *listen, "ORCH_STATE_DIR": state, "ORCH_PUBLIC_READ": "true",
 		"ORCH_TRIGGER_TOKEN": triggerToken, "ORCH_ADMIN_TOKEN": adminToken, "ORCH_LOG_LEVEL": "warn"} {

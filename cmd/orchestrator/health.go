@@ -18,15 +18,27 @@ func cmdHealth(ctx context.Context, c *cli, args []string) error {
 	base := fs.String("url", defaultHealthURL(c.getenv), "daemon URL (env ORCH_URL)")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
 	quiet := fs.BoolP("quiet", "q", false, "print nothing when ready")
+	wait := fs.Duration("wait", 0, "keep asking (every 200ms) until ready or this long has passed, e.g. 30s")
 	if done, err := parse(fs, args); done {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
 	a := newAPIClient(*base, "", c.getenv)
 	a.http.RetryMax = 0
-	if err := a.ready(ctx); err != nil {
-		return &exitError{code: exitUnreachable, err: fmt.Errorf("not ready: %w", err)}
+	deadline := time.Now().Add(*wait)
+	for {
+		actx, cancel := context.WithTimeout(ctx, *timeout)
+		err := a.ready(actx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || !time.Now().Before(deadline) {
+			return &exitError{code: exitUnreachable, err: fmt.Errorf("not ready: %w", err)}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	if !*quiet {
 		fmt.Fprintf(c.stdout, "ready: %s/readyz answered 200\n", a.base)

@@ -35,6 +35,7 @@ func cmdTrigger(ctx context.Context, c *cli, args []string) error {
 	token := fs.String("token", "", "trigger token (default: env ORCH_TRIGGER_TOKEN)")
 	key := fs.String("idempotency-key", "", "idempotency key (default: from the CI job's identity, random outside CI)")
 	noFollow := fs.Bool("no-follow", false, "return once the run is queued")
+	quiet := fs.BoolP("quiet", "q", false, "with --no-follow, print only the run ID (for scripts: run=$(orchestrator trigger … --no-follow -q))")
 	out := addOutputFlags(fs)
 	tf := addTriggerFlags(fs)
 	if done, err := parse(fs, args); done {
@@ -61,6 +62,10 @@ func cmdTrigger(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	mode := out.mode(c.stdout)
+	if *quiet && *noFollow {
+		fmt.Fprintln(c.stdout, r.ID)
+		return nil
+	}
 	if mode == modeJSON {
 		_ = json.NewEncoder(c.stdout).Encode(map[string]any{"queued": r, "existing": existing, "idempotency_key": *key})
 	} else {
