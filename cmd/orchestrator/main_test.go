@@ -75,9 +75,9 @@ func TestDemoOnce(t *testing.T) {
 }
 
 // daemonEnv is a daemon on a fake Coolify with one pipeline, on a temp state dir.
-func daemonEnv(t *testing.T) (map[string]string, *coolifytest.Server) {
+func daemonEnv(t *testing.T, opts ...coolifytest.Option) (map[string]string, *coolifytest.Server) {
 	t.Helper()
-	cf := coolifytest.NewServer(t)
+	cf := coolifytest.NewServer(t, opts...)
 	cf.AddApplication(coolifytest.Application{UUID: "app-api-uuid-000000000001", Name: "api", ImageTag: "v1"})
 	dir := t.TempDir()
 	pipes := filepath.Join(dir, "pipelines")

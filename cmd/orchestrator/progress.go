@@ -52,6 +52,9 @@ type progress struct {
 	// screen, below which nothing else is printed while the run goes on.
 	lines map[string]int
 	order []string
+	// seen is the last event's Seq: a stream followed again (after a reconnect, or after
+	// Ctrl-C and a cancel) starts from the beginning, and what was shown is not shown twice.
+	seen int64
 }
 
 func newProgress(w io.Writer, mode outputMode, verbose bool) *progress {
@@ -66,6 +69,12 @@ func lockDetail(t runs.EventType) bool {
 
 // event shows one event.
 func (p *progress) event(e runs.Event) error {
+	if e.Seq != 0 {
+		if e.Seq <= p.seen {
+			return nil
+		}
+		p.seen = e.Seq
+	}
 	if p.mode == modeJSON {
 		return json.NewEncoder(p.w).Encode(e)
 	}
@@ -77,11 +86,14 @@ func (p *progress) event(e runs.Event) error {
 		return p.drawStep(string(e.Phase)+"/"+e.Service, text)
 	}
 	_, err := fmt.Fprintln(p.w, text)
-	if p.mode == modeTTY {
-		p.order = nil // lines above are no longer rewritten
-		clear(p.lines)
-	}
+	p.detach()
 	return err
+}
+
+// detach stops rewriting the step lines drawn so far: something else was printed below them.
+func (p *progress) detach() {
+	p.order = nil
+	clear(p.lines)
 }
 
 // drawStep prints the step's line, or rewrites it in place when it is on screen already.

@@ -95,6 +95,7 @@ func watchRun(ctx context.Context, c *cli, cl *apiClient, id string, p *progress
 			fmt.Fprintf(c.stderr, "\ninterrupted: run %s goes on. To cancel it:\n  %s\n", id, cancelCmd)
 			return &exitError{code: exitInterrupted}
 		}
+		p.detach() // the question goes below the step lines
 		if !askYes(c.stdin, c.stdout, fmt.Sprintf("\nCancel run %s? It stops at the next safe point and puts back what it changed. [y/N] ", id)) {
 			fmt.Fprintf(c.stdout, "run %s goes on. To cancel it later:\n  %s\n", id, cancelCmd)
 			return &exitError{code: exitInterrupted}
