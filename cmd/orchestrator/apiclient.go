@@ -171,7 +171,7 @@ func lockPath(key, action string) string { return "/v1/locks/" + url.PathEscape(
 // trigger asks for a run of pipeline; existing is true when key matched an earlier run.
 func (a *apiClient) trigger(ctx context.Context, pipeline string, t runs.Trigger, key string) (*runs.Run, bool, error) {
 	body := map[string]any{"build": t.Build, "image_tag": t.ImageTag, "commit": t.Commit,
-		"app_version": t.AppVersion, "params": t.Params}
+		"app_version": t.AppVersion, "params": t.Params, "rollback": t.Rollback, "reason": t.Reason}
 	var out struct {
 		Run      *runs.Run `json:"run"`
 		Existing bool      `json:"existing"`
