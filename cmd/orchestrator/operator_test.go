@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -490,4 +491,26 @@ func shellSplit(t *testing.T, s string) []string {
 		out = append(out, cur.String())
 	}
 	return out
+}
+
+// On the Redis backend, locks and runs name the server (never a password), and a server that
+// does not answer is exit code 3.
+func TestLocksOnRedisNameTheServer(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	env := map[string]string{"ORCH_REDIS_URL": srv.URL(), "USER": "ops"}
+	if _, _, err := invoke(ctx, env, "locks", "freeze", "coolify:phase1", "--message", "maintenance", "--for", "10m"); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := invoke(ctx, env, "locks", "list")
+	if err != nil || !strings.HasPrefix(out, "from "+srv.URL()+"\n") || !strings.Contains(out, "maintenance") {
+		t.Errorf("locks list on Redis: %v\n%s", err, out)
+	}
+	if got := redactRedisURL("redis://user:sentinel-pw@10.0.0.5:6380/2?dial_timeout=3s"); got != "redis://10.0.0.5:6380/2" {
+		t.Errorf("redactRedisURL = %q, want the host, port and database only", got)
+	}
+	gone := map[string]string{"ORCH_REDIS_URL": "redis://" + freeAddr(t) + "/0"}
+	if _, _, err := invoke(ctx, gone, "runs", "list"); exitCode(err) != exitUnreachable {
+		t.Errorf("runs list on a Redis that is not there: exit %d %v, want 3", exitCode(err), err)
+	}
 }
