@@ -19,9 +19,9 @@ import (
 // Phase-2 failure with rollback, each failed service (more than one when several of a wave
 // deployed at once) is restored and redeployed on its previous config, and services synced
 // but not yet deployed are restored (they never ran this run's config, so they need no
-// deploy). With halt nothing is touched: the run's report
-// says which services carry this run's config without having been deployed. A service to
-// which nothing was written (every write refused before it was applied) needs no restore.
+// deploy). With halt nothing is touched: the run's report says which services carry this
+// run's config without having been deployed. A service to which nothing was written (every
+// write refused before it was applied) needs no restore.
 func (x *execution) compensate(phase runs.Phase, rollback bool) {
 	for _, st := range x.services {
 		switch {
