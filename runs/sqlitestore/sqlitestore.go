@@ -3,8 +3,12 @@
 // dashboard) never wait for the engine's writes. It is the single-host default: a CLI run
 // and the daemon on one host share the file.
 //
-// Each run is a row holding its JSON plus the columns List filters and sorts on; events are
-// rows keyed by (run, seq); resource marks (runs.MarkStore) are rows keyed by UUID. All writes go through one connection in BEGIN IMMEDIATE
+// Each run is a row holding its header (the run without its steps, as JSON) plus the columns
+// List filters and sorts on; its steps are rows keyed by (run, position), so an Update
+// rewrites the header and only the steps that changed (storekit.ChangedSteps), not the whole
+// run; events are rows keyed by (run, seq); resource marks (runs.MarkStore) are rows keyed
+// by UUID. Reads of a run take its header and steps in one read transaction (one WAL
+// snapshot), so they never see a half-written Update. All writes go through one connection in BEGIN IMMEDIATE
 // transactions, so a read-modify-write of a run never conflicts inside a process, and
 // across processes SQLite's lock (with a busy timeout) serializes them.
 //
@@ -37,7 +41,10 @@ import (
 const FileName = "runs.db"
 
 // schemaVersion is the PRAGMA user_version this code writes and understands.
-const schemaVersion = 1
+//
+//	1: runs.data held the whole run, steps included.
+//	2: runs.data holds the header, steps are rows of steps (splitSteps migrates 1 to 2).
+const schemaVersion = 2
 
 const schema = `
 CREATE TABLE IF NOT EXISTS runs (
@@ -57,6 +64,15 @@ CREATE INDEX IF NOT EXISTS runs_pipeline ON runs (pipeline, sort_key);
 CREATE INDEX IF NOT EXISTS runs_status ON runs (status, sort_key);
 CREATE INDEX IF NOT EXISTS runs_pipeline_status ON runs (pipeline, status, sort_key);
 CREATE INDEX IF NOT EXISTS runs_owner ON runs (owner, status);
+CREATE TABLE IF NOT EXISTS steps (
+	run_id TEXT NOT NULL,
+	idx    INTEGER NOT NULL,
+	data   BLOB NOT NULL,
+	PRIMARY KEY (run_id, idx)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS runs_delete_steps AFTER DELETE ON runs BEGIN
+	DELETE FROM steps WHERE run_id = OLD.id;
+END;
 CREATE TABLE IF NOT EXISTS events (
 	run_id TEXT NOT NULL,
 	seq    INTEGER NOT NULL,
@@ -144,9 +160,59 @@ func (s *Store) migrate(ctx context.Context) error {
 		if _, err := tx.ExecContext(ctx, schema); err != nil {
 			return err
 		}
+		if v == 1 {
+			if err := splitSteps(ctx, tx); err != nil {
+				return fmt.Errorf("migrate schema 1 to 2: %w", err)
+			}
+		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err
 	})
+}
+
+// splitSteps moves every run stored whole (schema 1) to a header and step rows (schema 2),
+// a page of runs at a time, inside the migration's transaction: a build that fails half
+// way leaves the file at schema 1, as it was.
+func splitSteps(ctx context.Context, tx *sql.Tx) error {
+	after := ""
+	for {
+		rows, err := tx.QueryContext(ctx, `SELECT id, data FROM runs WHERE id > ? ORDER BY id LIMIT 100`, after)
+		if err != nil {
+			return err
+		}
+		var page []head
+		for rows.Next() {
+			var h head
+			if err := rows.Scan(&h.id, &h.data); err != nil {
+				rows.Close()
+				return err
+			}
+			page = append(page, h)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			return nil
+		}
+		for _, h := range page {
+			r, err := storekit.DecodeRun(h.id, h.data, nil, true)
+			if err != nil {
+				return err
+			}
+			if err := writeSteps(ctx, tx, r, storekit.AllSteps(r), 0); err != nil {
+				return err
+			}
+			data, err := storekit.EncodeHeader(r)
+			if err != nil {
+				return fmt.Errorf("encode run %q: %w", r.ID, err)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET data = ? WHERE id = ?`, data, r.ID); err != nil {
+				return err
+			}
+		}
+		after = page[len(page)-1].id
+	}
 }
 
 // userError marks an error that came from the caller (fn in Update), to be returned as is.
@@ -191,7 +257,7 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 	if err != nil {
 		return runs.Run{}, false, err
 	}
-	data, err := json.Marshal(r)
+	data, err := storekit.EncodeHeader(r)
 	if err != nil {
 		return runs.Run{}, false, fmt.Errorf("create run: encode: %w", err)
 	}
@@ -205,12 +271,13 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 	)
 	err = s.write(ctx, "create run", func(tx *sql.Tx) error {
 		if idem != nil {
-			var existing []byte
-			err := tx.QueryRowContext(ctx, `SELECT data FROM runs WHERE pipeline = ? AND idem_key = ?`, r.Pipeline, idem).Scan(&existing)
+			var existing string
+			err := tx.QueryRowContext(ctx, `SELECT id FROM runs WHERE pipeline = ? AND idem_key = ?`, r.Pipeline, idem).Scan(&existing)
 			switch {
 			case err == nil:
 				created = false
-				return json.Unmarshal(existing, &out)
+				out, err = s.readRun(ctx, tx, existing)
+				return err
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
 			}
@@ -221,7 +288,10 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 		if isConstraint(err) {
 			return fmt.Errorf("run %q already exists: %w", r.ID, runs.ErrConflict)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return writeSteps(ctx, tx, r, storekit.AllSteps(r), 0)
 	})
 	if err != nil {
 		return runs.Run{}, false, err
@@ -237,51 +307,152 @@ func isConstraint(err error) bool {
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
 }
 
-// Get implements runs.Store.
-func (s *Store) Get(ctx context.Context, id string) (runs.Run, error) {
-	op := fmt.Sprintf("get run %q", id)
+// read runs fn in one read transaction: every statement in it sees the same snapshot of
+// the file, so a run's header and steps are read as one Update left them.
+func (s *Store) read(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	if err := s.readable(op); err != nil {
-		return runs.Run{}, err
+		return err
 	}
-	var (
-		version int64
-		data    []byte
-	)
-	err := s.r.QueryRowContext(ctx, `SELECT version, data FROM runs WHERE id = ?`, id).Scan(&version, &data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return runs.Run{}, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
-	}
+	tx, err := s.r.BeginTx(ctx, nil)
 	if err != nil {
-		return runs.Run{}, storekit.Fail(op, err)
+		return storekit.Fail(op, err)
 	}
-	r, err := s.decode(id, version, data)
-	if err != nil {
-		return runs.Run{}, storekit.Fail(op, err)
+	defer tx.Rollback() //nolint:errcheck // read-only: nothing to keep
+	if err := fn(tx); err != nil {
+		return storekit.Fail(op, err)
 	}
-	return r, nil
+	return nil
 }
 
-// decode returns the run stored as data at version: from the cache when it holds that
-// version (decoding JSON is most of the cost of a read), else decoded and cached.
-func (s *Store) decode(id string, version int64, data []byte) (runs.Run, error) {
-	if r, ok := s.cache.Lookup(id, version); ok {
-		return r, nil
-	}
+// Get implements runs.Store.
+func (s *Store) Get(ctx context.Context, id string) (runs.Run, error) {
 	var r runs.Run
-	if err := json.Unmarshal(data, &r); err != nil {
-		return runs.Run{}, fmt.Errorf("decode run %q: %w", id, err)
+	err := s.read(ctx, fmt.Sprintf("get run %q", id), func(tx *sql.Tx) (err error) {
+		r, err = s.readRun(ctx, tx, id)
+		return err
+	})
+	return r, err
+}
+
+// head is a run's row: its ID, version and header JSON.
+type head struct {
+	id      string
+	version int64
+	data    []byte
+}
+
+// scanHeads reads rows of (id, version, data), at most limit of them (limit < 0: all), and
+// reports whether there were more.
+func scanHeads(rows *sql.Rows, limit int) (heads []head, more bool, err error) {
+	defer rows.Close()
+	for rows.Next() {
+		if len(heads) == limit {
+			return heads, true, nil
+		}
+		var h head
+		if err := rows.Scan(&h.id, &h.version, &h.data); err != nil {
+			return nil, false, err
+		}
+		heads = append(heads, h)
 	}
-	s.cache.Put(r)
-	return r, nil
+	return heads, false, rows.Err()
+}
+
+// readRun reads run id inside tx. ErrNotFound if there is none.
+func (s *Store) readRun(ctx context.Context, tx *sql.Tx, id string) (runs.Run, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, version, data FROM runs WHERE id = ?`, id)
+	if err != nil {
+		return runs.Run{}, err
+	}
+	heads, _, err := scanHeads(rows, 1)
+	if err != nil {
+		return runs.Run{}, err
+	}
+	if len(heads) == 0 {
+		return runs.Run{}, runs.ErrNotFound
+	}
+	rs, err := s.assemble(ctx, tx, heads)
+	if err != nil {
+		return runs.Run{}, err
+	}
+	return rs[0], nil
+}
+
+// assemble returns the runs of heads, in order: from the cache when it holds a run at its
+// stored version (decoding JSON is most of the cost of a read), else decoded from the header
+// and the step rows read in tx, and cached.
+func (s *Store) assemble(ctx context.Context, tx *sql.Tx, heads []head) ([]runs.Run, error) {
+	out := make([]runs.Run, len(heads))
+	var missing []string
+	for i, h := range heads {
+		if r, ok := s.cache.Lookup(h.id, h.version); ok {
+			out[i] = r
+		} else {
+			missing = append(missing, h.id)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	steps, err := readSteps(ctx, tx, missing)
+	if err != nil {
+		return nil, err
+	}
+	for i, h := range heads {
+		if out[i].ID != "" {
+			continue
+		}
+		r, err := storekit.DecodeRun(h.id, h.data, steps[h.id], false)
+		if err != nil {
+			return nil, err
+		}
+		r.Version = h.version
+		s.cache.Put(r)
+		out[i] = r
+	}
+	return out, nil
+}
+
+// maxParams bounds the IDs of one IN (…) list, under SQLite's host parameter limit.
+const maxParams = 500
+
+// readSteps returns the step rows of runs ids, by run ID, in position order.
+func readSteps(ctx context.Context, tx *sql.Tx, ids []string) (map[string][][]byte, error) {
+	out := make(map[string][][]byte, len(ids))
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), maxParams)]
+		ids = ids[len(batch):]
+		args := make([]any, len(batch))
+		for i, id := range batch {
+			args[i] = id
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT run_id, data FROM steps WHERE run_id IN (?`+
+			strings.Repeat(",?", len(batch)-1)+`) ORDER BY run_id, idx`, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var (
+				id   string
+				data []byte
+			)
+			if err := rows.Scan(&id, &data); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[id] = append(out[id], data)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // List implements runs.Store.
 func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 	q, err := storekit.ParseFilter(f)
 	if err != nil {
-		return runs.Page{}, err
-	}
-	if err := s.readable("list runs"); err != nil {
 		return runs.Page{}, err
 	}
 	var (
@@ -310,40 +481,34 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 	query += " ORDER BY sort_key DESC LIMIT ?"
 	args = append(args, q.Limit+1)
 
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return runs.Page{}, storekit.Fail("list runs", err)
-	}
-	defer rows.Close()
-	page := runs.Page{Runs: make([]runs.Run, 0, q.Limit)}
-	for rows.Next() {
-		if len(page.Runs) == q.Limit {
-			page.Next = storekit.Cursor(page.Runs[len(page.Runs)-1])
-			break
-		}
-		var (
-			id      string
-			version int64
-			data    []byte
-		)
-		if err := rows.Scan(&id, &version, &data); err != nil {
-			return runs.Page{}, storekit.Fail("list runs", err)
-		}
-		r, err := s.decode(id, version, data)
+	var page runs.Page
+	err = s.read(ctx, "list runs", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
-			return runs.Page{}, storekit.Fail("list runs", err)
+			return err
 		}
-		page.Runs = append(page.Runs, r)
-	}
-	if err := rows.Err(); err != nil {
-		return runs.Page{}, storekit.Fail("list runs", err)
+		heads, more, err := scanHeads(rows, q.Limit)
+		if err != nil {
+			return err
+		}
+		if page.Runs, err = s.assemble(ctx, tx, heads); err != nil {
+			return err
+		}
+		if more {
+			page.Next = storekit.Cursor(page.Runs[len(page.Runs)-1])
+		}
+		return nil
+	})
+	if err != nil {
+		return runs.Page{}, err
 	}
 	return page, nil
 }
 
 // Update implements runs.Store. It never retries: the write transaction holds SQLite's
 // write lock from the read to the commit, so fn is called once. When the stored version is
-// the one this Store wrote last, the run is not read and decoded again.
+// the one this Store wrote last, the run is not read and decoded again. It writes the
+// header and only the steps fn changed.
 func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error, evs ...runs.Event) (runs.Run, error) {
 	stamped, err := storekit.StampEvents(id, evs, s.now())
 	if err != nil {
@@ -359,7 +524,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error,
 		if err != nil {
 			return userError{err}
 		}
-		if err := writeRun(ctx, tx, next, stamped); err != nil {
+		if err := writeRun(ctx, tx, cur, next, stamped); err != nil {
 			return err
 		}
 		out = next
@@ -376,64 +541,61 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error,
 	return out, nil
 }
 
-// readForUpdate returns the stored run, from the cache when its version is current (the
-// data column is then not even read).
+// readForUpdate returns the stored run: the cached copy when its version is current (then
+// neither the header nor the steps are read), else read in tx.
 func (s *Store) readForUpdate(ctx context.Context, tx *sql.Tx, id string) (runs.Run, error) {
-	c, ok := s.cache.Get(id)
-	if !ok {
-		return readRun(ctx, tx, id)
+	if c, ok := s.cache.Get(id); ok {
+		var version int64
+		err := tx.QueryRowContext(ctx, `SELECT version FROM runs WHERE id = ?`, id).Scan(&version)
+		if errors.Is(err, sql.ErrNoRows) {
+			return runs.Run{}, runs.ErrNotFound
+		}
+		if err != nil {
+			return runs.Run{}, err
+		}
+		if version == c.Version {
+			return c, nil
+		}
 	}
-	var (
-		version int64
-		data    []byte
-	)
-	err := tx.QueryRowContext(ctx, `SELECT version, CASE WHEN version = ? THEN NULL ELSE data END FROM runs WHERE id = ?`,
-		c.Version, id).Scan(&version, &data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return runs.Run{}, runs.ErrNotFound
-	}
-	if err != nil {
-		return runs.Run{}, err
-	}
-	if version == c.Version {
-		return c, nil
-	}
-	var r runs.Run
-	if err := json.Unmarshal(data, &r); err != nil {
-		return runs.Run{}, fmt.Errorf("decode: %w", err)
-	}
-	return r, nil
+	return s.readRun(ctx, tx, id)
 }
 
-// readRun reads a run inside a transaction. ErrNotFound if there is none.
-func readRun(ctx context.Context, tx *sql.Tx, id string) (runs.Run, error) {
-	var data []byte
-	err := tx.QueryRowContext(ctx, `SELECT data FROM runs WHERE id = ?`, id).Scan(&data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return runs.Run{}, runs.ErrNotFound
-	}
-	if err != nil {
-		return runs.Run{}, err
-	}
-	var r runs.Run
-	if err := json.Unmarshal(data, &r); err != nil {
-		return runs.Run{}, fmt.Errorf("decode: %w", err)
-	}
-	return r, nil
-}
-
-// writeRun writes r over its row and appends evs (stamped) after the run's last seq.
-func writeRun(ctx context.Context, tx *sql.Tx, r runs.Run, evs []runs.Event) error {
-	data, err := json.Marshal(r)
+// writeRun writes next over cur (the run as stored): its header, the steps that differ from
+// cur's, and drops the steps past next's end; then it appends evs (stamped).
+func writeRun(ctx context.Context, tx *sql.Tx, cur, next runs.Run, evs []runs.Event) error {
+	data, err := storekit.EncodeHeader(next)
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, owner = ?, version = ?, data = ? WHERE id = ?`,
-		r.Status, r.Owner, r.Version, data, r.ID); err != nil {
+		next.Status, next.Owner, next.Version, data, next.ID); err != nil {
 		return err
 	}
-	_, err = appendEvents(ctx, tx, r.ID, evs)
+	if err := writeSteps(ctx, tx, next, storekit.ChangedSteps(cur.Steps, next.Steps), len(cur.Steps)); err != nil {
+		return err
+	}
+	_, err = appendEvents(ctx, tx, next.ID, evs)
 	return err
+}
+
+// writeSteps writes r's steps at positions idx and, when r has fewer steps than the oldLen
+// stored, deletes the rows past its end.
+func writeSteps(ctx context.Context, tx *sql.Tx, r runs.Run, idx []int, oldLen int) error {
+	for _, i := range idx {
+		data, err := storekit.EncodeStep(r.Steps[i])
+		if err != nil {
+			return fmt.Errorf("encode step %d: %w", i, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO steps (run_id, idx, data) VALUES (?, ?, ?)
+			ON CONFLICT (run_id, idx) DO UPDATE SET data = excluded.data`, r.ID, i, data); err != nil {
+			return err
+		}
+	}
+	if len(r.Steps) < oldLen {
+		_, err := tx.ExecContext(ctx, `DELETE FROM steps WHERE run_id = ? AND idx >= ?`, r.ID, len(r.Steps))
+		return err
+	}
+	return nil
 }
 
 // appendEvents numbers evs after the run's last seq, inserts them and moves last_seq.
@@ -539,37 +701,25 @@ func (s *Store) Subscribe(ctx context.Context, id string) (runs.Subscription, er
 
 // Unfinished implements runs.Store.
 func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error) {
-	op := fmt.Sprintf("unfinished runs of %q", owner)
-	if err := s.readable(op); err != nil {
-		return nil, err
-	}
 	q, args := `SELECT id, version, data FROM runs WHERE status IN (`+activeStatuses+`) ORDER BY sort_key`, []any{}
 	if owner != "" {
 		q, args = `SELECT id, version, data FROM runs WHERE owner = ? AND status IN (`+activeStatuses+`) ORDER BY sort_key`, []any{owner}
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, storekit.Fail(op, err)
-	}
-	defer rows.Close()
 	var out []runs.Run
-	for rows.Next() {
-		var (
-			id      string
-			version int64
-			data    []byte
-		)
-		if err := rows.Scan(&id, &version, &data); err != nil {
-			return nil, storekit.Fail(op, err)
-		}
-		r, err := s.decode(id, version, data)
+	err := s.read(ctx, fmt.Sprintf("unfinished runs of %q", owner), func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
-			return nil, storekit.Fail(op, err)
+			return err
 		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, storekit.Fail(op, err)
+		heads, _, err := scanHeads(rows, -1)
+		if err != nil || len(heads) == 0 {
+			return err
+		}
+		out, err = s.assemble(ctx, tx, heads)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
