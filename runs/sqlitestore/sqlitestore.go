@@ -90,6 +90,24 @@ CREATE TABLE IF NOT EXISTS marks (
 ) WITHOUT ROWID;
 `
 
+// The queries of the hot paths, prepared at Open (see stmts).
+const (
+	qHead        = `SELECT id, version, data FROM runs WHERE id = ?`
+	qStepsOf     = `SELECT run_id, data FROM steps WHERE run_id = ? ORDER BY idx`
+	qVersion     = `SELECT version FROM runs WHERE id = ?`
+	qWriteHeader = `UPDATE runs SET status = ?, owner = ?, version = ?, data = ? WHERE id = ?`
+	qWriteStep   = `INSERT INTO steps (run_id, idx, data) VALUES (?, ?, ?) ON CONFLICT (run_id, idx) DO UPDATE SET data = excluded.data`
+	qDropSteps   = `DELETE FROM steps WHERE run_id = ? AND idx >= ?`
+	qLastSeq     = `SELECT last_seq FROM runs WHERE id = ?`
+	qAddEvent    = `INSERT INTO events (run_id, seq, data) VALUES (?, ?, ?)`
+	qSetLastSeq  = `UPDATE runs SET last_seq = ? WHERE id = ?`
+)
+
+var (
+	readQueries  = []string{qHead, qStepsOf}
+	writeQueries = []string{qHead, qStepsOf, qVersion, qWriteHeader, qWriteStep, qDropSteps, qLastSeq, qAddEvent, qSetLastSeq}
+)
+
 // activeStatuses is the SQL list of statuses that have not ended.
 var activeStatuses = func() string {
 	var q []string
@@ -105,6 +123,7 @@ var activeStatuses = func() string {
 type Store struct {
 	w      *sql.DB // one connection, BEGIN IMMEDIATE: every write
 	r      *sql.DB // a few connections: reads
+	ws, rs stmts   // the hot queries, prepared on w and r
 	hub    *storekit.Hub
 	cache  *storekit.Cache // runs this Store wrote last, for Update
 	closed atomic.Bool
@@ -145,11 +164,18 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("open run store %s: %w", path, err)
 	}
+	if s.ws, err = prepare(ctx, w, writeQueries...); err == nil {
+		s.rs, err = prepare(ctx, r, readQueries...)
+	}
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open run store %s: %w: %w", path, runs.ErrUnavailable, err)
+	}
 	return s, nil
 }
 
 func (s *Store) migrate(ctx context.Context) error {
-	return s.write(ctx, "create schema", func(tx *sql.Tx) error {
+	return s.writeP(ctx, "create schema", func(tx ptx) error {
 		var v int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 			return err
@@ -173,7 +199,7 @@ func (s *Store) migrate(ctx context.Context) error {
 // splitSteps moves every run stored whole (schema 1) to a header and step rows (schema 2),
 // a page of runs at a time, inside the migration's transaction: a build that fails half
 // way leaves the file at schema 1, as it was.
-func splitSteps(ctx context.Context, tx *sql.Tx) error {
+func splitSteps(ctx context.Context, tx ptx) error {
 	after := ""
 	for {
 		rows, err := tx.QueryContext(ctx, `SELECT id, data FROM runs WHERE id > ? ORDER BY id LIMIT 100`, after)
@@ -223,6 +249,11 @@ func (e userError) Unwrap() error { return e.err }
 
 // write runs fn in one BEGIN IMMEDIATE transaction on the writer connection.
 func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	return s.writeP(ctx, op, func(tx ptx) error { return fn(tx.Tx) })
+}
+
+// writeP is write with the writer's cached statements.
+func (s *Store) writeP(ctx context.Context, op string, fn func(tx ptx) error) error {
 	if s.closed.Load() {
 		return storekit.Fail(op, fmt.Errorf("%w: %w", runs.ErrUnavailable, storekit.ErrClosed))
 	}
@@ -230,7 +261,7 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 	if err != nil {
 		return storekit.Fail(op, err)
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(ptx{tx, s.ws}); err != nil {
 		_ = tx.Rollback()
 		var ue userError
 		if errors.As(err, &ue) {
@@ -269,7 +300,7 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 		out     = r
 		created = true
 	)
-	err = s.write(ctx, "create run", func(tx *sql.Tx) error {
+	err = s.writeP(ctx, "create run", func(tx ptx) error {
 		if idem != nil {
 			var existing string
 			err := tx.QueryRowContext(ctx, `SELECT id FROM runs WHERE pipeline = ? AND idem_key = ?`, r.Pipeline, idem).Scan(&existing)
@@ -309,7 +340,7 @@ func isConstraint(err error) bool {
 
 // read runs fn in one read transaction: every statement in it sees the same snapshot of
 // the file, so a run's header and steps are read as one Update left them.
-func (s *Store) read(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+func (s *Store) read(ctx context.Context, op string, fn func(tx ptx) error) error {
 	if err := s.readable(op); err != nil {
 		return err
 	}
@@ -318,7 +349,7 @@ func (s *Store) read(ctx context.Context, op string, fn func(tx *sql.Tx) error) 
 		return storekit.Fail(op, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only: nothing to keep
-	if err := fn(tx); err != nil {
+	if err := fn(ptx{tx, s.rs}); err != nil {
 		return storekit.Fail(op, err)
 	}
 	return nil
@@ -327,7 +358,7 @@ func (s *Store) read(ctx context.Context, op string, fn func(tx *sql.Tx) error) 
 // Get implements runs.Store.
 func (s *Store) Get(ctx context.Context, id string) (runs.Run, error) {
 	var r runs.Run
-	err := s.read(ctx, fmt.Sprintf("get run %q", id), func(tx *sql.Tx) (err error) {
+	err := s.read(ctx, fmt.Sprintf("get run %q", id), func(tx ptx) (err error) {
 		r, err = s.readRun(ctx, tx, id)
 		return err
 	})
@@ -359,8 +390,8 @@ func scanHeads(rows *sql.Rows, limit int) (heads []head, more bool, err error) {
 }
 
 // readRun reads run id inside tx. ErrNotFound if there is none.
-func (s *Store) readRun(ctx context.Context, tx *sql.Tx, id string) (runs.Run, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT id, version, data FROM runs WHERE id = ?`, id)
+func (s *Store) readRun(ctx context.Context, tx ptx, id string) (runs.Run, error) {
+	rows, err := tx.Query(ctx, qHead, id)
 	if err != nil {
 		return runs.Run{}, err
 	}
@@ -381,7 +412,7 @@ func (s *Store) readRun(ctx context.Context, tx *sql.Tx, id string) (runs.Run, e
 // assemble returns the runs of heads, in order: from the cache when it holds a run at its
 // stored version (decoding JSON is most of the cost of a read), else decoded from the header
 // and the step rows read in tx, and cached.
-func (s *Store) assemble(ctx context.Context, tx *sql.Tx, heads []head) ([]runs.Run, error) {
+func (s *Store) assemble(ctx context.Context, tx ptx, heads []head) ([]runs.Run, error) {
 	out := make([]runs.Run, len(heads))
 	var missing []string
 	for i, h := range heads {
@@ -417,7 +448,7 @@ func (s *Store) assemble(ctx context.Context, tx *sql.Tx, heads []head) ([]runs.
 const maxParams = 500
 
 // readSteps returns the step rows of runs ids, by run ID, in position order.
-func readSteps(ctx context.Context, tx *sql.Tx, ids []string) (map[string][][]byte, error) {
+func readSteps(ctx context.Context, tx ptx, ids []string) (map[string][][]byte, error) {
 	out := make(map[string][][]byte, len(ids))
 	for len(ids) > 0 {
 		batch := ids[:min(len(ids), maxParams)]
@@ -426,8 +457,11 @@ func readSteps(ctx context.Context, tx *sql.Tx, ids []string) (map[string][][]by
 		for i, id := range batch {
 			args[i] = id
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT run_id, data FROM steps WHERE run_id IN (?`+
-			strings.Repeat(",?", len(batch)-1)+`) ORDER BY run_id, idx`, args...)
+		query := qStepsOf
+		if len(batch) > 1 {
+			query = `SELECT run_id, data FROM steps WHERE run_id IN (?` + strings.Repeat(",?", len(batch)-1) + `) ORDER BY run_id, idx`
+		}
+		rows, err := tx.Query(ctx, query, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -482,7 +516,7 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 	args = append(args, q.Limit+1)
 
 	var page runs.Page
-	err = s.read(ctx, "list runs", func(tx *sql.Tx) error {
+	err = s.read(ctx, "list runs", func(tx ptx) error {
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
@@ -515,7 +549,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error,
 		return runs.Run{}, err
 	}
 	var out runs.Run
-	err = s.write(ctx, fmt.Sprintf("update run %q", id), func(tx *sql.Tx) error {
+	err = s.writeP(ctx, fmt.Sprintf("update run %q", id), func(tx ptx) error {
 		cur, err := s.readForUpdate(ctx, tx, id)
 		if err != nil {
 			return err
@@ -543,10 +577,10 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error,
 
 // readForUpdate returns the stored run: the cached copy when its version is current (then
 // neither the header nor the steps are read), else read in tx.
-func (s *Store) readForUpdate(ctx context.Context, tx *sql.Tx, id string) (runs.Run, error) {
+func (s *Store) readForUpdate(ctx context.Context, tx ptx, id string) (runs.Run, error) {
 	if c, ok := s.cache.Get(id); ok {
 		var version int64
-		err := tx.QueryRowContext(ctx, `SELECT version FROM runs WHERE id = ?`, id).Scan(&version)
+		err := tx.QueryRow(ctx, qVersion, id).Scan(&version)
 		if errors.Is(err, sql.ErrNoRows) {
 			return runs.Run{}, runs.ErrNotFound
 		}
@@ -562,13 +596,12 @@ func (s *Store) readForUpdate(ctx context.Context, tx *sql.Tx, id string) (runs.
 
 // writeRun writes next over cur (the run as stored): its header, the steps that differ from
 // cur's, and drops the steps past next's end; then it appends evs (stamped).
-func writeRun(ctx context.Context, tx *sql.Tx, cur, next runs.Run, evs []runs.Event) error {
+func writeRun(ctx context.Context, tx ptx, cur, next runs.Run, evs []runs.Event) error {
 	data, err := storekit.EncodeHeader(next)
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, owner = ?, version = ?, data = ? WHERE id = ?`,
-		next.Status, next.Owner, next.Version, data, next.ID); err != nil {
+	if _, err := tx.Exec(ctx, qWriteHeader, next.Status, next.Owner, next.Version, data, next.ID); err != nil {
 		return err
 	}
 	if err := writeSteps(ctx, tx, next, storekit.ChangedSteps(cur.Steps, next.Steps), len(cur.Steps)); err != nil {
@@ -580,19 +613,18 @@ func writeRun(ctx context.Context, tx *sql.Tx, cur, next runs.Run, evs []runs.Ev
 
 // writeSteps writes r's steps at positions idx and, when r has fewer steps than the oldLen
 // stored, deletes the rows past its end.
-func writeSteps(ctx context.Context, tx *sql.Tx, r runs.Run, idx []int, oldLen int) error {
+func writeSteps(ctx context.Context, tx ptx, r runs.Run, idx []int, oldLen int) error {
 	for _, i := range idx {
 		data, err := storekit.EncodeStep(r.Steps[i])
 		if err != nil {
 			return fmt.Errorf("encode step %d: %w", i, err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO steps (run_id, idx, data) VALUES (?, ?, ?)
-			ON CONFLICT (run_id, idx) DO UPDATE SET data = excluded.data`, r.ID, i, data); err != nil {
+		if _, err := tx.Exec(ctx, qWriteStep, r.ID, i, data); err != nil {
 			return err
 		}
 	}
 	if len(r.Steps) < oldLen {
-		_, err := tx.ExecContext(ctx, `DELETE FROM steps WHERE run_id = ? AND idx >= ?`, r.ID, len(r.Steps))
+		_, err := tx.Exec(ctx, qDropSteps, r.ID, len(r.Steps))
 		return err
 	}
 	return nil
@@ -600,20 +632,15 @@ func writeSteps(ctx context.Context, tx *sql.Tx, r runs.Run, idx []int, oldLen i
 
 // appendEvents numbers evs after the run's last seq, inserts them and moves last_seq.
 // ErrNotFound if the run does not exist.
-func appendEvents(ctx context.Context, tx *sql.Tx, id string, evs []runs.Event) ([]runs.Event, error) {
+func appendEvents(ctx context.Context, tx ptx, id string, evs []runs.Event) ([]runs.Event, error) {
 	var last int64
-	err := tx.QueryRowContext(ctx, `SELECT last_seq FROM runs WHERE id = ?`, id).Scan(&last)
+	err := tx.QueryRow(ctx, qLastSeq, id).Scan(&last)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, runs.ErrNotFound
 	}
 	if err != nil || len(evs) == 0 {
 		return evs, err
 	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO events (run_id, seq, data) VALUES (?, ?, ?)`)
-	if err != nil {
-		return nil, err
-	}
-	defer stmt.Close()
 	for i := range evs {
 		last++
 		evs[i].Seq = last
@@ -621,11 +648,11 @@ func appendEvents(ctx context.Context, tx *sql.Tx, id string, evs []runs.Event) 
 		if err != nil {
 			return nil, fmt.Errorf("encode event: %w", err)
 		}
-		if _, err := stmt.ExecContext(ctx, id, last, data); err != nil {
+		if _, err := tx.Exec(ctx, qAddEvent, id, last, data); err != nil {
 			return nil, err
 		}
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE runs SET last_seq = ? WHERE id = ?`, last, id)
+	_, err = tx.Exec(ctx, qSetLastSeq, last, id)
 	return evs, err
 }
 
@@ -635,7 +662,7 @@ func (s *Store) Append(ctx context.Context, id string, evs ...runs.Event) ([]run
 	if err != nil {
 		return nil, err
 	}
-	err = s.write(ctx, fmt.Sprintf("append to run %q", id), func(tx *sql.Tx) error {
+	err = s.writeP(ctx, fmt.Sprintf("append to run %q", id), func(tx ptx) error {
 		_, err := appendEvents(ctx, tx, id, stamped)
 		return err
 	})
@@ -706,7 +733,7 @@ func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error
 		q, args = `SELECT id, version, data FROM runs WHERE owner = ? AND status IN (`+activeStatuses+`) ORDER BY sort_key`, []any{owner}
 	}
 	var out []runs.Run
-	err := s.read(ctx, fmt.Sprintf("unfinished runs of %q", owner), func(tx *sql.Tx) error {
+	err := s.read(ctx, fmt.Sprintf("unfinished runs of %q", owner), func(tx ptx) error {
 		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err
@@ -765,5 +792,5 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.hub.Close()
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(s.ws.close(), s.rs.close(), s.r.Close(), s.w.Close())
 }
