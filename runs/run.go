@@ -410,4 +410,3 @@ func (r Run) Clone() Run {
 	}
 	return c
 }
-
