@@ -59,7 +59,10 @@ const (
 // runs/s. Goals (issue 13): p99 of reads ≤ 10 ms, peak RSS ≤ 60 MB.
 //
 // The trigger rate limit is turned off in the daemon's config (per_second: 0): with the
-// default 5/s the benchmark would measure the limiter. Run it with, e.g.:
+// default 5/s the benchmark would measure the limiter. The per-client connection cap is
+// raised to the total cap: every reader here comes from 127.0.0.1, standing in for many
+// dashboards, and open-loop readers open a connection per request outstanding during a
+// stall. Run it with, e.g.:
 //
 //	go test -bench APILoad -run '^$' -benchtime 1x ./cmd/orchestrator
 //
@@ -193,6 +196,7 @@ tokens: { trigger: %q, admin: %q }
 public_read: true
 rate_limits:
   trigger: { per_second: 0 }
+connections: { max: 1024, per_client: 1024 }
 log: { level: warn, format: json }
 shutdown_grace: 10s
 `, addr, filepath.Join(dir, "state"), pipes, loadTriggerToken, loadAdminToken)

@@ -172,17 +172,20 @@ func (s *Store) Get(ctx context.Context, id string) (runs.Run, error) {
 	return s.get(ctx, id)
 }
 
-// get reads the run, decoding it only when the cache lacks its stored version.
+//go:embed get.lua
+var getLua string
+
+// getScript: KEYS run; ARGV the version the caller holds. Returns nil (no run), the version
+// (the caller's copy is current) or the run's hash.
+var getScript = redis.NewScript(getLua)
+
+// get reads the run; when the cache holds its stored version, Redis sends only the version.
 func (s *Store) get(ctx context.Context, id string) (runs.Run, error) {
 	op := fmt.Sprintf("get run %q", id)
 	if err := s.open(op); err != nil {
 		return runs.Run{}, err
 	}
-	h, err := s.rdb.HGetAll(ctx, s.runKey(id)).Result()
-	if err != nil {
-		return runs.Run{}, storekit.Fail(op, err)
-	}
-	r, ok, err := s.decode(id, h)
+	r, ok, err := s.decode(ctx, id, getScript.Run(ctx, s.rdb, []string{s.runKey(id)}, s.held(id)))
 	if err != nil {
 		return runs.Run{}, storekit.Fail(op, err)
 	}
@@ -192,19 +195,53 @@ func (s *Store) get(ctx context.Context, id string) (runs.Run, error) {
 	return r, nil
 }
 
-// decode turns the run's hash (HGETALL) into the run (false if it does not exist), from the
-// cache when it holds that version.
-func (s *Store) decode(id string, h map[string]string) (runs.Run, bool, error) {
-	vs, ok := h["v"]
-	if !ok {
+// held is the version of run id in the cache ("" if none), for getScript.
+func (s *Store) held(id string) string {
+	if c, ok := s.cache.Get(id); ok {
+		return strconv.FormatInt(c.Version, 10)
+	}
+	return ""
+}
+
+// decode turns getScript's answer into the run (false if it does not exist): the cached
+// copy when the answer is its version, else the run decoded from its hash, and cached.
+func (s *Store) decode(ctx context.Context, id string, res *redis.Cmd) (runs.Run, bool, error) {
+	v, err := res.Result()
+	if errors.Is(err, redis.Nil) {
 		return runs.Run{}, false, nil
 	}
+	if err != nil {
+		return runs.Run{}, false, err
+	}
+	if vs, ok := v.(string); ok {
+		version, err := strconv.ParseInt(vs, 10, 64)
+		if err != nil {
+			return runs.Run{}, false, fmt.Errorf("run %q: version %q: %w", id, vs, err)
+		}
+		if r, ok := s.cache.Lookup(id, version); ok {
+			return r, true, nil
+		}
+		// Evicted since: read it whole.
+		return s.decode(ctx, id, getScript.Run(ctx, s.rdb, []string{s.runKey(id)}, ""))
+	}
+	flat, ok := v.([]any)
+	if !ok || len(flat)%2 != 0 {
+		return runs.Run{}, false, fmt.Errorf("run %q: unexpected answer %T", id, v)
+	}
+	h := make(map[string]string, len(flat)/2)
+	for i := 0; i < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		h[k], _ = flat[i+1].(string)
+	}
+	return s.decodeHash(id, h)
+}
+
+// decodeHash decodes the run's hash and caches the run.
+func (s *Store) decodeHash(id string, h map[string]string) (runs.Run, bool, error) {
+	vs := h["v"]
 	version, err := strconv.ParseInt(vs, 10, 64)
 	if err != nil {
 		return runs.Run{}, false, fmt.Errorf("run %q: version %q: %w", id, vs, err)
-	}
-	if r, ok := s.cache.Lookup(id, version); ok {
-		return r, true, nil
 	}
 	var r runs.Run
 	if whole, ok := h["d"]; ok { // written whole by an older build
@@ -288,8 +325,6 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 	if len(sks) == 0 {
 		return runs.Page{Runs: []runs.Run{}}, nil
 	}
-	pipe = s.rdb.Pipeline()
-	gets := make([]*redis.MapStringStringCmd, len(sks))
 	ids := make([]string, len(sks))
 	for i, sk := range sks {
 		_, id, err := storekit.SplitSortKey(sk)
@@ -297,14 +332,14 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 			return runs.Page{}, storekit.Fail(op, fmt.Errorf("index entry %q: %w", sk, err))
 		}
 		ids[i] = id
-		gets[i] = pipe.HGetAll(ctx, s.runKey(id))
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	gets, err := s.getMany(ctx, ids)
+	if err != nil {
 		return runs.Page{}, storekit.Fail(op, err)
 	}
 	page := runs.Page{Runs: make([]runs.Run, 0, len(sks))}
 	for i, g := range gets {
-		r, ok, err := s.decode(ids[i], g.Val())
+		r, ok, err := s.decode(ctx, ids[i], g)
 		if err != nil {
 			return runs.Page{}, storekit.Fail(op, err)
 		}
@@ -321,6 +356,28 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 		page.Next = storekit.CursorAt(sks[len(sks)-1])
 	}
 	return page, nil
+}
+
+// getMany runs getScript for each run in one pipeline (loading the script first if Redis
+// lost it: EVALSHA cannot fall back to EVAL inside a pipeline).
+func (s *Store) getMany(ctx context.Context, ids []string) ([]*redis.Cmd, error) {
+	for attempt := 0; ; attempt++ {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(ids))
+		for i, id := range ids {
+			cmds[i] = getScript.EvalSha(ctx, pipe, []string{s.runKey(id)}, s.held(id))
+		}
+		_, err := pipe.Exec(ctx)
+		if err == nil || errors.Is(err, redis.Nil) {
+			return cmds, nil
+		}
+		if attempt > 0 || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return nil, err
+		}
+		if err := getScript.Load(ctx, s.rdb).Err(); err != nil {
+			return nil, err
+		}
+	}
 }
 
 //go:embed update.lua

@@ -254,3 +254,33 @@ func TestReadsWholeRuns(t *testing.T) {
 		t.Errorf("fields of the run after its updates: %v, want %v", fields, want)
 	}
 }
+
+// TestListAfterScriptFlush: List reads runs with a script inside a pipeline, where EVALSHA
+// cannot fall back to EVAL; after Redis lost its scripts (a restart, SCRIPT FLUSH) it must
+// load the script again rather than fail.
+func TestListAfterScriptFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}})
+	defer rdb.Close()
+	ctx := t.Context()
+	a := redisstore.New(rdb, redisstore.Options{})
+	defer a.Close()
+	r, _, err := a.Create(ctx, runs.Run{Pipeline: "prod", Steps: []runs.Step{{Phase: runs.Phase1, Name: "api", Status: runs.StepPending}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := redisstore.New(rdb, redisstore.Options{}) // nothing cached: reads the whole run
+	defer b.Close()
+	for _, s := range []runs.Store{a, b} {
+		page, err := s.List(ctx, runs.Filter{})
+		if err != nil || len(page.Runs) != 1 || page.Runs[0].ID != r.ID || len(page.Runs[0].Steps) != 1 {
+			t.Fatalf("List after SCRIPT FLUSH: %+v, %v; want the run with its step", page, err)
+		}
+		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
