@@ -101,11 +101,13 @@ const (
 	qLastSeq     = `SELECT last_seq FROM runs WHERE id = ?`
 	qAddEvent    = `INSERT INTO events (run_id, seq, data) VALUES (?, ?, ?)`
 	qSetLastSeq  = `UPDATE runs SET last_seq = ? WHERE id = ?`
+	qMark        = `SELECT data FROM marks WHERE uuid = ?`
+	qPutMark     = `INSERT INTO marks (uuid, data) VALUES (?, ?) ON CONFLICT (uuid) DO UPDATE SET data = excluded.data`
 )
 
 var (
-	readQueries  = []string{qHead, qStepsOf}
-	writeQueries = []string{qHead, qStepsOf, qVersion, qWriteHeader, qWriteStep, qDropSteps, qLastSeq, qAddEvent, qSetLastSeq}
+	readQueries  = []string{qHead, qStepsOf, qMark}
+	writeQueries = []string{qHead, qStepsOf, qVersion, qWriteHeader, qWriteStep, qDropSteps, qLastSeq, qAddEvent, qSetLastSeq, qMark, qPutMark}
 )
 
 // activeStatuses is the SQL list of statuses that have not ended.
