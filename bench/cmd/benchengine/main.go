@@ -35,6 +35,11 @@ machine shared with other work, wall time grows with the load much more than CPU
 (issue 13) each writes the run's header and only the steps it changed, not the whole run.
 
 Goal (issue 13): ms/service/phase ≤ 2 on both backends.
+
+Before the step records (main at 9d8a0ec, where each write rewrote the whole run, 63 KB of
+JSON for 100 services), measured back to back with this code on 2026-12-03 at load 10–11:
+SQLite 10.8 and 7.3 ms/service/phase before, 4.6 and 3.8 after; Redis 4.7 and 3.3 before,
+2.4 and 2.1 after.
 `
 
 func main() {
