@@ -95,19 +95,18 @@ const (
 	qHead        = `SELECT id, version, data FROM runs WHERE id = ?`
 	qStepsOf     = `SELECT run_id, data FROM steps WHERE run_id = ? ORDER BY idx`
 	qVersion     = `SELECT version FROM runs WHERE id = ?`
-	qWriteHeader = `UPDATE runs SET status = ?, owner = ?, version = ?, data = ? WHERE id = ?`
+	qWriteHeader = `UPDATE runs SET status = ?, owner = ?, version = ?, data = ?, last_seq = last_seq + ? WHERE id = ? RETURNING last_seq`
 	qWriteStep   = `INSERT INTO steps (run_id, idx, data) VALUES (?, ?, ?) ON CONFLICT (run_id, idx) DO UPDATE SET data = excluded.data`
 	qDropSteps   = `DELETE FROM steps WHERE run_id = ? AND idx >= ?`
-	qLastSeq     = `SELECT last_seq FROM runs WHERE id = ?`
+	qReserveSeqs = `UPDATE runs SET last_seq = last_seq + ? WHERE id = ? RETURNING last_seq`
 	qAddEvent    = `INSERT INTO events (run_id, seq, data) VALUES (?, ?, ?)`
-	qSetLastSeq  = `UPDATE runs SET last_seq = ? WHERE id = ?`
 	qMark        = `SELECT data FROM marks WHERE uuid = ?`
 	qPutMark     = `INSERT INTO marks (uuid, data) VALUES (?, ?) ON CONFLICT (uuid) DO UPDATE SET data = excluded.data`
 )
 
 var (
 	readQueries  = []string{qHead, qStepsOf, qMark}
-	writeQueries = []string{qHead, qStepsOf, qVersion, qWriteHeader, qWriteStep, qDropSteps, qLastSeq, qAddEvent, qSetLastSeq, qMark, qPutMark}
+	writeQueries = []string{qHead, qStepsOf, qVersion, qWriteHeader, qWriteStep, qDropSteps, qReserveSeqs, qAddEvent, qMark, qPutMark}
 )
 
 // activeStatuses is the SQL list of statuses that have not ended.
@@ -597,20 +596,21 @@ func (s *Store) readForUpdate(ctx context.Context, tx ptx, id string) (runs.Run,
 }
 
 // writeRun writes next over cur (the run as stored): its header, the steps that differ from
-// cur's, and drops the steps past next's end; then it appends evs (stamped).
+// cur's, and drops the steps past next's end; then it appends evs (stamped). The header's
+// statement also takes the events' seqs.
 func writeRun(ctx context.Context, tx ptx, cur, next runs.Run, evs []runs.Event) error {
 	data, err := storekit.EncodeHeader(next)
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
 	}
-	if _, err := tx.Exec(ctx, qWriteHeader, next.Status, next.Owner, next.Version, data, next.ID); err != nil {
+	var last int64
+	if err := tx.QueryRow(ctx, qWriteHeader, next.Status, next.Owner, next.Version, data, len(evs), next.ID).Scan(&last); err != nil {
 		return err
 	}
 	if err := writeSteps(ctx, tx, next, storekit.ChangedSteps(cur.Steps, next.Steps), len(cur.Steps)); err != nil {
 		return err
 	}
-	_, err = appendEvents(ctx, tx, next.ID, evs)
-	return err
+	return insertEvents(ctx, tx, next.ID, last, evs)
 }
 
 // writeSteps writes r's steps at positions idx and, when r has fewer steps than the oldLen
@@ -632,30 +632,36 @@ func writeSteps(ctx context.Context, tx ptx, r runs.Run, idx []int, oldLen int) 
 	return nil
 }
 
-// appendEvents numbers evs after the run's last seq, inserts them and moves last_seq.
-// ErrNotFound if the run does not exist.
+// appendEvents numbers evs after the run's last seq, moves last_seq past them and inserts
+// them. ErrNotFound if the run does not exist.
 func appendEvents(ctx context.Context, tx ptx, id string, evs []runs.Event) ([]runs.Event, error) {
 	var last int64
-	err := tx.QueryRow(ctx, qLastSeq, id).Scan(&last)
+	err := tx.QueryRow(ctx, qReserveSeqs, len(evs), id).Scan(&last)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, runs.ErrNotFound
 	}
-	if err != nil || len(evs) == 0 {
-		return evs, err
+	if err != nil {
+		return nil, err
 	}
+	return evs, insertEvents(ctx, tx, id, last, evs)
+}
+
+// insertEvents inserts evs as the events up to seq last (their seqs reserved already),
+// setting each one's Seq.
+func insertEvents(ctx context.Context, tx ptx, id string, last int64, evs []runs.Event) error {
+	seq := last - int64(len(evs))
 	for i := range evs {
-		last++
-		evs[i].Seq = last
+		seq++
+		evs[i].Seq = seq
 		data, err := json.Marshal(evs[i])
 		if err != nil {
-			return nil, fmt.Errorf("encode event: %w", err)
+			return fmt.Errorf("encode event: %w", err)
 		}
-		if _, err := tx.Exec(ctx, qAddEvent, id, last, data); err != nil {
-			return nil, err
+		if _, err := tx.Exec(ctx, qAddEvent, id, seq, data); err != nil {
+			return err
 		}
 	}
-	_, err = tx.Exec(ctx, qSetLastSeq, last, id)
-	return evs, err
+	return nil
 }
 
 // Append implements runs.Store.
