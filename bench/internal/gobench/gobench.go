@@ -220,14 +220,16 @@ func floats(vs []float64, format string) string {
 	return strings.Join(s, ", ")
 }
 
-// commit is the repository's HEAD, with "+dirty" when the work tree has changes.
+// commit is the repository's HEAD, with "+dirty" when the work tree has changes (other than
+// to results files).
 func commit(repo string) string {
 	out, err := exec.Command("git", "-C", repo, "rev-parse", "--short", "HEAD").Output()
 	if err != nil {
 		return "unknown"
 	}
 	c := strings.TrimSpace(string(out))
-	if st, err := exec.Command("git", "-C", repo, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+	// Results files the benchmark programs just wrote do not make the tree dirty.
+	if st, err := exec.Command("git", "-C", repo, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/RESULTS*.md").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
 		c += "+dirty"
 	}
 	return c
