@@ -92,12 +92,15 @@ func humanDuration(d time.Duration) string {
 // name the newer run (run.js says the same).
 const supersededNote = "not deployed by this run: a newer run re-synced the service"
 
-// stepDetail is the step's error, or what it changed and deployed (names, never values). A
+// stepDetail is the step's error, its note, or what it changed and deployed (names, never values). A
 // superseded step says why it was not deployed: its service.superseded event's message, from
 // notes (by "phase/name"), as the CLI prints it.
 func stepDetail(s runs.Step, notes map[string]string) string {
 	if s.Error != "" {
 		return s.Error
+	}
+	if s.Note != "" {
+		return s.Note // e.g. a stale step: the newer build and run on the service
 	}
 	if s.Status == runs.StepWaitingLock && s.LockKey != "" {
 		return "waiting for " + s.LockKey

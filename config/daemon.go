@@ -226,6 +226,10 @@ type WebhookRule struct {
 	// Trigger holds the run's parameters. Each value may be fixed text or use
 	// ${payload.a.b} references into the delivery's JSON body, filled by TriggerFor.
 	Trigger TriggerTemplate `koanf:"trigger"`
+	// Rollback makes the runs this rule starts rollbacks: they deploy their build even when a
+	// newer one is on the services (the stale-build guard lets them pass), recorded as a
+	// rollback by the webhook delivery, in the run and the audit.
+	Rollback bool `koanf:"rollback"`
 }
 
 // TriggerTemplate is a Trigger whose values may hold ${payload.…} references.

@@ -42,6 +42,7 @@ webhooks:
     secret: "${HOOK}"
     rules:
       - { repository: acme/*, branch: main, pipeline: prod, trigger: { build: "${payload.run.number}", image_tag: "$${x}" } }
+      - { repository: acme/*, workflow: rollback, pipeline: prod, rollback: true }
 `
 
 func TestLoadDaemonPrecedence(t *testing.T) {
@@ -88,6 +89,9 @@ func TestLoadDaemonPrecedence(t *testing.T) {
 	rule := d.Webhooks.GitHub.Rules[0]
 	if rule.Trigger.Build != "${payload.run.number}" || rule.Trigger.ImageTag != "$${x}" {
 		t.Errorf("payload references not kept for run time: %+v", rule.Trigger)
+	}
+	if rules := d.Webhooks.GitHub.Rules; rules[0].Rollback || !rules[1].Rollback {
+		t.Errorf("rollback of the rules: %v, %v; want false, true", rules[0].Rollback, rules[1].Rollback)
 	}
 
 	// Nothing secret shows in any printed form of the config.

@@ -49,6 +49,10 @@ type harness struct {
 	backend string
 	// secrets, when set, builds the pipeline's named secret sources.
 	secrets func(name string, src config.SecretSource) (secrets.Source, error)
+	// instance is the engine's instance ID (default "test-instance").
+	instance string
+	// redisURL addresses the Redis server of a "redis" harness.
+	redisURL string
 }
 
 // app UUIDs seeded in the fake.
@@ -103,8 +107,10 @@ func adoptHarness(t *testing.T) *harness {
 func (h *harness) openBackends() {
 	t := h.t
 	if h.backend == "redis" {
-		srv := redistest.Start(t)
-		client, err := redislock.NewClient(srv.URL())
+		if h.redisURL == "" {
+			h.redisURL = redistest.Start(t).URL()
+		}
+		client, err := redislock.NewClient(h.redisURL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +189,7 @@ func (h *harness) start(pipelines ...string) {
 		Secrets:      h.secrets,
 		Getenv:       func(k string) string { return h.env[k] },
 		EnvPrefix:    "ORCH_SECRET_",
-		Instance:     "test-instance",
+		Instance:     cmpOr(h.instance, "test-instance"),
 		LivenessTTL:  time.Second,
 		Logger:       slog.New(slog.DiscardHandler),
 		PollInterval: 10 * time.Millisecond,
@@ -200,6 +206,23 @@ func (h *harness) start(pipelines ...string) {
 		defer cancel()
 		_ = e.Shutdown(ctx)
 	})
+}
+
+// peer is a second daemon sharing h's store and locks: its own connections to h's backends
+// (on SQLite, the same files, as a second process on the host opens them) and its own
+// instance ID, over the same fake Coolify. Start it with start.
+func (h *harness) peer(instance string) *harness {
+	p := &harness{t: h.t, coolify: h.coolify, coolifyURL: h.coolifyURL, coolifyToken: h.coolifyToken, dir: h.dir,
+		env: h.env, health: h.health, backend: h.backend, secrets: h.secrets, instance: instance, redisURL: h.redisURL}
+	p.openBackends()
+	return p
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // submit triggers a run and returns its ID.

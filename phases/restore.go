@@ -204,7 +204,10 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 	}
 	res.restored = true
 	res.note = strings.Join(res.left, "; ")
-	if _, err := x.e.d.Marks.PutMark(ctx, runs.Mark{UUID: s.UUID, RunID: x.run.ID, Fence: lease.Fence(), Phase: runs.Phase1, At: time.Now().UTC()}); err != nil {
+	// The service carries the build it had before this run again: the mark says so.
+	back := x.mark(s.UUID, lease.Fence(), runs.Phase1)
+	back.Pipeline, back.Build, back.RunCreated, back.Rollback = st.before.Pipeline, st.before.Build, st.before.RunCreated, st.before.Rollback
+	if _, err := x.e.d.Marks.PutMark(ctx, back); err != nil {
 		return res, fmt.Errorf("record restore mark: %w", err)
 	}
 	if !redeploy {

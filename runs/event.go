@@ -32,6 +32,8 @@ const (
 	EventHealthOK       EventType = "health.ok"
 	EventHealthFailed   EventType = "health.failed"
 	EventMobileUpdated  EventType = "mobile.updated"
+	// EventServiceStale: the service carries a newer build than the run's; the run leaves it.
+	EventServiceStale EventType = "service.stale"
 
 	EventRunSucceeded   EventType = "run.succeeded"
 	EventRunFailed      EventType = "run.failed"

@@ -1165,8 +1165,10 @@ func testMarks(t *testing.T, open Opener) {
 	if _, err := ms.PutMark(ctx, m1b); err != nil {
 		t.Errorf("PutMark with an equal fence: %v", err)
 	}
-	// A newer run under a newer fence takes over.
-	m2 := runs.Mark{UUID: "u-api", RunID: "r2", Fence: 11, Phase: runs.Phase1, At: t0.Add(2 * time.Second)}
+	// A newer run under a newer fence takes over; its build, pipeline, creation time and
+	// rollback flag are kept for the stale-build guard.
+	m2 := runs.Mark{UUID: "u-api", RunID: "r2", Fence: 11, Phase: runs.Phase1, At: t0.Add(2 * time.Second),
+		Pipeline: "prod", Build: "42", RunCreated: t0, Rollback: true}
 	if _, err := ms.PutMark(ctx, m2); err != nil {
 		t.Fatalf("PutMark with a higher fence: %v", err)
 	}

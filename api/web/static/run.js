@@ -18,6 +18,7 @@
   function wait(ns) { return ns ? dur(ns / 1e6) : ""; }
   function detail(s) {
     if (s.error) return s.error;
+    if (s.note) return s.note;
     if (s.status === "waiting_lock" && s.lock_key) return "waiting for " + s.lock_key;
     var parts = [], c = s.changes || {};
     if (s.status === "superseded") parts.push(notes[s.phase + "/" + s.name] || "not deployed by this run: a newer run re-synced the service");
