@@ -23,7 +23,7 @@ func fullStep() runs.Step {
 			ImageTag: &runs.TagChange{Old: "v1", New: "v2"},
 			Fields:   []string{"x"},
 		},
-		DeploymentUUID: "d-1", RestoredAt: t.Add(time.Minute), Error: "boom",
+		DeploymentUUID: "d-1", RestoredAt: t.Add(time.Minute), Error: "boom", Note: "stale",
 	}
 }
 
