@@ -8,9 +8,12 @@
 // rewrites the header and only the steps that changed (storekit.ChangedSteps), not the whole
 // run; events are rows keyed by (run, seq); resource marks (runs.MarkStore) are rows keyed
 // by UUID. Reads of a run take its header and steps in one read transaction (one WAL
-// snapshot), so they never see a half-written Update. All writes go through one connection in BEGIN IMMEDIATE
-// transactions, so a read-modify-write of a run never conflicts inside a process, and
-// across processes SQLite's lock (with a busy timeout) serializes them.
+// snapshot), so they never see a half-written Update. All writes go through one connection
+// in BEGIN IMMEDIATE transactions, so a read-modify-write of a run never conflicts inside a
+// process, and across processes SQLite's lock (with a busy timeout) serializes them.
+//
+// A file written by builds that stored each run whole (schema 1) is migrated when it is
+// opened; builds older than this one refuse a migrated file (its schema is newer).
 //
 // Durability: WAL with synchronous=NORMAL, so a crash of the process loses nothing and a
 // power cut can lose the last transactions but never corrupts the file.
