@@ -24,12 +24,14 @@
 // (storekit.ChangedSteps: an Update of one step of a 100-service run sends that step, not
 // the whole run), moves the run between indexes, appends the events and publishes a signal
 // on P{runs}:sig:<id>, all at once; on a version clash it reads again and retries. A read
-// takes the whole hash with one HGETALL, so it never sees half an Update.
+// is one script (get.lua) that answers the whole hash, or only the version when the
+// reader's cached copy is current, so it never sees half an Update.
 //
 // Runs written whole by older builds (field d: the run's JSON, steps included) are read as
 // they are; their first Update rewrites them in this layout. Older builds cannot read runs
-// in this layout, so daemons sharing a Redis are upgraded together, not one by one. Live-follow signals reach every instance through one pattern
-// subscription per Store.
+// in this layout, so daemons sharing a Redis are upgraded together, not one by one.
+//
+// Live-follow signals reach every instance through one pattern subscription per Store.
 package redisstore
 
 import (
@@ -114,7 +116,8 @@ func (s *Store) open(op string) error {
 var createLua string
 
 // createScript: KEYS run, idem, all, pl, st, ps, owner; ARGV header, status, owner, sk, id,
-// has idem ("1"/"0"), step count, steps…. Returns {1} created, {0, existing id}, or {-1} for a taken ID.
+// has idem ("1"/"0"), step count, steps…. Returns {1} created, {0, existing id}, or {-1}
+// for a taken ID.
 var createScript = redis.NewScript(createLua)
 
 // Create implements runs.Store.
