@@ -36,6 +36,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/private"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/runs/internal/storekit"
 )
@@ -73,9 +74,6 @@ CREATE TABLE IF NOT EXISTS steps (
 	data   BLOB NOT NULL,
 	PRIMARY KEY (run_id, idx)
 ) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS runs_delete_steps AFTER DELETE ON runs BEGIN
-	DELETE FROM steps WHERE run_id = OLD.id;
-END;
 CREATE TABLE IF NOT EXISTS events (
 	run_id TEXT NOT NULL,
 	seq    INTEGER NOT NULL,
@@ -137,7 +135,8 @@ type Store struct {
 var _ runs.Store = (*Store)(nil)
 
 // Open opens the store at path (typically filepath.Join(stateDir, FileName)), creating the
-// file and its schema when missing.
+// file and its schema when missing. The file and SQLite's -wal and -shm next to it are
+// readable by their owner only (0600; an existing file is tightened).
 //
 // Errors: runs.ErrUnavailable wrapping the cause when the file cannot be opened or created,
 // or when it holds a newer schema than this build understands.
@@ -149,6 +148,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		v.Add("_pragma", "synchronous(NORMAL)")
 		v.Add("_txlock", txlock)
 		return "file:" + path + "?" + v.Encode()
+	}
+	if err := private.File(path); err != nil {
+		return nil, fmt.Errorf("open run store %s: %w: %w", path, runs.ErrUnavailable, err)
 	}
 	w, err := sql.Open("sqlite", dsn("immediate"))
 	if err != nil {
@@ -331,10 +333,14 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 	if err != nil {
 		return runs.Run{}, false, err
 	}
-	if created {
-		s.cache.Put(out)
+	if !created {
+		if err := storekit.CheckReuse(out, r); err != nil {
+			return runs.Run{}, false, err
+		}
+		return out, false, nil
 	}
-	return out, created, nil
+	s.cache.Put(out)
+	return out, true, nil
 }
 
 func isConstraint(err error) bool {
