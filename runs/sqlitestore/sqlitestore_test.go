@@ -162,3 +162,36 @@ func TestPruneBounded(t *testing.T) {
 		return n
 	})
 }
+
+// TestPruneDropsSteps: a pruned run's step rows go with it.
+func TestPruneDropsSteps(t *testing.T) {
+	path := filepath.Join(t.TempDir(), sqlitestore.FileName)
+	s := open(t, path)
+	ctx := t.Context()
+	var ids []string
+	for range 2 {
+		r, _, err := s.Create(ctx, runs.Run{Pipeline: "prod", Steps: []runs.Step{{Phase: runs.Phase1, Name: "api"}, {Phase: runs.Phase2, Name: "api"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Update(ctx, r.ID, func(x *runs.Run) error { x.Status = runs.StatusSucceeded; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	if n, err := s.(runs.Pruner).Prune(ctx, runs.Retention{MaxRuns: 1}); err != nil || n != 1 {
+		t.Fatalf("Prune(MaxRuns 1) = %d, %v; want 1 run deleted", n, err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var steps int
+	if err := db.QueryRow(`SELECT count(*) FROM steps`).Scan(&steps); err != nil {
+		t.Fatal(err)
+	}
+	if steps != 2 {
+		t.Errorf("%d step rows after pruning one of two runs of 2 steps, want 2", steps)
+	}
+}
