@@ -4,7 +4,7 @@
 // averages to -out.
 //
 //	cd bench && go run ./cmd/benchapi                 # ~2 min; writes RESULTS-api.md
-//	cd bench && go run ./cmd/benchapi -runs 3 -json
+//	cd bench && go run ./cmd/benchapi -runs 3 -json figures.json
 package main
 
 import (
@@ -45,11 +45,14 @@ func main() {
 	err := gobench.Main(ctx, gobench.Program{
 		Spec:    gobench.Spec{Pkg: "cmd/orchestrator", Bench: "^BenchmarkAPILoad$", Benchtime: "1x"},
 		Out:     "RESULTS-api.md",
-		Title:   "API under load: results",
+		Section: "api",
+		Command: "cd bench && go run ./cmd/benchapi",
+		Title:   "API under load",
+		Table:   "200 runs, 160 reads/s open-loop",
 		Intro:   intro,
 		Metrics: []string{"read-p99-ms", "read-p50-ms", "list-p99-ms", "get-p99-ms", "healthz-p99-ms", "peak-rss-MB", "trigger-p50-ms", "trigger-p99-ms", "runs/s"},
 		Goals:   []gobench.Goal{{Metric: "read-p99-ms", Max: 10}, {Metric: "peak-rss-MB", Max: 60}},
-	}, os.Args, os.Stdout, os.Stderr)
+	}, os.Args, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchapi:", err)

@@ -3,7 +3,7 @@
 // -runs times and writes the medians, ranges and load averages to -out.
 //
 //	cd bench && go run ./cmd/benchengine              # ~1 min; writes RESULTS-engine.md
-//	cd bench && go run ./cmd/benchengine -runs 3 -json
+//	cd bench && go run ./cmd/benchengine -runs 3 -json figures.json
 package main
 
 import (
@@ -47,11 +47,14 @@ func main() {
 	err := gobench.Main(ctx, gobench.Program{
 		Spec:    gobench.Spec{Pkg: "phases", Bench: "^BenchmarkOverhead100$", Benchtime: "3x"},
 		Out:     "RESULTS-engine.md",
-		Title:   "Engine overhead: results",
+		Section: "engine",
+		Command: "cd bench && go run ./cmd/benchengine",
+		Title:   "Engine overhead",
+		Table:   "100 services, zero-latency fakes",
 		Intro:   intro,
 		Metrics: []string{"ms/service/phase", "cpu-ms/service/phase", "coolify-ms/service/phase", "calls/service", "run-writes/service"},
 		Goals:   []gobench.Goal{{Metric: "ms/service/phase", Max: 2}},
-	}, os.Args, os.Stdout, os.Stderr)
+	}, os.Args, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchengine:", err)

@@ -9,7 +9,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -179,7 +178,7 @@ type Goal struct {
 // verdict on the median where one is given.
 func (r *Result) Markdown(title, intro string, metrics []string, goals []Goal) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# %s\n\n%s\n\n", title, strings.TrimSpace(intro))
+	fmt.Fprintf(&b, "# %s: results\n\n%s\n\n", title, strings.TrimSpace(intro))
 	fmt.Fprintf(&b, "## Results\n\nGenerated %s on commit `%s`: %d runs of `%s`.\n",
 		r.Date.Format("2006-01-02 15:04 UTC"), r.Commit, r.Runs, r.Command)
 	fmt.Fprintf(&b, "Load average (1, 5, 15 min) before: %s; after: %s; 1-minute load after each run: %s.\n\n",
@@ -206,9 +205,6 @@ func (r *Result) Markdown(title, intro string, metrics []string, goals []Goal) s
 	}
 	return b.String()
 }
-
-// JSON returns r as indented JSON.
-func (r *Result) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ") }
 
 func num(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
 
