@@ -48,7 +48,7 @@ func lockBackend(ctx context.Context, c *cli, fs *pflag.FlagSet, cfgPath string)
 	if err != nil {
 		return nil, err
 	}
-	return openBackends(ctx, d.RedisURL.Reveal(), d.StateDir, log, nil)
+	return openBackends(ctx, d, log, nil)
 }
 
 func lockFlags(c *cli, name, argsUsage, summary string) (*pflag.FlagSet, *string) {

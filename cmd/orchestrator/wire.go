@@ -42,10 +42,11 @@ type backends struct {
 
 func (b *backends) Close() error { return b.close() }
 
-// openBackends opens the configured backend: Redis when redisURL is set, else the SQLite
-// files in stateDir (created if missing).
-func openBackends(ctx context.Context, redisURL, stateDir string, log *slog.Logger, obs locks.Observer) (*backends, error) {
+// openBackends opens the configured backend: Redis when d.RedisURL is set (with d.Locks'
+// replica confirmation), else the SQLite files in d.StateDir (created if missing).
+func openBackends(ctx context.Context, d *config.Daemon, log *slog.Logger, obs locks.Observer) (*backends, error) {
 	lopts := locks.Options{Logger: log, Observer: obs}
+	redisURL, stateDir := d.RedisURL.Reveal(), d.StateDir
 	if redisURL != "" {
 		client, err := redislock.NewClient(redisURL)
 		if err != nil {
@@ -57,7 +58,8 @@ func openBackends(ctx context.Context, redisURL, stateDir string, log *slog.Logg
 			client.Close()
 			return nil, fmt.Errorf("redis backend: cannot reach the server: %w (is Redis running and ORCH_REDIS_URL right?)", err)
 		}
-		locker := locks.New(redislock.New(client, redislock.Options{Logger: log}), lopts)
+		locker := locks.New(redislock.New(client, redislock.Options{Logger: log,
+			MinReplicas: d.Locks.MinReplicas, ReplicaTimeout: d.Locks.ReplicaTimeout}), lopts)
 		st := redisstore.New(client, redisstore.Options{})
 		return &backends{locker: locker, store: st, where: "redis", close: func() error {
 			return errors.Join(locker.Close(), st.Close(), client.Close())
@@ -66,11 +68,11 @@ func openBackends(ctx context.Context, redisURL, stateDir string, log *slog.Logg
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir %s: %w", stateDir, err)
 	}
-	d, err := sqlitelock.Open(filepath.Join(stateDir, "locks.db"))
+	drv, err := sqlitelock.Open(filepath.Join(stateDir, "locks.db"))
 	if err != nil {
 		return nil, fmt.Errorf("embedded lock backend in %s: %w", stateDir, err)
 	}
-	locker := locks.New(d, lopts)
+	locker := locks.New(drv, lopts)
 	st, err := sqlitestore.Open(ctx, filepath.Join(stateDir, sqlitestore.FileName))
 	if err != nil {
 		locker.Close()
