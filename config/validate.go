@@ -64,10 +64,13 @@ func isDaemonFile(path string) bool {
 	pipelineKeys := structFields(reflect.TypeFor[Pipeline]())
 	daemon := false
 	for k := range raw {
-		if _, ok := pipelineKeys[k]; ok {
+		_, isDaemon := daemonKeys[k]
+		_, isPipeline := pipelineKeys[k]
+		switch {
+		case isDaemon && isPipeline: // locks: both have one; the other keys decide
+		case isPipeline:
 			return false
-		}
-		if _, ok := daemonKeys[k]; ok {
+		case isDaemon:
 			daemon = true
 		}
 	}
