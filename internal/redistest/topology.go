@@ -22,6 +22,18 @@ type SentinelOptions struct {
 	// DownAfter is how long the master must not answer before a sentinel thinks it down
 	// (default 5s, longer than a conformance stall; failover tests use 1s).
 	DownAfter time.Duration
+	// ReplicaLink, when set, returns the address replica i replicates the master (at
+	// master) from: a test puts a fault proxy there to make a replica lag. Once a failover
+	// reconfigures the replicas, they replicate the new master directly. Sentinels "fix" a
+	// replica that replicates another address than the master's once failover-timeout has
+	// passed, so with a ReplicaLink the failover timeout is 30s instead of 4 × DownAfter:
+	// the links hold for the first 30s of the test.
+	ReplicaLink func(i int, master string) string
+	// MinReplicasToWrite sets the data nodes' min-replicas-to-write (with
+	// min-replicas-max-lag 2): a master that lost its replicas — the old master after a
+	// forced failover, whose replicas the sentinels moved to the new one — refuses writes
+	// instead of accepting what the failover will throw away. 0 leaves it off.
+	MinReplicasToWrite int
 }
 
 // Sentinel is a master with replicas, watched by sentinels, all on loopback. Nodes[0] is
@@ -47,17 +59,30 @@ func StartSentinel(t testing.TB, o SentinelOptions) *Sentinel {
 		o.DownAfter = 5 * time.Second
 	}
 	s := &Sentinel{t: t}
-	master := Start(t)
+	// No delay before a full sync: a replica moved to a new master is in sync at once.
+	common := []string{"--repl-diskless-sync-delay", "0"}
+	if o.MinReplicasToWrite > 0 {
+		common = append(common, "--min-replicas-to-write", strconv.Itoa(o.MinReplicasToWrite), "--min-replicas-max-lag", "2")
+	}
+	master := startServer(t, freePort(t), "", common)
 	s.Nodes = append(s.Nodes, master)
 	host, port, _ := net.SplitHostPort(master.Addr)
-	for range o.Replicas {
-		s.Nodes = append(s.Nodes, startServer(t, freePort(t), "", []string{"--replicaof", host, port}))
+	for i := range o.Replicas {
+		rhost, rport := host, port
+		if o.ReplicaLink != nil {
+			rhost, rport, _ = net.SplitHostPort(o.ReplicaLink(i, master.Addr))
+		}
+		s.Nodes = append(s.Nodes, startServer(t, freePort(t), "", append([]string{"--replicaof", rhost, rport}, common...)))
+	}
+	failoverTimeout := 4 * o.DownAfter
+	if o.ReplicaLink != nil {
+		failoverTimeout = 30 * time.Second
 	}
 	conf := fmt.Sprintf("sentinel monitor %s %s %s %d\n"+
 		"sentinel down-after-milliseconds %[1]s %[5]d\n"+
 		"sentinel failover-timeout %[1]s %[6]d\n"+
 		"sentinel parallel-syncs %[1]s %[7]d\n",
-		MasterName, host, port, o.Sentinels/2+1, o.DownAfter.Milliseconds(), 4*o.DownAfter.Milliseconds(), o.Replicas)
+		MasterName, host, port, o.Sentinels/2+1, o.DownAfter.Milliseconds(), failoverTimeout.Milliseconds(), o.Replicas)
 	for range o.Sentinels {
 		s.Sentinels = append(s.Sentinels, startServer(t, freePort(t), conf, []string{"--sentinel"}))
 	}
@@ -79,6 +104,16 @@ func StartSentinel(t testing.TB, o SentinelOptions) *Sentinel {
 			return err == nil && strings.Contains(info, "master_link_status:up"), info
 		})
 	}
+	// Every replica acknowledges a write: replication flows, not just the link is up.
+	waitUntil(ctx, t, "every replica to acknowledge a write", func() (bool, string) {
+		conn := master.client().Conn()
+		defer conn.Close()
+		if err := conn.Set(ctx, "redistest:replicated", "1", 0).Err(); err != nil {
+			return false, err.Error()
+		}
+		n, err := conn.Wait(ctx, o.Replicas, time.Second).Result()
+		return err == nil && int(n) == o.Replicas, fmt.Sprintf("%d acknowledged, %v", n, err)
+	})
 	return s
 }
 
