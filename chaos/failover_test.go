@@ -222,3 +222,29 @@ func TestSentinelFailoverInPhase1(t *testing.T) {
 	w, topo := sentinelWorld(t)
 	haScenario(t, w, true, func(t *testing.T) { topo.Failover() })
 }
+
+// serviceKeyB is the Redis key of service b's lease (the service both pipelines share), as
+// redislock names it with its default prefix: the Cluster variants fail over its slot.
+const serviceKeyB = "orch:lock:{coolify:" + appB + "}:lock"
+
+// clusterWorld is a world on a Cluster of three masters with one replica each and a node
+// timeout of 2 s.
+func clusterWorld(t *testing.T) (*world, *redistest.Cluster) {
+	c := redistest.StartCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1, NodeTimeout: 2 * time.Second})
+	return newWorldAt(t, c.URL(), haTiming), c
+}
+
+func TestClusterFailoverInPhase2(t *testing.T) {
+	w, c := clusterWorld(t)
+	haScenario(t, w, false, func(t *testing.T) { c.Failover(c.ReplicaOf(c.MasterOf(serviceKeyB))) })
+}
+
+func TestClusterMasterKilledInPhase2(t *testing.T) {
+	w, c := clusterWorld(t)
+	haScenario(t, w, false, func(t *testing.T) {
+		m := c.MasterOf(serviceKeyB)
+		r := c.ReplicaOf(m)
+		m.Stop() // kill -9
+		c.WaitMaster(r, 30*time.Second)
+	})
+}

@@ -44,7 +44,8 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 	for range n {
 		c.Nodes = append(c.Nodes, startServer(t, clusterPort(t), "", []string{
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", strconv.FormatInt(o.NodeTimeout.Milliseconds(), 10)}))
+			"--cluster-node-timeout", strconv.FormatInt(o.NodeTimeout.Milliseconds(), 10),
+			"--repl-diskless-sync-delay", "0"}))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -95,6 +96,17 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 			}
 			return strings.Contains(repl, fmt.Sprintf("connected_slaves:%d", o.Replicas)), repl
 		})
+	}
+	if o.Replicas > 0 {
+		// Every master's replicas acknowledge a write: replication flows, not just the link.
+		for _, m := range c.Nodes[:o.Masters] {
+			waitUntil(ctx, t, "the replicas of "+m.Addr+" to acknowledge a write", func() (bool, string) {
+				conn := m.client().Conn()
+				defer conn.Close()
+				n, err := conn.Wait(ctx, o.Replicas, time.Second).Result()
+				return err == nil && int(n) == o.Replicas, fmt.Sprintf("%d acknowledged, %v", n, err)
+			})
+		}
 	}
 	return c
 }

@@ -184,7 +184,9 @@ func newClient(rawURL string) (redis.UniversalClient, error) {
 			return nil, fmt.Errorf("parse redis cluster URL: %w", err)
 		}
 		o.ContextTimeoutEnabled = true
-		return redis.NewClusterClient(o), nil
+		c := redis.NewClusterClient(o)
+		c.OnNewNode(func(node *redis.Client) { node.AddHook(reloadOnDialError{c}) })
+		return c, nil
 	case "redis", "rediss":
 		if u.Query().Has("master_name") {
 			o, err := redis.ParseFailoverURL(rawURL)
