@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"net/http"
 	"strings"
 
@@ -57,8 +58,8 @@ type tokenDigest struct {
 	sum  [sha256.Size]byte
 }
 
-// cookieName is the dashboard's session cookie: it holds a read (or stronger) token for
-// browsers, which cannot send bearer headers from EventSource. See dashboard.go.
+// cookieName is the dashboard's session cookie: it holds the token the operator logged in
+// with, for browsers, which cannot send bearer headers from EventSource. See session.go.
 const cookieName = "orchestrator_token"
 
 func newAuthenticator(t config.Tokens, publicRead bool) *authenticator {
@@ -75,18 +76,22 @@ func newAuthenticator(t config.Tokens, publicRead bool) *authenticator {
 }
 
 // identify returns the role of the token presented, whether one was presented, and whether
-// it matched a configured token. A token from the dashboard cookie grants at most roleRead:
-// a browser session can look, never act, so a forged cross-site request gains nothing.
+// it matched a configured token. The dashboard cookie carries exactly the rights of the
+// token it holds, no more and no less than the same token as a bearer header: what keeps a
+// forged cross-site request from using it is the cookie's SameSite=Strict and the
+// cross-origin check every unsafe request passes (see session.go).
 func (a *authenticator) identify(r *http.Request) (rl role, presented, valid bool) {
-	tok, fromCookie, presented := bearer(r)
+	tok, presented := bearer(r)
 	if !presented {
 		return roleNone, false, false
 	}
-	defer func() {
-		if fromCookie && rl > roleRead {
-			rl = roleRead
-		}
-	}()
+	rl, valid = a.match(tok)
+	return rl, true, valid
+}
+
+// match returns the role of tok and whether it is a configured token. Every configured token
+// is compared, in constant time.
+func (a *authenticator) match(tok string) (rl role, valid bool) {
 	sum := sha256.Sum256([]byte(tok))
 	found := 0
 	for _, t := range a.tokens {
@@ -95,23 +100,31 @@ func (a *authenticator) identify(r *http.Request) (rl role, presented, valid boo
 			rl = max(rl, t.role)
 		}
 	}
-	return rl, true, found == 1
+	return rl, found == 1
 }
 
 // bearer reads "Authorization: Bearer <token>", or else the dashboard cookie.
-func bearer(r *http.Request) (tok string, fromCookie, presented bool) {
+func bearer(r *http.Request) (tok string, presented bool) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, tok, ok := strings.Cut(h, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-			return "", false, true // presented, but not a bearer token: it matches nothing
+			return "", true // presented, but not a bearer token: it matches nothing
 		}
-		return strings.TrimSpace(tok), false, true
+		return strings.TrimSpace(tok), true
 	}
 	if c, err := r.Cookie(cookieName); err == nil && c.Value != "" {
-		return c.Value, true, true
+		tok, err := base64.RawURLEncoding.DecodeString(c.Value)
+		if err != nil {
+			return "", true // presented, but not a cookie this daemon set: it matches nothing
+		}
+		return string(tok), true
 	}
-	return "", false, false
+	return "", false
 }
+
+// cookieValue is how the cookie holds a token: base64url, so that a token with characters a
+// cookie may not carry (space, quote, semicolon) survives the trip.
+func cookieValue(tok string) string { return base64.RawURLEncoding.EncodeToString([]byte(tok)) }
 
 // check returns nil when the request may use a route of the given access, else the answer:
 // 401 when no token was presented, 403 when the token presented is wrong (unknown, or valid
@@ -156,8 +169,13 @@ func (s *server) require(acc access, next http.HandlerFunc) http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), roleKey{}, rl)))
+		next(w, withRole(r, rl))
 	}
+}
+
+// withRole is r with the role of its token in its context, for actor and the pages.
+func withRole(r *http.Request, rl role) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), roleKey{}, rl))
 }
 
 // actor names who made the request, for Trigger.By and the audit trail: "api:<role>".

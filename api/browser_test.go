@@ -5,13 +5,17 @@ import (
 	"context"
 	"flag"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -124,6 +128,41 @@ func screenshot(t *testing.T, ctx context.Context, name string) string {
 	return p
 }
 
+// load runs steps that navigate (a link, a form's submit) and returns the status of the
+// page they lead to.
+func load(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) int64 {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	resp, err := chromedp.RunResponse(c, steps...)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return resp.Status
+}
+
+// login opens page, which answers the login form (401), logs in with token and waits to be
+// back on page.
+func login(t *testing.T, ctx context.Context, page, token string) {
+	t.Helper()
+	if st := load(t, ctx, "open "+page, chromedp.Navigate(page)); st != 401 {
+		t.Fatalf("%s without a session: status %d, want the login form with 401", page, st)
+	}
+	if st := load(t, ctx, "log in",
+		chromedp.SetValue(chromedp.CSS("#token"), token),
+		chromedp.Click(chromedp.CSS(`#login-form button[type="submit"]`)),
+	); st != 200 {
+		t.Fatalf("after logging in: status %d, want 200", st)
+	}
+	u, err := url.Parse(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !evalBool(t, ctx, `location.pathname === `+strconv.Quote(u.Path)+` && location.search === "" && document.getElementById("session-role") !== null`) {
+		t.Fatalf("after logging in: not back on %s, or no session shown", u.Path)
+	}
+}
+
 // stepStatuses is a JS expression: the run page's steps as "phase/name=status" joined by ",".
 const stepStatuses = `Array.from(document.querySelectorAll("tr[data-step]")).map(r => r.dataset.step + "=" + r.dataset.status).join(",")`
 
@@ -137,15 +176,15 @@ func TestDashboardFollowsARunLive(t *testing.T) {
 
 	r := f.trigger("prod", map[string]string{"build": "1234", "image_tag": "v2.4.0", "commit": "5f2c3e1a9b7d", "app_version": "2.4.0"})
 
-	// The first visit carries the read token once; the page stores it in a cookie and
-	// redirects to the clean URL.
+	// The first visit answers the login form; logging in with the read token leads back to
+	// the run page.
+	login(t, ctx, srv.URL+"/runs/"+r.ID, readToken)
 	within(t, ctx, "open the run page",
-		chromedp.Navigate(srv.URL+"/runs/"+r.ID+"?token="+readToken),
 		chromedp.Poll[chromedp.Void](`document.getElementById("live") && document.getElementById("live").textContent === "live"`),
 		chromedp.Evaluate[chromedp.Void](`window.__sameDocument = "still-here"`),
 	)
-	if !evalBool(t, ctx, `location.search === ""`) {
-		t.Error("the token stayed in the address bar")
+	if !evalBool(t, ctx, `location.pathname === "/runs/`+r.ID+`" && location.search === ""`) {
+		t.Error("after logging in, the browser is not on the run page's clean URL")
 	}
 	if got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](stepStatuses)); strings.Count(got, "=pending") != 6 {
 		t.Fatalf("steps before the run moves: got %s, want 6 pending", got)
@@ -235,5 +274,242 @@ func TestDashboardFollowsARunLive(t *testing.T) {
 		if strings.Contains(html, s) {
 			t.Errorf("the dashboard shows the secret %q", s)
 		}
+	}
+}
+
+// fitsWidth is a JS expression: "" when nothing on the page is wider than the viewport and
+// no section's content spills out of its card, else what does.
+const fitsWidth = `(() => {
+  const bad = [];
+  const root = document.documentElement;
+  if (root.scrollWidth > innerWidth) bad.push("page " + root.scrollWidth + "px > " + innerWidth + "px");
+  document.querySelectorAll("main section").forEach(s => {
+    if (s.scrollWidth > s.clientWidth) bad.push("#" + (s.id || s.className) + " " + s.scrollWidth + "px > " + s.clientWidth + "px");
+  });
+  return bad.join("; ");
+})()`
+
+// checkFits fails the test when the page does not fit a viewport of width px.
+func checkFits(t *testing.T, ctx context.Context, page string, width int64, mobile bool) {
+	t.Helper()
+	opts := []chromedp.EmulateViewportOption{}
+	if mobile {
+		opts = append(opts, chromedp.EmulateMobile)
+	}
+	within(t, ctx, "viewport", chromedp.EmulateViewport(width, 900, opts...))
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	bad, err := chromedp.Run(c, chromedp.Evaluate[string](fitsWidth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad != "" {
+		screenshot(t, ctx, "spill.png")
+		t.Errorf("%s at %dpx: %s", page, width, bad)
+	}
+}
+
+// actionMsg waits for the page's action status line to say something and returns it.
+func actionMsg(t *testing.T, ctx context.Context, what string) string {
+	t.Helper()
+	within(t, ctx, what, chromedp.Poll[chromedp.Void](`!document.getElementById("action-msg").hidden`))
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	msg, err := chromedp.Run(c, chromedp.Evaluate[string](`document.getElementById("action-msg").textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, ctx, "clear the status line", chromedp.Evaluate[chromedp.Void](`document.getElementById("action-msg").hidden = true`))
+	return msg
+}
+
+// TestDashboardActions logs in through the form and drives every action of the dashboard
+// in a real headless Chromium, checking each effect through the API: with the admin token,
+// force-release a lock at the fence shown (and see a stale fence refused with the API's
+// error), freeze and unfreeze with a message, cancel a run; with the trigger token, cancel a
+// run and nothing else. Also: the session cookie's flags, and the layout at 1280 and 400 px.
+func TestDashboardActions(t *testing.T) {
+	f := newFixture(t)
+	srv := httptest.NewServer(f.h)
+	t.Cleanup(srv.Close)
+	ctx := browser(t)
+	bg := context.Background()
+
+	// Locks with long holders and messages, the kind that used to spill out of the card.
+	long := "prod#2026-12-03T05:00:00Z-build-987654321/phase1/payments-gateway-worker-eu-west-1"
+	held, err := f.locker.Acquire(bg, locks.Request{Key: "coolify:phase1", Holder: long,
+		Message: "syncing payments-gateway-worker-eu-west-1,payments-gateway-api-eu-west-1,payments-gateway-web-eu-west-1", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(bg)
+	stale, err := f.locker.Acquire(bg, locks.Request{Key: "coolify:uuid-api", Holder: "demo#7/api", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A wrong token is refused on the form; the admin token logs in.
+	if st := load(t, ctx, "open the index", chromedp.Navigate(srv.URL+"/")); st != 401 {
+		t.Fatalf("index without a session: %d, want 401 with the login form", st)
+	}
+	if st := load(t, ctx, "log in with a wrong token",
+		chromedp.SetValue(chromedp.CSS("#token"), "not-a-token-of-this-daemon"),
+		chromedp.Click(chromedp.CSS(`#login-form button[type="submit"]`)),
+	); st != 403 || !evalBool(t, ctx, `document.getElementById("login-error").textContent.includes("not valid")`) {
+		t.Fatalf("wrong token: status %d, want 403 and the reason on the form", st)
+	}
+	login(t, ctx, srv.URL+"/", adminToken)
+	cookies, err := chromedp.Run(ctx, func(ctx context.Context, tg *chromedp.Target) ([]*network.Cookie, error) {
+		res, err := cdp.Call(ctx, tg, network.GetCookies, network.GetCookiesParams{})
+		return res.Cookies, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cookies) != 1 || !cookies[0].HTTPOnly || cookies[0].SameSite != network.CookieSameSiteStrict {
+		t.Fatalf("session cookie: got %+v, want one, HttpOnly and SameSite=Strict", cookies)
+	}
+	if !evalBool(t, ctx, `document.cookie === ""`) {
+		t.Error("the page's script can read the session cookie")
+	}
+
+	// The layout fits a laptop and a phone.
+	within(t, ctx, "see both locks", chromedp.Poll[chromedp.Void](`document.querySelectorAll("tr[data-lock] button[data-act]").length === 2`))
+	checkFits(t, ctx, "index", 1280, false)
+	screenshot(t, ctx, "dashboard-index-1280.png")
+	checkFits(t, ctx, "index", 400, true)
+	screenshot(t, ctx, "dashboard-index-400.png")
+	within(t, ctx, "back to a laptop", chromedp.EmulateViewport(1280, 900))
+
+	// Force-release at the fence shown: the panel names it, the API gets it.
+	fence := strconv.FormatInt(held.Fence(), 10)
+	within(t, ctx, "open the release panel",
+		chromedp.Click(chromedp.CSS(`tr[data-lock="coolify:phase1"] button[data-act="release"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#release-form")),
+	)
+	if !evalBool(t, ctx, `document.querySelector('#release-form [data-f="fence"]').textContent === "`+fence+`"`) {
+		t.Fatalf("the release panel does not show fence %s", fence)
+	}
+	within(t, ctx, "release",
+		chromedp.SetValue(chromedp.CSS("#release-reason"), "holder died"),
+		chromedp.Click(chromedp.CSS(`#release-form button[type="submit"]`)),
+	)
+	if msg := actionMsg(t, ctx, "release answered"); !strings.Contains(msg, "Released coolify:phase1 (fence "+fence) {
+		t.Fatalf("after release: %q", msg)
+	}
+	if l := f.lockInfo("coolify:phase1"); l.Key != "" {
+		t.Fatalf("coolify:phase1 is still held: %+v", l)
+	}
+	audit := decodeJSON[struct{ Entries []locks.AuditEntry }](t, f.do("GET", "/v1/locks/audit", adminToken, nil)).Entries
+	if len(audit) == 0 || audit[0].Action != "force_release" || audit[0].Reason != "holder died" ||
+		audit[0].Evicted == nil || audit[0].Evicted.Fence != held.Fence() || audit[0].By != "api:admin" {
+		t.Fatalf("audit after the release: %+v", audit)
+	}
+	within(t, ctx, "the row goes", chromedp.Poll[chromedp.Void](`document.querySelector('tr[data-lock="coolify:phase1"]') === null`))
+
+	// A stale fence: the lock changed hands after the page read it. The API refuses, the
+	// page says why, and the new holder keeps the lock.
+	within(t, ctx, "open the release panel of coolify:uuid-api",
+		chromedp.Click(chromedp.CSS(`tr[data-lock="coolify:uuid-api"] button[data-act="release"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#release-form")),
+	)
+	if err := stale.Release(bg); err != nil {
+		t.Fatal(err)
+	}
+	next, err := f.locker.Acquire(bg, locks.Request{Key: "coolify:uuid-api", Holder: "demo#8/api", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Release(bg)
+	within(t, ctx, "release at the old fence",
+		chromedp.SetValue(chromedp.CSS("#release-reason"), "stuck"),
+		chromedp.Click(chromedp.CSS(`#release-form button[type="submit"]`)),
+	)
+	if msg := actionMsg(t, ctx, "stale release answered"); !strings.HasPrefix(msg, "Refused (409 lock_changed)") {
+		t.Fatalf("release at a stale fence: %q, want the API's 409", msg)
+	}
+	if l := f.lockInfo("coolify:uuid-api"); l.Fence != next.Fence() {
+		t.Fatalf("coolify:uuid-api after the refused release: %+v, want fence %d", l, next.Fence())
+	}
+
+	// Freeze with a message; a key the API refuses shows the API's reason.
+	within(t, ctx, "freeze a key that is not one",
+		chromedp.Click(chromedp.CSS(`#release-form button[data-close]`)),
+		chromedp.SetValue(chromedp.CSS("#freeze-key"), "coolfy:phase2"),
+		chromedp.SetValue(chromedp.CSS("#freeze-message"), "db migration, ask #ops"),
+		chromedp.Click(chromedp.CSS(`#freeze-form button[type="submit"]`)),
+	)
+	if msg := actionMsg(t, ctx, "bad freeze answered"); !strings.HasPrefix(msg, "Refused (400 invalid)") || !strings.Contains(msg, "namespace") {
+		t.Fatalf("freeze of a bad key: %q, want the API's 400", msg)
+	}
+	within(t, ctx, "freeze coolify:phase2",
+		chromedp.SetValue(chromedp.CSS("#freeze-key"), "coolify:phase2"),
+		chromedp.SetValue(chromedp.CSS("#freeze-for"), "30m"),
+		chromedp.Click(chromedp.CSS(`#freeze-form button[type="submit"]`)),
+	)
+	if msg := actionMsg(t, ctx, "freeze answered"); !strings.HasPrefix(msg, "Froze coolify:phase2 until") {
+		t.Fatalf("after freeze: %q", msg)
+	}
+	if l := f.lockInfo("coolify:phase2"); !l.Frozen || l.Message != "db migration, ask #ops" ||
+		l.ExpiresAt.Sub(time.Now()) < 29*time.Minute || l.ExpiresAt.Sub(time.Now()) > 31*time.Minute {
+		t.Fatalf("coolify:phase2 after the freeze: %+v", l)
+	}
+	within(t, ctx, "unfreeze coolify:phase2",
+		chromedp.Click(chromedp.CSS(`tr[data-lock="coolify:phase2"] button[data-act="unfreeze"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#unfreeze-form")),
+		chromedp.SetValue(chromedp.CSS("#unfreeze-reason"), "migration done"),
+		chromedp.Click(chromedp.CSS(`#unfreeze-form button[type="submit"]`)),
+	)
+	if msg := actionMsg(t, ctx, "unfreeze answered"); msg != "Unfroze coolify:phase2." {
+		t.Fatalf("after unfreeze: %q", msg)
+	}
+	if l := f.lockInfo("coolify:phase2"); l.Key != "" {
+		t.Fatalf("coolify:phase2 after the unfreeze: %+v", l)
+	}
+
+	// Cancel a run as admin, after a confirmation.
+	cancelOnPage := func(who string, r runs.Run) {
+		t.Helper()
+		within(t, ctx, who+" cancels "+r.ID,
+			chromedp.Click(chromedp.CSS("#cancel-ask")),
+			chromedp.Click(chromedp.CSS("#cancel-yes")),
+			chromedp.Poll[chromedp.Void](`document.getElementById("run-status").textContent === "canceled" && document.getElementById("cancel-form").hidden`),
+		)
+		got := decodeJSON[runs.Run](t, f.do("GET", "/v1/runs/"+r.ID, readToken, nil))
+		if got.Status != runs.StatusCanceled {
+			t.Fatalf("%s's cancel: run status %s, want canceled", who, got.Status)
+		}
+	}
+	first := f.trigger("prod", map[string]string{"build": "1", "image_tag": "v1"})
+	load(t, ctx, "open the run", chromedp.Navigate(srv.URL+"/runs/"+first.ID))
+	within(t, ctx, "the run page is live", chromedp.Poll[chromedp.Void](`document.getElementById("live").textContent === "live"`))
+	checkFits(t, ctx, "run page", 1280, false)
+	checkFits(t, ctx, "run page", 400, true)
+	within(t, ctx, "back to a laptop", chromedp.EmulateViewport(1280, 900))
+	cancelOnPage("admin", first)
+
+	// The trigger token: cancel, and no lock actions.
+	if st := load(t, ctx, "log out", chromedp.Click(chromedp.CSS("#logout"))); st != 200 ||
+		!evalBool(t, ctx, `location.pathname === "/login" && document.getElementById("login-form") !== null`) {
+		t.Fatalf("after logging out: status %d, want the login form", st)
+	}
+	second := f.trigger("demo", map[string]string{"build": "2"})
+	login(t, ctx, srv.URL+"/runs/"+second.ID, triggerToken)
+	within(t, ctx, "the run page is live", chromedp.Poll[chromedp.Void](`document.getElementById("live").textContent === "live"`))
+
+	// A step superseded while the page is open says why, as the CLI does.
+	note := "not deployed: run 0000-newer re-synced it at fence 31"
+	if _, err := f.store.Update(bg, second.ID, func(r *runs.Run) error {
+		r.Step(runs.Phase2, "api").Status = runs.StepSuperseded
+		return nil
+	}, runs.Event{Type: runs.EventServiceSuperseded, Phase: runs.Phase2, Service: "api", Message: note}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, ctx, "see the superseded step explained",
+		chromedp.Poll[chromedp.Void](`document.querySelector('tr[data-step="phase2/api"] td[data-label="Detail"]').textContent === `+strconv.Quote(note)))
+	cancelOnPage("trigger", second)
+	load(t, ctx, "open the index", chromedp.Navigate(srv.URL+"/"))
+	if !evalBool(t, ctx, `document.querySelector("button[data-act], #freeze-form, #release-form") === null && document.getElementById("session-role").textContent === "trigger token"`) {
+		t.Error("the trigger token's index offers lock actions")
 	}
 }

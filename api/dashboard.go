@@ -8,7 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,10 +20,11 @@ import (
 // The dashboard: server-rendered pages (html/template) with their CSS and JS embedded, no
 // CDN. The run page follows the run's SSE stream and redraws its steps as they move.
 //
-// Browsers cannot send a bearer header from EventSource, so when reads are not public a
-// visit to a dashboard page with ?token=<read token> stores the token in an HttpOnly,
-// SameSite=Strict cookie and redirects to the same page without it; the API accepts the
-// cookie like a bearer header.
+// The pages offer what the session's token may do (session.go): with the trigger or admin
+// token, cancel a run; with the admin token, force-release a lock (at the fence shown),
+// freeze and unfreeze one. The actions are forms that the page's script sends to the JSON
+// API (/v1/...), with the cookie, and whose answer, error included, the page shows.
+// Without a token the pages answer the login form; an unknown page answers an HTML 404.
 
 //go:embed web/*.html web/static
 var webFS embed.FS
@@ -32,6 +33,8 @@ var webFS embed.FS
 type pages struct {
 	index *template.Template
 	run   *template.Template
+	login *template.Template
+	error *template.Template
 }
 
 var pageFuncs = template.FuncMap{
@@ -69,7 +72,7 @@ func newPages() *pages {
 	parse := func(name string) *template.Template {
 		return template.Must(template.New(name).Funcs(pageFuncs).ParseFS(webFS, "web/layout.html", "web/"+name))
 	}
-	return &pages{index: parse("index.html"), run: parse("run.html")}
+	return &pages{index: parse("index.html"), run: parse("run.html"), login: parse("login.html"), error: parse("error.html")}
 }
 
 // humanDuration matches run.js's dur(): "850ms", "12.3s", "4m05s".
@@ -85,15 +88,31 @@ func humanDuration(d time.Duration) string {
 	return fmt.Sprintf("%dm%02ds", m, sec)
 }
 
-// stepDetail is the step's error, or what it changed and deployed (names, never values).
-func stepDetail(s runs.Step) string {
+// supersededNote is what a superseded step's detail says when the run's events do not
+// name the newer run (run.js says the same).
+const supersededNote = "not deployed by this run: a newer run re-synced the service"
+
+// stepDetail is the step's error, its note, or what it changed and deployed (names, never values). A
+// superseded step says why it was not deployed: its service.superseded event's message, from
+// notes (by "phase/name"), as the CLI prints it.
+func stepDetail(s runs.Step, notes map[string]string) string {
 	if s.Error != "" {
 		return s.Error
+	}
+	if s.Note != "" {
+		return s.Note // e.g. a stale step: the newer build and run on the service
 	}
 	if s.Status == runs.StepWaitingLock && s.LockKey != "" {
 		return "waiting for " + s.LockKey
 	}
 	var parts []string
+	if s.Status == runs.StepSuperseded {
+		note := notes[string(s.Phase)+"/"+s.Name]
+		if note == "" {
+			note = supersededNote
+		}
+		parts = append(parts, note)
+	}
 	if c := s.Changes.String(); c != "" {
 		parts = append(parts, c)
 	}
@@ -104,7 +123,7 @@ func stepDetail(s runs.Step) string {
 }
 
 // render executes a page into a buffer first, so a template error answers 500 cleanly.
-func (s *server) render(w http.ResponseWriter, r *http.Request, t *template.Template, data any) {
+func (s *server) render(w http.ResponseWriter, r *http.Request, status int, t *template.Template, data any) {
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", data); err != nil {
 		s.writeError(w, r, err)
@@ -115,13 +134,51 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, t *template.Temp
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'")
-	w.WriteHeader(http.StatusOK)
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'")
+	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+type errorData struct {
+	Title   string
+	Session session
+	Status  int
+	Message string
+}
+
+// pageError answers err as an HTML page, with the status the API would answer.
+func (s *server) pageError(w http.ResponseWriter, r *http.Request, err error) {
+	status, detail, retryAfter := s.noteError(r, err)
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	title := http.StatusText(status)
+	if status == http.StatusNotFound {
+		title = "Not found"
+	}
+	s.render(w, r, status, s.pages.error, errorData{Title: title, Session: sessionOf(r), Status: status, Message: detail.Message})
+}
+
+// answerError answers err as a page to a browser asking for one (wantsPage), else as JSON.
+func (s *server) answerError(w http.ResponseWriter, r *http.Request, err error) {
+	if wantsPage(r) {
+		s.pageError(w, r, err)
+		return
+	}
+	s.writeError(w, r, err)
+}
+
+// wantsPage reports whether a request is a browser's for a page (GET or HEAD outside /v1/,
+// accepting HTML), so an error answers a page rather than JSON.
+func wantsPage(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		!strings.HasPrefix(r.URL.Path, "/v1/") &&
+		strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
 type indexData struct {
 	Title    string
+	Session  session
 	Runs     []runs.Run
 	Locks    []locks.Info
 	LocksErr string
@@ -132,10 +189,10 @@ func (s *server) handleDashboard() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		page, err := s.runs.List(r.Context(), runs.Filter{Limit: 30})
 		if err != nil {
-			s.writeError(w, r, err)
+			s.pageError(w, r, err)
 			return
 		}
-		d := indexData{Title: "Dashboard", Runs: page.Runs}
+		d := indexData{Title: "Dashboard", Session: sessionOf(r), Runs: page.Runs}
 		infos, err := s.locks.List(r.Context(), "")
 		if err != nil {
 			d.LocksErr = "the lock backend is unavailable"
@@ -143,7 +200,7 @@ func (s *server) handleDashboard() http.HandlerFunc {
 				slog.String(keyRequestID, requestID(r.Context())), slog.String(keyError, err.Error()))
 		}
 		d.Locks = redactLeases(infos)
-		s.render(w, r, s.pages.index, d)
+		s.render(w, r, http.StatusOK, s.pages.index, d)
 	}
 }
 
@@ -154,9 +211,12 @@ type phaseView struct {
 }
 
 type runData struct {
-	Title  string
-	Run    runs.Run
-	Phases []phaseView
+	Title   string
+	Session session
+	Run     runs.Run
+	Phases  []phaseView
+	// Notes are the messages of the run's service.superseded events, by "phase/name".
+	Notes map[string]string
 }
 
 // handleRunPage serves GET /runs/{id}: Phase 1, Phase 2 and mobile, live.
@@ -164,19 +224,45 @@ func (s *server) handleRunPage() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		run, err := s.runParam(r)
 		if err != nil {
-			s.writeError(w, r, err)
+			s.pageError(w, r, err)
 			return
 		}
-		s.render(w, r, s.pages.run, runData{
-			Title: run.Pipeline + " " + run.ID,
-			Run:   run,
+		notes, err := s.supersededNotes(r, run)
+		if err != nil {
+			s.pageError(w, r, err)
+			return
+		}
+		s.render(w, r, http.StatusOK, s.pages.run, runData{
+			Title:   run.Pipeline + " " + run.ID,
+			Session: sessionOf(r),
+			Run:     run,
 			Phases: []phaseView{
 				{Phase: runs.Phase1, Title: "Phase 1 — sync", Steps: run.StepsOf(runs.Phase1)},
 				{Phase: runs.Phase2, Title: "Phase 2 — deploy", Steps: run.StepsOf(runs.Phase2)},
 				{Phase: runs.PhaseMobile, Title: "Mobile", Steps: run.StepsOf(runs.PhaseMobile)},
 			},
+			Notes: notes,
 		})
 	}
+}
+
+// supersededNotes reads the run's events for the messages of its service.superseded events,
+// by "phase/name"; only when a step was superseded (rarely), else it reads nothing.
+func (s *server) supersededNotes(r *http.Request, run runs.Run) (map[string]string, error) {
+	if !slices.ContainsFunc(run.Steps, func(st runs.Step) bool { return st.Status == runs.StepSuperseded }) {
+		return nil, nil
+	}
+	evs, err := s.runs.Events(r.Context(), run.ID, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	notes := map[string]string{}
+	for _, ev := range evs {
+		if ev.Type == runs.EventServiceSuperseded && ev.Message != "" {
+			notes[string(ev.Phase)+"/"+ev.Service] = ev.Message
+		}
+	}
+	return notes, nil
 }
 
 // handleStatic serves the embedded CSS and JS under /static/, and nothing else: no directory
@@ -196,30 +282,4 @@ func (s *server) handleStatic() http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		files.ServeHTTP(w, r)
 	})
-}
-
-// tokenCookie turns ?token= on a dashboard page into the session cookie and redirects to the
-// page without it, so the token leaves the address bar and never reaches a log line.
-func (s *server) tokenCookie(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		tok := q.Get("token")
-		if tok == "" {
-			next(w, r)
-			return
-		}
-		probe := r.Clone(r.Context())
-		probe.Header = http.Header{"Authorization": {"Bearer " + tok}}
-		if _, _, valid := s.auth.identify(probe); !valid {
-			s.writeError(w, r, &httpError{status: http.StatusForbidden, code: "forbidden", message: "the token is not valid for this daemon"})
-			return
-		}
-		http.SetCookie(w, &http.Cookie{
-			Name: cookieName, Value: tok, Path: "/", HttpOnly: true,
-			Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode, MaxAge: int((12 * time.Hour).Seconds()),
-		})
-		q.Del("token")
-		u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
-		http.Redirect(w, r, u.String(), http.StatusSeeOther)
-	}
 }

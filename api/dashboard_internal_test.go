@@ -36,8 +36,14 @@ func TestStepDetail(t *testing.T) {
 			`tag v1 → v2; env: A created, B (is_literal true → false, comment "ops" → "")`},
 		{runs.Step{DeploymentUUID: "dpl-1", Changes: runs.Changes{Fields: []string{"ios.latest_version"}}},
 			"fields: ios.latest_version; deployment dpl-1"},
+		// A superseded step says why it was not deployed: its event's message, else the
+		// general reason.
+		{runs.Step{Phase: runs.Phase2, Name: "api", Status: runs.StepSuperseded},
+			"not deployed: run r-2 re-synced it at fence 9"},
+		{runs.Step{Phase: runs.Phase2, Name: "web", Status: runs.StepSuperseded}, supersededNote},
 	} {
-		if got := stepDetail(c.s); got != c.want {
+		notes := map[string]string{"phase2/api": "not deployed: run r-2 re-synced it at fence 9"}
+		if got := stepDetail(c.s, notes); got != c.want {
 			t.Errorf("stepDetail(%+v): got %q, want %q", c.s, got, c.want)
 		}
 	}

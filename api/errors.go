@@ -194,10 +194,20 @@ func toHTTP(err error) (int, errorDetail, int) {
 	return http.StatusInternalServerError, errorDetail{Code: "internal", Message: "internal error; the daemon's log has the details"}, 0
 }
 
-// writeError answers err as JSON. Errors that are the server's fault are logged here, once,
-// with the request ID; the client's mistakes are not logged beyond the access log.
+// writeError answers err as JSON.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	status, detail, retryAfter := toHTTP(err)
+	status, detail, retryAfter := s.noteError(r, err)
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	encode(w, status, errorBody{Error: detail})
+}
+
+// noteError is toHTTP for an answer about to be written (as JSON by writeError, as a page by
+// pageError). Errors that are the server's fault are logged here, once, with the request ID;
+// the client's mistakes are not logged beyond the access log.
+func (s *server) noteError(r *http.Request, err error) (status int, detail errorDetail, retryAfter int) {
+	status, detail, retryAfter = toHTTP(err)
 	switch {
 	case errors.Is(err, panics.ErrPanic):
 		s.logPanic(r, "request panicked", err)
@@ -208,8 +218,5 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			slog.Int(keyStatus, status),
 			slog.String(keyError, err.Error()))
 	}
-	if retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-	}
-	encode(w, status, errorBody{Error: detail})
+	return status, detail, retryAfter
 }

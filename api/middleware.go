@@ -100,8 +100,8 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // observe gives every request an ID and writes one access-log line
-// and the HTTP metrics when the request ends. Query strings are never logged: the dashboard's
-// first visit may carry a token there.
+// and the HTTP metrics when the request ends. Query strings are never logged: a client may
+// put anything there, a token included.
 func (s *server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -311,6 +311,6 @@ func (s *server) requireLimited(acc access, ok, fail *limiter, next http.Handler
 			s.writeError(w, r, err)
 			return
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), roleKey{}, rl)))
+		next(w, withRole(r, rl))
 	}
 }

@@ -12,8 +12,11 @@ import (
 //	GET    /healthz                        public    process up
 //	GET    /readyz                         public    run store and lock backend reachable
 //	GET    /metrics                        read      Prometheus
-//	GET    /                               read      dashboard: recent runs and current locks
-//	GET    /runs/{id}                      read      dashboard: one run, live
+//	GET    /                               read      dashboard: recent runs and current locks (login page without a token)
+//	GET    /runs/{id}                      read      dashboard: one run, live (login page without a token)
+//	GET    /login                          public    dashboard: the login form
+//	POST   /login                          public    dashboard: check a token, store it in the session cookie
+//	POST   /logout                         public    dashboard: delete the session cookie
 //	GET    /static/*                       public    embedded CSS and JS
 //	POST   /v1/pipelines/{name}/runs       trigger   start a run (Idempotency-Key), rate limited per token
 //	GET    /v1/pipelines/{name}/plan       trigger   dry run
@@ -29,25 +32,29 @@ import (
 //	DELETE /v1/locks/{key}/freeze          admin     lift a freeze
 //	POST   /v1/webhooks/{github,gitlab,generic}  signature  CI webhooks, rate limited per provider
 //
-// Every route but /healthz and /readyz checks the Host header against allowed_hosts first.
+// Every route but /healthz and /readyz checks the Host header against allowed_hosts first;
+// every unsafe request then passes the cross-origin check (session.go).
 // Rate limits apply after the credential checked out, per credential; failed attempts take
 // from a bucket of their own, per client address.
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.observe, s.checkHost, s.recoverPanics)
+	r.Use(s.observe, s.checkHost, s.crossOrigin, s.recoverPanics)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, newHTTPError(http.StatusNotFound, "not_found", "no such route"))
+		s.answerError(w, r, newHTTPError(http.StatusNotFound, "not_found", "no such route"))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, newHTTPError(http.StatusMethodNotAllowed, "method_not_allowed", "method %s is not allowed here", r.Method))
+		s.answerError(w, r, newHTTPError(http.StatusMethodNotAllowed, "method_not_allowed", "method %s is not allowed here", r.Method))
 	})
 
 	r.Get("/healthz", s.handleHealthz())
 	r.Get("/readyz", s.handleReadyz())
 	r.Get("/metrics", s.require(accessRead, s.metrics.Handler().ServeHTTP))
 
-	r.Get("/", s.tokenCookie(s.require(accessRead, s.handleDashboard())))
-	r.Get("/runs/{id}", s.tokenCookie(s.require(accessRead, s.handleRunPage())))
+	r.Get("/", s.requirePage(accessRead, s.handleDashboard()))
+	r.Get("/runs/{id}", s.requirePage(accessRead, s.handleRunPage()))
+	r.Get("/login", s.handleLoginPage())
+	r.Post("/login", s.handleLogin())
+	r.Post("/logout", s.handleLogout())
 	r.Handle("/static/*", s.handleStatic())
 
 	r.Route("/v1", func(r chi.Router) {

@@ -97,6 +97,7 @@ type server struct {
 	webhookRate *limiter // per provider, after the signature checked out
 	triggerFail *limiter // per client address: failed trigger attempts
 	webhookFail *limiter // per client address: deliveries that did not verify
+	loginFail   *limiter // per client address: dashboard logins with a wrong token
 	pages       *pages
 	streams     *streamSlots
 	runJSON     *runJSON
@@ -150,6 +151,7 @@ func NewServer(d Deps) http.Handler {
 	s.webhookRate = newLimiter(d.Config.RateLimits.Webhook, s.now)
 	s.triggerFail = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	s.webhookFail = newLimiter(d.Config.RateLimits.Webhook, s.now)
+	s.loginFail = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	trusted, err := config.ParseTrustedProxies(d.Config.TrustedProxies)
 	if err != nil {
 		panic("api.NewServer: " + err.Error() + " (LoadDaemon validates it)")

@@ -96,6 +96,10 @@ type triggerBody struct {
 	Commit     string            `json:"commit"`
 	AppVersion string            `json:"app_version"`
 	Params     map[string]string `json:"params"`
+	// Rollback deploys this build on purpose even when a newer one is on the services
+	// (runs.Trigger.Rollback); Reason says why (recorded in the run and the audit).
+	Rollback bool   `json:"rollback"`
+	Reason   string `json:"reason"`
 }
 
 // validTrigger checks the trigger's values, each free-text rule here and then
@@ -112,7 +116,7 @@ func validTrigger(b triggerBody) (runs.Trigger, error) {
 		}
 	}
 	for _, f := range []struct{ name, v string }{
-		{"build", b.Build}, {"image_tag", b.ImageTag}, {"commit", b.Commit}, {"app_version", b.AppVersion},
+		{"build", b.Build}, {"image_tag", b.ImageTag}, {"commit", b.Commit}, {"app_version", b.AppVersion}, {"reason", b.Reason},
 	} {
 		add(validText(f.name, f.v, maxTriggerValue))
 	}
@@ -134,10 +138,14 @@ func validTrigger(b triggerBody) (runs.Trigger, error) {
 			}
 		}
 	}
+	if b.Reason != "" && !b.Rollback && !bad["reason"] {
+		add(fieldErr("reason", "a reason goes with a rollback (\"rollback\": true)"))
+	}
 	if len(errs) > 0 {
 		return runs.Trigger{}, errs
 	}
-	t := runs.Trigger{Build: b.Build, ImageTag: b.ImageTag, Commit: b.Commit, AppVersion: b.AppVersion}
+	t := runs.Trigger{Build: b.Build, ImageTag: b.ImageTag, Commit: b.Commit, AppVersion: b.AppVersion,
+		Rollback: b.Rollback, Reason: b.Reason}
 	if len(b.Params) > 0 {
 		t.Params = make(map[string]string, len(b.Params))
 		for k, v := range b.Params {
@@ -214,10 +222,11 @@ func statusList() string {
 	return strings.Join(names, ", ")
 }
 
-// planQuery is GET /v1/pipelines/{name}/plan's query: build, image_tag, commit, app_version
-// and param=KEY=VALUE (repeated), the same values a trigger body carries.
+// planQuery is GET /v1/pipelines/{name}/plan's query: build, image_tag, commit, app_version,
+// param=KEY=VALUE (repeated) and rollback=true, the same values a trigger body carries.
 func validPlanQuery(q url.Values) (runs.Trigger, error) {
-	b := triggerBody{Build: q.Get("build"), ImageTag: q.Get("image_tag"), Commit: q.Get("commit"), AppVersion: q.Get("app_version")}
+	b := triggerBody{Build: q.Get("build"), ImageTag: q.Get("image_tag"), Commit: q.Get("commit"), AppVersion: q.Get("app_version"),
+		Rollback: q.Get("rollback") == "true"}
 	for _, kv := range q["param"] {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {

@@ -688,6 +688,9 @@ func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent, body []byte) (runs
 		}
 		return runs.Trigger{}, err
 	}
+	if rule.Rollback {
+		out.Rollback, out.Reason = true, fmt.Sprintf("webhook rule rules[%d] deploys rollbacks", i)
+	}
 	return out, nil
 }
 

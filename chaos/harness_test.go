@@ -268,6 +268,9 @@ func (d *daemon) trigger(pipeline string, tr runs.Trigger) runs.Run {
 	if len(tr.Params) > 0 {
 		body["params"] = tr.Params
 	}
+	if tr.Rollback {
+		body["rollback"], body["reason"] = true, tr.Reason
+	}
 	code, b := d.do(http.MethodPost, "/v1/pipelines/"+pipeline+"/runs", body,
 		map[string]string{"Authorization": "Bearer " + triggerToken})
 	if code != http.StatusAccepted {

@@ -42,6 +42,7 @@ webhooks:
     secret: "${HOOK}"
     rules:
       - { repository: acme/*, branch: main, pipeline: prod, trigger: { build: "${payload.run.number}", image_tag: "$${x}" } }
+      - { repository: acme/*, workflow: rollback, pipeline: prod, rollback: true }
 `
 
 func TestLoadDaemonPrecedence(t *testing.T) {
@@ -88,6 +89,9 @@ func TestLoadDaemonPrecedence(t *testing.T) {
 	rule := d.Webhooks.GitHub.Rules[0]
 	if rule.Trigger.Build != "${payload.run.number}" || rule.Trigger.ImageTag != "$${x}" {
 		t.Errorf("payload references not kept for run time: %+v", rule.Trigger)
+	}
+	if rules := d.Webhooks.GitHub.Rules; rules[0].Rollback || !rules[1].Rollback {
+		t.Errorf("rollback of the rules: %v, %v; want false, true", rules[0].Rollback, rules[1].Rollback)
 	}
 
 	// Nothing secret shows in any printed form of the config.
@@ -138,6 +142,8 @@ func TestLoadDaemonProblems(t *testing.T) {
 		{"bad listen from env", "", map[string]string{"ORCH_LISTEN": "nope"}, "ORCH_LISTEN", "listen", "host:port"},
 		{"bad bool from env", "", map[string]string{"ORCH_PUBLIC_READ": "sometimes"}, "ORCH_PUBLIC_READ", "public_read", "true or false"},
 		{"bad duration from env", "", map[string]string{"ORCH_SHUTDOWN_GRACE": "soon"}, "ORCH_SHUTDOWN_GRACE", "shutdown_grace", "invalid duration"},
+		{"coolify rate limit too low", "coolify: { rate_limit: 5 }\n", nil, "", "coolify.rate_limit", "at least 10"},
+		{"coolify rate limit from env", "", map[string]string{"ORCH_COOLIFY_RATE_LIMIT": "-1"}, "ORCH_COOLIFY_RATE_LIMIT", "coolify.rate_limit", "at least 10"},
 		{"bad redis scheme", "redis_url: http://x:6379\n", nil, "", "redis_url", "scheme"},
 		{"min replicas without redis", "locks: { min_replicas: 1 }\n", nil, "", "locks.min_replicas", "needs the Redis backend"},
 		{"negative min replicas", "redis_url: redis://x:6379\nlocks: { min_replicas: -1 }\n", nil, "", "locks.min_replicas", "negative"},
@@ -205,6 +211,8 @@ func TestEnvOverridesCoverKnownKeys(t *testing.T) {
 			return "1"
 		case "ORCH_LOCKS_REPLICA_TIMEOUT":
 			return "250ms"
+		case "ORCH_COOLIFY_RATE_LIMIT":
+			return "60"
 		case "ORCH_LOG_LEVEL":
 			return "warn"
 		case "ORCH_LOG_FORMAT":
@@ -223,6 +231,9 @@ func TestEnvOverridesCoverKnownKeys(t *testing.T) {
 		if !strings.HasPrefix(env, "ORCH_") || key == "" {
 			t.Errorf("override %q → %q", env, key)
 		}
+	}
+	if d.Coolify.RateLimit != 60 {
+		t.Errorf("coolify.rate_limit %d from ORCH_COOLIFY_RATE_LIMIT=60", d.Coolify.RateLimit)
 	}
 	if d.Tokens.Trigger.Reveal() != "value-of-orch_trigger_token-long-enough" || d.Webhooks.Generic == nil || d.PipelinesDir != "value-of-orch_pipelines_dir-long-enough" ||
 		d.Locks != (DaemonLocks{MinReplicas: 1, ReplicaTimeout: 250 * time.Millisecond}) {

@@ -45,6 +45,7 @@
 //	  on_frozen: wait                       # wait (default) | fail
 //	on_failure: rollback                    # rollback (default) | halt
 //	concurrency: queue                      # queue (default) | supersede
+//	order: build                            # build | created | none; default: build for a numeric build, else none
 //
 // Env var flags are is_buildtime, is_runtime, is_literal, is_multiline, is_shown_once, and
 // comment. An entry that leaves one out keeps the variable's current setting on Coolify; a new
@@ -59,7 +60,8 @@
 // services[].health.http.url and mobile[].set values, and are filled per run by
 // Pipeline.Resolve. Coolify's own {{...}} references pass through untouched. In the daemon
 // config, webhooks.*.rules[].trigger values may use ${payload.a.b}, filled by
-// WebhookRule.TriggerFor from a delivery.
+// WebhookRule.TriggerFor from a delivery; a rule with rollback: true starts rollbacks (they
+// pass the stale-build guard that Order drives).
 //
 // # Errors
 //

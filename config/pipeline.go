@@ -29,6 +29,9 @@ type Pipeline struct {
 	OnFailure OnFailure `koanf:"on_failure"`
 	// Concurrency says how runs of this pipeline queue (default ConcurrencyQueue).
 	Concurrency Concurrency `koanf:"concurrency"`
+	// Order says which of two builds is newer (see Order). Empty: OrderBuild when the
+	// trigger's build is a number, else OrderNone.
+	Order Order `koanf:"order"`
 
 	// File is the path the pipeline was loaded from ("" when built in code).
 	File string `koanf:"-"`
@@ -261,8 +264,9 @@ type Concurrency string
 const (
 	// ConcurrencyQueue runs them in FIFO order.
 	ConcurrencyQueue Concurrency = "queue"
-	// ConcurrencySupersede lets a newer pending run replace an older pending one; a run already
-	// in a phase is never replaced.
+	// ConcurrencySupersede lets a newer pending run (not yet in Phase 1) replace the older
+	// pending ones, on every daemon sharing the store; a run already in a phase is never
+	// replaced. "Newer" follows the pipeline's Order.
 	ConcurrencySupersede Concurrency = "supersede"
 )
 

@@ -87,6 +87,7 @@ func TestLoadPipelineProblems(t *testing.T) {
 		{"negative duration", strings.Replace(minimal, "uuid: abc123", "uuid: abc123\n    deploy_timeout: -1m", 1), nil, "services[0].deploy_timeout", "positive"},
 		{"bad on_failure", minimal + "on_failure: retry\n", nil, "on_failure", `"retry" is not one of: rollback, halt`},
 		{"bad concurrency", minimal + "concurrency: parallel\n", nil, "concurrency", "not one of"},
+		{"bad order", minimal + "order: newest\n", nil, "order", `"newest" is not one of: build, created, none`},
 		{"bad kind", strings.Replace(minimal, "uuid: abc123", "uuid: abc123\n    kind: database", 1), nil, "services[0].kind", "not one of"},
 		{"bad on_frozen", minimal + "locks: { on_frozen: ignore }\n", nil, "locks.on_frozen", "not one of"},
 		{"bad image tag", strings.Replace(minimal, `"${trigger.image_tag}"`, `"v1 beta"`, 1), nil, "services[0].image_tag", "not a valid image tag"},

@@ -103,7 +103,7 @@ func (t Trigger) lookup(ref string) (string, error) {
 // Resolve validates t too (Trigger.Validate), so its answer lists every problem at once.
 //
 // Errors: Problems naming the pipeline's file and the field path of every reference that t
-// can't fill (a missing param, an empty image tag: empty counts as missing) and every
+// can't fill, a build that is not a whole number when the pipeline says order: build, (a missing param, an empty image tag: empty counts as missing) and every
 // resolved value that is invalid. Trigger values are not shown.
 func (p *Pipeline) Resolve(t Trigger) (*Pipeline, error) {
 	q := p.Clone()
@@ -113,6 +113,9 @@ func (p *Pipeline) Resolve(t Trigger) (*Pipeline, error) {
 		for _, pr := range AsProblems(err) {
 			v.add(pr.Field, "%s", pr.Message)
 		}
+	}
+	if p.Order == OrderBuild && !IsBuildNumber(t.Build) {
+		v.add("build", "the pipeline orders its runs by build (order: build): want a whole number")
 	}
 	ok := true
 	fill := func(field, s string) string {

@@ -281,6 +281,9 @@ func (v *validator) pipeline(p *Pipeline) {
 	v.locks("locks", &p.Locks)
 	oneOf(v, "on_failure", p.OnFailure, OnFailureRollback, OnFailureHalt)
 	oneOf(v, "concurrency", p.Concurrency, ConcurrencyQueue, ConcurrencySupersede)
+	if p.Order != "" {
+		oneOf(v, "order", p.Order, OrderBuild, OrderCreated, OrderNone)
+	}
 
 	// Every key the run takes must lie in its mutator's namespace and in no other.
 	for i, s := range p.Services {

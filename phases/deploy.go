@@ -75,7 +75,7 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 	if err != nil {
 		return "", err
 	}
-	if _, err := x.e.d.Marks.PutMark(ctx, runs.Mark{UUID: s.UUID, RunID: x.run.ID, Fence: lease.Fence(), Phase: runs.Phase2, At: time.Now().UTC()}); err != nil {
+	if _, err := x.e.d.Marks.PutMark(ctx, x.mark(s.UUID, lease.Fence(), runs.Phase2)); err != nil {
 		return "", fmt.Errorf("record deploy mark: %w", err)
 	}
 	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeploymentUUID = depUUID },

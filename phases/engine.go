@@ -252,8 +252,10 @@ func (e *Engine) Pipeline(name string) *config.Pipeline { return e.d.Pipelines[n
 // t.IdempotencyKey matches an earlier run of the pipeline, that run is returned with
 // existing == true and nothing starts.
 //
-// Under the pipeline's supersede policy, runs of the same pipeline that this engine has not
-// yet started (still waiting for coolify:phase1) end as superseded.
+// Under the pipeline's supersede policy, the pending runs of the same pipeline (not yet in
+// Phase 1) on every daemon sharing the store end as superseded by the new one, unless one of
+// them has a newer build (order: build): then the new run is returned superseded by it, and
+// nothing starts (see supersedePending).
 //
 // Errors: ErrUnknownPipeline; ErrInvalidTrigger (wrapping config.Problems); ErrShuttingDown;
 // the store's errors.
@@ -282,9 +284,17 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t runs.Trigger) (*
 	if !created {
 		return &r, true, nil
 	}
-	if _, err := e.d.Store.Append(ctx, r.ID, runs.Event{Type: runs.EventRunQueued,
-		Message: fmt.Sprintf("queued by %s", orUnknown(t.By))}); err != nil {
+	if _, err := e.d.Store.Append(ctx, r.ID, runs.Event{Type: runs.EventRunQueued, Message: queuedMessage(t)}); err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "run queued event not written", slog.String(logRunID, r.ID), slog.String(logError, err.Error()))
+	}
+	if resolved.Concurrency == config.ConcurrencySupersede && e.supersedePending(ctx, resolved, r) {
+		if o := e.d.Observer; o != nil {
+			o.RunEnded(pipeline, runs.StatusSuperseded)
+		}
+		if cur, err := e.d.Store.Get(ctx, r.ID); err == nil {
+			r = cur
+		}
+		return &r, false, nil
 	}
 
 	x := e.newExecution(r, resolved)
@@ -293,13 +303,6 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t runs.Trigger) (*
 		e.mu.Unlock()
 		x.finish(context.Background(), runs.StatusInterrupted, "daemon shutting down before the run started")
 		return nil, false, ErrShuttingDown
-	}
-	if resolved.Concurrency == config.ConcurrencySupersede {
-		for _, other := range e.execs {
-			if other.run.Pipeline == pipeline {
-				other.supersede(r.ID)
-			}
-		}
 	}
 	x.prevGate, e.lastGate = e.lastGate, x.gate
 	e.execs[r.ID] = x

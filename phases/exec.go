@@ -67,6 +67,8 @@ type svcState struct {
 	synced     bool      // Phase 1 finished for it
 	deployed   bool      // Phase 2 deployed it and it is healthy
 	superseded bool      // a newer run re-synced it
+	stale      string    // the guard left it: a newer build is on it (the note says which)
+	before     runs.Mark // its mark when Phase 1 took its lock (zero if none): the build a restore puts back
 	failed     bool      // its Phase-2 step failed
 }
 
@@ -124,8 +126,36 @@ func (x *execution) stopping() error {
 	return x.stopErr
 }
 
-// enterPhase marks the run as in a phase unless a stop came first.
-func (x *execution) enterPhase() error {
+// enterPhase marks the run as in a phase (status st, with evs) unless a stop came first. The
+// first time, it does so with one store update that finds the run still pending: a daemon
+// that superseded the run meanwhile (supersedePending, maybe on another daemon) has ended it
+// in the store, and the run stops instead.
+func (x *execution) enterPhase(st runs.Status, evs ...runs.Event) error {
+	x.mu.Lock()
+	stop, in := x.stopErr, x.inPhase
+	x.mu.Unlock()
+	if stop != nil {
+		return stop
+	}
+	if in {
+		x.setStatus(st, evs...)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), finalWriteTimeout)
+	defer cancel()
+	fn, evs := x.withPending(func(r *runs.Run) { r.Status = st }, evs)
+	_, err := x.e.d.Store.Update(ctx, x.run.ID, func(r *runs.Run) error { fn(r); return nil }, evs...)
+	if errors.Is(err, runs.ErrEnded) {
+		cause := errCanceled
+		if cur, gerr := x.e.d.Store.Get(ctx, x.run.ID); gerr == nil && cur.Status == runs.StatusSuperseded {
+			cause = fmt.Errorf("%w (%s)", errSuperseded, cur.Reason)
+		}
+		x.requestStop(cause)
+		return x.stopping()
+	}
+	if err != nil {
+		return fmt.Errorf("record the start of %s: %w", st, err)
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.stopErr != nil {
@@ -134,6 +164,43 @@ func (x *execution) enterPhase() error {
 	x.inPhase = true
 	return nil
 }
+
+// watchPending stops the run when another daemon ends it in the store while it is pending
+// (superseded there: see supersedePending), so it stops waiting for coolify:phase1 at once.
+// It returns when the run enters a phase or ctx ends. The store's signal is the main path; a
+// slow poll covers a lost one (and the SQLite store, which signals only in its own process).
+func (x *execution) watchPending(ctx context.Context) {
+	sub, err := x.e.d.Store.Subscribe(ctx, x.run.ID)
+	var signal <-chan struct{}
+	if err == nil {
+		defer sub.Close()
+		signal = sub.C()
+	}
+	poll := time.NewTicker(pendingPoll(x.e.d.PollInterval))
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-signal:
+		case <-poll.C:
+		}
+		x.mu.Lock()
+		in := x.inPhase
+		x.mu.Unlock()
+		if in {
+			return
+		}
+		cur, err := x.e.d.Store.Get(ctx, x.run.ID)
+		if err == nil && cur.Status == runs.StatusSuperseded {
+			x.requestStop(fmt.Errorf("%w (%s)", errSuperseded, cur.Reason))
+			return
+		}
+	}
+}
+
+// pendingPoll is watchPending's fallback interval: a few poll intervals, at most 5s.
+func pendingPoll(d time.Duration) time.Duration { return min(5*d, 5*time.Second) }
 
 // recoverPanic, deferred by execute, turns a panic into a failed run (the stack is logged),
 // never a dead daemon; the leases the run still holds are released.
@@ -170,6 +237,12 @@ func (x *execution) execute() {
 	x.resolver = secrets.NewResolver(sources)
 	defer x.resolver.Forget()
 
+	if x.p.Concurrency == config.ConcurrencySupersede {
+		wctx, stop := context.WithCancel(x.waitCtx)
+		watched := make(chan struct{})
+		go func() { defer close(watched); x.watchPending(wctx) }()
+		defer func() { stop(); <-watched }()
+	}
 	status, reason := x.runPipeline()
 	x.finish(x.ctx, status, reason)
 	if o := x.e.d.Observer; o != nil {
@@ -179,6 +252,14 @@ func (x *execution) execute() {
 
 // runPipeline executes the phases and returns the final status and reason.
 func (x *execution) runPipeline() (runs.Status, string) {
+	// Stale before anything: a run whose every service carries a newer build ends without a
+	// call to Coolify.
+	if notes := x.allStale(x.ctx); notes != nil {
+		for i, s := range x.services {
+			x.markStale(s, "", 0, notes[i])
+		}
+		return x.allStaleOutcome()
+	}
 	// The probe holds no lease yet: it names the run, without a fence.
 	if err := checkToken(coolify.WithTrace(x.ctx, x.run.ID, 0), x.cl, x.p); err != nil {
 		return x.outcome(err, "before phase 1")
@@ -189,6 +270,9 @@ func (x *execution) runPipeline() (runs.Status, string) {
 	if err := x.phase1(); err != nil {
 		x.compensate(runs.Phase1, nil, true)
 		return x.outcome(err, "phase 1")
+	}
+	if len(x.services) > 0 && len(x.staleServices()) == len(x.services) {
+		return x.allStaleOutcome() // every service turned out stale under its lock: nothing written
 	}
 	if err := x.phase2(); err != nil {
 		var failed *svcState
@@ -213,10 +297,24 @@ func (x *execution) runPipeline() (runs.Status, string) {
 			superseded = append(superseded, s.svc.Name)
 		}
 	}
+	var why []string
 	if len(superseded) > 0 {
-		return runs.StatusSucceeded, fmt.Sprintf("not deployed by this run (a newer run re-synced them): %s", strings.Join(superseded, ", "))
+		why = append(why, fmt.Sprintf("not deployed by this run (a newer run re-synced them): %s", strings.Join(superseded, ", ")))
 	}
-	return runs.StatusSucceeded, ""
+	if stale := x.staleServices(); len(stale) > 0 {
+		why = append(why, fmt.Sprintf("stale, left alone (a newer build is on them): %s", strings.Join(stale, ", ")))
+	}
+	return runs.StatusSucceeded, strings.Join(why, "; ")
+}
+
+// allStaleOutcome is the end of a run whose every service is stale: superseded, naming
+// the newer build on each.
+func (x *execution) allStaleOutcome() (runs.Status, string) {
+	notes := make([]string, len(x.services))
+	for i, s := range x.services {
+		notes[i] = s.svc.Name + ": " + s.stale
+	}
+	return runs.StatusSuperseded, "every service carries a newer build: " + strings.Join(notes, "; ")
 }
 
 // outcome maps the error that ended a run to its final status and reason.
@@ -480,11 +578,10 @@ func (x *execution) phase1() error {
 		return err
 	}
 	defer cancel()
-	if err := x.enterPhase(); err != nil {
+	if err := x.enterPhase(runs.StatusPhase1, runs.Event{Type: runs.EventPhaseStarted, Phase: runs.Phase1, LockKey: lease.Key(), Fence: lease.Fence()}); err != nil {
 		_ = x.release(lease, runs.Phase1, string(runs.Phase1), true)
 		return err
 	}
-	x.setStatus(runs.StatusPhase1, runs.Event{Type: runs.EventPhaseStarted, Phase: runs.Phase1, LockKey: lease.Key(), Fence: lease.Fence()})
 
 	var ferr error
 	for _, s := range x.services {
@@ -525,6 +622,9 @@ func (x *execution) phase2() error {
 	for _, s := range x.services {
 		if ferr = x.stopping(); ferr != nil {
 			break
+		}
+		if s.stale != "" {
+			continue // the guard left it in Phase 1
 		}
 		if ferr = x.deployService(pctx, s); ferr != nil {
 			break

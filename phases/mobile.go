@@ -25,7 +25,7 @@ func (x *execution) mobileSteps(when config.MobileWhen) error {
 			return err
 		}
 		if when == config.WhenBeforePhase1 {
-			if err := x.enterPhase(); err != nil {
+			if err := x.enterPhase(runs.StatusMobile); err != nil {
 				return err
 			}
 		}

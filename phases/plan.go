@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -37,6 +38,10 @@ type ServicePlan struct {
 	ImageTag *runs.TagChange  `json:"image_tag,omitempty"`
 	// Error says why the service could not be read (the plan goes on with the others).
 	Error string `json:"error,omitempty"`
+	// Stale, when set, says that the stale-build guard would leave the service alone: a
+	// newer build of the pipeline is on it (the note names it and its run). A rollback is
+	// never stale.
+	Stale string `json:"stale,omitempty"`
 }
 
 // MobilePlan is one mobile step: the fields it would set.
@@ -75,7 +80,9 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (*Pl
 	if err != nil {
 		return nil, err
 	}
-	x := &execution{e: e, p: resolved, cl: e.coolifyFor(resolved), resolver: secrets.NewResolver(sources)}
+	// The run as it would be created now: the guard compares its build with the marks.
+	run := runs.Run{Pipeline: pipeline, Trigger: t, CreatedAt: time.Now().UTC()}
+	x := &execution{e: e, run: run, p: resolved, cl: e.coolifyFor(resolved), resolver: secrets.NewResolver(sources)}
 	defer x.resolver.Forget()
 
 	plan := &Plan{Pipeline: pipeline}
@@ -85,6 +92,7 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (*Pl
 		}
 		plan.Warnings = append(plan.Warnings, "a run would fail: "+err.Error())
 	}
+	stale := 0
 	for _, s := range resolved.Services {
 		sp, err := x.planService(ctx, s)
 		if err != nil {
@@ -96,7 +104,16 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (*Pl
 			}
 			sp.Error = err.Error()
 		}
+		if sp.Stale, _, err = x.staleOn(ctx, s.UUID); err != nil {
+			return nil, fmt.Errorf("plan: %w", err)
+		}
+		if sp.Stale != "" {
+			stale++
+		}
 		plan.Services = append(plan.Services, sp)
+	}
+	if stale > 0 && stale == len(plan.Services) {
+		plan.Warnings = append(plan.Warnings, "a run would end superseded without writing: every service carries a newer build (trigger a rollback to deploy this one anyway)")
 	}
 	for _, m := range resolved.Mobile {
 		plan.Mobile = append(plan.Mobile, MobilePlan{Name: m.Name, Feature: m.Feature, When: string(m.When),

@@ -52,7 +52,8 @@ func (x *execution) restore(st *svcState, phase runs.Phase, redeploy bool) {
 		return
 	}
 	sctx, cancel := lease.Context(x.ctx)
-	sctx = coolify.WithTrace(sctx, x.run.ID, lease.Fence())
+	// Restores put things back: their calls go before other runs' writes on the rate budget.
+	sctx = coolify.Urgent(coolify.WithTrace(sctx, x.run.ID, lease.Fence()))
 	// No write while a deployment this run did not start is in progress.
 	var res restoreResult
 	err = x.clearDeployments(sctx, s, phase, false)
@@ -204,7 +205,10 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 	}
 	res.restored = true
 	res.note = strings.Join(res.left, "; ")
-	if _, err := x.e.d.Marks.PutMark(ctx, runs.Mark{UUID: s.UUID, RunID: x.run.ID, Fence: lease.Fence(), Phase: runs.Phase1, At: time.Now().UTC()}); err != nil {
+	// The service carries the build it had before this run again: the mark says so.
+	back := x.mark(s.UUID, lease.Fence(), runs.Phase1)
+	back.Pipeline, back.Build, back.RunCreated, back.Rollback = st.before.Pipeline, st.before.Build, st.before.RunCreated, st.before.Rollback
+	if _, err := x.e.d.Marks.PutMark(ctx, back); err != nil {
 		return res, fmt.Errorf("record restore mark: %w", err)
 	}
 	if !redeploy {

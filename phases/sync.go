@@ -169,11 +169,17 @@ func (x *execution) syncService(pctx context.Context, st *svcState) error {
 	st.fence = lease.Fence()
 	sctx, cancel := lease.Context(pctx)
 	sctx = coolify.WithTrace(sctx, x.run.ID, lease.Fence())
-	changes, err := x.sync(sctx, st)
-	if err == nil {
-		_, err = x.e.d.Marks.PutMark(sctx, runs.Mark{UUID: s.UUID, RunID: x.run.ID, Fence: lease.Fence(), Phase: runs.Phase1, At: time.Now().UTC()})
-		if err != nil {
-			err = fmt.Errorf("record sync mark of %s: %w", s.Name, err)
+	// The stale-build guard, under the lock: no write over a newer build.
+	stale, before, err := x.staleOn(sctx, s.UUID)
+	st.before = before
+	var changes runs.Changes
+	if err == nil && stale == "" {
+		changes, err = x.sync(sctx, st)
+		if err == nil {
+			_, err = x.e.d.Marks.PutMark(sctx, x.mark(s.UUID, lease.Fence(), runs.Phase1))
+			if err != nil {
+				err = fmt.Errorf("record sync mark of %s: %w", s.Name, err)
+			}
 		}
 	}
 	err = leaseErr(lease, sctx, err)
@@ -185,6 +191,14 @@ func (x *execution) syncService(pctx context.Context, st *svcState) error {
 		x.failStep(runs.Phase1, s.Name, err)
 		x.stepDone(runs.Phase1, runs.StepFailed, start)
 		return fmt.Errorf("sync %s: %w", s.Name, err)
+	}
+	if stale != "" {
+		x.markStale(st, lease.Key(), lease.Fence(), stale)
+		x.stepDone(runs.Phase1, runs.StepStale, start)
+		return nil
+	}
+	if x.run.Trigger.Rollback {
+		x.recordRollback(pctx, s, before)
 	}
 	st.synced = true
 	evType, msg := runs.EventServiceSynced, describeChanges(changes)

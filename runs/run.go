@@ -79,8 +79,20 @@ type Trigger struct {
 	// "cli:<user>".
 	By string `json:"by"`
 	// IdempotencyKey, when set, makes Store.Create return the existing run of the same
-	// pipeline created with the same key instead of a second run.
+	// pipeline created with the same key instead of a second run. Callers keep their keys in
+	// separate namespaces ("api:<client's key>", "webhook:<provider>:<body digest>"), so one
+	// kind of caller cannot take another's key in advance.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// IdempotencyHash is the digest of the request that carried IdempotencyKey; it is stored
+	// with the key. A Create with the key and another hash is refused (ErrKeyReused) instead
+	// of answering a run started for different parameters.
+	IdempotencyHash string `json:"idempotency_hash,omitempty"`
+	// Rollback asks for this build on purpose even when a newer one is on the services: the
+	// run passes the stale-build guard and is recorded (with By and Reason) as a rollback in
+	// the run and the audit.
+	Rollback bool `json:"rollback,omitempty"`
+	// Reason says why, for a rollback (free text, shown in the run and the audit).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Run is one execution of a pipeline.
@@ -148,6 +160,9 @@ const (
 	// StepInterrupted: the run's daemon died while the step was under way or pending; the
 	// run's Left says what state the service was left in.
 	StepInterrupted StepStatus = "interrupted"
+	// StepStale: the service already carries a newer build than this run's (Step.Note names
+	// it and its run); this run neither wrote nor deployed it.
+	StepStale StepStatus = "stale"
 )
 
 // Done reports whether the step has finished one way or another.
@@ -183,6 +198,9 @@ type Step struct {
 	RestoredAt time.Time `json:"restored_at,omitzero"`
 	// Error is the failure, as text for humans (never containing secret values).
 	Error string `json:"error,omitempty"`
+	// Note says why a step that did not fail was not done, e.g. for a stale step "build 5
+	// (run R) is on the service".
+	Note string `json:"note,omitempty"`
 }
 
 // Changes records what a step changed, by name only.

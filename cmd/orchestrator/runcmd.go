@@ -19,6 +19,8 @@ import (
 type triggerFlags struct {
 	build, imageTag, commit, appVersion string
 	set                                 []string
+	rollback                            bool
+	reason                              string
 }
 
 func addTriggerFlags(fs *pflag.FlagSet) *triggerFlags {
@@ -28,11 +30,17 @@ func addTriggerFlags(fs *pflag.FlagSet) *triggerFlags {
 	fs.StringVar(&t.commit, "commit", "", "commit SHA (fills ${trigger.commit})")
 	fs.StringVar(&t.appVersion, "app-version", "", "app version (fills ${trigger.app_version})")
 	fs.StringArrayVar(&t.set, "set", nil, "free-form param KEY=VALUE (fills ${trigger.params.KEY}); repeatable")
+	fs.BoolVar(&t.rollback, "rollback", false, "deploy this build even when a newer one is on the services (recorded as a rollback)")
+	fs.StringVar(&t.reason, "reason", "", "why, for --rollback (recorded in the run and the audit)")
 	return t
 }
 
 func (t *triggerFlags) trigger(by string) (runs.Trigger, error) {
-	out := runs.Trigger{Build: t.build, ImageTag: t.imageTag, Commit: t.commit, AppVersion: t.appVersion, By: by}
+	if t.reason != "" && !t.rollback {
+		return runs.Trigger{}, usageError("--reason goes with --rollback")
+	}
+	out := runs.Trigger{Build: t.build, ImageTag: t.imageTag, Commit: t.commit, AppVersion: t.appVersion, By: by,
+		Rollback: t.rollback, Reason: t.reason}
 	for _, kv := range t.set {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -88,7 +96,7 @@ func (lc *localCmd) engine(ctx context.Context, c *cli, fs *pflag.FlagSet, insta
 		return nil, nil, err
 	}
 	eng, err := newEngine(b, engineConfig{pipelines: ps, getenv: c.getenv, log: log, instance: instance,
-		clients: newClients(log, nil, 0), livenessTTL: d.LivenessTTL})
+		clients: newClients(log, nil, 0), livenessTTL: d.LivenessTTL, coolifyRateLimit: d.Coolify.RateLimit})
 	if err != nil {
 		b.Close()
 		return nil, nil, err
@@ -196,6 +204,9 @@ func printPlan(w io.Writer, p *phases.Plan) {
 		if s.Error != "" {
 			fmt.Fprintf(w, "  cannot read: %s\n", s.Error)
 			continue
+		}
+		if s.Stale != "" {
+			fmt.Fprintf(w, "  left alone, %s\n", s.Stale)
 		}
 		if s.ImageTag != nil {
 			fmt.Fprintf(w, "  image tag  %s → %s\n", orDefault(s.ImageTag.Old, "(none)"), s.ImageTag.New)

@@ -129,7 +129,7 @@ func apiFailure(method, path string, resp *http.Response) error {
 
 func (a *apiClient) trigger(ctx context.Context, pipeline string, t runs.Trigger, key string) (*runs.Run, error) {
 	body, _ := json.Marshal(map[string]any{"build": t.Build, "image_tag": t.ImageTag, "commit": t.Commit,
-		"app_version": t.AppVersion, "params": t.Params})
+		"app_version": t.AppVersion, "params": t.Params, "rollback": t.Rollback, "reason": t.Reason})
 	path := "/v1/pipelines/" + url.PathEscape(pipeline) + "/runs"
 	req, err := a.request(ctx, http.MethodPost, path, body)
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/private"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 )
 
@@ -81,8 +81,11 @@ func Open(path string, opts ...Option) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open lock database %s: %w", path, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+	if _, err := private.Dir(filepath.Dir(abs)); err != nil {
 		return nil, fmt.Errorf("open lock database %s: %w (check that the state directory is writable)", abs, err)
+	}
+	if err := private.File(abs); err != nil {
+		return nil, fmt.Errorf("open lock database %s: %w", abs, err)
 	}
 	h, err := openHub(abs, c.poll)
 	if err != nil {

@@ -123,3 +123,27 @@ func TestOddPath(t *testing.T) {
 		t.Errorf("Path: got %q, want %q", d.Path(), path)
 	}
 }
+
+// TestFilesArePrivate: Open creates the state directory 0700 and the database with its -wal
+// and -shm 0600, whatever the umask lets through.
+func TestFilesArePrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	path := filepath.Join(dir, "locks.db")
+	d, err := sqlitelock.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.TryAcquire(t.Context(), locks.Grant{Key: "k:x", Token: "t", Holder: "p#1/x", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{dir: 0o700, path: 0o600, path + "-wal": 0o600, path + "-shm": 0o600} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("%s: %v", filepath.Base(p), err)
+		}
+		if m := fi.Mode().Perm(); m != want {
+			t.Errorf("%s: mode %s, want %s", filepath.Base(p), m, want)
+		}
+	}
+}

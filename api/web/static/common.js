@@ -1,5 +1,6 @@
 // Helpers shared by the dashboard's pages (index.js, run.js): time and duration formatting
-// that mirror the server's templates, and small DOM builders.
+// that mirror the server's templates, small DOM builders, and send, which makes the pages'
+// actions calls of the JSON API (with the session cookie) and words their answers.
 (function () {
   "use strict";
   function pad(n) { return (n < 10 ? "0" : "") + n; }
@@ -32,5 +33,40 @@
     if (content instanceof Node) td.appendChild(content); else td.textContent = content || "";
     return td;
   }
-  window.orchestrator = { pad: pad, isZero: isZero, clock: clock, dur: dur, took: took, el: el, cell: cell };
+  // send calls the API and resolves to {ok, status, data}, never rejects: a network failure
+  // is an answer with status 0.
+  function send(method, path, body) {
+    var init = { method: method, credentials: "same-origin", headers: { Accept: "application/json" } };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    return fetch(path, init).then(function (r) {
+      return r.text().then(function (t) {
+        var data = null;
+        try { data = t ? JSON.parse(t) : null; } catch (e) { data = null; }
+        return { ok: r.ok, status: r.status, data: data };
+      });
+    }, function (e) {
+      return { ok: false, status: 0, data: { error: { message: "the daemon could not be reached (" + e.message + ")" } } };
+    });
+  }
+  // refusal words an API error answer: status, code and the API's own message.
+  function refusal(res) {
+    var e = (res.data && res.data.error) || {};
+    var head = res.status ? "Refused (" + res.status + (e.code ? " " + e.code : "") + ")" : "Failed";
+    return head + ": " + (e.message || "no details");
+  }
+  // say shows text in a status line (msg), as an error or not.
+  function say(msg, text, isError) {
+    if (!msg) return;
+    msg.textContent = text;
+    msg.className = isError ? "msg error" : "msg ok";
+    msg.hidden = !text;
+  }
+  var terminal = { succeeded: true, failed: true, superseded: true, canceled: true, interrupted: true };
+  window.orchestrator = {
+    pad: pad, isZero: isZero, clock: clock, dur: dur, took: took, el: el, cell: cell,
+    send: send, refusal: refusal, say: say, ended: function (status) { return !!terminal[status]; }
+  };
 })();

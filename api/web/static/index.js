@@ -1,13 +1,19 @@
 // Dashboard index: re-reads the recent runs and the current locks every few seconds and
-// redraws both tables in place. Rendering mirrors the server's index.html template.
+// redraws both tables in place. Rendering mirrors the server's index.html template. With
+// the admin token (the locks section has data-admin) it also drives the lock actions:
+// force-release at the fence shown, unfreeze, freeze; each is a call of the JSON API whose
+// answer, error included, the page shows.
 (function () {
   "use strict";
   var runsBody = document.querySelector("table.runs tbody");
   var locksSection = document.getElementById("locks");
   var every = 3000;
+  var admin = locksSection && locksSection.hasAttribute("data-admin");
+  var msg = document.getElementById("action-msg");
+  var timer = null;
 
   var o = window.orchestrator;
-  var clock = o.clock, took = o.took, el = o.el, cell = o.cell;
+  var clock = o.clock, took = o.took, el = o.el, cell = o.cell, send = o.send, say = o.say;
   function code(text) { return el("code", "", text || ""); }
 
   function renderRuns(list) {
@@ -56,9 +62,27 @@
       tr.appendChild(cell("Expires", clock(l.expires_at)));
       tr.appendChild(cell("Waiters", String(l.waiters)));
       tr.appendChild(cell("Message", l.message));
+      if (admin) tr.appendChild(cell("Action", actionButton(l)));
       rows.appendChild(tr);
     });
     body.replaceChildren(rows);
+  }
+
+  // actionButton mirrors index.html: Unfreeze for a frozen key, else Release at the fence.
+  function actionButton(l) {
+    var b = el("button");
+    b.type = "button";
+    b.setAttribute("data-key", l.key);
+    if (l.frozen) {
+      b.setAttribute("data-act", "unfreeze");
+      b.textContent = "Unfreeze";
+    } else {
+      b.setAttribute("data-act", "release");
+      b.setAttribute("data-fence", String(l.fence));
+      b.setAttribute("data-holder", l.holder || "");
+      b.textContent = "Release fence " + l.fence;
+    }
+    return b;
   }
 
   function get(path) {
@@ -73,7 +97,75 @@
         if (res[1]) renderLocks(res[1].locks || []);
       })
       .catch(function () {})
-      .then(function () { setTimeout(tick, every); });
+      .then(function () { timer = setTimeout(tick, every); });
   }
-  setTimeout(tick, every);
+  // now redraws at once (after an action), then goes on every few seconds.
+  function now() {
+    clearTimeout(timer);
+    tick();
+  }
+  timer = setTimeout(tick, every);
+
+  if (!admin) return;
+  var path = function (key, tail) { return "/v1/locks/" + encodeURIComponent(key) + tail; };
+  var releaseForm = document.getElementById("release-form");
+  var unfreezeForm = document.getElementById("unfreeze-form");
+  var freezeForm = document.getElementById("freeze-form");
+
+  // open shows a confirmation panel filled in from the row's button; the panel keeps what it
+  // was opened with (the fence above all) while the table redraws under it.
+  function open(form, b) {
+    releaseForm.hidden = unfreezeForm.hidden = true;
+    form.dataset.key = b.getAttribute("data-key");
+    form.dataset.fence = b.getAttribute("data-fence") || "";
+    form.querySelectorAll("[data-f]").forEach(function (f) {
+      f.textContent = { key: form.dataset.key, fence: form.dataset.fence, holder: b.getAttribute("data-holder") || "" }[f.getAttribute("data-f")];
+    });
+    form.reset();
+    form.hidden = false;
+    say(msg, "", false);
+    form.querySelector("input").focus();
+  }
+  locksSection.addEventListener("click", function (ev) {
+    var b = ev.target.closest("button[data-act]");
+    if (b) open(b.getAttribute("data-act") === "release" ? releaseForm : unfreezeForm, b);
+    var c = ev.target.closest("button[data-close]");
+    if (c) c.closest("form").hidden = true;
+  });
+
+  // act sends one action from form and shows its outcome.
+  function act(form, method, url, body, done) {
+    var buttons = form.querySelectorAll("button");
+    buttons.forEach(function (b) { b.disabled = true; });
+    send(method, url, body).then(function (res) {
+      buttons.forEach(function (b) { b.disabled = false; });
+      if (!res.ok) { say(msg, o.refusal(res), true); return; }
+      say(msg, done(res.data), false);
+      if (form !== freezeForm) form.hidden = true;
+      now();
+    });
+  }
+  releaseForm.addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var key = releaseForm.dataset.key, fence = Number(releaseForm.dataset.fence);
+    act(releaseForm, "POST", path(key, "/release"), { fence: fence, reason: releaseForm.elements.reason.value }, function (d) {
+      var l = (d && d.released) || {};
+      return "Released " + key + " (fence " + fence + ", held by " + (l.holder || "?") + ").";
+    });
+  });
+  unfreezeForm.addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var key = unfreezeForm.dataset.key;
+    act(unfreezeForm, "DELETE", path(key, "/freeze"), { reason: unfreezeForm.elements.reason.value }, function () {
+      return "Unfroze " + key + ".";
+    });
+  });
+  freezeForm.addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var f = freezeForm.elements, key = f.key.value.trim();
+    act(freezeForm, "POST", path(key, "/freeze"), { message: f.message.value, "for": f["for"].value.trim() }, function (d) {
+      var l = (d && d.frozen) || {};
+      return "Froze " + key + " until " + clock(l.expires_at) + ".";
+    });
+  });
 })();

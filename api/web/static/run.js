@@ -1,6 +1,7 @@
 // Live run page: follows /v1/runs/{id}/events over Server-Sent Events and, on every event,
 // re-reads the run and redraws its steps, without reloading the page. Rendering mirrors the
-// server's run.html template.
+// server's run.html template. With the trigger or admin token it also cancels the run (a
+// call of the JSON API whose answer, error included, the page shows).
 (function () {
   "use strict";
   var root = document.getElementById("run");
@@ -9,14 +10,18 @@
   var live = document.getElementById("live");
   var eventsList = document.getElementById("events");
   var fetching = false, again = false, ended = false;
+  // notes are the messages of service.superseded events, by "phase/name" (dashboard.go).
+  var notes = {};
 
   var o = window.orchestrator;
   var clock = o.clock, dur = o.dur, took = o.took, cell = o.cell;
   function wait(ns) { return ns ? dur(ns / 1e6) : ""; }
   function detail(s) {
     if (s.error) return s.error;
+    if (s.note) return s.note;
     if (s.status === "waiting_lock" && s.lock_key) return "waiting for " + s.lock_key;
     var parts = [], c = s.changes || {};
+    if (s.status === "superseded") parts.push(notes[s.phase + "/" + s.name] || "not deployed by this run: a newer run re-synced the service");
     if (c.image_tag) parts.push("tag " + (c.image_tag.old || "(none)") + " → " + (c.image_tag["new"] || "(none)"));
     if (c.env && c.env.length) parts.push("env: " + c.env.map(envChange).join(", "));
     if (c.fields && c.fields.length) parts.push("fields: " + c.fields.join(", "));
@@ -52,6 +57,7 @@
     st.className = "badge s-" + run.status;
     st.textContent = run.status;
     document.getElementById("run-reason").textContent = run.reason || "";
+    if (cancelForm && o.ended(run.status)) cancelForm.hidden = true;
     var sections = document.querySelectorAll("section.phase");
     for (var i = 0; i < sections.length; i++) {
       var phase = sections[i].getAttribute("data-phase");
@@ -98,6 +104,7 @@
   }
 
   function addEvent(ev) {
+    if (ev.type === "service.superseded" && ev.message) notes[ev.phase + "/" + ev.service] = ev.message;
     var li = document.createElement("li");
     var t = document.createElement("span"); t.className = "t"; t.textContent = clock(ev.at);
     var ty = document.createElement("span"); ty.className = "ty"; ty.textContent = ev.type;
@@ -112,6 +119,27 @@
   function setLive(text, on) {
     live.textContent = text;
     live.className = on ? "live on" : "live";
+  }
+
+  var cancelForm = document.getElementById("cancel-form");
+  if (cancelForm) {
+    var ask = document.getElementById("cancel-ask"), sure = document.getElementById("cancel-confirm");
+    var msg = document.getElementById("action-msg");
+    ask.addEventListener("click", function () { ask.hidden = true; sure.hidden = false; });
+    document.getElementById("cancel-keep").addEventListener("click", function () { ask.hidden = false; sure.hidden = true; });
+    cancelForm.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var yes = document.getElementById("cancel-yes");
+      yes.disabled = true;
+      o.send("POST", "/v1/runs/" + encodeURIComponent(id) + "/cancel").then(function (res) {
+        yes.disabled = false;
+        ask.hidden = false; sure.hidden = true;
+        if (!res.ok) { o.say(msg, o.refusal(res), true); return; }
+        o.say(msg, res.data && res.data.run && res.data.run.status === "canceled" ? "Canceled." :
+          "Cancel requested: the run stops after its current step and puts back what it changed.", false);
+        refresh();
+      });
+    });
   }
 
   var es = new EventSource("/v1/runs/" + encodeURIComponent(id) + "/events");

@@ -1,0 +1,227 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// Scenario (README promise 4, "the newest build wins"): two daemons on one Redis. Build 3 is
+// deploying when build 5 and then build 4 are submitted — to different daemons, and to one.
+// Build 5 takes coolify:phase1 first; build 4 then finds build 5 on every service: it ends
+// superseded, its steps stale naming build 5, and not one write of it reaches Coolify (read
+// from the fake's request log). Every service ends running build 5.
+func TestNewerBuildNotOverwrittenByOlder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		same bool
+	}{{"different daemons", false}, {"one daemon", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startOlderAfterNewer(t, tc.same, runs.Trigger{Build: "4", ImageTag: "v4"})
+			if s.r5.Status != runs.StatusSucceeded {
+				t.Errorf("build 5: %s (%s)", s.r5.Status, s.r5.Reason)
+			}
+			r4 := s.r4
+			if r4.Status != runs.StatusSuperseded || !strings.Contains(r4.Reason, "newer build") {
+				t.Errorf("build 4: %s (%q), want superseded: every service carries a newer build", r4.Status, r4.Reason)
+			}
+			for _, st := range r4.Steps {
+				if st.Status != runs.StepStale || !strings.Contains(st.Note, "build 5") || !strings.Contains(st.Note, s.r5.ID) {
+					t.Errorf("build 4's %s step %s: %s (%q), want stale naming build 5 and run %s", st.Phase, st.Name, st.Status, st.Note, s.r5.ID)
+				}
+			}
+			h := s.w.cf.History()
+			for _, c := range h.Calls {
+				if c.Run == r4.ID && c.Mutating() {
+					t.Errorf("build 4 reached Coolify with a write: %s", describe(c))
+				}
+			}
+			s.wantRunning(h, "5")
+			// The dashboard's run page says so too.
+			code, page := s.d4.do(http.MethodGet, "/runs/"+r4.ID, nil, nil)
+			if code != http.StatusOK || !strings.Contains(string(page), "stale") || !strings.Contains(string(page), s.r5.ID) {
+				t.Errorf("dashboard page of build 4: %d, want it to show the stale steps naming run %s", code, s.r5.ID)
+			}
+		})
+	}
+}
+
+// The same with build 4 submitted as a rollback: it passes the guard, every service ends
+// running build 4, and the rollback is in the run and in the audit, with who and why.
+func TestRollbackToOlderBuild(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		same bool
+	}{{"different daemons", false}, {"one daemon", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startOlderAfterNewer(t, tc.same, runs.Trigger{Build: "4", ImageTag: "v4", Rollback: true, Reason: "build 5 breaks checkout"})
+			r4 := s.r4
+			if r4.Status != runs.StatusSucceeded || !r4.Trigger.Rollback || r4.Trigger.Reason != "build 5 breaks checkout" {
+				t.Errorf("rollback to build 4: %s (%s), trigger %+v", r4.Status, r4.Reason, r4.Trigger)
+			}
+			s.wantRunning(s.w.cf.History(), "4")
+			audit, err := s.w.locker().Audit(context.Background(), 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, app := range []string{appA, appB} {
+				if !hasRollbackEntry(audit, app, r4) {
+					t.Errorf("no rollback audit entry for %s naming run %s, its caller and reason: %+v", app, r4.ID, audit)
+				}
+			}
+		})
+	}
+}
+
+func hasRollbackEntry(audit []locks.AuditEntry, app string, r runs.Run) bool {
+	for _, a := range audit {
+		if a.Action == "rollback" && a.Key == "coolify:"+app && strings.Contains(a.Reason, r.ID) &&
+			strings.Contains(a.Reason, r.Trigger.By) && strings.Contains(a.Reason, r.Trigger.Reason) {
+			return true
+		}
+	}
+	return false
+}
+
+// olderAfterNewer is the outcome of startOlderAfterNewer.
+type olderAfterNewer struct {
+	w          *world
+	d4         *daemon
+	r3, r5, r4 runs.Run
+}
+
+// startOlderAfterNewer runs the scenario: build 3 on d1 deploying; build 5 submitted (to d1)
+// and holding coolify:phase1; then t4 (build 4) submitted to d2, or to d1 when same. It
+// returns the runs as they ended.
+func startOlderAfterNewer(t *testing.T, same bool, t4 runs.Trigger) olderAfterNewer {
+	t.Helper()
+	w := newWorld(t, coolifytest.WithTiming(coolifytest.Timing{Queued: 10 * time.Millisecond, RunMin: 1500 * time.Millisecond, RunMax: 1500 * time.Millisecond}))
+	budgets := "locks:\n  ttl: 30s\n  phase: { timeout: 120s, max_retries: 1 }\n  service: { timeout: 120s, max_retries: 1 }\n"
+	dir := pipelineDir(t, map[string]string{
+		"prod": w.pipelineYAML([]svc{{name: "a", uuid: appA}, {name: "b", uuid: appB}}, budgets),
+	})
+	d1 := startDaemon(t, "d1", w.env("chaos-newest-build-1", dir))
+	d2 := startDaemon(t, "d2", w.env("chaos-newest-build-2", dir))
+	d4 := d2
+	if same {
+		d4 = d1
+	}
+
+	r3 := d1.trigger("prod", runs.Trigger{Build: "3", ImageTag: "v3"})
+	waitFor(t, 30*time.Second, "build 3's deployment of a to start", func() bool {
+		_, ok := startedDeployment(w.cf, appA, r3.ID)
+		return ok
+	})
+	r5 := d1.trigger("prod", runs.Trigger{Build: "5", ImageTag: "v5"})
+	waitFor(t, 30*time.Second, "build 5 to hold coolify:phase1", func() bool {
+		return d1.run(r5.ID).Status != runs.StatusQueued
+	})
+	r4 := d4.trigger("prod", t4)
+
+	s := olderAfterNewer{w: w, d4: d4}
+	s.r3 = d1.waitEnded(r3.ID, 120*time.Second)
+	s.r5 = d1.waitEnded(r5.ID, 120*time.Second)
+	s.r4 = d4.waitEnded(r4.ID, 120*time.Second)
+	if s.r3.Status != runs.StatusSucceeded {
+		t.Errorf("build 3: %s (%s)", s.r3.Status, s.r3.Reason)
+	}
+	if held := w.heldLocks(); len(held) != 0 {
+		t.Errorf("locks held after every run ended: %+v", held)
+	}
+	return s
+}
+
+// wantRunning checks, from the fake's history, that a and b carry and run build b.
+func (s olderAfterNewer) wantRunning(h coolifytest.History, build string) {
+	for _, app := range []string{appA, appB} {
+		st := h.Apps[app]
+		for what, c := range map[string]coolifytest.Config{"runs": st.Running, "carries": st.Current} {
+			if c.ImageTag != "v"+build || c.Env["BUILD"] != build {
+				s.w.t.Errorf("%s %s tag %q BUILD=%q, want v%s and %s", app, what, c.ImageTag, c.Env["BUILD"], build, build)
+			}
+		}
+	}
+}
+
+// Supersede across daemons (concurrency: supersede): while coolify:phase1 is held, three
+// runs are submitted alternately to two daemons on one Redis and a fourth after them. Each
+// newer one ends the pending one before it on the other daemon, which stops waiting for the
+// phase lock at once; only the newest deploys, and no request of the superseded runs reaches
+// Coolify as a write (the fake's log).
+func TestSupersedeAcrossDaemons(t *testing.T) {
+	w := newWorld(t)
+	budgets := "locks:\n  ttl: 30s\n  phase: { timeout: 120s, max_retries: 1 }\n  service: { timeout: 120s, max_retries: 1 }\n"
+	dir := pipelineDir(t, map[string]string{
+		"prod": w.pipelineYAML([]svc{{name: "a", uuid: appA}, {name: "b", uuid: appB}}, budgets+"concurrency: supersede\n"),
+	})
+	d1 := startDaemon(t, "d1", w.env("chaos-supersede-1", dir))
+	d2 := startDaemon(t, "d2", w.env("chaos-supersede-2", dir))
+	blocker, err := w.locker().Acquire(context.Background(), locks.Request{Key: "coolify:phase1", Holder: "chaos#0/blocker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	phase1Waiters := func() int {
+		for _, l := range d1.locks() {
+			if l.Key == "coolify:phase1" {
+				return l.Waiters
+			}
+		}
+		return 0
+	}
+	store := w.store()
+	waiting := func(id string) bool {
+		evs, err := store.Events(context.Background(), id, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Type == runs.EventLockWaiting && e.LockKey == "coolify:phase1" {
+				return true
+			}
+		}
+		return false
+	}
+	daemons := []*daemon{d1, d2, d1, d2}
+	ids := make([]string, len(daemons))
+	for i, d := range daemons {
+		b := fmt.Sprint(i + 1)
+		ids[i] = d.trigger("prod", runs.Trigger{Build: b, ImageTag: "v" + b}).ID
+		// The newest pending run waits for the phase lock, and it alone: the one it
+		// superseded on the other daemon has stopped waiting.
+		waitFor(t, 10*time.Second, fmt.Sprintf("run %d alone waiting for coolify:phase1", i+1), func() bool {
+			return waiting(ids[i]) && phase1Waiters() == 1
+		})
+		if i == 0 {
+			continue
+		}
+		prev := daemons[i-1].run(ids[i-1])
+		if prev.Status != runs.StatusSuperseded || !strings.Contains(prev.Reason, ids[i]) {
+			t.Errorf("run %d on %s: %s (%q), want superseded by %s from %s", i, daemons[i-1].name, prev.Status, prev.Reason, ids[i], d.name)
+		}
+	}
+	_ = blocker.Release(context.Background())
+	if r := d2.waitEnded(ids[3], 60*time.Second); r.Status != runs.StatusSucceeded {
+		t.Fatalf("newest run: %s (%s)", r.Status, r.Reason)
+	}
+	h := w.cf.History()
+	for _, c := range h.Calls {
+		for _, id := range ids[:3] {
+			if c.Run == id && c.Mutating() {
+				t.Errorf("superseded run %s reached Coolify with a write: %s", id, describe(c))
+			}
+		}
+	}
+	for _, app := range []string{appA, appB} {
+		if st := h.Apps[app]; st.Running.ImageTag != "v4" || len(w.cf.Deployments(app)) != 1 {
+			t.Errorf("%s runs %q after %d deployments, want v4 after 1", app, st.Running.ImageTag, len(w.cf.Deployments(app)))
+		}
+	}
+}
