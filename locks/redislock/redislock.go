@@ -261,7 +261,8 @@ func ms(d time.Duration) int64 {
 // own start; a *locks.HeldError matching locks.ErrHeld or locks.ErrFrozen when the key
 // is held, frozen, in lock-delay or promised to an earlier waiter; locks.ErrInvalid for an
 // empty key, holder or token or a TTL under a millisecond; locks.ErrUnavailable or the
-// context's error when Redis cannot be reached.
+// context's error when Redis cannot be reached, and locks.ErrUnavailable when Options.MinReplicas
+// replicas did not confirm the grant within Options.ReplicaTimeout (the grant is released).
 func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, error) {
 	const op = "acquire"
 	switch {
@@ -354,6 +355,8 @@ func (d *Driver) LeaveQueue(ctx context.Context, key, ticket string) error {
 // the new expiry. Errors: locks.ErrNotHeld when the key is free or held under another
 // token; locks.ErrInvalid for a TTL under a millisecond; locks.ErrUnavailable or the
 // context's error when Redis cannot be reached.
+// With Options.MinReplicas, a renewal the replicas did not confirm in time is
+// locks.ErrUnavailable (the Locker retries it until the lease's own deadline).
 func (d *Driver) Renew(ctx context.Context, key, token string, ttl time.Duration) (time.Time, error) {
 	const op = "renew"
 	if ttl < time.Millisecond {
