@@ -8,7 +8,9 @@
 // last commits, and fences stay above the clock in microseconds so they still only grow. Time is the local wall clock (one
 // host). A crashed holder's lease simply expires. Release signals reach waiters in the same
 // process at once (all Drivers of one file in a process share a registry) and waiters in
-// other processes through a short poll of a release counter.
+// other processes through inotify on a release file beside the database ("<db>-release",
+// written after each release commits), with a poll of a release counter behind it: every
+// DefaultPollInterval where inotify is unavailable, every 250 ms otherwise.
 package sqlitelock
 
 import (
@@ -30,7 +32,8 @@ import (
 )
 
 // DefaultPollInterval is how often a process checks the file for releases made by other
-// processes while it has waiters.
+// processes while it has waiters, when it cannot be notified of them (no inotify); with
+// inotify the check runs on each notification and, as a backstop, every 250 ms.
 const DefaultPollInterval = 50 * time.Millisecond
 
 // auditKeep is how many audit entries the file keeps.
