@@ -199,6 +199,7 @@ func LoadDaemon(path string, getenv func(string) string, fs *pflag.FlagSet) (*Da
 		}
 	}
 
+	applyNotifyDefaults(d.Notify)
 	v := &validator{problems: &problems{file: path}, fromEnv: fromEnv}
 	v.daemon(&d)
 	c.list = append(c.list, decoded.list...)
@@ -256,6 +257,13 @@ func (v *validator) daemon(d *Daemon) {
 
 	v.rate("rate_limits.trigger", d.RateLimits.Trigger)
 	v.rate("rate_limits.webhook", d.RateLimits.Webhook)
+
+	if d.PublicURL != "" {
+		if u := v.httpURL("public_url", d.PublicURL); u != nil && (u.RawQuery != "" || u.Fragment != "") {
+			v.add("public_url", "must not have a query or fragment")
+		}
+	}
+	v.notify("notify", d.Notify)
 
 	for _, p := range []Provider{ProviderGitHub, ProviderGitLab, ProviderGeneric} {
 		if w := d.Webhooks.For(p); w != nil {
