@@ -216,21 +216,21 @@ func TestRunFailedMessage(t *testing.T) {
 // metric and a run event.
 func TestRetriesOn429And5xx(t *testing.T) {
 	w := newWorld(t)
+	discord := notifytest.NewServer(t) // its own receiver, so each one's faults are its own
 	targets := w.targets()[:2]
+	targets[1].URL = config.Secret(discord.URL + "/api/webhooks/" + discordToken)
 	n := w.notifier(targets, func(o *notify.Options) { o.Workers = 1 })
 	r := w.endedRun(runs.StatusSucceeded)
 	w.rcv.FailNext(notifytest.Fault{Status: http.StatusTooManyRequests, RetryAfter: "1", Body: "rate_limited"})
+	discord.FailNext(notifytest.Fault{Status: http.StatusInternalServerError}, notifytest.Fault{Status: http.StatusBadGateway})
 	n.Notify(nil, notify.Event{Kind: config.NotifySucceeded, Run: &r, At: r.EndedAt})
 	evs := w.waitEvent(r.ID, runs.EventNotifySent, "ops-slack")
 	if got := statuses(evs); strings.Join(got, ",") != "429,200" {
 		t.Errorf("slack attempts: %v, want 429,200", got)
 	}
-	slackAttempts := evs
-	if d := slackAttempts[len(slackAttempts)-2].At.Sub(slackAttempts[0].At); d < 900*time.Millisecond {
+	if d := evs[1].At.Sub(evs[0].At); d < 900*time.Millisecond {
 		t.Errorf("second attempt %s after the 429, want after its Retry-After of 1s", d)
 	}
-
-	w.rcv.FailNext(notifytest.Fault{Status: http.StatusInternalServerError}, notifytest.Fault{Status: http.StatusBadGateway})
 	evs = w.waitEvent(r.ID, runs.EventNotifySent, "ops-discord")
 	if got := statuses(evs); strings.Join(got, ",") != "500,502,204" {
 		t.Errorf("discord attempts: %v, want 500,502,204", got)
