@@ -103,7 +103,7 @@ const maxText = 1900
 // text is the one-paragraph message Slack and Discord show.
 func text(p Payload) string {
 	var b strings.Builder
-	dur := time.Duration(p.DurationSeconds * float64(time.Second)).Round(time.Second)
+	dur := round(time.Duration(p.DurationSeconds * float64(time.Second)))
 	switch p.Event {
 	case config.NotifySucceeded, config.NotifyFailed, config.NotifyCanceled, config.NotifyInterrupted:
 		fmt.Fprintf(&b, "%s %s: build %s %s", icon(p.Event), p.Pipeline, orNone(p.Build), p.Event)
@@ -144,6 +144,14 @@ func text(p Payload) string {
 		s = s[:maxText] + "…"
 	}
 	return s
+}
+
+// round shows a duration to the second, or to the millisecond under one second.
+func round(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Second)
 }
 
 func icon(ev config.NotifyEvent) string {

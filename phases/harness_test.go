@@ -53,6 +53,8 @@ type harness struct {
 	instance string
 	// redisURL addresses the Redis server of a "redis" harness.
 	redisURL string
+	// notifier, when set, is the engine's Notifier.
+	notifier phases.Notifier
 }
 
 // app UUIDs seeded in the fake.
@@ -193,6 +195,7 @@ func (h *harness) start(pipelines ...string) {
 		LivenessTTL:  time.Second,
 		Logger:       slog.New(slog.DiscardHandler),
 		PollInterval: 10 * time.Millisecond,
+		Notifier:     h.notifier,
 	})
 	if err != nil {
 		h.t.Fatal(err)
