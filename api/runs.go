@@ -1,6 +1,10 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -20,7 +24,9 @@ type runResponse struct {
 }
 
 // handleTrigger serves POST /v1/pipelines/{name}/runs: 202 with the run and its Location;
-// the same Idempotency-Key answers the same run (existing=true).
+// the same Idempotency-Key with the same body answers the same run (existing=true), with
+// another body 422 naming the key. The key is stored as "api:<key>", apart from the
+// "webhook:" keys of deliveries, so a trigger token cannot take a future delivery's key.
 func (s *server) handleTrigger() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name, err := s.pipelineParam(r)
@@ -43,9 +49,18 @@ func (s *server) handleTrigger() http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
+		if key != "" {
+			t.IdempotencyKey = apiKeyNamespace + key
+			t.IdempotencyHash = triggerDigest(t)
+		}
 		t.By = actor(r)
-		t.IdempotencyKey = key
 		run, existing, err := s.engine.Submit(r.Context(), name, t)
+		var reused *runs.KeyReusedError
+		if errors.As(err, &reused) {
+			err = &httpError{status: http.StatusUnprocessableEntity, code: "idempotency_key_reused", field: "Idempotency-Key",
+				message: fmt.Sprintf("Idempotency-Key %q was already used for run %s with a different body; send a new key for a new trigger",
+					key, reused.RunID)}
+		}
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -57,6 +72,20 @@ func (s *server) handleTrigger() http.HandlerFunc {
 		w.Header().Set("Location", "/v1/runs/"+run.ID)
 		encode(w, http.StatusAccepted, runResponse{Run: run, Existing: existing})
 	}
+}
+
+// apiKeyNamespace is put before a client's Idempotency-Key; webhook deliveries' keys start
+// with "webhook:" instead.
+const apiKeyNamespace = "api:"
+
+// triggerDigest is the SHA-256 of a trigger's parameters (what the body says: build, image
+// tag, commit, app version, params, rollback and reason), as canonical JSON, so two bodies
+// that say the same in another order or spacing have one digest.
+func triggerDigest(t runs.Trigger) string {
+	b, _ := json.Marshal(triggerBody{Build: t.Build, ImageTag: t.ImageTag, Commit: t.Commit, AppVersion: t.AppVersion,
+		Params: t.Params, Rollback: t.Rollback, Reason: t.Reason})
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // handlePlan serves GET /v1/pipelines/{name}/plan: the dry run for the trigger given in the

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
@@ -42,11 +44,20 @@ func (w *world) allowLeftSynced(app, why string) {
 	w.leftSynced[app] = why
 }
 
+// chaosRateLimit is the fake Coolify's throttle and the daemons' coolify.rate_limit (requests
+// per minute per token), scaled up from Coolify's 200 so scenarios stay quick. The daemons of
+// a world share the budget through its Redis; a scenario fails if the throttle ever answered.
+const chaosRateLimit = 6000
+
 func newWorld(t *testing.T, opts ...coolifytest.Option) *world {
 	t.Helper()
+	opts = append([]coolifytest.Option{coolifytest.WithRateLimit(chaosRateLimit, time.Minute)}, opts...)
 	w := &world{t: t, redis: redistest.Start(t), cf: coolifytest.NewServer(t, opts...)}
 	// Registered before any daemon, so it runs after every daemon of the scenario is gone.
 	t.Cleanup(func() {
+		if n := w.cf.Throttled(); n > 0 {
+			t.Errorf("the fake Coolify's throttle answered 429 %d times: the daemons did not share its budget", n)
+		}
 		h := w.cf.History()
 		for app, why := range w.leftSynced {
 			t.Logf("%s may end synced but not deployed: %s", app, why)
@@ -66,8 +77,8 @@ func newWorld(t *testing.T, opts ...coolifytest.Option) *world {
 func (w *world) env(instance, dir string) map[string]string {
 	return map[string]string{
 		"ORCH_REDIS_URL": w.redis.URL(), "ORCH_INSTANCE": instance, "ORCH_PIPELINES_DIR": dir,
-		"ORCH_LIVENESS_TTL": "2s",
-		"ORCH_STATE_DIR":    w.t.TempDir(), "COOLIFY_TOKEN": w.cf.Token,
+		"ORCH_LIVENESS_TTL": "2s", "ORCH_COOLIFY_RATE_LIMIT": strconv.Itoa(chaosRateLimit),
+		"ORCH_STATE_DIR": w.t.TempDir(), "COOLIFY_TOKEN": w.cf.Token,
 	}
 }
 

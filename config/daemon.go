@@ -29,8 +29,10 @@ type Daemon struct {
 	PublicRead bool `koanf:"public_read"`
 	// RateLimits apply per client to the trigger and webhook routes.
 	RateLimits RateLimits `koanf:"rate_limits"`
-	Webhooks   Webhooks   `koanf:"webhooks"`
-	Log        Log        `koanf:"log"`
+	// Coolify holds what applies to every Coolify instance the pipelines name.
+	Coolify  CoolifySettings `koanf:"coolify"`
+	Webhooks Webhooks        `koanf:"webhooks"`
+	Log      Log             `koanf:"log"`
 	// ShutdownGrace is how long SIGTERM waits for the current steps (default 30s).
 	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
 	// LivenessTTL is the TTL of the daemon's liveness lease (DaemonLiveKey): when it expires
@@ -54,6 +56,8 @@ type Daemon struct {
 	// Notify is where notifications go for pipelines without their own notify block, and
 	// for freezes.
 	Notify *Notify `koanf:"notify"`
+	// Retention bounds the run history the store keeps.
+	Retention Retention `koanf:"retention"`
 
 	// File is the config file it was loaded from ("" when none).
 	File string `koanf:"-"`
@@ -70,6 +74,25 @@ const (
 	// DefaultMaxConns and DefaultMaxConnsPerClient are Connections' defaults.
 	DefaultMaxConns          = 1024
 	DefaultMaxConnsPerClient = 64
+)
+
+// Retention says how much run history the store keeps: an ended run goes, with its events
+// and idempotency key, once it is older than MaxAge or more than MaxRuns runs are newer; a
+// run that has not ended is always kept. The daemon prunes every Interval (and at start).
+type Retention struct {
+	// MaxAge is the age limit (0: none; default DefaultRetentionMaxAge).
+	MaxAge time.Duration `koanf:"max_age"`
+	// MaxRuns is the count limit (0: none; default DefaultRetentionMaxRuns).
+	MaxRuns int `koanf:"max_runs"`
+	// Interval is the time between two prunes (default DefaultRetentionInterval).
+	Interval time.Duration `koanf:"interval"`
+}
+
+// Retention defaults: 90 days and 10 000 runs, checked hourly.
+const (
+	DefaultRetentionMaxAge   = 90 * 24 * time.Hour
+	DefaultRetentionMaxRuns  = 10_000
+	DefaultRetentionInterval = time.Hour
 )
 
 // Connections caps open TCP connections. A trusted proxy is held only to Max.
@@ -168,6 +191,23 @@ type Rate struct {
 var (
 	DefaultTriggerRate = Rate{PerSecond: 5, Burst: 20}
 	DefaultWebhookRate = Rate{PerSecond: 10, Burst: 50}
+)
+
+// CoolifySettings apply to every Coolify instance the pipelines name.
+type CoolifySettings struct {
+	// RateLimit is the instance's API throttle, Coolify's API_RATE_LIMIT: requests per minute
+	// per token (default DefaultCoolifyRateLimit). Calls to an instance wait for this budget,
+	// shared by every pipeline of the daemon and, on the Redis backend, by every daemon on that
+	// Redis, instead of running into 429 answers. 0 turns pacing off; otherwise at least
+	// MinCoolifyRateLimit.
+	RateLimit int `koanf:"rate_limit"`
+}
+
+// Coolify rate limit bounds.
+const (
+	DefaultCoolifyRateLimit = 200
+	// MinCoolifyRateLimit is internal/pacing.MinLimit: below it the budget has no room.
+	MinCoolifyRateLimit = 10
 )
 
 // Log configures the daemon's slog handler.

@@ -42,6 +42,9 @@ func TestLoadDaemonFrontDoorDefaults(t *testing.T) {
 	if d.Connections != (Connections{Max: DefaultMaxConns, PerClient: DefaultMaxConnsPerClient}) {
 		t.Errorf("connections: got %+v", d.Connections)
 	}
+	if d.Coolify.RateLimit != DefaultCoolifyRateLimit {
+		t.Errorf("coolify.rate_limit: got %d, want %d", d.Coolify.RateLimit, DefaultCoolifyRateLimit)
+	}
 	if got := d.AllowedHostsOr(); !slices.Equal(got, []string{"localhost", "127.0.0.1", "::1"}) {
 		t.Errorf("allowed hosts for %s: got %v", d.Listen, got)
 	}

@@ -37,6 +37,7 @@ var envOverrides = map[string]string{
 	"ORCH_SHUTDOWN_GRACE":         "shutdown_grace",
 	"ORCH_LIVENESS_TTL":           "liveness_ttl",
 	"ORCH_MAX_BODY_BYTES":         "max_body_bytes",
+	"ORCH_COOLIFY_RATE_LIMIT":     "coolify.rate_limit",
 }
 
 // EnvOverrides returns the ORCH_* environment variables LoadDaemon reads, each mapped to the
@@ -95,11 +96,14 @@ func daemonDefaults() map[string]any {
 			"trigger": map[string]any{"per_second": DefaultTriggerRate.PerSecond, "burst": DefaultTriggerRate.Burst},
 			"webhook": map[string]any{"per_second": DefaultWebhookRate.PerSecond, "burst": DefaultWebhookRate.Burst},
 		},
+		"coolify":        map[string]any{"rate_limit": DefaultCoolifyRateLimit},
 		"log":            map[string]any{"level": "info", "format": "auto"},
 		"shutdown_grace": DefaultShutdownGrace.String(),
 		"liveness_ttl":   DefaultLivenessTTL.String(),
 		"max_body_bytes": int64(DefaultMaxBodyBytes),
 		"connections":    map[string]any{"max": DefaultMaxConns, "per_client": DefaultMaxConnsPerClient},
+		"retention": map[string]any{"max_age": DefaultRetentionMaxAge.String(), "max_runs": DefaultRetentionMaxRuns,
+			"interval": DefaultRetentionInterval.String()},
 	}
 }
 
@@ -257,6 +261,10 @@ func (v *validator) daemon(d *Daemon) {
 
 	v.rate("rate_limits.trigger", d.RateLimits.Trigger)
 	v.rate("rate_limits.webhook", d.RateLimits.Webhook)
+	if r := d.Coolify.RateLimit; r != 0 && r < MinCoolifyRateLimit {
+		v.add("coolify.rate_limit", "%d: want Coolify's API_RATE_LIMIT in requests per minute per token, at least %d (or 0 to turn pacing off)",
+			r, MinCoolifyRateLimit)
+	}
 
 	if d.PublicURL != "" {
 		if u := v.httpURL("public_url", d.PublicURL); u != nil && (u.RawQuery != "" || u.Fragment != "") {
@@ -288,6 +296,13 @@ func (v *validator) daemon(d *Daemon) {
 	if d.Connections.PerClient < 1 || d.Connections.PerClient > d.Connections.Max {
 		v.add("connections.per_client", "must be between 1 and connections.max (%d)", d.Connections.Max)
 	}
+	if d.Retention.MaxAge < 0 {
+		v.add("retention.max_age", "must not be negative (0 keeps runs of any age)")
+	}
+	if d.Retention.MaxRuns < 0 {
+		v.add("retention.max_runs", "must not be negative (0 keeps any number of runs)")
+	}
+	v.positive("retention.interval", d.Retention.Interval)
 	for i, e := range d.TrustedProxies {
 		if _, err := ParseTrustedProxies([]string{e}); err != nil {
 			f := fmt.Sprintf("trusted_proxies[%d]", i)

@@ -142,6 +142,8 @@ func TestLoadDaemonProblems(t *testing.T) {
 		{"bad listen from env", "", map[string]string{"ORCH_LISTEN": "nope"}, "ORCH_LISTEN", "listen", "host:port"},
 		{"bad bool from env", "", map[string]string{"ORCH_PUBLIC_READ": "sometimes"}, "ORCH_PUBLIC_READ", "public_read", "true or false"},
 		{"bad duration from env", "", map[string]string{"ORCH_SHUTDOWN_GRACE": "soon"}, "ORCH_SHUTDOWN_GRACE", "shutdown_grace", "invalid duration"},
+		{"coolify rate limit too low", "coolify: { rate_limit: 5 }\n", nil, "", "coolify.rate_limit", "at least 10"},
+		{"coolify rate limit from env", "", map[string]string{"ORCH_COOLIFY_RATE_LIMIT": "-1"}, "ORCH_COOLIFY_RATE_LIMIT", "coolify.rate_limit", "at least 10"},
 		{"bad redis scheme", "redis_url: http://x:6379\n", nil, "", "redis_url", "scheme"},
 		{"short token", "tokens: { admin: short }\n", nil, "", "tokens.admin", "shorter than 16"},
 		{"same tokens", "tokens: { admin: aaaaaaaaaaaaaaaa, trigger: aaaaaaaaaaaaaaaa }\n", nil, "", "tokens.admin", "must differ from tokens.trigger"},
@@ -202,6 +204,8 @@ func TestEnvOverridesCoverKnownKeys(t *testing.T) {
 			return "3s"
 		case "ORCH_MAX_BODY_BYTES":
 			return "10"
+		case "ORCH_COOLIFY_RATE_LIMIT":
+			return "60"
 		case "ORCH_LOG_LEVEL":
 			return "warn"
 		case "ORCH_LOG_FORMAT":
@@ -220,6 +224,9 @@ func TestEnvOverridesCoverKnownKeys(t *testing.T) {
 		if !strings.HasPrefix(env, "ORCH_") || key == "" {
 			t.Errorf("override %q → %q", env, key)
 		}
+	}
+	if d.Coolify.RateLimit != 60 {
+		t.Errorf("coolify.rate_limit %d from ORCH_COOLIFY_RATE_LIMIT=60", d.Coolify.RateLimit)
 	}
 	if d.Tokens.Trigger.Reveal() != "value-of-orch_trigger_token-long-enough" || d.Webhooks.Generic == nil || d.PipelinesDir != "value-of-orch_pipelines_dir-long-enough" {
 		t.Errorf("got %+v", d)

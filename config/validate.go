@@ -49,8 +49,8 @@ func validatePath(getenv func(string) string, path string) Problems {
 }
 
 // isDaemonFile reports whether a file's top-level keys are a daemon config's rather than a
-// pipeline's. A file that can't be read or parsed counts as a pipeline, whose loader then
-// reports why.
+// pipeline's. Keys both kinds have (coolify) decide nothing. A file that can't be read or
+// parsed counts as a pipeline, whose loader then reports why.
 func isDaemonFile(path string) bool {
 	data, err := readFile(path)
 	if err != nil {
@@ -64,10 +64,12 @@ func isDaemonFile(path string) bool {
 	pipelineKeys := structFields(reflect.TypeFor[Pipeline]())
 	daemon := false
 	for k := range raw {
-		if _, ok := pipelineKeys[k]; ok {
+		_, inPipeline := pipelineKeys[k]
+		_, inDaemon := daemonKeys[k]
+		switch {
+		case inPipeline && !inDaemon:
 			return false
-		}
-		if _, ok := daemonKeys[k]; ok {
+		case inDaemon && !inPipeline:
 			daemon = true
 		}
 	}

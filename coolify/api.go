@@ -453,7 +453,7 @@ func (c *Client) ActiveDeployments(ctx context.Context, appUUID string) ([]Deplo
 // [ErrForbidden], [ErrServer] (before Coolify 4.3.7 an API cancel always answered 500).
 func (c *Client) CancelDeployment(ctx context.Context, deploymentUUID string) error {
 	if err := c.do(ctx, call{method: http.MethodPost, route: "/deployments/{uuid}/cancel",
-		path: "/deployments/" + pathEscape(deploymentUUID) + "/cancel"}, nil); err != nil {
+		path: "/deployments/" + pathEscape(deploymentUUID) + "/cancel", urgent: true}, nil); err != nil {
 		return fmt.Errorf("cancel deployment %s: %w", deploymentUUID, err)
 	}
 	return nil

@@ -10,9 +10,9 @@ import (
 )
 
 // BenchmarkGetApplication measures one read through the client and the fake (loopback HTTP,
-// no spec validation).
+// no spec validation). The fake's throttle is off in these benchmarks: they measure the client.
 func BenchmarkGetApplication(b *testing.B) {
-	srv := coolifytest.NewServer(b)
+	srv := coolifytest.NewServer(b, coolifytest.WithoutRateLimit())
 	app := srv.AddApplication(coolifytest.Application{Name: "api"})
 	c := coolify.New(srv.URL, srv.Token)
 	ctx := context.Background()
@@ -25,7 +25,7 @@ func BenchmarkGetApplication(b *testing.B) {
 
 // BenchmarkUpsertEnvs measures a bulk write of 20 variables.
 func BenchmarkUpsertEnvs(b *testing.B) {
-	srv := coolifytest.NewServer(b)
+	srv := coolifytest.NewServer(b, coolifytest.WithoutRateLimit())
 	app := srv.AddApplication(coolifytest.Application{Name: "api"})
 	c := coolify.New(srv.URL, srv.Token)
 	vars := make([]coolify.EnvVar, 20)
@@ -43,7 +43,7 @@ func BenchmarkUpsertEnvs(b *testing.B) {
 // BenchmarkDeployAndWait measures deploy + confirm + wait on a fake whose deployments take no
 // time, i.e. the client's own overhead per deployment (poll interval 1 ms).
 func BenchmarkDeployAndWait(b *testing.B) {
-	srv := coolifytest.NewServer(b, coolifytest.WithTiming(coolifytest.Timing{}), coolifytest.WithQueueLimit(1<<30, time.Second))
+	srv := coolifytest.NewServer(b, coolifytest.WithTiming(coolifytest.Timing{}), coolifytest.WithQueueLimit(1<<30, time.Second), coolifytest.WithoutRateLimit())
 	app := srv.AddApplication(coolifytest.Application{Name: "api"})
 	c := coolify.New(srv.URL, srv.Token, coolify.WithPollInterval(time.Millisecond))
 	ctx := context.Background()

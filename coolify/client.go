@@ -24,6 +24,13 @@
 // [WithTrace] also carry `X-Orchestrator-Run` and `X-Orchestrator-Fence`, so Coolify's access log
 // or a proxy can tell which run and which lease made each change.
 //
+// A client given a limiter ([WithLimiter], e.g. an internal/pacing Pacer shared by every client
+// of one instance and token) waits for it before each attempt, so a budget such as Coolify's
+// throttle of 200 requests per minute per token is met instead of answered with 429s. Reads
+// (GET: deployment status, the snapshots and re-reads around every write) and deployment
+// cancels wait with priority ([Urgent]); writes, deploys and restarts with normal priority. A
+// caller raises any call to priority with [Urgent] (the engine does for restores).
+//
 // Failures are *[APIError] values (method, path, status, the server's message and field errors)
 // that match the sentinel errors of this package with errors.Is. Requests go through
 // internal/outbound, which holds the retry policy of every outside client: 429 and 503 are
@@ -139,7 +146,8 @@ func WithVersion(v string) Option {
 	return func(c *Client) { c.version = v }
 }
 
-// WithLimiter paces the client's attempts (default: none).
+// WithLimiter paces the client's attempts (default: none). The limiter is asked with the
+// call's priority: high for reads, cancels and calls under [Urgent], normal for the others.
 func WithLimiter(l outbound.Limiter) Option { return func(c *Client) { c.limiter = l } }
 
 // WithMetrics registers fn to be told about every HTTP attempt.
@@ -195,6 +203,13 @@ func WithTrace(ctx context.Context, runID string, fence int64) context.Context {
 	return trace.With(ctx, runID, fence)
 }
 
+// Urgent returns a context under which every call waits on the client's limiter with high
+// priority, as reads and cancels always do: for calls that put things back (restores) or that
+// a lease holder needs before it can let go.
+func Urgent(ctx context.Context) context.Context {
+	return outbound.WithPriority(ctx, outbound.PriorityHigh)
+}
+
 // TraceFrom returns the run ID and fence attached by [WithTrace], and whether there were any.
 func TraceFrom(ctx context.Context) (runID string, fence int64, ok bool) { return trace.From(ctx) }
 
@@ -206,6 +221,8 @@ type call struct {
 	query  url.Values
 	body   any // JSON-encoded when non-nil
 	noAuth bool
+	// urgent makes the call wait on the limiter with high priority (GETs always do).
+	urgent bool
 }
 
 // do performs the call and decodes a 2xx JSON body into out (when out is non-nil). Non-2xx
@@ -237,6 +254,9 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 
+	if (k.urgent || k.method == http.MethodGet) && outbound.PriorityFrom(ctx) < outbound.PriorityHigh {
+		ctx = Urgent(ctx)
+	}
 	resp, err := c.out.Do(ctx, req)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {

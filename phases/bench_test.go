@@ -16,7 +16,9 @@ import (
 //	go test -bench . -run '^$' -benchtime 3x ./phases
 //
 // Both benchmarks drive the real engine (harness_test.go) over the real lock and run-store
-// backends and the fake Coolify on a loopback port, once per backend.
+// backends and the fake Coolify on a loopback port, once per backend. They measure the
+// engine, not Coolify's throttle: the fake's rate limit and the clients' pacing are off
+// (bench/cmd/benchpacing measures pacing).
 
 // BenchmarkOverhead100 runs a pipeline of 100 services on a fake Coolify that answers at once
 // and whose deployments take no time, and reports the orchestrator's overhead per service per
@@ -36,7 +38,7 @@ func BenchmarkOverhead100(b *testing.B) {
 	for _, backend := range backends {
 		b.Run(backend, func(b *testing.B) {
 			const n = 100
-			h := newHarnessOn(b, backend, coolifytest.WithTiming(coolifytest.Timing{}), coolifytest.WithConcurrentBuilds(n))
+			h := newHarnessOn(b, backend, coolifytest.WithTiming(coolifytest.Timing{}), coolifytest.WithConcurrentBuilds(n), coolifytest.WithoutRateLimit())
 			h.start(benchPipeline(h, "bench", n))
 			var overhead, inCoolify time.Duration
 			var calls, writes int
@@ -88,7 +90,7 @@ func BenchmarkMakespan20(b *testing.B) {
 	)
 	for _, backend := range backends {
 		b.Run(backend, func(b *testing.B) {
-			h := newHarnessOn(b, backend, coolifytest.WithTiming(coolifytest.Timing{}), coolifytest.WithConcurrentBuilds(n))
+			h := newHarnessOn(b, backend, coolifytest.WithTiming(coolifytest.Timing{}), coolifytest.WithConcurrentBuilds(n), coolifytest.WithoutRateLimit())
 			h.coolify.SetLatency(perCall, perCall)
 			h.start(benchPipeline(h, "bench", n))
 			var makespan, outside time.Duration

@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/internal/pacing"
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/locks/redislock"
@@ -49,6 +52,10 @@ type harness struct {
 	backend string
 	// secrets, when set, builds the pipeline's named secret sources.
 	secrets func(name string, src config.SecretSource) (secrets.Source, error)
+	// pace paces the engine's Coolify clients to the fake's throttle, as the daemon does.
+	pace *pacing.Pool
+	// rdb is the Redis client of the redis backend.
+	rdb redis.UniversalClient
 	// instance is the engine's instance ID (default "test-instance").
 	instance string
 	// redisURL addresses the Redis server of a "redis" harness.
@@ -56,6 +63,11 @@ type harness struct {
 	// notifier, when set, is the engine's Notifier.
 	notifier phases.Notifier
 }
+
+// harnessRateLimit is the fake's throttle in end-to-end tests (requests per minute per
+// token), scaled up from Coolify's 200 so tests stay quick; the engine's clients are paced to
+// it and a test fails if the throttle ever answered 429. Benchmarks turn it off explicitly.
+const harnessRateLimit = 60000
 
 // app UUIDs seeded in the fake.
 const (
@@ -82,7 +94,12 @@ func newHarness(t *testing.T, opts ...coolifytest.Option) *harness {
 func newHarnessOn(t testing.TB, backend string, opts ...coolifytest.Option) *harness {
 	t.Helper()
 	h := &harness{t: t, dir: t.TempDir(), env: map[string]string{"ORCH_SECRET_SENTRY_DSN": "sentry-secret-value-123"}, backend: backend}
-	h.coolify = coolifytest.NewServer(t, opts...)
+	h.coolify = coolifytest.NewServer(t, append([]coolifytest.Option{coolifytest.WithRateLimit(harnessRateLimit, time.Minute)}, opts...)...)
+	t.Cleanup(func() {
+		if n := h.coolify.Throttled(); n > 0 {
+			t.Errorf("the fake Coolify's throttle answered 429 %d times: the engine's calls were not paced under it", n)
+		}
+	})
 	h.coolifyURL, h.coolifyToken = h.coolify.URL, h.coolify.Token
 	for _, a := range []coolifytest.Application{
 		{UUID: uuidAPI, Name: "api", ImageName: "ghcr.io/acme/api", ImageTag: "v1"},
@@ -95,7 +112,27 @@ func newHarnessOn(t testing.TB, backend string, opts ...coolifytest.Option) *har
 	h.coolify.SetEnv(uuidAPI, coolifytest.Env{Key: "KEEP_ME", Value: coolifytest.Str("untouched"), IsRuntime: true, IsLiteral: true})
 
 	h.openBackends()
+	h.openPacing(h.coolify.RateLimit())
 	return h
+}
+
+// openPacing paces the engine's clients under n calls per window (none when n is 0): on
+// Redis for the redis backend, in the process for sqlite, as the daemon does.
+func (h *harness) openPacing(n int, window time.Duration) {
+	if n == 0 {
+		h.pace = pacing.Off()
+		return
+	}
+	budget := pacing.Budget{Limit: n, Window: window}
+	var err error
+	if h.rdb != nil {
+		h.pace, err = pacing.NewRedisPool(h.rdb, budget, pacing.Options{})
+	} else {
+		h.pace, err = pacing.NewLocalPool(budget, pacing.Options{})
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 // adoptHarness is the child process's harness: the parent's state files and fake Coolify.
@@ -103,6 +140,7 @@ func adoptHarness(t *testing.T) *harness {
 	h := &harness{t: t, backend: "sqlite", dir: os.Getenv("PHASES_TEST_DIR"), env: map[string]string{"ORCH_SECRET_SENTRY_DSN": "sentry-secret-value-123"},
 		coolifyURL: os.Getenv("PHASES_TEST_COOLIFY"), coolifyToken: coolifytest.DefaultToken}
 	h.openBackends()
+	h.openPacing(harnessRateLimit, time.Minute)
 	return h
 }
 
@@ -117,6 +155,7 @@ func (h *harness) openBackends() {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { client.Close() })
+		h.rdb = client
 		h.locker = locks.New(redislock.New(client, redislock.Options{}), locks.Options{PollInterval: 50 * time.Millisecond})
 		t.Cleanup(func() { h.locker.Close() })
 		st := redisstore.New(client, redisstore.Options{})
@@ -184,8 +223,12 @@ func (h *harness) start(pipelines ...string) {
 	e, err := phases.New(phases.Deps{
 		Store: h.store, Marks: h.store, Locker: h.locker, Pipelines: ps,
 		Coolify: func(url, token string) phases.Coolify {
-			return coolify.New(url, token, coolify.WithPollInterval(10*time.Millisecond),
-				coolify.WithRetry(coolify.RetryPolicy{MaxRetries: 3, MinWait: 5 * time.Millisecond, MaxWait: 50 * time.Millisecond, MaxRetryAfter: time.Second}))
+			opts := []coolify.Option{coolify.WithPollInterval(10 * time.Millisecond),
+				coolify.WithRetry(coolify.RetryPolicy{MaxRetries: 3, MinWait: 5 * time.Millisecond, MaxWait: 50 * time.Millisecond, MaxRetryAfter: time.Second})}
+			if p := h.pace.For(url, token); p != nil {
+				opts = append(opts, coolify.WithLimiter(p))
+			}
+			return coolify.New(url, token, opts...)
 		},
 		Flagsmith:    func(url, key string) *mobile.Client { return mobile.NewClient(url, key) },
 		Secrets:      h.secrets,

@@ -52,7 +52,8 @@ func (x *execution) restore(st *svcState, phase runs.Phase, redeploy bool) {
 		return
 	}
 	sctx, cancel := lease.Context(x.ctx)
-	sctx = coolify.WithTrace(sctx, x.run.ID, lease.Fence())
+	// Restores put things back: their calls go before other runs' writes on the rate budget.
+	sctx = coolify.Urgent(coolify.WithTrace(sctx, x.run.ID, lease.Fence()))
 	// No write while a deployment this run did not start is in progress.
 	var res restoreResult
 	err = x.clearDeployments(sctx, s, phase, false)

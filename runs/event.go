@@ -32,6 +32,10 @@ const (
 	EventHealthOK       EventType = "health.ok"
 	EventHealthFailed   EventType = "health.failed"
 	EventMobileUpdated  EventType = "mobile.updated"
+	// EventCoolifyPaced: calls of the run waited for the Coolify instance's rate budget
+	// (coolify.rate_limit). One event sums the waits of a few seconds; Data holds DataCalls,
+	// DataPriorityCalls, DataWaitedMS and DataLongestMS.
+	EventCoolifyPaced EventType = "coolify.paced"
 	// EventServiceStale: the service carries a newer build than the run's; the run leaves it.
 	EventServiceStale EventType = "service.stale"
 
@@ -100,4 +104,11 @@ const (
 	DataHeldLocks = "held_locks"
 	// DataOwner is the owner (daemon instance) a run.interrupted event was marked for.
 	DataOwner = "owner"
+	// DataCalls, DataPriorityCalls, DataWaitedMS and DataLongestMS are a coolify.paced
+	// event's number of calls that waited, how many of them were priority calls, their total
+	// wait and the longest one, in milliseconds.
+	DataCalls         = "calls"
+	DataPriorityCalls = "priority_calls"
+	DataWaitedMS      = "waited_ms"
+	DataLongestMS     = "longest_ms"
 )

@@ -79,8 +79,14 @@ type Trigger struct {
 	// "cli:<user>".
 	By string `json:"by"`
 	// IdempotencyKey, when set, makes Store.Create return the existing run of the same
-	// pipeline created with the same key instead of a second run.
+	// pipeline created with the same key instead of a second run. Callers keep their keys in
+	// separate namespaces ("api:<client's key>", "webhook:<provider>:<body digest>"), so one
+	// kind of caller cannot take another's key in advance.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// IdempotencyHash is the digest of the request that carried IdempotencyKey; it is stored
+	// with the key. A Create with the key and another hash is refused (ErrKeyReused) instead
+	// of answering a run started for different parameters.
+	IdempotencyHash string `json:"idempotency_hash,omitempty"`
 	// Rollback asks for this build on purpose even when a newer one is on the services: the
 	// run passes the stale-build guard and is recorded (with By and Reason) as a rollback in
 	// the run and the audit.

@@ -21,10 +21,12 @@ type Store interface {
 	//
 	// When r.Trigger.IdempotencyKey is set and a run of the same pipeline was created with
 	// that key, nothing is written and that run is returned with created == false. The check
-	// and the write are one atomic step: concurrent Creates with one key yield one run.
+	// and the write are one atomic step: concurrent Creates with one key yield one run. When
+	// that run's Trigger.IdempotencyHash differs from r's, nothing is written either and the
+	// error is a *KeyReusedError naming the run.
 	//
 	// Errors: ErrInvalid (empty pipeline, unknown status, a terminal status); ErrConflict
-	// (r.ID given and already used); ErrUnavailable.
+	// (r.ID given and already used); ErrKeyReused; ErrUnavailable.
 	Create(ctx context.Context, r Run) (run Run, created bool, err error)
 
 	// Get returns the run. Errors: ErrNotFound; ErrUnavailable.

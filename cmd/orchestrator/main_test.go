@@ -337,3 +337,21 @@ services:
 		t.Errorf("the Infisical client secret reached the log or the answer")
 	}
 }
+
+// The daemon paces its Coolify calls at coolify.rate_limit (default 200/min, the fake's
+// default throttle too): the calls past the bucket's burst wait, which the run shows as a
+// coolify.paced event before its end, and the fake never answers 429.
+func TestRunShowsCoolifyPacing(t *testing.T) {
+	env, cf := daemonEnv(t)
+	out, errOut, err := invoke(context.Background(), env, "run", "prod", "--image-tag", "v5", "--build", "7")
+	if err != nil {
+		t.Fatalf("run: %v\n%s\n%s", err, out, errOut)
+	}
+	paced, end := strings.Index(out, "coolify.paced"), strings.Index(out, "succeeded")
+	if paced < 0 || end < paced {
+		t.Errorf("run output lacks a coolify.paced event before the run's end:\n%s", out)
+	}
+	if n := cf.Throttled(); n > 0 {
+		t.Errorf("the fake's throttle answered 429 %d times", n)
+	}
+}

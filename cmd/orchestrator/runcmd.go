@@ -96,7 +96,7 @@ func (lc *localCmd) engine(ctx context.Context, c *cli, fs *pflag.FlagSet, insta
 		return nil, nil, err
 	}
 	eng, err := newEngine(b, engineConfig{pipelines: ps, getenv: c.getenv, log: log, instance: instance,
-		clients: newClients(log, nil, 0), livenessTTL: d.LivenessTTL})
+		clients: newClients(log, nil, 0), livenessTTL: d.LivenessTTL, coolifyRateLimit: d.Coolify.RateLimit})
 	if err != nil {
 		b.Close()
 		return nil, nil, err

@@ -70,7 +70,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	eng, err := newEngine(b, engineConfig{
 		pipelines: pipelines, instance: instance, getenv: c.getenv, log: log, observer: metrics,
 		clients: newClients(log, metrics.OutsideRequest, tn.coolifyPoll), healthPoll: tn.healthPoll,
-		livenessTTL: d.LivenessTTL,
+		livenessTTL: d.LivenessTTL, coolifyRateLimit: d.Coolify.RateLimit,
 	})
 	if err != nil {
 		ln.Close()
@@ -85,6 +85,9 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 		log.LogAttrs(ctx, slog.LevelWarn, "run interrupted by a restart", slog.String("run_id", r.ID),
 			slog.String("pipeline", r.Pipeline), slog.Any("left", r.Left))
 	}
+
+	stopPruner := startPruner(ctx, b.store, d.Retention, log)
+	defer stopPruner()
 
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()

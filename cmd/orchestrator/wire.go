@@ -7,11 +7,16 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/internal/pacing"
+	"github.com/deploy-orchestrator/orchestrator/internal/private"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/locks/redislock"
 	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
@@ -24,10 +29,11 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/secrets/infisical"
 )
 
-// store is a run store that also keeps service marks; both backends are.
+// store is a run store that also keeps service marks and prunes its history; both backends are.
 type store interface {
 	runs.Store
 	runs.MarkStore
+	runs.Pruner
 }
 
 // backends are the lock service and the run store of one process, on Redis or on the
@@ -35,6 +41,8 @@ type store interface {
 type backends struct {
 	locker *locks.Locker
 	store  store
+	// rdb is the Redis client of the Redis backend (nil on the embedded one).
+	rdb redis.UniversalClient
 	// where describes the backend for humans ("redis" or the state dir), never a password.
 	where string
 	close func() error
@@ -59,12 +67,17 @@ func openBackends(ctx context.Context, redisURL, stateDir string, log *slog.Logg
 		}
 		locker := locks.New(redislock.New(client, redislock.Options{Logger: log}), lopts)
 		st := redisstore.New(client, redisstore.Options{})
-		return &backends{locker: locker, store: st, where: "redis", close: func() error {
+		return &backends{locker: locker, store: st, rdb: client, where: "redis", close: func() error {
 			return errors.Join(locker.Close(), st.Close(), client.Close())
 		}}, nil
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir %s: %w", stateDir, err)
+	open, err := private.Dir(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	if open != 0 {
+		log.Warn("state directory is open to other users; the run history and locks are in it (chmod 700 it)",
+			slog.String("state_dir", stateDir), slog.String("open_bits", open.String()))
 	}
 	d, err := sqlitelock.Open(filepath.Join(stateDir, "locks.db"))
 	if err != nil {
@@ -86,6 +99,8 @@ type clients struct {
 	log     *slog.Logger
 	metrics func(system, method, route string, status int, d time.Duration)
 	poll    time.Duration // deployment polling; 0 means the client's default
+	// pace holds the rate budget of each Coolify instance and token (set by newEngine).
+	pace *pacing.Pool
 }
 
 func newClients(log *slog.Logger, metrics func(system, method, route string, status int, d time.Duration), poll time.Duration) *clients {
@@ -104,6 +119,9 @@ func (c *clients) coolify(url, token string) phases.Coolify {
 	}
 	if c.metrics != nil {
 		opts = append(opts, coolify.WithMetrics(c.metrics))
+	}
+	if p := c.pace.For(url, token); p != nil {
+		opts = append(opts, coolify.WithLimiter(p))
 	}
 	return coolify.New(url, token, opts...)
 }
@@ -141,16 +159,95 @@ type engineConfig struct {
 	healthPoll time.Duration
 	// livenessTTL is the TTL of the daemon's liveness lease; 0 means the default.
 	livenessTTL time.Duration
+	// coolifyRateLimit is coolify.rate_limit; 0 turns pacing off.
+	coolifyRateLimit int
 }
 
 func newEngine(b *backends, ec engineConfig) (*phases.Engine, error) {
+	pace, st, err := coolifyPacing(b, ec.coolifyRateLimit, ec.log)
+	if err != nil {
+		return nil, fmt.Errorf("coolify.rate_limit: %w", err)
+	}
+	ec.clients.pace = pace
 	return phases.New(phases.Deps{
-		Store: b.store, Marks: b.store, Locker: b.locker, Pipelines: ec.pipelines,
+		Store: st, Marks: b.store, Locker: b.locker, Pipelines: ec.pipelines,
 		Coolify: ec.clients.coolify, Flagsmith: ec.clients.flagsmith, Secrets: ec.clients.secrets,
 		Getenv: ec.getenv, EnvPrefix: secretEnvPrefix,
 		Instance: ec.instance, Logger: ec.log, Observer: ec.observer, PollInterval: ec.healthPoll,
 		LivenessTTL: ec.livenessTTL,
 	})
+}
+
+// pacedReportInterval is how often at most a run gets a coolify.paced event.
+const pacedReportInterval = 5 * time.Second
+
+// coolifyPacing returns the pool of Coolify rate budgets (one per instance and token): in
+// Redis on the Redis backend, so every daemon on it shares them; in this process on the
+// embedded one, shared by its pipelines. Calls that waited are summed into coolify.paced
+// events of their run, written through the returned store, which reports a run's open sum
+// before the event that ends the run; b's Close reports what is still open.
+func coolifyPacing(b *backends, perMinute int, log *slog.Logger) (*pacing.Pool, runs.Store, error) {
+	if perMinute == 0 {
+		return pacing.Off(), b.store, nil
+	}
+	tally := pacing.NewTally(pacedReportInterval, func(runID string, s pacing.Summary) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ev := runs.Event{Type: runs.EventCoolifyPaced,
+			Message: fmt.Sprintf("%d Coolify calls waited %s for the rate budget (longest %s, %d priority)",
+				s.Calls, s.Total.Round(time.Millisecond), s.Longest.Round(time.Millisecond), s.Priority),
+			Data: map[string]string{
+				runs.DataCalls: strconv.Itoa(s.Calls), runs.DataPriorityCalls: strconv.Itoa(s.Priority),
+				runs.DataWaitedMS: strconv.FormatInt(s.Total.Milliseconds(), 10), runs.DataLongestMS: strconv.FormatInt(s.Longest.Milliseconds(), 10),
+			}}
+		if _, err := b.store.Append(ctx, runID, ev); err != nil {
+			log.LogAttrs(ctx, slog.LevelDebug, "coolify.paced event not written", slog.String("run_id", runID), slog.String("error", err.Error()))
+		}
+	})
+	closeStore := b.close
+	b.close = func() error { tally.Stop(); return closeStore() }
+	opts := pacing.Options{OnWait: func(ctx context.Context, w pacing.Wait) {
+		if runID, _, ok := coolify.TraceFrom(ctx); ok {
+			tally.Add(runID, w)
+		}
+	}}
+	budget := pacing.Budget{Limit: perMinute, Window: time.Minute}
+	var pool *pacing.Pool
+	var err error
+	if b.rdb != nil {
+		pool, err = pacing.NewRedisPool(b.rdb, budget, opts)
+	} else {
+		pool, err = pacing.NewLocalPool(budget, opts)
+	}
+	return pool, pacedStore{Store: b.store, tally: tally}, err
+}
+
+// pacedStore is the engine's run store: before it writes the event that ends a run, it has
+// the run's open coolify.paced sum written, so that sum never follows the run's last word.
+type pacedStore struct {
+	runs.Store
+	tally *pacing.Tally
+}
+
+func (s pacedStore) flushBeforeEnd(id string, evs []runs.Event) {
+	for _, ev := range evs {
+		if ev.Type.EndsRun() {
+			s.tally.Flush(id)
+			return
+		}
+	}
+}
+
+// Update flushes the run's paced sum first when evs end the run.
+func (s pacedStore) Update(ctx context.Context, id string, fn func(*runs.Run) error, evs ...runs.Event) (runs.Run, error) {
+	s.flushBeforeEnd(id, evs)
+	return s.Store.Update(ctx, id, fn, evs...)
+}
+
+// Append flushes the run's paced sum first when evs end the run.
+func (s pacedStore) Append(ctx context.Context, id string, evs ...runs.Event) ([]runs.Event, error) {
+	s.flushBeforeEnd(id, evs)
+	return s.Store.Append(ctx, id, evs...)
 }
 
 // secretEnvPrefix is prepended to keys of the built-in "env" secret source, so a pipeline can

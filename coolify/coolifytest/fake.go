@@ -13,8 +13,10 @@
 //     stored), the queue limit answering 429 with Retry-After, cancel; the image tag and env vars
 //     are read when a deployment starts, not when it is queued; the application's status follows
 //     its deployments and its health;
-//   - tokens with abilities (read, write, deploy, read:sensitive, root) answering 401/403, and an
-//     optional per-token rate limit;
+//   - tokens with abilities (read, write, deploy, read:sensitive, root) answering 401/403, and
+//     Laravel's throttle: by default 200 requests per minute per token (Coolify's default
+//     API_RATE_LIMIT) in fixed windows starting at a window's first request, then 429 "Too Many
+//     Attempts." with Retry-After until the window ends ([WithRateLimit] scales or turns it off);
 //   - optionally, the lag of Coolify's asynchronous status refresh ([WithStatusLag]) and the
 //     pre-4.3.7 API cancel that answers 500 and stalls the queue ([WithCancelBug]).
 //
@@ -130,11 +132,23 @@ func WithQueueLimit(n int, retryAfter time.Duration) Option {
 	return func(f *Fake) { f.queueLimit, f.queueRetryAfter = n, retryAfter }
 }
 
-// WithRateLimit limits each token to n requests per window (Laravel's fixed-window throttle;
-// the real default is 200 per minute). Default: no limit, so fast tests do not trip it.
+// DefaultRateLimit is the throttle a fake enforces unless told otherwise: Coolify's default
+// API_RATE_LIMIT of 200 requests per minute per token.
+const (
+	DefaultRateLimit  = 200
+	DefaultRateWindow = time.Minute
+)
+
+// WithRateLimit limits each token to n requests per window (Laravel's fixed-window throttle)
+// instead of [DefaultRateLimit] per [DefaultRateWindow]; n <= 0 turns the limit off. A test
+// that needs more calls than the real limit allows scales it here (and paces its clients to
+// the same budget) or turns it off, saying so.
 func WithRateLimit(n int, window time.Duration) Option {
-	return func(f *Fake) { f.rateN, f.rateWindow = n, window }
+	return func(f *Fake) { f.rateN, f.rateWindow = max(n, 0), window }
 }
+
+// WithoutRateLimit turns the throttle off: WithRateLimit(0, 0).
+func WithoutRateLimit() Option { return WithRateLimit(0, 0) }
 
 // WithStatusLag makes an application's reported status lag its real state by d, as Coolify's
 // asynchronous status checks do (a deployment can be "finished" while the status still reads
@@ -356,6 +370,7 @@ type Fake struct {
 	queueRetryAfter  time.Duration
 	rateN            int
 	rateWindow       time.Duration
+	throttled        int // requests answered 429 by the throttle
 	statusLag        time.Duration
 	cancelBug        bool
 
@@ -389,6 +404,8 @@ func New(opts ...Option) *Fake {
 		concurrentBuilds: 2,
 		queueLimit:       25,
 		queueRetryAfter:  60 * time.Second,
+		rateN:            DefaultRateLimit,
+		rateWindow:       DefaultRateWindow,
 		rng:              mrand.New(mrand.NewPCG(1, 2)),
 		apps:             map[string]*app{},
 		services:         map[string]*service{},
@@ -554,6 +571,17 @@ func (f *Fake) SetRouteLatency(method, route string, lo, hi time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.latencies = append(f.latencies, latency{method: method, route: route, min: lo, max: hi})
+}
+
+// RateLimit returns the throttle: n requests per window per token (n == 0: none).
+func (f *Fake) RateLimit() (n int, window time.Duration) { return f.rateN, f.rateWindow }
+
+// Throttled returns how many requests the throttle has answered 429 so far (not counting
+// injected faults or the deployment queue's 429).
+func (f *Fake) Throttled() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.throttled
 }
 
 // Requests returns every request received so far, in order of arrival (completed ones only).

@@ -829,3 +829,36 @@ func TestHistory(t *testing.T) {
 		t.Errorf("api at the end: %+v, want run-b's v3 with K=1 carried and running", st)
 	}
 }
+
+// By default the fake throttles as Coolify does: 200 requests per minute per token, the 201st
+// answered 429 "Too Many Attempts." with Retry-After until the window that began with the
+// first request ends; other tokens have their own window.
+func TestDefaultThrottle(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	h := newHarness(t, coolifytest.WithClock(clock))
+	for i := range coolifytest.DefaultRateLimit {
+		if i == 1 {
+			clock.Advance(20 * time.Second)
+		}
+		wantStatus(t, h.do("GET", "/applications", nil), http.StatusOK)
+	}
+	a := h.do("GET", "/applications", nil)
+	wantStatus(t, a, http.StatusTooManyRequests)
+	if n := h.srv.Throttled(); n != 1 {
+		t.Errorf("Throttled() = %d, want 1", n)
+	}
+	if a.json(t)["message"] != "Too Many Attempts." || a.header.Get("Retry-After") != "40" {
+		t.Errorf("429 with Retry-After %q and body %s", a.header.Get("Retry-After"), a.body)
+	}
+	h.srv.AddToken("3|other", coolifytest.AbilityRead)
+	h.token = "3|other"
+	wantStatus(t, h.do("GET", "/applications", nil), http.StatusOK)
+	h.token = h.srv.Token
+	clock.Advance(40 * time.Second)
+	wantStatus(t, h.do("GET", "/applications", nil), http.StatusOK)
+
+	off := newHarness(t, coolifytest.WithClock(clock), coolifytest.WithoutRateLimit())
+	for range coolifytest.DefaultRateLimit + 1 {
+		wantStatus(t, off.do("GET", "/applications", nil), http.StatusOK)
+	}
+}

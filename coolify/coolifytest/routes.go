@@ -168,6 +168,7 @@ func (f *Fake) process(r *http.Request, tmpl, ability string, h handlerFunc, rec
 				tok.window, tok.count = now, 0
 			}
 			if tok.count >= f.rateN {
+				f.throttled++
 				resp := jsonError(http.StatusTooManyRequests, "Too Many Attempts.")
 				resp.header = http.Header{"Retry-After": {retryAfterSeconds(tok.window.Add(f.rateWindow).Sub(now))}}
 				return resp

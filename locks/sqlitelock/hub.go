@@ -4,13 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 )
 
 // hubs shares one database handle and one release-signal registry among every Driver of
 // the same file in this process, so a release by one Driver wakes the waiters of another
-// at once; a poller picks up releases made by other processes.
+// at once; a poller picks up releases made by other processes, woken by the notifier
+// (inotify on the release file) or, without one, every poll interval.
 var hubs = struct {
 	sync.Mutex
 	m map[string]*hub
@@ -21,6 +23,9 @@ type hub struct {
 	path string
 	db   *sql.DB
 	poll time.Duration
+	// n signals releases to other processes and wakes the poller on theirs; nil when
+	// unavailable (not Linux, inotify refused), and then the poller polls every poll.
+	n    *notifier
 	refs int // guarded by hubs
 	// unshared hubs (tests) are not in hubs.m.
 	unshared bool
@@ -46,6 +51,17 @@ func openHub(path string, poll time.Duration) (*hub, error) {
 		h.refs++
 		return h, nil
 	}
+	h, err := newHub(path, poll, true)
+	if err != nil {
+		return nil, err
+	}
+	hubs.m[path] = h
+	return h, nil
+}
+
+// newHub opens the database at path and starts the hub's poller; notify false leaves the
+// hub without a notifier, as on a system without inotify.
+func newHub(path string, poll time.Duration, notify bool) (*hub, error) {
 	db, err := openDB(path)
 	if err != nil {
 		return nil, err
@@ -61,8 +77,11 @@ func openHub(path string, poll time.Duration) (*hub, error) {
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
 	}
+	if notify {
+		// Without a notifier the poll still finds every release, only later.
+		h.n, _ = openNotifier(path)
+	}
 	go h.poller()
-	hubs.m[path] = h
 	return h, nil
 }
 
@@ -80,7 +99,11 @@ func (h *hub) release() error {
 	}
 	close(h.stop)
 	<-h.done
-	return h.db.Close()
+	var nerr error
+	if h.n != nil {
+		nerr = h.n.close()
+	}
+	return errors.Join(nerr, h.db.Close())
 }
 
 // write runs f in one BEGIN IMMEDIATE transaction.
@@ -155,8 +178,12 @@ func (h *hub) unsubscribe(s *subscription) {
 }
 
 // notify wakes the subscribers of key after a release in this process moved its counter
-// to n. The poller will see the same counter and not signal again.
+// to n, and tells the other processes through the notifier. The poller will see the same
+// counter and not signal again.
 func (h *hub) notify(key string, n int64) {
+	if h.n != nil {
+		h.n.signal()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	set := h.subs[key]
@@ -169,11 +196,24 @@ func (h *hub) notify(key string, n int64) {
 	}
 }
 
+// backstopPoll is the poll interval while the notifier works (or the configured one if
+// longer). It catches what inotify cannot see: a release whose process died between its
+// commit and its signal, or one written from another kernel (a state directory shared
+// with a VM's host), which inotify does not report. It costs a waiting process four small
+// reads a second.
+const backstopPoll = 250 * time.Millisecond
+
 // poller wakes subscribers on releases made by other processes: while anyone subscribes,
-// it reads the global release counter every poll interval and, when it moved, the
-// counters of the subscribed keys.
+// it reads the global release counter on each notifier event and every poll interval and,
+// when it moved, the counters of the subscribed keys. An event that arrives while nobody
+// subscribes stays pending and causes one read later, which is harmless: subscribers
+// compare with the counter they read when subscribing.
 func (h *hub) poller() {
 	defer close(h.done)
+	var events, dead <-chan struct{}
+	if h.n != nil {
+		events, dead = h.n.c, h.n.dead
+	}
 	t := time.NewTimer(h.poll)
 	defer t.Stop()
 	for {
@@ -187,9 +227,17 @@ func (h *hub) poller() {
 				return
 			}
 		}
-		t.Reset(h.poll)
+		interval := h.poll
+		if events != nil {
+			interval = max(h.poll, backstopPoll)
+		}
+		t.Reset(interval)
 		select {
 		case <-t.C:
+		case <-events:
+		case <-dead:
+			// The watch ended (the release file was removed): poll from now on.
+			events, dead = nil, nil
 		case <-h.stop:
 			return
 		}

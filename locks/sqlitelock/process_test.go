@@ -33,7 +33,14 @@ const helperRounds = 25
 // in a loop and, inside the critical section, creates a marker file exclusively (it exists
 // only while someone is inside), and increments a counter kept in a plain file by a
 // read-modify-write that loses updates if two sections overlap.
-func TestTwoProcesses(t *testing.T) {
+func TestTwoProcesses(t *testing.T) { twoProcesses(t, "") }
+
+// TestTwoProcessesNotifierOnly is TestTwoProcesses with every poll an hour apart and leases
+// of an hour: each of the 50 handoffs between the processes must come from the notifier, so
+// a single release it misses leaves a waiter asleep until the test times out.
+func TestTwoProcessesNotifierOnly(t *testing.T) { twoProcesses(t, "notify") }
+
+func twoProcesses(t *testing.T, mode string) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "counter"), []byte("0"), 0o600); err != nil {
 		t.Fatal(err)
@@ -44,7 +51,7 @@ func TestTwoProcesses(t *testing.T) {
 	var outs []*strings.Builder
 	for i := range 2 {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), helperEnv+"="+dir, "SQLITELOCK_TEST_ID="+strconv.Itoa(i))
+		cmd.Env = append(os.Environ(), helperEnv+"="+dir, "SQLITELOCK_TEST_ID="+strconv.Itoa(i), "SQLITELOCK_TEST_MODE="+mode)
 		out := new(strings.Builder)
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
@@ -102,18 +109,22 @@ func helper(dir string) int {
 		fmt.Printf(format+"\n", args...)
 		return 1
 	}
-	d, err := sqlitelock.Open(filepath.Join(dir, "locks.db"))
+	poll, lockerPoll, ttl := sqlitelock.DefaultPollInterval, 200*time.Millisecond, 10*time.Second
+	if os.Getenv("SQLITELOCK_TEST_MODE") == "notify" {
+		poll, lockerPoll, ttl = time.Hour, time.Hour, time.Hour
+	}
+	d, err := sqlitelock.Open(filepath.Join(dir, "locks.db"), sqlitelock.WithPollInterval(poll))
 	if err != nil {
 		return fail("open: %v", err)
 	}
-	l := locks.New(d, locks.Options{PollInterval: 200 * time.Millisecond})
+	l := locks.New(d, locks.Options{PollInterval: lockerPoll})
 	defer l.Close()
 	ctx := context.Background()
 	id := os.Getenv("SQLITELOCK_TEST_ID")
 	marker, counter := filepath.Join(dir, "inside"), filepath.Join(dir, "counter")
 	for i := range helperRounds {
 		le, err := l.Acquire(ctx, locks.Request{Key: "test:two-processes", Holder: fmt.Sprintf("proc%s#%d/step", id, i),
-			TTL: 10 * time.Second, Budget: locks.Budget{Timeout: 30 * time.Second}})
+			TTL: ttl, Budget: locks.Budget{Timeout: time.Hour}})
 		if err != nil {
 			return fail("acquire: %v", err)
 		}

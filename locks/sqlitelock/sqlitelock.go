@@ -8,7 +8,9 @@
 // last commits, and fences stay above the clock in microseconds so they still only grow. Time is the local wall clock (one
 // host). A crashed holder's lease simply expires. Release signals reach waiters in the same
 // process at once (all Drivers of one file in a process share a registry) and waiters in
-// other processes through a short poll of a release counter.
+// other processes through inotify on a release file beside the database ("<db>-release",
+// written after each release commits), with a poll of a release counter behind it: every
+// DefaultPollInterval where inotify is unavailable, every 250 ms otherwise.
 package sqlitelock
 
 import (
@@ -18,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -26,11 +27,13 @@ import (
 	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/private"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 )
 
 // DefaultPollInterval is how often a process checks the file for releases made by other
-// processes while it has waiters.
+// processes while it has waiters, when it cannot be notified of them (no inotify); with
+// inotify the check runs on each notification and, as a backstop, every 250 ms.
 const DefaultPollInterval = 50 * time.Millisecond
 
 // auditKeep is how many audit entries the file keeps.
@@ -81,8 +84,11 @@ func Open(path string, opts ...Option) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open lock database %s: %w", path, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+	if _, err := private.Dir(filepath.Dir(abs)); err != nil {
 		return nil, fmt.Errorf("open lock database %s: %w (check that the state directory is writable)", abs, err)
+	}
+	if err := private.File(abs); err != nil {
+		return nil, fmt.Errorf("open lock database %s: %w", abs, err)
 	}
 	h, err := openHub(abs, c.poll)
 	if err != nil {

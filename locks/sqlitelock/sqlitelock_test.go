@@ -3,6 +3,7 @@ package sqlitelock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,53 +15,70 @@ import (
 )
 
 // TestReleaseInAnotherProcessWakesWaiter: a release made through another handle on the
-// file (another process) wakes a waiter through the release-counter poll, long before the
-// waiter's own fallback poll would.
+// file (another process) wakes a waiter long before the Locker's own fallback poll would:
+// through the notifier alone (the hubs' polls are an hour apart), and, where neither
+// process has a notifier (no inotify), through the waiter's release-counter poll.
 func TestReleaseInAnotherProcessWakesWaiter(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "locks.db")
-	other, err := sqlitelock.OpenUnshared(path, 20*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	d, err := sqlitelock.Open(path, sqlitelock.WithPollInterval(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The Locker's own fallback poll is far away: only the driver's signal can be fast.
-	l := locks.New(d, locks.Options{PollInterval: time.Minute})
-	defer l.Close()
-	ctx := t.Context()
-	if _, err := other.TryAcquire(ctx, locks.Grant{Key: "k:x", Token: "tok", Holder: "other#1/x", TTL: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	granted := make(chan time.Time, 1)
-	go func() {
-		le, err := l.Acquire(ctx, locks.Request{Key: "k:x", Holder: "me#1/x", Budget: locks.Budget{Timeout: 20 * time.Second}})
-		if err != nil {
-			t.Error(err)
-			granted <- time.Time{}
-			return
-		}
-		granted <- time.Now()
-		_ = le.Release(ctx)
-	}()
-	for {
-		info, err := l.Get(ctx, "k:x")
-		if err == nil && info.Waiters == 1 {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	released := time.Now()
-	if err := other.Release(ctx, "k:x", "tok"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case at := <-granted:
-		t.Logf("woken %s after the other handle's release", at.Sub(released).Round(time.Millisecond))
-	case <-time.After(10 * time.Second):
-		t.Fatal("waiter not woken by a release through another handle (poller broken)")
+	for _, tc := range []struct {
+		name   string
+		notify bool
+		poll   time.Duration
+	}{
+		{name: "notifier", notify: true, poll: time.Hour},
+		{name: "poll", notify: false, poll: 20 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "locks.db")
+			other, err := sqlitelock.OpenUnshared(path, tc.poll, tc.notify)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			d, err := sqlitelock.OpenUnshared(path, tc.poll, tc.notify)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The Locker's own fallback poll is far away: only the driver's signal can be fast.
+			l := locks.New(d, locks.Options{PollInterval: time.Hour})
+			defer l.Close()
+			ctx := t.Context()
+			for round := range 20 {
+				key := fmt.Sprintf("k:%d", round)
+				if _, err := other.TryAcquire(ctx, locks.Grant{Key: key, Token: "tok", Holder: "other#1/x", TTL: time.Minute}); err != nil {
+					t.Fatal(err)
+				}
+				granted := make(chan time.Time, 1)
+				go func() {
+					le, err := l.Acquire(ctx, locks.Request{Key: key, Holder: "me#1/x", Budget: locks.Budget{Timeout: time.Hour}})
+					if err != nil {
+						t.Error(err)
+						granted <- time.Time{}
+						return
+					}
+					granted <- time.Now()
+					_ = le.Release(ctx)
+				}()
+				for {
+					info, err := l.Get(ctx, key)
+					if err == nil && info.Waiters == 1 {
+						break
+					}
+					time.Sleep(2 * time.Millisecond)
+				}
+				released := time.Now()
+				if err := other.Release(ctx, key, "tok"); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case at := <-granted:
+					if round == 0 {
+						t.Logf("woken %s after the other handle's release", at.Sub(released).Round(time.Microsecond))
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatalf("round %d: waiter not woken by a release through another handle", round)
+				}
+			}
+		})
 	}
 }
 
@@ -121,5 +139,29 @@ func TestOddPath(t *testing.T) {
 	}
 	if d.Path() != path {
 		t.Errorf("Path: got %q, want %q", d.Path(), path)
+	}
+}
+
+// TestFilesArePrivate: Open creates the state directory 0700 and the database with its -wal
+// and -shm 0600, whatever the umask lets through.
+func TestFilesArePrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	path := filepath.Join(dir, "locks.db")
+	d, err := sqlitelock.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.TryAcquire(t.Context(), locks.Grant{Key: "k:x", Token: "t", Holder: "p#1/x", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{dir: 0o700, path: 0o600, path + "-wal": 0o600, path + "-shm": 0o600} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("%s: %v", filepath.Base(p), err)
+		}
+		if m := fi.Mode().Perm(); m != want {
+			t.Errorf("%s: mode %s, want %s", filepath.Base(p), m, want)
+		}
 	}
 }

@@ -145,6 +145,9 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 		if err != nil {
 			return runs.Run{}, false, fmt.Errorf("%s: idempotency key %q: %w", op, r.Trigger.IdempotencyKey, err)
 		}
+		if err := storekit.CheckReuse(existing, r); err != nil {
+			return runs.Run{}, false, err
+		}
 		return existing, false, nil
 	default:
 		return runs.Run{}, false, fmt.Errorf("%s: run %q already exists: %w", op, r.ID, runs.ErrConflict)

@@ -210,3 +210,20 @@ func TestFollowAcrossInstances(t *testing.T) {
 		t.Error("Follow did not return after the run ended")
 	}
 }
+
+// TestPruneBounded: 10 000 runs, pruned to the newest 500 after every 1 000, on a server of
+// their own; the key count stops growing.
+func TestPruneBounded(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}})
+	t.Cleanup(func() { rdb.Close() })
+	s := redisstore.New(rdb, redisstore.Options{})
+	t.Cleanup(func() { s.Close() })
+	runstest.PruneBounded(t, s, 10_000, 500, func() int64 {
+		n, err := rdb.DBSize(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	})
+}

@@ -47,6 +47,7 @@ func Run(t *testing.T, newBackend func(tb testing.TB) Opener) {
 		{"NotFound", testNotFound},
 		{"Idempotency", testIdempotency},
 		{"IdempotencyConcurrent", testIdempotencyConcurrent},
+		{"IdempotencyKeyReused", testIdempotencyKeyReused},
 		{"ListOrderAndPages", testListOrderAndPages},
 		{"ListFilters", testListFilters},
 		{"ListInvalid", testListInvalid},
@@ -68,6 +69,7 @@ func Run(t *testing.T, newBackend func(tb testing.TB) Opener) {
 		{"Marks", testMarks},
 		{"MarksConcurrent", testMarksConcurrent},
 		{"Ping", testPing},
+		{"Prune", testPrune},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -236,7 +238,7 @@ func testIdempotency(t *testing.T, open Opener) {
 	in := runs.Run{Pipeline: "prod", Trigger: runs.Trigger{Build: "1", By: "api:ci", IdempotencyKey: "k1"}}
 	first := mustCreate(t, s, in)
 
-	in.Trigger.Build = "2" // a retry with other parameters still gets the first run
+	in.Trigger.Build = "2" // the same IdempotencyHash (here none) is the same request to the store
 	again, created, err := s.Create(ctx, in)
 	if err != nil {
 		t.Fatalf("Create again: %v", err)
@@ -264,6 +266,40 @@ func testIdempotency(t *testing.T, open Opener) {
 	again, created, err = s.Create(ctx, in)
 	if err != nil || created || again.ID != first.ID {
 		t.Errorf("Create with the key of an ended run: got %q created=%v err=%v, want %q created=false", again.ID, created, err, first.ID)
+	}
+}
+
+// testIdempotencyKeyReused: a key used again with another request hash is refused naming
+// the run it names, and writes nothing; the same hash still answers the run.
+func testIdempotencyKeyReused(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	in := runs.Run{Pipeline: "prod", Trigger: runs.Trigger{ImageTag: "v1", IdempotencyKey: "api:k", IdempotencyHash: "h1"}}
+	first := mustCreate(t, s, in)
+
+	other := in
+	other.Trigger.ImageTag, other.Trigger.IdempotencyHash = "v2", "h2"
+	_, created, err := s.Create(ctx, other)
+	var kr *runs.KeyReusedError
+	if !errors.As(err, &kr) || !errors.Is(err, runs.ErrKeyReused) || created {
+		t.Fatalf("Create with a used key and another hash: got created=%v err=%v, want a *KeyReusedError", created, err)
+	}
+	if kr.RunID != first.ID || kr.Key != "api:k" || kr.Pipeline != "prod" {
+		t.Errorf("KeyReusedError: got %+v, want run %s, key api:k, pipeline prod", *kr, first.ID)
+	}
+	page, err := s.List(ctx, runs.Filter{})
+	if err != nil || len(page.Runs) != 1 {
+		t.Errorf("after the refused Create: got %d runs (err %v), want 1", len(page.Runs), err)
+	}
+	// Without a hash is another request too (a key taken by a caller that sends none).
+	none := in
+	none.Trigger.IdempotencyHash = ""
+	if _, _, err := s.Create(ctx, none); !errors.Is(err, runs.ErrKeyReused) {
+		t.Errorf("Create with a used key and no hash: got %v, want ErrKeyReused", err)
+	}
+	again, created, err := s.Create(ctx, in)
+	if err != nil || created || again.ID != first.ID {
+		t.Errorf("Create with the same key and hash: got %q created=%v err=%v, want %q", again.ID, created, err, first.ID)
 	}
 }
 

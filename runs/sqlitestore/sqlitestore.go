@@ -29,6 +29,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/private"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/runs/internal/storekit"
 )
@@ -98,7 +99,8 @@ type Store struct {
 var _ runs.Store = (*Store)(nil)
 
 // Open opens the store at path (typically filepath.Join(stateDir, FileName)), creating the
-// file and its schema when missing.
+// file and its schema when missing. The file and SQLite's -wal and -shm next to it are
+// readable by their owner only (0600; an existing file is tightened).
 //
 // Errors: runs.ErrUnavailable wrapping the cause when the file cannot be opened or created,
 // or when it holds a newer schema than this build understands.
@@ -110,6 +112,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		v.Add("_pragma", "synchronous(NORMAL)")
 		v.Add("_txlock", txlock)
 		return "file:" + path + "?" + v.Encode()
+	}
+	if err := private.File(path); err != nil {
+		return nil, fmt.Errorf("open run store %s: %w: %w", path, runs.ErrUnavailable, err)
 	}
 	w, err := sql.Open("sqlite", dsn("immediate"))
 	if err != nil {
@@ -226,10 +231,14 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 	if err != nil {
 		return runs.Run{}, false, err
 	}
-	if created {
-		s.cache.Put(out)
+	if !created {
+		if err := storekit.CheckReuse(out, r); err != nil {
+			return runs.Run{}, false, err
+		}
+		return out, false, nil
 	}
-	return out, created, nil
+	s.cache.Put(out)
+	return out, true, nil
 }
 
 func isConstraint(err error) bool {

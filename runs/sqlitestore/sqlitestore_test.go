@@ -67,3 +67,44 @@ func TestOpenUnwritableDir(t *testing.T) {
 		t.Errorf("Open under a regular file: %v, want ErrUnavailable", err)
 	}
 }
+
+// TestFilesArePrivate: the database and SQLite's -wal and -shm are created 0600 whatever the
+// umask lets through, and a database an older version left 0644 is tightened on Open.
+func TestFilesArePrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), sqlitestore.FileName)
+	s := open(t, path)
+	if _, _, err := s.Create(context.Background(), runs.Run{Pipeline: "prod"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("%s: %v", filepath.Base(p), err)
+		}
+		if m := fi.Mode().Perm(); m != 0o600 {
+			t.Errorf("%s: mode %s, want 0600", filepath.Base(p), m)
+		}
+	}
+	s.Close()
+
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	open(t, path)
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("a 0644 database after Open: mode %v (err %v), want 0600", fi.Mode().Perm(), err)
+	}
+}
+
+// TestPruneBounded: 10 000 runs (2 000 under -race), pruned to the newest twentieth after every
+// tenth of them; the database stops growing (SQLite reuses the pages the pruned runs freed).
+func TestPruneBounded(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), sqlitestore.FileName)).(*sqlitestore.Store)
+	runstest.PruneBounded(t, s, pruneBoundedRuns, pruneBoundedRuns/20, func() int64 {
+		n, err := sqlitestore.PageCount(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	})
+}

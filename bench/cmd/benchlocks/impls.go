@@ -30,17 +30,39 @@ type impl struct {
 	newClient func() (client, error)
 }
 
-// client takes locks. acquire blocks until the key is held (or ctx ends) and returns the
-// function that releases it.
+// client takes locks. acquire blocks until the key is held (or ctx ends).
 type client interface {
-	acquire(ctx context.Context, key string) (release func(context.Context) error, err error)
+	acquire(ctx context.Context, key string) (held, error)
 	close() error
+}
+
+// held is a granted lock: when it was asked for and granted, and its release, which
+// returns when it started and ended. The times are taken where the lock is taken, so a
+// client in another process reports them without the pipe's delay.
+type held struct {
+	asked, granted time.Time
+	release        func(context.Context) (start, end time.Time, err error)
+}
+
+// timed turns a blocking acquire into a held with the times taken around it.
+func timed(acquire func() (func(context.Context) error, error)) (held, error) {
+	asked := time.Now()
+	release, err := acquire()
+	if err != nil {
+		return held{}, err
+	}
+	return held{asked: asked, granted: time.Now(), release: func(ctx context.Context) (time.Time, time.Time, error) {
+		start := time.Now()
+		err := release(ctx)
+		return start, time.Now(), err
+	}}, nil
 }
 
 // leaseTTL is long enough for every phase; no lease expires during the benchmark.
 const leaseTTL = time.Minute
 
 func implementations(redisAddr, sqliteDir string) []impl {
+	procsDB := filepath.Join(sqliteDir, "procs", "locks.db")
 	newRedis := func() *redis.Client { return redis.NewClient(&redis.Options{Addr: redisAddr}) }
 	var holders atomic.Int64
 	orch := func(open func() (locks.Driver, error)) func() (client, error) {
@@ -49,12 +71,7 @@ func implementations(redisAddr, sqliteDir string) []impl {
 			if err != nil {
 				return nil, err
 			}
-			l := locks.New(d, locks.Options{})
-			if err := l.RegisterNamespace("bench:"); err != nil {
-				_ = l.Close()
-				return nil, err
-			}
-			return &orchClient{l: l, id: holders.Add(1)}, nil
+			return newOrchClient(d, holders.Add(1))
 		}
 	}
 	bsm := func(backoff time.Duration) func() (client, error) {
@@ -70,6 +87,9 @@ func implementations(redisAddr, sqliteDir string) []impl {
 		{name: "orchestrator-sqlite", newClient: orch(func() (locks.Driver, error) {
 			return sqlitelock.Open(filepath.Join(sqliteDir, "locks.db"))
 		})},
+		{name: "orchestrator-sqlite-procs", newClient: func() (client, error) {
+			return startChild(procsDB)
+		}},
 		{name: "orchestrator-redis-driver", redis: true, diagnostic: true, newClient: func() (client, error) {
 			d, err := redislockDriver(redisAddr)
 			if err != nil {
@@ -96,17 +116,29 @@ type orchClient struct {
 	id int64
 }
 
-func (c *orchClient) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
-	le, err := c.l.Acquire(ctx, locks.Request{
-		Key:    key,
-		Holder: fmt.Sprintf("bench#%d/step", c.id),
-		TTL:    leaseTTL,
-		Budget: locks.Budget{Timeout: time.Minute},
-	})
-	if err != nil {
+// newOrchClient returns a client of a Locker with its defaults over d.
+func newOrchClient(d locks.Driver, id int64) (*orchClient, error) {
+	l := locks.New(d, locks.Options{})
+	if err := l.RegisterNamespace("bench:"); err != nil {
+		_ = l.Close()
 		return nil, err
 	}
-	return le.Release, nil
+	return &orchClient{l: l, id: id}, nil
+}
+
+func (c *orchClient) acquire(ctx context.Context, key string) (held, error) {
+	return timed(func() (func(context.Context) error, error) {
+		le, err := c.l.Acquire(ctx, locks.Request{
+			Key:    key,
+			Holder: fmt.Sprintf("bench#%d/step", c.id),
+			TTL:    leaseTTL,
+			Budget: locks.Budget{Timeout: time.Minute},
+		})
+		if err != nil {
+			return nil, err
+		}
+		return le.Release, nil
+	})
 }
 
 func (c *orchClient) close() error { return c.l.Close() }
@@ -117,12 +149,14 @@ type driverClient struct {
 	d locks.Driver
 }
 
-func (c *driverClient) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+func (c *driverClient) acquire(ctx context.Context, key string) (held, error) {
 	g := locks.Grant{Key: key, Token: rand.Text(), Holder: "bench#0/driver", TTL: leaseTTL}
-	if _, err := c.d.TryAcquire(ctx, g); err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context) error { return c.d.Release(ctx, key, g.Token) }, nil
+	return timed(func() (func(context.Context) error, error) {
+		if _, err := c.d.TryAcquire(ctx, g); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error { return c.d.Release(ctx, key, g.Token) }, nil
+	})
 }
 
 func (c *driverClient) close() error { return c.d.Close() }
@@ -134,12 +168,14 @@ type bsmClient struct {
 	backoff time.Duration
 }
 
-func (c *bsmClient) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
-	lock, err := c.c.Obtain(ctx, key, leaseTTL, &redislock.Options{RetryStrategy: redislock.LinearBackoff(c.backoff)})
-	if err != nil {
-		return nil, err
-	}
-	return lock.Release, nil
+func (c *bsmClient) acquire(ctx context.Context, key string) (held, error) {
+	return timed(func() (func(context.Context) error, error) {
+		lock, err := c.c.Obtain(ctx, key, leaseTTL, &redislock.Options{RetryStrategy: redislock.LinearBackoff(c.backoff)})
+		if err != nil {
+			return nil, err
+		}
+		return lock.Release, nil
+	})
 }
 
 func (c *bsmClient) close() error { return c.rc.Close() }
@@ -152,21 +188,23 @@ type redsyncClient struct {
 	rs *redsync.Redsync
 }
 
-func (c *redsyncClient) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
+func (c *redsyncClient) acquire(ctx context.Context, key string) (held, error) {
 	m := c.rs.NewMutex(key)
-	for {
-		err := m.LockContext(ctx)
-		if err == nil {
-			break
+	return timed(func() (func(context.Context) error, error) {
+		for {
+			err := m.LockContext(ctx)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return nil, err
+			}
 		}
-		if ctx.Err() != nil {
-			return nil, err
-		}
-	}
-	return func(ctx context.Context) error {
-		_, err := m.UnlockContext(ctx)
-		return err
-	}, nil
+		return func(ctx context.Context) error {
+			_, err := m.UnlockContext(ctx)
+			return err
+		}, nil
+	})
 }
 
 func (c *redsyncClient) close() error { return c.rc.Close() }

@@ -1,24 +1,33 @@
 // Command benchlocks compares lock implementations side by side against one local
 // redis-server that it starts itself (free loopback port, temporary directory, no
 // persistence): the orchestrator's Redis and SQLite backends (through locks.Locker with its
-// defaults, as the product uses them), github.com/bsm/redislock with linear backoff of 10 ms
+// defaults, as the product uses them) — SQLite both with every client in this process and
+// with each client a child process of its own (orchestrator-sqlite-procs, as `serve` and
+// `run` share a state directory) —, github.com/bsm/redislock with linear backoff of 10 ms
 // and 100 ms, and github.com/go-redsync/redsync/v4 with its defaults.
 //
-// It prints one line per implementation:
+// It prints one line per arrival pattern and implementation:
 //
-//	impl=<name> uncontended_p50_us=<n> handoff_p50_us=<n> handoff_p99_us=<n> chain_max_wait_ms=<n> idle_cmds_per_waiter_s=<n>
+//	pattern=<burst|staggered> impl=<name> uncontended_p50_us=<n> handoff_p50_us=<n> handoff_p99_us=<n> chain_max_wait_ms=<n> idle_cmds_per_waiter_s=<n>
 //
-// The measures:
+// and with -json writes the same figures for cmd/benchreport (`make bench`). The measures:
 //   - uncontended: acquire+release of distinct keys, -n times (after 100 for warm-up), by
 //     one client;
 //   - handoff: -waiters clients, each with its own connections as separate processes would
 //     have, queue on one key held by another; each holds it -hold, releases and leaves.
-//     handoff_* is the gap from the call of a release to the next grant, over -rounds
-//     rounds; chain_max_wait_ms is the longest wait of a round (from the first release of
-//     the round to a waiter's grant), the median over the rounds;
+//     handoff_* is the gap from the call of a release to the next grant (of a waiter that
+//     was waiting by then), over -rounds rounds per pattern; chain_max_wait_ms is the
+//     longest wait of a round (from the first release of the round to a waiter's grant),
+//     the median over the rounds. Two arrival patterns: burst (every waiter asks at once,
+//     as a CI fan-out) and staggered (each asks at a uniformly random time over -window,
+//     and the first holder releases at its end), which puts pollers' retries at random
+//     phases instead of in lockstep;
 //   - idle_cmds_per_waiter_s: Redis commands per second per waiter while the key is held
 //     for -idle, from INFO commandstats deltas, which count the commands scripts call as
 //     well (0 for SQLite, which sends none).
+//
+// Times are taken where the lock is taken: a child process reports its own, so the pipe to
+// it adds nothing to a figure.
 //
 // A diagnostic subject, orchestrator-redis-driver (the Redis driver without a Locker),
 // is measured uncontended and reported on stderr only, to split our result into the
@@ -47,9 +56,18 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/bench/internal/figures"
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == childFlag {
+		if err := runChild(os.Args[2], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "benchlocks child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
@@ -66,9 +84,12 @@ type config struct {
 	interleave int
 	waiters    int
 	hold       time.Duration
+	window     time.Duration
 	rounds     int
 	idle       time.Duration
 	only       []string
+	jsonPath   string
+	price      int
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -80,18 +101,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.interleave, "interleave", 1, "uncontended operations one implementation runs before the next takes its turn")
 	fs.IntVar(&cfg.waiters, "waiters", 8, "waiters queued on one key")
 	fs.DurationVar(&cfg.hold, "hold", 2*time.Millisecond, "how long each waiter holds the key")
-	fs.IntVar(&cfg.rounds, "rounds", 15, "handoff rounds")
+	fs.DurationVar(&cfg.window, "window", 100*time.Millisecond, "staggered arrivals: the window over which waiters arrive")
+	fs.IntVar(&cfg.rounds, "rounds", 15, "handoff rounds per arrival pattern")
 	fs.DurationVar(&cfg.idle, "idle", 5*time.Second, "how long the key is held while waiters idle")
 	fs.StringVar(&only, "only", "", "comma-separated implementations to run (default all)")
+	fs.IntVar(&cfg.price, "price", 3000, "uncontended script pairs per variant pricing the Redis backend's guarantees (0: skip)")
+	fs.StringVar(&cfg.jsonPath, "json", "", "also write the figures to this file for benchreport")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
 	if only != "" {
 		cfg.only = strings.Split(only, ",")
 	}
-	if cfg.n < 1 || cfg.interleave < 1 || cfg.waiters < 1 || cfg.rounds < 1 || cfg.idle <= 0 {
-		return errors.New("-n, -interleave, -waiters, -rounds and -idle must be positive")
+	if cfg.n < 1 || cfg.interleave < 1 || cfg.waiters < 1 || cfg.rounds < 1 || cfg.idle <= 0 || cfg.window <= 0 {
+		return errors.New("-n, -interleave, -waiters, -rounds, -idle and -window must be positive")
 	}
+	rep := figures.Start("locks", "Locks", "cd bench && go run ./cmd/benchlocks "+strings.Join(withoutJSON(args[1:]), " "))
 
 	srv, err := startRedis(ctx)
 	if err != nil {
@@ -115,13 +140,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for i, res := range results {
-		if impls[i].diagnostic {
-			continue
+	for _, p := range patterns {
+		for i, res := range results {
+			if impls[i].diagnostic {
+				continue
+			}
+			h := res.handoff[p]
+			fmt.Fprintf(stdout, "pattern=%s impl=%s uncontended_p50_us=%d handoff_p50_us=%d handoff_p99_us=%d chain_max_wait_ms=%d idle_cmds_per_waiter_s=%.1f\n",
+				p, impls[i].name, res.uncontendedP50.Microseconds(), h.p50.Microseconds(), h.p99.Microseconds(),
+				h.chainMaxWait.Milliseconds(), res.idleCmds)
 		}
-		fmt.Fprintf(stdout, "impl=%s uncontended_p50_us=%d handoff_p50_us=%d handoff_p99_us=%d chain_max_wait_ms=%d idle_cmds_per_waiter_s=%.1f\n",
-			impls[i].name, res.uncontendedP50.Microseconds(), res.handoffP50.Microseconds(), res.handoffP99.Microseconds(),
-			res.chainMaxWait.Milliseconds(), res.idleCmds)
 	}
-	return nil
+	var pv []priceVariant
+	var pp []time.Duration
+	if cfg.price > 0 {
+		if pv, pp, err = price(ctx, srv.addr, cfg.price); err != nil {
+			return fmt.Errorf("price of guarantees: %w", err)
+		}
+		for i, v := range pv {
+			fmt.Fprintf(stdout, "price variant=%q pair_p50_us=%.1f ratio_to_bsm=%.2f\n", v.name,
+				float64(pp[i].Nanoseconds())/1e3, float64(pp[i])/float64(pp[len(pp)-1]))
+		}
+	}
+	if cfg.jsonPath == "" {
+		return nil
+	}
+	addFigures(rep, impls, results, cfg)
+	addPriceFigures(rep, pv, pp, cfg)
+	return rep.Finish(cfg.jsonPath)
+}
+
+// withoutJSON drops the -json flag and its value from args, for the command a report shows.
+func withoutJSON(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "-json" || args[i] == "--json":
+			i++
+		case strings.HasPrefix(args[i], "-json=") || strings.HasPrefix(args[i], "--json="):
+		default:
+			out = append(out, args[i])
+		}
+	}
+	return out
 }

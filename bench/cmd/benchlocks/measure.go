@@ -17,11 +17,36 @@ import (
 // before a phase's clock starts.
 const settle = 200 * time.Millisecond
 
+// pattern is how the waiters of a handoff round arrive.
+type pattern int
+
+const (
+	// burst: every waiter asks at once, as a CI fan-out does, and waits settle before the
+	// first holder releases.
+	burst pattern = iota
+	// staggered: each waiter asks at a uniformly random time over the window; the first
+	// holder releases at the end of it. Pollers' retries then fall at random phases
+	// instead of in lockstep.
+	staggered
+)
+
+var patterns = []pattern{burst, staggered}
+
+func (p pattern) String() string { return [...]string{"burst", "staggered"}[p] }
+
+// handoffs are the results of one arrival pattern.
+type handoffs struct {
+	gaps, chains []time.Duration
+}
+
+type handoffResult struct {
+	p50, p99, chainMaxWait time.Duration
+}
+
 type result struct {
-	uncontendedP50         time.Duration
-	handoffP50, handoffP99 time.Duration
-	chainMaxWait           time.Duration
-	idleCmds               float64
+	uncontendedP50 time.Duration
+	handoff        [2]handoffResult // by pattern
+	idleCmds       float64
 }
 
 // subject is one implementation with its clients: one for the uncontended phase, and a
@@ -31,7 +56,8 @@ type subject struct {
 	single  client
 	clients []client // clients[0] starts each round by holding the key
 
-	uncontended, gaps, chains []time.Duration
+	uncontended []time.Duration
+	handoffs    [2]handoffs // by pattern
 }
 
 func (s *subject) close() {
@@ -92,44 +118,45 @@ func measureAll(ctx context.Context, impls []impl, srv *redisServer, cfg config,
 	}
 
 	for r := range cfg.rounds {
-		for _, s := range subjects {
-			if s.diagnostic {
-				continue
+		for _, p := range patterns {
+			for _, i := range rng.Perm(len(subjects)) {
+				s := subjects[i]
+				if s.diagnostic {
+					continue
+				}
+				key := fmt.Sprintf("bench:%s:%s:%d", s.name, p, r)
+				g, chain, err := handoffRound(ctx, s.clients, key, p, cfg, rng)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %s round %d: %w", s.name, p, r, err)
+				}
+				s.handoffs[p].gaps = append(s.handoffs[p].gaps, g...)
+				s.handoffs[p].chains = append(s.handoffs[p].chains, chain)
 			}
-			g, chain, err := handoffRound(ctx, s.clients, fmt.Sprintf("bench:%s:handoff:%d", s.name, r), cfg.hold)
-			if err != nil {
-				return nil, fmt.Errorf("%s: handoff round %d: %w", s.name, r, err)
-			}
-			s.gaps = append(s.gaps, g...)
-			s.chains = append(s.chains, chain)
 		}
 	}
 
 	results := make([]result, len(subjects))
 	for i, s := range subjects {
+		results[i].uncontendedP50 = percentile(s.uncontended, 50)
 		if s.diagnostic {
-			results[i] = result{uncontendedP50: percentile(s.uncontended, 50)}
 			fmt.Fprintf(stderr, "# %s (diagnostic): uncontended n=%d p50=%s p90=%s\n", s.name, len(s.uncontended),
 				results[i].uncontendedP50.Round(time.Microsecond), percentile(s.uncontended, 90).Round(time.Microsecond))
 			continue
 		}
-		res := result{
-			uncontendedP50: percentile(s.uncontended, 50),
-			handoffP50:     percentile(s.gaps, 50),
-			handoffP99:     percentile(s.gaps, 99),
-			chainMaxWait:   percentile(s.chains, 50),
+		fmt.Fprintf(stderr, "# %s: uncontended n=%d p90=%s\n", s.name, len(s.uncontended), percentile(s.uncontended, 90).Round(time.Microsecond))
+		for _, p := range patterns {
+			h := s.handoffs[p]
+			results[i].handoff[p] = handoffResult{p50: percentile(h.gaps, 50), p99: percentile(h.gaps, 99), chainMaxWait: percentile(h.chains, 50)}
+			fmt.Fprintf(stderr, "#   %s: handoff gaps n=%d p90=%s max=%s; longest wait per round over %d rounds: median %s, worst %s\n",
+				p, len(h.gaps), percentile(h.gaps, 90).Round(time.Microsecond), percentile(h.gaps, 100).Round(time.Microsecond),
+				len(h.chains), percentile(h.chains, 50).Round(time.Millisecond), percentile(h.chains, 100).Round(time.Millisecond))
 		}
 		if s.redis {
 			var err error
-			if res.idleCmds, err = idle(ctx, s.clients, srv, "bench:"+s.name+":idle", cfg.idle, stderr); err != nil {
+			if results[i].idleCmds, err = idle(ctx, s.clients, srv, "bench:"+s.name+":idle", cfg.idle, stderr); err != nil {
 				return nil, fmt.Errorf("%s: idle: %w", s.name, err)
 			}
 		}
-		fmt.Fprintf(stderr, "# %s: uncontended n=%d p90=%s; handoff gaps n=%d p90=%s max=%s; longest wait per round over %d rounds: median %s, worst %s\n",
-			s.name, len(s.uncontended), percentile(s.uncontended, 90).Round(time.Microsecond),
-			len(s.gaps), percentile(s.gaps, 90).Round(time.Microsecond), slices.Max(s.gaps).Round(time.Microsecond),
-			len(s.chains), res.chainMaxWait.Round(time.Millisecond), slices.Max(s.chains).Round(time.Millisecond))
-		results[i] = res
 	}
 	return results, nil
 }
@@ -139,65 +166,66 @@ func uncontended(ctx context.Context, s *subject, from, to int) ([]time.Duration
 	samples := make([]time.Duration, 0, to-from)
 	for i := from; i < to; i++ {
 		key := fmt.Sprintf("bench:%s:uncontended:%d", s.name, i)
-		start := time.Now()
-		release, err := s.single.acquire(ctx, key)
+		h, err := s.single.acquire(ctx, key)
 		if err != nil {
 			return nil, fmt.Errorf("acquire %s: %w", key, err)
 		}
-		if err := release(ctx); err != nil {
+		start, end, err := h.release(ctx)
+		if err != nil {
 			return nil, fmt.Errorf("release %s: %w", key, err)
 		}
-		samples = append(samples, time.Since(start))
+		samples = append(samples, h.granted.Sub(h.asked)+end.Sub(start))
 	}
 	return samples, nil
 }
 
-// handoffRound: clients[0] holds key while the others queue on it, then releases; each
-// waiter holds it for hold and releases. It returns the gap from each release call to the
-// grant that followed it, and the longest wait from the first release to a grant.
-func handoffRound(ctx context.Context, clients []client, key string, hold time.Duration) ([]time.Duration, time.Duration, error) {
+// handoffRound: clients[0] holds key while the others queue on it, arriving as p says,
+// then releases; each waiter holds it for cfg.hold and releases. It returns the gap from
+// each release call to the grant that followed it (counted only if that waiter was
+// already waiting then), and the longest wait from the first release to a grant.
+func handoffRound(ctx context.Context, clients []client, key string, p pattern, cfg config, rng *rand.Rand) ([]time.Duration, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 
-	release, err := clients[0].acquire(ctx, key)
+	first, err := clients[0].acquire(ctx, key)
 	if err != nil {
 		return nil, 0, fmt.Errorf("first holder: %w", err)
 	}
+	start := time.Now()
+	arrive := make([]time.Duration, len(clients)-1)
+	wait := settle
+	if p == staggered {
+		for i := range arrive {
+			arrive[i] = time.Duration(rng.Int64N(int64(cfg.window)))
+		}
+		wait = cfg.window + settle/10 // the last arrival has time to queue
+	}
+	// turn is one waiter's time with the lock.
+	type turn struct{ asked, granted, released time.Time }
 	var (
-		mu                        sync.Mutex
-		firstRelease, lastRelease time.Time
-		gaps                      []time.Duration
-		longest                   time.Duration
-		wg                        sync.WaitGroup
-		errs                      = make(chan error, len(clients))
+		wg    sync.WaitGroup
+		turns = make([]turn, len(clients)-1)
+		errs  = make(chan error, len(clients))
 	)
-	for _, c := range clients[1:] {
+	for i, c := range clients[1:] {
 		wg.Go(func() {
-			rel, err := c.acquire(ctx, key)
+			time.Sleep(time.Until(start.Add(arrive[i])))
+			h, err := c.acquire(ctx, key)
 			if err != nil {
 				errs <- err
 				return
 			}
-			now := time.Now()
-			mu.Lock()
-			gaps = append(gaps, now.Sub(lastRelease))
-			longest = max(longest, now.Sub(firstRelease))
-			mu.Unlock()
-			time.Sleep(hold) // the work done under the lock
-			mu.Lock()
-			lastRelease = time.Now()
-			mu.Unlock()
-			if err := rel(ctx); err != nil {
+			time.Sleep(cfg.hold) // the work done under the lock
+			released, _, err := h.release(ctx)
+			if err != nil {
 				errs <- fmt.Errorf("release: %w", err)
+				return
 			}
+			turns[i] = turn{asked: h.asked, granted: h.granted, released: released}
 		})
 	}
-	time.Sleep(settle) // let every waiter queue up
-	mu.Lock()
-	firstRelease = time.Now()
-	lastRelease = firstRelease
-	mu.Unlock()
-	err = release(ctx)
+	time.Sleep(time.Until(start.Add(wait)))
+	firstRelease, _, err := first.release(ctx)
 	wg.Wait()
 	close(errs)
 	if err != nil {
@@ -205,6 +233,20 @@ func handoffRound(ctx context.Context, clients []client, key string, hold time.D
 	}
 	for err := range errs {
 		return nil, 0, err
+	}
+	// The lock passes from one turn to the next in the order of grants.
+	slices.SortFunc(turns, func(a, b turn) int { return a.granted.Compare(b.granted) })
+	var (
+		gaps    []time.Duration
+		longest time.Duration
+		prev    = firstRelease
+	)
+	for _, t := range turns {
+		if t.asked.Before(prev) {
+			gaps = append(gaps, t.granted.Sub(prev))
+		}
+		longest = max(longest, t.granted.Sub(firstRelease))
+		prev = t.released
 	}
 	return gaps, longest, nil
 }
@@ -214,18 +256,22 @@ func handoffRound(ctx context.Context, clients []client, key string, hold time.D
 func idle(ctx context.Context, clients []client, srv *redisServer, key string, d time.Duration, stderr io.Writer) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, d+time.Minute)
 	defer cancel()
-	release, err := clients[0].acquire(ctx, key)
+	first, err := clients[0].acquire(ctx, key)
 	if err != nil {
 		return 0, fmt.Errorf("holder: %w", err)
+	}
+	release := func(ctx context.Context) error {
+		_, _, err := first.release(ctx)
+		return err
 	}
 	waiters := clients[1:]
 	var wg sync.WaitGroup
 	errs := make(chan error, len(waiters))
 	for _, c := range waiters {
 		wg.Go(func() {
-			rel, err := c.acquire(ctx, key)
+			h, err := c.acquire(ctx, key)
 			if err == nil {
-				err = rel(ctx)
+				_, _, err = h.release(ctx)
 			}
 			if err != nil {
 				errs <- err

@@ -46,6 +46,17 @@ func PrepareCreate(r runs.Run, now time.Time) (runs.Run, error) {
 	return r, nil
 }
 
+// CheckReuse returns a *runs.KeyReusedError when existing, the run in.Trigger.IdempotencyKey
+// names, was created for another request than in (another IdempotencyHash); nil otherwise.
+// Create calls it when it finds the key taken.
+func CheckReuse(existing, in runs.Run) error {
+	if existing.Trigger.IdempotencyHash == in.Trigger.IdempotencyHash {
+		return nil
+	}
+	return fmt.Errorf("create run: %w", &runs.KeyReusedError{
+		Pipeline: existing.Pipeline, Key: existing.Trigger.IdempotencyKey, RunID: existing.ID})
+}
+
 // ApplyUpdate runs fn on a copy of stored under the rules of Store.Update and returns the run
 // to write: immutable fields restored, status checked, Version bumped. Errors: runs.ErrEnded
 // (fn not called), runs.ErrInvalid, or fn's error, each wrapped with the run ID.
@@ -135,6 +146,27 @@ const sortKeyDigits = 19
 func SortKey(r runs.Run) string {
 	return fmt.Sprintf("%0*d:%s", sortKeyDigits, r.CreatedAt.UnixNano(), r.ID)
 }
+
+// PruneBefore returns the sort key below which Prune deletes ended runs under r: the later
+// of the age cutoff (created before now - r.MaxAge) and nthNewest, the sort key of the
+// r.MaxRuns-th newest run ("" when the store holds fewer). "" means nothing is old enough.
+// Errors: runs.ErrInvalid for a negative limit.
+func PruneBefore(r runs.Retention, now time.Time, nthNewest string) (string, error) {
+	if r.MaxAge < 0 || r.MaxRuns < 0 {
+		return "", fmt.Errorf("prune: negative max age %s or max runs %d: %w", r.MaxAge, r.MaxRuns, runs.ErrInvalid)
+	}
+	before := ""
+	if r.MaxAge > 0 {
+		before = fmt.Sprintf("%0*d:", sortKeyDigits, now.Add(-r.MaxAge).UnixNano())
+	}
+	if r.MaxRuns > 0 && nthNewest > before {
+		before = nthNewest
+	}
+	return before, nil
+}
+
+// PruneBatch is how many runs Prune deletes per write, so a write lock is never held long.
+const PruneBatch = 200
 
 // SplitSortKey returns the parts of a sort key made by SortKey.
 func SplitSortKey(k string) (createdNS int64, id string, err error) {

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The price of the Redis backend's guarantees on an uncontended acquire+release: the
+// driver's two scripts reduced to their uncontended path, then with one guarantee taken
+// out at a time, against bsm/redislock's scripts, each pair timed in turn in a random
+// order (a paired comparison, like the uncontended phase). The scripts here are
+// measurement copies of locks/redislock/scripts.go's fast paths, not the product's code:
+// they tell what each part costs, so that a goal on the ratio to bsm/redislock can be
+// weighed against what would have to go to reach it.
+const (
+	priceServerNow = "local t = redis.call('TIME')\nlocal nowUS = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal now = math.floor(nowUS / 1000)\n"
+	priceClientNow = "local nowUS = tonumber(ARGV[5])\nlocal now = math.floor(nowUS / 1000)\n"
+	priceAcquire   = `
+local l = redis.call('HMGET', KEYS[1], 'tok', 'holder', 'fence', 'acq', 'exp', 'msg', 'frozen', 'closed')
+local live = l[1] and l[1] ~= '' and tonumber(l[5] or '0') > now
+if not live and tonumber(l[8] or '0') <= now and QUEUE then
+  local fence = tonumber(l[3] or '0') + 1
+  if nowUS > fence then fence = nowUS end
+  local fs, acq, exp = string.format('%d', fence), string.format('%d', now), string.format('%d', now + tonumber(ARGV[4]))
+  redis.call('HSET', KEYS[1], 'tok', ARGV[1], META 'fence', fs, 'exp', exp)
+  return {1, fs, acq, exp}
+end
+return {0}
+`
+	priceRelease = `
+local l = redis.call('HMGET', KEYS[1], 'tok', 'exp')
+if l[1] ~= ARGV[1] or tonumber(l[2] or '0') <= now then return 0 end
+redis.call('HSET', KEYS[1], 'tok', '')
+WAKE
+return 1
+`
+	priceWake = `local head = ''
+if redis.call('EXISTS', KEYS[2]) == 1 then head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or '' end
+redis.call('PUBLISH', ARGV[2], head)`
+	priceQueue = "redis.call('EXISTS', KEYS[2]) == 0"
+	priceMeta  = "'holder', ARGV[2], 'acq', acq, 'msg', ARGV[3], 'frozen', '0', "
+)
+
+type priceVariant struct {
+	name     string
+	acq, rel *redis.Script
+}
+
+func newPriceVariant(name, now, queue, meta, wake string) priceVariant {
+	return priceVariant{
+		name: name,
+		acq:  redis.NewScript(strings.NewReplacer("QUEUE", queue, "META", meta).Replace(now + priceAcquire)),
+		rel:  redis.NewScript(strings.ReplaceAll(now+priceRelease, "WAKE", wake)),
+	}
+}
+
+func priceVariants() []priceVariant {
+	return []priceVariant{
+		newPriceVariant("all guarantees (the driver's fast paths)", priceServerNow, priceQueue, priceMeta, priceWake),
+		newPriceVariant("without server-clock expiry (client clock)", priceClientNow, priceQueue, priceMeta, priceWake),
+		newPriceVariant("without the FIFO queue check", priceServerNow, "true", priceMeta, priceWake),
+		newPriceVariant("without holder metadata", priceServerNow, priceQueue, "", priceWake),
+		newPriceVariant("without the wake-up PUBLISH", priceServerNow, priceQueue, priceMeta, ""),
+		newPriceVariant("without all four", priceClientNow, "true", "", ""),
+		{name: "without fences (SET NX PX, GET+DEL; clock, queue, PUBLISH kept)",
+			acq: redis.NewScript(priceServerNow + `if redis.call('EXISTS', KEYS[2]) == 0 then return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[4]) end return 0`),
+			rel: redis.NewScript(priceServerNow + `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) ` + priceWake + ` return 1 end return 0`)},
+		{name: "two PINGs (the round trips alone)"},
+		{name: "bsm/redislock",
+			acq: redis.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[4])`),
+			rel: redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)},
+	}
+}
+
+// price measures n pairs of each variant and returns their p50s, in the order of
+// priceVariants; the last is bsm/redislock's.
+func price(ctx context.Context, addr string, n int) ([]priceVariant, []time.Duration, error) {
+	rc := redis.NewClient(&redis.Options{Addr: addr})
+	defer rc.Close()
+	vs := priceVariants()
+	const warmup = 100
+	samples := make([][]time.Duration, len(vs))
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range warmup + n {
+		for _, j := range rng.Perm(len(vs)) {
+			v := vs[j]
+			key := fmt.Sprintf("{bench:price:%d:%d}", j, i)
+			keys := []string{key + ":lock", key + ":q"}
+			start := time.Now()
+			now := start.UnixMicro()
+			if v.acq == nil {
+				if err := errors.Join(rc.Ping(ctx).Err(), rc.Ping(ctx).Err()); err != nil {
+					return nil, nil, fmt.Errorf("PING: %w", err)
+				}
+				if i >= warmup {
+					samples[j] = append(samples[j], time.Since(start))
+				}
+				continue
+			}
+			if err := v.acq.Run(ctx, rc, keys, "token", "bench#1/step", "", leaseTTL.Milliseconds(), now).Err(); err != nil {
+				return nil, nil, fmt.Errorf("%s: acquire: %w", v.name, err)
+			}
+			if err := v.rel.Run(ctx, rc, keys, "token", key+":released", "", 0, now).Err(); err != nil {
+				return nil, nil, fmt.Errorf("%s: release: %w", v.name, err)
+			}
+			if i >= warmup {
+				samples[j] = append(samples[j], time.Since(start))
+			}
+		}
+	}
+	p50s := make([]time.Duration, len(vs))
+	for j := range vs {
+		p50s[j] = percentile(samples[j], 50)
+	}
+	return vs, p50s, nil
+}

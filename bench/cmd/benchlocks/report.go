@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/bench/internal/figures"
+)
+
+// Goals (issue 13) that the report checks.
+const (
+	redisHandoffP50Goal = 0.3 // ms, burst
+	redisHandoffP99Goal = 2   // ms, burst
+	redisRatioGoal      = 1.1 // uncontended p50 ÷ redislock-10ms's
+	sqliteProcsP50Goal  = 5   // ms, both patterns
+)
+
+// addFigures turns one run's results into benchreport figures.
+func addFigures(rep *figures.Report, impls []impl, results []result, cfg config) {
+	rep.About = fmt.Sprintf(`One local redis-server (started by the program, no persistence), and SQLite files in a
+temporary directory. orchestrator-sqlite: every client in this process, sharing one handle;
+orchestrator-sqlite-procs: each client a child process of its own on one file, as `+"`serve`"+` and
+`+"`run`"+` share a state directory. Our backends run through locks.Locker with its defaults.
+
+- **handoff**: %[1]d waiters, each with connections of its own, queue on one key held by another
+  client; each holds it %[2]s, releases and leaves. The figure is the gap from the start of a
+  release call to the next grant, over %[3]d rounds per pattern. **burst**: every waiter asks at
+  once (a CI fan-out); **staggered**: each asks at a uniformly random time over %[4]s, and the
+  first holder releases at its end. **longest wait**: from the first release of a round to its
+  last grant, median over the rounds.
+- **acquire+release p50**: distinct keys, %[5]d times per implementation, one operation per turn in
+  a random order each round (a paired comparison under the same machine load);
+  **÷ redislock-10ms** is that p50 over bsm/redislock's in the same run. orchestrator-redis-driver
+  is the Redis driver alone (TryAcquire and Release, no Locker), to split our figure into the
+  driver's share and the Locker's.
+- **idle commands**: Redis commands per waiter per second while the key is held %[6]s (INFO
+  commandstats, scripts' inner calls included).`,
+		cfg.waiters, cfg.hold, cfg.rounds, cfg.window, cfg.n, cfg.idle)
+
+	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+	var bsmP50 time.Duration
+	for i, im := range impls {
+		if im.name == "redislock-10ms" {
+			bsmP50 = results[i].uncontendedP50
+		}
+	}
+	for _, p := range patterns {
+		table := "handoff, " + p.String()
+		for i, im := range impls {
+			if im.diagnostic {
+				continue
+			}
+			h := results[i].handoff[p]
+			var p50Goal, p99Goal float64
+			switch {
+			case im.name == "orchestrator-redis" && p == burst:
+				p50Goal, p99Goal = redisHandoffP50Goal, redisHandoffP99Goal
+			case im.name == "orchestrator-sqlite-procs":
+				p50Goal = sqliteProcsP50Goal
+			}
+			rep.Add(figures.Figure{Table: table, Row: im.name, Column: "handoff p50", Unit: "ms", Value: ms(h.p50), Max: p50Goal, Headline: true})
+			rep.Add(figures.Figure{Table: table, Row: im.name, Column: "handoff p99", Unit: "ms", Value: ms(h.p99), Max: p99Goal, Headline: true})
+			rep.Add(figures.Figure{Table: table, Row: im.name, Column: "longest wait", Unit: "ms", Value: ms(h.chainMaxWait)})
+		}
+	}
+	for i, im := range impls {
+		res := results[i]
+		const table = "uncontended and idle"
+		rep.Add(figures.Figure{Table: table, Row: im.name, Column: "acquire+release p50", Unit: "µs",
+			Value: float64(res.uncontendedP50.Nanoseconds()) / 1e3, Headline: !im.diagnostic})
+		if im.diagnostic {
+			continue
+		}
+		if im.name == "orchestrator-redis" && bsmP50 > 0 {
+			rep.Add(figures.Figure{Table: table, Row: im.name, Column: "÷ redislock-10ms", Unit: "×",
+				Value: float64(res.uncontendedP50) / float64(bsmP50), Max: redisRatioGoal, Headline: true})
+		}
+		if im.redis {
+			rep.Add(figures.Figure{Table: table, Row: im.name, Column: "idle commands", Unit: "/waiter/s", Value: res.idleCmds})
+		}
+	}
+}
+
+// addPriceFigures adds the price of the Redis backend's guarantees (see price.go).
+func addPriceFigures(rep *figures.Report, vs []priceVariant, p50s []time.Duration, cfg config) {
+	if len(vs) == 0 {
+		return
+	}
+	rep.About += fmt.Sprintf(`
+- **price of guarantees**: the Redis driver's uncontended acquire and release scripts (measurement
+  copies of their fast paths), then with one guarantee taken out at a time, against
+  bsm/redislock's scripts and two bare PINGs, %d pairs each in turn in a random order, straight on
+  go-redis (no Locker). The ratio is to bsm/redislock's pair in the same run.`, cfg.price)
+	const table = "price of guarantees (uncontended script pair)"
+	bsm := p50s[len(p50s)-1]
+	for i, v := range vs {
+		rep.Add(figures.Figure{Table: table, Row: v.name, Column: "p50", Unit: "µs", Value: float64(p50s[i].Nanoseconds()) / 1e3})
+		rep.Add(figures.Figure{Table: table, Row: v.name, Column: "÷ bsm/redislock", Unit: "×", Value: float64(p50s[i]) / float64(bsm)})
+	}
+}

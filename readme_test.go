@@ -1,0 +1,51 @@
+package orchestrator_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// The markers bench/cmd/benchreport writes around the summary of bench/RESULTS.md.
+const (
+	benchSummaryBegin = "<!-- bench-summary:begin"
+	benchSummaryEnd   = "<!-- bench-summary:end -->"
+)
+
+// benchSummary returns the text between the summary markers of the file at path.
+func benchSummary(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i, j := strings.Index(s, benchSummaryBegin), strings.Index(s, benchSummaryEnd)
+	if i < 0 || j < i {
+		t.Fatalf("%s: no benchmark summary between %q and %q (make bench writes it)", path, benchSummaryBegin, benchSummaryEnd)
+	}
+	return s[i : j+len(benchSummaryEnd)]
+}
+
+// TestREADMEBenchFigures: the benchmark figures the README quotes are the medians `make
+// bench` wrote into bench/RESULTS.md, not numbers pasted or picked by hand.
+func TestREADMEBenchFigures(t *testing.T) {
+	readme, results := benchSummary(t, "README.md"), benchSummary(t, "bench/RESULTS.md")
+	if readme == results {
+		return
+	}
+	rl, ql := strings.Split(readme, "\n"), strings.Split(results, "\n")
+	for i := range max(len(rl), len(ql)) {
+		var r, q string
+		if i < len(rl) {
+			r = rl[i]
+		}
+		if i < len(ql) {
+			q = ql[i]
+		}
+		if r != q {
+			t.Errorf("README.md's benchmark summary differs from bench/RESULTS.md's (run `make bench`, which writes both), first at line %d:\nREADME:  %q\nRESULTS: %q", i+1, r, q)
+			return
+		}
+	}
+}

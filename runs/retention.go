@@ -1,0 +1,47 @@
+package runs
+
+import (
+	"context"
+	"time"
+)
+
+// Retention says how much history a store keeps. A run that has not ended is always kept.
+type Retention struct {
+	// MaxAge: an ended run created more than MaxAge ago is deleted (0: no age limit).
+	MaxAge time.Duration
+	// MaxRuns: an ended run older than the MaxRuns newest runs (ended or not) is deleted
+	// (0: no count limit).
+	MaxRuns int
+}
+
+// Pruner deletes the history a Retention no longer keeps. Both stores implement it.
+type Pruner interface {
+	// Prune deletes the ended runs r no longer keeps, each with its events and its
+	// idempotency key (so the key may start a new run), and the webhook delivery records
+	// whose TTL has passed. It never deletes a run that has not ended, and works in small
+	// batches so other writers are not held up. Several daemons may prune one backend at
+	// once. It returns how many runs it deleted.
+	//
+	// Errors: ErrInvalid (a negative MaxAge or MaxRuns); ErrUnavailable.
+	Prune(ctx context.Context, r Retention) (deleted int, err error)
+}
+
+// PruneEvery prunes p under r at once and then every interval until ctx ends, handing each
+// outcome to report (how many runs went, and the error). It returns when ctx ends; the
+// caller runs it in a goroutine it waits for.
+func PruneEvery(ctx context.Context, p Pruner, r Retention, interval time.Duration, report func(deleted int, err error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, err := p.Prune(ctx, r)
+		if ctx.Err() != nil {
+			return
+		}
+		report(n, err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
