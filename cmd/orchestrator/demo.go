@@ -17,6 +17,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/mobile/flagsmithtest"
+	"github.com/deploy-orchestrator/orchestrator/notify/notifytest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/secrets/infisical/infisicaltest"
 )
@@ -66,6 +67,7 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		"INFISICAL_URL": sims.infisical, "INFISICAL_CLIENT_ID": "demo-client", "INFISICAL_CLIENT_SECRET": sims.infisicalSecret,
 		"FLAGSMITH_URL": sims.flagsmith, "FLAGSMITH_API_KEY": flagsmithtest.DefaultAPIKey, "FLAGSMITH_ENVIRONMENT": demoEnvKey,
 		secretEnvPrefix + "SENTRY_DSN": "https://demo-public-key@sentry.example/42",
+		"DEMO_SLACK_WEBHOOK_URL":       sims.notify + "/services/T0DEMO/B0DEMO/" + randomKey(),
 	}
 	getenv := func(k string) string {
 		if v, ok := env[k]; ok {
@@ -103,10 +105,14 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	base := "http://" + addr
+	var outMu sync.Mutex // the notification printer and demoRuns share stdout
+	sims.receiver.OnMessage(func(m notifytest.Message) {
+		_, _ = prefixWriter{w: c.stdout, prefix: "[notify  ] ", mu: &outMu}.Write([]byte(m.Text + "\n"))
+	})
 	fmt.Fprintf(c.stdout, "orchestrator demo: dashboard at %s/ (simulated Coolify at %s)\n", base, sims.coolify)
 	fmt.Fprintf(c.stdout, "trigger more runs with:\n  ORCH_TRIGGER_TOKEN=%s go run ./cmd/orchestrator trigger demo --url %s --image-tag v1.5.0 --build 1003 --app-version 1.5.0\n\n", triggerToken, base)
 
-	ok, err := demoRuns(ctx, c.stdout, base, triggerToken)
+	ok, err := demoRuns(ctx, c.stdout, &outMu, base, triggerToken)
 	if err != nil {
 		stop()
 		<-served
@@ -130,8 +136,9 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 var demoTuning = tuning{coolifyPoll: 300 * time.Millisecond, healthPoll: 250 * time.Millisecond}
 
 // demoRuns triggers two overlapping runs through the API, prints their events and reports
-// whether both succeeded.
-func demoRuns(ctx context.Context, w io.Writer, base, token string) (bool, error) {
+// whether both succeeded. Its writes to w hold mu.
+func demoRuns(ctx context.Context, w io.Writer, mu *sync.Mutex, base, token string) (bool, error) {
+	out := prefixWriter{w: w, mu: mu} // stdout is shared with the notification printer
 	cl := &apiClient{base: base, token: token, http: retryablehttp.NewClient()}
 	cl.http.Logger = nil
 	type demoRun struct {
@@ -142,7 +149,6 @@ func demoRuns(ctx context.Context, w io.Writer, base, token string) (bool, error
 		{"demo", runs.Trigger{Build: "1001", ImageTag: "v1.4.0", Commit: "4f2c9e1", AppVersion: "1.4.0"}},
 		{"demo-web", runs.Trigger{Build: "1002", ImageTag: "v1.4.1", Params: map[string]string{"channel": "beta"}}},
 	}
-	var mu sync.Mutex
 	var wg sync.WaitGroup
 	results := make([]*runs.Run, len(specs))
 	errs := make([]error, len(specs))
@@ -151,12 +157,12 @@ func demoRuns(ctx context.Context, w io.Writer, base, token string) (bool, error
 		if err != nil {
 			return false, err
 		}
-		fmt.Fprintf(w, "[%s] run %s queued: %s/runs/%s\n", s.pipeline, r.ID, base, r.ID)
+		fmt.Fprintf(out, "[%s] run %s queued: %s/runs/%s\n", s.pipeline, r.ID, base, r.ID)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			prefix := fmt.Sprintf("[%-8s] ", s.pipeline)
-			p := newProgress(prefixWriter{w: w, prefix: prefix, mu: &mu})
+			p := newProgress(prefixWriter{w: w, prefix: prefix, mu: mu})
 			if errs[i] = cl.follow(ctx, r.ID, p.event); errs[i] == nil {
 				results[i], errs[i] = cl.run(ctx, r.ID)
 			}
@@ -164,12 +170,12 @@ func demoRuns(ctx context.Context, w io.Writer, base, token string) (bool, error
 	}
 	wg.Wait()
 	ok := true
-	fmt.Fprintln(w)
+	fmt.Fprintln(out)
 	for i, r := range results {
 		if errs[i] != nil {
 			return false, errs[i]
 		}
-		if err := newProgress(w).summary(*r); err != nil {
+		if err := newProgress(out).summary(*r); err != nil {
 			ok = false
 		}
 	}
@@ -197,11 +203,14 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 type simulators struct {
 	coolify, flagsmith, infisical string
 	infisicalSecret               string
-	servers                       []*http.Server
+	// receiver takes the demo pipelines' notifications (as a Slack webhook) at notify.
+	receiver *notifytest.Receiver
+	notify   string
+	servers  []*http.Server
 }
 
 func startSimulators() (*simulators, error) {
-	s := &simulators{infisicalSecret: randomKey()}
+	s := &simulators{infisicalSecret: randomKey(), receiver: notifytest.New()}
 
 	cf := coolifytest.New(coolifytest.WithTiming(coolifytest.DemoTiming))
 	cf.SetLatency(20*time.Millisecond, 80*time.Millisecond)
@@ -230,7 +239,7 @@ func startSimulators() (*simulators, error) {
 	for _, sim := range []struct {
 		h   http.Handler
 		url *string
-	}{{cf, &s.coolify}, {fs, &s.flagsmith}, {inf, &s.infisical}} {
+	}{{cf, &s.coolify}, {fs, &s.flagsmith}, {inf, &s.infisical}, {s.receiver, &s.notify}} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			s.close()

@@ -77,8 +77,12 @@ func TestDemoOnce(t *testing.T) {
 	if !strings.Contains(out, "dashboard at http://127.0.0.1:") {
 		t.Errorf("demo output does not print the dashboard URL:\n%s", out)
 	}
-	// Secrets the demo feeds its pipelines never reach the terminal.
-	for _, secret := range []string{"demo-db-password", "demo-public-key"} {
+	// The demo pipeline's notification reached the built-in receiver, which printed it.
+	if !strings.Contains(out, "[notify  ] ✅ demo: build 1001 succeeded after") {
+		t.Errorf("demo output does not show the run's notification:\n%s", out)
+	}
+	// Secrets the demo feeds its pipelines never reach the terminal (nor the webhook URL).
+	for _, secret := range []string{"demo-db-password", "demo-public-key", "T0DEMO/B0DEMO"} {
 		if strings.Contains(out+errOut, secret) {
 			t.Errorf("demo output contains the secret %q", secret)
 		}
