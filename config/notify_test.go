@@ -35,6 +35,10 @@ notify:
 	if err != nil || p2.Notify != nil {
 		t.Errorf("a pipeline without notify: %+v, %v (want nil: the daemon's default applies)", p2.Notify, err)
 	}
+	p3, err := LoadPipelineBytes("prod.yaml", []byte(minimal+"notify: { targets: [] }\n"), testEnv())
+	if err != nil || p3.Notify == nil || len(p3.Notify.Targets) != 0 {
+		t.Errorf("notify: {targets: []}: %+v, %v (want an empty block: no messages, not the default)", p3.Notify, err)
+	}
 }
 
 // TestLoadPipelineNotifyProblems: each mistake is named by its field, and no URL or secret

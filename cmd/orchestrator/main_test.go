@@ -232,7 +232,7 @@ func TestValidate(t *testing.T) {
 	}
 	env := map[string]string{"COOLIFY_URL": "http://127.0.0.1:1", "COOLIFY_TOKEN": "1|x", "INFISICAL_URL": "http://127.0.0.1:2",
 		"INFISICAL_CLIENT_ID": "id", "INFISICAL_CLIENT_SECRET": "s", "FLAGSMITH_URL": "http://127.0.0.1:3",
-		"FLAGSMITH_API_KEY": "k", "FLAGSMITH_ENVIRONMENT": "e"}
+		"FLAGSMITH_API_KEY": "k", "FLAGSMITH_ENVIRONMENT": "e", "DEMO_SLACK_WEBHOOK_URL": "http://127.0.0.1:4/x"}
 	if out, _, err := invoke(context.Background(), env, "validate", filepath.Join("..", "..", "testdata", "pipelines", "demo.yaml")); err != nil {
 		t.Errorf("validate demo.yaml: %v\n%s", err, out)
 	}
