@@ -184,7 +184,7 @@ func shortCommit(c string) string {
 	return c
 }
 
-// body is what target t receives for p.
+// body is what a target of this kind receives for p.
 func body(kind config.NotifyKind, p Payload) ([]byte, error) {
 	switch kind {
 	case config.NotifySlack:

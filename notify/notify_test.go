@@ -378,3 +378,27 @@ func TestEventsFilter(t *testing.T) {
 	}
 	(*notify.Notifier)(nil).Notify(nil, notify.Event{Kind: config.NotifyFailed, Run: &r})
 }
+
+// BenchmarkNotify is what a run pays to announce its end: Notify with three targets, the
+// receiver hanging and the queue full, so every call takes the drop path after its first.
+func BenchmarkNotify(b *testing.B) {
+	rcv := notifytest.NewServer(b)
+	rcv.Hang()
+	targets := []config.NotifyTarget{
+		{Name: "s", Kind: config.NotifySlack, URL: config.Secret(rcv.URL + "/s")},
+		{Name: "d", Kind: config.NotifyDiscord, URL: config.Secret(rcv.URL + "/d")},
+		{Name: "w", Kind: config.NotifyWebhook, URL: config.Secret(rcv.URL + "/w"), Secret: hmacSecret},
+	}
+	n := notify.New(notify.Options{Default: &config.Notify{Targets: targets}, QueueSize: 4, Workers: 1})
+	b.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = n.Close(ctx)
+	})
+	r := runs.Run{ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", Pipeline: "prod", Status: runs.StatusFailed,
+		Trigger: runs.Trigger{Build: "42", ImageTag: "v2", Commit: "abc", By: "api:ci"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		n.Notify(nil, notify.Event{Kind: config.NotifyFailed, Run: &r, Service: "api"})
+	}
+}
