@@ -23,8 +23,6 @@ var (
 	pipelineNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	// runIDPattern accepts run IDs (ULIDs) and other IDs a store may hand out.
 	runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
-	// lockKeyNamePattern is the part of a lock key after its namespace.
-	lockKeyNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$`)
 	// idempotencyKeyPattern bounds Idempotency-Key headers.
 	idempotencyKeyPattern = regexp.MustCompile(`^[\x21-\x7e]{1,200}$`)
 )
@@ -72,21 +70,16 @@ func validRunID(raw string) (string, error) {
 	return id, nil
 }
 
-// validLockKey checks a {key} path parameter: "<namespace>:<name>" in a registered namespace.
+// validLockKey checks a {key} path parameter with config.CheckLockKey, the CLI's rule too.
 func validLockKey(raw string) (string, error) {
 	key, err := pathParam(raw, "key")
 	if err != nil {
 		return "", err
 	}
-	for _, ns := range config.Namespaces() {
-		if name, ok := strings.CutPrefix(key, ns); ok {
-			if lockKeyNamePattern.MatchString(name) && !strings.Contains(name, "..") {
-				return key, nil
-			}
-			break
-		}
+	if err := config.CheckLockKey(key); err != nil {
+		return "", fieldErr("key", "%s", strings.TrimPrefix(err.Error(), fmt.Sprintf("lock key %q: ", key)))
 	}
-	return "", fieldErr("key", "a lock key is <namespace>:<name> in one of the namespaces %s", strings.Join(config.Namespaces(), ", "))
+	return key, nil
 }
 
 // triggerBody is the body of POST /v1/pipelines/{name}/runs.

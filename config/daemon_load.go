@@ -72,6 +72,17 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Bool("public-read", false, "serve read endpoints and the dashboard without a token")
 }
 
+// AddFlagSubset registers only the named daemon config flags (see AddFlags), for commands
+// that read part of the daemon config: `locks` and `runs` need only --redis-url and
+// --state-dir, so their --help lists only those.
+func AddFlagSubset(fs *pflag.FlagSet, names ...string) {
+	for _, f := range daemonFlags {
+		if slices.Contains(names, f.name) {
+			fs.String(f.name, "", f.usage)
+		}
+	}
+}
+
 // flagKey returns the config key a flag sets, or "" for flags that are not config.
 func flagKey(name string) string {
 	if name == "public-read" {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -31,4 +32,23 @@ func CheckNamespaces(namespaces []string) error {
 		}
 	}
 	return nil
+}
+
+// lockKeyNamePattern is the part of a lock key after its namespace.
+var lockKeyNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$`)
+
+// CheckLockKey is the one rule for lock keys an operator names (the API's {key} and the
+// CLI's `locks release|freeze|unfreeze KEY`): "<namespace><name>" in a registered namespace
+// (coolify:, mobile:), the name 1-200 characters of letters, digits, '_', '.', ':' and '-',
+// starting with a letter or digit, without "..". A typo such as "coolfy:phase2" is refused
+// instead of freezing a key no run ever takes.
+func CheckLockKey(key string) error {
+	if ns := NamespaceOf(key); ns != "" {
+		name := strings.TrimPrefix(key, ns)
+		if lockKeyNamePattern.MatchString(name) && !strings.Contains(name, "..") {
+			return nil
+		}
+	}
+	return fmt.Errorf("lock key %q: a lock key is <namespace><name> in one of the namespaces %s (e.g. %s)",
+		key, strings.Join(Namespaces(), ", "), Phase2Key)
 }

@@ -47,3 +47,17 @@ func TestNamespaceOf(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckLockKey(t *testing.T) {
+	for _, ok := range []string{"coolify:phase2", "coolify:q8m2k4v7x1c9d3f6h0j5n2p8", "mobile:flagsmith:version_state"} {
+		if err := CheckLockKey(ok); err != nil {
+			t.Errorf("CheckLockKey(%q) = %v, want nil", ok, err)
+		}
+	}
+	for _, bad := range []string{"whatever", "coolfy:phase2", "coolify:", "coolify:../x", "coolify:a b", "daemon:live:x", ""} {
+		err := CheckLockKey(bad)
+		if err == nil || !strings.Contains(err.Error(), "coolify:, mobile:") {
+			t.Errorf("CheckLockKey(%q) = %v, want an error naming the namespaces", bad, err)
+		}
+	}
+}

@@ -16,36 +16,49 @@ import (
 //
 // getenv resolves ${NAME} references (pass os.Getenv); an unset variable is a problem.
 func Validate(getenv func(string) string, paths ...string) Problems {
-	var out Problems
-	for _, p := range paths {
-		out = append(out, validatePath(getenv, p)...)
-	}
-	return out
+	problems, _ := ValidateWithWarnings(getenv, paths...)
+	return problems
 }
 
-func validatePath(getenv func(string) string, path string) Problems {
+// ValidateWithWarnings is Validate, plus warnings about what would fail at run time in this
+// environment although the files are valid: env-source secrets that are not set (see
+// MissingEnvSecrets).
+func ValidateWithWarnings(getenv func(string) string, paths ...string) (problems, warnings Problems) {
+	for _, p := range paths {
+		probs, pipelines := validatePath(getenv, p)
+		problems = append(problems, probs...)
+		warnings = append(warnings, MissingEnvSecretsAll(pipelines, getenv)...)
+	}
+	return problems, warnings
+}
+
+// validatePath checks one path and returns its problems and the pipelines it loaded.
+func validatePath(getenv func(string) string, path string) (Problems, map[string]*Pipeline) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return Problems{{File: path, Message: unwrapPathError(err)}}
+		return Problems{{File: path, Message: unwrapPathError(err)}}, nil
 	}
 	if st.IsDir() {
-		_, err := LoadPipelines(path, getenv)
-		return AsProblems(err)
+		ps, err := LoadPipelines(path, getenv)
+		return AsProblems(err), ps
 	}
 	if !isDaemonFile(path) {
-		_, err := LoadPipelineFile(path, getenv)
-		return AsProblems(err)
+		p, err := LoadPipelineFile(path, getenv)
+		if err != nil {
+			return AsProblems(err), nil
+		}
+		return nil, map[string]*Pipeline{p.Name: p}
 	}
 	d, err := LoadDaemon(path, getenv, nil)
 	if err != nil {
-		return AsProblems(err)
+		return AsProblems(err), nil
 	}
 	pipelines, err := LoadPipelines(d.PipelinesDir, getenv)
 	out := AsProblems(err)
 	if err == nil {
 		out = append(out, AsProblems(d.CheckRules(pipelines))...)
 	}
-	return out
+	return out, pipelines
 }
 
 // isDaemonFile reports whether a file's top-level keys are a daemon config's rather than a

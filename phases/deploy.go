@@ -32,7 +32,9 @@ const maxDeployTries = 3
 func (x *execution) deployService(pctx context.Context, st *svcState) error {
 	s := st.svc
 	start := time.Now()
-	lease, err := x.acquire(pctx, s.LockKey(), runs.Phase2, s.Name, false, &stepLock{runs.Phase2, s.Name, start})
+	wctx, stopWait := x.untilStop(pctx)
+	lease, err := x.acquire(wctx, s.LockKey(), runs.Phase2, s.Name, false, &stepLock{runs.Phase2, s.Name, start})
+	stopWait()
 	if err != nil {
 		st.failed = true
 		x.failStep(runs.Phase2, s.Name, err)

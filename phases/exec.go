@@ -38,6 +38,11 @@ type execution struct {
 	// cancel, shutdown): it bounds the wait for coolify:phase1.
 	waitCtx    context.Context
 	waitCancel context.CancelCauseFunc
+	// stopCtx is canceled (with the stop's cause) by every stop request. A lock wait is a
+	// safe point: the waits of a run's own work end with it (untilStop), those of its
+	// compensation do not.
+	stopCtx    context.Context
+	stopCancel context.CancelCauseFunc
 
 	mu       sync.Mutex
 	stopErr  error // the first stop request, checked at safe points
@@ -75,11 +80,13 @@ type svcState struct {
 func (e *Engine) newExecution(r runs.Run, p *config.Pipeline) *execution {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	waitCtx, waitCancel := context.WithCancelCause(ctx)
+	stopCtx, stopCancel := context.WithCancelCause(ctx)
 	x := &execution{
 		e: e, run: r, p: p, cl: e.coolifyFor(p),
 		log: e.log.With(slog.String(logRunID, r.ID), slog.String(logPipeline, r.Pipeline)),
 		ctx: ctx, cancel: cancel,
 		waitCtx: waitCtx, waitCancel: waitCancel,
+		stopCtx: stopCtx, stopCancel: stopCancel,
 		done: make(chan struct{}),
 		gate: make(chan struct{}),
 	}
@@ -96,6 +103,7 @@ func (x *execution) requestStop(cause error) {
 	defer x.mu.Unlock()
 	if x.stopErr == nil {
 		x.stopErr = cause
+		x.stopCancel(cause)
 	}
 	if !x.inPhase {
 		x.waitCancel(cause)
@@ -110,7 +118,17 @@ func (x *execution) supersede(byRun string) {
 		return
 	}
 	x.stopErr = fmt.Errorf("%w %s", errSuperseded, byRun)
+	x.stopCancel(x.stopErr)
 	x.waitCancel(x.stopErr)
+}
+
+// untilStop returns ctx, also canceled with the stop's cause once a stop is requested: for
+// the lock waits of the run's own work, so a cancel does not wait out a lock's budget (a run
+// waiting behind a freeze stops at once). Compensation waits under plain ctx.
+func (x *execution) untilStop(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	unhook := context.AfterFunc(x.stopCtx, func() { cancel(context.Cause(x.stopCtx)) })
+	return ctx, func() { unhook(); cancel(nil) }
 }
 
 // abort cancels all work of the run now.
@@ -616,7 +634,9 @@ func (x *execution) phase2() error {
 	if err := x.stopping(); err != nil {
 		return err
 	}
-	lease, pctx, cancel, err := x.phaseLease(x.ctx, runs.Phase2, config.Phase2Key)
+	wctx, stopWait := x.untilStop(x.ctx)
+	lease, pctx, cancel, err := x.phaseLease(wctx, runs.Phase2, config.Phase2Key)
+	stopWait()
 	if err != nil {
 		return err
 	}

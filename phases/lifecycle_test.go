@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -74,6 +75,40 @@ func TestCancelRunningRunStopsAtSafePointAndCompensates(t *testing.T) {
 	}
 	if app, _ := h.coolify.App(uuidWorker); app.ImageTag != "v1" {
 		t.Errorf("worker tag = %q, want v1 restored", app.ImageTag)
+	}
+}
+
+// A lock wait is a safe point: a run canceled while it waits for coolify:phase2 (held here,
+// as by a freeze) stops at once and undoes Phase 1, instead of waiting out its budget (ten
+// minutes here: longer than h.wait waits).
+func TestCancelWhileWaitingForALock(t *testing.T) {
+	h := newHarness(t)
+	h.start(strings.Replace(h.pipelineYAML("prod", []string{"api"}, ""), "phase: { timeout: 20s", "phase: { timeout: 10m", 1))
+	blocker, err := h.locker.Acquire(context.Background(), locks.Request{Key: "coolify:phase2", Holder: "test#0/blocker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = blocker.Release(context.Background()) }()
+	id := h.submit("prod", runs.Trigger{Build: "2", ImageTag: "v2"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := runs.Follow(ctx, h.store, id, 0, func(e runs.Event) error {
+		if e.Type == runs.EventLockWaiting && e.LockKey == "coolify:phase2" {
+			return errSeen
+		}
+		return nil
+	}); !errors.Is(err, errSeen) {
+		t.Fatalf("no wait for coolify:phase2: %v", err)
+	}
+	if _, err := h.engine.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	r := h.wait(id)
+	if r.Status != runs.StatusCanceled {
+		t.Fatalf("status = %s (%s), want canceled", r.Status, r.Reason)
+	}
+	if app, _ := h.coolify.App(uuidAPI); app.ImageTag != "v1" || len(h.coolify.Deployments(uuidAPI)) != 0 {
+		t.Errorf("api: tag %q after %d deployments, want v1 restored and none", app.ImageTag, len(h.coolify.Deployments(uuidAPI)))
 	}
 }
 

@@ -50,7 +50,9 @@ func (x *execution) mobileStep(m config.MobileStep) error {
 	}
 	// The mobile: lease is taken like every other: recorded in the run's events and held
 	// locks. The locker refuses it while the run holds a coolify: key (ErrNamespace).
-	lease, err := x.acquire(x.ctx, m.LockKey(), runs.PhaseMobile, m.Name, false, &stepLock{runs.PhaseMobile, m.Name, start})
+	wctx, stopWait := x.untilStop(x.ctx)
+	lease, err := x.acquire(wctx, m.LockKey(), runs.PhaseMobile, m.Name, false, &stepLock{runs.PhaseMobile, m.Name, start})
+	stopWait()
 	if err != nil {
 		x.failStep(runs.PhaseMobile, m.Name, err)
 		x.stepDone(runs.PhaseMobile, runs.StepFailed, start)

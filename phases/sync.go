@@ -161,7 +161,9 @@ func envDiff(kind config.ServiceKind, current []coolify.EnvVar, desired []wantEn
 func (x *execution) syncService(pctx context.Context, st *svcState) error {
 	s := st.svc
 	start := time.Now()
-	lease, err := x.acquire(pctx, s.LockKey(), runs.Phase1, s.Name, false, &stepLock{runs.Phase1, s.Name, start})
+	wctx, stopWait := x.untilStop(pctx)
+	lease, err := x.acquire(wctx, s.LockKey(), runs.Phase1, s.Name, false, &stepLock{runs.Phase1, s.Name, start})
+	stopWait()
 	if err != nil {
 		x.failStep(runs.Phase1, s.Name, err)
 		return err

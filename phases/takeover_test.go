@@ -170,6 +170,14 @@ func TestDeadDaemonsRunIsTakenOver(t *testing.T) {
 		if ev := findEvent(h.events(dead.ID), runs.EventDeployCanceled); ev == nil || ev.Data["deployment_uuid"] != dep.DeploymentUUID {
 			t.Errorf("deploy.canceled event = %+v", ev)
 		}
+		// The takeover's audit entry is written after the run's end, under the takeover
+		// lease: once that lease is free, the takeover is over.
+		done, err := h.locker.Acquire(wctx, locks.Request{Key: config.DaemonTakeoverKey("dead-daemon"), Holder: "test#0/observer",
+			Budget: locks.Budget{Timeout: 30 * time.Second}})
+		if err != nil {
+			t.Fatalf("the takeover did not end: %v", err)
+		}
+		_ = done.Release(ctx)
 		audit, err := h.locker.Audit(ctx, 0)
 		if err != nil {
 			t.Fatal(err)

@@ -7,14 +7,33 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version and commit, when set at build time with -ldflags "-X main.version=… -X
+// main.commit=…" (the Dockerfile does: its context has no .git), win over what the Go
+// toolchain records.
+var version, commit = "", ""
+
+// Exit codes, the same for every command (listed in `orchestrator --help`).
+const (
+	exitOK          = 0 // succeeded
+	exitFailed      = 1 // the run failed or was canceled; an action was refused (stale fence, key held)
+	exitUsage       = 2 // usage or configuration: bad flags, invalid files, unknown pipeline, token refused
+	exitUnreachable = 3 // the daemon or the lock/run backend could not be reached
+)
+
+const exitCodesHelp = `Exit codes:
+  0  succeeded
+  1  the run failed or was canceled, or the action was refused (stale fence, key held)
+  2  usage or configuration error (bad flags or files, unknown pipeline, token refused)
+  3  the daemon or the lock/run backend could not be reached
+  130  trigger or runs watch interrupted (Ctrl-C) and the run left going
+`
 
 // exitError carries an exit code; err (if any) is printed once by main.
 type exitError struct {
@@ -31,13 +50,71 @@ func (e *exitError) Error() string {
 
 func (e *exitError) Unwrap() error { return e.err }
 
-// usageError is a command-line mistake: exit code 2, with a hint.
+// usageError is a command-line or configuration mistake: exit code 2.
 func usageError(format string, args ...any) error {
-	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// exitCodeOf is the process exit code for err: its exitError's code, else 1.
+func exitCodeOf(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	return exitFailed
+}
+
+// versionInfo is what --version prints: the module version and the VCS commit the Go
+// toolchain recorded in the binary (runtime/debug.ReadBuildInfo).
+type versionInfo struct {
+	version, commit string
+	modified        bool
+}
+
+func buildVersion() versionInfo {
+	v := versionInfo{version: "(devel)"}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v.version = bi.Main.Version
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				v.commit = s.Value
+			case "vcs.modified":
+				v.modified = s.Value == "true"
+			}
+		}
+	}
+	if version != "" {
+		v.version = version
+	}
+	if commit != "" {
+		v.commit = commit
+	}
+	if v.version == "" {
+		v.version = "(devel)"
+	}
+	return v
+}
+
+func (v versionInfo) String() string {
+	s := "orchestrator " + v.version
+	if v.commit != "" {
+		s += " commit " + v.commit
+		if v.modified {
+			s += " (modified)"
+		}
+	}
+	return s
 }
 
 // cli is what every command gets from run.
 type cli struct {
+	// self is how the person started this program, for commands printed as hints:
+	// "go run ./cmd/orchestrator" under go run, else argv[0] as typed.
+	self   string
 	getenv func(string) string
 	stdin  io.Reader
 	stdout io.Writer
@@ -54,13 +131,15 @@ func commands() []command {
 	return []command{
 		{"demo", "run the daemon on the embedded backend with simulated Coolify, Flagsmith and Infisical", cmdDemo},
 		{"serve", "run the daemon: HTTP API, webhooks, dashboard and the engine", cmdServe},
-		{"run", "execute one run of a pipeline on this host and show its progress", cmdRun},
 		{"trigger", "ask a daemon for a run (for CI), follow it, exit with its result", cmdTrigger},
+		{"runs", "list, show, watch or cancel runs (list|show|watch|cancel)", cmdRuns},
+		{"locks", "list, force-release, freeze or unfreeze locks, or read their audit log", cmdLocks},
+		{"run", "execute one run of a pipeline on this host and show its progress", cmdRun},
 		{"plan", "show what a run would change and which locks it would take (dry run)", cmdPlan},
-		{"validate", "check pipeline files and report every problem", cmdValidate},
-		{"locks", "list, force-release or freeze locks (list|release|freeze)", cmdLocks},
-		{"version", "print the version", func(_ context.Context, c *cli, _ []string) error {
-			fmt.Fprintln(c.stdout, "orchestrator", version)
+		{"validate", "check pipeline files and daemon configs and report every problem", cmdValidate},
+		{"health", "exit 0 when the daemon answers ready (/readyz 200), for container health checks", cmdHealth},
+		{"version", "print the version and commit", func(_ context.Context, c *cli, _ []string) error {
+			fmt.Fprintln(c.stdout, buildVersion())
 			return nil
 		}},
 	}
@@ -68,12 +147,17 @@ func commands() []command {
 
 // run is the whole program: main calls it with the process's arguments and streams.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	c := &cli{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
-	if len(args) < 2 || args[1] == "help" || args[1] == "-h" || args[1] == "--help" {
-		c.usage()
-		if len(args) < 2 {
-			return &exitError{code: 2}
-		}
+	c := &cli{self: selfCommand(args), getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) < 2 {
+		c.usage(stderr)
+		return &exitError{code: exitUsage}
+	}
+	switch args[1] {
+	case "help", "-h", "--help":
+		c.usage(stdout)
+		return nil
+	case "--version":
+		fmt.Fprintln(stdout, buildVersion())
 		return nil
 	}
 	for _, cmd := range commands() {
@@ -81,23 +165,39 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return cmd.run(ctx, c, args[2:])
 		}
 	}
-	return usageError("unknown command %q: run `orchestrator help` for the list", args[1])
+	return usageError("unknown command %q: run `orchestrator --help` for the list", args[1])
 }
 
-func (c *cli) usage() {
-	fmt.Fprintf(c.stderr, "orchestrator %s: safe, two-phase deploys to Coolify under explicit locks\n\nUsage: orchestrator <command> [flags]\n\nCommands:\n", version)
-	for _, cmd := range commands() {
-		fmt.Fprintf(c.stderr, "  %-9s %s\n", cmd.name, cmd.summary)
+// selfCommand is how to start this program again from the same directory.
+func selfCommand(args []string) string {
+	if len(args) == 0 || args[0] == "" {
+		return "orchestrator"
 	}
-	fmt.Fprintf(c.stderr, "\nRun `orchestrator <command> --help` for a command's flags.\n")
+	if strings.Contains(args[0], string(os.PathSeparator)+"go-build") {
+		return "go run ./cmd/orchestrator"
+	}
+	return args[0]
 }
 
-// flags returns a FlagSet for a command whose usage names its arguments.
+func (c *cli) usage(w io.Writer) {
+	fmt.Fprintf(w, "%s: safe, two-phase deploys to Coolify under explicit locks\n\nUsage: orchestrator <command> [flags]\n\nCommands:\n", buildVersion())
+	for _, cmd := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", cmd.name, cmd.summary)
+	}
+	fmt.Fprintf(w, "\nRun `orchestrator <command> --help` for a command's flags; --version prints the version.\n\n%s", exitCodesHelp)
+}
+
+// flags returns a FlagSet for a command whose usage names its arguments. Parse errors are
+// returned (and printed once, by main); --help prints the usage to stdout.
 func (c *cli) flags(name, argsUsage, summary string) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(c.stderr, "Usage: orchestrator %s %s\n\n%s\n\nFlags:\n%s", name, argsUsage, summary, fs.FlagUsages())
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() { // pflag calls it on --help only (ContinueOnError)
+		fmt.Fprintf(c.stdout, "Usage: orchestrator %s %s\n\n%s\n", name, argsUsage, summary)
+		if fu := fs.FlagUsages(); fu != "" {
+			fmt.Fprintf(c.stdout, "\nFlags:\n%s", fu)
+		}
+		fmt.Fprintf(c.stdout, "\n%s", exitCodesHelp)
 	}
 	return fs
 }
@@ -114,7 +214,7 @@ func parse(fs *pflag.FlagSet, args []string) (done bool, err error) {
 }
 
 // isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
+func isTerminal(w any) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }

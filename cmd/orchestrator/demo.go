@@ -12,8 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-retryablehttp"
-
+	"github.com/deploy-orchestrator/orchestrator/cmd/orchestrator/demopipelines"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/mobile/flagsmithtest"
@@ -22,7 +21,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/secrets/infisical/infisicaltest"
 )
 
-// The demo's simulated resources: the UUIDs testdata/pipelines/demo*.yaml name.
+// The demo's simulated resources: the UUIDs demopipelines/demo*.yaml name.
 const (
 	demoAPI    = "q8m2k4v7x1c9d3f6h0j5n2p8"
 	demoWorker = "w3r7t1y5u9i2o6p0a4s8d2f6"
@@ -31,21 +30,21 @@ const (
 )
 
 func cmdDemo(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags("demo", "[--listen ADDR] [--once]",
+	fs := c.flags("demo", "[--listen ADDR] [--once] [--pipelines DIR]",
 		"Starts the daemon on the embedded SQLite backend (a temporary state dir) with built-in\n"+
-			"Coolify, Flagsmith and Infisical simulators, loads testdata/pipelines/demo.yaml and\n"+
-			"demo-web.yaml, triggers two overlapping runs that share services, prints their progress\n"+
-			"and serves the dashboard. Without --once it keeps serving until Ctrl-C.")
-	listen := fs.String("listen", "127.0.0.1:8080", "dashboard and API address")
+			"Coolify, Flagsmith and Infisical simulators, loads the demo pipelines built into the binary\n"+
+			"(demo.yaml and demo-web.yaml), triggers two overlapping runs that share services, prints\n"+
+			"their progress and serves the dashboard. Without --once it keeps serving until Ctrl-C and\n"+
+			"prints the commands to try against it.")
+	listen := fs.String("listen", orDefault(c.getenv("ORCH_LISTEN"), "127.0.0.1:8080"), "dashboard and API address (env ORCH_LISTEN)")
 	once := fs.Bool("once", false, "exit when the runs end: code 0 only if both succeeded")
-	dir := fs.String("pipelines", filepath.Join("testdata", "pipelines"), "directory holding demo.yaml and demo-web.yaml")
+	dir := fs.String("pipelines", "", "directory holding demo.yaml and demo-web.yaml (default: the ones built in)")
 	if done, err := parse(fs, args); done {
 		return err
 	}
-	for _, f := range []string{"demo.yaml", "demo-web.yaml"} {
-		if _, err := os.Stat(filepath.Join(*dir, f)); err != nil {
-			return usageError("demo: %s not found in %s: run the demo from the repository root, or pass --pipelines DIR", f, *dir)
-		}
+	files, err := demoFiles(*dir)
+	if err != nil {
+		return err
 	}
 
 	sims, err := startSimulators()
@@ -59,15 +58,14 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(state)
-	triggerToken, adminToken := randomKey(), randomKey()
-	env := map[string]string{
-		"ORCH_LISTEN": *listen, "ORCH_STATE_DIR": state, "ORCH_PUBLIC_READ": "true",
-		"ORCH_TRIGGER_TOKEN": triggerToken, "ORCH_ADMIN_TOKEN": adminToken, "ORCH_LOG_LEVEL": "warn",
-		"COOLIFY_URL": sims.coolify, "COOLIFY_TOKEN": coolifytest.DefaultToken,
-		"INFISICAL_URL": sims.infisical, "INFISICAL_CLIENT_ID": "demo-client", "INFISICAL_CLIENT_SECRET": sims.infisicalSecret,
-		"FLAGSMITH_URL": sims.flagsmith, "FLAGSMITH_API_KEY": flagsmithtest.DefaultAPIKey, "FLAGSMITH_ENVIRONMENT": demoEnvKey,
-		secretEnvPrefix + "SENTRY_DSN": "https://demo-public-key@sentry.example/42",
-		"DEMO_SLACK_WEBHOOK_URL":       sims.notify + "/services/T0DEMO/B0DEMO/" + randomKey(),
+	// Tokens from the environment when set (so the commands a person exported keep working
+	// across demo restarts), else random ones, printed with the hints.
+	triggerToken := orDefault(c.getenv("ORCH_TRIGGER_TOKEN"), randomKey())
+	adminToken := orDefault(c.getenv("ORCH_ADMIN_TOKEN"), randomKey())
+	env := sims.env()
+	for k, v := range map[string]string{"ORCH_LISTEN": *listen, "ORCH_STATE_DIR": state, "ORCH_PUBLIC_READ": "true",
+		"ORCH_TRIGGER_TOKEN": triggerToken, "ORCH_ADMIN_TOKEN": adminToken, "ORCH_LOG_LEVEL": "warn"} {
+		env[k] = v
 	}
 	getenv := func(k string) string {
 		if v, ok := env[k]; ok {
@@ -84,10 +82,10 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	pipelines := map[string]*config.Pipeline{}
-	for _, f := range []string{"demo.yaml", "demo-web.yaml"} {
-		p, err := config.LoadPipelineFile(filepath.Join(*dir, f), getenv)
+	for _, f := range demopipelines.Names {
+		p, err := config.LoadPipelineBytes(filepath.Join(orDefault(*dir, "(built in)"), f), files[f], getenv)
 		if err != nil {
-			return fmt.Errorf("demo pipelines:\n%w", err)
+			return usageError("demo pipelines:\n%w", err)
 		}
 		pipelines[p.Name] = p
 	}
@@ -109,8 +107,7 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 	sims.receiver.OnMessage(func(m notifytest.Message) {
 		_, _ = prefixWriter{w: c.stdout, prefix: "[notify  ] ", mu: &outMu}.Write([]byte(m.Text + "\n"))
 	})
-	fmt.Fprintf(c.stdout, "orchestrator demo: dashboard at %s/ (simulated Coolify at %s)\n", base, sims.coolify)
-	fmt.Fprintf(c.stdout, "trigger more runs with:\n  ORCH_TRIGGER_TOKEN=%s go run ./cmd/orchestrator trigger demo --url %s --image-tag v1.5.0 --build 1003 --app-version 1.5.0\n\n", triggerToken, base)
+	fmt.Fprintf(c.stdout, "orchestrator demo: dashboard at %s/ (simulated Coolify at %s)\n\n", base, sims.coolify)
 
 	ok, err := demoRuns(ctx, c.stdout, &outMu, base, triggerToken)
 	if err != nil {
@@ -119,7 +116,10 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	if !*once {
-		fmt.Fprintf(c.stdout, "\nthe dashboard stays up at %s/ — press Ctrl-C to stop\n", base)
+		fmt.Fprintf(c.stdout, "\nThe dashboard stays up at %s/ until Ctrl-C. In another terminal, try:\n\n", base)
+		for _, line := range demoHints(c.self, base, triggerToken, adminToken) {
+			fmt.Fprintf(c.stdout, "  %s\n", line)
+		}
 		<-ctx.Done()
 	}
 	stop()
@@ -132,6 +132,38 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
+// demoFiles reads the demo pipelines from dir, or from the binary when dir is "".
+func demoFiles(dir string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, f := range demopipelines.Names {
+		var data []byte
+		var err error
+		if dir == "" {
+			data, err = demopipelines.Files.ReadFile(f)
+		} else if data, err = os.ReadFile(filepath.Join(dir, f)); err != nil {
+			return nil, usageError("demo: %s not found in --pipelines %s (leave --pipelines out to use the built-in demo pipelines)", f, dir)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[f] = data
+	}
+	return out, nil
+}
+
+// demoHints are the commands printed for a person to try against the running demo: each
+// works as pasted (TestDemoHintsWorkWhenPasted runs them).
+func demoHints(self, base, triggerToken, adminToken string) []string {
+	return []string{
+		fmt.Sprintf("export ORCH_URL=%s ORCH_TRIGGER_TOKEN=%s ORCH_ADMIN_TOKEN=%s", base, triggerToken, adminToken),
+		self + " trigger demo --image-tag v1.5.0 --build 1003 --commit 9b1d3e7 --app-version 1.5.0",
+		self + " runs list",
+		self + " locks freeze coolify:phase2 --message 'release freeze' --for 10m",
+		self + " locks list",
+		self + " locks unfreeze coolify:phase2",
+	}
+}
+
 // demoTuning makes the demo's clients poll briskly, so a person watching sees steps move.
 var demoTuning = tuning{coolifyPoll: 300 * time.Millisecond, healthPoll: 250 * time.Millisecond}
 
@@ -139,8 +171,7 @@ var demoTuning = tuning{coolifyPoll: 300 * time.Millisecond, healthPoll: 250 * t
 // whether both succeeded. Its writes to w hold mu.
 func demoRuns(ctx context.Context, w io.Writer, mu *sync.Mutex, base, token string) (bool, error) {
 	out := prefixWriter{w: w, mu: mu} // stdout is shared with the notification printer
-	cl := &apiClient{base: base, token: token, http: retryablehttp.NewClient()}
-	cl.http.Logger = nil
+	cl := newAPIClient(base, token, nil)
 	type demoRun struct {
 		pipeline string
 		trigger  runs.Trigger
@@ -153,7 +184,7 @@ func demoRuns(ctx context.Context, w io.Writer, mu *sync.Mutex, base, token stri
 	results := make([]*runs.Run, len(specs))
 	errs := make([]error, len(specs))
 	for i, s := range specs {
-		r, err := cl.trigger(ctx, s.pipeline, s.trigger, randomKey())
+		r, _, err := cl.trigger(ctx, s.pipeline, s.trigger, randomKey())
 		if err != nil {
 			return false, err
 		}
@@ -162,7 +193,7 @@ func demoRuns(ctx context.Context, w io.Writer, mu *sync.Mutex, base, token stri
 		go func() {
 			defer wg.Done()
 			prefix := fmt.Sprintf("[%-8s] ", s.pipeline)
-			p := newProgress(prefixWriter{w: w, prefix: prefix, mu: mu})
+			p := newProgress(prefixWriter{w: w, prefix: prefix, mu: mu}, modePlain, false)
 			if errs[i] = cl.follow(ctx, r.ID, p.event); errs[i] == nil {
 				results[i], errs[i] = cl.run(ctx, r.ID)
 			}
@@ -175,7 +206,7 @@ func demoRuns(ctx context.Context, w io.Writer, mu *sync.Mutex, base, token stri
 		if errs[i] != nil {
 			return false, errs[i]
 		}
-		if err := newProgress(out).summary(*r); err != nil {
+		if err := newProgress(out, modePlain, false).summary(*r); err != nil {
 			ok = false
 		}
 	}
@@ -199,18 +230,19 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 }
 
 // simulators are the in-process fake Coolify, Flagsmith and Infisical of the demo, each on a
-// loopback port with realistic latencies.
+// loopback port with realistic latencies, and a notification receiver.
 type simulators struct {
 	coolify, flagsmith, infisical string
 	infisicalSecret               string
-	// receiver takes the demo pipelines' notifications (as a Slack webhook) at notify.
-	receiver *notifytest.Receiver
-	notify   string
-	servers  []*http.Server
+	// receiver takes the demo pipeline's notifications (as a Slack webhook) at notify.
+	receiver    *notifytest.Receiver
+	notify      string
+	notifyToken string
+	servers     []*http.Server
 }
 
 func startSimulators() (*simulators, error) {
-	s := &simulators{infisicalSecret: randomKey(), receiver: notifytest.New()}
+	s := &simulators{infisicalSecret: randomKey(), receiver: notifytest.New(), notifyToken: randomKey()}
 
 	cf := coolifytest.New(coolifytest.WithTiming(coolifytest.DemoTiming))
 	cf.SetLatency(20*time.Millisecond, 80*time.Millisecond)
@@ -251,6 +283,18 @@ func startSimulators() (*simulators, error) {
 		*sim.url = "http://" + ln.Addr().String()
 	}
 	return s, nil
+}
+
+// env is the environment the demo pipelines read: the simulators' URLs and credentials, and
+// the value of their env-source secret.
+func (s *simulators) env() map[string]string {
+	return map[string]string{
+		"COOLIFY_URL": s.coolify, "COOLIFY_TOKEN": coolifytest.DefaultToken,
+		"INFISICAL_URL": s.infisical, "INFISICAL_CLIENT_ID": "demo-client", "INFISICAL_CLIENT_SECRET": s.infisicalSecret,
+		"FLAGSMITH_URL": s.flagsmith, "FLAGSMITH_API_KEY": flagsmithtest.DefaultAPIKey, "FLAGSMITH_ENVIRONMENT": demoEnvKey,
+		secretEnvPrefix + "SENTRY_DSN": "https://demo-public-key@sentry.example/42",
+		"DEMO_SLACK_WEBHOOK_URL":       s.notify + "/services/T0DEMO/B0DEMO/" + s.notifyToken,
+	}
 }
 
 func (s *simulators) close() {

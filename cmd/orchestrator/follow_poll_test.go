@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-retryablehttp"
-
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -35,8 +33,7 @@ func TestFollowFallsBackToPollingWhenStreamRefused(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	cl := &apiClient{base: srv.URL, http: retryablehttp.NewClient()}
-	cl.http.Logger = nil
+	cl := newAPIClient(srv.URL, "", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := cl.follow(ctx, "r-1", func(runs.Event) error { return nil }); err != nil {

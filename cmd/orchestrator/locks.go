@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -16,91 +18,128 @@ import (
 func cmdLocks(ctx context.Context, c *cli, args []string) error {
 	sub := map[string]func(context.Context, *cli, []string) error{
 		"list": cmdLocksList, "release": cmdLocksRelease, "freeze": cmdLocksFreeze,
+		"unfreeze": cmdLocksUnfreeze, "audit": cmdLocksAudit,
+	}
+	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+		fmt.Fprint(c.stdout, locksUsage+"\n"+exitCodesHelp)
+		return nil
 	}
 	if len(args) == 0 || sub[args[0]] == nil {
-		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-			fmt.Fprint(c.stderr, locksUsage)
-			return nil
-		}
 		fmt.Fprint(c.stderr, locksUsage)
-		return usageError("locks: want a subcommand: list, release or freeze")
+		return usageError("locks: want a subcommand: list, release, freeze, unfreeze or audit")
 	}
 	return sub[args[0]](ctx, c, args[1:])
 }
 
-const locksUsage = `Usage: orchestrator locks <list|release|freeze> [flags]
+const locksUsage = `Usage: orchestrator locks <list|release|freeze|unfreeze|audit> [flags]
 
-Works on the configured lock backend: Redis when ORCH_REDIS_URL (or redis_url in --config) is
-set, otherwise the embedded SQLite file in ORCH_STATE_DIR (default ./.orchestrator).
+With --url (or ORCH_URL) through the daemon's API (token from --token, ORCH_READ_TOKEN to
+read, ORCH_ADMIN_TOKEN to act); without it on the local backend: Redis when ORCH_REDIS_URL
+(or redis_url in --config) is set, else the embedded SQLite file in the state dir
+(ORCH_STATE_DIR, default ./.orchestrator). Every output first names what it read.
 
-  list      show held locks: holder, fence, acquired, expires, message, waiters
-  release   force-release a crashed holder's lock (needs the fence or holder you saw, and a reason)
-  freeze    put an operator lease on a key (or --lift one)
+  list            held locks: holder, fence, acquired, expires, message, waiters
+  release KEY     force-release a crashed holder's lock (the fence or holder you saw, and a reason)
+  freeze KEY      put an operator lease on a key until --for / --until
+  unfreeze KEY    lift a freeze
+  audit           forced releases and freezes: who, when, why
 `
 
-// lockBackend opens the configured backend for a locks subcommand.
-func lockBackend(ctx context.Context, c *cli, fs *pflag.FlagSet, cfgPath string) (*backends, error) {
-	d, err := config.LoadDaemon(cfgPath, c.getenv, fs)
-	if err != nil {
-		return nil, fmt.Errorf("daemon config:\n%w", err)
+// lockKeyArg is the one KEY argument, checked with the rule the API applies.
+func lockKeyArg(fs *pflag.FlagSet, cmd string) (string, error) {
+	if fs.NArg() != 1 {
+		return "", usageError("%s: want one KEY argument (see --help)", cmd)
 	}
-	log, err := newLogger(c.stderr, "warn", "text")
-	if err != nil {
-		return nil, err
+	if err := config.CheckLockKey(fs.Arg(0)); err != nil {
+		return "", usageError("%s: %w", cmd, err)
 	}
-	return openBackends(ctx, d.RedisURL.Reveal(), d.StateDir, log, nil)
+	return fs.Arg(0), nil
 }
 
-func lockFlags(c *cli, name, argsUsage, summary string) (*pflag.FlagSet, *string) {
-	fs := c.flags("locks "+name, argsUsage, summary)
-	cfg := fs.String("config", c.getenv("ORCH_CONFIG"), "daemon config file (env ORCH_CONFIG)")
-	config.AddFlags(fs)
-	return fs, cfg
+// lockRefusal gives the lock service's refusals (stale fence, key held, not frozen) exit
+// code 1 and its invalid requests exit code 2; the API client has already classified its own.
+func lockRefusal(err error) error {
+	var ee *exitError
+	switch {
+	case err == nil || errors.As(err, &ee):
+		return err
+	case errors.Is(err, locks.ErrInvalid):
+		return &exitError{code: exitUsage, err: err}
+	}
+	return err
 }
 
 func cmdLocksList(ctx context.Context, c *cli, args []string) error {
-	fs, cfg := lockFlags(c, "list", "[--prefix P] [--json] [--audit]", "Lists the held locks (tokens are never shown).")
+	fs := c.flags("locks list", "[--prefix P] [--json] [--url URL]", "Lists the held locks (tokens are never shown).")
+	t := addTargetFlags(c, fs)
 	prefix := fs.String("prefix", "", "only keys starting with this prefix (e.g. coolify:)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	audit := fs.Bool("audit", false, "show the operator audit log (forced releases, freezes) instead")
+	asJSON := fs.Bool("json", false, "print one JSON lock per line")
 	if done, err := parse(fs, args); done {
 		return err
 	}
-	b, err := lockBackend(ctx, c, fs, *cfg)
+	e, err := t.open(ctx, c)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	if *audit {
-		entries, err := b.locker.Audit(ctx, 100)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(c.stdout, entries)
-		}
-		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "AT\tACTION\tKEY\tBY\tREASON\tEVICTED")
-		for _, e := range entries {
-			evicted := "-"
-			if e.Evicted != nil {
-				evicted = fmt.Sprintf("%s (fence %d)", e.Evicted.Holder, e.Evicted.Fence)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.DateTime), e.Action, e.Key, e.By, e.Reason, evicted)
-		}
-		return tw.Flush()
-	}
-	infos, err := b.locker.List(ctx, *prefix)
+	defer e.close()
+	infos, err := e.locks.List(ctx, *prefix)
 	if err != nil {
 		return err
 	}
+	e.header(c, *asJSON)
 	if *asJSON {
-		if infos == nil {
-			infos = []locks.Info{}
-		}
-		return writeJSON(c.stdout, infos)
+		return jsonLines(c.stdout, infos)
 	}
 	printLocks(c.stdout, infos, time.Now())
+	return nil
+}
+
+func cmdLocksAudit(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("locks audit", "[--limit N] [--json] [--url URL]",
+		"Shows the operator audit log: forced releases, freezes and lifts, newest first.")
+	t := addTargetFlags(c, fs)
+	limit := fs.Int("limit", 100, "how many entries")
+	asJSON := fs.Bool("json", false, "print one JSON entry per line")
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	e, err := t.open(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	entries, err := e.locks.Audit(ctx, *limit)
+	if err != nil {
+		return err
+	}
+	e.header(c, *asJSON)
+	if *asJSON {
+		return jsonLines(c.stdout, entries)
+	}
+	if len(entries) == 0 {
+		fmt.Fprintln(c.stdout, "no operator actions recorded")
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tACTION\tKEY\tBY\tREASON\tEVICTED")
+	for _, e := range entries {
+		evicted := "-"
+		if e.Evicted != nil {
+			evicted = fmt.Sprintf("%s (fence %d)", e.Evicted.Holder, e.Evicted.Fence)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.DateTime), e.Action, e.Key, e.By, e.Reason, evicted)
+	}
+	return tw.Flush()
+}
+
+// jsonLines writes each element of vs as one JSON line.
+func jsonLines[T any](w io.Writer, vs []T) error {
+	enc := json.NewEncoder(w)
+	for _, v := range vs {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -123,7 +162,7 @@ func printLocks(w io.Writer, infos []locks.Info, now time.Time) {
 }
 
 func cmdLocksRelease(ctx context.Context, c *cli, args []string) error {
-	fs, cfg := lockFlags(c, "release", "KEY (--fence N | --holder H) --reason TEXT",
+	fs := c.flags("locks release", "KEY (--fence N | --holder H) --reason TEXT [--url URL]",
 		"Force-releases the lock on KEY, for a holder that crashed. Name the fence or the holder you\n"+
 			"saw in `locks list`: if the lock changed since, nothing is released. The key then stays\n"+
 			"closed for the lock-delay so the evicted holder can notice. The action is audited.")
@@ -131,45 +170,48 @@ func cmdLocksRelease(ctx context.Context, c *cli, args []string) error {
 	holder := fs.String("holder", "", "the holder you saw")
 	reason := fs.String("reason", "", "why (required, kept in the audit log)")
 	by := fs.String("by", "", "who you are (default $USER)")
-	delay := fs.Duration("lock-delay", locks.DefaultLockDelay, "how long the key stays closed afterwards")
+	t := addTargetFlags(c, fs)
 	if done, err := parse(fs, args); done {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usageError("locks release: want one KEY argument (see --help)")
+	key, err := lockKeyArg(fs, "locks release")
+	if err != nil {
+		return err
 	}
 	if (*fence == 0) == (*holder == "") || *reason == "" {
 		return usageError("locks release: give exactly one of --fence or --holder, and --reason")
 	}
-	b, err := lockBackend(ctx, c, fs, *cfg)
+	e, err := t.open(ctx, c)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	info, err := b.locker.ForceRelease(ctx, locks.ForceRequest{Key: fs.Arg(0), Fence: *fence, Holder: *holder,
-		Reason: *reason, By: orDefault(*by, "cli:"+userName(c.getenv)), LockDelay: *delay})
+	defer e.close()
+	info, err := e.locks.ForceRelease(ctx, locks.ForceRequest{Key: key, Fence: *fence, Holder: *holder,
+		Reason: *reason, By: orDefault(*by, "cli:"+userName(c.getenv))})
 	if err != nil {
-		return err
+		return lockRefusal(err)
 	}
-	fmt.Fprintf(c.stdout, "released %s (held by %s, fence %d); closed for %s\n", info.Key, info.Holder, info.Fence, *delay)
+	e.header(c, false)
+	fmt.Fprintf(c.stdout, "released %s (held by %s, fence %d); the key stays closed for the lock delay so the holder can notice\n",
+		info.Key, info.Holder, info.Fence)
 	return nil
 }
 
 func cmdLocksFreeze(ctx context.Context, c *cli, args []string) error {
-	fs, cfg := lockFlags(c, "freeze", "KEY --message TEXT [--for 1h | --until TIME] | KEY --lift --reason TEXT",
+	fs := c.flags("locks freeze", "KEY --message TEXT [--for 1h | --until TIME] [--url URL]",
 		"Freezes KEY with an operator lease (no heartbeat) that expires after --for or at --until;\n"+
-			"runs that meet it wait or fail, as their pipeline says. --lift removes a freeze.")
+			"runs that meet it wait or fail, as their pipeline says. `locks unfreeze KEY` lifts it.")
 	message := fs.String("message", "", "why the key is frozen (shown to waiting runs)")
 	dur := fs.Duration("for", time.Hour, "how long the freeze lasts")
 	until := fs.String("until", "", "when the freeze ends (RFC 3339), instead of --for")
-	lift := fs.Bool("lift", false, "lift the freeze instead")
-	reason := fs.String("reason", "", "why the freeze is lifted (with --lift)")
 	by := fs.String("by", "", "who you are (default $USER)")
+	t := addTargetFlags(c, fs)
 	if done, err := parse(fs, args); done {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usageError("locks freeze: want one KEY argument (see --help)")
+	key, err := lockKeyArg(fs, "locks freeze")
+	if err != nil {
+		return err
 	}
 	who := orDefault(*by, "cli:"+userName(c.getenv))
 	end := time.Now().Add(*dur)
@@ -180,25 +222,44 @@ func cmdLocksFreeze(ctx context.Context, c *cli, args []string) error {
 		}
 		end = t
 	}
-	if !*lift && *message == "" {
+	if *message == "" {
 		return usageError("locks freeze: --message is required")
 	}
-	b, err := lockBackend(ctx, c, fs, *cfg)
+	e, err := t.open(ctx, c)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	if *lift {
-		if err := b.locker.Unfreeze(ctx, fs.Arg(0), who, orDefault(*reason, "lifted from the CLI")); err != nil {
-			return err
-		}
-		fmt.Fprintf(c.stdout, "lifted the freeze on %s\n", fs.Arg(0))
-		return nil
-	}
-	info, err := b.locker.Freeze(ctx, locks.FreezeRequest{Key: fs.Arg(0), Message: *message, By: who, Until: end})
+	defer e.close()
+	info, err := e.locks.Freeze(ctx, locks.FreezeRequest{Key: key, Message: *message, By: who, Until: end})
 	if err != nil {
-		return err
+		return lockRefusal(err)
 	}
+	e.header(c, false)
 	fmt.Fprintf(c.stdout, "froze %s until %s\n", info.Key, info.ExpiresAt.Local().Format(time.DateTime))
+	return nil
+}
+
+func cmdLocksUnfreeze(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("locks unfreeze", "KEY [--reason TEXT] [--url URL]", "Lifts the freeze on KEY. The action is audited.")
+	reason := fs.String("reason", "", "why the freeze is lifted (kept in the audit log)")
+	by := fs.String("by", "", "who you are (default $USER)")
+	t := addTargetFlags(c, fs)
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	key, err := lockKeyArg(fs, "locks unfreeze")
+	if err != nil {
+		return err
+	}
+	e, err := t.open(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	if err := e.locks.Unfreeze(ctx, key, orDefault(*by, "cli:"+userName(c.getenv)), orDefault(*reason, "lifted from the CLI")); err != nil {
+		return lockRefusal(err)
+	}
+	e.header(c, false)
+	fmt.Fprintf(c.stdout, "lifted the freeze on %s\n", key)
 	return nil
 }

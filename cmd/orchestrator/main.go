@@ -1,10 +1,12 @@
 // Command orchestrator is the deploy orchestrator's daemon and CLI: `serve` runs the daemon,
-// `run` executes one pipeline run on this host, `trigger` asks a daemon for a run and follows
-// it, `plan` is the dry run, `validate` checks pipeline files, `locks` inspects and operates
-// the locks, and `demo` runs the whole product against built-in simulators.
+// `trigger` asks a daemon for a run and follows it, `runs` and `locks` read and operate a
+// daemon (--url) or the local backend, `run` executes one pipeline run on this host, `plan`
+// is the dry run, `validate` checks pipeline files and daemon configs, `health` probes a
+// daemon, and `demo` runs the whole product against built-in simulators.
 //
 // main only builds a signal-aware context and calls run; everything else is testable through
-// run(ctx, args, getenv, stdin, stdout, stderr).
+// run(ctx, args, getenv, stdin, stdout, stderr). Every error is printed once, here, and the
+// exit code says what kind it was (see exitCodesHelp).
 package main
 
 import (
@@ -20,15 +22,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		var ee *exitError
-		if errors.As(err, &ee) {
-			if ee.err != nil {
-				fmt.Fprintln(os.Stderr, "orchestrator:", ee.err)
-			}
-			os.Exit(ee.code)
-		}
+	var ee *exitError
+	if err != nil && (!errors.As(err, &ee) || ee.err != nil) {
 		fmt.Fprintln(os.Stderr, "orchestrator:", err)
-		os.Exit(1)
 	}
+	os.Exit(exitCodeOf(err))
 }

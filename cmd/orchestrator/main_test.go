@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -44,16 +43,7 @@ func invoke(ctx context.Context, env map[string]string, args ...string) (string,
 	return out.String(), errOut.String(), err
 }
 
-func exitCode(err error) int {
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	if err != nil {
-		return 1
-	}
-	return 0
-}
+func exitCode(err error) int { return exitCodeOf(err) }
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -66,8 +56,7 @@ func freeAddr(t *testing.T) string {
 }
 
 func TestDemoOnce(t *testing.T) {
-	out, errOut, err := invoke(context.Background(), map[string]string{},
-		"demo", "--once", "--listen", "127.0.0.1:0", "--pipelines", filepath.Join("..", "..", "testdata", "pipelines"))
+	out, errOut, err := invoke(context.Background(), map[string]string{}, "demo", "--once", "--listen", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("demo --once: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}
@@ -90,9 +79,9 @@ func TestDemoOnce(t *testing.T) {
 }
 
 // daemonEnv is a daemon on a fake Coolify with one pipeline, on a temp state dir.
-func daemonEnv(t *testing.T) (map[string]string, *coolifytest.Server) {
+func daemonEnv(t *testing.T, opts ...coolifytest.Option) (map[string]string, *coolifytest.Server) {
 	t.Helper()
-	cf := coolifytest.NewServer(t)
+	cf := coolifytest.NewServer(t, opts...)
 	cf.AddApplication(coolifytest.Application{UUID: "app-api-uuid-000000000001", Name: "api", ImageTag: "v1"})
 	dir := t.TempDir()
 	pipes := filepath.Join(dir, "pipelines")
@@ -151,8 +140,8 @@ func TestServeTriggerAndGracefulShutdown(t *testing.T) {
 	// A wrong token is refused with a hint.
 	_, _, err = invoke(context.Background(), map[string]string{"ORCH_TRIGGER_TOKEN": "wrong-token-0123456789"},
 		"trigger", "prod", "--url", base, "--image-tag", "v3")
-	if exitCode(err) != 1 || !strings.Contains(err.Error(), "403") {
-		t.Errorf("trigger with a wrong token: %v, want a 403 error", err)
+	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "ORCH_TRIGGER_TOKEN") {
+		t.Errorf("trigger with a wrong token: exit %d, %v, want 2 and a 403 error naming the token variable", exitCode(err), err)
 	}
 
 	cancel()
@@ -222,8 +211,8 @@ func TestValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _, err := invoke(context.Background(), nil, "validate", bad)
-	if exitCode(err) != 1 {
-		t.Fatalf("validate of a bad file: exit %d, want 1", exitCode(err))
+	if exitCode(err) != exitUsage {
+		t.Fatalf("validate of a bad file: exit %d, want 2", exitCode(err))
 	}
 	for _, want := range []string{"bad.yaml: services[0].uuid", "services[0].colour"} {
 		if !strings.Contains(out, want) {
@@ -259,10 +248,10 @@ func TestLocksCommands(t *testing.T) {
 	if _, _, err := invoke(ctx, env, "locks", "release", "coolify:phase2", "--reason", "x"); exitCode(err) != 2 {
 		t.Errorf("release without fence or holder: exit %d, want 2", exitCode(err))
 	}
-	if _, _, err := invoke(ctx, env, "locks", "freeze", "coolify:phase2", "--lift", "--reason", "done"); err != nil {
+	if _, _, err := invoke(ctx, env, "locks", "unfreeze", "coolify:phase2", "--reason", "done"); err != nil {
 		t.Errorf("lift: %v", err)
 	}
-	out, _, _ = invoke(ctx, env, "locks", "list", "--audit")
+	out, _, _ = invoke(ctx, env, "locks", "audit")
 	if !strings.Contains(out, "freeze") || !strings.Contains(out, "cli:ops") {
 		t.Errorf("audit after freeze and lift:\n%s", out)
 	}

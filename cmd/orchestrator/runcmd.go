@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -66,8 +68,18 @@ func addLocalFlags(c *cli, fs *pflag.FlagSet) *localCmd {
 		file:    fs.StringP("file", "f", "", "pipeline file to use instead of the pipelines directory"),
 		trigger: addTriggerFlags(fs),
 	}
-	config.AddFlags(fs)
+	config.AddFlagSubset(fs, "redis-url", "state-dir", "pipelines-dir", "log-level")
 	return lc
+}
+
+// pipelinesError explains a pipelines directory that cannot be loaded, with the ways to name
+// the right one when it is missing (exit code 2).
+func pipelinesError(dir string, err error) error {
+	if _, statErr := os.Stat(dir); statErr != nil {
+		return usageError("pipelines directory %s: %w (name yours with --config FILE (its pipelines_dir), --pipelines-dir DIR or "+
+			"ORCH_PIPELINES_DIR, or one file with -f FILE; samples: testdata/pipelines)", dir, errors.Unwrap(statErr))
+	}
+	return usageError("pipelines in %s:\n%w", dir, err)
 }
 
 // engine loads the daemon config (for the backend) and the pipelines, opens the backend and
@@ -75,9 +87,14 @@ func addLocalFlags(c *cli, fs *pflag.FlagSet) *localCmd {
 func (lc *localCmd) engine(ctx context.Context, c *cli, fs *pflag.FlagSet, instance string) (*phases.Engine, *backends, error) {
 	d, err := config.LoadDaemon(*lc.cfgPath, c.getenv, fs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("daemon config:\n%w", err)
+		return nil, nil, usageError("daemon config:\n%w", err)
 	}
-	log, err := newLogger(c.stderr, orDefault(d.Log.Level, "warn"), "text")
+	// The run's progress is the output; the log shows only warnings unless asked for more.
+	level := "warn"
+	if f := fs.Lookup("log-level"); (f != nil && f.Changed) || c.getenv("ORCH_LOG_LEVEL") != "" {
+		level = d.Log.Level
+	}
+	log, err := newLogger(c.stderr, level, "text")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -85,11 +102,11 @@ func (lc *localCmd) engine(ctx context.Context, c *cli, fs *pflag.FlagSet, insta
 	if *lc.file != "" {
 		p, err := config.LoadPipelineFile(*lc.file, c.getenv)
 		if err != nil {
-			return nil, nil, fmt.Errorf("pipeline file:\n%w", err)
+			return nil, nil, usageError("pipeline file:\n%w", err)
 		}
 		ps = map[string]*config.Pipeline{p.Name: p}
 	} else if ps, err = config.LoadPipelines(d.PipelinesDir, c.getenv); err != nil {
-		return nil, nil, fmt.Errorf("pipelines in %s:\n%w", d.PipelinesDir, err)
+		return nil, nil, pipelinesError(d.PipelinesDir, err)
 	}
 	b, err := openBackends(ctx, d.RedisURL.Reveal(), d.StateDir, log, nil)
 	if err != nil {
@@ -110,6 +127,7 @@ func cmdRun(ctx context.Context, c *cli, args []string) error {
 			"(Redis when ORCH_REDIS_URL is set, else the state dir), and shows its progress. The exit\n"+
 			"code is 0 only when the run succeeds. Ctrl-C cancels it: it stops at the next safe point\n"+
 			"and puts back what it changed.")
+	out := addOutputFlags(fs)
 	lc := addLocalFlags(c, fs)
 	if done, err := parse(fs, args); done {
 		return err
@@ -133,9 +151,12 @@ func cmdRun(ctx context.Context, c *cli, args []string) error {
 	}
 	r, _, err := eng.Submit(context.WithoutCancel(ctx), fs.Arg(0), t)
 	if err != nil {
-		return err
+		return engineError(err)
 	}
-	fmt.Fprintf(c.stdout, "run %s of %s (backend: %s)\n", r.ID, r.Pipeline, b.where)
+	mode := out.mode(c.stdout)
+	if mode != modeJSON {
+		fmt.Fprintf(c.stdout, "run %s of %s (backend: %s)\n", r.ID, r.Pipeline, b.where)
+	}
 
 	// Follow until the run ends; Ctrl-C asks the engine to cancel and keeps following, so the
 	// compensation is shown and the locks are released before we exit.
@@ -143,7 +164,7 @@ func cmdRun(ctx context.Context, c *cli, args []string) error {
 		<-ctx.Done()
 		_, _ = eng.Cancel(context.Background(), r.ID)
 	}()
-	p := newProgress(c.stdout)
+	p := newProgress(c.stdout, mode, *out.verbose)
 	if err := runs.Follow(context.Background(), b.store, r.ID, 0, p.event); err != nil {
 		return err
 	}
@@ -163,7 +184,7 @@ func cmdPlan(ctx context.Context, c *cli, args []string) error {
 			"every flag and comment change, and image tags; values are never shown), which locks it\n"+
 			"would take and who holds them now, and warns about abilities the Coolify token lacks.\n"+
 			"Nothing is written and no lock is taken.")
-	asJSON := fs.Bool("json", false, "print JSON")
+	asJSON := fs.Bool("json", false, "print the plan as one JSON object")
 	lc := addLocalFlags(c, fs)
 	if done, err := parse(fs, args); done {
 		return err
@@ -182,11 +203,12 @@ func cmdPlan(ctx context.Context, c *cli, args []string) error {
 	defer b.Close()
 	plan, err := eng.Plan(ctx, fs.Arg(0), t)
 	if err != nil {
-		return err
+		return engineError(err)
 	}
 	if *asJSON {
-		return writeJSON(c.stdout, plan)
+		return json.NewEncoder(c.stdout).Encode(plan)
 	}
+	fmt.Fprintf(c.stdout, "backend: %s\n", b.where)
 	printPlan(c.stdout, plan)
 	return nil
 }
@@ -229,51 +251,13 @@ func printPlan(w io.Writer, p *phases.Plan) {
 	}
 }
 
-// progress prints run events as lines, and a summary at the end.
-type progress struct{ w io.Writer }
-
-func newProgress(w io.Writer) *progress { return &progress{w: w} }
-
-func (p *progress) event(e runs.Event) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s  %-7s %-14s %-18s", e.At.Local().Format("15:04:05.000"), e.Phase, e.Service, e.Type)
-	if e.LockKey != "" {
-		fmt.Fprintf(&b, " %s", e.LockKey)
+// engineError gives the engine's refusals of what was asked (an unknown pipeline, an invalid
+// trigger) exit code 2.
+func engineError(err error) error {
+	if errors.Is(err, phases.ErrUnknownPipeline) || errors.Is(err, phases.ErrInvalidTrigger) {
+		return &exitError{code: exitUsage, err: err}
 	}
-	if e.Fence != 0 {
-		fmt.Fprintf(&b, " fence=%d", e.Fence)
-	}
-	if e.Message != "" {
-		fmt.Fprintf(&b, "  %s", e.Message)
-	}
-	_, err := fmt.Fprintln(p.w, strings.TrimRight(b.String(), " "))
 	return err
-}
-
-// summary prints the run's result per step and returns an error unless it succeeded.
-func (p *progress) summary(r runs.Run) error {
-	fmt.Fprintf(p.w, "\nrun %s: %s", r.ID, r.Status)
-	if r.Reason != "" {
-		fmt.Fprintf(p.w, " (%s)", r.Reason)
-	}
-	fmt.Fprintln(p.w)
-	for _, s := range r.Steps {
-		fmt.Fprintf(p.w, "  %-7s %-16s %-12s", s.Phase, s.Name, s.Status)
-		if s.Fence != 0 {
-			fmt.Fprintf(p.w, " fence=%d", s.Fence)
-		}
-		if s.LockWait > 0 {
-			fmt.Fprintf(p.w, " waited=%s", s.LockWait.Round(time.Millisecond))
-		}
-		if s.Error != "" {
-			fmt.Fprintf(p.w, "  %s", s.Error)
-		}
-		fmt.Fprintln(p.w)
-	}
-	if r.Status == runs.StatusSucceeded {
-		return nil
-	}
-	return &exitError{code: 1, err: fmt.Errorf("run %s %s: %s", r.ID, r.Status, r.Reason)}
 }
 
 func userName(getenv func(string) string) string {

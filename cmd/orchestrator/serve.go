@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/api"
@@ -23,6 +23,7 @@ func cmdServe(ctx context.Context, c *cli, args []string) error {
 		"Runs the daemon: the HTTP API, CI webhooks, the dashboard and the engine. Settings come from\n"+
 			"the config file, then ORCH_* environment variables, then flags.")
 	cfgPath := fs.String("config", c.getenv("ORCH_CONFIG"), "daemon config file (YAML; env ORCH_CONFIG)")
+	allowMissing := fs.Bool("allow-missing-secrets", false, "start even when env-source secrets (ORCH_SECRET_<KEY>) the pipelines read are not set; runs needing them fail")
 	config.AddFlags(fs)
 	if done, err := parse(fs, args); done {
 		return err
@@ -32,22 +33,27 @@ func cmdServe(ctx context.Context, c *cli, args []string) error {
 	}
 	d, err := config.LoadDaemon(*cfgPath, c.getenv, fs)
 	if err != nil {
-		return fmt.Errorf("daemon config:\n%w", err)
+		return usageError("daemon config:\n%w", err)
 	}
 	log, err := newLogger(c.stderr, d.Log.Level, d.Log.Format)
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(d.PipelinesDir); err != nil {
-		return fmt.Errorf("pipelines directory %s: %w (create it with one YAML file per pipeline, or point --pipelines-dir / ORCH_PIPELINES_DIR at yours; testdata/pipelines has samples)",
-			d.PipelinesDir, errors.Unwrap(err))
-	}
 	pipelines, err := config.LoadPipelines(d.PipelinesDir, c.getenv)
 	if err != nil {
-		return fmt.Errorf("pipelines in %s:\n%w", d.PipelinesDir, err)
+		return pipelinesError(d.PipelinesDir, err)
 	}
 	if err := d.CheckRules(pipelines); err != nil {
-		return fmt.Errorf("webhook rules:\n%w", err)
+		return usageError("webhook rules:\n%w", err)
+	}
+	if missing := config.MissingEnvSecretsAll(pipelines, c.getenv); len(missing) > 0 {
+		if !*allowMissing {
+			return usageError("env-source secrets missing:\n%s\n(set them, or start with --allow-missing-secrets: runs that need them fail)",
+				strings.Join(missing.Lines(), "\n"))
+		}
+		for _, p := range missing {
+			log.LogAttrs(ctx, slog.LevelWarn, "env-source secret missing", slog.String("problem", p.String()))
+		}
 	}
 	return serveWith(ctx, c, d, pipelines, log, nil, tuning{})
 }

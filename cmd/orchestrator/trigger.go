@@ -2,34 +2,41 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
-	"strconv"
+	"slices"
 	"strings"
-	"time"
-
-	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
+// exitInterrupted is trigger's exit code when Ctrl-C stopped it before the run ended and the
+// run was left going (128 + SIGINT, as shells report it).
+const exitInterrupted = 130
+
 func cmdTrigger(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("trigger", "PIPELINE --url URL [--image-tag T] [--build B] [--set K=V]…",
-		"Asks a running daemon for a run of PIPELINE (the CI side), then follows its events until it\n"+
-			"ends. The exit code is 0 only when the run succeeds. The request carries an\n"+
-			"Idempotency-Key, so a retried trigger never starts a second run.")
+		"Asks a running daemon for a run of PIPELINE (the CI side), then follows it until it ends.\n"+
+			"The exit code is 0 only when the run succeeds.\n\n"+
+			"Idempotency: inside a CI job the Idempotency-Key is derived from the job's identity (GitHub\n"+
+			"Actions GITHUB_RUN_ID, GITHUB_RUN_ATTEMPT and GITHUB_JOB; GitLab CI_JOB_ID; Buildkite\n"+
+			"BUILDKITE_JOB_ID; CircleCI CIRCLE_WORKFLOW_JOB_ID; Jenkins BUILD_TAG), the pipeline and the\n"+
+			"trigger's values, so a step retried inside the same job gets the same run; re-running the\n"+
+			"job (a new attempt) asks for a new run. Outside CI the key is random.\n\n"+
+			"Ctrl-C while following: on a terminal it asks whether to cancel the run; otherwise the run\n"+
+			"goes on, trigger prints the `runs cancel` command and exits 130.")
 	base := fs.String("url", c.getenv("ORCH_URL"), "daemon URL, e.g. https://orchestrator.internal (env ORCH_URL)")
 	token := fs.String("token", "", "trigger token (default: env ORCH_TRIGGER_TOKEN)")
-	key := fs.String("idempotency-key", "", "idempotency key (default: random; set it to make CI retries safe across jobs)")
+	key := fs.String("idempotency-key", "", "idempotency key (default: from the CI job's identity, random outside CI)")
 	noFollow := fs.Bool("no-follow", false, "return once the run is queued")
+	quiet := fs.BoolP("quiet", "q", false, "with --no-follow, print only the run ID (for scripts: run=$(orchestrator trigger … --no-follow -q))")
+	out := addOutputFlags(fs)
 	tf := addTriggerFlags(fs)
 	if done, err := parse(fs, args); done {
 		return err
@@ -40,34 +47,121 @@ func cmdTrigger(ctx context.Context, c *cli, args []string) error {
 	if *base == "" {
 		return usageError("trigger: --url (or ORCH_URL) is required")
 	}
-	tok := orDefault(*token, c.getenv("ORCH_TRIGGER_TOKEN"))
+	pipeline := fs.Arg(0)
 	t, err := tf.trigger("")
 	if err != nil {
 		return err
 	}
+	keySource := "--idempotency-key"
 	if *key == "" {
-		*key = randomKey()
+		*key, keySource = idempotencyKey(c.getenv, pipeline, t)
 	}
-	cl := &apiClient{base: strings.TrimRight(*base, "/"), token: tok, http: retryablehttp.NewClient()}
-	cl.http.Logger = nil
-	cl.http.RetryMax = 4
-	r, err := cl.trigger(ctx, fs.Arg(0), t, *key)
+	cl := newAPIClient(*base, *token, c.getenv)
+	r, existing, err := cl.trigger(ctx, pipeline, t, *key)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "run %s of %s queued: %s/runs/%s\n", r.ID, r.Pipeline, cl.base, r.ID)
+	mode := out.mode(c.stdout)
+	if *quiet && *noFollow {
+		fmt.Fprintln(c.stdout, r.ID)
+		return nil
+	}
+	if mode == modeJSON {
+		_ = json.NewEncoder(c.stdout).Encode(map[string]any{"queued": r, "existing": existing, "idempotency_key": *key})
+	} else {
+		again := ""
+		if existing {
+			again = " (the same Idempotency-Key asked before: this is that run)"
+		}
+		fmt.Fprintf(c.stdout, "run %s of %s queued%s: %s/runs/%s\n  idempotency key %s (%s)\n",
+			r.ID, r.Pipeline, again, cl.base, r.ID, *key, keySource)
+	}
 	if *noFollow {
 		return nil
 	}
-	p := newProgress(c.stdout)
-	if err := cl.follow(ctx, r.ID, p.event); err != nil {
+	return watchRun(ctx, c, cl, r.ID, newProgress(c.stdout, mode, *out.verbose))
+}
+
+// watchRun follows a daemon's run until it ends and returns its result. When ctx ends first
+// (Ctrl-C), it asks on a terminal whether to cancel the run, and otherwise leaves it going.
+func watchRun(ctx context.Context, c *cli, cl *apiClient, id string, p *progress) error {
+	err := cl.follow(ctx, id, p.event)
+	if err != nil && ctx.Err() == nil {
 		return err
 	}
-	final, err := cl.run(ctx, r.ID)
+	if ctx.Err() != nil {
+		cancelCmd := fmt.Sprintf("orchestrator runs cancel %s --url %s", id, cl.base)
+		if !isTerminal(c.stdin) || !isTerminal(c.stdout) {
+			fmt.Fprintf(c.stderr, "\ninterrupted: run %s goes on. To cancel it:\n  %s\n", id, cancelCmd)
+			return &exitError{code: exitInterrupted}
+		}
+		p.detach() // the question goes below the step lines
+		if !askYes(c.stdin, c.stdout, fmt.Sprintf("\nCancel run %s? It stops at the next safe point and puts back what it changed. [y/N] ", id)) {
+			fmt.Fprintf(c.stdout, "run %s goes on. To cancel it later:\n  %s\n", id, cancelCmd)
+			return &exitError{code: exitInterrupted}
+		}
+		// The signal context has ended: the cancel and the rest of the run are followed on a
+		// fresh one, so the person sees the compensation finish.
+		ctx = context.Background()
+		if _, err := cl.cancel(ctx, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "cancel requested; following run %s until it stops\n", id)
+		if err := cl.follow(ctx, id, p.event); err != nil {
+			return err
+		}
+	}
+	final, err := cl.run(ctx, id)
 	if err != nil {
 		return err
 	}
 	return p.summary(*final)
+}
+
+// askYes prints question and reads one line from in: true for y or yes.
+func askYes(in io.Reader, out io.Writer, question string) bool {
+	fmt.Fprint(out, question)
+	line, _ := bufio.NewReader(in).ReadString('\n')
+	a := strings.ToLower(strings.TrimSpace(line))
+	return a == "y" || a == "yes"
+}
+
+// ciIdentity lists, per CI system, the variables that name one attempt of one job. The first
+// system whose variables are all set wins.
+var ciIdentity = []struct {
+	system string
+	vars   []string
+}{
+	{"github", []string{"GITHUB_RUN_ID", "GITHUB_RUN_ATTEMPT", "GITHUB_JOB"}},
+	{"gitlab", []string{"CI_JOB_ID"}},
+	{"buildkite", []string{"BUILDKITE_JOB_ID"}},
+	{"circleci", []string{"CIRCLE_WORKFLOW_JOB_ID"}},
+	{"jenkins", []string{"BUILD_TAG"}},
+}
+
+// idempotencyKey derives trigger's Idempotency-Key and says where it came from. Inside a CI
+// job it is a digest of the job's identity, the pipeline and every trigger value, so a step
+// retried in the same job (a flaky network, a retry wrapper) asks for the same run, and two
+// jobs, or a re-run of the job (a new attempt, a new job ID), ask for their own. Outside CI
+// it is random: each call is a new request.
+func idempotencyKey(getenv func(string) string, pipeline string, t runs.Trigger) (key, source string) {
+	for _, ci := range ciIdentity {
+		vals := make([]string, len(ci.vars))
+		for i, v := range ci.vars {
+			vals[i] = getenv(v)
+		}
+		if slices.Contains(vals, "") {
+			continue
+		}
+		body, _ := json.Marshal(t) // map keys are sorted: the same trigger, the same bytes
+		h := sha256.New()
+		for _, part := range append(append([]string{ci.system}, vals...), pipeline, string(body)) {
+			fmt.Fprintf(h, "%d:%s;", len(part), part)
+		}
+		return "ci-" + ci.system + "-" + hex.EncodeToString(h.Sum(nil))[:32],
+			"from " + strings.Join(ci.vars, ", ") + ", the pipeline and the trigger"
+	}
+	return randomKey(), "random: no CI job identity in the environment"
 }
 
 func randomKey() string {
@@ -76,181 +170,5 @@ func randomKey() string {
 	return "cli-" + hex.EncodeToString(b[:])
 }
 
-// apiClient is the small client of the daemon's API that trigger uses.
-type apiClient struct {
-	base  string
-	token string
-	http  *retryablehttp.Client
-}
-
-func (a *apiClient) request(ctx context.Context, method, path string, body []byte) (*retryablehttp.Request, error) {
-	var rd any
-	if body != nil {
-		rd = body
-	}
-	req, err := retryablehttp.NewRequestWithContext(ctx, method, a.base+path, rd)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if a.token != "" {
-		req.Header.Set("Authorization", "Bearer "+a.token)
-	}
-	req.Header.Set("User-Agent", "orchestrator/"+version)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return req, nil
-}
-
-// apiFailure turns an error answer into an error naming the server's message.
-func apiFailure(method, path string, resp *http.Response) error {
-	var e struct {
-		Error struct {
-			Code, Message, Field string
-		} `json:"error"`
-	}
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	msg := strings.TrimSpace(string(data))
-	if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
-		msg = e.Error.Message
-		if e.Error.Field != "" {
-			msg = e.Error.Field + ": " + msg
-		}
-	}
-	hint := ""
-	switch resp.StatusCode {
-	case http.StatusUnauthorized, http.StatusForbidden:
-		hint = " (check --token / ORCH_TRIGGER_TOKEN)"
-	case http.StatusNotFound:
-		hint = " (check the pipeline name and --url)"
-	}
-	return fmt.Errorf("%s %s: %s: %s%s", method, path, resp.Status, msg, hint)
-}
-
-func (a *apiClient) trigger(ctx context.Context, pipeline string, t runs.Trigger, key string) (*runs.Run, error) {
-	body, _ := json.Marshal(map[string]any{"build": t.Build, "image_tag": t.ImageTag, "commit": t.Commit,
-		"app_version": t.AppVersion, "params": t.Params, "rollback": t.Rollback, "reason": t.Reason})
-	path := "/v1/pipelines/" + url.PathEscape(pipeline) + "/runs"
-	req, err := a.request(ctx, http.MethodPost, path, body)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("POST %s: %w (is the daemon at --url running?)", path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		return nil, apiFailure(http.MethodPost, path, resp)
-	}
-	var out struct {
-		Run *runs.Run `json:"run"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Run == nil {
-		return nil, fmt.Errorf("POST %s: unreadable answer: %v", path, err)
-	}
-	return out.Run, nil
-}
-
-func (a *apiClient) run(ctx context.Context, id string) (*runs.Run, error) {
-	path := "/v1/runs/" + url.PathEscape(id)
-	req, err := a.request(ctx, http.MethodGet, path, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, apiFailure(http.MethodGet, path, resp)
-	}
-	var r runs.Run
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil, fmt.Errorf("GET %s: unreadable answer: %w", path, err)
-	}
-	return &r, nil
-}
-
-// follow reads the run's event stream until its end event, reconnecting with Last-Event-ID
-// when the connection drops.
-func (a *apiClient) follow(ctx context.Context, id string, fn func(runs.Event) error) error {
-	path := "/v1/runs/" + url.PathEscape(id) + "/events"
-	var last int64
-	for attempt := 0; ; attempt++ {
-		ended, err := a.stream(ctx, path, &last, fn)
-		if ended {
-			return nil
-		}
-		if errors.Is(err, errStreamRefused) {
-			return pollRun(ctx, a.run, id, streamRefusedPoll)
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if attempt >= 10 {
-			return fmt.Errorf("follow run %s: %w", id, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(attempt+1) * 500 * time.Millisecond):
-		}
-	}
-}
-
-func (a *apiClient) stream(ctx context.Context, path string, last *int64, fn func(runs.Event) error) (bool, error) {
-	req, err := a.request(ctx, http.MethodGet, path, nil)
-	if err != nil {
-		return false, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if *last > 0 {
-		req.Header.Set("Last-Event-ID", strconv.FormatInt(*last, 10))
-	}
-	resp, err := a.http.HTTPClient.Do(req.Request)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusServiceUnavailable {
-		return false, fmt.Errorf("%w: %w", errStreamRefused, apiFailure(http.MethodGet, path, resp))
-	}
-	if resp.StatusCode != http.StatusOK {
-		return false, apiFailure(http.MethodGet, path, resp)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var event string
-	var data bytes.Buffer
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if event == "end" {
-				return true, nil
-			}
-			if data.Len() > 0 {
-				var e runs.Event
-				if err := json.Unmarshal(data.Bytes(), &e); err == nil {
-					if err := fn(e); err != nil {
-						return false, err
-					}
-					*last = e.Seq
-				}
-			}
-			event = ""
-			data.Reset()
-		case strings.HasPrefix(line, "event:"):
-			event = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
-		case strings.HasPrefix(line, "data:"):
-			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return false, err
-	}
-	return false, errors.New("event stream closed before the run ended")
-}
+// errNeedsDaemon is returned by the commands that only a daemon can carry out.
+var errNeedsDaemon = errors.New("needs the daemon that runs it: pass --url (or set ORCH_URL)")

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
 )
@@ -13,26 +11,25 @@ func cmdValidate(_ context.Context, c *cli, args []string) error {
 	fs := c.flags("validate", "FILE|DIR…",
 		"Checks pipeline files, pipeline directories and daemon config files, and prints every\n"+
 			"problem as \"file: field: what is wrong\". ${NAME} references are resolved from the\n"+
-			"environment (values are never printed). Exits non-zero when anything is wrong.")
+			"environment (values are never printed). Warns about every env-source secret the pipelines\n"+
+			"read (ORCH_SECRET_<KEY>) that this environment lacks: `serve` refuses to start without\n"+
+			"them unless --allow-missing-secrets. Exits 2 when anything is wrong, 0 otherwise.")
 	if done, err := parse(fs, args); done {
 		return err
 	}
 	if fs.NArg() == 0 {
 		return usageError("validate: name at least one pipeline file, directory or daemon config (see --help)")
 	}
-	problems := config.Validate(c.getenv, fs.Args()...)
+	problems, warnings := config.ValidateWithWarnings(c.getenv, fs.Args()...)
 	for _, line := range problems.Lines() {
 		fmt.Fprintln(c.stdout, line)
 	}
+	for _, line := range warnings.Lines() {
+		fmt.Fprintln(c.stdout, "warning: "+line)
+	}
 	if len(problems) > 0 {
-		return &exitError{code: 1, err: fmt.Errorf("%d problem(s) found", len(problems))}
+		return &exitError{code: exitUsage, err: fmt.Errorf("%d problem(s) found", len(problems))}
 	}
 	fmt.Fprintf(c.stdout, "ok: %d path(s) valid\n", fs.NArg())
 	return nil
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,7 +45,8 @@ type backends struct {
 	store  store
 	// rdb is the Redis client of the Redis backend (nil on the embedded one).
 	rdb redis.UniversalClient
-	// where describes the backend for humans ("redis" or the state dir), never a password.
+	// where names the backend for humans: "redis://host:port/db" (never a password) or
+	// "state dir <path>".
 	where string
 	close func() error
 }
@@ -56,21 +58,26 @@ func (b *backends) Close() error { return b.close() }
 func openBackends(ctx context.Context, redisURL, stateDir string, log *slog.Logger, obs locks.Observer) (*backends, error) {
 	lopts := locks.Options{Logger: log, Observer: obs}
 	if redisURL != "" {
+		redis.SetLogger(redisLogger{log})
 		client, err := redislock.NewClient(redisURL)
 		if err != nil {
-			return nil, fmt.Errorf("redis backend: %w (check ORCH_REDIS_URL / redis_url)", err)
+			return nil, usageError("redis backend: %w (check ORCH_REDIS_URL / redis_url)", err)
 		}
+		where := redactRedisURL(redisURL)
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if err := client.Ping(pctx).Err(); err != nil {
 			client.Close()
-			return nil, fmt.Errorf("redis backend: cannot reach the server: %w (is Redis running and ORCH_REDIS_URL right?)", err)
+			return nil, &exitError{code: exitUnreachable, err: fmt.Errorf("redis backend %s: cannot reach the server: %w (is Redis running and ORCH_REDIS_URL right?)", where, err)}
 		}
 		locker := locks.New(redislock.New(client, redislock.Options{Logger: log}), lopts)
 		st := redisstore.New(client, redisstore.Options{})
-		return &backends{locker: locker, store: st, rdb: client, where: "redis", close: func() error {
+		return &backends{locker: locker, store: st, rdb: client, where: where, close: func() error {
 			return errors.Join(locker.Close(), st.Close(), client.Close())
 		}}, nil
+	}
+	if abs, err := filepath.Abs(stateDir); err == nil {
+		stateDir = abs
 	}
 	open, err := private.Dir(stateDir)
 	if err != nil {
@@ -90,9 +97,27 @@ func openBackends(ctx context.Context, redisURL, stateDir string, log *slog.Logg
 		locker.Close()
 		return nil, fmt.Errorf("embedded run store in %s: %w", stateDir, err)
 	}
-	return &backends{locker: locker, store: st, where: stateDir, close: func() error {
+	return &backends{locker: locker, store: st, where: "state dir " + stateDir, close: func() error {
 		return errors.Join(locker.Close(), st.Close())
 	}}, nil
+}
+
+// redactRedisURL names a Redis URL for humans: scheme, host, port and database, without the
+// user, password or query.
+func redactRedisURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "redis (unparsable URL)"
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}
+
+// redisLogger sends go-redis's own log lines (pool and reconnect notices) to the command's
+// slog logger, so they share its format instead of printing plain text to stderr.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
 }
 
 // clients builds the outside-API clients with the daemon's logger, version and metrics.
@@ -255,7 +280,7 @@ func (s pacedStore) Append(ctx context.Context, id string, evs ...runs.Event) ([
 
 // secretEnvPrefix is prepended to keys of the built-in "env" secret source, so a pipeline can
 // read ORCH_SECRET_<KEY> but not the daemon's own settings.
-const secretEnvPrefix = "ORCH_SECRET_"
+const secretEnvPrefix = config.EnvSecretPrefix
 
 // instanceID names this daemon for run ownership. It must be stable across restarts of the
 // same daemon and distinct between daemons sharing a backend: host name plus listen address.

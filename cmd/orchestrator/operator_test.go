@@ -1,0 +1,516 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// serveInProcess runs `serve` with env on a free port until the test ends; it returns the URL.
+// With quiet, the shutdown (nothing running by then) must log no warning.
+func serveInProcess(t *testing.T, env map[string]string, quiet bool) string {
+	t.Helper()
+	addr := freeAddr(t)
+	env["ORCH_LISTEN"] = addr
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var serveErr error
+	var serveLog string
+	go func() {
+		_, serveLog, serveErr = invoke(ctx, env, "serve")
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if serveErr != nil {
+			t.Errorf("serve: %v\n%s", serveErr, serveLog)
+		}
+		if _, tail, _ := strings.Cut(serveLog, `"msg":"shutting down"`); quiet && strings.Contains(tail, `"level":"WARN"`) {
+			t.Errorf("a clean shutdown logged a warning:\n%s", tail)
+		}
+	})
+	base := "http://" + addr
+	waitHealthy(t, base, done)
+	return base
+}
+
+// slowDeploys makes every deployment take 2 s, so a run is still going when a test acts.
+var slowDeploys = coolifytest.WithTiming(coolifytest.Timing{Queued: 10 * time.Millisecond, RunMin: 2 * time.Second, RunMax: 2 * time.Second})
+
+// openPTY opens a pseudo-terminal: what the program sees as its terminal (tty) and the
+// person's side (pty).
+func openPTY(t *testing.T) (pty, tty *os.File) {
+	t.Helper()
+	pty, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(pty.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlock pty: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(pty.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("pty number: %v", err)
+	}
+	tty, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open tty: %v", err)
+	}
+	t.Cleanup(func() { tty.Close(); pty.Close() })
+	return pty, tty
+}
+
+// screen collects what the program writes to its terminal and signals when a text appears.
+type screen struct {
+	lines chan string
+	all   syncBuffer
+}
+
+func readScreen(pty *os.File) *screen {
+	s := &screen{lines: make(chan string, 1024)}
+	go func() {
+		r := bufio.NewReader(pty)
+		var cur strings.Builder
+		for {
+			b, err := r.ReadByte()
+			if err != nil {
+				close(s.lines)
+				return
+			}
+			s.all.Write([]byte{b})
+			cur.WriteByte(b)
+			// A prompt ends without a newline: hand over what is there at "] ".
+			if b == '\n' || strings.HasSuffix(cur.String(), "[y/N] ") {
+				s.lines <- cur.String()
+				cur.Reset()
+			}
+		}
+	}()
+	return s
+}
+
+func (s *screen) waitFor(t *testing.T, text string) {
+	t.Helper()
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case l, ok := <-s.lines:
+			if !ok {
+				t.Fatalf("the terminal closed before %q appeared:\n%s", text, s.all.String())
+			}
+			if strings.Contains(l, text) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("%q did not appear on the terminal within 60s:\n%s", text, s.all.String())
+		}
+	}
+}
+
+// Ctrl-C on a terminal while trigger follows a run asks whether to cancel it; "y" cancels it
+// through the API, trigger follows the run until it stops and exits 1 (canceled). The steps
+// are drawn in place (cursor-up sequences), without lock traffic.
+func TestTriggerCtrlCAsksOnATerminal(t *testing.T) {
+	env, cf := daemonEnv(t, slowDeploys)
+	// Two services: the cancel is taken at the safe point after the first one's deploy.
+	cf.AddApplication(coolifytest.Application{UUID: "app-web-uuid-000000000002", Name: "web", ImageTag: "v1"})
+	two := fmt.Sprintf(`coolify: { url: %q, token: "${COOLIFY_TOKEN}" }
+services:
+  - { name: api, uuid: app-api-uuid-000000000001, image_tag: "${trigger.image_tag}", deploy_timeout: 10s }
+  - { name: web, uuid: app-web-uuid-000000000002, image_tag: "${trigger.image_tag}", deploy_timeout: 10s }
+`, cf.URL)
+	if err := os.WriteFile(filepath.Join(env["ORCH_PIPELINES_DIR"], "two.yaml"), []byte(two), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := serveInProcess(t, env, false)
+	pty, tty := openPTY(t)
+	scr := readScreen(pty)
+
+	ctx, interrupt := context.WithCancel(context.Background()) // what Ctrl-C does to main's context
+	defer interrupt()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"orchestrator", "trigger", "two", "--url", base, "--image-tag", "v2", "--build", "1"},
+			func(k string) string { return env[k] }, tty, tty, tty)
+	}()
+	scr.waitFor(t, "deploy.started")
+	interrupt()
+	scr.waitFor(t, "Cancel run")
+	if _, err := pty.Write([]byte("y\n")); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("trigger did not end after the cancel:\n%s", scr.all.String())
+	}
+	if exitCode(err) == exitFailed {
+		scr.waitFor(t, "of two: canceled") // the summary, still on its way through the terminal
+	}
+	out := scr.all.String()
+	if exitCode(err) != exitFailed || !strings.Contains(out, "cancel requested") || !strings.Contains(out, ": canceled") {
+		t.Errorf("trigger after Ctrl-C and y: exit %d (%v), want 1 and a canceled run:\n%s", exitCode(err), err, out)
+	}
+	if !strings.Contains(out, "\x1b[") {
+		t.Errorf("on a terminal the steps are not redrawn in place:\n%q", out)
+	}
+	if strings.Contains(out, "lock.acquired") {
+		t.Errorf("lock detail shown without -v:\n%s", out)
+	}
+}
+
+// Ctrl-C while trigger follows a run from a pipe (CI) leaves the run going, prints the
+// command that cancels it and exits 130; the run then succeeds.
+func TestTriggerCtrlCInCILeavesTheRun(t *testing.T) {
+	env, _ := daemonEnv(t, slowDeploys)
+	base := serveInProcess(t, env, false)
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	var out, errOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"orchestrator", "trigger", "prod", "--url", base, "--image-tag", "v2", "--build", "1"},
+			func(k string) string { return env[k] }, strings.NewReader("y\n"), &out, &errOut)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(out.String(), "deploy.started") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no deploy.started within 60s:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	interrupt()
+	err := <-done
+	if exitCode(err) != exitInterrupted || !strings.Contains(errOut.String(), "goes on") ||
+		!strings.Contains(errOut.String(), "orchestrator runs cancel ") {
+		t.Fatalf("Ctrl-C from a pipe: exit %d, stderr:\n%s", exitCode(err), errOut.String())
+	}
+	if strings.Contains(out.String()+errOut.String(), "Cancel run") {
+		t.Errorf("asked a question with no terminal to answer it")
+	}
+	id := strings.Fields(out.String())[1]
+	wout, _, err := invoke(context.Background(), map[string]string{"ORCH_URL": base}, "runs", "watch", id)
+	if err != nil || !strings.Contains(wout, ": succeeded") {
+		t.Errorf("the run left going: %v\n%s", err, wout)
+	}
+	if strings.Contains(out.String(), "\x1b[") {
+		t.Errorf("escape sequences on a pipe:\n%q", out.String())
+	}
+}
+
+func TestIdempotencyKeyFromCI(t *testing.T) {
+	tr := runs.Trigger{Build: "812", ImageTag: "v1.4.0"}
+	gh := map[string]string{"GITHUB_RUN_ID": "9876", "GITHUB_RUN_ATTEMPT": "1", "GITHUB_JOB": "deploy"}
+	get := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	k1, src := idempotencyKey(get(gh), "production", tr)
+	k2, _ := idempotencyKey(get(gh), "production", tr)
+	if k1 != k2 || !strings.HasPrefix(k1, "ci-github-") || !strings.Contains(src, "GITHUB_RUN_ID") {
+		t.Errorf("a retried step in the same GitHub job: keys %q, %q (%s), want equal ci-github- keys", k1, k2, src)
+	}
+	for name, change := range map[string]func(m map[string]string) (string, runs.Trigger){
+		"a re-run (attempt 2)": func(m map[string]string) (string, runs.Trigger) {
+			m["GITHUB_RUN_ATTEMPT"] = "2"
+			return "production", tr
+		},
+		"another job": func(m map[string]string) (string, runs.Trigger) {
+			m["GITHUB_JOB"] = "deploy-eu"
+			return "production", tr
+		},
+		"another pipeline":      func(map[string]string) (string, runs.Trigger) { return "staging", tr },
+		"another build":         func(map[string]string) (string, runs.Trigger) { t2 := tr; t2.Build = "813"; return "production", t2 },
+		"another image tag too": func(map[string]string) (string, runs.Trigger) { t2 := tr; t2.ImageTag = "v9"; return "production", t2 },
+	} {
+		m := map[string]string{}
+		for k, v := range gh {
+			m[k] = v
+		}
+		p, t2 := change(m)
+		if k, _ := idempotencyKey(get(m), p, t2); k == k1 {
+			t.Errorf("%s: same key %q", name, k)
+		}
+	}
+	for _, ci := range []map[string]string{{"CI_JOB_ID": "1"}, {"BUILDKITE_JOB_ID": "b"}, {"CIRCLE_WORKFLOW_JOB_ID": "c"}, {"BUILD_TAG": "jenkins-x-1"}} {
+		if k, _ := idempotencyKey(get(ci), "production", tr); !strings.HasPrefix(k, "ci-") || strings.HasPrefix(k, "ci-github") {
+			t.Errorf("%v: key %q", ci, k)
+		}
+	}
+	r1, src := idempotencyKey(get(nil), "production", tr)
+	r2, _ := idempotencyKey(get(nil), "production", tr)
+	if r1 == r2 || !strings.Contains(src, "random") {
+		t.Errorf("outside CI: %q, %q (%s), want random keys", r1, r2, src)
+	}
+}
+
+// Two triggers from the same CI job (a retried step) get one run.
+func TestTriggerRetriedInCIGetsTheSameRun(t *testing.T) {
+	env, _ := daemonEnv(t)
+	base := serveInProcess(t, env, false)
+	ci := map[string]string{"ORCH_TRIGGER_TOKEN": env["ORCH_TRIGGER_TOKEN"], "CI_JOB_ID": "4242"}
+	var ids []string
+	for range 2 {
+		out, _, err := invoke(context.Background(), ci, "trigger", "prod", "--url", base, "--image-tag", "v7", "--build", "9", "--no-follow", "-q")
+		if err != nil {
+			t.Fatalf("trigger: %v", err)
+		}
+		ids = append(ids, strings.TrimSpace(out))
+	}
+	if ids[0] == "" || ids[0] != ids[1] {
+		t.Errorf("a retried CI step got runs %v, want one", ids)
+	}
+}
+
+// runs and locks through the daemon and on the local backend: each output names its source;
+// the lock-key rule, exit codes, --json lines.
+func TestRunsAndLocksCommands(t *testing.T) {
+	env, _ := daemonEnv(t)
+	base := serveInProcess(t, env, true)
+	remote := map[string]string{"ORCH_URL": base, "ORCH_TRIGGER_TOKEN": env["ORCH_TRIGGER_TOKEN"],
+		"ORCH_ADMIN_TOKEN": env["ORCH_ADMIN_TOKEN"], "USER": "ops"}
+	ctx := context.Background()
+	id, _, err := invoke(ctx, remote, "trigger", "prod", "--image-tag", "v3", "--build", "3", "--no-follow", "-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = strings.TrimSpace(id)
+	out, _, err := invoke(ctx, remote, "runs", "watch", id)
+	if err != nil || !strings.HasPrefix(out, "from daemon "+base+"\n") || !strings.Contains(out, ": succeeded") {
+		t.Errorf("runs watch: %v\n%s", err, out)
+	}
+	out, _, err = invoke(ctx, remote, "runs", "list", "--pipeline", "prod", "--status", "succeeded")
+	if err != nil || !strings.HasPrefix(out, "from daemon "+base+"\n") || !strings.Contains(out, id) {
+		t.Errorf("runs list: %v\n%s", err, out)
+	}
+	out, errOut, err := invoke(ctx, remote, "runs", "list", "--json")
+	var r runs.Run
+	if err != nil || json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &r) != nil || r.ID != id ||
+		!strings.Contains(errOut, "from daemon") {
+		t.Errorf("runs list --json: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	// The same run from the state dir the daemon writes.
+	local := map[string]string{"ORCH_STATE_DIR": env["ORCH_STATE_DIR"], "USER": "ops"}
+	out, _, err = invoke(ctx, local, "runs", "show", id)
+	if err != nil || !strings.HasPrefix(out, "from state dir ") || !strings.Contains(out, "succeeded") {
+		t.Errorf("runs show on the state dir: %v\n%s", err, out)
+	}
+	if _, _, err := invoke(ctx, remote, "runs", "cancel", id); exitCode(err) != exitFailed || !strings.Contains(err.Error(), "409") {
+		t.Errorf("cancel of an ended run: exit %d %v, want 1 and the daemon's 409", exitCode(err), err)
+	}
+	if _, _, err := invoke(ctx, local, "runs", "cancel", id); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--url") {
+		t.Errorf("cancel without --url: exit %d %v, want 2 naming --url", exitCode(err), err)
+	}
+
+	// Freeze through the API; the local list shows it, naming the state dir.
+	if out, _, err := invoke(ctx, remote, "locks", "freeze", "coolify:phase2", "--message", "release freeze", "--for", "1h"); err != nil {
+		t.Fatalf("freeze via the API: %v\n%s", err, out)
+	}
+	out, _, err = invoke(ctx, local, "locks", "list", "--prefix", "coolify:")
+	if err != nil || !strings.HasPrefix(out, "from state dir ") || !strings.Contains(out, "release freeze") {
+		t.Errorf("locks list on the state dir: %v\n%s", err, out)
+	}
+	out, _, err = invoke(ctx, remote, "locks", "list", "--json", "--prefix", "coolify:")
+	if err != nil || !strings.Contains(out, `"key":"coolify:phase2"`) {
+		t.Errorf("locks list --json: %v\n%s", err, out)
+	}
+	if _, _, err := invoke(ctx, remote, "locks", "unfreeze", "coolify:phase2", "--reason", "done"); err != nil {
+		t.Errorf("unfreeze via the API: %v", err)
+	}
+	out, _, _ = invoke(ctx, remote, "locks", "audit")
+	if !strings.Contains(out, "freeze") || !strings.Contains(out, "cli:ops") {
+		t.Errorf("audit via the API:\n%s", out)
+	}
+	// One lock-key rule, before anything is sent or opened.
+	for _, e := range []map[string]string{remote, local} {
+		if _, _, err := invoke(ctx, e, "locks", "freeze", "whatever", "--message", "m"); exitCode(err) != exitUsage ||
+			!strings.Contains(err.Error(), "coolify:, mobile:") {
+			t.Errorf("freeze whatever: exit %d %v, want 2 naming the namespaces", exitCode(err), err)
+		}
+	}
+	// A daemon that does not answer: exit 3.
+	gone := map[string]string{"ORCH_URL": "http://" + freeAddr(t)}
+	if _, _, err := invoke(ctx, gone, "runs", "list"); exitCode(err) != exitUnreachable {
+		t.Errorf("runs list of a daemon that is not there: exit %d %v, want 3", exitCode(err), err)
+	}
+	if _, _, err := invoke(ctx, gone, "health"); exitCode(err) != exitUnreachable {
+		t.Errorf("health of a daemon that is not there: exit %d, want 3", exitCode(err))
+	}
+	if out, _, err := invoke(ctx, map[string]string{"ORCH_URL": base}, "health"); err != nil || !strings.Contains(out, "ready") {
+		t.Errorf("health of a ready daemon: %v %s", err, out)
+	}
+}
+
+func TestHelpVersionAndUsageErrors(t *testing.T) {
+	ctx := context.Background()
+	out, errOut, err := invoke(ctx, nil, "locks", "list", "--help")
+	if err != nil || errOut != "" || !strings.Contains(out, "--state-dir") || strings.Contains(out, "--listen") ||
+		strings.Contains(out, "--public-read") || !strings.Contains(out, "Exit codes") {
+		t.Errorf("locks list --help: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	out, _, _ = invoke(ctx, nil, "validate", "--help")
+	if strings.Contains(out, "Flags:\n\n") || strings.HasSuffix(strings.TrimSpace(out), "Flags:") {
+		t.Errorf("validate --help shows an empty Flags section:\n%s", out)
+	}
+	out, _, err = invoke(ctx, nil, "--help")
+	if err != nil || !strings.Contains(out, "runs") || !strings.Contains(out, "3  the daemon") {
+		t.Errorf("--help: %v\n%s", err, out)
+	}
+	out, _, err = invoke(ctx, nil, "--version")
+	if err != nil || !strings.HasPrefix(out, "orchestrator ") {
+		t.Errorf("--version: %v %q", err, out)
+	}
+	_, errOut, err = invoke(ctx, nil, "runs", "list", "--bogus")
+	if exitCode(err) != exitUsage || errOut != "" || !strings.Contains(err.Error(), "--bogus") {
+		t.Errorf("unknown flag: exit %d, err %v, stderr %q (want 2, one error, printed by main)", exitCode(err), err, errOut)
+	}
+	// run on a fresh clone without a pipelines directory names the ways to give one.
+	_, _, err = invoke(ctx, map[string]string{"ORCH_STATE_DIR": t.TempDir(), "ORCH_PIPELINES_DIR": "/nonexistent/pipelines"}, "run", "production")
+	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--config") || !strings.Contains(err.Error(), "--pipelines-dir") {
+		t.Errorf("run without pipelines: exit %d %v, want 2 naming --config and --pipelines-dir", exitCode(err), err)
+	}
+}
+
+// The steps of a run on a terminal: one line each, rewritten in place as they move; piped:
+// plain lines.
+func TestProgressOnATerminalRewritesSteps(t *testing.T) {
+	evs := []runs.Event{
+		{Type: runs.EventPhaseStarted, Phase: runs.Phase1, LockKey: "coolify:phase1"},
+		{Type: runs.EventLockWaiting, Phase: runs.Phase1, Service: "api", LockKey: "coolify:u1"},
+		{Type: runs.EventServiceSynced, Phase: runs.Phase1, Service: "api", LockKey: "coolify:u1", Fence: 17},
+		{Type: runs.EventServiceSynced, Phase: runs.Phase1, Service: "web"},
+		{Type: runs.EventServiceUnchanged, Phase: runs.Phase1, Service: "api"},
+	}
+	var tty strings.Builder
+	p := newProgress(&tty, modeTTY, false)
+	for _, e := range evs {
+		if err := p.event(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// api's line is 2 lines above the cursor when it changes again.
+	if !strings.Contains(tty.String(), "\x1b[2A\r\x1b[2K") || strings.Count(tty.String(), "\n") != 3 {
+		t.Errorf("terminal output: %q, want 3 lines and api's rewritten in place", tty.String())
+	}
+	if strings.Contains(tty.String(), "lock.waiting") || strings.Contains(tty.String(), "fence=") {
+		t.Errorf("lock detail without -v: %q", tty.String())
+	}
+	var plain strings.Builder
+	p = newProgress(&plain, modePlain, true)
+	for _, e := range evs {
+		_ = p.event(e)
+	}
+	if strings.Contains(plain.String(), "\x1b") || strings.Count(plain.String(), "\n") != 5 || !strings.Contains(plain.String(), "fence=17") {
+		t.Errorf("plain -v output: %q, want 5 lines with the fence and no escapes", plain.String())
+	}
+}
+
+// The commands the demo prints work when pasted (run here through a shell-like split).
+func TestDemoHintsWorkWhenPasted(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"orchestrator", "demo", "--listen", "127.0.0.1:0"}, func(string) string { return "" },
+			strings.NewReader(""), &out, &out)
+	}()
+	deadline := time.Now().Add(90 * time.Second)
+	for !strings.Contains(out.String(), "locks unfreeze") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo printed no hints within 90s:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, hints, _ := strings.Cut(out.String(), "try:\n")
+	env := map[string]string{}
+	ran := 0
+	for _, line := range strings.Split(strings.TrimSpace(hints), "\n") {
+		words := shellSplit(t, strings.TrimSpace(line))
+		if words[0] == "export" {
+			for _, kv := range words[1:] {
+				k, v, _ := strings.Cut(kv, "=")
+				env[k] = v
+			}
+			continue
+		}
+		if words[0] != "orchestrator" {
+			t.Fatalf("hint %q does not start with the program's name as started", line)
+		}
+		hout, herr, err := invoke(ctx, env, words[1:]...)
+		if err != nil {
+			t.Errorf("hint %q: %v\n%s%s", line, err, hout, herr)
+		}
+		ran++
+	}
+	if ran < 4 {
+		t.Errorf("ran %d hints:\n%s", ran, hints)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("demo: %v", err)
+	}
+}
+
+// shellSplit splits a command line on blanks, honoring single quotes (what the hints use).
+func shellSplit(t *testing.T, s string) []string {
+	var out []string
+	var cur strings.Builder
+	quoted, inWord := false, false
+	for _, r := range s {
+		switch {
+		case r == '\'':
+			quoted, inWord = !quoted, true
+		case r == ' ' && !quoted:
+			if inWord {
+				out = append(out, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quoted {
+		t.Fatalf("unbalanced quote in %q", s)
+	}
+	if inWord {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// On the Redis backend, locks and runs name the server (never a password), and a server that
+// does not answer is exit code 3.
+func TestLocksOnRedisNameTheServer(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	env := map[string]string{"ORCH_REDIS_URL": srv.URL(), "USER": "ops"}
+	if _, _, err := invoke(ctx, env, "locks", "freeze", "coolify:phase1", "--message", "maintenance", "--for", "10m"); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := invoke(ctx, env, "locks", "list")
+	if err != nil || !strings.HasPrefix(out, "from "+srv.URL()+"\n") || !strings.Contains(out, "maintenance") {
+		t.Errorf("locks list on Redis: %v\n%s", err, out)
+	}
+	if got := redactRedisURL("redis://user:sentinel-pw@10.0.0.5:6380/2?dial_timeout=3s"); got != "redis://10.0.0.5:6380/2" {
+		t.Errorf("redactRedisURL = %q, want the host, port and database only", got)
+	}
+	gone := map[string]string{"ORCH_REDIS_URL": "redis://" + freeAddr(t) + "/0"}
+	if _, _, err := invoke(ctx, gone, "runs", "list"); exitCode(err) != exitUnreachable {
+		t.Errorf("runs list on a Redis that is not there: exit %d %v, want 3", exitCode(err), err)
+	}
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// outputMode is how a command shows a run: for people on a terminal (one line per step,
+// rewritten in place as the step moves), for people reading a pipe or a CI log (one line
+// per change), or for scripts (one JSON object per line).
+type outputMode int
+
+const (
+	modePlain outputMode = iota
+	modeTTY
+	modeJSON
+)
+
+// outputFlags are --json and -v, shared by the commands that show runs.
+type outputFlags struct{ json, verbose *bool }
+
+func addOutputFlags(fs *pflag.FlagSet) *outputFlags {
+	return &outputFlags{
+		json:    fs.Bool("json", false, "print one JSON object per line (events, then the run) instead of text"),
+		verbose: fs.BoolP("verbose", "v", false, "also show every lock wait, grant and release with its fence"),
+	}
+}
+
+func (o *outputFlags) mode(w io.Writer) outputMode {
+	switch {
+	case *o.json:
+		return modeJSON
+	case isTerminal(w):
+		return modeTTY
+	}
+	return modePlain
+}
+
+// progress shows a run's events as they come, and its result at the end.
+type progress struct {
+	w       io.Writer
+	mode    outputMode
+	verbose bool
+	// lines are the step lines drawn so far (modeTTY), by step; order is their order on
+	// screen, below which nothing else is printed while the run goes on.
+	lines map[string]int
+	order []string
+	// seen is the last event's Seq: a stream followed again (after a reconnect, or after
+	// Ctrl-C and a cancel) starts from the beginning, and what was shown is not shown twice.
+	seen int64
+}
+
+func newProgress(w io.Writer, mode outputMode, verbose bool) *progress {
+	return &progress{w: w, mode: mode, verbose: verbose, lines: map[string]int{}}
+}
+
+// lockDetail are the events shown only with -v: the lock traffic every step has (a long
+// wait shows in the summary as waited=…).
+func lockDetail(t runs.EventType) bool {
+	return t == runs.EventLockWaiting || t == runs.EventLockAcquired || t == runs.EventLockReleased
+}
+
+// event shows one event.
+func (p *progress) event(e runs.Event) error {
+	if e.Seq != 0 {
+		if e.Seq <= p.seen {
+			return nil
+		}
+		p.seen = e.Seq
+	}
+	if p.mode == modeJSON {
+		return json.NewEncoder(p.w).Encode(e)
+	}
+	if lockDetail(e.Type) && !p.verbose {
+		return nil
+	}
+	text := describe(e, p.verbose)
+	if p.mode == modeTTY && e.Service != "" {
+		return p.drawStep(string(e.Phase)+"/"+e.Service, text)
+	}
+	_, err := fmt.Fprintln(p.w, text)
+	p.detach()
+	return err
+}
+
+// detach stops rewriting the step lines drawn so far: something else was printed below them.
+func (p *progress) detach() {
+	p.order = nil
+	clear(p.lines)
+}
+
+// drawStep prints the step's line, or rewrites it in place when it is on screen already.
+func (p *progress) drawStep(step, text string) error {
+	i, ok := p.lines[step]
+	if !ok {
+		p.lines[step] = len(p.order)
+		p.order = append(p.order, step)
+		_, err := fmt.Fprintf(p.w, "%s\n", text)
+		return err
+	}
+	up := len(p.order) - i
+	// Up to the step's line, clear it, write, and back down to below the last line.
+	_, err := fmt.Fprintf(p.w, "\x1b[%dA\r\x1b[2K%s\x1b[%dB\r", up, text, up)
+	return err
+}
+
+// describe is an event as one line: time, phase, service, what happened.
+func describe(e runs.Event, verbose bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  %-7s %-14s %-18s", e.At.Local().Format("15:04:05"), e.Phase, e.Service, e.Type)
+	if e.LockKey != "" && (verbose || e.Service == "") { // a step's key is its service's
+		fmt.Fprintf(&b, " %s", e.LockKey)
+	}
+	if e.Fence != 0 && verbose {
+		fmt.Fprintf(&b, " fence=%d", e.Fence)
+	}
+	if e.Message != "" {
+		fmt.Fprintf(&b, "  %s", e.Message)
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+// summary prints the run's result per step and returns an error unless it succeeded: exit
+// code 1 for a run that failed, was canceled, superseded or interrupted.
+func (p *progress) summary(r runs.Run) error {
+	if p.mode == modeJSON {
+		if err := json.NewEncoder(p.w).Encode(map[string]any{"run": r}); err != nil {
+			return err
+		}
+	} else {
+		printRun(p.w, r, p.verbose)
+	}
+	if r.Status == runs.StatusSucceeded {
+		return nil
+	}
+	return &exitError{code: exitFailed, err: fmt.Errorf("run %s %s: %s", r.ID, r.Status, r.Reason)}
+}
+
+// printRun prints a run's status and its steps.
+func printRun(w io.Writer, r runs.Run, verbose bool) {
+	fmt.Fprintf(w, "\nrun %s of %s: %s", r.ID, r.Pipeline, r.Status)
+	if r.Reason != "" {
+		fmt.Fprintf(w, " (%s)", r.Reason)
+	}
+	fmt.Fprintln(w)
+	for _, s := range r.Steps {
+		var b strings.Builder
+		fmt.Fprintf(&b, "  %-7s %-16s %-12s", s.Phase, s.Name, s.Status)
+		if s.Fence != 0 && verbose {
+			fmt.Fprintf(&b, " fence=%d", s.Fence)
+		}
+		if s.LockWait >= 100*time.Millisecond || (verbose && s.LockWait > 0) {
+			fmt.Fprintf(&b, " waited=%s", s.LockWait.Round(time.Millisecond))
+		}
+		if s.Error != "" {
+			fmt.Fprintf(&b, "  %s", s.Error)
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+	for _, l := range r.Left {
+		fmt.Fprintf(w, "  left %-16s %s\n", l.Service, l.State)
+	}
+}

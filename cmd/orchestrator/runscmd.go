@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// target is where the `runs` and `locks` commands read and act: a daemon's API when --url
+// (or ORCH_URL) is set, else the backend the daemon config names (Redis, or the state dir).
+type target struct {
+	url, token, cfg *string
+	fs              *pflag.FlagSet
+}
+
+func addTargetFlags(c *cli, fs *pflag.FlagSet) *target {
+	t := &target{
+		url:   fs.String("url", c.getenv("ORCH_URL"), "daemon URL: work through its API (env ORCH_URL); without it, the local backend"),
+		token: fs.String("token", "", "API token (default: env ORCH_READ_TOKEN, ORCH_TRIGGER_TOKEN or ORCH_ADMIN_TOKEN, as the action needs)"),
+		cfg:   fs.String("config", c.getenv("ORCH_CONFIG"), "daemon config file naming the local backend, without --url (env ORCH_CONFIG)"),
+		fs:    fs,
+	}
+	config.AddFlagSubset(fs, "redis-url", "state-dir")
+	return t
+}
+
+// endpoint is an opened target: what it is (for the first line of every output), its locks
+// and its runs.
+type endpoint struct {
+	source string
+	locks  lockService
+	runs   runService
+	client *apiClient // nil on the local backend
+	close  func() error
+}
+
+// lockService is what the `locks` commands need; *locks.Locker and remoteLocks have it.
+type lockService interface {
+	List(ctx context.Context, prefix string) ([]locks.Info, error)
+	Audit(ctx context.Context, limit int) ([]locks.AuditEntry, error)
+	ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.Info, error)
+	Freeze(ctx context.Context, r locks.FreezeRequest) (locks.Info, error)
+	Unfreeze(ctx context.Context, key, by, reason string) error
+}
+
+// runService is what the `runs` commands need, from a daemon or a local store.
+type runService interface {
+	get(ctx context.Context, id string) (runs.Run, error)
+	list(ctx context.Context, f runs.Filter) (runs.Page, error)
+	follow(ctx context.Context, id string, fn func(runs.Event) error) error
+}
+
+func (t *target) open(ctx context.Context, c *cli) (*endpoint, error) {
+	if *t.url != "" {
+		a := newAPIClient(*t.url, *t.token, c.getenv)
+		return &endpoint{source: "daemon " + a.base, locks: remoteLocks{a}, runs: remoteRuns{a}, client: a,
+			close: func() error { return nil }}, nil
+	}
+	d, err := config.LoadDaemon(*t.cfg, c.getenv, t.fs)
+	if err != nil {
+		return nil, usageError("daemon config:\n%w", err)
+	}
+	log, err := newLogger(c.stderr, "warn", "text")
+	if err != nil {
+		return nil, err
+	}
+	b, err := openBackends(ctx, d.RedisURL.Reveal(), d.StateDir, log, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &endpoint{source: b.where, locks: b.locker, runs: localRuns{b.store}, close: b.Close}, nil
+}
+
+// header names what the output was read from, first: on stdout for people, on stderr with
+// --json so stdout stays one JSON object per line.
+func (e *endpoint) header(c *cli, asJSON bool) {
+	w := c.stdout
+	if asJSON {
+		w = c.stderr
+	}
+	fmt.Fprintf(w, "from %s\n", e.source)
+}
+
+type remoteRuns struct{ a *apiClient }
+
+func (r remoteRuns) get(ctx context.Context, id string) (runs.Run, error) {
+	run, err := r.a.run(ctx, id)
+	if err != nil {
+		return runs.Run{}, err
+	}
+	return *run, nil
+}
+
+func (r remoteRuns) list(ctx context.Context, f runs.Filter) (runs.Page, error) {
+	return r.a.listRuns(ctx, f)
+}
+
+func (r remoteRuns) follow(ctx context.Context, id string, fn func(runs.Event) error) error {
+	return r.a.follow(ctx, id, fn)
+}
+
+type localRuns struct{ s runs.Store }
+
+func (l localRuns) get(ctx context.Context, id string) (runs.Run, error) {
+	r, err := l.s.Get(ctx, id)
+	if errors.Is(err, runs.ErrNotFound) {
+		return r, usageError("run %s: not found in this backend", id)
+	}
+	return r, err
+}
+
+func (l localRuns) list(ctx context.Context, f runs.Filter) (runs.Page, error) {
+	p, err := l.s.List(ctx, f)
+	if errors.Is(err, runs.ErrInvalid) {
+		return p, &exitError{code: exitUsage, err: err}
+	}
+	return p, err
+}
+
+func (l localRuns) follow(ctx context.Context, id string, fn func(runs.Event) error) error {
+	if _, err := l.get(ctx, id); err != nil {
+		return err
+	}
+	return runs.Follow(ctx, l.s, id, 0, fn)
+}
+
+func cmdRuns(ctx context.Context, c *cli, args []string) error {
+	sub := map[string]func(context.Context, *cli, []string) error{
+		"list": cmdRunsList, "show": cmdRunsShow, "watch": cmdRunsWatch, "cancel": cmdRunsCancel,
+	}
+	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+		fmt.Fprint(c.stdout, runsUsage+"\n"+exitCodesHelp)
+		return nil
+	}
+	if len(args) == 0 || sub[args[0]] == nil {
+		fmt.Fprint(c.stderr, runsUsage)
+		return usageError("runs: want a subcommand: list, show, watch or cancel")
+	}
+	return sub[args[0]](ctx, c, args[1:])
+}
+
+const runsUsage = `Usage: orchestrator runs <list|show|watch|cancel> [flags]
+
+With --url (or ORCH_URL) through the daemon's API, with the token from --token or
+ORCH_READ_TOKEN / ORCH_TRIGGER_TOKEN / ORCH_ADMIN_TOKEN; without it from the local backend
+(Redis when ORCH_REDIS_URL or redis_url in --config is set, else the state dir). Every output
+first names what it read.
+
+  list      recent runs, newest first (--pipeline, --status, --limit)
+  show ID   one run: status, reason, every step
+  watch ID  follow a run live until it ends; exits with its result
+  cancel ID cancel a run (daemon only): it stops at the next safe point and compensates
+`
+
+func cmdRunsList(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("runs list", "[--pipeline P] [--status S]… [--limit N] [--json]", "Lists runs, newest first.")
+	t := addTargetFlags(c, fs)
+	pipeline := fs.String("pipeline", "", "only runs of this pipeline")
+	status := fs.StringSlice("status", nil, "only runs in these statuses (queued, phase1, phase2, succeeded, failed, canceled, superseded, interrupted); repeatable")
+	limit := fs.Int("limit", 20, "how many runs")
+	asJSON := fs.Bool("json", false, "print one JSON run per line")
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usageError("runs list takes no arguments (see --help)")
+	}
+	f := runs.Filter{Pipeline: *pipeline, Limit: *limit}
+	for _, s := range *status {
+		st := runs.Status(s)
+		if !st.Valid() {
+			return usageError("runs list: --status %q: not a run status", s)
+		}
+		f.Status = append(f.Status, st)
+	}
+	e, err := t.open(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	page, err := e.runs.list(ctx, f)
+	if err != nil {
+		return err
+	}
+	e.header(c, *asJSON)
+	if *asJSON {
+		enc := json.NewEncoder(c.stdout)
+		for _, r := range page.Runs {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(page.Runs) == 0 {
+		fmt.Fprintln(c.stdout, "no runs")
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPIPELINE\tSTATUS\tCREATED\tBUILD\tIMAGE TAG\tREASON")
+	for _, r := range page.Runs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Pipeline, r.Status, r.CreatedAt.Local().Format(time.DateTime),
+			orDefault(r.Trigger.Build, "-"), orDefault(r.Trigger.ImageTag, "-"), shorten(r.Reason, 60))
+	}
+	return tw.Flush()
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func runIDArg(fs *pflag.FlagSet, cmd string) (string, error) {
+	if fs.NArg() != 1 {
+		return "", usageError("%s: want one run ID argument (see --help)", cmd)
+	}
+	return fs.Arg(0), nil
+}
+
+func cmdRunsShow(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("runs show", "ID [--json] [-v]", "Shows one run: its trigger, status, reason and every step.")
+	t := addTargetFlags(c, fs)
+	out := addOutputFlags(fs)
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	id, err := runIDArg(fs, "runs show")
+	if err != nil {
+		return err
+	}
+	e, err := t.open(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	r, err := e.runs.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	e.header(c, *out.json)
+	if *out.json {
+		return json.NewEncoder(c.stdout).Encode(r)
+	}
+	tr := r.Trigger
+	fmt.Fprintf(c.stdout, "trigger: build %s, image tag %s, commit %s, by %s\n", orDefault(tr.Build, "-"),
+		orDefault(tr.ImageTag, "-"), orDefault(tr.Commit, "-"), orDefault(tr.By, "-"))
+	printRun(c.stdout, r, *out.verbose)
+	return nil
+}
+
+func cmdRunsWatch(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("runs watch", "ID [--json] [-v]",
+		"Follows a run live until it ends, then prints its steps. Exits 0 only when it succeeded.")
+	t := addTargetFlags(c, fs)
+	out := addOutputFlags(fs)
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	id, err := runIDArg(fs, "runs watch")
+	if err != nil {
+		return err
+	}
+	e, err := t.open(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	mode := out.mode(c.stdout)
+	e.header(c, mode == modeJSON)
+	p := newProgress(c.stdout, mode, *out.verbose)
+	if e.client != nil {
+		return watchRun(ctx, c, e.client, id, p)
+	}
+	if err := e.runs.follow(ctx, id, p.event); err != nil {
+		return err
+	}
+	r, err := e.runs.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	return p.summary(r)
+}
+
+func cmdRunsCancel(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("runs cancel", "ID --url URL",
+		"Cancels a run through the daemon that runs it: a queued run is dropped, a running one stops\n"+
+			"at the next safe point and puts back what it changed. Needs the trigger or admin token.")
+	t := addTargetFlags(c, fs)
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	id, err := runIDArg(fs, "runs cancel")
+	if err != nil {
+		return err
+	}
+	if *t.url == "" {
+		return &exitError{code: exitUsage, err: fmt.Errorf("runs cancel: %w", errNeedsDaemon)}
+	}
+	e, err := t.open(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	r, err := e.client.cancel(ctx, id)
+	if err != nil {
+		return err
+	}
+	e.header(c, false)
+	fmt.Fprintf(c.stdout, "cancel requested: run %s is %s; follow it with\n  orchestrator runs watch %s --url %s\n",
+		r.ID, r.Status, r.ID, e.client.base)
+	return nil
+}
