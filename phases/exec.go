@@ -499,7 +499,7 @@ func (x *execution) acquire(ctx context.Context, key string, phase runs.Phase, s
 			withStep(sl.phase, sl.name, func(s *runs.Step) { s.Status, s.StartedAt = runs.StepWaitingLock, sl.start.UTC() })(r)
 		}
 	}
-	stopWatch := x.watchLockWait(key, start)
+	endWaitWatch := x.watchLockWait(key, start)
 	recorded := make(chan struct{})
 	timer := time.AfterFunc(quickGrant, func() {
 		defer close(recorded)
@@ -513,7 +513,7 @@ func (x *execution) acquire(ctx context.Context, key string, phase runs.Phase, s
 		FailOnFrozen: x.p.Locks.OnFrozen == config.OnFrozenFail,
 	})
 	waited := time.Since(start)
-	stopWatch()
+	endWaitWatch()
 	var pending []runs.Event // the wait, unless the timer has recorded it
 	if timer.Stop() {
 		pending = append(pending, waitEv)
