@@ -29,8 +29,10 @@ bench-locks: deps
 # and being listed in BENCH_PROGRAMS; BENCH_ARGS_<program> are its flags here, sized so
 # that the whole target stays under ten minutes. Each run's output is kept in bench/out/.
 BENCH_RUNS ?= 5
-BENCH_PROGRAMS ?= benchlocks
+BENCH_PROGRAMS ?= benchlocks benchengine benchapi
 BENCH_ARGS_benchlocks ?= -n 2000 -rounds 10 -idle 2s
+BENCH_ARGS_benchengine ?= -runs 1 -out ''
+BENCH_ARGS_benchapi ?= -runs 1 -out ''
 bench: deps
 	rm -rf bench/out && mkdir -p bench/out
 	cd bench && $(GO) build -o out/ $(BENCH_PROGRAMS:%=./cmd/%) ./cmd/benchreport

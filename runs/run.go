@@ -359,6 +359,9 @@ func (r *Run) StepsOf(phase Phase) []Step {
 }
 
 // Clone returns a deep copy of r: the copy shares no map or slice with r.
+//
+// The stores clone a run on every write (a 100-service run has 200 steps), so the steps'
+// changes are copied into a few shared backing arrays rather than one allocation each.
 func (r Run) Clone() Run {
 	c := r
 	if r.Trigger.Params != nil {
@@ -369,33 +372,59 @@ func (r Run) Clone() Run {
 	}
 	c.HeldLocks = slices.Clone(r.HeldLocks)
 	c.Left = slices.Clone(r.Left)
-	if r.Steps != nil {
-		c.Steps = make([]Step, len(r.Steps))
-		for i, s := range r.Steps {
-			s.Changes.Env = cloneEnvChanges(s.Changes.Env)
-			s.Changes.Fields = slices.Clone(s.Changes.Fields)
-			if s.Changes.ImageTag != nil {
-				t := *s.Changes.ImageTag
-				s.Changes.ImageTag = &t
+	if r.Steps == nil {
+		return c
+	}
+	c.Steps = slices.Clone(r.Steps)
+	var nEnv, nFlags, nComments, nTags, nFields int
+	for i := range r.Steps {
+		ch := &r.Steps[i].Changes
+		nEnv += len(ch.Env)
+		for _, e := range ch.Env {
+			nFlags += len(e.Flags)
+			if e.Comment != nil {
+				nComments++
 			}
-			c.Steps[i] = s
+		}
+		if ch.ImageTag != nil {
+			nTags++
+		}
+		nFields += len(ch.Fields)
+	}
+	var (
+		env      = make([]EnvChange, 0, nEnv)
+		flags    = make([]FlagChange, 0, nFlags)
+		comments = make([]CommentChange, 0, nComments)
+		tags     = make([]TagChange, 0, nTags)
+		fields   = make([]string, 0, nFields)
+	)
+	for i := range c.Steps {
+		ch := &c.Steps[i].Changes
+		if ch.Env != nil {
+			start := len(env)
+			for _, e := range ch.Env {
+				if e.Flags != nil {
+					at := len(flags)
+					flags = append(flags, e.Flags...)
+					e.Flags = flags[at:len(flags):len(flags)]
+				}
+				if e.Comment != nil {
+					comments = append(comments, *e.Comment)
+					e.Comment = &comments[len(comments)-1]
+				}
+				env = append(env, e)
+			}
+			ch.Env = env[start:len(env):len(env)]
+		}
+		if ch.ImageTag != nil {
+			tags = append(tags, *ch.ImageTag)
+			ch.ImageTag = &tags[len(tags)-1]
+		}
+		if ch.Fields != nil {
+			start := len(fields)
+			fields = append(fields, ch.Fields...)
+			ch.Fields = fields[start:len(fields):len(fields)]
 		}
 	}
 	return c
-}
-
-func cloneEnvChanges(in []EnvChange) []EnvChange {
-	if in == nil {
-		return nil
-	}
-	out := make([]EnvChange, len(in))
-	for i, e := range in {
-		e.Flags = slices.Clone(e.Flags)
-		if e.Comment != nil {
-			c := *e.Comment
-			e.Comment = &c
-		}
-		out[i] = e
-	}
-	return out
 }

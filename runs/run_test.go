@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,40 @@ func TestClone(t *testing.T) {
 	}
 	if !(runs.Changes{}).Empty() || c.Steps[0].Changes.Empty() {
 		t.Error("Changes.Empty is wrong")
+	}
+}
+
+// TestCloneSteps: Clone copies the changes of all steps into shared backing arrays; each
+// step's slices must still be its own (appending to one never writes into the next) and the
+// copy must encode exactly as the original, nil and empty slices included.
+func TestCloneSteps(t *testing.T) {
+	env := func(k string) []runs.EnvChange {
+		return []runs.EnvChange{{Key: k, Action: runs.EnvCreate, Flags: []runs.FlagChange{{Name: "is_literal"}}, Comment: &runs.CommentChange{New: k}}}
+	}
+	r := runs.Run{Steps: []runs.Step{
+		{Name: "a", Changes: runs.Changes{Env: env("A"), Fields: []string{"x"}, ImageTag: &runs.TagChange{New: "1"}}},
+		{Name: "b", Changes: runs.Changes{Env: env("B"), Fields: []string{"y"}, ImageTag: &runs.TagChange{New: "2"}}},
+		{Name: "empty", Changes: runs.Changes{Env: []runs.EnvChange{}, Fields: []string{}}},
+		{Name: "none"},
+	}}
+	c := r.Clone()
+	want, _ := json.Marshal(r)
+	if got, _ := json.Marshal(c); string(got) != string(want) {
+		t.Fatalf("clone encodes as\n %s\nwant\n %s", got, want)
+	}
+	if c.Steps[2].Changes.Env == nil || c.Steps[2].Changes.Fields == nil || c.Steps[3].Changes.Env != nil {
+		t.Error("Clone changed a nil slice into an empty one or back")
+	}
+	c.Steps[0].Changes.Env = append(c.Steps[0].Changes.Env, runs.EnvChange{Key: "NEW"})
+	c.Steps[0].Changes.Env[0].Flags = append(c.Steps[0].Changes.Env[0].Flags, runs.FlagChange{Name: "new"})
+	c.Steps[0].Changes.Fields = append(c.Steps[0].Changes.Fields, "new")
+	c.Steps[2].Changes.Env = append(c.Steps[2].Changes.Env, runs.EnvChange{Key: "NEW"})
+	if c.Steps[1].Changes.Env[0].Key != "B" || len(c.Steps[1].Changes.Env[0].Flags) != 1 || c.Steps[1].Changes.Env[0].Flags[0].Name != "is_literal" ||
+		c.Steps[1].Changes.Fields[0] != "y" {
+		t.Errorf("appending to step a's changes in the clone changed step b's: %+v", c.Steps[1].Changes)
+	}
+	if got, _ := json.Marshal(r); string(got) != string(want) {
+		t.Errorf("changing the clone changed the original:\n %s", got)
 	}
 }
 

@@ -116,7 +116,7 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	if !*once {
-		fmt.Fprintf(c.stdout, "\nThe dashboard stays up at %s/ until Ctrl-C. In another terminal, try:\n\n", base)
+		fmt.Fprintf(c.stdout, "\nThe dashboard stays up at %s/ until Ctrl-C; log in with the admin token %s to cancel runs\nand release or freeze locks from it. In another terminal, try:\n\n", base, adminToken)
 		for _, line := range demoHints(c.self, base, triggerToken, adminToken) {
 			fmt.Fprintf(c.stdout, "  %s\n", line)
 		}

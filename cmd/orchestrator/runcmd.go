@@ -108,7 +108,7 @@ func (lc *localCmd) engine(ctx context.Context, c *cli, fs *pflag.FlagSet, insta
 	} else if ps, err = config.LoadPipelines(d.PipelinesDir, c.getenv); err != nil {
 		return nil, nil, pipelinesError(d.PipelinesDir, err)
 	}
-	b, err := openBackends(ctx, d.RedisURL.Reveal(), d.StateDir, log, nil)
+	b, err := openBackends(ctx, d, log, nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -76,13 +76,13 @@ func (s *Store) pruneBatch(ctx context.Context, sks []string) (int, error) {
 		return 0, nil
 	}
 	pipe := s.rdb.Pipeline()
-	reads := make([]*redis.StringCmd, len(sks))
+	reads := make([]*redis.SliceCmd, len(sks))
 	for i, sk := range sks {
 		_, id, err := storekit.SplitSortKey(sk)
 		if err != nil {
 			return 0, fmt.Errorf("index entry %q: %w", sk, err)
 		}
-		reads[i] = pipe.HGet(ctx, s.runKey(id), "d")
+		reads[i] = pipe.HMGet(ctx, s.runKey(id), "h", "d") // its header, or the whole run an older build wrote
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, err
@@ -93,11 +93,15 @@ func (s *Store) pruneBatch(ctx context.Context, sks []string) (int, error) {
 		ids  []string
 	)
 	for i, c := range reads {
-		if c.Err() != nil {
+		data, ok := c.Val()[0].(string)
+		if !ok {
+			data, ok = c.Val()[1].(string)
+		}
+		if !ok {
 			continue // gone already
 		}
 		var run runs.Run
-		if err := json.Unmarshal([]byte(c.Val()), &run); err != nil {
+		if err := json.Unmarshal([]byte(data), &run); err != nil {
 			return 0, fmt.Errorf("decode run at %q: %w", sks[i], err)
 		}
 		if !run.Status.Terminal() {

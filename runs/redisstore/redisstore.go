@@ -6,7 +6,9 @@
 // tag {runs}, so all of them live in one Cluster slot and the Lua scripts that touch several
 // keys at once stay legal there:
 //
-//	P{runs}:run:<id>                  hash: d (run JSON), v (version), st, ow, sk (sort key)
+//	P{runs}:run:<id>                  hash: h (the run's header: its JSON without steps),
+//	                                  v (version), st, ow, sk (sort key), n (step count),
+//	                                  s:<i> (the JSON of step i, 0 ≤ i < n)
 //	P{runs}:ev:<id>                   list of event JSON; an event's seq is its index + 1
 //	P{runs}:idem:<len>:<pipeline>:<key> string: the run created with an idempotency key
 //	P{runs}:idx:all                   sorted set of sort keys (all scores 0: ordered by bytes)
@@ -18,10 +20,18 @@
 //	P{runs}:mark:<uuid>               hash: d (runs.Mark JSON), f (its fence)
 //
 // Run writes are optimistic: the store reads the run, applies the change in Go and commits
-// with a script that checks the version, writes the run, moves it between indexes, appends
-// the events and publishes a signal on P{runs}:sig:<id>, all at once; on a version clash it
-// reads again and retries. Live-follow signals reach every instance through one pattern
-// subscription per Store.
+// with a script that checks the version, writes the header and the steps that changed
+// (storekit.ChangedSteps: an Update of one step of a 100-service run sends that step, not
+// the whole run), moves the run between indexes, appends the events and publishes a signal
+// on P{runs}:sig:<id>, all at once; on a version clash it reads again and retries. A read
+// is one script (get.lua) that answers the whole hash, or only the version when the
+// reader's cached copy is current, so it never sees half an Update.
+//
+// Runs written whole by older builds (field d: the run's JSON, steps included) are read as
+// they are; their first Update rewrites them in this layout. Older builds cannot read runs
+// in this layout, so daemons sharing a Redis are upgraded together, not one by one.
+//
+// Live-follow signals reach every instance through one pattern subscription per Store.
 package redisstore
 
 import (
@@ -105,8 +115,9 @@ func (s *Store) open(op string) error {
 //go:embed create.lua
 var createLua string
 
-// createScript: KEYS run, idem, all, pl, st, ps, owner; ARGV data, status, owner, sk, id,
-// has idem ("1"/"0"). Returns {1} created, {0, existing id}, or {-1} for a taken ID.
+// createScript: KEYS run, idem, all, pl, st, ps, owner; ARGV header, status, owner, sk, id,
+// has idem ("1"/"0"), step count, steps…. Returns {1} created, {0, existing id}, or {-1}
+// for a taken ID.
 var createScript = redis.NewScript(createLua)
 
 // Create implements runs.Store.
@@ -119,7 +130,7 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 	if err := s.open(op); err != nil {
 		return runs.Run{}, false, err
 	}
-	data, err := json.Marshal(r)
+	header, err := storekit.EncodeHeader(r)
 	if err != nil {
 		return runs.Run{}, false, fmt.Errorf("%s: encode: %w", op, err)
 	}
@@ -131,7 +142,15 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 	}
 	keys := []string{s.runKey(r.ID), idem, s.allKey(), s.plKey(r.Pipeline), s.stKey(r.Status),
 		s.psKey(r.Status, r.Pipeline), s.ownerKey(r.Owner)}
-	res, err := createScript.Run(ctx, s.rdb, keys, data, string(r.Status), r.Owner, storekit.SortKey(r), r.ID, hasIdem).Slice()
+	args := []any{header, string(r.Status), r.Owner, storekit.SortKey(r), r.ID, hasIdem, len(r.Steps)}
+	for i := range r.Steps {
+		b, err := storekit.EncodeStep(r.Steps[i])
+		if err != nil {
+			return runs.Run{}, false, fmt.Errorf("%s: encode step %d: %w", op, i, err)
+		}
+		args = append(args, b)
+	}
+	res, err := createScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
 		return runs.Run{}, false, storekit.Fail(op, err)
 	}
@@ -159,17 +178,20 @@ func (s *Store) Get(ctx context.Context, id string) (runs.Run, error) {
 	return s.get(ctx, id)
 }
 
-// get reads the run, decoding it only when the cache lacks its stored version.
+//go:embed get.lua
+var getLua string
+
+// getScript: KEYS run; ARGV the version the caller holds. Returns nil (no run), the version
+// (the caller's copy is current) or the run's hash.
+var getScript = redis.NewScript(getLua)
+
+// get reads the run; when the cache holds its stored version, Redis sends only the version.
 func (s *Store) get(ctx context.Context, id string) (runs.Run, error) {
 	op := fmt.Sprintf("get run %q", id)
 	if err := s.open(op); err != nil {
 		return runs.Run{}, err
 	}
-	vals, err := s.rdb.HMGet(ctx, s.runKey(id), "v", "d").Result()
-	if err != nil {
-		return runs.Run{}, storekit.Fail(op, err)
-	}
-	r, ok, err := s.decode(id, vals)
+	r, ok, err := s.decode(ctx, id, getScript.Run(ctx, s.rdb, []string{s.runKey(id)}, s.held(id)))
 	if err != nil {
 		return runs.Run{}, storekit.Fail(op, err)
 	}
@@ -179,27 +201,83 @@ func (s *Store) get(ctx context.Context, id string) (runs.Run, error) {
 	return r, nil
 }
 
-// decode turns the reply of HMGET run v d into the run (false if it does not exist),
-// from the cache when it holds that version.
-func (s *Store) decode(id string, vals []any) (runs.Run, bool, error) {
-	vs, ok1 := vals[0].(string)
-	data, ok2 := vals[1].(string)
-	if !ok1 || !ok2 {
+// held is the version of run id in the cache ("" if none), for getScript.
+func (s *Store) held(id string) string {
+	if c, ok := s.cache.Get(id); ok {
+		return strconv.FormatInt(c.Version, 10)
+	}
+	return ""
+}
+
+// decode turns getScript's answer into the run (false if it does not exist): the cached
+// copy when the answer is its version, else the run decoded from its hash, and cached.
+func (s *Store) decode(ctx context.Context, id string, res *redis.Cmd) (runs.Run, bool, error) {
+	v, err := res.Result()
+	if errors.Is(err, redis.Nil) {
 		return runs.Run{}, false, nil
 	}
+	if err != nil {
+		return runs.Run{}, false, err
+	}
+	if vs, ok := v.(string); ok {
+		version, err := strconv.ParseInt(vs, 10, 64)
+		if err != nil {
+			return runs.Run{}, false, fmt.Errorf("run %q: version %q: %w", id, vs, err)
+		}
+		if r, ok := s.cache.Lookup(id, version); ok {
+			return r, true, nil
+		}
+		// Evicted since: read it whole.
+		return s.decode(ctx, id, getScript.Run(ctx, s.rdb, []string{s.runKey(id)}, ""))
+	}
+	flat, ok := v.([]any)
+	if !ok || len(flat)%2 != 0 {
+		return runs.Run{}, false, fmt.Errorf("run %q: unexpected answer %T", id, v)
+	}
+	h := make(map[string]string, len(flat)/2)
+	for i := 0; i < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		h[k], _ = flat[i+1].(string)
+	}
+	return s.decodeHash(id, h)
+}
+
+// decodeHash decodes the run's hash and caches the run.
+func (s *Store) decodeHash(id string, h map[string]string) (runs.Run, bool, error) {
+	vs := h["v"]
 	version, err := strconv.ParseInt(vs, 10, 64)
 	if err != nil {
 		return runs.Run{}, false, fmt.Errorf("run %q: version %q: %w", id, vs, err)
 	}
-	if r, ok := s.cache.Lookup(id, version); ok {
-		return r, true, nil
-	}
 	var r runs.Run
-	if err := json.Unmarshal([]byte(data), &r); err != nil {
-		return runs.Run{}, false, fmt.Errorf("decode run %q: %w", id, err)
+	if whole, ok := h["d"]; ok { // written whole by an older build
+		r, err = storekit.DecodeRun(id, []byte(whole), nil, true)
+	} else {
+		r, err = decodeSplit(id, h)
 	}
+	if err != nil {
+		return runs.Run{}, false, err
+	}
+	r.Version = version
 	s.cache.Put(r)
 	return r, true, nil
+}
+
+// decodeSplit decodes a run stored as header and step fields.
+func decodeSplit(id string, h map[string]string) (runs.Run, error) {
+	n, err := strconv.Atoi(h["n"])
+	if err != nil {
+		return runs.Run{}, fmt.Errorf("run %q: step count %q: %w", id, h["n"], err)
+	}
+	steps := make([][]byte, n)
+	for i := range steps {
+		b, ok := h["s:"+strconv.Itoa(i)]
+		if !ok {
+			return runs.Run{}, fmt.Errorf("run %q: step %d of %d missing", id, i, n)
+		}
+		steps[i] = []byte(b)
+	}
+	return storekit.DecodeRun(id, []byte(h["h"]), steps, false)
 }
 
 // List implements runs.Store. With several statuses it reads one page from each status
@@ -253,8 +331,6 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 	if len(sks) == 0 {
 		return runs.Page{Runs: []runs.Run{}}, nil
 	}
-	pipe = s.rdb.Pipeline()
-	gets := make([]*redis.SliceCmd, len(sks))
 	ids := make([]string, len(sks))
 	for i, sk := range sks {
 		_, id, err := storekit.SplitSortKey(sk)
@@ -262,14 +338,14 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 			return runs.Page{}, storekit.Fail(op, fmt.Errorf("index entry %q: %w", sk, err))
 		}
 		ids[i] = id
-		gets[i] = pipe.HMGet(ctx, s.runKey(id), "v", "d")
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	gets, err := s.getMany(ctx, ids)
+	if err != nil {
 		return runs.Page{}, storekit.Fail(op, err)
 	}
 	page := runs.Page{Runs: make([]runs.Run, 0, len(sks))}
 	for i, g := range gets {
-		r, ok, err := s.decode(ids[i], g.Val())
+		r, ok, err := s.decode(ctx, ids[i], g)
 		if err != nil {
 			return runs.Page{}, storekit.Fail(op, err)
 		}
@@ -288,12 +364,36 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 	return page, nil
 }
 
+// getMany runs getScript for each run in one pipeline (loading the script first if Redis
+// lost it: EVALSHA cannot fall back to EVAL inside a pipeline).
+func (s *Store) getMany(ctx context.Context, ids []string) ([]*redis.Cmd, error) {
+	for attempt := 0; ; attempt++ {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(ids))
+		for i, id := range ids {
+			cmds[i] = getScript.EvalSha(ctx, pipe, []string{s.runKey(id)}, s.held(id))
+		}
+		_, err := pipe.Exec(ctx)
+		if err == nil || errors.Is(err, redis.Nil) {
+			return cmds, nil
+		}
+		if attempt > 0 || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return nil, err
+		}
+		if err := getScript.Load(ctx, s.rdb).Err(); err != nil {
+			return nil, err
+		}
+	}
+}
+
 //go:embed update.lua
 var updateLua string
 
 // updateScript: KEYS run, ev, st old, st new, ps old, ps new, owner old, owner new; ARGV
-// expected version, data, new version, status, owner, sk, id, signal channel, add to
-// owner set ("1"/"0"), events… Returns the new event count, -1 not found, -2 version clash.
+// expected version, header, new version, status, owner, sk, id, signal channel, add to
+// owner set ("1"/"0"), step count, all steps sent ("1"/"0"), number of steps sent, (position,
+// step) pairs, events… Returns the new event count, -1 not found, -2 version clash, -3
+// stored whole by an older build and not all steps sent.
 var updateScript = redis.NewScript(updateLua)
 
 // errRetry means another writer won the race: read again.
@@ -354,9 +454,11 @@ func (s *Store) update(ctx context.Context, id string, apply func(runs.Run) (run
 	return runs.Run{}, fmt.Errorf("%s: %d attempts lost to concurrent writers: %w", op, maxAttempts, runs.ErrConflict)
 }
 
-// commit writes next over cur (if cur's version is still the stored one) and appends evs.
+// commit writes next over cur (if cur's version is still the stored one): its header and
+// the steps that differ from cur's; and appends evs. A run still stored whole by an older
+// build gets all its steps, in the same attempt.
 func (s *Store) commit(ctx context.Context, cur, next runs.Run, evs []runs.Event) error {
-	data, err := json.Marshal(next)
+	header, err := storekit.EncodeHeader(next)
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
 	}
@@ -370,16 +472,31 @@ func (s *Store) commit(ctx context.Context, cur, next runs.Run, evs []runs.Event
 	if next.Owner != "" && !next.Status.Terminal() {
 		addOwner = "1"
 	}
-	args := []any{cur.Version, data, next.Version, string(next.Status), next.Owner, storekit.SortKey(cur), cur.ID, s.sigChan(cur.ID), addOwner}
+	var events []any
 	for _, e := range evs {
 		e.Seq = 0 // the list index is the seq
 		b, err := json.Marshal(e)
 		if err != nil {
 			return fmt.Errorf("encode event: %w", err)
 		}
-		args = append(args, b)
+		events = append(events, b)
 	}
-	n, err := updateScript.Run(ctx, s.rdb, keys, args...).Int64()
+	run := func(steps []int, all string) (int64, error) {
+		args := []any{cur.Version, header, next.Version, string(next.Status), next.Owner, storekit.SortKey(cur),
+			cur.ID, s.sigChan(cur.ID), addOwner, len(next.Steps), all, len(steps)}
+		for _, i := range steps {
+			b, err := storekit.EncodeStep(next.Steps[i])
+			if err != nil {
+				return 0, fmt.Errorf("encode step %d: %w", i, err)
+			}
+			args = append(args, i, b)
+		}
+		return updateScript.Run(ctx, s.rdb, keys, append(args, events...)...).Int64()
+	}
+	n, err := run(storekit.ChangedSteps(cur.Steps, next.Steps), "0")
+	if err == nil && n == -3 {
+		n, err = run(storekit.AllSteps(next), "1")
+	}
 	switch {
 	case err != nil:
 		return err
@@ -387,6 +504,8 @@ func (s *Store) commit(ctx context.Context, cur, next runs.Run, evs []runs.Event
 		return runs.ErrNotFound
 	case n == -2:
 		return errRetry
+	case n < 0:
+		return fmt.Errorf("update script answered %d", n)
 	}
 	for i := range evs {
 		evs[i].Seq = n - int64(len(evs)) + int64(i) + 1

@@ -2,7 +2,10 @@ package redisstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -12,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
+	"github.com/deploy-orchestrator/orchestrator/locks/redislock"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/runs/redisstore"
 	"github.com/deploy-orchestrator/orchestrator/runs/runstest"
@@ -21,6 +25,18 @@ func TestConformance(t *testing.T) {
 	runstest.Run(t, backends(t))
 }
 
+// TestConformanceSentinel runs the suite through the Sentinel URL of a master with two
+// replicas and three sentinels, with the client the daemon builds from its redis_url.
+func TestConformanceSentinel(t *testing.T) {
+	runstest.Run(t, backendsAt(redistest.StartSentinel(t, redistest.SentinelOptions{}).URL()))
+}
+
+// TestConformanceCluster runs the suite on a Cluster of three masters with one replica
+// each: every key of the store carries one hash tag, so its scripts never cross slots.
+func TestConformanceCluster(t *testing.T) {
+	runstest.Run(t, backendsAt(redistest.StartCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1}).URL()))
+}
+
 func BenchmarkStore(b *testing.B) {
 	runstest.Bench(b, backends(b))
 }
@@ -28,12 +44,19 @@ func BenchmarkStore(b *testing.B) {
 // backends starts one redis-server for the whole suite and gives each subtest a fresh key
 // space of its own (a prefix).
 func backends(tb testing.TB) func(testing.TB) runstest.Opener {
-	srv := redistest.Start(tb)
+	return backendsAt(redistest.Start(tb).URL())
+}
+
+// backendsAt gives each subtest a fresh key space (a prefix) on the Redis at url.
+func backendsAt(url string) func(testing.TB) runstest.Opener {
 	var n atomic.Int64
 	return func(testing.TB) runstest.Opener {
 		prefix := "t" + strconv.FormatInt(n.Add(1), 10) + ":"
 		return func(tb testing.TB) runs.Store {
-			rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}})
+			rdb, err := redislock.NewClient(url)
+			if err != nil {
+				tb.Fatal(err)
+			}
 			s := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
 			tb.Cleanup(func() {
 				s.Close()
@@ -208,6 +231,77 @@ func TestFollowAcrossInstances(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Error("Follow did not return after the run ended")
+	}
+}
+
+// TestReadsWholeRuns: a run stored whole (field d of its hash holds its JSON, steps
+// included), as builds before the step fields wrote it, reads as before, and its first
+// Update moves it to the header-and-step-fields layout without losing a step.
+func TestReadsWholeRuns(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}})
+	defer rdb.Close()
+	ctx := t.Context()
+	r := runstest.LegacyRun()
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const k = redisstore.DefaultPrefix + "{runs}:"
+	sk := fmt.Sprintf("%019d:%s", r.CreatedAt.UnixNano(), r.ID)
+	pipe := rdb.TxPipeline()
+	pipe.HSet(ctx, k+"run:"+r.ID, "d", data, "v", r.Version, "st", string(r.Status), "ow", r.Owner, "sk", sk)
+	for _, idx := range []string{"idx:all", "idx:pl:" + r.Pipeline, "idx:st:" + string(r.Status), "idx:ps:" + string(r.Status) + ":" + r.Pipeline} {
+		pipe.ZAdd(ctx, k+idx, redis.Z{Member: sk})
+	}
+	pipe.SAdd(ctx, k+"owner:"+r.Owner, r.ID)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	runstest.CheckLegacyRun(t, func(tb testing.TB) runs.Store {
+		s := redisstore.New(rdb, redisstore.Options{})
+		tb.Cleanup(func() { s.Close() })
+		return s
+	})
+
+	fields, err := rdb.HKeys(ctx, k+"run:"+r.ID).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(fields)
+	if want := []string{"h", "n", "ow", "s:0", "s:1", "sk", "st", "v"}; !slices.Equal(fields, want) {
+		t.Errorf("fields of the run after its updates: %v, want %v", fields, want)
+	}
+}
+
+// TestListAfterScriptFlush: List reads runs with a script inside a pipeline, where EVALSHA
+// cannot fall back to EVAL; after Redis lost its scripts (a restart, SCRIPT FLUSH) it must
+// load the script again rather than fail.
+func TestListAfterScriptFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}})
+	defer rdb.Close()
+	ctx := t.Context()
+	a := redisstore.New(rdb, redisstore.Options{})
+	defer a.Close()
+	r, _, err := a.Create(ctx, runs.Run{Pipeline: "prod", Steps: []runs.Step{{Phase: runs.Phase1, Name: "api", Status: runs.StepPending}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := redisstore.New(rdb, redisstore.Options{}) // nothing cached: reads the whole run
+	defer b.Close()
+	for _, s := range []runs.Store{a, b} {
+		page, err := s.List(ctx, runs.Filter{})
+		if err != nil || len(page.Runs) != 1 || page.Runs[0].ID != r.ID || len(page.Runs[0].Steps) != 1 {
+			t.Fatalf("List after SCRIPT FLUSH: %+v, %v; want the run with its step", page, err)
+		}
+		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

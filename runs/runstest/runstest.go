@@ -54,6 +54,8 @@ func Run(t *testing.T, newBackend func(tb testing.TB) Opener) {
 		{"Update", testUpdate},
 		{"UpdateConcurrent", testUpdateConcurrent},
 		{"UpdateTwoStores", testUpdateTwoStores},
+		{"UpdateStepsConcurrent", testUpdateStepsConcurrent},
+		{"UpdateReshapesSteps", testUpdateReshapesSteps},
 		{"UpdateEnded", testUpdateEnded},
 		{"EventSeqConcurrent", testEventSeqConcurrent},
 		{"EventsPaging", testEventsPaging},
@@ -642,6 +644,92 @@ func testUpdateTwoStores(t *testing.T, open Opener) {
 	wantErr(t, "Update after another store marked the run interrupted", set2(a), runs.ErrEnded)
 }
 
+// testUpdateStepsConcurrent has writers on two stores each move their own step of one run
+// through several states at once. Stores that write only the steps an Update changed must
+// still lose nobody's write: every step ends in its writer's last state, read by a third
+// store that has cached nothing.
+func testUpdateStepsConcurrent(t *testing.T, open Opener) {
+	stores := []runs.Store{open(t), open(t)}
+	ctx := ctxFor(t)
+	const services, rounds = 8, 5
+	in := runs.Run{Pipeline: "prod"}
+	for i := range services {
+		in.SetStep(runs.Step{Phase: runs.Phase1, Name: fmt.Sprintf("svc-%02d", i), Status: runs.StepPending})
+	}
+	r := mustCreate(t, stores[0], in)
+	var wg sync.WaitGroup
+	for i := range services {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("svc-%02d", i)
+			for round := 1; round <= rounds; round++ {
+				_, err := stores[(i+round)%2].Update(ctx, r.ID, func(x *runs.Run) error {
+					st := x.Step(runs.Phase1, name)
+					st.Status, st.Fence = runs.StepRunning, int64(round)
+					st.Changes.Fields = append(st.Changes.Fields, strconv.Itoa(round))
+					return nil
+				})
+				if err != nil {
+					t.Errorf("Update %s round %d: %v", name, round, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	got, err := open(t).Get(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Version != 1+services*rounds {
+		t.Errorf("version %d after %d updates, want %d", got.Version, services*rounds, 1+services*rounds)
+	}
+	if len(got.Steps) != services {
+		t.Fatalf("%d steps, want %d", len(got.Steps), services)
+	}
+	for i, st := range got.Steps {
+		want := runs.Step{Phase: runs.Phase1, Name: fmt.Sprintf("svc-%02d", i), Status: runs.StepRunning, Fence: rounds,
+			Changes: runs.Changes{Fields: []string{"1", "2", "3", "4", "5"}}}
+		sameJSON(t, "step "+want.Name+" after concurrent updates", st, want)
+	}
+}
+
+// testUpdateReshapesSteps: fn may add, change, reorder and remove steps, and the store keeps
+// exactly the steps fn left, as another store reads them.
+func testUpdateReshapesSteps(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := ctxFor(t)
+	step := func(name string) runs.Step {
+		return runs.Step{Phase: runs.Phase1, Name: name, Status: runs.StepPending}
+	}
+	r := mustCreate(t, s, runs.Run{Pipeline: "prod", Steps: []runs.Step{step("a"), step("b"), step("c")}})
+	check := func(what string, fn func(x *runs.Run), want ...string) {
+		t.Helper()
+		got := mustUpdate(t, s, r.ID, func(x *runs.Run) error { fn(x); return nil })
+		stored, err := open(t).Get(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameJSON(t, what+": Get from another store", stored, got)
+		var names []string
+		for _, st := range stored.Steps {
+			names = append(names, st.Name+"="+string(st.Status))
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("%s: steps %v, want %v", what, names, want)
+		}
+	}
+	check("grow", func(x *runs.Run) { x.SetStep(step("d")) },
+		"a=pending", "b=pending", "c=pending", "d=pending")
+	check("swap", func(x *runs.Run) { x.Steps[0], x.Steps[3] = x.Steps[3], x.Steps[0] },
+		"d=pending", "b=pending", "c=pending", "a=pending")
+	check("shrink", func(x *runs.Run) { x.Steps = x.Steps[1:3]; x.Steps[1].Status = runs.StepSynced },
+		"b=pending", "c=synced")
+	check("empty", func(x *runs.Run) { x.Steps = nil })
+	check("regrow", func(x *runs.Run) { x.Steps = []runs.Step{step("e")} }, "e=pending")
+}
+
 func testUpdateEnded(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := ctxFor(t)
@@ -1156,5 +1244,55 @@ func testMarksConcurrent(t *testing.T, open Opener) {
 	}
 	if got.Fence != n || got.RunID != "r"+strconv.Itoa(n-1) {
 		t.Errorf("after %d concurrent PutMarks: mark of %s at fence %d, want r%d at fence %d", n, got.RunID, got.Fence, n-1, n)
+	}
+}
+
+// LegacyRun is a run as an older build would have stored it whole (version 3, two steps,
+// owned by node-a): a backend's migration test stores it in the old layout, by hand, and
+// then calls CheckLegacyRun.
+func LegacyRun() runs.Run {
+	r := sample("legacy")
+	r.ID = "01KJMMA2G0LEGACYRUN0000000"
+	r.CreatedAt = t0
+	r.Status = runs.StatusPhase1
+	r.Version = 3
+	return r
+}
+
+// CheckLegacyRun checks that LegacyRun, stored in a backend's old layout, reads the same
+// through Get, List and Unfinished, and that Updates of it (which move it to the new layout)
+// keep every step, as a store that has cached nothing reads it.
+func CheckLegacyRun(t *testing.T, open Opener) {
+	t.Helper()
+	ctx := ctxFor(t)
+	want := LegacyRun()
+	s := open(t)
+	got, err := s.Get(ctx, want.ID)
+	if err != nil {
+		t.Fatalf("Get of a run in the old layout: %v", err)
+	}
+	sameJSON(t, "Get of a run in the old layout", got, want)
+	page, err := open(t).List(ctx, runs.Filter{Pipeline: want.Pipeline})
+	if err != nil || len(page.Runs) != 1 {
+		t.Fatalf("List of a run in the old layout: %d runs, %v; want 1", len(page.Runs), err)
+	}
+	sameJSON(t, "List of a run in the old layout", page.Runs[0], want)
+	unfinished, err := open(t).Unfinished(ctx, want.Owner)
+	if err != nil || len(unfinished) != 1 {
+		t.Fatalf("Unfinished of a run in the old layout: %d runs, %v; want 1", len(unfinished), err)
+	}
+	sameJSON(t, "Unfinished of a run in the old layout", unfinished[0], want)
+
+	for i, st := range []runs.StepStatus{runs.StepFailed, runs.StepSkipped} {
+		i := len(want.Steps) - 1 - i // the last step first: the other must survive the rewrite
+		mustUpdate(t, s, want.ID, func(x *runs.Run) error { x.Steps[i].Status = st; return nil },
+			runs.Event{Type: runs.EventServiceFailed, Service: want.Steps[i].Name})
+		want.Steps[i].Status = st
+		want.Version++
+		got, err := open(t).Get(ctx, want.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameJSON(t, fmt.Sprintf("Get after update %d of a run in the old layout", i), got, want)
 	}
 }

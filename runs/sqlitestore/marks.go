@@ -20,9 +20,9 @@ func (s *Store) PutMark(ctx context.Context, m runs.Mark) (runs.Mark, error) {
 	}
 	var cur runs.Mark
 	op := fmt.Sprintf("put mark of %q", m.UUID)
-	err := s.write(ctx, op, func(tx *sql.Tx) error {
+	err := s.writeP(ctx, op, func(tx ptx) error {
 		var data []byte
-		err := tx.QueryRowContext(ctx, `SELECT data FROM marks WHERE uuid = ?`, m.UUID).Scan(&data)
+		err := tx.QueryRow(ctx, qMark, m.UUID).Scan(&data)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
@@ -39,7 +39,7 @@ func (s *Store) PutMark(ctx context.Context, m runs.Mark) (runs.Mark, error) {
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO marks (uuid, data) VALUES (?, ?) ON CONFLICT (uuid) DO UPDATE SET data = excluded.data`, m.UUID, b)
+		_, err = tx.Exec(ctx, qPutMark, m.UUID, b)
 		if err == nil {
 			cur = m
 		}
@@ -55,7 +55,7 @@ func (s *Store) GetMark(ctx context.Context, uuid string) (runs.Mark, error) {
 		return runs.Mark{}, err
 	}
 	var data []byte
-	err := s.r.QueryRowContext(ctx, `SELECT data FROM marks WHERE uuid = ?`, uuid).Scan(&data)
+	err := s.rs[qMark].QueryRowContext(ctx, uuid).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return runs.Mark{}, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
 	}

@@ -13,7 +13,7 @@ var _ runs.Pruner = (*Store)(nil)
 
 // runTables are the tables whose rows belong to one run (column run_id): Prune deletes them
 // with the run. A new per-run table belongs here.
-var runTables = []string{"events"}
+var runTables = []string{"events", "steps"}
 
 // Prune implements runs.Pruner: each batch of ended runs goes with its events in one write
 // transaction (the idempotency key is a column of the run's row, so it goes with it).

@@ -3,10 +3,17 @@
 // dashboard) never wait for the engine's writes. It is the single-host default: a CLI run
 // and the daemon on one host share the file.
 //
-// Each run is a row holding its JSON plus the columns List filters and sorts on; events are
-// rows keyed by (run, seq); resource marks (runs.MarkStore) are rows keyed by UUID. All writes go through one connection in BEGIN IMMEDIATE
-// transactions, so a read-modify-write of a run never conflicts inside a process, and
-// across processes SQLite's lock (with a busy timeout) serializes them.
+// Each run is a row holding its header (the run without its steps, as JSON) plus the columns
+// List filters and sorts on; its steps are rows keyed by (run, position), so an Update
+// rewrites the header and only the steps that changed (storekit.ChangedSteps), not the whole
+// run; events are rows keyed by (run, seq); resource marks (runs.MarkStore) are rows keyed
+// by UUID. Reads of a run take its header and steps in one read transaction (one WAL
+// snapshot), so they never see a half-written Update. All writes go through one connection
+// in BEGIN IMMEDIATE transactions, so a read-modify-write of a run never conflicts inside a
+// process, and across processes SQLite's lock (with a busy timeout) serializes them.
+//
+// A file written by builds that stored each run whole (schema 1) is migrated when it is
+// opened; builds older than this one refuse a migrated file (its schema is newer).
 //
 // Durability: WAL with synchronous=NORMAL, so a crash of the process loses nothing and a
 // power cut can lose the last transactions but never corrupts the file.
@@ -38,7 +45,10 @@ import (
 const FileName = "runs.db"
 
 // schemaVersion is the PRAGMA user_version this code writes and understands.
-const schemaVersion = 1
+//
+//	1: runs.data held the whole run, steps included.
+//	2: runs.data holds the header, steps are rows of steps (splitSteps migrates 1 to 2).
+const schemaVersion = 2
 
 const schema = `
 CREATE TABLE IF NOT EXISTS runs (
@@ -58,6 +68,12 @@ CREATE INDEX IF NOT EXISTS runs_pipeline ON runs (pipeline, sort_key);
 CREATE INDEX IF NOT EXISTS runs_status ON runs (status, sort_key);
 CREATE INDEX IF NOT EXISTS runs_pipeline_status ON runs (pipeline, status, sort_key);
 CREATE INDEX IF NOT EXISTS runs_owner ON runs (owner, status);
+CREATE TABLE IF NOT EXISTS steps (
+	run_id TEXT NOT NULL,
+	idx    INTEGER NOT NULL,
+	data   BLOB NOT NULL,
+	PRIMARY KEY (run_id, idx)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events (
 	run_id TEXT NOT NULL,
 	seq    INTEGER NOT NULL,
@@ -75,6 +91,25 @@ CREATE TABLE IF NOT EXISTS marks (
 ) WITHOUT ROWID;
 `
 
+// The queries of the hot paths, prepared at Open (see stmts).
+const (
+	qHead        = `SELECT id, version, data FROM runs WHERE id = ?`
+	qStepsOf     = `SELECT run_id, data FROM steps WHERE run_id = ? ORDER BY idx`
+	qVersion     = `SELECT version FROM runs WHERE id = ?`
+	qWriteHeader = `UPDATE runs SET status = ?, owner = ?, version = ?, data = ?, last_seq = last_seq + ? WHERE id = ? RETURNING last_seq`
+	qWriteStep   = `INSERT INTO steps (run_id, idx, data) VALUES (?, ?, ?) ON CONFLICT (run_id, idx) DO UPDATE SET data = excluded.data`
+	qDropSteps   = `DELETE FROM steps WHERE run_id = ? AND idx >= ?`
+	qReserveSeqs = `UPDATE runs SET last_seq = last_seq + ? WHERE id = ? RETURNING last_seq`
+	qAddEvent    = `INSERT INTO events (run_id, seq, data) VALUES (?, ?, ?)`
+	qMark        = `SELECT data FROM marks WHERE uuid = ?`
+	qPutMark     = `INSERT INTO marks (uuid, data) VALUES (?, ?) ON CONFLICT (uuid) DO UPDATE SET data = excluded.data`
+)
+
+var (
+	readQueries  = []string{qHead, qStepsOf, qMark}
+	writeQueries = []string{qHead, qStepsOf, qVersion, qWriteHeader, qWriteStep, qDropSteps, qReserveSeqs, qAddEvent, qMark, qPutMark}
+)
+
 // activeStatuses is the SQL list of statuses that have not ended.
 var activeStatuses = func() string {
 	var q []string
@@ -90,6 +125,7 @@ var activeStatuses = func() string {
 type Store struct {
 	w      *sql.DB // one connection, BEGIN IMMEDIATE: every write
 	r      *sql.DB // a few connections: reads
+	ws, rs stmts   // the hot queries, prepared on w and r
 	hub    *storekit.Hub
 	cache  *storekit.Cache // runs this Store wrote last, for Update
 	closed atomic.Bool
@@ -134,11 +170,18 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("open run store %s: %w", path, err)
 	}
+	if s.ws, err = prepare(ctx, w, writeQueries...); err == nil {
+		s.rs, err = prepare(ctx, r, readQueries...)
+	}
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open run store %s: %w: %w", path, runs.ErrUnavailable, err)
+	}
 	return s, nil
 }
 
 func (s *Store) migrate(ctx context.Context) error {
-	return s.write(ctx, "create schema", func(tx *sql.Tx) error {
+	return s.writeP(ctx, "create schema", func(tx ptx) error {
 		var v int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 			return err
@@ -149,9 +192,59 @@ func (s *Store) migrate(ctx context.Context) error {
 		if _, err := tx.ExecContext(ctx, schema); err != nil {
 			return err
 		}
+		if v == 1 {
+			if err := splitSteps(ctx, tx); err != nil {
+				return fmt.Errorf("migrate schema 1 to 2: %w", err)
+			}
+		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err
 	})
+}
+
+// splitSteps moves every run stored whole (schema 1) to a header and step rows (schema 2),
+// a page of runs at a time, inside the migration's transaction: a build that fails half
+// way leaves the file at schema 1, as it was.
+func splitSteps(ctx context.Context, tx ptx) error {
+	after := ""
+	for {
+		rows, err := tx.QueryContext(ctx, `SELECT id, data FROM runs WHERE id > ? ORDER BY id LIMIT 100`, after)
+		if err != nil {
+			return err
+		}
+		var page []head
+		for rows.Next() {
+			var h head
+			if err := rows.Scan(&h.id, &h.data); err != nil {
+				rows.Close()
+				return err
+			}
+			page = append(page, h)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			return nil
+		}
+		for _, h := range page {
+			r, err := storekit.DecodeRun(h.id, h.data, nil, true)
+			if err != nil {
+				return err
+			}
+			if err := writeSteps(ctx, tx, r, storekit.AllSteps(r), 0); err != nil {
+				return err
+			}
+			data, err := storekit.EncodeHeader(r)
+			if err != nil {
+				return fmt.Errorf("encode run %q: %w", r.ID, err)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET data = ? WHERE id = ?`, data, r.ID); err != nil {
+				return err
+			}
+		}
+		after = page[len(page)-1].id
+	}
 }
 
 // userError marks an error that came from the caller (fn in Update), to be returned as is.
@@ -162,6 +255,11 @@ func (e userError) Unwrap() error { return e.err }
 
 // write runs fn in one BEGIN IMMEDIATE transaction on the writer connection.
 func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	return s.writeP(ctx, op, func(tx ptx) error { return fn(tx.Tx) })
+}
+
+// writeP is write with the writer's cached statements.
+func (s *Store) writeP(ctx context.Context, op string, fn func(tx ptx) error) error {
 	if s.closed.Load() {
 		return storekit.Fail(op, fmt.Errorf("%w: %w", runs.ErrUnavailable, storekit.ErrClosed))
 	}
@@ -169,7 +267,7 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 	if err != nil {
 		return storekit.Fail(op, err)
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(ptx{tx, s.ws}); err != nil {
 		_ = tx.Rollback()
 		var ue userError
 		if errors.As(err, &ue) {
@@ -196,7 +294,7 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 	if err != nil {
 		return runs.Run{}, false, err
 	}
-	data, err := json.Marshal(r)
+	data, err := storekit.EncodeHeader(r)
 	if err != nil {
 		return runs.Run{}, false, fmt.Errorf("create run: encode: %w", err)
 	}
@@ -208,14 +306,15 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 		out     = r
 		created = true
 	)
-	err = s.write(ctx, "create run", func(tx *sql.Tx) error {
+	err = s.writeP(ctx, "create run", func(tx ptx) error {
 		if idem != nil {
-			var existing []byte
-			err := tx.QueryRowContext(ctx, `SELECT data FROM runs WHERE pipeline = ? AND idem_key = ?`, r.Pipeline, idem).Scan(&existing)
+			var existing string
+			err := tx.QueryRowContext(ctx, `SELECT id FROM runs WHERE pipeline = ? AND idem_key = ?`, r.Pipeline, idem).Scan(&existing)
 			switch {
 			case err == nil:
 				created = false
-				return json.Unmarshal(existing, &out)
+				out, err = s.readRun(ctx, tx, existing)
+				return err
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
 			}
@@ -226,7 +325,10 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 		if isConstraint(err) {
 			return fmt.Errorf("run %q already exists: %w", r.ID, runs.ErrConflict)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return writeSteps(ctx, tx, r, storekit.AllSteps(r), 0)
 	})
 	if err != nil {
 		return runs.Run{}, false, err
@@ -246,51 +348,155 @@ func isConstraint(err error) bool {
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
 }
 
-// Get implements runs.Store.
-func (s *Store) Get(ctx context.Context, id string) (runs.Run, error) {
-	op := fmt.Sprintf("get run %q", id)
+// read runs fn in one read transaction: every statement in it sees the same snapshot of
+// the file, so a run's header and steps are read as one Update left them.
+func (s *Store) read(ctx context.Context, op string, fn func(tx ptx) error) error {
 	if err := s.readable(op); err != nil {
-		return runs.Run{}, err
+		return err
 	}
-	var (
-		version int64
-		data    []byte
-	)
-	err := s.r.QueryRowContext(ctx, `SELECT version, data FROM runs WHERE id = ?`, id).Scan(&version, &data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return runs.Run{}, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
-	}
+	tx, err := s.r.BeginTx(ctx, nil)
 	if err != nil {
-		return runs.Run{}, storekit.Fail(op, err)
+		return storekit.Fail(op, err)
 	}
-	r, err := s.decode(id, version, data)
-	if err != nil {
-		return runs.Run{}, storekit.Fail(op, err)
+	defer tx.Rollback() //nolint:errcheck // read-only: nothing to keep
+	if err := fn(ptx{tx, s.rs}); err != nil {
+		return storekit.Fail(op, err)
 	}
-	return r, nil
+	return nil
 }
 
-// decode returns the run stored as data at version: from the cache when it holds that
-// version (decoding JSON is most of the cost of a read), else decoded and cached.
-func (s *Store) decode(id string, version int64, data []byte) (runs.Run, error) {
-	if r, ok := s.cache.Lookup(id, version); ok {
-		return r, nil
-	}
+// Get implements runs.Store.
+func (s *Store) Get(ctx context.Context, id string) (runs.Run, error) {
 	var r runs.Run
-	if err := json.Unmarshal(data, &r); err != nil {
-		return runs.Run{}, fmt.Errorf("decode run %q: %w", id, err)
+	err := s.read(ctx, fmt.Sprintf("get run %q", id), func(tx ptx) (err error) {
+		r, err = s.readRun(ctx, tx, id)
+		return err
+	})
+	return r, err
+}
+
+// head is a run's row: its ID, version and header JSON.
+type head struct {
+	id      string
+	version int64
+	data    []byte
+}
+
+// scanHeads reads rows of (id, version, data), at most limit of them (limit < 0: all), and
+// reports whether there were more.
+func scanHeads(rows *sql.Rows, limit int) (heads []head, more bool, err error) {
+	defer rows.Close()
+	for rows.Next() {
+		if len(heads) == limit {
+			return heads, true, nil
+		}
+		var h head
+		if err := rows.Scan(&h.id, &h.version, &h.data); err != nil {
+			return nil, false, err
+		}
+		heads = append(heads, h)
 	}
-	s.cache.Put(r)
-	return r, nil
+	return heads, false, rows.Err()
+}
+
+// readRun reads run id inside tx. ErrNotFound if there is none.
+func (s *Store) readRun(ctx context.Context, tx ptx, id string) (runs.Run, error) {
+	rows, err := tx.Query(ctx, qHead, id)
+	if err != nil {
+		return runs.Run{}, err
+	}
+	heads, _, err := scanHeads(rows, 1)
+	if err != nil {
+		return runs.Run{}, err
+	}
+	if len(heads) == 0 {
+		return runs.Run{}, runs.ErrNotFound
+	}
+	rs, err := s.assemble(ctx, tx, heads)
+	if err != nil {
+		return runs.Run{}, err
+	}
+	return rs[0], nil
+}
+
+// assemble returns the runs of heads, in order: from the cache when it holds a run at its
+// stored version (decoding JSON is most of the cost of a read), else decoded from the header
+// and the step rows read in tx, and cached.
+func (s *Store) assemble(ctx context.Context, tx ptx, heads []head) ([]runs.Run, error) {
+	out := make([]runs.Run, len(heads))
+	var missing []string
+	for i, h := range heads {
+		if r, ok := s.cache.Lookup(h.id, h.version); ok {
+			out[i] = r
+		} else {
+			missing = append(missing, h.id)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	steps, err := readSteps(ctx, tx, missing)
+	if err != nil {
+		return nil, err
+	}
+	for i, h := range heads {
+		if out[i].ID != "" {
+			continue
+		}
+		r, err := storekit.DecodeRun(h.id, h.data, steps[h.id], false)
+		if err != nil {
+			return nil, err
+		}
+		r.Version = h.version
+		s.cache.Put(r)
+		out[i] = r
+	}
+	return out, nil
+}
+
+// maxParams bounds the IDs of one IN (…) list, under SQLite's host parameter limit.
+const maxParams = 500
+
+// readSteps returns the step rows of runs ids, by run ID, in position order.
+func readSteps(ctx context.Context, tx ptx, ids []string) (map[string][][]byte, error) {
+	out := make(map[string][][]byte, len(ids))
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), maxParams)]
+		ids = ids[len(batch):]
+		args := make([]any, len(batch))
+		for i, id := range batch {
+			args[i] = id
+		}
+		query := qStepsOf
+		if len(batch) > 1 {
+			query = `SELECT run_id, data FROM steps WHERE run_id IN (?` + strings.Repeat(",?", len(batch)-1) + `) ORDER BY run_id, idx`
+		}
+		rows, err := tx.Query(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var (
+				id   string
+				data []byte
+			)
+			if err := rows.Scan(&id, &data); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[id] = append(out[id], data)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // List implements runs.Store.
 func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 	q, err := storekit.ParseFilter(f)
 	if err != nil {
-		return runs.Page{}, err
-	}
-	if err := s.readable("list runs"); err != nil {
 		return runs.Page{}, err
 	}
 	var (
@@ -319,47 +525,41 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 	query += " ORDER BY sort_key DESC LIMIT ?"
 	args = append(args, q.Limit+1)
 
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return runs.Page{}, storekit.Fail("list runs", err)
-	}
-	defer rows.Close()
-	page := runs.Page{Runs: make([]runs.Run, 0, q.Limit)}
-	for rows.Next() {
-		if len(page.Runs) == q.Limit {
-			page.Next = storekit.Cursor(page.Runs[len(page.Runs)-1])
-			break
-		}
-		var (
-			id      string
-			version int64
-			data    []byte
-		)
-		if err := rows.Scan(&id, &version, &data); err != nil {
-			return runs.Page{}, storekit.Fail("list runs", err)
-		}
-		r, err := s.decode(id, version, data)
+	var page runs.Page
+	err = s.read(ctx, "list runs", func(tx ptx) error {
+		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
-			return runs.Page{}, storekit.Fail("list runs", err)
+			return err
 		}
-		page.Runs = append(page.Runs, r)
-	}
-	if err := rows.Err(); err != nil {
-		return runs.Page{}, storekit.Fail("list runs", err)
+		heads, more, err := scanHeads(rows, q.Limit)
+		if err != nil {
+			return err
+		}
+		if page.Runs, err = s.assemble(ctx, tx, heads); err != nil {
+			return err
+		}
+		if more {
+			page.Next = storekit.Cursor(page.Runs[len(page.Runs)-1])
+		}
+		return nil
+	})
+	if err != nil {
+		return runs.Page{}, err
 	}
 	return page, nil
 }
 
 // Update implements runs.Store. It never retries: the write transaction holds SQLite's
 // write lock from the read to the commit, so fn is called once. When the stored version is
-// the one this Store wrote last, the run is not read and decoded again.
+// the one this Store wrote last, the run is not read and decoded again. It writes the
+// header and only the steps fn changed.
 func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error, evs ...runs.Event) (runs.Run, error) {
 	stamped, err := storekit.StampEvents(id, evs, s.now())
 	if err != nil {
 		return runs.Run{}, err
 	}
 	var out runs.Run
-	err = s.write(ctx, fmt.Sprintf("update run %q", id), func(tx *sql.Tx) error {
+	err = s.writeP(ctx, fmt.Sprintf("update run %q", id), func(tx ptx) error {
 		cur, err := s.readForUpdate(ctx, tx, id)
 		if err != nil {
 			return err
@@ -368,7 +568,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error,
 		if err != nil {
 			return userError{err}
 		}
-		if err := writeRun(ctx, tx, next, stamped); err != nil {
+		if err := writeRun(ctx, tx, cur, next, stamped); err != nil {
 			return err
 		}
 		out = next
@@ -385,95 +585,92 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error,
 	return out, nil
 }
 
-// readForUpdate returns the stored run, from the cache when its version is current (the
-// data column is then not even read).
-func (s *Store) readForUpdate(ctx context.Context, tx *sql.Tx, id string) (runs.Run, error) {
-	c, ok := s.cache.Get(id)
-	if !ok {
-		return readRun(ctx, tx, id)
+// readForUpdate returns the stored run: the cached copy when its version is current (then
+// neither the header nor the steps are read), else read in tx.
+func (s *Store) readForUpdate(ctx context.Context, tx ptx, id string) (runs.Run, error) {
+	if c, ok := s.cache.Get(id); ok {
+		var version int64
+		err := tx.QueryRow(ctx, qVersion, id).Scan(&version)
+		if errors.Is(err, sql.ErrNoRows) {
+			return runs.Run{}, runs.ErrNotFound
+		}
+		if err != nil {
+			return runs.Run{}, err
+		}
+		if version == c.Version {
+			return c, nil
+		}
 	}
-	var (
-		version int64
-		data    []byte
-	)
-	err := tx.QueryRowContext(ctx, `SELECT version, CASE WHEN version = ? THEN NULL ELSE data END FROM runs WHERE id = ?`,
-		c.Version, id).Scan(&version, &data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return runs.Run{}, runs.ErrNotFound
-	}
-	if err != nil {
-		return runs.Run{}, err
-	}
-	if version == c.Version {
-		return c, nil
-	}
-	var r runs.Run
-	if err := json.Unmarshal(data, &r); err != nil {
-		return runs.Run{}, fmt.Errorf("decode: %w", err)
-	}
-	return r, nil
+	return s.readRun(ctx, tx, id)
 }
 
-// readRun reads a run inside a transaction. ErrNotFound if there is none.
-func readRun(ctx context.Context, tx *sql.Tx, id string) (runs.Run, error) {
-	var data []byte
-	err := tx.QueryRowContext(ctx, `SELECT data FROM runs WHERE id = ?`, id).Scan(&data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return runs.Run{}, runs.ErrNotFound
-	}
-	if err != nil {
-		return runs.Run{}, err
-	}
-	var r runs.Run
-	if err := json.Unmarshal(data, &r); err != nil {
-		return runs.Run{}, fmt.Errorf("decode: %w", err)
-	}
-	return r, nil
-}
-
-// writeRun writes r over its row and appends evs (stamped) after the run's last seq.
-func writeRun(ctx context.Context, tx *sql.Tx, r runs.Run, evs []runs.Event) error {
-	data, err := json.Marshal(r)
+// writeRun writes next over cur (the run as stored): its header, the steps that differ from
+// cur's, and drops the steps past next's end; then it appends evs (stamped). The header's
+// statement also takes the events' seqs.
+func writeRun(ctx context.Context, tx ptx, cur, next runs.Run, evs []runs.Event) error {
+	data, err := storekit.EncodeHeader(next)
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, owner = ?, version = ?, data = ? WHERE id = ?`,
-		r.Status, r.Owner, r.Version, data, r.ID); err != nil {
+	var last int64
+	if err := tx.QueryRow(ctx, qWriteHeader, next.Status, next.Owner, next.Version, data, len(evs), next.ID).Scan(&last); err != nil {
 		return err
 	}
-	_, err = appendEvents(ctx, tx, r.ID, evs)
-	return err
+	if err := writeSteps(ctx, tx, next, storekit.ChangedSteps(cur.Steps, next.Steps), len(cur.Steps)); err != nil {
+		return err
+	}
+	return insertEvents(ctx, tx, next.ID, last, evs)
 }
 
-// appendEvents numbers evs after the run's last seq, inserts them and moves last_seq.
-// ErrNotFound if the run does not exist.
-func appendEvents(ctx context.Context, tx *sql.Tx, id string, evs []runs.Event) ([]runs.Event, error) {
+// writeSteps writes r's steps at positions idx and, when r has fewer steps than the oldLen
+// stored, deletes the rows past its end.
+func writeSteps(ctx context.Context, tx ptx, r runs.Run, idx []int, oldLen int) error {
+	for _, i := range idx {
+		data, err := storekit.EncodeStep(r.Steps[i])
+		if err != nil {
+			return fmt.Errorf("encode step %d: %w", i, err)
+		}
+		if _, err := tx.Exec(ctx, qWriteStep, r.ID, i, data); err != nil {
+			return err
+		}
+	}
+	if len(r.Steps) < oldLen {
+		_, err := tx.Exec(ctx, qDropSteps, r.ID, len(r.Steps))
+		return err
+	}
+	return nil
+}
+
+// appendEvents numbers evs after the run's last seq, moves last_seq past them and inserts
+// them. ErrNotFound if the run does not exist.
+func appendEvents(ctx context.Context, tx ptx, id string, evs []runs.Event) ([]runs.Event, error) {
 	var last int64
-	err := tx.QueryRowContext(ctx, `SELECT last_seq FROM runs WHERE id = ?`, id).Scan(&last)
+	err := tx.QueryRow(ctx, qReserveSeqs, len(evs), id).Scan(&last)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, runs.ErrNotFound
 	}
-	if err != nil || len(evs) == 0 {
-		return evs, err
-	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO events (run_id, seq, data) VALUES (?, ?, ?)`)
 	if err != nil {
 		return nil, err
 	}
-	defer stmt.Close()
+	return evs, insertEvents(ctx, tx, id, last, evs)
+}
+
+// insertEvents inserts evs as the events up to seq last (their seqs reserved already),
+// setting each one's Seq.
+func insertEvents(ctx context.Context, tx ptx, id string, last int64, evs []runs.Event) error {
+	seq := last - int64(len(evs))
 	for i := range evs {
-		last++
-		evs[i].Seq = last
+		seq++
+		evs[i].Seq = seq
 		data, err := json.Marshal(evs[i])
 		if err != nil {
-			return nil, fmt.Errorf("encode event: %w", err)
+			return fmt.Errorf("encode event: %w", err)
 		}
-		if _, err := stmt.ExecContext(ctx, id, last, data); err != nil {
-			return nil, err
+		if _, err := tx.Exec(ctx, qAddEvent, id, seq, data); err != nil {
+			return err
 		}
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE runs SET last_seq = ? WHERE id = ?`, last, id)
-	return evs, err
+	return nil
 }
 
 // Append implements runs.Store.
@@ -482,7 +679,7 @@ func (s *Store) Append(ctx context.Context, id string, evs ...runs.Event) ([]run
 	if err != nil {
 		return nil, err
 	}
-	err = s.write(ctx, fmt.Sprintf("append to run %q", id), func(tx *sql.Tx) error {
+	err = s.writeP(ctx, fmt.Sprintf("append to run %q", id), func(tx ptx) error {
 		_, err := appendEvents(ctx, tx, id, stamped)
 		return err
 	})
@@ -548,37 +745,25 @@ func (s *Store) Subscribe(ctx context.Context, id string) (runs.Subscription, er
 
 // Unfinished implements runs.Store.
 func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error) {
-	op := fmt.Sprintf("unfinished runs of %q", owner)
-	if err := s.readable(op); err != nil {
-		return nil, err
-	}
 	q, args := `SELECT id, version, data FROM runs WHERE status IN (`+activeStatuses+`) ORDER BY sort_key`, []any{}
 	if owner != "" {
 		q, args = `SELECT id, version, data FROM runs WHERE owner = ? AND status IN (`+activeStatuses+`) ORDER BY sort_key`, []any{owner}
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, storekit.Fail(op, err)
-	}
-	defer rows.Close()
 	var out []runs.Run
-	for rows.Next() {
-		var (
-			id      string
-			version int64
-			data    []byte
-		)
-		if err := rows.Scan(&id, &version, &data); err != nil {
-			return nil, storekit.Fail(op, err)
-		}
-		r, err := s.decode(id, version, data)
+	err := s.read(ctx, fmt.Sprintf("unfinished runs of %q", owner), func(tx ptx) error {
+		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
-			return nil, storekit.Fail(op, err)
+			return err
 		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, storekit.Fail(op, err)
+		heads, _, err := scanHeads(rows, -1)
+		if err != nil || len(heads) == 0 {
+			return err
+		}
+		out, err = s.assemble(ctx, tx, heads)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -624,5 +809,5 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.hub.Close()
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(s.ws.close(), s.rs.close(), s.r.Close(), s.w.Close())
 }

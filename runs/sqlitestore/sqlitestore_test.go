@@ -2,7 +2,10 @@ package sqlitestore_test
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -68,6 +71,57 @@ func TestOpenUnwritableDir(t *testing.T) {
 	}
 }
 
+// TestMigratesWholeRuns: a file of schema 1 (each run's JSON whole in runs.data, as builds
+// before the step rows wrote it) is migrated on Open, and its runs read and update as before.
+func TestMigratesWholeRuns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), sqlitestore.FileName)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runstest.LegacyRun()
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The schema-1 tables a run and its events lived in, as that build created them.
+	for _, q := range []string{
+		`CREATE TABLE runs (id TEXT PRIMARY KEY, pipeline TEXT NOT NULL, status TEXT NOT NULL,
+			owner TEXT NOT NULL DEFAULT '', idem_key TEXT, sort_key TEXT NOT NULL, version INTEGER NOT NULL,
+			last_seq INTEGER NOT NULL DEFAULT 0, data BLOB NOT NULL)`,
+		`CREATE TABLE events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL,
+			PRIMARY KEY (run_id, seq)) WITHOUT ROWID`,
+		`PRAGMA user_version = 1`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, err := db.Exec(`INSERT INTO runs (id, pipeline, status, owner, sort_key, version, data) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, r.Pipeline, r.Status, r.Owner, fmt.Sprintf("%019d:%s", r.CreatedAt.UnixNano(), r.ID), r.Version, data); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	runstest.CheckLegacyRun(t, func(tb testing.TB) runs.Store { return open(tb, path) })
+
+	db, err = sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var version, steps int
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT count(*) FROM steps WHERE run_id = ?`, r.ID).Scan(&steps); err != nil {
+		t.Fatal(err)
+	}
+	if version != 2 || steps != len(r.Steps) {
+		t.Errorf("after the migration: schema %d with %d step rows, want schema 2 with %d", version, steps, len(r.Steps))
+	}
+}
+
 // TestFilesArePrivate: the database and SQLite's -wal and -shm are created 0600 whatever the
 // umask lets through, and a database an older version left 0644 is tightened on Open.
 func TestFilesArePrivate(t *testing.T) {
@@ -107,4 +161,37 @@ func TestPruneBounded(t *testing.T) {
 		}
 		return n
 	})
+}
+
+// TestPruneDropsSteps: a pruned run's step rows go with it.
+func TestPruneDropsSteps(t *testing.T) {
+	path := filepath.Join(t.TempDir(), sqlitestore.FileName)
+	s := open(t, path)
+	ctx := t.Context()
+	var ids []string
+	for range 2 {
+		r, _, err := s.Create(ctx, runs.Run{Pipeline: "prod", Steps: []runs.Step{{Phase: runs.Phase1, Name: "api"}, {Phase: runs.Phase2, Name: "api"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Update(ctx, r.ID, func(x *runs.Run) error { x.Status = runs.StatusSucceeded; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	if n, err := s.(runs.Pruner).Prune(ctx, runs.Retention{MaxRuns: 1}); err != nil || n != 1 {
+		t.Fatalf("Prune(MaxRuns 1) = %d, %v; want 1 run deleted", n, err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var steps int
+	if err := db.QueryRow(`SELECT count(*) FROM steps`).Scan(&steps); err != nil {
+		t.Fatal(err)
+	}
+	if steps != 2 {
+		t.Errorf("%d step rows after pruning one of two runs of 2 steps, want 2", steps)
+	}
 }
