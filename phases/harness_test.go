@@ -60,6 +60,8 @@ type harness struct {
 	instance string
 	// redisURL addresses the Redis server of a "redis" harness.
 	redisURL string
+	// observer, when set, is the engine's Observer.
+	observer phases.Observer
 	// notifier, when set, is the engine's Notifier.
 	notifier phases.Notifier
 }
@@ -238,6 +240,7 @@ func (h *harness) start(pipelines ...string) {
 		LivenessTTL:  time.Second,
 		Logger:       slog.New(slog.DiscardHandler),
 		PollInterval: 10 * time.Millisecond,
+		Observer:     h.observer,
 		Notifier:     h.notifier,
 	})
 	if err != nil {
