@@ -284,7 +284,7 @@ func (n *Notifier) finish(j job, status int, err error) {
 	data := map[string]string{DataTarget: t.Name, DataEvent: string(p.Event), DataStatus: strconv.Itoa(status)}
 	if err == nil {
 		n.outcome(t, "sent")
-		n.record(p.RunID, runs.Event{Type: runs.EventNotifySent, Message: fmt.Sprintf("%s: %s message delivered", t.Name, p.Event), Data: data})
+		n.record(p.RunID, runs.Event{Type: runs.EventNotifySent, Message: fmt.Sprintf("%s message to %s delivered", p.Event, t.Name), Data: data})
 		return
 	}
 	if errors.Is(err, context.Canceled) {
@@ -293,7 +293,7 @@ func (n *Notifier) finish(j job, status int, err error) {
 	n.outcome(t, "failed")
 	n.o.Logger.LogAttrs(context.Background(), slog.LevelWarn, "notification not delivered",
 		slog.String("target", t.Name), slog.String("event", string(p.Event)), slog.String("run_id", p.RunID), slog.String("error", err.Error()))
-	n.record(p.RunID, runs.Event{Type: runs.EventNotifyFailed, Message: fmt.Sprintf("%s: %s message not delivered: %v", t.Name, p.Event, err), Data: data})
+	n.record(p.RunID, runs.Event{Type: runs.EventNotifyFailed, Message: fmt.Sprintf("%s message to %s not delivered: %v", p.Event, t.Name, err), Data: data})
 }
 
 // recordTimeout bounds the store write of one notify event.
@@ -349,6 +349,6 @@ func (rt *recordTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	rt.n.record(p.RunID, runs.Event{Type: runs.EventNotifyAttempt, Data: data,
-		Message: fmt.Sprintf("%s: %s message, attempt %d: %s", t.Name, p.Event, a.n, what)})
+		Message: fmt.Sprintf("%s message to %s, attempt %d: %s", p.Event, t.Name, a.n, what)})
 	return resp, err
 }
