@@ -161,16 +161,40 @@ func (c *Cluster) ReplicaOf(master *Server) *Server {
 	return nil
 }
 
+// failoverAttempts is how many times Failover sends CLUSTER FAILOVER, and failoverWait how
+// long it waits for the promotion after each. Redis abandons a manual failover silently
+// when the replica has not caught up with its paused master within 5 s (twice that for the
+// whole handshake), which a loaded machine can miss; the command is then sent again.
+const (
+	failoverAttempts = 3
+	failoverWait     = 20 * time.Second
+)
+
 // Failover runs CLUSTER FAILOVER on replica and waits until it serves its slots as a
-// master.
+// master, sending the command again when Redis abandoned the manual failover (see
+// failoverAttempts). The test fails, with the replica's log, if it never takes over.
 func (c *Cluster) Failover(replica *Server) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := replica.client().ClusterFailover(ctx).Err(); err != nil {
-		c.t.Fatalf("redistest: CLUSTER FAILOVER on %s: %v", replica.Addr, err)
+	var last string
+	for attempt := 1; attempt <= failoverAttempts; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), failoverWait)
+		err := replica.client().ClusterFailover(ctx).Err()
+		if err != nil && attempt == 1 {
+			cancel()
+			c.t.Fatalf("redistest: CLUSTER FAILOVER on %s: %v", replica.Addr, err)
+		}
+		// A later attempt's error (not a replica) may mean the previous one just succeeded.
+		ok, l := c.waitMaster(ctx, replica)
+		cancel()
+		if ok {
+			return
+		}
+		if last = l; err != nil {
+			last += "; CLUSTER FAILOVER: " + err.Error()
+		}
+		c.t.Logf("redistest: CLUSTER FAILOVER on %s (attempt %d of %d) did not promote it within %s: %s", replica.Addr, attempt, failoverAttempts, failoverWait, last)
 	}
-	c.WaitMaster(replica, 30*time.Second)
+	c.t.Fatalf("redistest: %s did not become a master after %d CLUSTER FAILOVER; last: %s\nits log:\n%s", replica.Addr, failoverAttempts, last, replica.Log())
 }
 
 // WaitMaster waits until node is a master serving slots and the cluster is up.
@@ -178,14 +202,30 @@ func (c *Cluster) WaitMaster(node *Server, timeout time.Duration) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	waitUntil(ctx, c.t, node.Addr+" to become a master", func() (bool, string) {
+	if ok, last := c.waitMaster(ctx, node); !ok {
+		c.t.Fatalf("redistest: timed out waiting for %s to become a master; last: %s\nits log:\n%s", node.Addr, last, node.Log())
+	}
+}
+
+// waitMaster polls until node is a master and the cluster is up, or ctx ends; it returns
+// whether it saw that and, if not, the last answer.
+func (c *Cluster) waitMaster(ctx context.Context, node *Server) (bool, string) {
+	for {
 		repl, err := node.client().Info(ctx, "replication").Result()
-		if err != nil || !strings.Contains(repl, "role:master") {
-			return false, repl
+		last := fmt.Sprint(repl, err)
+		if err == nil && strings.Contains(repl, "role:master") {
+			info, err := node.client().ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				return true, ""
+			}
+			last = fmt.Sprint(info, err)
 		}
-		info, err := node.client().ClusterInfo(ctx).Result()
-		return err == nil && strings.Contains(info, "cluster_state:ok"), info
-	})
+		select {
+		case <-ctx.Done():
+			return false, last
+		case <-time.After(20 * time.Millisecond): // another process's state: nothing to wait on
+		}
+	}
 }
 
 // Signal sends sig to every node that runs (SIGSTOP/SIGCONT pause and resume the whole
