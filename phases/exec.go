@@ -22,6 +22,36 @@ import (
 // even when the run's own context is gone.
 const finalWriteTimeout = 15 * time.Second
 
+// Pauses between two tries of a run-record write that found the store unavailable: the
+// first, doubled after each try up to the last.
+const (
+	storeRetryFirst = 100 * time.Millisecond
+	storeRetryMax   = 2 * time.Second
+)
+
+// writeRun applies fn to the stored run and appends evs, trying again while the store is
+// unavailable (runs.ErrUnavailable) until ctx ends. A Redis failover makes the store refuse
+// writes for a few seconds — right after a kill -9 go-redis fails at once while its view
+// of the Cluster still names the dead master — and one refused write must not leave a run
+// recorded "queued" or in a phase after it ended.
+func (x *execution) writeRun(ctx context.Context, fn func(*runs.Run) error, evs ...runs.Event) (runs.Run, error) {
+	pause := storeRetryFirst
+	for {
+		r, err := x.e.d.Store.Update(ctx, x.run.ID, fn, evs...)
+		if err == nil || !errors.Is(err, runs.ErrUnavailable) {
+			return r, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return r, err
+		}
+		pause = min(2*pause, storeRetryMax)
+	}
+}
+
 // execution is one run being executed by this engine.
 type execution struct {
 	e   *Engine
@@ -162,7 +192,7 @@ func (x *execution) enterPhase(st runs.Status, evs ...runs.Event) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), finalWriteTimeout)
 	defer cancel()
 	fn, evs := x.withPending(func(r *runs.Run) { r.Status = st }, evs)
-	_, err := x.e.d.Store.Update(ctx, x.run.ID, func(r *runs.Run) error { fn(r); return nil }, evs...)
+	_, err := x.writeRun(ctx, func(r *runs.Run) error { fn(r); return nil }, evs...)
 	if errors.Is(err, runs.ErrEnded) {
 		cause := errCanceled
 		if cur, gerr := x.e.d.Store.Get(ctx, x.run.ID); gerr == nil && cur.Status == runs.StatusSuperseded {
@@ -351,7 +381,7 @@ func (x *execution) finish(ctx context.Context, status runs.Status, reason strin
 	defer cancel()
 	now := time.Now().UTC()
 	pending, evs := x.withPending(nil, []runs.Event{{Type: runs.EndEvent(status), Message: reason}})
-	ended, err := x.e.d.Store.Update(wctx, x.run.ID, func(r *runs.Run) error {
+	ended, err := x.writeRun(wctx, func(r *runs.Run) error {
 		pending(r)
 		r.Status, r.Reason, r.EndedAt, r.HeldLocks = status, reason, now, nil
 		for i := range r.Steps {
@@ -381,7 +411,7 @@ func (x *execution) update(fn func(*runs.Run), evs ...runs.Event) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), finalWriteTimeout)
 	defer cancel()
 	fn, evs = x.withPending(fn, evs)
-	_, err := x.e.d.Store.Update(ctx, x.run.ID, func(r *runs.Run) error { fn(r); return nil }, evs...)
+	_, err := x.writeRun(ctx, func(r *runs.Run) error { fn(r); return nil }, evs...)
 	if err != nil && !errors.Is(err, runs.ErrEnded) {
 		x.log.LogAttrs(ctx, slog.LevelWarn, "run record not updated", slog.String(logError, err.Error()))
 	}
