@@ -178,20 +178,26 @@ func (h *hub) unsubscribe(s *subscription) {
 	}
 }
 
-// notify wakes the subscribers of key after a release in this process moved its counter
+// notify wakes the subscribers of key after a release in this process moved the counters
 // to n, and tells the other processes through the notifier. The poller will see the same
-// counter and not signal again.
-func (h *hub) notify(key string, n int64) {
+// counters and not signal again. When this release is the only one since the poller's
+// last read (the global counter moved by one), the poller takes it as read: the notifier
+// wakes this process's own poller too, and it then reads one counter instead of every
+// subscribed key's.
+func (h *hub) notify(key string, n released) {
 	if h.n != nil {
 		h.n.signal()
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if n.global == h.global+1 {
+		h.global = n.global
+	}
 	set := h.subs[key]
-	if len(set) == 0 || n <= h.seen[key] {
+	if len(set) == 0 || n.key <= h.seen[key] {
 		return
 	}
-	h.seen[key] = n
+	h.seen[key] = n.key
 	for s := range set {
 		s.signal()
 	}

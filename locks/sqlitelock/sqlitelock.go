@@ -311,16 +311,19 @@ func nextFence(ctx context.Context, tx sqlitestmt.Tx, key string, now time.Time)
 	return f, err
 }
 
-// bump advances the key's and the global release counters; it returns the key's.
-func bump(ctx context.Context, tx sqlitestmt.Tx, key string) (int64, error) {
-	var n, g int64
-	if err := tx.QueryRow(ctx, qBump, key).Scan(&n); err != nil {
-		return 0, err
+// released is a release's new counters: the key's and the global one.
+type released struct{ key, global int64 }
+
+// bump advances the key's and the global release counters.
+func bump(ctx context.Context, tx sqlitestmt.Tx, key string) (released, error) {
+	var r released
+	if err := tx.QueryRow(ctx, qBump, key).Scan(&r.key); err != nil {
+		return released{}, err
 	}
-	if err := tx.QueryRow(ctx, qBump, "").Scan(&g); err != nil {
-		return 0, err
+	if err := tx.QueryRow(ctx, qBump, "").Scan(&r.global); err != nil {
+		return released{}, err
 	}
-	return n, nil
+	return r, nil
 }
 
 func appendAudit(ctx context.Context, tx sqlitestmt.Tx, e locks.AuditEntry) error {
@@ -465,7 +468,7 @@ func (d *Driver) Release(ctx context.Context, key, token string) error {
 	if err := d.check("release", key); err != nil {
 		return err
 	}
-	var n int64
+	var n released
 	held := false
 	err := d.h.write(ctx, func(tx sqlitestmt.Tx) error {
 		res, err := tx.Exec(ctx, qRelease, key, token, time.Now().UnixNano())
@@ -562,7 +565,7 @@ func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.
 	}
 	var (
 		evicted locks.Info
-		n       int64
+		n       released
 		refused error
 	)
 	err := d.h.write(ctx, func(tx sqlitestmt.Tx) error {
@@ -663,7 +666,7 @@ func (d *Driver) Unfreeze(ctx context.Context, key, by, reason string) error {
 		return err
 	}
 	var (
-		n     int64
+		n     released
 		found bool
 	)
 	err := d.h.write(ctx, func(tx sqlitestmt.Tx) error {
