@@ -413,7 +413,7 @@ func (s *Store) readRun(ctx context.Context, tx sqlitestmt.Tx, id string) (runs.
 	if len(heads) == 0 {
 		return runs.Run{}, runs.ErrNotFound
 	}
-	rs, err := s.assemble(ctx, tx, heads)
+	rs, err := s.assemble(ctx, tx, heads, false)
 	if err != nil {
 		return runs.Run{}, err
 	}
@@ -422,12 +422,13 @@ func (s *Store) readRun(ctx context.Context, tx sqlitestmt.Tx, id string) (runs.
 
 // assemble returns the runs of heads, in order: from the cache when it holds a run at its
 // stored version (decoding JSON is most of the cost of a read), else decoded from the header
-// and the step rows read in tx, and cached.
-func (s *Store) assemble(ctx context.Context, tx sqlitestmt.Tx, heads []head) ([]runs.Run, error) {
+// and the step rows read in tx, and cached. With shared, the cached runs are answered
+// without a copy (see runs.Filter.ReadOnly).
+func (s *Store) assemble(ctx context.Context, tx sqlitestmt.Tx, heads []head, shared bool) ([]runs.Run, error) {
 	out := make([]runs.Run, len(heads))
 	var missing []string
 	for i, h := range heads {
-		if r, ok := s.cache.Lookup(h.id, h.version); ok {
+		if r, ok := s.cache.Lookup(h.id, h.version, shared); ok {
 			out[i] = r
 		} else {
 			missing = append(missing, h.id)
@@ -536,7 +537,7 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 		if err != nil {
 			return err
 		}
-		if page.Runs, err = s.assemble(ctx, tx, heads); err != nil {
+		if page.Runs, err = s.assemble(ctx, tx, heads, f.ReadOnly); err != nil {
 			return err
 		}
 		if more {
@@ -760,7 +761,7 @@ func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error
 		if err != nil || len(heads) == 0 {
 			return err
 		}
-		out, err = s.assemble(ctx, tx, heads)
+		out, err = s.assemble(ctx, tx, heads, false)
 		return err
 	})
 	if err != nil {
