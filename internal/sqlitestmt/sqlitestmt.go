@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Set is a database's prepared statements, by query text.
@@ -89,4 +90,38 @@ func (t Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
 		return t.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 	}
 	return t.QueryRowContext(ctx, query, args...)
+}
+
+// Lazy prepares queries on a database the first time each is asked for, for queries built
+// at run time from a bounded number of shapes (a list's filters). Callers keep the number
+// of shapes bounded: every query asked for stays prepared until Close.
+type Lazy struct {
+	db *sql.DB
+	mu sync.Mutex
+	m  Set
+}
+
+// NewLazy returns a Lazy on db.
+func NewLazy(db *sql.DB) *Lazy { return &Lazy{db: db, m: make(Set)} }
+
+// Stmt returns query prepared on the Lazy's database.
+func (l *Lazy) Stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st, ok := l.m[query]; ok {
+		return st, nil
+	}
+	st, err := l.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("prepare %s: %w", query, err)
+	}
+	l.m[query] = st
+	return st, nil
+}
+
+// Close closes every statement prepared.
+func (l *Lazy) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m.Close()
 }

@@ -128,7 +128,8 @@ type Store struct {
 	r      *sql.DB        // a few connections: reads
 	ws, rs sqlitestmt.Set // the hot queries, prepared on w and r
 	hub    *storekit.Hub
-	cache  *storekit.Cache // runs this Store wrote last, for Update
+	cache  *storekit.Cache  // runs this Store wrote last, for Update
+	lists  *sqlitestmt.Lazy // List's queries, prepared on r
 	closed atomic.Bool
 	now    func() time.Time
 }
@@ -166,7 +167,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	s := &Store{w: w, r: r, hub: storekit.NewHub(), cache: storekit.NewCache(0), now: time.Now}
+	s := &Store{w: w, r: r, hub: storekit.NewHub(), cache: storekit.NewCache(0), lists: sqlitestmt.NewLazy(r), now: time.Now}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open run store %s: %w", path, err)
@@ -422,20 +423,29 @@ func (s *Store) readRun(ctx context.Context, tx sqlitestmt.Tx, id string) (runs.
 
 // assemble returns the runs of heads, in order: from the cache when it holds a run at its
 // stored version (decoding JSON is most of the cost of a read), else decoded from the header
-// and the step rows read in tx, and cached. With shared, the cached runs are answered
-// without a copy (see runs.Filter.ReadOnly).
+// (read in tx unless heads has it) and the step rows read in tx, and cached. With shared,
+// the cached runs are answered without a copy (see runs.Filter.ReadOnly).
 func (s *Store) assemble(ctx context.Context, tx sqlitestmt.Tx, heads []head, shared bool) ([]runs.Run, error) {
 	out := make([]runs.Run, len(heads))
-	var missing []string
+	var (
+		missing  []string
+		noHeader []int // missing runs whose header was not read with the version (List)
+	)
 	for i, h := range heads {
 		if r, ok := s.cache.Lookup(h.id, h.version, shared); ok {
 			out[i] = r
-		} else {
-			missing = append(missing, h.id)
+			continue
+		}
+		missing = append(missing, h.id)
+		if h.data == nil {
+			noHeader = append(noHeader, i)
 		}
 	}
 	if len(missing) == 0 {
 		return out, nil
+	}
+	if err := readHeaders(ctx, tx, heads, noHeader); err != nil {
+		return nil, err
 	}
 	steps, err := readSteps(ctx, tx, missing)
 	if err != nil {
@@ -519,7 +529,7 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 		where = append(where, "sort_key < ?")
 		args = append(args, q.After)
 	}
-	query := "SELECT id, version, data FROM runs"
+	query := "SELECT id, version FROM runs"
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -529,11 +539,11 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 
 	var page runs.Page
 	err = s.read(ctx, "list runs", func(tx sqlitestmt.Tx) error {
-		rows, err := tx.QueryContext(ctx, query, args...)
+		rows, err := s.listQuery(ctx, tx, query, len(q.Status), args)
 		if err != nil {
 			return err
 		}
-		heads, more, err := scanHeads(rows, q.Limit)
+		heads, more, err := scanVersions(rows, q.Limit)
 		if err != nil {
 			return err
 		}
@@ -549,6 +559,69 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 		return runs.Page{}, err
 	}
 	return page, nil
+}
+
+// listQuery runs one of List's queries, prepared (s.lists) unless its status list is
+// longer than there are statuses: the shapes prepared stay bounded whatever clients send.
+func (s *Store) listQuery(ctx context.Context, tx sqlitestmt.Tx, query string, statuses int, args []any) (*sql.Rows, error) {
+	if statuses > len(runs.Statuses) {
+		return tx.QueryContext(ctx, query, args...)
+	}
+	st, err := s.lists.Stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+}
+
+// scanVersions reads rows of (id, version), at most limit of them, and reports whether
+// there were more.
+func scanVersions(rows *sql.Rows, limit int) (heads []head, more bool, err error) {
+	defer rows.Close()
+	for rows.Next() {
+		if len(heads) == limit {
+			return heads, true, nil
+		}
+		var h head
+		if err := rows.Scan(&h.id, &h.version); err != nil {
+			return nil, false, err
+		}
+		heads = append(heads, h)
+	}
+	return heads, false, rows.Err()
+}
+
+// readHeaders fills in the header JSON of heads[i] for each i in idx, read in tx.
+func readHeaders(ctx context.Context, tx sqlitestmt.Tx, heads []head, idx []int) error {
+	at := make(map[string]int, len(idx))
+	for len(idx) > 0 {
+		batch := idx[:min(len(idx), maxParams)]
+		idx = idx[len(batch):]
+		args := make([]any, len(batch))
+		for j, i := range batch {
+			args[j] = heads[i].id
+			at[heads[i].id] = i
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT id, data FROM runs WHERE id IN (?`+strings.Repeat(",?", len(batch)-1)+`)`, args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var (
+				id   string
+				data []byte
+			)
+			if err := rows.Scan(&id, &data); err != nil {
+				rows.Close()
+				return err
+			}
+			heads[at[id]].data = data
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Update implements runs.Store. It never retries: the write transaction holds SQLite's
@@ -811,5 +884,5 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.hub.Close()
-	return errors.Join(s.ws.Close(), s.rs.Close(), s.r.Close(), s.w.Close())
+	return errors.Join(s.ws.Close(), s.rs.Close(), s.lists.Close(), s.r.Close(), s.w.Close())
 }
