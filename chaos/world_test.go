@@ -26,8 +26,11 @@ const (
 // world is one fault scenario's outside world: a private Redis and a fake Coolify with three
 // applications, each starting on tag v1 with BUILD=0.
 type world struct {
-	t     *testing.T
+	t *testing.T
+	// redis is the single redis-server of newWorld (nil on the topologies of newWorldAt);
+	// url is what the daemons are given as redis_url.
 	redis *redistest.Server
+	url   string
 	cf    *coolifytest.Server
 	// leftSynced are applications the scenario lets end carrying a config they do not run
 	// (app → why), left out of the newest-config check.
@@ -51,8 +54,18 @@ const chaosRateLimit = 6000
 
 func newWorld(t *testing.T, opts ...coolifytest.Option) *world {
 	t.Helper()
+	srv := redistest.Start(t)
+	w := newWorldAt(t, srv.URL(), opts...)
+	w.redis = srv
+	return w
+}
+
+// newWorldAt is newWorld on the Redis at url (a Sentinel or Cluster topology the test
+// started).
+func newWorldAt(t *testing.T, url string, opts ...coolifytest.Option) *world {
+	t.Helper()
 	opts = append([]coolifytest.Option{coolifytest.WithRateLimit(chaosRateLimit, time.Minute)}, opts...)
-	w := &world{t: t, redis: redistest.Start(t), cf: coolifytest.NewServer(t, opts...)}
+	w := &world{t: t, url: url, cf: coolifytest.NewServer(t, opts...)}
 	// Registered before any daemon, so it runs after every daemon of the scenario is gone.
 	t.Cleanup(func() {
 		if n := w.cf.Throttled(); n > 0 {
@@ -76,7 +89,7 @@ func newWorld(t *testing.T, opts ...coolifytest.Option) *world {
 // env is a daemon environment on the world's Redis with pipelines from dir.
 func (w *world) env(instance, dir string) map[string]string {
 	return map[string]string{
-		"ORCH_REDIS_URL": w.redis.URL(), "ORCH_INSTANCE": instance, "ORCH_PIPELINES_DIR": dir,
+		"ORCH_REDIS_URL": w.url, "ORCH_INSTANCE": instance, "ORCH_PIPELINES_DIR": dir,
 		"ORCH_LIVENESS_TTL": "2s", "ORCH_COOLIFY_RATE_LIMIT": strconv.Itoa(chaosRateLimit),
 		"ORCH_STATE_DIR": w.t.TempDir(), "COOLIFY_TOKEN": w.cf.Token,
 	}
@@ -108,7 +121,7 @@ func (w *world) pipelineYAML(services []svc, extra string) string {
 // store opens the run store on the world's Redis, as a daemon sees it.
 func (w *world) store() *redisstore.Store {
 	w.t.Helper()
-	client, err := redislock.NewClient(w.redis.URL())
+	client, err := redislock.NewClient(w.url)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -120,7 +133,7 @@ func (w *world) store() *redisstore.Store {
 // locker opens a lock service on the world's Redis, as a daemon does.
 func (w *world) locker() *locks.Locker {
 	w.t.Helper()
-	client, err := redislock.NewClient(w.redis.URL())
+	client, err := redislock.NewClient(w.url)
 	if err != nil {
 		w.t.Fatal(err)
 	}

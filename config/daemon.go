@@ -15,10 +15,13 @@ import (
 type Daemon struct {
 	// Listen is the HTTP address (default DefaultListen).
 	Listen string `koanf:"listen"`
-	// RedisURL selects the Redis backend when set (redis://, rediss:// or unix://; a
-	// password may be in it, hence a Secret). Empty means the embedded SQLite backend in
-	// StateDir.
+	// RedisURL selects the Redis backend when set: redis://, rediss:// or unix:// for one
+	// server, redis://sentinel:port/db?master_name=NAME[&addr=…] for Sentinel,
+	// redis+cluster://host:port[?addr=…] for a Cluster (a password may be in it, hence a
+	// Secret). Empty means the embedded SQLite backend in StateDir.
 	RedisURL Secret `koanf:"redis_url"`
+	// Locks are the daemon-wide settings of the lock backend.
+	Locks DaemonLocks `koanf:"locks"`
 	// StateDir holds the embedded backend's database and other local state (default
 	// DefaultStateDir).
 	StateDir string `koanf:"state_dir"`
@@ -68,6 +71,21 @@ const (
 	DefaultMaxConns          = 1024
 	DefaultMaxConnsPerClient = 64
 )
+
+// DaemonLocks are the daemon-wide settings of the lock backend (a pipeline's own lock
+// budgets are its locks: section).
+type DaemonLocks struct {
+	// MinReplicas (Redis only; 0, the default, turns it off) makes a grant, a renewal and a
+	// fence increment count only once WAIT has confirmed that this many replicas of the
+	// master have it. A grant not confirmed within ReplicaTimeout is released and retried
+	// within the acquire budget; a renewal not confirmed counts as a failed renewal.
+	MinReplicas int `koanf:"min_replicas"`
+	// ReplicaTimeout bounds each WAIT for MinReplicas (default DefaultReplicaTimeout).
+	ReplicaTimeout time.Duration `koanf:"replica_timeout"`
+}
+
+// DefaultReplicaTimeout is DaemonLocks.ReplicaTimeout's default.
+const DefaultReplicaTimeout = time.Second
 
 // Retention says how much run history the store keeps: an ended run goes, with its events
 // and idempotency key, once it is older than MaxAge or more than MaxRuns runs are newer; a

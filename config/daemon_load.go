@@ -37,6 +37,8 @@ var envOverrides = map[string]string{
 	"ORCH_SHUTDOWN_GRACE":         "shutdown_grace",
 	"ORCH_LIVENESS_TTL":           "liveness_ttl",
 	"ORCH_MAX_BODY_BYTES":         "max_body_bytes",
+	"ORCH_LOCKS_MIN_REPLICAS":     "locks.min_replicas",
+	"ORCH_LOCKS_REPLICA_TIMEOUT":  "locks.replica_timeout",
 	"ORCH_COOLIFY_RATE_LIMIT":     "coolify.rate_limit",
 }
 
@@ -111,6 +113,7 @@ func daemonDefaults() map[string]any {
 		"log":            map[string]any{"level": "info", "format": "auto"},
 		"shutdown_grace": DefaultShutdownGrace.String(),
 		"liveness_ttl":   DefaultLivenessTTL.String(),
+		"locks":          map[string]any{"min_replicas": 0, "replica_timeout": DefaultReplicaTimeout.String()},
 		"max_body_bytes": int64(DefaultMaxBodyBytes),
 		"connections":    map[string]any{"max": DefaultMaxConns, "per_client": DefaultMaxConnsPerClient},
 		"retention": map[string]any{"max_age": DefaultRetentionMaxAge.String(), "max_runs": DefaultRetentionMaxRuns,
@@ -236,6 +239,10 @@ var (
 	logFormats = []string{"auto", "json", "text"}
 )
 
+// redisSchemes are the redis_url schemes: standalone or Sentinel (redis, rediss, unix) and
+// Cluster (redis+cluster, rediss+cluster).
+var redisSchemes = []string{"redis", "rediss", "unix", "redis+cluster", "rediss+cluster"}
+
 func (v *validator) daemon(d *Daemon) {
 	if _, port, err := net.SplitHostPort(d.Listen); err != nil || !validPort(port) {
 		v.add("listen", "%s: want host:port (e.g. 127.0.0.1:8080 or :8080)", v.show("listen", d.Listen))
@@ -244,15 +251,22 @@ func (v *validator) daemon(d *Daemon) {
 		u, err := url.Parse(d.RedisURL.Reveal())
 		switch {
 		case err != nil:
-			v.add("redis_url", "not a URL (want redis://[:password@]host:port/db, rediss://… or unix:///path)")
-		case u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix":
-			v.add("redis_url", "scheme must be redis, rediss or unix")
+			v.add("redis_url", "not a URL (want redis://[:password@]host:port/db, rediss://…, unix:///path, redis://sentinel:26379/0?master_name=NAME or redis+cluster://host:port)")
+		case !slices.Contains(redisSchemes, u.Scheme):
+			v.add("redis_url", "scheme must be one of %s", strings.Join(redisSchemes, ", "))
 		case u.Scheme != "unix" && u.Host == "":
 			v.add("redis_url", "has no host")
 		case u.Scheme == "unix" && u.Path == "":
 			v.add("redis_url", "has no socket path")
 		}
 	}
+	switch {
+	case d.Locks.MinReplicas < 0:
+		v.add("locks.min_replicas", "must not be negative")
+	case d.Locks.MinReplicas > 0 && !d.RedisURL.IsSet():
+		v.add("locks.min_replicas", "needs the Redis backend (redis_url): the embedded backend has no replicas")
+	}
+	v.positive("locks.replica_timeout", d.Locks.ReplicaTimeout)
 	v.required("state_dir", d.StateDir)
 	v.required("pipelines_dir", d.PipelinesDir)
 

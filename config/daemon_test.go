@@ -145,6 +145,9 @@ func TestLoadDaemonProblems(t *testing.T) {
 		{"coolify rate limit too low", "coolify: { rate_limit: 5 }\n", nil, "", "coolify.rate_limit", "at least 10"},
 		{"coolify rate limit from env", "", map[string]string{"ORCH_COOLIFY_RATE_LIMIT": "-1"}, "ORCH_COOLIFY_RATE_LIMIT", "coolify.rate_limit", "at least 10"},
 		{"bad redis scheme", "redis_url: http://x:6379\n", nil, "", "redis_url", "scheme"},
+		{"min replicas without redis", "locks: { min_replicas: 1 }\n", nil, "", "locks.min_replicas", "needs the Redis backend"},
+		{"negative min replicas", "redis_url: redis://x:6379\nlocks: { min_replicas: -1 }\n", nil, "", "locks.min_replicas", "negative"},
+		{"zero replica timeout", "redis_url: redis://x:6379\nlocks: { min_replicas: 1, replica_timeout: 0s }\n", nil, "", "locks.replica_timeout", "positive"},
 		{"short token", "tokens: { admin: short }\n", nil, "", "tokens.admin", "shorter than 16"},
 		{"same tokens", "tokens: { admin: aaaaaaaaaaaaaaaa, trigger: aaaaaaaaaaaaaaaa }\n", nil, "", "tokens.admin", "must differ from tokens.trigger"},
 		{"negative rate", "rate_limits: { trigger: { per_second: -1 } }\n", nil, "", "rate_limits.trigger.per_second", "negative"},
@@ -204,6 +207,10 @@ func TestEnvOverridesCoverKnownKeys(t *testing.T) {
 			return "3s"
 		case "ORCH_MAX_BODY_BYTES":
 			return "10"
+		case "ORCH_LOCKS_MIN_REPLICAS":
+			return "1"
+		case "ORCH_LOCKS_REPLICA_TIMEOUT":
+			return "250ms"
 		case "ORCH_COOLIFY_RATE_LIMIT":
 			return "60"
 		case "ORCH_LOG_LEVEL":
@@ -228,7 +235,23 @@ func TestEnvOverridesCoverKnownKeys(t *testing.T) {
 	if d.Coolify.RateLimit != 60 {
 		t.Errorf("coolify.rate_limit %d from ORCH_COOLIFY_RATE_LIMIT=60", d.Coolify.RateLimit)
 	}
-	if d.Tokens.Trigger.Reveal() != "value-of-orch_trigger_token-long-enough" || d.Webhooks.Generic == nil || d.PipelinesDir != "value-of-orch_pipelines_dir-long-enough" {
+	if d.Tokens.Trigger.Reveal() != "value-of-orch_trigger_token-long-enough" || d.Webhooks.Generic == nil || d.PipelinesDir != "value-of-orch_pipelines_dir-long-enough" ||
+		d.Locks != (DaemonLocks{MinReplicas: 1, ReplicaTimeout: 250 * time.Millisecond}) {
 		t.Errorf("got %+v", d)
+	}
+}
+
+// TestLoadDaemonAcceptsHARedisURLs: the Sentinel and Cluster URL forms the Redis backend
+// opens are accepted as redis_url.
+func TestLoadDaemonAcceptsHARedisURLs(t *testing.T) {
+	for _, u := range []string{
+		"redis://s1:26379/0?master_name=orch&addr=s2:26379&addr=s3:26379",
+		"redis+cluster://n1:7000?addr=n2:7000&addr=n3:7000",
+		"rediss+cluster://:pw@n1:7000",
+	} {
+		env := map[string]string{"ORCH_REDIS_URL": u}
+		if _, err := LoadDaemon("", func(k string) string { return env[k] }, nil); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
 	}
 }

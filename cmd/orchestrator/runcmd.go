@@ -108,7 +108,7 @@ func (lc *localCmd) engine(ctx context.Context, c *cli, fs *pflag.FlagSet, insta
 	} else if ps, err = config.LoadPipelines(d.PipelinesDir, c.getenv); err != nil {
 		return nil, nil, pipelinesError(d.PipelinesDir, err)
 	}
-	b, err := openBackends(ctx, d.RedisURL.Reveal(), d.StateDir, log, nil)
+	b, err := openBackends(ctx, d, log, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -235,6 +235,12 @@ func printPlan(w io.Writer, p *phases.Plan) {
 		}
 		for _, e := range s.Env {
 			fmt.Fprintf(w, "  env %-10s %s\n", e.Action, e.String())
+		}
+	}
+	if len(p.Waves) > 1 || p.Parallel > 1 {
+		fmt.Fprintf(w, "\nPhase 2, up to %d at once\n", p.Parallel)
+		for i, wave := range p.Waves {
+			fmt.Fprintf(w, "  wave %d: %s\n", i+1, strings.Join(wave, ", "))
 		}
 	}
 	for _, m := range p.Mobile {

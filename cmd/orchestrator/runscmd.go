@@ -73,7 +73,7 @@ func (t *target) open(ctx context.Context, c *cli) (*endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := openBackends(ctx, d.RedisURL.Reveal(), d.StateDir, log, nil)
+	b, err := openBackends(ctx, d, log, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -62,7 +62,7 @@ func cmdServe(ctx context.Context, c *cli, args []string) error {
 // finish is marked. ready, when set, is called with the bound address once the daemon answers.
 func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[string]*config.Pipeline, log *slog.Logger, ready func(addr string), tn tuning) error {
 	metrics := api.NewMetrics()
-	b, err := openBackends(ctx, d.RedisURL.Reveal(), d.StateDir, log, metrics)
+	b, err := openBackends(ctx, d, log, metrics)
 	if err != nil {
 		return err
 	}

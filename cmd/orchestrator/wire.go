@@ -52,10 +52,11 @@ type backends struct {
 
 func (b *backends) Close() error { return b.close() }
 
-// openBackends opens the configured backend: Redis when redisURL is set, else the SQLite
-// files in stateDir (created if missing).
-func openBackends(ctx context.Context, redisURL, stateDir string, log *slog.Logger, obs locks.Observer) (*backends, error) {
+// openBackends opens the configured backend: Redis when d.RedisURL is set (with d.Locks'
+// replica confirmation), else the SQLite files in d.StateDir (created if missing).
+func openBackends(ctx context.Context, d *config.Daemon, log *slog.Logger, obs locks.Observer) (*backends, error) {
 	lopts := locks.Options{Logger: log, Observer: obs}
+	redisURL, stateDir := d.RedisURL.Reveal(), d.StateDir
 	if redisURL != "" {
 		redis.SetLogger(redisLogger{log})
 		client, err := redislock.NewClient(redisURL)
@@ -69,7 +70,8 @@ func openBackends(ctx context.Context, redisURL, stateDir string, log *slog.Logg
 			client.Close()
 			return nil, &exitError{code: exitUnreachable, err: fmt.Errorf("redis backend %s: cannot reach the server: %w (is Redis running and ORCH_REDIS_URL right?)", where, err)}
 		}
-		locker := locks.New(redislock.New(client, redislock.Options{Logger: log}), lopts)
+		locker := locks.New(redislock.New(client, redislock.Options{Logger: log,
+			MinReplicas: d.Locks.MinReplicas, ReplicaTimeout: d.Locks.ReplicaTimeout}), lopts)
 		st := redisstore.New(client, redisstore.Options{})
 		return &backends{locker: locker, store: st, rdb: client, where: where, close: func() error {
 			return errors.Join(locker.Close(), st.Close(), client.Close())
@@ -86,11 +88,11 @@ func openBackends(ctx context.Context, redisURL, stateDir string, log *slog.Logg
 		log.Warn("state directory is open to other users; the run history and locks are in it (chmod 700 it)",
 			slog.String("state_dir", stateDir), slog.String("open_bits", open.String()))
 	}
-	d, err := sqlitelock.Open(filepath.Join(stateDir, "locks.db"))
+	drv, err := sqlitelock.Open(filepath.Join(stateDir, "locks.db"))
 	if err != nil {
 		return nil, fmt.Errorf("embedded lock backend in %s: %w", stateDir, err)
 	}
-	locker := locks.New(d, lopts)
+	locker := locks.New(drv, lopts)
 	st, err := sqlitestore.Open(ctx, filepath.Join(stateDir, sqlitestore.FileName))
 	if err != nil {
 		locker.Close()

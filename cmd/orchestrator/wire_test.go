@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
 )
 
 // TestOpenBackendsWarnsOfAnOpenStateDir: a state directory others can read is kept as it is
@@ -29,7 +31,7 @@ func TestOpenBackendsWarnsOfAnOpenStateDir(t *testing.T) {
 				}
 			}
 			var logs bytes.Buffer
-			b, err := openBackends(context.Background(), "", dir, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+			b, err := openBackends(context.Background(), &config.Daemon{StateDir: dir}, slog.New(slog.NewTextHandler(&logs, nil)), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

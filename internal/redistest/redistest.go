@@ -1,6 +1,8 @@
-// Package redistest starts a private redis-server for a test: from PATH, on a free loopback
-// port, in the test's temp dir, with no persistence. In CI (CI=true) a missing redis-server
-// fails the test; elsewhere it skips with a message saying how to install it.
+// Package redistest starts private redis-servers for a test: from PATH, on free loopback
+// ports, in the test's temp dir, with no persistence. Start runs one server; StartSentinel a
+// master with replicas watched by sentinels (topology.go); StartCluster a Cluster with
+// replicas (cluster.go). In CI (CI=true) a missing redis-server fails the test; elsewhere it
+// skips with a message saying how to install it.
 package redistest
 
 import (
@@ -16,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Server is a running redis-server owned by one test.
@@ -25,6 +29,13 @@ type Server struct {
 	port int
 	cmd  *exec.Cmd
 	t    testing.TB
+	// conf, when set, is the config file given first on the command line (sentinels need
+	// one they can rewrite); args are appended after the common arguments.
+	conf string
+	args []string
+	// rdb and sentinel are admin clients, made on first use (topology.go).
+	rdb      *redis.Client
+	sentinel *redis.SentinelClient
 }
 
 // URL is a redis:// URL for the server.
@@ -32,6 +43,12 @@ func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 
 // Start starts a redis-server and stops it when the test ends.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return startServer(t, freePort(t), "", nil)
+}
+
+// binary finds redis-server in PATH, or skips (fails in CI) the test.
+func binary(t testing.TB) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -41,7 +58,21 @@ func Start(t testing.TB) *Server {
 		}
 		t.Skip(msg)
 	}
-	s := &Server{dir: t.TempDir(), port: freePort(t), t: t}
+	return bin
+}
+
+// startServer starts redis-server on port with the config file conf (when set) and the
+// extra arguments, and stops it when the test ends.
+func startServer(t testing.TB, port int, conf string, args []string) *Server {
+	t.Helper()
+	bin := binary(t)
+	s := &Server{dir: t.TempDir(), port: port, t: t, args: args}
+	if conf != "" {
+		s.conf = filepath.Join(s.dir, "redis.conf")
+		if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
 	s.start(bin)
 	t.Cleanup(s.Stop)
@@ -50,11 +81,16 @@ func Start(t testing.TB) *Server {
 
 func (s *Server) start(bin string) {
 	s.t.Helper()
-	s.cmd = exec.Command(bin,
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
 		"--dir", s.dir, "--save", "", "--appendonly", "no",
 		"--daemonize", "no", "--protected-mode", "yes",
 		"--logfile", filepath.Join(s.dir, "redis.log"))
+	s.cmd = exec.Command(bin, append(args, s.args...)...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}
@@ -74,7 +110,8 @@ func (s *Server) start(bin string) {
 	}
 }
 
-// Stop kills the server (idempotent). Its data is lost: the server keeps nothing on disk.
+// Stop kills the server with SIGKILL, as kill -9 does (idempotent). Its data is lost: the
+// server keeps nothing on disk.
 func (s *Server) Stop() {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
@@ -108,15 +145,18 @@ func (s *Server) Resume() {
 	}
 }
 
-// Restart stops the server and starts an empty one on the same port.
+// Restart stops the server and starts an empty one on the same port (with the same role:
+// a replica comes back as a replica of the master it was started with).
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.start(bin)
+	s.start(binary(s.t))
+}
+
+// Log returns what the server wrote to its log file so far.
+func (s *Server) Log() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	return string(b)
 }
 
 // ping sends an inline PING and waits for +PONG.

@@ -53,3 +53,35 @@ func BenchmarkBaselineSetNXAndCAS(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMinReplicas is the cost of replica-acknowledged grants (Options.MinReplicas):
+// one uncontended grant, renewal and release on a master with one replica on loopback,
+// without and with MinReplicas 1 (then the grant and the renewal each wait for WAIT on a
+// connection of their own).
+func BenchmarkMinReplicas(b *testing.B) {
+	topo := redistest.StartSentinel(b, redistest.SentinelOptions{Replicas: 1, Sentinels: 1})
+	for _, n := range []int{0, 1} {
+		b.Run(fmt.Sprintf("min_replicas=%d", n), func(b *testing.B) {
+			d, err := Open(topo.URL(), Options{MinReplicas: n})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			ctx := b.Context()
+			i := 0
+			for b.Loop() {
+				i++
+				key := fmt.Sprintf("bench:%d:%d", n, i)
+				if _, err := d.TryAcquire(ctx, locks.Grant{Key: key, Token: "t", Holder: "b#1/x", TTL: time.Minute}); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := d.Renew(ctx, key, "t", time.Minute); err != nil {
+					b.Fatal(err)
+				}
+				if err := d.Release(ctx, key, "t"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -68,6 +68,12 @@ type Options struct {
 	AuditCap int
 	// Logger receives pub/sub connection events (default: discard). Tokens are never logged.
 	Logger *slog.Logger
+	// MinReplicas, when positive, makes a grant and a renewal count only once WAIT has
+	// confirmed that this many replicas of the key's master have them (see replicas.go).
+	// 0 (the default) does not wait for replicas.
+	MinReplicas int
+	// ReplicaTimeout bounds each WAIT for MinReplicas (default DefaultReplicaTimeout).
+	ReplicaTimeout time.Duration
 }
 
 // Driver is a locks.Driver on Redis. It is safe for concurrent use.
@@ -78,6 +84,9 @@ type Driver struct {
 	auditCap   int
 	log        *slog.Logger
 	hub        *hub
+	// minReplicas and replicaTimeout are Options.MinReplicas and ReplicaTimeout.
+	minReplicas    int
+	replicaTimeout time.Duration
 
 	// unsafeDelRelease replaces the compare-and-delete release by a plain DEL. It exists
 	// only so the fault-injection test can show that it catches the bug.
@@ -89,7 +98,7 @@ var _ locks.Driver = (*Driver)(nil)
 // New returns a Driver that uses client. The caller keeps ownership of client: Close stops
 // the driver's subscriptions but leaves client open. Build the client with
 // ContextTimeoutEnabled (as Open does), so that a context deadline bounds every call. New panics if opts.Prefix contains
-// '{' or '}' (see Options.Prefix); Open returns an error instead.
+// '{' or '}' (see Options.Prefix) or opts.MinReplicas is negative; Open returns an error instead.
 func New(client redis.UniversalClient, opts Options) *Driver {
 	if err := opts.validate(); err != nil {
 		panic(err)
@@ -103,11 +112,16 @@ func New(client redis.UniversalClient, opts Options) *Driver {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.ReplicaTimeout <= 0 {
+		opts.ReplicaTimeout = DefaultReplicaTimeout
+	}
 	d := &Driver{
-		client:   client,
-		prefix:   opts.Prefix,
-		auditCap: opts.AuditCap,
-		log:      opts.Logger,
+		client:         client,
+		prefix:         opts.Prefix,
+		auditCap:       opts.AuditCap,
+		log:            opts.Logger,
+		minReplicas:    opts.MinReplicas,
+		replicaTimeout: opts.ReplicaTimeout,
 	}
 	d.hub = newHub(client, d.prefix, opts.Logger)
 	return d
@@ -116,6 +130,9 @@ func New(client redis.UniversalClient, opts Options) *Driver {
 func (o Options) validate() error {
 	if strings.ContainsAny(o.Prefix, "{}") {
 		return fmt.Errorf("redislock: key prefix %q must not contain '{' or '}': %w", o.Prefix, locks.ErrInvalid)
+	}
+	if o.MinReplicas < 0 {
+		return fmt.Errorf("redislock: MinReplicas %d is negative: %w", o.MinReplicas, locks.ErrInvalid)
 	}
 	return nil
 }
@@ -167,7 +184,9 @@ func newClient(rawURL string) (redis.UniversalClient, error) {
 			return nil, fmt.Errorf("parse redis cluster URL: %w", err)
 		}
 		o.ContextTimeoutEnabled = true
-		return redis.NewClusterClient(o), nil
+		c := redis.NewClusterClient(o)
+		c.OnNewNode(func(node *redis.Client) { node.AddHook(reloadOnDialError{c}) })
+		return c, nil
 	case "redis", "rediss":
 		if u.Query().Has("master_name") {
 			o, err := redis.ParseFailoverURL(rawURL)
@@ -242,7 +261,8 @@ func ms(d time.Duration) int64 {
 // own start; a *locks.HeldError matching locks.ErrHeld or locks.ErrFrozen when the key
 // is held, frozen, in lock-delay or promised to an earlier waiter; locks.ErrInvalid for an
 // empty key, holder or token or a TTL under a millisecond; locks.ErrUnavailable or the
-// context's error when Redis cannot be reached.
+// context's error when Redis cannot be reached, and locks.ErrUnavailable when Options.MinReplicas
+// replicas did not confirm the grant within Options.ReplicaTimeout (the grant is released).
 func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, error) {
 	const op = "acquire"
 	switch {
@@ -263,9 +283,15 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 	// Noted before the script runs: a release naming this ticket as next in line can only
 	// be published after the script queued it, and must find it noted.
 	d.hub.noteTicket(k.channel, g.Ticket, g.TicketDeadline)
-	res, err := acquireScript.Run(ctx, d.client,
-		[]string{k.lock, k.queue, k.deadlines},
-		g.Token, g.Holder, g.Message, ms(g.TTL), g.Ticket, ticketTTL).Slice()
+	res, err := d.runScript(ctx, acquireScript, []string{k.lock, k.queue, k.deadlines},
+		[]any{g.Token, g.Holder, g.Message, ms(g.TTL), g.Ticket, ticketTTL}, granted)
+	if errors.Is(err, errUnconfirmed) {
+		// Nobody may rely on a grant a failover can take back: give it up (the Locker
+		// retries within its budget). If the release is lost too, the lease expires.
+		rerr := d.Release(ctx, g.Key, g.Token)
+		return locks.Info{}, fmt.Errorf("redislock: %s %q: %w: grant %w, released (release: %v)",
+			op, g.Key, locks.ErrUnavailable, err, errOrOK(rerr))
+	}
 	if err != nil {
 		return locks.Info{}, d.fail(ctx, op, g.Key, err)
 	}
@@ -295,6 +321,17 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 	return locks.Info{}, he
 }
 
+// granted reports whether an acquire or renew reply ({1, ...}) is a write to confirm.
+func granted(res []any) bool { return reply(res).int(0) == 1 }
+
+// errOrOK names err, or "ok" when it is nil.
+func errOrOK(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}
+
 // LeaveQueue removes a waiter's ticket from the key's queue. It returns nil when the ticket
 // is not queued, and locks.ErrUnavailable or the context's error when Redis cannot be reached.
 func (d *Driver) LeaveQueue(ctx context.Context, key, ticket string) error {
@@ -318,13 +355,18 @@ func (d *Driver) LeaveQueue(ctx context.Context, key, ticket string) error {
 // the new expiry. Errors: locks.ErrNotHeld when the key is free or held under another
 // token; locks.ErrInvalid for a TTL under a millisecond; locks.ErrUnavailable or the
 // context's error when Redis cannot be reached.
+// With Options.MinReplicas, a renewal the replicas did not confirm in time is
+// locks.ErrUnavailable (the Locker retries it until the lease's own deadline).
 func (d *Driver) Renew(ctx context.Context, key, token string, ttl time.Duration) (time.Time, error) {
 	const op = "renew"
 	if ttl < time.Millisecond {
 		return time.Time{}, invalid(op, key, "TTL under 1ms")
 	}
 	k := d.keys(key)
-	res, err := renewScript.Run(ctx, d.client, []string{k.lock}, token, ms(ttl)).Slice()
+	res, err := d.runScript(ctx, renewScript, []string{k.lock}, []any{token, ms(ttl)}, granted)
+	if errors.Is(err, errUnconfirmed) {
+		return time.Time{}, fmt.Errorf("redislock: %s %q: %w: renewal %w", op, key, locks.ErrUnavailable, err)
+	}
 	if err != nil {
 		return time.Time{}, d.fail(ctx, op, key, err)
 	}

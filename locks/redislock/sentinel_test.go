@@ -1,27 +1,21 @@
 package redislock
 
 import (
-	"context"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/locks/lockstest"
 )
 
 // TestSentinelURL opens the driver through a Sentinel URL and takes, waits for and
 // releases a lock through the master the sentinel names.
 func TestSentinelURL(t *testing.T) {
-	master := redistest.Start(t)
-	sentinel := startSentinel(t, master.Addr)
+	topo := redistest.StartSentinel(t, redistest.SentinelOptions{Replicas: 1, Sentinels: 1})
+	master := topo.Master()
 
-	d, err := Open("redis://"+sentinel+"/0?master_name=orch", Options{})
+	d, err := Open(topo.URL(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +40,7 @@ func TestSentinelURL(t *testing.T) {
 	}
 
 	// The lease is on the master the sentinel named.
-	direct := New(redis.NewClient(&redis.Options{Addr: master.Addr}), Options{})
+	direct := New(master.Client(), Options{})
 	defer direct.Close()
 	if _, err := d.TryAcquire(ctx, g); err != nil {
 		t.Fatal(err)
@@ -56,48 +50,23 @@ func TestSentinelURL(t *testing.T) {
 	}
 }
 
-// startSentinel runs redis-server in sentinel mode watching master as "orch".
-func startSentinel(t *testing.T, master string) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatal(err) // redistest.Start found it a moment ago
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	host, mport, _ := net.SplitHostPort(master)
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "sentinel.conf")
-	body := "bind 127.0.0.1\nport " + strconv.Itoa(port) + "\ndir " + dir + "\n" +
-		"sentinel monitor orch " + host + " " + mport + " 1\n"
-	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, conf, "--sentinel", "--logfile", filepath.Join(dir, "sentinel.log"))
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start sentinel: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+// TestConformanceSentinel runs the conformance suite through the Sentinel URL of a master
+// with two replicas and three sentinels; a stall is the master paused (for less than the
+// sentinels' down-after time, so no failover starts).
+func TestConformanceSentinel(t *testing.T) {
+	topo := redistest.StartSentinel(t, redistest.SentinelOptions{})
+	lockstest.Run(t, lockstest.Backend{
+		Open: func(t *testing.T, space string) locks.Driver {
+			d, err := Open(topo.URL(), Options{Prefix: space + ":"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		},
+		Stall: func(t *testing.T) func() {
+			m := topo.Master()
+			m.Pause()
+			return m.Resume
+		},
 	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	sc := redis.NewSentinelClient(&redis.Options{Addr: addr})
-	defer sc.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	for {
-		if a, err := sc.GetMasterAddrByName(ctx, "orch").Result(); err == nil && len(a) == 2 {
-			return addr
-		}
-		if ctx.Err() != nil {
-			log, _ := os.ReadFile(filepath.Join(dir, "sentinel.log"))
-			t.Fatalf("sentinel on %s did not name the master within 10s; log:\n%s", addr, log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
+	"github.com/deploy-orchestrator/orchestrator/locks/redislock"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/runs/redisstore"
 	"github.com/deploy-orchestrator/orchestrator/runs/runstest"
@@ -24,6 +25,18 @@ func TestConformance(t *testing.T) {
 	runstest.Run(t, backends(t))
 }
 
+// TestConformanceSentinel runs the suite through the Sentinel URL of a master with two
+// replicas and three sentinels, with the client the daemon builds from its redis_url.
+func TestConformanceSentinel(t *testing.T) {
+	runstest.Run(t, backendsAt(redistest.StartSentinel(t, redistest.SentinelOptions{}).URL()))
+}
+
+// TestConformanceCluster runs the suite on a Cluster of three masters with one replica
+// each: every key of the store carries one hash tag, so its scripts never cross slots.
+func TestConformanceCluster(t *testing.T) {
+	runstest.Run(t, backendsAt(redistest.StartCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1}).URL()))
+}
+
 func BenchmarkStore(b *testing.B) {
 	runstest.Bench(b, backends(b))
 }
@@ -31,12 +44,19 @@ func BenchmarkStore(b *testing.B) {
 // backends starts one redis-server for the whole suite and gives each subtest a fresh key
 // space of its own (a prefix).
 func backends(tb testing.TB) func(testing.TB) runstest.Opener {
-	srv := redistest.Start(tb)
+	return backendsAt(redistest.Start(tb).URL())
+}
+
+// backendsAt gives each subtest a fresh key space (a prefix) on the Redis at url.
+func backendsAt(url string) func(testing.TB) runstest.Opener {
 	var n atomic.Int64
 	return func(testing.TB) runstest.Opener {
 		prefix := "t" + strconv.FormatInt(n.Add(1), 10) + ":"
 		return func(tb testing.TB) runs.Store {
-			rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}})
+			rdb, err := redislock.NewClient(url)
+			if err != nil {
+				tb.Fatal(err)
+			}
 			s := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
 			tb.Cleanup(func() {
 				s.Close()
