@@ -211,6 +211,9 @@ func applyPipelineDefaults(p *Pipeline, fromEnv map[string]bool) {
 	if l.OnFrozen == "" {
 		l.OnFrozen = OnFrozenWait
 	}
+	if p.Phase2.Parallel == 0 {
+		p.Phase2.Parallel = 1
+	}
 	if p.OnFailure == "" {
 		p.OnFailure = OnFailureRollback
 	}
@@ -278,6 +281,7 @@ func (v *validator) pipeline(p *Pipeline) {
 		}
 	}
 
+	v.waves(p)
 	v.locks("locks", &p.Locks)
 	oneOf(v, "on_failure", p.OnFailure, OnFailureRollback, OnFailureHalt)
 	oneOf(v, "concurrency", p.Concurrency, ConcurrencyQueue, ConcurrencySupersede)

@@ -454,7 +454,11 @@ func initialSteps(p *config.Pipeline) []runs.Step {
 	}
 	for _, ph := range []runs.Phase{runs.Phase1, runs.Phase2} {
 		for _, s := range p.Services {
-			steps = append(steps, runs.Step{Phase: ph, Name: s.Name, UUID: s.UUID, Status: runs.StepPending, LockKey: s.LockKey()})
+			step := runs.Step{Phase: ph, Name: s.Name, UUID: s.UUID, Status: runs.StepPending, LockKey: s.LockKey()}
+			if ph == runs.Phase2 {
+				step.Wave = s.Wave
+			}
+			steps = append(steps, step)
 		}
 	}
 	for _, m := range p.Mobile {

@@ -286,24 +286,18 @@ func (x *execution) runPipeline() (runs.Status, string) {
 		return x.outcome(err, "mobile step")
 	}
 	if err := x.phase1(); err != nil {
-		x.compensate(runs.Phase1, nil, true)
+		x.compensate(runs.Phase1, true)
 		return x.outcome(err, "phase 1")
 	}
 	if len(x.services) > 0 && len(x.staleServices()) == len(x.services) {
 		return x.allStaleOutcome() // every service turned out stale under its lock: nothing written
 	}
 	if err := x.phase2(); err != nil {
-		var failed *svcState
-		for _, s := range x.services {
-			if s.failed {
-				failed = s
-			}
-		}
 		rollback := x.p.OnFailure != config.OnFailureHalt
 		if stop := x.stopping(); stop != nil && errors.Is(err, stop) {
 			rollback = true // a canceled or stopped run compensates whatever the policy
 		}
-		x.compensate(runs.Phase2, failed, rollback)
+		x.compensate(runs.Phase2, rollback)
 		return x.outcome(err, "phase 2")
 	}
 	if err := x.mobileSteps(config.WhenAfterPhase2); err != nil {
@@ -623,7 +617,7 @@ func (x *execution) phase1() error {
 	return ferr
 }
 
-// phase2 deploys every service under coolify:phase2.
+// phase2 deploys every service under coolify:phase2, wave by wave (deployWaves).
 func (x *execution) phase2() error {
 	start := time.Now()
 	if err := x.stopping(); err != nil {
@@ -638,18 +632,7 @@ func (x *execution) phase2() error {
 	defer cancel()
 	x.setStatus(runs.StatusPhase2, runs.Event{Type: runs.EventPhaseStarted, Phase: runs.Phase2, LockKey: lease.Key(), Fence: lease.Fence()})
 
-	var ferr error
-	for _, s := range x.services {
-		if ferr = x.stopping(); ferr != nil {
-			break
-		}
-		if s.stale != "" {
-			continue // the guard left it in Phase 1
-		}
-		if ferr = x.deployService(pctx, s); ferr != nil {
-			break
-		}
-	}
+	ferr := x.deployWaves(pctx)
 	if ferr == nil {
 		if err := lease.Err(); err != nil {
 			ferr = err

@@ -60,6 +60,8 @@ type harness struct {
 	instance string
 	// redisURL addresses the Redis server of a "redis" harness.
 	redisURL string
+	// observer, when set, is the engine's Observer.
+	observer phases.Observer
 }
 
 // harnessRateLimit is the fake's throttle in end-to-end tests (requests per minute per
@@ -236,6 +238,7 @@ func (h *harness) start(pipelines ...string) {
 		LivenessTTL:  time.Second,
 		Logger:       slog.New(slog.DiscardHandler),
 		PollInterval: 10 * time.Millisecond,
+		Observer:     h.observer,
 	})
 	if err != nil {
 		h.t.Fatal(err)

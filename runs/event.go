@@ -12,6 +12,9 @@ const (
 	EventRunStarted    EventType = "run.started"
 	EventPhaseStarted  EventType = "phase.started"
 	EventPhaseFinished EventType = "phase.finished"
+	// EventWaveStarted: Phase 2 starts a wave of services ("wave 2 of 3: a, b"); the run's
+	// events thus say which waves ran. Written only for a pipeline with more than one wave.
+	EventWaveStarted EventType = "wave.started"
 
 	EventLockWaiting  EventType = "lock.waiting"
 	EventLockAcquired EventType = "lock.acquired"

@@ -63,6 +63,10 @@ func TestDemoOnce(t *testing.T) {
 	if n := strings.Count(out, ": succeeded"); n != 2 {
 		t.Errorf("demo output shows %d succeeded runs, want 2:\n%s", n, out)
 	}
+	// demo.yaml deploys in two waves (api and worker at once, then web).
+	if !strings.Contains(out, "wave 1 of 2: api, worker") || !strings.Contains(out, "wave 2 of 2: web") {
+		t.Errorf("demo output does not show the demo pipeline's two waves:\n%s", out)
+	}
 	if !strings.Contains(out, "dashboard at http://127.0.0.1:") {
 		t.Errorf("demo output does not print the dashboard URL:\n%s", out)
 	}
