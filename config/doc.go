@@ -51,6 +51,12 @@
 //	on_failure: rollback                    # rollback (default) | halt
 //	concurrency: queue                      # queue (default) | supersede
 //	order: build                            # build | created | none; default: build for a numeric build, else none
+//	notify:                                 # default: the daemon's notify block; {targets: []} for none
+//	  lock_wait: 2m                         # announce a lock wait this long (default 2m)
+//	  targets:
+//	    - { name: team, kind: slack, url: ${SLACK_WEBHOOK_URL}, events: [failed, lock_wait] }
+//	    - { kind: discord, url: ${DISCORD_WEBHOOK_URL} }     # name defaults to the kind
+//	    - { name: audit, kind: webhook, url: https://hooks.example.com/x, secret: ${HOOK_SECRET} }
 //
 // Env var flags are is_buildtime, is_runtime, is_literal, is_multiline, is_shown_once, and
 // comment. An entry that leaves one out keeps the variable's current setting on Coolify; a new

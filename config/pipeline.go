@@ -34,6 +34,8 @@ type Pipeline struct {
 	// Order says which of two builds is newer (see Order). Empty: OrderBuild when the
 	// trigger's build is a number, else OrderNone.
 	Order Order `koanf:"order"`
+	// Notify says where this pipeline's notifications go; nil means the daemon's default.
+	Notify *Notify `koanf:"notify"`
 
 	// File is the path the pipeline was loaded from ("" when built in code).
 	File string `koanf:"-"`

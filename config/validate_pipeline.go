@@ -220,6 +220,7 @@ func applyPipelineDefaults(p *Pipeline, fromEnv map[string]bool) {
 	if p.Concurrency == "" {
 		p.Concurrency = ConcurrencyQueue
 	}
+	applyNotifyDefaults(p.Notify)
 }
 
 // pipeline checks a decoded pipeline whose defaults are applied.
@@ -288,6 +289,7 @@ func (v *validator) pipeline(p *Pipeline) {
 	if p.Order != "" {
 		oneOf(v, "order", p.Order, OrderBuild, OrderCreated, OrderNone)
 	}
+	v.notify("notify", p.Notify)
 
 	// Every key the run takes must lie in its mutator's namespace and in no other.
 	for i, s := range p.Services {

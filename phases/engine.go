@@ -86,6 +86,9 @@ type Deps struct {
 	LivenessTTL time.Duration
 	Logger      *slog.Logger
 	Observer    Observer
+	// Notifier, when set, is told about runs that end and lock waits over the pipeline's
+	// threshold.
+	Notifier Notifier
 	// HTTP is the client of HTTP health checks (default: 10s timeout per request).
 	HTTP *http.Client
 	// PollInterval paces health-check and service-status polling (default 2s).

@@ -351,7 +351,7 @@ func (x *execution) finish(ctx context.Context, status runs.Status, reason strin
 	defer cancel()
 	now := time.Now().UTC()
 	pending, evs := x.withPending(nil, []runs.Event{{Type: runs.EndEvent(status), Message: reason}})
-	_, err := x.e.d.Store.Update(wctx, x.run.ID, func(r *runs.Run) error {
+	ended, err := x.e.d.Store.Update(wctx, x.run.ID, func(r *runs.Run) error {
 		pending(r)
 		r.Status, r.Reason, r.EndedAt, r.HeldLocks = status, reason, now, nil
 		for i := range r.Steps {
@@ -370,6 +370,9 @@ func (x *execution) finish(ctx context.Context, status runs.Status, reason strin
 		level = slog.LevelWarn
 	}
 	x.log.LogAttrs(wctx, level, "run ended", slog.String(logStatus, string(status)), slog.String("reason", reason))
+	if err == nil {
+		x.e.notifyEnd(ended)
+	}
 }
 
 // update applies fn to the stored run and appends events; failures are logged, not fatal:
@@ -490,6 +493,7 @@ func (x *execution) acquire(ctx context.Context, key string, phase runs.Phase, s
 			withStep(sl.phase, sl.name, func(s *runs.Step) { s.Status, s.StartedAt = runs.StepWaitingLock, sl.start.UTC() })(r)
 		}
 	}
+	endWaitWatch := x.watchLockWait(key, start)
 	recorded := make(chan struct{})
 	timer := time.AfterFunc(quickGrant, func() {
 		defer close(recorded)
@@ -503,6 +507,7 @@ func (x *execution) acquire(ctx context.Context, key string, phase runs.Phase, s
 		FailOnFrozen: x.p.Locks.OnFrozen == config.OnFrozenFail,
 	})
 	waited := time.Since(start)
+	endWaitWatch()
 	var pending []runs.Event // the wait, unless the timer has recorded it
 	if timer.Stop() {
 		pending = append(pending, waitEv)

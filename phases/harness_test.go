@@ -62,6 +62,8 @@ type harness struct {
 	redisURL string
 	// observer, when set, is the engine's Observer.
 	observer phases.Observer
+	// notifier, when set, is the engine's Notifier.
+	notifier phases.Notifier
 }
 
 // harnessRateLimit is the fake's throttle in end-to-end tests (requests per minute per
@@ -239,6 +241,7 @@ func (h *harness) start(pipelines ...string) {
 		Logger:       slog.New(slog.DiscardHandler),
 		PollInterval: 10 * time.Millisecond,
 		Observer:     h.observer,
+		Notifier:     h.notifier,
 	})
 	if err != nil {
 		h.t.Fatal(err)

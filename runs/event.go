@@ -42,6 +42,13 @@ const (
 	// EventServiceStale: the service carries a newer build than the run's; the run leaves it.
 	EventServiceStale EventType = "service.stale"
 
+	// EventNotifyAttempt: one attempt to deliver a notification about the run (Data: target,
+	// event, attempt, status); EventNotifySent and EventNotifyFailed say how the delivery
+	// ended. They may follow the run's end event.
+	EventNotifyAttempt EventType = "notify.attempt"
+	EventNotifySent    EventType = "notify.sent"
+	EventNotifyFailed  EventType = "notify.failed"
+
 	EventRunSucceeded   EventType = "run.succeeded"
 	EventRunFailed      EventType = "run.failed"
 	EventRunSuperseded  EventType = "run.superseded"
