@@ -19,15 +19,11 @@ const (
 	haApps        = 30 // each pipeline deploys 3, so each application is in 5 pipelines
 )
 
-// haTiming is the fake's deployment timing: 5 ms in progress, so that a write landing
-// during another run's deployment falls inside its span (a deployment that takes no time
-// has no inside, and the no-overlap check would hold vacuously).
-var haTiming = coolifytest.Timing{RunMin: 5 * time.Millisecond, RunMax: 5 * time.Millisecond}
-
 // BenchmarkManyDaemons starts 1, 2 and then 3 daemons (the real binary, as child processes)
 // sharing one Redis, a private redis-server ("redis") or a Cluster of three masters
-// ("cluster"), and one fake Coolify whose calls answer at once, whose deployments take 5 ms
-// (haTiming) and whose rate limit is off (the daemons' pacing too). Per iteration it triggers 200
+// ("cluster"), and one fake Coolify whose calls answer at once, whose deployments take no
+// time (the daemon polls a deployment every 2 s, so any duration would be 2 s per service,
+// one service at a time) and whose rate limit is off (the daemons' pacing too). Per iteration it triggers 200
 // runs at once, 4 of each of 50 pipelines that share their services (pipeline p deploys
 // applications 2p, 2p+1 and 2p+2 of 30), the runs of pipeline p going to daemon p+k mod n
 // for its k-th run (one client goroutine per pipeline, back to back), and waits for every
@@ -53,7 +49,7 @@ func BenchmarkManyDaemons(b *testing.B) {
 				} else {
 					url = redistest.StartCluster(b, redistest.ClusterOptions{}).URL()
 				}
-				cf := coolifytest.NewServer(b, coolifytest.WithTiming(haTiming), coolifytest.WithConcurrentBuilds(haApps), coolifytest.WithoutRateLimit())
+				cf := coolifytest.NewServer(b, coolifytest.WithTiming(coolifytest.Timing{}), coolifytest.WithConcurrentBuilds(haApps), coolifytest.WithoutRateLimit())
 				pipes := writePipelines(b, b.TempDir(), cf, "ha", haPipelines, haApps)
 				daemons := make([]*loadDaemon, n)
 				for i := range daemons {

@@ -24,8 +24,9 @@ What ` + "`BenchmarkManyDaemons`" + ` measures (cmd/orchestrator/ha_bench_test.g
 real daemons (` + "`orchestrator serve`" + `, built and run as child processes) sharing one Redis:
 a private redis-server (` + "`redis`" + `) or a Cluster of three masters (` + "`cluster`" + `, the
 daemons' ` + "`redis_url`" + ` naming every node), and one fake Coolify whose calls answer at
-once and whose deployments take 5 ms (long enough to have an inside that a stray write
-could fall into). Coolify's rate limit is **off**, on the fake and
+once and whose deployments take no time: the daemon polls a deployment every 2 s, so any
+duration would cost 2 s per service, one service at a time, and 200 runs would take
+20 minutes measuring the poll interval. Coolify's rate limit is **off**, on the fake and
 in the daemons' pacing (` + "`coolify.rate_limit: 0`" + `): with it on, 200 runs would measure the
 throttle. Per iteration, 200 runs are triggered at once through the HTTP API: 4 runs of each
 of 50 pipelines that share their services (pipeline p deploys applications 2p, 2p+1 and
@@ -37,7 +38,9 @@ Checked every iteration (the benchmark fails otherwise): each run succeeded; the
 ` + "`coolifytest.Checks`" + `: no mutating request hit an application while another run's
 deployment of it was in progress, no two leases' writes interleaved on one application, no
 deployment ran another run's config, every application ends running the config last synced
-to it, every write carried its run and fence. Seen failing on purpose: with each daemon
+to it, every write carried its run and fence. With deployments that take no time, the first
+of these has no inside to fall into; the second and third are what catches two holders here.
+Seen failing on purpose: with each daemon
 given its own redis-server instead (leases not shared), runs fail their read-back and the
 history shows interleaved leases and a deployment running another run's config.
 ` + "`deploys/run`" + ` is below 3 because a run skips a service a newer run has synced since
