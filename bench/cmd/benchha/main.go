@@ -3,10 +3,11 @@
 // runs 1, 2 and 3 of them as child processes) and writes the medians, ranges and load
 // averages to -out.
 //
-//	cd bench && go run ./cmd/benchha                  # ~5 min; writes RESULTS-ha.md
+//	cd bench && go run ./cmd/benchha                  # ~3 min; writes RESULTS-ha.md
 //	cd bench && go run ./cmd/benchha -runs 3 -json figures.json
 //
-// One run takes about a minute and a half (the build included), so it is not in `make bench`.
+// One run takes about 50 s, the build aside; 5 of them would push `make bench` past its
+// ten-minute budget, so it is not in BENCH_PROGRAMS.
 package main
 
 import (
