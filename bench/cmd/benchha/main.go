@@ -3,7 +3,7 @@
 // runs 1, 2 and 3 of them as child processes) and writes the medians, ranges and load
 // averages to -out.
 //
-//	cd bench && go run ./cmd/benchha                  # ~3 min; writes RESULTS-ha.md
+//	cd bench && go run ./cmd/benchha                  # ~5 min; writes RESULTS-ha.md
 //	cd bench && go run ./cmd/benchha -runs 3 -json figures.json
 //
 // One run takes about 50 s, the build aside; 5 of them would push `make bench` past its
