@@ -205,9 +205,42 @@ func (s *server) handleDashboard() http.HandlerFunc {
 }
 
 type phaseView struct {
-	Phase runs.Phase
+	Phase  runs.Phase
+	Title  string
+	Groups []stepGroup
+}
+
+// stepGroup is a run of steps under an optional heading: the Phase-2 steps of one wave
+// ("Wave 2 of 3") when the pipeline has more than one, else all steps of the phase, untitled.
+type stepGroup struct {
 	Title string
 	Steps []runs.Step
+}
+
+// phaseOf lays out one phase of run for the page; run.js groups the same way.
+func phaseOf(run runs.Run, phase runs.Phase, title string) phaseView {
+	steps := run.StepsOf(phase)
+	v := phaseView{Phase: phase, Title: title}
+	var waves []int
+	for _, st := range steps {
+		if !slices.Contains(waves, st.Wave) {
+			waves = append(waves, st.Wave)
+		}
+	}
+	if len(waves) < 2 {
+		return phaseView{Phase: phase, Title: title, Groups: []stepGroup{{Steps: steps}}}
+	}
+	slices.Sort(waves)
+	for i, w := range waves {
+		g := stepGroup{Title: fmt.Sprintf("Wave %d of %d", i+1, len(waves))}
+		for _, st := range steps {
+			if st.Wave == w {
+				g.Steps = append(g.Steps, st)
+			}
+		}
+		v.Groups = append(v.Groups, g)
+	}
+	return v
 }
 
 type runData struct {
@@ -237,9 +270,9 @@ func (s *server) handleRunPage() http.HandlerFunc {
 			Session: sessionOf(r),
 			Run:     run,
 			Phases: []phaseView{
-				{Phase: runs.Phase1, Title: "Phase 1 — sync", Steps: run.StepsOf(runs.Phase1)},
-				{Phase: runs.Phase2, Title: "Phase 2 — deploy", Steps: run.StepsOf(runs.Phase2)},
-				{Phase: runs.PhaseMobile, Title: "Mobile", Steps: run.StepsOf(runs.PhaseMobile)},
+				phaseOf(run, runs.Phase1, "Phase 1 — sync"),
+				phaseOf(run, runs.Phase2, "Phase 2 — deploy"),
+				phaseOf(run, runs.PhaseMobile, "Mobile"),
 			},
 			Notes: notes,
 		})

@@ -20,6 +20,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
+	"github.com/deploy-orchestrator/orchestrator/notify"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/runs/sqlitestore"
 )
@@ -147,8 +148,10 @@ type fixture struct {
 	locker  *locks.Locker
 	engine  *testEngine
 	metrics *api.Metrics
-	logs    *syncBuffer
-	h       http.Handler
+	// notifier is the daemon's, when the config has a notify block.
+	notifier *notify.Notifier
+	logs     *syncBuffer
+	h        http.Handler
 }
 
 type syncBuffer struct {
@@ -220,9 +223,20 @@ func newFixture(t testing.TB, mutate ...func(*config.Daemon)) *fixture {
 		}},
 	}
 	logger := slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var notifier api.Notifier
+	if cfg.Notify != nil {
+		n := notify.New(notify.Options{Default: cfg.Notify, Recorder: store, Logger: logger,
+			Metrics: metrics.OutsideRequest, Outcome: metrics.Notification})
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = n.Close(ctx)
+		})
+		notifier, f.notifier = n, n
+	}
 	f.h = api.NewServer(api.Deps{
 		Config: cfg, Engine: f.engine, Runs: store, Locks: locker, Metrics: metrics, Logger: logger,
-		Heartbeat: 50 * time.Millisecond,
+		Heartbeat: 50 * time.Millisecond, Notifier: notifier,
 	})
 	t.Cleanup(func() {
 		for _, s := range sentinels {

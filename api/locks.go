@@ -6,7 +6,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/notify"
 )
 
 // locksResponse is GET /v1/locks: every live lease with holder, fence, times, message and
@@ -133,6 +135,7 @@ func (s *server) handleFreeze() http.HandlerFunc {
 		s.log.WarnContext(r.Context(), "lock frozen",
 			slog.String(keyRequestID, requestID(r.Context())),
 			slog.String(keyLockKey, key), slog.String(keyBy, by), slog.Time("until", until))
+		s.notifyFreeze(config.NotifyFreeze, notify.Lock{Key: key, Holder: by, Message: b.Message, Until: until})
 		encode(w, http.StatusOK, map[string]any{"frozen": info})
 	}
 }
@@ -163,7 +166,20 @@ func (s *server) handleUnfreeze() http.HandlerFunc {
 		s.log.WarnContext(r.Context(), "lock unfrozen",
 			slog.String(keyRequestID, requestID(r.Context())),
 			slog.String(keyLockKey, key), slog.String(keyBy, by))
+		s.notifyFreeze(config.NotifyUnfreeze, notify.Lock{Key: key, Holder: by, Message: b.Reason})
 		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// Notifier is told about freezes (*notify.Notifier). Notify must return at once.
+type Notifier interface {
+	Notify(cfg *config.Notify, ev notify.Event)
+}
+
+// notifyFreeze announces a freeze placed or lifted, to the daemon's default targets.
+func (s *server) notifyFreeze(kind config.NotifyEvent, l notify.Lock) {
+	if s.notifier != nil {
+		s.notifier.Notify(nil, notify.Event{Kind: kind, Lock: &l, At: s.now()})
 	}
 }
 

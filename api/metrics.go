@@ -36,6 +36,7 @@ type Metrics struct {
 	httpRequests  *prometheus.CounterVec
 	httpDuration  *prometheus.HistogramVec
 	webhooks      *prometheus.CounterVec
+	notifications *prometheus.CounterVec
 }
 
 var _ locks.Observer = (*Metrics)(nil)
@@ -85,7 +86,7 @@ func NewMetrics() *Metrics {
 		}, []string{"namespace"}),
 		outside: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orchestrator_outside_requests_total",
-			Help: `HTTP attempts to outside systems (coolify, flagsmith, infisical), by system, method, route template and status ("error" when no response arrived).`,
+			Help: `HTTP attempts to outside systems (coolify, flagsmith, infisical, notify), by system, method, route template and status ("error" when no response arrived).`,
 		}, []string{"system", "method", "route", "status"}),
 		outsideDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "orchestrator_outside_request_duration_seconds",
@@ -105,6 +106,10 @@ func NewMetrics() *Metrics {
 			Name: "orchestrator_webhooks_total",
 			Help: "CI webhook deliveries, by provider and outcome (triggered, duplicate, unmapped, ignored, rejected).",
 		}, []string{"provider", "outcome"}),
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_notifications_total",
+			Help: `Notifications, by target name and outcome (sent, failed, dropped). Each attempt is in orchestrator_outside_requests_total{system="notify"}.`,
+		}, []string{"target", "outcome"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -112,6 +117,7 @@ func NewMetrics() *Metrics {
 		m.runs, m.phaseDuration, m.stepDuration,
 		m.lockWait, m.lockHold, m.lockLost, m.lockForced,
 		m.outside, m.outsideDur, m.httpRequests, m.httpDuration, m.webhooks,
+		m.notifications,
 	)
 	return m
 }
@@ -235,6 +241,14 @@ func (m *Metrics) webhook(provider, outcome string) {
 		return
 	}
 	m.webhooks.WithLabelValues(provider, outcome).Inc()
+}
+
+// Notification records how one notification ended. Its signature is notify.Options.Outcome's.
+func (m *Metrics) Notification(target, outcome string) {
+	if m == nil {
+		return
+	}
+	m.notifications.WithLabelValues(target, outcome).Inc()
 }
 
 // namespace is the lock key's namespace without the colon ("coolify" for "coolify:phase1").

@@ -54,6 +54,8 @@ type Deps struct {
 	Metrics *Metrics
 	// Logger receives the access log and server-side failures (nil: discard).
 	Logger *slog.Logger
+	// Notifier is told about freezes placed and lifted through the API (nil: nobody).
+	Notifier Notifier
 
 	// Heartbeat is the interval of SSE comment lines that keep idle streams open through
 	// proxies (default 15s).
@@ -88,6 +90,7 @@ type server struct {
 	runs        runs.Store
 	locks       Locks
 	metrics     *Metrics
+	notifier    Notifier
 	log         *slog.Logger
 	heartbeat   time.Duration
 	deliveryTTL time.Duration
@@ -121,6 +124,7 @@ func NewServer(d Deps) http.Handler {
 		runs:        d.Runs,
 		locks:       d.Locks,
 		metrics:     d.Metrics,
+		notifier:    d.Notifier,
 		log:         d.Logger,
 		heartbeat:   d.Heartbeat,
 		deliveryTTL: d.DeliveryTTL,

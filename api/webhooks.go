@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -20,6 +19,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/hmacsig"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -307,44 +307,32 @@ func verifyShape(provider config.Provider, secret []byte, h http.Header) error {
 	return verifyDelivery(provider, secret, h, nil)
 }
 
-// parseSignature reads "sha256=<hex>".
+// parseSignature checks the shape of a "sha256=<hex>" header value.
 func parseSignature(header, value string) ([]byte, error) {
-	if value == "" {
-		return nil, errBadSignature("missing " + header)
-	}
-	hexSig, ok := strings.CutPrefix(value, "sha256=")
-	if !ok {
-		return nil, errBadSignature(header + " must be sha256=<hex>")
-	}
-	got, err := hex.DecodeString(hexSig)
-	if err != nil || len(got) != sha256.Size {
-		return nil, errBadSignature(header + " must be sha256=<64 hex digits>")
-	}
-	return got, nil
+	got, err := hmacsig.Parse(value)
+	return got, signatureError(header, err)
 }
 
 // verifyHMAC checks "sha256=<hex>" against HMAC-SHA256(secret, body).
 func verifyHMAC(header, value string, secret, body []byte) error {
-	got, err := parseSignature(header, value)
-	if err != nil {
-		return err
+	return signatureError(header, hmacsig.Verify(value, secret, body))
+}
+
+// signatureError turns an hmacsig error on header into the 401 answer (nil stays nil).
+func signatureError(header string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, hmacsig.ErrMissing):
+		return errBadSignature("missing " + header)
 	}
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	if !hmac.Equal(got, mac.Sum(nil)) {
-		return errBadSignature(header + " does not match the body")
-	}
-	return nil
+	return errBadSignature(header + " " + err.Error())
 }
 
 // Sign returns the value of X-Signature-256 (and GitHub's X-Hub-Signature-256) for body:
 // "sha256=" and the hex HMAC-SHA256 of body under secret. CI scripts calling the generic
 // webhook and tests use it.
-func Sign(secret, body []byte) string {
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
-}
+func Sign(secret, body []byte) string { return hmacsig.Sign(secret, body) }
 
 // deliveryID returns the delivery's ID ("" when the provider sent none).
 func deliveryID(provider config.Provider, h http.Header) (string, error) {

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -130,7 +131,16 @@ func haScenario(t *testing.T, w *world, inPhase1 bool, failover haFailover) {
 	}
 	wg.Wait()
 	if hold != nil {
-		if err := hold.Release(t.Context()); err != nil {
+		// Right after a failover the new master may refuse writes (NOREPLICAS, under
+		// min-replicas-to-write) until a replica has synced with it: retry, as an operator would.
+		var err error
+		for deadline := time.Now().Add(reconnectBound); ; {
+			if err = hold.Release(t.Context()); err == nil || errors.Is(err, locks.ErrLost) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond) // a retry interval, not a wait for an event
+		}
+		if err != nil {
 			t.Fatalf("release the test's coolify:phase2 across the failover: %v", err)
 		}
 	}

@@ -11,7 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/internal/hmacsig"
 	"github.com/deploy-orchestrator/orchestrator/mobile/flagsmithtest"
+	"github.com/deploy-orchestrator/orchestrator/notify"
+	"github.com/deploy-orchestrator/orchestrator/notify/notifytest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/secrets/infisical/infisicaltest"
 )
@@ -23,11 +26,14 @@ const (
 	sentinelInfClient    = "SENTINEL-infclient-91aed2c7"
 	sentinelCoolifyToken = "SENTINEL-cooltoken-c0ffee11"
 	sentinelFlagsmithKey = "SENTINEL-flagkey-42424242"
+	sentinelNotifyURL    = "SENTINEL-slackhook-5b1ac4e7"
+	sentinelNotifyHMAC   = "SENTINEL-notifyhmac-aa11bb22"
 )
 
 // TestSecretsHygiene runs a full pipeline whose secrets — the env source, an Infisical
-// secret, the Infisical client secret, the Coolify token and the Flagsmith key — hold
-// sentinel values, plus a run that fails, then searches everything the daemon shows or
+// secret, the Infisical client secret, the Coolify token, the Flagsmith key, a Slack webhook
+// URL's token and a notify webhook's HMAC key — hold sentinel values, plus a run that fails
+// (and a notification answered 500 once), then searches everything the daemon shows or
 // keeps: every log line, every API answer (errors included), the SSE streams, the
 // dashboard pages, the metrics and every key in Redis. None may hold a sentinel; the fakes
 // must have received the values (so the test proves the secrets were used).
@@ -71,12 +77,22 @@ services:
 locks: { ttl: 30s }
 on_failure: rollback
 `, w.cf.URL, inf.URL, appA) + mobileYAML(fs, "${FLAGSMITH_API_KEY}")
+	rcv := notifytest.NewServer(t)
+	rcv.FailNext(notifytest.Fault{Status: http.StatusInternalServerError, Body: "internal_error"})
+	pipeline += `notify:
+  targets:
+    - { name: team, kind: slack, url: "${NOTIFY_SLACK_URL}" }
+    - { name: audit, kind: webhook, url: "${NOTIFY_HOOK_URL}", secret: "${NOTIFY_HMAC}" }
+`
 	dir := pipelineDir(t, map[string]string{"prod": pipeline})
 	env := w.env("chaos-hygiene-1", dir)
 	env["COOLIFY_TOKEN"] = coolifyToken
 	env["INFISICAL_CLIENT_SECRET"] = sentinelInfClient
 	env["FLAGSMITH_API_KEY"] = sentinelFlagsmithKey
 	env["ORCH_SECRET_DB_PASSWORD"] = sentinelEnvSource
+	env["NOTIFY_SLACK_URL"] = rcv.URL + "/services/T0/B0/" + sentinelNotifyURL
+	env["NOTIFY_HOOK_URL"] = rcv.URL + "/deploys"
+	env["NOTIFY_HMAC"] = sentinelNotifyHMAC
 	d := startDaemon(t, "d1", env)
 
 	ok := d.trigger("prod", runs.Trigger{Build: "1", ImageTag: "v2", AppVersion: "2.0.0"})
@@ -100,6 +116,26 @@ on_failure: rollback
 		if !strings.Contains(sent.String(), s) {
 			t.Fatalf("Coolify never received the secret %s: the test would prove nothing", s)
 		}
+	}
+
+	// Both runs were announced to both targets (one delivery retried after the 500), with the
+	// URL's token and a signature under the HMAC key: the notify secrets were used.
+	var slackSeen, signed int
+	for range 4 {
+		select {
+		case m := <-rcv.Received():
+			if strings.Contains(m.Path, sentinelNotifyURL) {
+				slackSeen++
+			}
+			if hmacsig.Verify(m.Header.Get(notify.HeaderSignature), []byte(sentinelNotifyHMAC), m.Body) == nil {
+				signed++
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("notifications: %d of 4 arrived", len(rcv.Messages()))
+		}
+	}
+	if slackSeen != 2 || signed != 2 {
+		t.Fatalf("notifications: %d to the Slack URL, %d signed, want 2 and 2: the test would prove nothing", slackSeen, signed)
 	}
 
 	// Everything the daemon shows.
@@ -138,7 +174,8 @@ on_failure: rollback
 	seen["redis"] = dumpRedis(t, w.redis.URL())
 
 	for where, text := range seen {
-		for _, s := range []string{sentinelEnvSource, sentinelInfisical, sentinelInfClient, sentinelCoolifyToken, sentinelFlagsmithKey, adminToken, triggerToken} {
+		for _, s := range []string{sentinelEnvSource, sentinelInfisical, sentinelInfClient, sentinelCoolifyToken, sentinelFlagsmithKey,
+			sentinelNotifyURL, sentinelNotifyHMAC, adminToken, triggerToken} {
 			// The distinctive tail as well, to catch truncated or reformatted copies.
 			if strings.Contains(text, s) || strings.Contains(text, s[len(s)-8:]) {
 				t.Errorf("%s contains the secret %s", where, s)

@@ -32,10 +32,14 @@ func TestKillDuringLongDeploy(t *testing.T) {
 
 			r1 := d1.trigger("prod", runs.Trigger{Build: "1", ImageTag: "v2"})
 			var dep coolifytest.Deployment
-			waitFor(t, 30*time.Second, "run 1's deployment of a to start", func() bool {
+			// Started on Coolify and recorded in the run (killed between the two, the dead run
+			// could not say which deployment was its own: the survivor's guard still cancels it).
+			waitFor(t, 30*time.Second, "run 1's deployment of a to start and be recorded", func() bool {
 				var ok bool
 				dep, ok = startedDeployment(w.cf, appA, r1.ID)
-				return ok
+				r := d1.run(r1.ID)
+				st := r.Step(runs.Phase2, "a")
+				return ok && st != nil && st.DeploymentUUID == dep.UUID
 			})
 			d1.kill()
 			if tc.restart {

@@ -52,6 +52,13 @@ type Daemon struct {
 	// AllowedHosts are the host names (without port) a request's Host header may name;
 	// others are answered 421. Empty means DefaultAllowedHosts(Listen). "*" allows any.
 	AllowedHosts []string `koanf:"allowed_hosts"`
+	// PublicURL is the dashboard's address as people reach it (e.g.
+	// https://deploy.example.com); notifications link to runs under it. Default: derived
+	// from Listen.
+	PublicURL string `koanf:"public_url"`
+	// Notify is where notifications go for pipelines without their own notify block, and
+	// for freezes.
+	Notify *Notify `koanf:"notify"`
 	// Retention bounds the run history the store keeps.
 	Retention Retention `koanf:"retention"`
 

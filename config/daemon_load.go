@@ -217,6 +217,7 @@ func LoadDaemon(path string, getenv func(string) string, fs *pflag.FlagSet) (*Da
 		}
 	}
 
+	applyNotifyDefaults(d.Notify)
 	v := &validator{problems: &problems{file: path}, fromEnv: fromEnv}
 	v.daemon(&d)
 	c.list = append(c.list, decoded.list...)
@@ -289,6 +290,13 @@ func (v *validator) daemon(d *Daemon) {
 		v.add("coolify.rate_limit", "%d: want Coolify's API_RATE_LIMIT in requests per minute per token, at least %d (or 0 to turn pacing off)",
 			r, MinCoolifyRateLimit)
 	}
+
+	if d.PublicURL != "" {
+		if u := v.httpURL("public_url", d.PublicURL); u != nil && (u.RawQuery != "" || u.Fragment != "") {
+			v.add("public_url", "must not have a query or fragment")
+		}
+	}
+	v.notify("notify", d.Notify)
 
 	for _, p := range []Provider{ProviderGitHub, ProviderGitLab, ProviderGeneric} {
 		if w := d.Webhooks.For(p); w != nil {

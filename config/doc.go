@@ -31,6 +31,10 @@
 //	      coolify_status: running:healthy   # exact; "running" matches any running:<health>
 //	      http: { url: https://api.example.com/healthz, expect_status: 200, timeout: 30s }
 //	    deploy_timeout: 10m
+//	    wave: 0                             # Phase-2 wave (default 0); or after:
+//	  - name: web
+//	    uuid: def456
+//	    after: [api]                        # deploys in a later wave than api
 //	mobile:
 //	  - name: version_state                 # default: the feature
 //	    flagsmith: { url: https://api.flagsmith.com, api_key: ${FLAGSMITH_KEY}, environment: <env key> }
@@ -43,9 +47,16 @@
 //	  phase:   { timeout: 60s, max_retries: 3, backoff: [1s, 2s, 4s] }
 //	  service: { timeout: 30s, max_retries: 2 }
 //	  on_frozen: wait                       # wait (default) | fail
+//	phase2: { parallel: 4 }                 # services of one wave deployed at once (default 1)
 //	on_failure: rollback                    # rollback (default) | halt
 //	concurrency: queue                      # queue (default) | supersede
 //	order: build                            # build | created | none; default: build for a numeric build, else none
+//	notify:                                 # default: the daemon's notify block; {targets: []} for none
+//	  lock_wait: 2m                         # announce a lock wait this long (default 2m)
+//	  targets:
+//	    - { name: team, kind: slack, url: ${SLACK_WEBHOOK_URL}, events: [failed, lock_wait] }
+//	    - { kind: discord, url: ${DISCORD_WEBHOOK_URL} }     # name defaults to the kind
+//	    - { name: audit, kind: webhook, url: https://hooks.example.com/x, secret: ${HOOK_SECRET} }
 //
 // Env var flags are is_buildtime, is_runtime, is_literal, is_multiline, is_shown_once, and
 // comment. An entry that leaves one out keeps the variable's current setting on Coolify; a new

@@ -25,6 +25,8 @@ type Pipeline struct {
 	Services []Service               `koanf:"services"`
 	Mobile   []MobileStep            `koanf:"mobile"`
 	Locks    LockPolicy              `koanf:"locks"`
+	// Phase2 says how many services of one wave Phase 2 deploys at once (see Waves).
+	Phase2 Phase2Policy `koanf:"phase2"`
 	// OnFailure says what a Phase-2 failure does (default OnFailureRollback).
 	OnFailure OnFailure `koanf:"on_failure"`
 	// Concurrency says how runs of this pipeline queue (default ConcurrencyQueue).
@@ -32,6 +34,8 @@ type Pipeline struct {
 	// Order says which of two builds is newer (see Order). Empty: OrderBuild when the
 	// trigger's build is a number, else OrderNone.
 	Order Order `koanf:"order"`
+	// Notify says where this pipeline's notifications go; nil means the daemon's default.
+	Notify *Notify `koanf:"notify"`
 
 	// File is the path the pipeline was loaded from ("" when built in code).
 	File string `koanf:"-"`
@@ -96,6 +100,15 @@ type Service struct {
 	// DeployTimeout bounds waiting for one deployment to end (default DefaultDeployTimeout);
 	// a deployment still running then is canceled.
 	DeployTimeout time.Duration `koanf:"deploy_timeout"`
+	// Wave is the Phase-2 wave the service deploys in (0 or more, default 0); wave n+1 starts
+	// when every service of wave n is deployed. A loaded pipeline holds the effective wave:
+	// for a service with After, one more than the latest wave After names, unless the file
+	// names a later one.
+	Wave int `koanf:"wave"`
+	// After names services (by Name) that must be deployed before this one: it deploys in a
+	// later wave than each of them. Unknown names, cycles and a Wave that is not later are
+	// refused at load.
+	After []string `koanf:"after"`
 }
 
 // DefaultDeployTimeout is Service.DeployTimeout when the file names none.

@@ -211,12 +211,16 @@ func applyPipelineDefaults(p *Pipeline, fromEnv map[string]bool) {
 	if l.OnFrozen == "" {
 		l.OnFrozen = OnFrozenWait
 	}
+	if p.Phase2.Parallel == 0 {
+		p.Phase2.Parallel = 1
+	}
 	if p.OnFailure == "" {
 		p.OnFailure = OnFailureRollback
 	}
 	if p.Concurrency == "" {
 		p.Concurrency = ConcurrencyQueue
 	}
+	applyNotifyDefaults(p.Notify)
 }
 
 // pipeline checks a decoded pipeline whose defaults are applied.
@@ -278,12 +282,14 @@ func (v *validator) pipeline(p *Pipeline) {
 		}
 	}
 
+	v.waves(p)
 	v.locks("locks", &p.Locks)
 	oneOf(v, "on_failure", p.OnFailure, OnFailureRollback, OnFailureHalt)
 	oneOf(v, "concurrency", p.Concurrency, ConcurrencyQueue, ConcurrencySupersede)
 	if p.Order != "" {
 		oneOf(v, "order", p.Order, OrderBuild, OrderCreated, OrderNone)
 	}
+	v.notify("notify", p.Notify)
 
 	// Every key the run takes must lie in its mutator's namespace and in no other.
 	for i, s := range p.Services {

@@ -86,6 +86,9 @@ type Deps struct {
 	LivenessTTL time.Duration
 	Logger      *slog.Logger
 	Observer    Observer
+	// Notifier, when set, is told about runs that end and lock waits over the pipeline's
+	// threshold.
+	Notifier Notifier
 	// HTTP is the client of HTTP health checks (default: 10s timeout per request).
 	HTTP *http.Client
 	// PollInterval paces health-check and service-status polling (default 2s).
@@ -454,7 +457,11 @@ func initialSteps(p *config.Pipeline) []runs.Step {
 	}
 	for _, ph := range []runs.Phase{runs.Phase1, runs.Phase2} {
 		for _, s := range p.Services {
-			steps = append(steps, runs.Step{Phase: ph, Name: s.Name, UUID: s.UUID, Status: runs.StepPending, LockKey: s.LockKey()})
+			step := runs.Step{Phase: ph, Name: s.Name, UUID: s.UUID, Status: runs.StepPending, LockKey: s.LockKey()}
+			if ph == runs.Phase2 {
+				step.Wave = s.Wave
+			}
+			steps = append(steps, step)
 		}
 	}
 	for _, m := range p.Mobile {

@@ -286,24 +286,18 @@ func (x *execution) runPipeline() (runs.Status, string) {
 		return x.outcome(err, "mobile step")
 	}
 	if err := x.phase1(); err != nil {
-		x.compensate(runs.Phase1, nil, true)
+		x.compensate(runs.Phase1, true)
 		return x.outcome(err, "phase 1")
 	}
 	if len(x.services) > 0 && len(x.staleServices()) == len(x.services) {
 		return x.allStaleOutcome() // every service turned out stale under its lock: nothing written
 	}
 	if err := x.phase2(); err != nil {
-		var failed *svcState
-		for _, s := range x.services {
-			if s.failed {
-				failed = s
-			}
-		}
 		rollback := x.p.OnFailure != config.OnFailureHalt
 		if stop := x.stopping(); stop != nil && errors.Is(err, stop) {
 			rollback = true // a canceled or stopped run compensates whatever the policy
 		}
-		x.compensate(runs.Phase2, failed, rollback)
+		x.compensate(runs.Phase2, rollback)
 		return x.outcome(err, "phase 2")
 	}
 	if err := x.mobileSteps(config.WhenAfterPhase2); err != nil {
@@ -357,7 +351,7 @@ func (x *execution) finish(ctx context.Context, status runs.Status, reason strin
 	defer cancel()
 	now := time.Now().UTC()
 	pending, evs := x.withPending(nil, []runs.Event{{Type: runs.EndEvent(status), Message: reason}})
-	_, err := x.e.d.Store.Update(wctx, x.run.ID, func(r *runs.Run) error {
+	ended, err := x.e.d.Store.Update(wctx, x.run.ID, func(r *runs.Run) error {
 		pending(r)
 		r.Status, r.Reason, r.EndedAt, r.HeldLocks = status, reason, now, nil
 		for i := range r.Steps {
@@ -376,6 +370,9 @@ func (x *execution) finish(ctx context.Context, status runs.Status, reason strin
 		level = slog.LevelWarn
 	}
 	x.log.LogAttrs(wctx, level, "run ended", slog.String(logStatus, string(status)), slog.String("reason", reason))
+	if err == nil {
+		x.e.notifyEnd(ended)
+	}
 }
 
 // update applies fn to the stored run and appends events; failures are logged, not fatal:
@@ -496,6 +493,7 @@ func (x *execution) acquire(ctx context.Context, key string, phase runs.Phase, s
 			withStep(sl.phase, sl.name, func(s *runs.Step) { s.Status, s.StartedAt = runs.StepWaitingLock, sl.start.UTC() })(r)
 		}
 	}
+	endWaitWatch := x.watchLockWait(key, start)
 	recorded := make(chan struct{})
 	timer := time.AfterFunc(quickGrant, func() {
 		defer close(recorded)
@@ -509,6 +507,7 @@ func (x *execution) acquire(ctx context.Context, key string, phase runs.Phase, s
 		FailOnFrozen: x.p.Locks.OnFrozen == config.OnFrozenFail,
 	})
 	waited := time.Since(start)
+	endWaitWatch()
 	var pending []runs.Event // the wait, unless the timer has recorded it
 	if timer.Stop() {
 		pending = append(pending, waitEv)
@@ -623,7 +622,7 @@ func (x *execution) phase1() error {
 	return ferr
 }
 
-// phase2 deploys every service under coolify:phase2.
+// phase2 deploys every service under coolify:phase2, wave by wave (deployWaves).
 func (x *execution) phase2() error {
 	start := time.Now()
 	if err := x.stopping(); err != nil {
@@ -638,18 +637,7 @@ func (x *execution) phase2() error {
 	defer cancel()
 	x.setStatus(runs.StatusPhase2, runs.Event{Type: runs.EventPhaseStarted, Phase: runs.Phase2, LockKey: lease.Key(), Fence: lease.Fence()})
 
-	var ferr error
-	for _, s := range x.services {
-		if ferr = x.stopping(); ferr != nil {
-			break
-		}
-		if s.stale != "" {
-			continue // the guard left it in Phase 1
-		}
-		if ferr = x.deployService(pctx, s); ferr != nil {
-			break
-		}
-	}
+	ferr := x.deployWaves(pctx)
 	if ferr == nil {
 		if err := lease.Err(); err != nil {
 			ferr = err

@@ -60,6 +60,10 @@ type harness struct {
 	instance string
 	// redisURL addresses the Redis server of a "redis" harness.
 	redisURL string
+	// observer, when set, is the engine's Observer.
+	observer phases.Observer
+	// notifier, when set, is the engine's Notifier.
+	notifier phases.Notifier
 }
 
 // harnessRateLimit is the fake's throttle in end-to-end tests (requests per minute per
@@ -236,6 +240,8 @@ func (h *harness) start(pipelines ...string) {
 		LivenessTTL:  time.Second,
 		Logger:       slog.New(slog.DiscardHandler),
 		PollInterval: 10 * time.Millisecond,
+		Observer:     h.observer,
+		Notifier:     h.notifier,
 	})
 	if err != nil {
 		h.t.Fatal(err)

@@ -19,8 +19,12 @@ import (
 type Plan struct {
 	Pipeline string        `json:"pipeline"`
 	Services []ServicePlan `json:"services"`
-	Mobile   []MobilePlan  `json:"mobile,omitempty"`
-	Locks    []LockPlan    `json:"locks"`
+	// Waves are the names of the services Phase 2 would deploy, wave by wave in the order the
+	// waves run; Parallel is how many of one wave deploy at once.
+	Waves    [][]string   `json:"waves,omitempty"`
+	Parallel int          `json:"parallel"`
+	Mobile   []MobilePlan `json:"mobile,omitempty"`
+	Locks    []LockPlan   `json:"locks"`
 	// Warnings are what would make the run fail before it writes anything, e.g. the abilities
 	// the Coolify token lacks.
 	Warnings []string `json:"warnings,omitempty"`
@@ -85,7 +89,14 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (*Pl
 	x := &execution{e: e, run: run, p: resolved, cl: e.coolifyFor(resolved), resolver: secrets.NewResolver(sources)}
 	defer x.resolver.Forget()
 
-	plan := &Plan{Pipeline: pipeline}
+	plan := &Plan{Pipeline: pipeline, Parallel: resolved.Phase2.Parallel}
+	for _, wave := range resolved.Waves() {
+		names := make([]string, len(wave))
+		for i, idx := range wave {
+			names[i] = resolved.Services[idx].Name
+		}
+		plan.Waves = append(plan.Waves, names)
+	}
 	if err := checkToken(ctx, x.cl, resolved); err != nil {
 		if ctx.Err() != nil {
 			return nil, err

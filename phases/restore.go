@@ -16,12 +16,13 @@ import (
 // compensate puts back what the run changed after a failure.
 //
 // After a Phase-1 failure every service the run wrote is restored from its snapshot. After a
-// Phase-2 failure with rollback, the failed service is restored and redeployed on its
-// previous config, and services synced but not yet deployed are restored (they never ran
-// this run's config, so they need no deploy). With halt nothing is touched: the run's report
-// says which services carry this run's config without having been deployed. A service to
-// which nothing was written (every write refused before it was applied) needs no restore.
-func (x *execution) compensate(phase runs.Phase, failed *svcState, rollback bool) {
+// Phase-2 failure with rollback, each failed service (more than one when several of a wave
+// deployed at once) is restored and redeployed on its previous config, and services synced
+// but not yet deployed are restored (they never ran this run's config, so they need no
+// deploy). With halt nothing is touched: the run's report says which services carry this
+// run's config without having been deployed. A service to which nothing was written (every
+// write refused before it was applied) needs no restore.
+func (x *execution) compensate(phase runs.Phase, rollback bool) {
 	for _, st := range x.services {
 		switch {
 		case st.snap == nil || !st.snap.written() || st.superseded || st.deployed:
@@ -35,7 +36,7 @@ func (x *execution) compensate(phase runs.Phase, failed *svcState, rollback bool
 				})
 			}
 		default:
-			x.restore(st, runs.Phase2, st == failed)
+			x.restore(st, runs.Phase2, st.failed)
 		}
 	}
 }

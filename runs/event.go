@@ -12,6 +12,9 @@ const (
 	EventRunStarted    EventType = "run.started"
 	EventPhaseStarted  EventType = "phase.started"
 	EventPhaseFinished EventType = "phase.finished"
+	// EventWaveStarted: Phase 2 starts a wave of services ("wave 2 of 3: a, b"); the run's
+	// events thus say which waves ran. Written only for a pipeline with more than one wave.
+	EventWaveStarted EventType = "wave.started"
 
 	EventLockWaiting  EventType = "lock.waiting"
 	EventLockAcquired EventType = "lock.acquired"
@@ -38,6 +41,13 @@ const (
 	EventCoolifyPaced EventType = "coolify.paced"
 	// EventServiceStale: the service carries a newer build than the run's; the run leaves it.
 	EventServiceStale EventType = "service.stale"
+
+	// EventNotifyAttempt: one attempt to deliver a notification about the run (Data: target,
+	// event, attempt, status); EventNotifySent and EventNotifyFailed say how the delivery
+	// ended. They may follow the run's end event.
+	EventNotifyAttempt EventType = "notify.attempt"
+	EventNotifySent    EventType = "notify.sent"
+	EventNotifyFailed  EventType = "notify.failed"
 
 	EventRunSucceeded   EventType = "run.succeeded"
 	EventRunFailed      EventType = "run.failed"

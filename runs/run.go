@@ -180,7 +180,9 @@ type Step struct {
 	// Name is the service's name in the pipeline, or the mobile step's name.
 	Name string `json:"name"`
 	// UUID is the Coolify application or service UUID (services only).
-	UUID      string     `json:"uuid,omitempty"`
+	UUID string `json:"uuid,omitempty"`
+	// Wave is the Phase-2 wave of the service (Phase-2 steps; 0 is the first).
+	Wave      int        `json:"wave,omitempty"`
 	Status    StepStatus `json:"status"`
 	StartedAt time.Time  `json:"started_at,omitzero"`
 	EndedAt   time.Time  `json:"ended_at,omitzero"`

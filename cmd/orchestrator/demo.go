@@ -16,6 +16,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/mobile/flagsmithtest"
+	"github.com/deploy-orchestrator/orchestrator/notify/notifytest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/secrets/infisical/infisicaltest"
 )
@@ -102,9 +103,13 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	base := "http://" + addr
+	var outMu sync.Mutex // the notification printer and demoRuns share stdout
+	sims.receiver.OnMessage(func(m notifytest.Message) {
+		_, _ = prefixWriter{w: c.stdout, prefix: "[notify  ] ", mu: &outMu}.Write([]byte(m.Text + "\n"))
+	})
 	fmt.Fprintf(c.stdout, "orchestrator demo: dashboard at %s/ (simulated Coolify at %s)\n\n", base, sims.coolify)
 
-	ok, err := demoRuns(ctx, c.stdout, base, triggerToken)
+	ok, err := demoRuns(ctx, c.stdout, &outMu, base, triggerToken)
 	if err != nil {
 		stop()
 		<-served
@@ -163,8 +168,9 @@ func demoHints(self, base, triggerToken, adminToken string) []string {
 var demoTuning = tuning{coolifyPoll: 300 * time.Millisecond, healthPoll: 250 * time.Millisecond}
 
 // demoRuns triggers two overlapping runs through the API, prints their events and reports
-// whether both succeeded.
-func demoRuns(ctx context.Context, w io.Writer, base, token string) (bool, error) {
+// whether both succeeded. Its writes to w hold mu.
+func demoRuns(ctx context.Context, w io.Writer, mu *sync.Mutex, base, token string) (bool, error) {
+	out := prefixWriter{w: w, mu: mu} // stdout is shared with the notification printer
 	cl := newAPIClient(base, token, nil)
 	type demoRun struct {
 		pipeline string
@@ -174,7 +180,6 @@ func demoRuns(ctx context.Context, w io.Writer, base, token string) (bool, error
 		{"demo", runs.Trigger{Build: "1001", ImageTag: "v1.4.0", Commit: "4f2c9e1", AppVersion: "1.4.0"}},
 		{"demo-web", runs.Trigger{Build: "1002", ImageTag: "v1.4.1", Params: map[string]string{"channel": "beta"}}},
 	}
-	var mu sync.Mutex
 	var wg sync.WaitGroup
 	results := make([]*runs.Run, len(specs))
 	errs := make([]error, len(specs))
@@ -183,12 +188,12 @@ func demoRuns(ctx context.Context, w io.Writer, base, token string) (bool, error
 		if err != nil {
 			return false, err
 		}
-		fmt.Fprintf(w, "[%s] run %s queued: %s/runs/%s\n", s.pipeline, r.ID, base, r.ID)
+		fmt.Fprintf(out, "[%s] run %s queued: %s/runs/%s\n", s.pipeline, r.ID, base, r.ID)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			prefix := fmt.Sprintf("[%-8s] ", s.pipeline)
-			p := newProgress(prefixWriter{w: w, prefix: prefix, mu: &mu}, modePlain, false)
+			p := newProgress(prefixWriter{w: w, prefix: prefix, mu: mu}, modePlain, false)
 			if errs[i] = cl.follow(ctx, r.ID, p.event); errs[i] == nil {
 				results[i], errs[i] = cl.run(ctx, r.ID)
 			}
@@ -196,12 +201,12 @@ func demoRuns(ctx context.Context, w io.Writer, base, token string) (bool, error
 	}
 	wg.Wait()
 	ok := true
-	fmt.Fprintln(w)
+	fmt.Fprintln(out)
 	for i, r := range results {
 		if errs[i] != nil {
 			return false, errs[i]
 		}
-		if err := newProgress(w, modePlain, false).summary(*r); err != nil {
+		if err := newProgress(out, modePlain, false).summary(*r); err != nil {
 			ok = false
 		}
 	}
@@ -225,15 +230,19 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 }
 
 // simulators are the in-process fake Coolify, Flagsmith and Infisical of the demo, each on a
-// loopback port with realistic latencies.
+// loopback port with realistic latencies, and a notification receiver.
 type simulators struct {
 	coolify, flagsmith, infisical string
 	infisicalSecret               string
-	servers                       []*http.Server
+	// receiver takes the demo pipeline's notifications (as a Slack webhook) at notify.
+	receiver    *notifytest.Receiver
+	notify      string
+	notifyToken string
+	servers     []*http.Server
 }
 
 func startSimulators() (*simulators, error) {
-	s := &simulators{infisicalSecret: randomKey()}
+	s := &simulators{infisicalSecret: randomKey(), receiver: notifytest.New(), notifyToken: randomKey()}
 
 	cf := coolifytest.New(coolifytest.WithTiming(coolifytest.DemoTiming))
 	cf.SetLatency(20*time.Millisecond, 80*time.Millisecond)
@@ -262,7 +271,7 @@ func startSimulators() (*simulators, error) {
 	for _, sim := range []struct {
 		h   http.Handler
 		url *string
-	}{{cf, &s.coolify}, {fs, &s.flagsmith}, {inf, &s.infisical}} {
+	}{{cf, &s.coolify}, {fs, &s.flagsmith}, {inf, &s.infisical}, {s.receiver, &s.notify}} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			s.close()
@@ -284,6 +293,7 @@ func (s *simulators) env() map[string]string {
 		"INFISICAL_URL": s.infisical, "INFISICAL_CLIENT_ID": "demo-client", "INFISICAL_CLIENT_SECRET": s.infisicalSecret,
 		"FLAGSMITH_URL": s.flagsmith, "FLAGSMITH_API_KEY": flagsmithtest.DefaultAPIKey, "FLAGSMITH_ENVIRONMENT": demoEnvKey,
 		secretEnvPrefix + "SENTRY_DSN": "https://demo-public-key@sentry.example/42",
+		"DEMO_SLACK_WEBHOOK_URL":       s.notify + "/services/T0DEMO/B0DEMO/" + s.notifyToken,
 	}
 }
 

@@ -63,11 +63,19 @@ func TestDemoOnce(t *testing.T) {
 	if n := strings.Count(out, ": succeeded"); n != 2 {
 		t.Errorf("demo output shows %d succeeded runs, want 2:\n%s", n, out)
 	}
+	// demo.yaml deploys in two waves (api and worker at once, then web).
+	if !strings.Contains(out, "wave 1 of 2: api, worker") || !strings.Contains(out, "wave 2 of 2: web") {
+		t.Errorf("demo output does not show the demo pipeline's two waves:\n%s", out)
+	}
 	if !strings.Contains(out, "dashboard at http://127.0.0.1:") {
 		t.Errorf("demo output does not print the dashboard URL:\n%s", out)
 	}
-	// Secrets the demo feeds its pipelines never reach the terminal.
-	for _, secret := range []string{"demo-db-password", "demo-public-key"} {
+	// The demo pipeline's notification reached the built-in receiver, which printed it.
+	if !strings.Contains(out, "[notify  ] ✅ demo: build 1001 succeeded after") {
+		t.Errorf("demo output does not show the run's notification:\n%s", out)
+	}
+	// Secrets the demo feeds its pipelines never reach the terminal (nor the webhook URL).
+	for _, secret := range []string{"demo-db-password", "demo-public-key", "T0DEMO/B0DEMO"} {
 		if strings.Contains(out+errOut, secret) {
 			t.Errorf("demo output contains the secret %q", secret)
 		}
@@ -217,7 +225,7 @@ func TestValidate(t *testing.T) {
 	}
 	env := map[string]string{"COOLIFY_URL": "http://127.0.0.1:1", "COOLIFY_TOKEN": "1|x", "INFISICAL_URL": "http://127.0.0.1:2",
 		"INFISICAL_CLIENT_ID": "id", "INFISICAL_CLIENT_SECRET": "s", "FLAGSMITH_URL": "http://127.0.0.1:3",
-		"FLAGSMITH_API_KEY": "k", "FLAGSMITH_ENVIRONMENT": "e"}
+		"FLAGSMITH_API_KEY": "k", "FLAGSMITH_ENVIRONMENT": "e", "DEMO_SLACK_WEBHOOK_URL": "http://127.0.0.1:4/x"}
 	if out, _, err := invoke(context.Background(), env, "validate", filepath.Join("..", "..", "testdata", "pipelines", "demo.yaml")); err != nil {
 		t.Errorf("validate demo.yaml: %v\n%s", err, out)
 	}

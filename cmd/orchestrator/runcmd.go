@@ -237,6 +237,12 @@ func printPlan(w io.Writer, p *phases.Plan) {
 			fmt.Fprintf(w, "  env %-10s %s\n", e.Action, e.String())
 		}
 	}
+	if len(p.Waves) > 1 || p.Parallel > 1 {
+		fmt.Fprintf(w, "\nPhase 2, up to %d at once\n", p.Parallel)
+		for i, wave := range p.Waves {
+			fmt.Fprintf(w, "  wave %d: %s\n", i+1, strings.Join(wave, ", "))
+		}
+	}
 	for _, m := range p.Mobile {
 		fmt.Fprintf(w, "mobile %s: set %s of %s (%s)\n", m.Name, strings.Join(m.Fields, ", "), m.Feature, m.When)
 	}

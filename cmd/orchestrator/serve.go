@@ -13,6 +13,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/notify"
 	"github.com/deploy-orchestrator/orchestrator/phases"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -57,6 +58,17 @@ func cmdServe(ctx context.Context, c *cli, args []string) error {
 	return serveWith(ctx, c, d, pipelines, log, nil, tuning{})
 }
 
+// notifyGrace is how long a stopping daemon waits for notifications still queued.
+const notifyGrace = 5 * time.Second
+
+// publicURL is the base URL notifications link to: public_url, else the bound address.
+func publicURL(d *config.Daemon, addr string) string {
+	if d.PublicURL != "" {
+		return d.PublicURL
+	}
+	return "http://" + addr
+}
+
 // serveWith runs the daemon until ctx ends, then shuts down gracefully: no new runs, current
 // steps finish or compensate within the grace period, locks are released, and what could not
 // finish is marked. ready, when set, is called with the bound address once the daemon answers.
@@ -73,8 +85,19 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 		return fmt.Errorf("listen on %s: %w (is another daemon running? set --listen or ORCH_LISTEN)", d.Listen, err)
 	}
 	instance := instanceID(c.getenv, ln.Addr().String())
+	notifier := notify.New(notify.Options{Default: d.Notify, PublicURL: publicURL(d, ln.Addr().String()), Recorder: b.store,
+		Metrics: metrics.OutsideRequest, Outcome: metrics.Notification, Logger: log, Version: version})
+	// After the engine's shutdown (its runs' last messages are queued by then), the queue gets
+	// a short grace of its own.
+	defer func() {
+		nctx, cancel := context.WithTimeout(context.Background(), notifyGrace)
+		defer cancel()
+		if err := notifier.Close(nctx); err != nil {
+			log.LogAttrs(context.Background(), slog.LevelWarn, "notifications left unsent", slog.String("error", err.Error()))
+		}
+	}()
 	eng, err := newEngine(b, engineConfig{
-		pipelines: pipelines, instance: instance, getenv: c.getenv, log: log, observer: metrics,
+		pipelines: pipelines, instance: instance, getenv: c.getenv, log: log, observer: metrics, notifier: notifier,
 		clients: newClients(log, metrics.OutsideRequest, tn.coolifyPoll), healthPoll: tn.healthPoll,
 		livenessTTL: d.LivenessTTL, coolifyRateLimit: d.Coolify.RateLimit,
 	})
@@ -100,7 +123,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	// Header and body timeouts, header size and connection caps: see api.NewHTTPServer and
 	// api.LimitListener.
 	srv := api.NewHTTPServer(api.Deps{Config: d, Engine: apiEngine{eng}, Runs: b.store, Locks: b.locker,
-		Metrics: metrics, Logger: log})
+		Metrics: metrics, Logger: log, Notifier: notifier})
 	// Streams (SSE) end when shutdown starts; request contexts derive from this.
 	srv.BaseContext = func(net.Listener) context.Context { return baseCtx }
 	trusted, _ := config.ParseTrustedProxies(d.TrustedProxies) // validated by LoadDaemon

@@ -22,6 +22,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/locks/redislock"
 	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
 	"github.com/deploy-orchestrator/orchestrator/mobile"
+	"github.com/deploy-orchestrator/orchestrator/notify"
 	"github.com/deploy-orchestrator/orchestrator/phases"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/runs/redisstore"
@@ -181,7 +182,9 @@ type engineConfig struct {
 	getenv    func(string) string
 	log       *slog.Logger
 	observer  phases.Observer
-	clients   *clients
+	// notifier, when set, is told about run ends and long lock waits.
+	notifier *notify.Notifier
+	clients  *clients
 	// healthPoll paces health checks; 0 means the engine's default.
 	healthPoll time.Duration
 	// livenessTTL is the TTL of the daemon's liveness lease; 0 means the default.
@@ -201,7 +204,7 @@ func newEngine(b *backends, ec engineConfig) (*phases.Engine, error) {
 		Coolify: ec.clients.coolify, Flagsmith: ec.clients.flagsmith, Secrets: ec.clients.secrets,
 		Getenv: ec.getenv, EnvPrefix: secretEnvPrefix,
 		Instance: ec.instance, Logger: ec.log, Observer: ec.observer, PollInterval: ec.healthPoll,
-		LivenessTTL: ec.livenessTTL,
+		LivenessTTL: ec.livenessTTL, Notifier: ec.notifier,
 	})
 }
 

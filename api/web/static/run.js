@@ -64,7 +64,27 @@
       var tbody = sections[i].querySelector("tbody");
       var steps = (run.steps || []).filter(function (s) { return s.phase === phase; });
       var rows = document.createDocumentFragment();
+      // Phase-2 steps of a pipeline with several waves are grouped by wave, as the server
+      // renders them (dashboard.go, phaseOf).
+      var waves = [];
+      steps.forEach(function (s) { if (waves.indexOf(s.wave || 0) < 0) waves.push(s.wave || 0); });
+      waves.sort(function (a, b) { return a - b; });
+      if (waves.length > 1) {
+        steps = steps.slice().sort(function (a, b) { return waves.indexOf(a.wave || 0) - waves.indexOf(b.wave || 0); });
+      }
+      var shown = null;
       steps.forEach(function (s) {
+        var w = waves.indexOf(s.wave || 0);
+        if (waves.length > 1 && w !== shown) {
+          shown = w;
+          var head = document.createElement("tr");
+          head.className = "wave";
+          var th = document.createElement("th");
+          th.colSpan = 7;
+          th.textContent = "Wave " + (w + 1) + " of " + waves.length;
+          head.appendChild(th);
+          rows.appendChild(head);
+        }
         var tr = document.createElement("tr");
         tr.setAttribute("data-step", s.phase + "/" + s.name);
         tr.setAttribute("data-status", s.status);

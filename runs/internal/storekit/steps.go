@@ -80,7 +80,7 @@ func AllSteps(r runs.Run) []int {
 // report two different steps as the same. TestSameStepCoversEveryField guards it against
 // fields added to runs.Step later.
 func sameStep(a, b *runs.Step) bool {
-	return a.Phase == b.Phase && a.Name == b.Name && a.UUID == b.UUID && a.Status == b.Status &&
+	return a.Phase == b.Phase && a.Name == b.Name && a.UUID == b.UUID && a.Wave == b.Wave && a.Status == b.Status &&
 		a.StartedAt == b.StartedAt && a.EndedAt == b.EndedAt &&
 		a.LockKey == b.LockKey && a.LockWait == b.LockWait && a.Fence == b.Fence &&
 		a.DeploymentUUID == b.DeploymentUUID && a.RestoredAt == b.RestoredAt && a.Error == b.Error && a.Note == b.Note &&
