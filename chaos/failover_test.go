@@ -159,6 +159,9 @@ func haScenario(t *testing.T, w *world, inPhase1 bool, failover haFailover) {
 	for _, s := range all {
 		r := s.d.run(s.run.ID)
 		counts[r.Status]++
+		if r.Status != runs.StatusSucceeded {
+			t.Logf("run %s (%s) on %s ended %q: %s", r.ID, r.Pipeline, s.d.name, r.Status, r.Reason)
+		}
 		if !r.Status.Terminal() || (r.Status != runs.StatusSucceeded && r.Reason == "") {
 			t.Errorf("run %s (%s) on %s ended %q with reason %q", r.ID, r.Pipeline, s.d.name, r.Status, r.Reason)
 		}
