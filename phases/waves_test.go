@@ -159,7 +159,9 @@ func TestPhase2DeploysWavesInParallel(t *testing.T) {
 // With parallel above it, the run still succeeds, and the fake never runs more than
 // concurrent_builds.
 func TestPhase2ParallelAboveConcurrentBuildsQueues(t *testing.T) {
-	h := wavesHarness(t, "sqlite", 2, 150*time.Millisecond)
+	// Deployments of a second: the third of a wave is asked for while the first two still
+	// build, however slowly the machine schedules the wave's goroutines.
+	h := wavesHarness(t, "sqlite", 2, time.Second)
 	h.start(h.wavesYAML("waves", 3, false))
 	r := h.wait(h.submit("waves", runs.Trigger{Build: "7", ImageTag: "v2"}))
 	if r.Status != runs.StatusSucceeded {
