@@ -351,7 +351,7 @@ func (x *execution) finish(ctx context.Context, status runs.Status, reason strin
 	defer cancel()
 	now := time.Now().UTC()
 	pending, evs := x.withPending(nil, []runs.Event{{Type: runs.EndEvent(status), Message: reason}})
-	ended, err := x.e.d.Store.Update(wctx, x.run.ID, func(r *runs.Run) error {
+	end := func(r *runs.Run) error {
 		pending(r)
 		r.Status, r.Reason, r.EndedAt, r.HeldLocks = status, reason, now, nil
 		for i := range r.Steps {
@@ -360,7 +360,22 @@ func (x *execution) finish(ctx context.Context, status runs.Status, reason strin
 			}
 		}
 		return nil
-	}, evs...)
+	}
+	// The end is the one write a run cannot do without (a record left running while its
+	// daemon lives is never taken over), so it is retried while the store is unavailable,
+	// a Redis failover say, within finalWriteTimeout.
+	ended, err := x.e.d.Store.Update(wctx, x.run.ID, end, evs...)
+	for wait := 100 * time.Millisecond; errors.Is(err, runs.ErrUnavailable); wait = min(2*wait, time.Second) {
+		t := time.NewTimer(wait)
+		select {
+		case <-wctx.Done():
+			t.Stop()
+		case <-t.C:
+			ended, err = x.e.d.Store.Update(wctx, x.run.ID, end, evs...)
+			continue
+		}
+		break
+	}
 	if err != nil && !errors.Is(err, runs.ErrEnded) {
 		x.log.LogAttrs(wctx, slog.LevelError, "run end not recorded", slog.String(logStatus, string(status)), slog.String(logError, err.Error()))
 		return

@@ -162,15 +162,32 @@ func (c *Cluster) ReplicaOf(master *Server) *Server {
 }
 
 // Failover runs CLUSTER FAILOVER on replica and waits until it serves its slots as a
-// master.
+// master. A manual failover that does not complete in time (its master busy, the machine
+// loaded) is dropped by Redis without a word, so the command is sent again every 5 s,
+// within 30 s in all.
 func (c *Cluster) Failover(replica *Server) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := replica.client().ClusterFailover(ctx).Err(); err != nil {
-		c.t.Fatalf("redistest: CLUSTER FAILOVER on %s: %v", replica.Addr, err)
+	last := ""
+	for ctx.Err() == nil {
+		if err := replica.client().ClusterFailover(ctx).Err(); err != nil && ctx.Err() == nil {
+			c.t.Fatalf("redistest: CLUSTER FAILOVER on %s: %v", replica.Addr, err)
+		}
+		attempt, stop := context.WithTimeout(ctx, 5*time.Second)
+		var ok bool
+		for ok, last = c.serving(attempt, replica); !ok && attempt.Err() == nil; ok, last = c.serving(attempt, replica) {
+			select {
+			case <-attempt.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		stop()
+		if ok {
+			return
+		}
 	}
-	c.WaitMaster(replica, 30*time.Second)
+	c.t.Fatalf("redistest: timed out waiting for %s to become a master; last: %s", replica.Addr, last)
 }
 
 // WaitMaster waits until node is a master serving slots and the cluster is up.
@@ -178,14 +195,17 @@ func (c *Cluster) WaitMaster(node *Server, timeout time.Duration) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	waitUntil(ctx, c.t, node.Addr+" to become a master", func() (bool, string) {
-		repl, err := node.client().Info(ctx, "replication").Result()
-		if err != nil || !strings.Contains(repl, "role:master") {
-			return false, repl
-		}
-		info, err := node.client().ClusterInfo(ctx).Result()
-		return err == nil && strings.Contains(info, "cluster_state:ok"), info
-	})
+	waitUntil(ctx, c.t, node.Addr+" to become a master", func() (bool, string) { return c.serving(ctx, node) })
+}
+
+// serving reports whether node is a master and the cluster is up, with what it answered.
+func (c *Cluster) serving(ctx context.Context, node *Server) (bool, string) {
+	repl, err := node.client().Info(ctx, "replication").Result()
+	if err != nil || !strings.Contains(repl, "role:master") {
+		return false, repl
+	}
+	info, err := node.client().ClusterInfo(ctx).Result()
+	return err == nil && strings.Contains(info, "cluster_state:ok"), info
 }
 
 // Signal sends sig to every node that runs (SIGSTOP/SIGCONT pause and resume the whole
