@@ -187,7 +187,7 @@ type indexData struct {
 // handleDashboard serves GET /: recent runs and the current locks.
 func (s *server) handleDashboard() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		page, err := s.runs.List(r.Context(), runs.Filter{Limit: 30})
+		page, err := s.runs.List(r.Context(), runs.Filter{Limit: 30, ReadOnly: true}) // only shown
 		if err != nil {
 			s.pageError(w, r, err)
 			return

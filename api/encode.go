@@ -27,11 +27,16 @@ func encode(w http.ResponseWriter, status int, v any) {
 
 // writeJSON writes body, already JSON, as an answer with the given status.
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	writeJSONHeader(w, status)
+	_, _ = w.Write(body)
+}
+
+// writeJSONHeader sends the status and the headers of a JSON answer.
+func writeJSONHeader(w http.ResponseWriter, status int) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }
 
 // decode reads the request body as one JSON value into v. Unknown fields, trailing data, a

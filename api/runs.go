@@ -130,6 +130,7 @@ func (s *server) handleListRuns() http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
+		f.ReadOnly = true // only encoded
 		page, err := s.runs.List(r.Context(), f)
 		if err != nil {
 			s.writeError(w, r, err)

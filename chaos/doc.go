@@ -9,6 +9,7 @@
 // (coolifytest.Fake.History: every request with the application it acted on and its run and
 // fence headers, every deployment's span and the config it ran); the ground truth of what the
 // daemon claims is its API (GET /v1/runs/{id}, its SSE events, GET /v1/locks). After every
-// scenario the world checks the history against the promises (checks_test.go). The package
+// scenario the world checks the history against the promises (coolifytest.Checks, in
+// coolify/coolifytest/checks.go). The package
 // has no non-test code: run it with `go test ./chaos/` or `make chaos`.
 package chaos

@@ -159,6 +159,9 @@ func haScenario(t *testing.T, w *world, inPhase1 bool, failover haFailover) {
 	for _, s := range all {
 		r := s.d.run(s.run.ID)
 		counts[r.Status]++
+		if r.Status != runs.StatusSucceeded {
+			t.Logf("run %s (%s) on %s ended %q: %s", r.ID, r.Pipeline, s.d.name, r.Status, r.Reason)
+		}
 		if !r.Status.Terminal() || (r.Status != runs.StatusSucceeded && r.Reason == "") {
 			t.Errorf("run %s (%s) on %s ended %q with reason %q", r.ID, r.Pipeline, s.d.name, r.Status, r.Reason)
 		}
@@ -221,16 +224,27 @@ func TestSentinelFailoverInPhase2(t *testing.T) {
 
 func TestSentinelMasterKilledInPhase2(t *testing.T) {
 	w, topo := sentinelWorld(t)
-	haScenario(t, w, false, func(t *testing.T) {
-		old := topo.Master()
-		old.Stop() // kill -9
-		topo.WaitNewMaster(old, 30*time.Second)
-	})
+	haScenario(t, w, false, killSentinelMaster(topo))
 }
 
 func TestSentinelFailoverInPhase1(t *testing.T) {
 	w, topo := sentinelWorld(t)
 	haScenario(t, w, true, func(t *testing.T) { topo.Failover() })
+}
+
+func TestSentinelMasterKilledInPhase1(t *testing.T) {
+	w, topo := sentinelWorld(t)
+	haScenario(t, w, true, killSentinelMaster(topo))
+}
+
+// killSentinelMaster is the failover by kill -9 of the master: the sentinels promote a
+// replica.
+func killSentinelMaster(topo *redistest.Sentinel) haFailover {
+	return func(t *testing.T) {
+		old := topo.Master()
+		old.Stop() // kill -9
+		topo.WaitNewMaster(old, 30*time.Second)
+	}
 }
 
 // serviceKeyB is the Redis key of service b's lease (the service both pipelines share), as
@@ -246,15 +260,36 @@ func clusterWorld(t *testing.T) (*world, *redistest.Cluster) {
 
 func TestClusterFailoverInPhase2(t *testing.T) {
 	w, c := clusterWorld(t)
-	haScenario(t, w, false, func(t *testing.T) { c.Failover(c.ReplicaOf(c.MasterOf(serviceKeyB))) })
+	haScenario(t, w, false, clusterFailover(c))
 }
 
 func TestClusterMasterKilledInPhase2(t *testing.T) {
 	w, c := clusterWorld(t)
-	haScenario(t, w, false, func(t *testing.T) {
+	haScenario(t, w, false, killClusterMaster(c))
+}
+
+func TestClusterFailoverInPhase1(t *testing.T) {
+	w, c := clusterWorld(t)
+	haScenario(t, w, true, clusterFailover(c))
+}
+
+func TestClusterMasterKilledInPhase1(t *testing.T) {
+	w, c := clusterWorld(t)
+	haScenario(t, w, true, killClusterMaster(c))
+}
+
+// clusterFailover is CLUSTER FAILOVER on the replica of the slot holding service b's lease.
+func clusterFailover(c *redistest.Cluster) haFailover {
+	return func(t *testing.T) { c.Failover(c.ReplicaOf(c.MasterOf(serviceKeyB))) }
+}
+
+// killClusterMaster is the failover by kill -9 of the master of the slot holding service b's
+// lease: its replica takes over once the node timeout has passed.
+func killClusterMaster(c *redistest.Cluster) haFailover {
+	return func(t *testing.T) {
 		m := c.MasterOf(serviceKeyB)
 		r := c.ReplicaOf(m)
 		m.Stop() // kill -9
 		c.WaitMaster(r, 30*time.Second)
-	})
+	}
 }

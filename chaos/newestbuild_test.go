@@ -40,7 +40,7 @@ func TestNewerBuildNotOverwrittenByOlder(t *testing.T) {
 			h := s.w.cf.History()
 			for _, c := range h.Calls {
 				if c.Run == r4.ID && c.Mutating() {
-					t.Errorf("build 4 reached Coolify with a write: %s", describe(c))
+					t.Errorf("build 4 reached Coolify with a write: %s", c)
 				}
 			}
 			s.wantRunning(h, "5")
@@ -215,7 +215,7 @@ func TestSupersedeAcrossDaemons(t *testing.T) {
 	for _, c := range h.Calls {
 		for _, id := range ids[:3] {
 			if c.Run == id && c.Mutating() {
-				t.Errorf("superseded run %s reached Coolify with a write: %s", id, describe(c))
+				t.Errorf("superseded run %s reached Coolify with a write: %s", id, c)
 			}
 		}
 	}

@@ -923,10 +923,17 @@ func TestCancellation(t *testing.T) {
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("returned after %s", d)
 		}
-		waitFor(t, func() bool {
-			r := e.srv.Requests()
-			return len(r) == 1 && r[0].Status == 0 && r[0].Fault == "client went away during latency"
-		})
+		// The server logs the request once its handler sees the client gone.
+		var got []coolifytest.Request
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			got = e.srv.Requests()
+			if len(got) == 1 && got[0].Status == 0 && got[0].Fault == "client went away during latency" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after 10s the server logged %+v, want one request the client left during latency", got)
+			}
+		}
 	})
 	t.Run("with a deadline", func(t *testing.T) {
 		e := setup(t, nil)

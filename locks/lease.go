@@ -68,18 +68,31 @@ func (le *Lease) Key() string    { return le.info.Key }
 func (le *Lease) Fence() int64   { return le.info.Fence }
 func (le *Lease) Holder() string { return le.info.Holder }
 
-// Done is closed when the lease ends: released or lost.
+// Done is closed when the lease ends: released or lost. A loss by the local clock closes it
+// when the heartbeat notices or Err is called, whichever comes first: on a starved CPU that
+// can be after the deadline, so check Err (or use the fence) right before acting on the lease.
 func (le *Lease) Done() <-chan struct{} { return le.ctx.Done() }
 
 // Err is nil while held; after Done it wraps ErrReleased or ErrLost (with the reason: expired
 // before renewal, replaced by another token, force-released).
+//
+// Err checks the local deadline itself: once it has passed, the lease is lost and Err says
+// so, even if the heartbeat goroutine has not run yet to find out (a process starved of CPU).
+// So Err never reports a lease held past the instant it must be presumed expired.
 func (le *Lease) Err() error {
 	select {
 	case <-le.ctx.Done():
 		return context.Cause(le.ctx)
 	default:
+	}
+	le.mu.Lock()
+	deadline := le.deadline
+	le.mu.Unlock()
+	if time.Now().Before(deadline) {
 		return nil
 	}
+	le.finish(le.lostErr("it expired by the local clock before a renewal confirmed it", nil), true)
+	return context.Cause(le.ctx)
 }
 
 // Context returns a context derived from parent that is canceled when the lease ends, with
@@ -184,6 +197,10 @@ func (le *Lease) finish(cause error, lost bool) bool {
 	if !le.ended.CompareAndSwap(false, true) {
 		return false
 	}
+	// An ended lease is renewed no more: its heartbeat never starts, or is told to stop
+	// (not waited for, since finish may run on it). A renewal in flight may still extend
+	// the key, which then expires by its TTL.
+	le.haltHeartbeat()
 	le.l.forget(le)
 	if lost {
 		le.l.log.Warn("lock lease lost",
@@ -235,15 +252,24 @@ func (le *Lease) startHeartbeat() {
 // stopHeartbeat keeps the heartbeat from starting, or stops it and waits for it to return,
 // so that no renewal is in flight afterwards.
 func (le *Lease) stopHeartbeat() {
+	if done := le.haltHeartbeat(); done != nil {
+		<-done
+	}
+}
+
+// haltHeartbeat keeps the heartbeat from starting, or tells it to stop; it returns the
+// channel closed when a running heartbeat has returned, nil if none was started.
+func (le *Lease) haltHeartbeat() <-chan struct{} {
 	le.hbMu.Lock()
 	le.hbStopped = true
 	cancel, done := le.hbCancel, le.hbDone
 	le.hbMu.Unlock()
 	le.l.starter.remove(le)
-	if cancel != nil {
-		cancel()
-		<-done
+	if cancel == nil {
+		return nil
 	}
+	cancel()
+	return done
 }
 
 // heartbeat renews the lease every TTL/3 (counted from the granting request) until ctx ends or the
@@ -317,6 +343,9 @@ func (le *Lease) heartbeat(ctx context.Context) {
 // next: after interval on success, after a short retry bounded by the local deadline on a
 // failure that leaves time.
 func (le *Lease) renew(ctx context.Context, interval time.Duration) (time.Duration, bool) {
+	if ctx.Err() != nil {
+		return 0, false // stopped while a renewal was due
+	}
 	le.mu.Lock()
 	deadline := le.deadline
 	key, token, fence := le.info.Key, le.info.Token, le.info.Fence

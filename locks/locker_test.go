@@ -30,6 +30,11 @@ type faulty struct {
 	failRelease atomic.Int32 // number of Release calls to fail
 	tries       atomic.Int32
 	renews      atomic.Int32
+	// renewGate, when set before the Locker first renews, holds every renewal until it is
+	// closed, whatever its context says: a heartbeat that does not get to run. renewHeld
+	// gets a value each time a renewal starts waiting on it.
+	renewGate chan struct{}
+	renewHeld chan struct{}
 }
 
 var errInjected = errors.New("injected: connection refused")
@@ -44,6 +49,10 @@ func (f *faulty) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 
 func (f *faulty) Renew(ctx context.Context, key, token string, ttl time.Duration) (time.Time, error) {
 	f.renews.Add(1)
+	if f.renewGate != nil {
+		f.renewHeld <- struct{}{}
+		<-f.renewGate
+	}
 	if f.failRenew.Load() {
 		return time.Time{}, fmt.Errorf("renew %q: %w: %w", key, locks.ErrUnavailable, errInjected)
 	}
@@ -177,6 +186,69 @@ func TestLeaseLostWhenRenewalsFailUntilLocalExpiry(t *testing.T) {
 	want := []string{"acquired svc:a", "released svc:a lost=true"}
 	if got := fx.obs.list(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("observer: got %v, want %v", got, want)
+	}
+}
+
+// TestErrSaysLostPastLocalDeadline: a holder that looks at Err after its lease's local
+// deadline is told the lease is lost, even though the heartbeat that would find out has not
+// come back (its renewal is held past the deadline, as on a CPU too busy to run it): Err
+// never reports a lease held after the backend may have let someone else in. The lease's
+// heartbeat stops then, and Release reports the loss.
+func TestErrSaysLostPastLocalDeadline(t *testing.T) {
+	fx := newFixture(t)
+	gate := make(chan struct{})
+	fx.f.renewGate, fx.f.renewHeld = gate, make(chan struct{}, 1)
+	var opened sync.Once
+	open := func() { opened.Do(func() { close(gate) }) }
+	t.Cleanup(open) // before the Locker's Close, which waits for the heartbeat
+	ctx := t.Context()
+	const ttl = 60 * time.Millisecond
+	sent := time.Now()
+	le, err := fx.l.Acquire(ctx, locks.Request{Key: "svc:s", Holder: "p#1/s", TTL: ttl, Budget: quick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, cancel := le.Context(ctx)
+	defer cancel()
+	<-fx.f.renewHeld // the heartbeat's first renewal, at TTL/3, is stuck
+	if err := le.Err(); err != nil {
+		t.Fatalf("Err before the deadline: %v", err)
+	}
+	// Past the TTL itself, measured from before the request: the lease is gone by any clock.
+	if err := sleepUntil(ctx, sent.Add(ttl)); err != nil {
+		t.Fatal(err)
+	}
+	err = le.Err()
+	if !errors.Is(err, locks.ErrLost) {
+		t.Fatalf("Err %s after the grant was requested (TTL %s), with the heartbeat stuck: got %v, want ErrLost",
+			time.Since(sent), ttl, err)
+	}
+	select {
+	case <-le.Done():
+	default:
+		t.Error("Err reported the loss but Done is open")
+	}
+	if !errors.Is(context.Cause(work), locks.ErrLost) {
+		t.Errorf("work context cause: got %v, want ErrLost", context.Cause(work))
+	}
+	open() // the stuck renewal comes back; the heartbeat must not go on
+	if err := le.Release(ctx); !errors.Is(err, locks.ErrLost) {
+		t.Errorf("release after the loss: got %v, want ErrLost", err)
+	}
+	if got := fx.obs.list(); strings.Join(got, ",") != "acquired svc:s,released svc:s lost=true" {
+		t.Errorf("observer: got %v, want one grant and one loss", got)
+	}
+}
+
+// sleepUntil waits until the local clock reaches at, or ctx ends.
+func sleepUntil(ctx context.Context, at time.Time) error {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -569,7 +641,12 @@ func TestShortLeaseAfterLongOneIsRenewed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const ttl = 60 * time.Millisecond
+	// Short enough to be lost by the local clock before the long lease's heartbeat is due
+	// (WatchAfter), long enough that a renewal at TTL/3 has two TTL/3 of slack on a busy CPU.
+	const ttl = 300 * time.Millisecond
+	if ttl >= locks.WatchAfter*9/10 {
+		t.Fatalf("ttl %s must end before the long lease's heartbeat is due (%s)", ttl, locks.WatchAfter)
+	}
 	short, err := fx.l.Acquire(ctx, locks.Request{Key: "svc:short", Holder: "p#2/s", TTL: ttl, Budget: quick})
 	if err != nil {
 		t.Fatal(err)
@@ -577,10 +654,10 @@ func TestShortLeaseAfterLongOneIsRenewed(t *testing.T) {
 	select {
 	case <-short.Done():
 		t.Fatalf("the short lease ended: %v", short.Err())
-	case <-time.After(10 * ttl): // its whole life would be far behind it without renewals
+	case <-time.After(5 * ttl): // its whole life would be far behind it without renewals
 	}
 	if n := fx.f.renews.Load(); n < 3 {
-		t.Errorf("renewals over 10 TTLs of the short lease: got %d, want at least 3", n)
+		t.Errorf("renewals over 5 TTLs of the short lease: got %d, want at least 3", n)
 	}
 	for _, le := range []*locks.Lease{short, long} {
 		if err := le.Release(ctx); err != nil {

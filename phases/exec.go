@@ -381,7 +381,7 @@ func (x *execution) finish(ctx context.Context, status runs.Status, reason strin
 	defer cancel()
 	now := time.Now().UTC()
 	pending, evs := x.withPending(nil, []runs.Event{{Type: runs.EndEvent(status), Message: reason}})
-	ended, err := x.writeRun(wctx, func(r *runs.Run) error {
+	end := func(r *runs.Run) error {
 		pending(r)
 		r.Status, r.Reason, r.EndedAt, r.HeldLocks = status, reason, now, nil
 		for i := range r.Steps {
@@ -390,7 +390,10 @@ func (x *execution) finish(ctx context.Context, status runs.Status, reason strin
 			}
 		}
 		return nil
-	}, evs...)
+	}
+	// The end is the one write a run cannot do without (a record left running while its
+	// daemon lives is never taken over): writeRun retries it through a Redis failover.
+	ended, err := x.writeRun(wctx, end, evs...)
 	if err != nil && !errors.Is(err, runs.ErrEnded) {
 		x.log.LogAttrs(wctx, slog.LevelError, "run end not recorded", slog.String(logStatus, string(status)), slog.String(logError, err.Error()))
 		return

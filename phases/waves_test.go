@@ -93,21 +93,6 @@ func checkExclusive(t *testing.T, hist coolifytest.History) {
 	}
 }
 
-// maxOverlap is the most deployments in progress at once among spans.
-func maxOverlap(spans []coolifytest.Span) int {
-	most := 0
-	for _, s := range spans {
-		n := 0
-		for _, o := range spans {
-			if o.InProgressAt(s.Start) {
-				n++
-			}
-		}
-		most = max(most, n)
-	}
-	return most
-}
-
 // Phase 2 deploys wave by wave, up to phase2.parallel at once: the waves' deployments never
 // overlap one another, and inside the first wave three run together. The fake's own log shows
 // one mutator per application at a time.
@@ -136,7 +121,7 @@ func TestPhase2DeploysWavesInParallel(t *testing.T) {
 				}
 			}
 		}
-		if got := maxOverlap(spanWave[0]); got != 3 {
+		if got := coolifytest.MaxInProgress(spanWave[0]); got != 3 {
 			t.Errorf("wave 0: at most %d deployments at once, want 3 (parallel 3)", got)
 		}
 		var waves []string
@@ -159,14 +144,16 @@ func TestPhase2DeploysWavesInParallel(t *testing.T) {
 // With parallel above it, the run still succeeds, and the fake never runs more than
 // concurrent_builds.
 func TestPhase2ParallelAboveConcurrentBuildsQueues(t *testing.T) {
-	h := wavesHarness(t, "sqlite", 2, 150*time.Millisecond)
+	// Deployments of a second: the third of a wave is asked for while the first two still
+	// build, however slowly the machine schedules the wave's goroutines.
+	h := wavesHarness(t, "sqlite", 2, time.Second)
 	h.start(h.wavesYAML("waves", 3, false))
 	r := h.wait(h.submit("waves", runs.Trigger{Build: "7", ImageTag: "v2"}))
 	if r.Status != runs.StatusSucceeded {
 		t.Fatalf("run %s: %s (%s)", r.ID, r.Status, r.Reason)
 	}
 	hist := h.coolify.History()
-	if got := maxOverlap(hist.Spans); got != 2 {
+	if got := coolifytest.MaxInProgress(hist.Spans); got != 2 {
 		t.Errorf("at most %d deployments in progress at once, want concurrent_builds 2", got)
 	}
 	queuedLong := 0

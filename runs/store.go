@@ -113,6 +113,12 @@ type Filter struct {
 	Limit int
 	// Cursor is Page.Next from the previous page; empty for the first page.
 	Cursor string
+	// ReadOnly promises that the caller only reads the runs of the page (encodes or shows
+	// them) and never changes them: the store may then answer runs that share their steps
+	// and other slices and maps with its cache of decoded runs, instead of a copy of each
+	// (copying was most of the cost of a page of cached runs). Without it, the runs are the
+	// caller's own, to change at will.
+	ReadOnly bool
 }
 
 // Page sizes for List.

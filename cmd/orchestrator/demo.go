@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -64,7 +65,8 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 	adminToken := orDefault(c.getenv("ORCH_ADMIN_TOKEN"), randomKey())
 	env := sims.env()
 	for k, v := range map[string]string{"ORCH_LISTEN": *listen, "ORCH_STATE_DIR": state, "ORCH_PUBLIC_READ": "true",
-		"ORCH_TRIGGER_TOKEN": triggerToken, "ORCH_ADMIN_TOKEN": adminToken, "ORCH_LOG_LEVEL": "warn"} {
+		"ORCH_TRIGGER_TOKEN": triggerToken, "ORCH_ADMIN_TOKEN": adminToken, "ORCH_LOG_LEVEL": "warn",
+		"ORCH_COOLIFY_RATE_LIMIT": strconv.Itoa(demoRateLimit)} {
 		env[k] = v
 	}
 	getenv := func(k string) string {
@@ -241,10 +243,15 @@ type simulators struct {
 	servers     []*http.Server
 }
 
+// demoRateLimit is the simulated Coolify's API budget, calls per minute.
+const demoRateLimit = 2000
+
 func startSimulators() (*simulators, error) {
 	s := &simulators{infisicalSecret: randomKey(), receiver: notifytest.New(), notifyToken: randomKey()}
 
-	cf := coolifytest.New(coolifytest.WithTiming(coolifytest.DemoTiming))
+	// The simulated Coolify throttles like the real one, at demoRateLimit: ten times Coolify's
+	// default, so the demo's runs are paced (the daemon is told the same limit) but never wait.
+	cf := coolifytest.New(coolifytest.WithTiming(coolifytest.DemoTiming), coolifytest.WithRateLimit(demoRateLimit, time.Minute))
 	cf.SetLatency(20*time.Millisecond, 80*time.Millisecond)
 	cf.AddApplication(coolifytest.Application{UUID: demoAPI, Name: "api", ImageName: "ghcr.io/acme/api", ImageTag: "v1.3.0",
 		HealthCheckEnabled: true, FQDN: "https://api.acme.test"})

@@ -129,12 +129,26 @@ func buildDaemon(b *testing.B) string {
 	return bin
 }
 
-// startDaemon writes the pipelines and the daemon config, starts `orchestrator serve` and
-// waits for /healthz.
+// startDaemon writes the load pipelines and the daemon config (on a private redis-server
+// for backend "redis", else SQLite files), starts `orchestrator serve` and waits for
+// /healthz.
 func startDaemon(b *testing.B, bin string, cf *coolifytest.Server, backend string) *loadDaemon {
 	b.Helper()
 	dir := b.TempDir()
-	cfgPath, addr := writeDaemonConfig(b, dir, cf, backend)
+	pipes := writeLoadPipelines(b, dir, cf)
+	redisURL := ""
+	if backend == "redis" {
+		redisURL = redistest.Start(b).URL()
+	}
+	return runDaemon(b, bin, cf, dir, pipes, redisURL)
+}
+
+// runDaemon writes a daemon config into dir (the pipelines of the directory pipes, its state
+// under dir, on redisURL when set, else SQLite), starts `orchestrator serve` with it and
+// waits for /healthz. Daemons given the same pipes and redisURL share runs and leases.
+func runDaemon(b *testing.B, bin string, cf *coolifytest.Server, dir, pipes, redisURL string) *loadDaemon {
+	b.Helper()
+	cfgPath, addr := writeDaemonConfig(b, dir, pipes, redisURL)
 	logs, err := os.Create(filepath.Join(dir, "daemon.log"))
 	if err != nil {
 		b.Fatal(err)
@@ -160,34 +174,51 @@ func loadClient() *http.Client {
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4 * loadPipelines}}
 }
 
-// writeDaemonConfig writes the pipelines and the daemon config into dir and returns the
-// config's path and the address the daemon will listen on.
-func writeDaemonConfig(b *testing.B, dir string, cf *coolifytest.Server, backend string) (string, string) {
+// writeLoadPipelines adds the load applications to the fake and writes the load pipelines
+// (loadPipelines of them, each deploying 3 of loadApps applications, overlapping its
+// neighbours') into dir/pipelines, whose path it returns.
+func writeLoadPipelines(b *testing.B, dir string, cf *coolifytest.Server) string {
+	b.Helper()
+	return writePipelines(b, dir, cf, "load", loadPipelines, loadApps)
+}
+
+// writePipelines adds apps applications to the fake and writes pipelines pipelines named
+// <prefix>0, <prefix>1, … into dir/pipelines, whose path it returns: pipeline p deploys
+// applications 2p, 2p+1 and 2p+2 (mod apps), so neighbours share one, each with the
+// trigger's image tag and a BUILD env var.
+func writePipelines(b *testing.B, dir string, cf *coolifytest.Server, prefix string, pipelines, apps int) string {
 	b.Helper()
 	pipes := filepath.Join(dir, "pipelines")
 	if err := os.MkdirAll(pipes, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	for a := range loadApps {
-		cf.AddApplication(coolifytest.Application{UUID: fmt.Sprintf("load-app-%02d", a), Name: fmt.Sprintf("app%02d", a), ImageTag: "v0"})
+	for a := range apps {
+		cf.AddApplication(coolifytest.Application{UUID: fmt.Sprintf("%s-app-%02d", prefix, a), Name: fmt.Sprintf("app%02d", a), ImageTag: "v0"})
 	}
-	for p := range loadPipelines {
+	for p := range pipelines {
 		var y strings.Builder
 		fmt.Fprintf(&y, "coolify: { url: %q, token: \"${COOLIFY_TOKEN}\" }\nservices:\n", cf.URL)
-		for _, a := range []int{2 * p, 2*p + 1, (2*p + 2) % loadApps} {
+		for _, a := range []int{(2 * p) % apps, (2*p + 1) % apps, (2*p + 2) % apps} {
 			fmt.Fprintf(&y, `  - name: app%02d
-    uuid: load-app-%02d
+    uuid: %s-app-%02d
     image_tag: "${trigger.image_tag}"
     env:
       - key: BUILD
         value: "${trigger.build}"
-`, a, a)
+`, a, prefix, a)
 		}
 		y.WriteString("locks:\n  ttl: 60s\n  phase: { timeout: 10m, max_retries: 0 }\n  service: { timeout: 10m, max_retries: 0 }\n")
-		if err := os.WriteFile(filepath.Join(pipes, fmt.Sprintf("load%d.yaml", p)), []byte(y.String()), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(pipes, fmt.Sprintf("%s%d.yaml", prefix, p)), []byte(y.String()), 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}
+	return pipes
+}
+
+// writeDaemonConfig writes the daemon config into dir and returns its path and the address
+// the daemon will listen on.
+func writeDaemonConfig(b *testing.B, dir, pipes, redisURL string) (string, string) {
+	b.Helper()
 	addr := freeLoopback(b)
 	cfg := fmt.Sprintf(`listen: %s
 state_dir: %s
@@ -201,8 +232,8 @@ coolify: { rate_limit: 0 } # measures the API, not Coolify's throttle (off on th
 log: { level: warn, format: json }
 shutdown_grace: 10s
 `, addr, filepath.Join(dir, "state"), pipes, loadTriggerToken, loadAdminToken)
-	if backend == "redis" {
-		cfg += fmt.Sprintf("redis_url: %q\n", redistest.Start(b).URL())
+	if redisURL != "" {
+		cfg += fmt.Sprintf("redis_url: %q\n", redisURL)
 	}
 	cfgPath := filepath.Join(dir, "orchestrator.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {

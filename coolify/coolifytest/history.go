@@ -66,6 +66,21 @@ func (s Span) InProgressAt(t time.Time) bool {
 	return !s.Start.IsZero() && !t.Before(s.Start) && (s.End.IsZero() || t.Before(s.End))
 }
 
+// MaxInProgress is the most of spans in progress at one moment.
+func MaxInProgress(spans []Span) int {
+	most := 0
+	for _, s := range spans {
+		n := 0
+		for _, o := range spans {
+			if o.InProgressAt(s.Start) {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
 // AppState is an application's configuration now and what it runs now.
 type AppState struct {
 	// Current is the tag and env set on the application; Running is what its last finished

@@ -155,9 +155,9 @@ func TestFaultInjectionCatchesPlainDelete(t *testing.T) {
 }
 
 // TestFaultInjectionLeases puts the product's own Lease in the history: each client is a
-// locks.Locker over its Driver, and believes it holds a key from the return of Acquire until
-// it calls Release or the Lease's Done closes — the Locker's own decision, with its TTL/20
-// safety margin, heartbeat and late-grant rule, instead of the test's estimate above. Each
+// locks.Locker over its Driver, and believes it holds a key while the Lease's Err says so —
+// the Locker's own decision, with its TTL/20 safety margin, heartbeat and late-grant rule,
+// instead of the test's estimate above (see leaseClient for when it looks). Each
 // client has a proxy of its own, so one can be cut off or slowed down while the others reach
 // Redis (as one daemon's network failing), and take over a lease it cannot renew.
 func TestFaultInjectionLeases(t *testing.T) {
@@ -417,8 +417,13 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 }
 
 // leaseClient takes random keys through a Locker until ctx ends, recording what its Leases
-// said: held from Acquire's return until Release is called or Done closes (observed by a
-// goroutine, so the recorded end is if anything late, which only makes overlaps likelier).
+// said. A holder believes what Err says when it looks, as work under a lease checks it
+// between steps: it looks right after Acquire returns, every faultCheckEvery while it holds
+// the key, at once when Done closes, and when the hold is over. The belief ends after the
+// last look that found the lease held (from that look's start on: the look itself may be
+// late, never early) and before the first that found it ended, or the call of Release.
+// A wake-up delayed by a busy CPU thus widens the recorded interval instead of moving the
+// end past what the Lease said.
 func leaseClient(ctx context.Context, id int, d *Driver, h *history) {
 	l := locks.New(d, locks.Options{PollInterval: 50 * time.Millisecond, LockDelay: time.Millisecond})
 	defer l.Close()
@@ -446,21 +451,39 @@ func leaseClient(ctx context.Context, id int, d *Driver, h *history) {
 		default: // longer than the TTL: only the heartbeat keeps it
 			hold = faultTTL + time.Duration(50+rng.IntN(300))*time.Millisecond
 		}
-		timer := time.NewTimer(hold)
-		var end int64
-		select {
-		case <-le.Done():
-			end = h.now()
-		case <-timer.C:
-		case <-ctx.Done():
-		}
-		timer.Stop()
-		if end == 0 {
-			end = h.now() // the holder stops believing when it calls Release
-		}
-		h.add(id, lockInput{Kind: opEnd, Key: key, Client: id}, end, end)
+		endCall, endRet := holdLease(ctx, le, hold, call, h)
+		h.add(id, lockInput{Kind: opEnd, Key: key, Client: id}, endCall, endRet)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		_ = le.Release(rctx)
 		cancel()
+	}
+}
+
+// faultCheckEvery is how often a leaseClient looks at a lease it holds.
+const faultCheckEvery = 5 * time.Millisecond
+
+// holdLease holds le for hold (or until ctx ends), looking at its Err as leaseClient
+// describes, and returns the interval in which the belief in it ended. heldSince is a time
+// the lease was held at or after (Acquire's call).
+func holdLease(ctx context.Context, le *locks.Lease, hold time.Duration, heldSince int64, h *history) (int64, int64) {
+	timer := time.NewTimer(hold)
+	defer timer.Stop()
+	tick := time.NewTicker(faultCheckEvery)
+	defer tick.Stop()
+	lastHeld := heldSince
+	for {
+		at := h.now()
+		if le.Err() != nil {
+			return lastHeld, h.now() // ended between the last look that found it held and this one
+		}
+		lastHeld = at
+		select {
+		case <-le.Done():
+		case <-tick.C:
+		case <-timer.C:
+			return lastHeld, h.now() // held at the last look; the holder now calls Release
+		case <-ctx.Done():
+			return lastHeld, h.now()
+		}
 	}
 }

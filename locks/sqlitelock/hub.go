@@ -2,11 +2,12 @@ package sqlitelock
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/sqlitestmt"
 )
 
 // hubs shares one database handle and one release-signal registry among every Driver of
@@ -21,7 +22,7 @@ var hubs = struct {
 // hub is the per-file state shared by the Drivers of one process.
 type hub struct {
 	path string
-	db   *sql.DB
+	db   sqlitestmt.DB
 	poll time.Duration
 	// n signals releases to other processes and wakes the poller on theirs; nil when
 	// unavailable (not Linux, inotify refused), and then the poller polls every poll.
@@ -103,18 +104,18 @@ func (h *hub) release() error {
 	if h.n != nil {
 		nerr = h.n.close()
 	}
-	return errors.Join(nerr, h.db.Close())
+	return errors.Join(nerr, h.db.Set.Close(), h.db.Close())
 }
 
 // write runs f in one BEGIN IMMEDIATE transaction.
-func (h *hub) write(ctx context.Context, f func(*sql.Tx) error) error {
+func (h *hub) write(ctx context.Context, f func(sqlitestmt.Tx) error) error {
 	h.wmu.Lock()
 	defer h.wmu.Unlock()
 	tx, err := h.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	if err := f(tx); err != nil {
+	if err := f(sqlitestmt.Tx{Tx: tx, Set: h.db.Set}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -177,20 +178,26 @@ func (h *hub) unsubscribe(s *subscription) {
 	}
 }
 
-// notify wakes the subscribers of key after a release in this process moved its counter
+// notify wakes the subscribers of key after a release in this process moved the counters
 // to n, and tells the other processes through the notifier. The poller will see the same
-// counter and not signal again.
-func (h *hub) notify(key string, n int64) {
+// counters and not signal again. When this release is the only one since the poller's
+// last read (the global counter moved by one), the poller takes it as read: the notifier
+// wakes this process's own poller too, and it then reads one counter instead of every
+// subscribed key's.
+func (h *hub) notify(key string, n released) {
 	if h.n != nil {
 		h.n.signal()
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if n.global == h.global+1 {
+		h.global = n.global
+	}
 	set := h.subs[key]
-	if len(set) == 0 || n <= h.seen[key] {
+	if len(set) == 0 || n.key <= h.seen[key] {
 		return
 	}
-	h.seen[key] = n
+	h.seen[key] = n.key
 	for s := range set {
 		s.signal()
 	}
@@ -249,7 +256,7 @@ func (h *hub) pollOnce() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*h.poll+time.Second)
 	defer cancel()
 	var global int64
-	err := h.db.QueryRowContext(ctx, `SELECT n FROM signals WHERE key = ''`).Scan(&global)
+	err := h.db.QueryRow(ctx, qSignal, "").Scan(&global)
 	if err != nil {
 		return // no release yet, or a transient error: try again next tick
 	}

@@ -28,6 +28,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/deploy-orchestrator/orchestrator/internal/private"
+	"github.com/deploy-orchestrator/orchestrator/internal/sqlitestmt"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 )
 
@@ -135,13 +136,43 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 `
 
-func openDB(path string) (*sql.DB, error) {
+// The statements of the hot paths (acquire, renew, release, waking waiters), prepared when
+// the file is opened (see sqlitestmt).
+const (
+	qLease = `SELECT token, holder, fence, acquired_at, expires_at, message, frozen, closed_until
+		FROM leases WHERE key = ?`
+	qDropExpiredWaiters = `DELETE FROM waiters WHERE key = ? AND deadline <= ?`
+	qHeadWaiter         = `SELECT ticket FROM waiters WHERE key = ? ORDER BY seq LIMIT 1`
+	qNextFence          = `INSERT INTO fences (key, fence) VALUES (?1, ?2)
+		ON CONFLICT (key) DO UPDATE SET fence = max(fence + 1, ?2) RETURNING fence`
+	qGrant = `INSERT OR REPLACE INTO leases
+		(key, token, holder, fence, acquired_at, expires_at, message, frozen, closed_until)
+		VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0)`
+	qDropWaiter = `DELETE FROM waiters WHERE key = ? AND ticket = ?`
+	qQueue      = `INSERT INTO waiters (key, ticket, deadline) VALUES (?1, ?2, ?3)
+		ON CONFLICT (key, ticket) DO UPDATE SET deadline = excluded.deadline
+		WHERE deadline < ?4 + (excluded.deadline - ?4) * 5 / 6`
+	qRenew = `UPDATE leases SET expires_at = ?
+		WHERE key = ? AND token = ? AND token <> '' AND frozen = 0 AND expires_at > ?`
+	qRelease = `DELETE FROM leases
+		WHERE key = ? AND token = ? AND token <> '' AND frozen = 0 AND expires_at > ?`
+	qBump        = `INSERT INTO signals (key, n) VALUES (?, 1) ON CONFLICT (key) DO UPDATE SET n = n + 1 RETURNING n`
+	qSignal      = `SELECT n FROM signals WHERE key = ?`
+	qWaiterCount = `SELECT count(*) FROM waiters WHERE key = ? AND deadline > ?`
+)
+
+var hotQueries = []string{qLease, qDropExpiredWaiters, qHeadWaiter, qNextFence, qGrant, qDropWaiter,
+	qQueue, qRenew, qRelease, qBump, qSignal, qWaiterCount}
+
+// openDB opens the database at path, creates its schema when missing and prepares the
+// hot statements.
+func openDB(path string) (sqlitestmt.DB, error) {
 	// A "file:" URI, with the path escaped so '?', '#' and '%' in it stay part of the name.
 	dsn := fmt.Sprintf("file:%s?_txlock=immediate&_busy_timeout=%d&_journal_mode=WAL&_synchronous=NORMAL",
 		(&url.URL{Path: path}).EscapedPath(), busyTimeout.Milliseconds())
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open lock database %s: %w", path, err)
+		return sqlitestmt.DB{}, fmt.Errorf("open lock database %s: %w", path, err)
 	}
 	// Writes are serialized in the hub; a few connections let reads run beside them. Keep
 	// them all open: a new connection pays for opening the file and its PRAGMAs.
@@ -162,11 +193,15 @@ func openDB(path string) (*sql.DB, error) {
 		case <-time.After(wait):
 		}
 	}
+	var set sqlitestmt.Set
+	if err == nil {
+		set, err = sqlitestmt.Prepare(ctx, db, hotQueries...)
+	}
 	if err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("open lock database %s: %w (check that it is a lock database and its directory is writable)", path, err)
+		return sqlitestmt.DB{}, fmt.Errorf("open lock database %s: %w (check that it is a lock database and its directory is writable)", path, err)
 	}
-	return db, nil
+	return sqlitestmt.DB{DB: db, Set: set}, nil
 }
 
 func createSchema(ctx context.Context, db *sql.DB) error {
@@ -229,8 +264,9 @@ func fromNanos(n int64) time.Time {
 	return time.Unix(0, n)
 }
 
+// querier runs a query for one row: a sqlitestmt.Tx or a sqlitestmt.DB.
 type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryRow(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 func readLease(ctx context.Context, q querier, key string, now int64) (row, error) {
@@ -238,8 +274,7 @@ func readLease(ctx context.Context, q querier, key string, now int64) (row, erro
 		r                                 = row{now: now}
 		acquired, expires, closed, frozen int64
 	)
-	err := q.QueryRowContext(ctx, `SELECT token, holder, fence, acquired_at, expires_at, message, frozen, closed_until
-		FROM leases WHERE key = ?`, key).Scan(&r.info.Token, &r.info.Holder, &r.info.Fence, &acquired, &expires,
+	err := q.QueryRow(ctx, qLease, key).Scan(&r.info.Token, &r.info.Holder, &r.info.Fence, &acquired, &expires,
 		&r.info.Message, &frozen, &closed)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -270,27 +305,28 @@ func (r row) current(key string) locks.Info {
 // clock floor keeps fences growing even if the file lost its last commits (a power loss
 // with synchronous=NORMAL, a restored backup), as long as the clock did not step back by
 // more than what was lost. Fences therefore look like timestamps; only their order matters.
-func nextFence(ctx context.Context, tx *sql.Tx, key string, now time.Time) (int64, error) {
+func nextFence(ctx context.Context, tx sqlitestmt.Tx, key string, now time.Time) (int64, error) {
 	var f int64
-	err := tx.QueryRowContext(ctx, `INSERT INTO fences (key, fence) VALUES (?1, ?2)
-		ON CONFLICT (key) DO UPDATE SET fence = max(fence + 1, ?2) RETURNING fence`, key, now.UnixMicro()).Scan(&f)
+	err := tx.QueryRow(ctx, qNextFence, key, now.UnixMicro()).Scan(&f)
 	return f, err
 }
 
-// bump advances the key's and the global release counters; it returns the key's.
-func bump(ctx context.Context, tx *sql.Tx, key string) (int64, error) {
-	const q = `INSERT INTO signals (key, n) VALUES (?, 1) ON CONFLICT (key) DO UPDATE SET n = n + 1 RETURNING n`
-	var n, g int64
-	if err := tx.QueryRowContext(ctx, q, key).Scan(&n); err != nil {
-		return 0, err
+// released is a release's new counters: the key's and the global one.
+type released struct{ key, global int64 }
+
+// bump advances the key's and the global release counters.
+func bump(ctx context.Context, tx sqlitestmt.Tx, key string) (released, error) {
+	var r released
+	if err := tx.QueryRow(ctx, qBump, key).Scan(&r.key); err != nil {
+		return released{}, err
 	}
-	if err := tx.QueryRowContext(ctx, q, "").Scan(&g); err != nil {
-		return 0, err
+	if err := tx.QueryRow(ctx, qBump, "").Scan(&r.global); err != nil {
+		return released{}, err
 	}
-	return n, nil
+	return r, nil
 }
 
-func appendAudit(ctx context.Context, tx *sql.Tx, e locks.AuditEntry) error {
+func appendAudit(ctx context.Context, tx sqlitestmt.Tx, e locks.AuditEntry) error {
 	var evicted any
 	if e.Evicted != nil {
 		b, err := json.Marshal(e.Evicted)
@@ -321,10 +357,10 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 		granted locks.Info
 		held    *locks.HeldError
 	)
-	err := d.h.write(ctx, func(tx *sql.Tx) error {
+	err := d.h.write(ctx, func(tx sqlitestmt.Tx) error {
 		now := time.Now()
 		nowN := now.UnixNano()
-		if _, err := tx.ExecContext(ctx, `DELETE FROM waiters WHERE key = ? AND deadline <= ?`, g.Key, nowN); err != nil {
+		if _, err := tx.Exec(ctx, qDropExpiredWaiters, g.Key, nowN); err != nil {
 			return err
 		}
 		r, err := readLease(ctx, tx, g.Key, nowN)
@@ -333,7 +369,7 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 		}
 		if !r.live() && !r.closed() {
 			var head string
-			err := tx.QueryRowContext(ctx, `SELECT ticket FROM waiters WHERE key = ? ORDER BY seq LIMIT 1`, g.Key).Scan(&head)
+			err := tx.QueryRow(ctx, qHeadWaiter, g.Key).Scan(&head)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
@@ -344,14 +380,12 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 				}
 				granted = locks.Info{Key: g.Key, Token: g.Token, Holder: g.Holder, Fence: fence,
 					AcquiredAt: now, ExpiresAt: now.Add(g.TTL), Message: g.Message}
-				if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO leases
-					(key, token, holder, fence, acquired_at, expires_at, message, frozen, closed_until)
-					VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0)`,
+				if _, err := tx.Exec(ctx, qGrant,
 					g.Key, g.Token, g.Holder, fence, nowN, granted.ExpiresAt.UnixNano(), g.Message); err != nil {
 					return err
 				}
 				if g.Ticket != "" {
-					if _, err := tx.ExecContext(ctx, `DELETE FROM waiters WHERE key = ? AND ticket = ?`, g.Key, g.Ticket); err != nil {
+					if _, err := tx.Exec(ctx, qDropWaiter, g.Key, g.Ticket); err != nil {
 						return err
 					}
 				}
@@ -364,9 +398,7 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 			// release only one of them can have do not each pay for a write; a poll, which
 			// comes later, always moves it.
 			dl := nanos(g.TicketDeadline)
-			if _, err := tx.ExecContext(ctx, `INSERT INTO waiters (key, ticket, deadline) VALUES (?1, ?2, ?3)
-				ON CONFLICT (key, ticket) DO UPDATE SET deadline = excluded.deadline
-				WHERE deadline < ?4 + (excluded.deadline - ?4) * 5 / 6`,
+			if _, err := tx.Exec(ctx, qQueue,
 				g.Key, g.Ticket, dl, nowN); err != nil {
 				return err
 			}
@@ -394,8 +426,8 @@ func (d *Driver) LeaveQueue(ctx context.Context, key, ticket string) error {
 	if err := d.check("leave queue of", key); err != nil {
 		return err
 	}
-	err := d.h.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM waiters WHERE key = ? AND ticket = ?`, key, ticket)
+	err := d.h.write(ctx, func(tx sqlitestmt.Tx) error {
+		_, err := tx.Exec(ctx, qDropWaiter, key, ticket)
 		return err
 	})
 	if err != nil {
@@ -411,12 +443,10 @@ func (d *Driver) Renew(ctx context.Context, key, token string, ttl time.Duration
 	}
 	var exp time.Time
 	held := false
-	err := d.h.write(ctx, func(tx *sql.Tx) error {
+	err := d.h.write(ctx, func(tx sqlitestmt.Tx) error {
 		now := time.Now()
 		exp = now.Add(ttl)
-		res, err := tx.ExecContext(ctx, `UPDATE leases SET expires_at = ?
-			WHERE key = ? AND token = ? AND token <> '' AND frozen = 0 AND expires_at > ?`,
-			exp.UnixNano(), key, token, now.UnixNano())
+		res, err := tx.Exec(ctx, qRenew, exp.UnixNano(), key, token, now.UnixNano())
 		if err != nil {
 			return err
 		}
@@ -438,12 +468,10 @@ func (d *Driver) Release(ctx context.Context, key, token string) error {
 	if err := d.check("release", key); err != nil {
 		return err
 	}
-	var n int64
+	var n released
 	held := false
-	err := d.h.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM leases
-			WHERE key = ? AND token = ? AND token <> '' AND frozen = 0 AND expires_at > ?`,
-			key, token, time.Now().UnixNano())
+	err := d.h.write(ctx, func(tx sqlitestmt.Tx) error {
+		res, err := tx.Exec(ctx, qRelease, key, token, time.Now().UnixNano())
 		if err != nil {
 			return err
 		}
@@ -468,7 +496,7 @@ func (d *Driver) Release(ctx context.Context, key, token string) error {
 // waiterCount counts the live waiters of key.
 func waiterCount(ctx context.Context, q querier, key string, now int64) (int, error) {
 	var n int
-	err := q.QueryRowContext(ctx, `SELECT count(*) FROM waiters WHERE key = ? AND deadline > ?`, key, now).Scan(&n)
+	err := q.QueryRow(ctx, qWaiterCount, key, now).Scan(&n)
 	return n, err
 }
 
@@ -537,10 +565,10 @@ func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.
 	}
 	var (
 		evicted locks.Info
-		n       int64
+		n       released
 		refused error
 	)
-	err := d.h.write(ctx, func(tx *sql.Tx) error {
+	err := d.h.write(ctx, func(tx sqlitestmt.Tx) error {
 		now := time.Now()
 		cur, err := readLease(ctx, tx, r.Key, now.UnixNano())
 		if err != nil {
@@ -589,7 +617,7 @@ func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, token string
 		frozen locks.Info
 		held   error
 	)
-	err := d.h.write(ctx, func(tx *sql.Tx) error {
+	err := d.h.write(ctx, func(tx sqlitestmt.Tx) error {
 		now := time.Now()
 		cur, err := readLease(ctx, tx, r.Key, now.UnixNano())
 		if err != nil {
@@ -638,10 +666,10 @@ func (d *Driver) Unfreeze(ctx context.Context, key, by, reason string) error {
 		return err
 	}
 	var (
-		n     int64
+		n     released
 		found bool
 	)
-	err := d.h.write(ctx, func(tx *sql.Tx) error {
+	err := d.h.write(ctx, func(tx sqlitestmt.Tx) error {
 		now := time.Now()
 		cur, err := readLease(ctx, tx, key, now.UnixNano())
 		if err != nil || !cur.live() || !cur.info.Frozen {
@@ -675,7 +703,7 @@ func (d *Driver) Record(ctx context.Context, e locks.AuditEntry) error {
 		return err
 	}
 	e.At = time.Now()
-	if err := d.h.write(ctx, func(tx *sql.Tx) error { return appendAudit(ctx, tx, e) }); err != nil {
+	if err := d.h.write(ctx, func(tx sqlitestmt.Tx) error { return appendAudit(ctx, tx, e) }); err != nil {
 		return d.fail("record audit of", e.Key, err)
 	}
 	return nil
@@ -725,7 +753,7 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (locks.Subscription,
 		return nil, err
 	}
 	var baseline int64
-	err := d.h.db.QueryRowContext(ctx, `SELECT n FROM signals WHERE key = ?`, key).Scan(&baseline)
+	err := d.h.db.QueryRow(ctx, qSignal, key).Scan(&baseline)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, d.fail("subscribe to", key, err)
 	}

@@ -191,7 +191,7 @@ func (s *Store) get(ctx context.Context, id string) (runs.Run, error) {
 	if err := s.open(op); err != nil {
 		return runs.Run{}, err
 	}
-	r, ok, err := s.decode(ctx, id, getScript.Run(ctx, s.rdb, []string{s.runKey(id)}, s.held(id)))
+	r, ok, err := s.decode(ctx, id, getScript.Run(ctx, s.rdb, []string{s.runKey(id)}, s.held(id)), false)
 	if err != nil {
 		return runs.Run{}, storekit.Fail(op, err)
 	}
@@ -210,8 +210,9 @@ func (s *Store) held(id string) string {
 }
 
 // decode turns getScript's answer into the run (false if it does not exist): the cached
-// copy when the answer is its version, else the run decoded from its hash, and cached.
-func (s *Store) decode(ctx context.Context, id string, res *redis.Cmd) (runs.Run, bool, error) {
+// copy when the answer is its version, else the run decoded from its hash, and cached. With
+// shared, a cached run is answered without a copy (see runs.Filter.ReadOnly).
+func (s *Store) decode(ctx context.Context, id string, res *redis.Cmd, shared bool) (runs.Run, bool, error) {
 	v, err := res.Result()
 	if errors.Is(err, redis.Nil) {
 		return runs.Run{}, false, nil
@@ -224,11 +225,11 @@ func (s *Store) decode(ctx context.Context, id string, res *redis.Cmd) (runs.Run
 		if err != nil {
 			return runs.Run{}, false, fmt.Errorf("run %q: version %q: %w", id, vs, err)
 		}
-		if r, ok := s.cache.Lookup(id, version); ok {
+		if r, ok := s.cache.Lookup(id, version, shared); ok {
 			return r, true, nil
 		}
 		// Evicted since: read it whole.
-		return s.decode(ctx, id, getScript.Run(ctx, s.rdb, []string{s.runKey(id)}, ""))
+		return s.decode(ctx, id, getScript.Run(ctx, s.rdb, []string{s.runKey(id)}, ""), shared)
 	}
 	flat, ok := v.([]any)
 	if !ok || len(flat)%2 != 0 {
@@ -345,7 +346,7 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 	}
 	page := runs.Page{Runs: make([]runs.Run, 0, len(sks))}
 	for i, g := range gets {
-		r, ok, err := s.decode(ctx, ids[i], g)
+		r, ok, err := s.decode(ctx, ids[i], g, f.ReadOnly)
 		if err != nil {
 			return runs.Page{}, storekit.Fail(op, err)
 		}

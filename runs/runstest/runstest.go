@@ -51,6 +51,7 @@ func Run(t *testing.T, newBackend func(tb testing.TB) Opener) {
 		{"ListOrderAndPages", testListOrderAndPages},
 		{"ListFilters", testListFilters},
 		{"ListInvalid", testListInvalid},
+		{"ListReadOnly", testListReadOnly},
 		{"Update", testUpdate},
 		{"UpdateConcurrent", testUpdateConcurrent},
 		{"UpdateTwoStores", testUpdateTwoStores},
@@ -509,6 +510,56 @@ func testListInvalid(t *testing.T, open Opener) {
 	p, err := s.List(ctx, runs.Filter{})
 	if err != nil || len(p.Runs) != 0 || p.Next != "" {
 		t.Errorf("List of an empty store: got %d runs, next %q, err %v; want none", len(p.Runs), p.Next, err)
+	}
+}
+
+// testListReadOnly checks that a ReadOnly list answers what a plain one does, also for runs
+// this store has cached and another store has changed since (a stale cached copy must not
+// be answered), and that a plain list's runs stay the caller's own after a ReadOnly one.
+func testListReadOnly(t *testing.T, open Opener) {
+	a, b := open(t), open(t)
+	ctx := ctxFor(t)
+	var ids []string
+	for range 3 {
+		ids = append(ids, mustCreate(t, a, sample("prod")).ID)
+	}
+	check := func(when string) {
+		t.Helper()
+		// ReadOnly first: a plain list would refresh a stale cached copy before it.
+		shared, err := a.List(ctx, runs.Filter{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(shared) // before the caller changes anything
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, err := a.List(ctx, runs.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameJSON(t, "ReadOnly list "+when, json.RawMessage(want), plain)
+		// The plain list's runs are the caller's: changing them changes no later read.
+		plain.Runs[0].Steps[0].Name = "changed by the caller"
+		again, err := a.List(ctx, runs.Filter{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameJSON(t, "ReadOnly list after the caller changed a plain list's run "+when, again, json.RawMessage(want))
+	}
+	check("of new runs")
+	mustUpdate(t, a, ids[1], func(x *runs.Run) error { x.Steps[0].Error = "by this store"; return nil })
+	check("after an update through this store")
+	mustUpdate(t, b, ids[2], func(x *runs.Run) error { x.Steps[1].Status = runs.StepSkipped; return nil })
+	check("after an update through another store")
+	page, err := a.List(ctx, runs.Filter{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range page.Runs {
+		if r.ID == ids[2] && (r.Version != 2 || r.Steps[1].Status != runs.StepSkipped) {
+			t.Errorf("ReadOnly list after another store's update: version %d, step status %s; want 2, skipped", r.Version, r.Steps[1].Status)
+		}
 	}
 }
 

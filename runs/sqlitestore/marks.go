@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/sqlitestmt"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/runs/internal/storekit"
 )
@@ -20,7 +21,7 @@ func (s *Store) PutMark(ctx context.Context, m runs.Mark) (runs.Mark, error) {
 	}
 	var cur runs.Mark
 	op := fmt.Sprintf("put mark of %q", m.UUID)
-	err := s.writeP(ctx, op, func(tx ptx) error {
+	err := s.writeP(ctx, op, func(tx sqlitestmt.Tx) error {
 		var data []byte
 		err := tx.QueryRow(ctx, qMark, m.UUID).Scan(&data)
 		switch {

@@ -37,6 +37,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/deploy-orchestrator/orchestrator/internal/private"
+	"github.com/deploy-orchestrator/orchestrator/internal/sqlitestmt"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/runs/internal/storekit"
 )
@@ -91,7 +92,7 @@ CREATE TABLE IF NOT EXISTS marks (
 ) WITHOUT ROWID;
 `
 
-// The queries of the hot paths, prepared at Open (see stmts).
+// The queries of the hot paths, prepared at Open (see sqlitestmt).
 const (
 	qHead        = `SELECT id, version, data FROM runs WHERE id = ?`
 	qStepsOf     = `SELECT run_id, data FROM steps WHERE run_id = ? ORDER BY idx`
@@ -123,11 +124,12 @@ var activeStatuses = func() string {
 
 // Store is a runs.Store on a SQLite file. It is safe for concurrent use.
 type Store struct {
-	w      *sql.DB // one connection, BEGIN IMMEDIATE: every write
-	r      *sql.DB // a few connections: reads
-	ws, rs stmts   // the hot queries, prepared on w and r
+	w      *sql.DB        // one connection, BEGIN IMMEDIATE: every write
+	r      *sql.DB        // a few connections: reads
+	ws, rs sqlitestmt.Set // the hot queries, prepared on w and r
 	hub    *storekit.Hub
-	cache  *storekit.Cache // runs this Store wrote last, for Update
+	cache  *storekit.Cache  // runs this Store wrote last, for Update
+	lists  *sqlitestmt.Lazy // List's queries, prepared on r
 	closed atomic.Bool
 	now    func() time.Time
 }
@@ -165,13 +167,13 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	s := &Store{w: w, r: r, hub: storekit.NewHub(), cache: storekit.NewCache(0), now: time.Now}
+	s := &Store{w: w, r: r, hub: storekit.NewHub(), cache: storekit.NewCache(0), lists: sqlitestmt.NewLazy(r), now: time.Now}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open run store %s: %w", path, err)
 	}
-	if s.ws, err = prepare(ctx, w, writeQueries...); err == nil {
-		s.rs, err = prepare(ctx, r, readQueries...)
+	if s.ws, err = sqlitestmt.Prepare(ctx, w, writeQueries...); err == nil {
+		s.rs, err = sqlitestmt.Prepare(ctx, r, readQueries...)
 	}
 	if err != nil {
 		s.Close()
@@ -181,7 +183,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 }
 
 func (s *Store) migrate(ctx context.Context) error {
-	return s.writeP(ctx, "create schema", func(tx ptx) error {
+	return s.writeP(ctx, "create schema", func(tx sqlitestmt.Tx) error {
 		var v int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 			return err
@@ -205,7 +207,7 @@ func (s *Store) migrate(ctx context.Context) error {
 // splitSteps moves every run stored whole (schema 1) to a header and step rows (schema 2),
 // a page of runs at a time, inside the migration's transaction: a build that fails half
 // way leaves the file at schema 1, as it was.
-func splitSteps(ctx context.Context, tx ptx) error {
+func splitSteps(ctx context.Context, tx sqlitestmt.Tx) error {
 	after := ""
 	for {
 		rows, err := tx.QueryContext(ctx, `SELECT id, data FROM runs WHERE id > ? ORDER BY id LIMIT 100`, after)
@@ -255,11 +257,11 @@ func (e userError) Unwrap() error { return e.err }
 
 // write runs fn in one BEGIN IMMEDIATE transaction on the writer connection.
 func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	return s.writeP(ctx, op, func(tx ptx) error { return fn(tx.Tx) })
+	return s.writeP(ctx, op, func(tx sqlitestmt.Tx) error { return fn(tx.Tx) })
 }
 
 // writeP is write with the writer's cached statements.
-func (s *Store) writeP(ctx context.Context, op string, fn func(tx ptx) error) error {
+func (s *Store) writeP(ctx context.Context, op string, fn func(tx sqlitestmt.Tx) error) error {
 	if s.closed.Load() {
 		return storekit.Fail(op, fmt.Errorf("%w: %w", runs.ErrUnavailable, storekit.ErrClosed))
 	}
@@ -267,7 +269,7 @@ func (s *Store) writeP(ctx context.Context, op string, fn func(tx ptx) error) er
 	if err != nil {
 		return storekit.Fail(op, err)
 	}
-	if err := fn(ptx{tx, s.ws}); err != nil {
+	if err := fn(sqlitestmt.Tx{Tx: tx, Set: s.ws}); err != nil {
 		_ = tx.Rollback()
 		var ue userError
 		if errors.As(err, &ue) {
@@ -306,7 +308,7 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 		out     = r
 		created = true
 	)
-	err = s.writeP(ctx, "create run", func(tx ptx) error {
+	err = s.writeP(ctx, "create run", func(tx sqlitestmt.Tx) error {
 		if idem != nil {
 			var existing string
 			err := tx.QueryRowContext(ctx, `SELECT id FROM runs WHERE pipeline = ? AND idem_key = ?`, r.Pipeline, idem).Scan(&existing)
@@ -350,7 +352,7 @@ func isConstraint(err error) bool {
 
 // read runs fn in one read transaction: every statement in it sees the same snapshot of
 // the file, so a run's header and steps are read as one Update left them.
-func (s *Store) read(ctx context.Context, op string, fn func(tx ptx) error) error {
+func (s *Store) read(ctx context.Context, op string, fn func(tx sqlitestmt.Tx) error) error {
 	if err := s.readable(op); err != nil {
 		return err
 	}
@@ -359,7 +361,7 @@ func (s *Store) read(ctx context.Context, op string, fn func(tx ptx) error) erro
 		return storekit.Fail(op, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only: nothing to keep
-	if err := fn(ptx{tx, s.rs}); err != nil {
+	if err := fn(sqlitestmt.Tx{Tx: tx, Set: s.rs}); err != nil {
 		return storekit.Fail(op, err)
 	}
 	return nil
@@ -368,7 +370,7 @@ func (s *Store) read(ctx context.Context, op string, fn func(tx ptx) error) erro
 // Get implements runs.Store.
 func (s *Store) Get(ctx context.Context, id string) (runs.Run, error) {
 	var r runs.Run
-	err := s.read(ctx, fmt.Sprintf("get run %q", id), func(tx ptx) (err error) {
+	err := s.read(ctx, fmt.Sprintf("get run %q", id), func(tx sqlitestmt.Tx) (err error) {
 		r, err = s.readRun(ctx, tx, id)
 		return err
 	})
@@ -400,7 +402,7 @@ func scanHeads(rows *sql.Rows, limit int) (heads []head, more bool, err error) {
 }
 
 // readRun reads run id inside tx. ErrNotFound if there is none.
-func (s *Store) readRun(ctx context.Context, tx ptx, id string) (runs.Run, error) {
+func (s *Store) readRun(ctx context.Context, tx sqlitestmt.Tx, id string) (runs.Run, error) {
 	rows, err := tx.Query(ctx, qHead, id)
 	if err != nil {
 		return runs.Run{}, err
@@ -412,7 +414,7 @@ func (s *Store) readRun(ctx context.Context, tx ptx, id string) (runs.Run, error
 	if len(heads) == 0 {
 		return runs.Run{}, runs.ErrNotFound
 	}
-	rs, err := s.assemble(ctx, tx, heads)
+	rs, err := s.assemble(ctx, tx, heads, false)
 	if err != nil {
 		return runs.Run{}, err
 	}
@@ -421,19 +423,29 @@ func (s *Store) readRun(ctx context.Context, tx ptx, id string) (runs.Run, error
 
 // assemble returns the runs of heads, in order: from the cache when it holds a run at its
 // stored version (decoding JSON is most of the cost of a read), else decoded from the header
-// and the step rows read in tx, and cached.
-func (s *Store) assemble(ctx context.Context, tx ptx, heads []head) ([]runs.Run, error) {
+// (read in tx unless heads has it) and the step rows read in tx, and cached. With shared,
+// the cached runs are answered without a copy (see runs.Filter.ReadOnly).
+func (s *Store) assemble(ctx context.Context, tx sqlitestmt.Tx, heads []head, shared bool) ([]runs.Run, error) {
 	out := make([]runs.Run, len(heads))
-	var missing []string
+	var (
+		missing  []string
+		noHeader []int // missing runs whose header was not read with the version (List)
+	)
 	for i, h := range heads {
-		if r, ok := s.cache.Lookup(h.id, h.version); ok {
+		if r, ok := s.cache.Lookup(h.id, h.version, shared); ok {
 			out[i] = r
-		} else {
-			missing = append(missing, h.id)
+			continue
+		}
+		missing = append(missing, h.id)
+		if h.data == nil {
+			noHeader = append(noHeader, i)
 		}
 	}
 	if len(missing) == 0 {
 		return out, nil
+	}
+	if err := readHeaders(ctx, tx, heads, noHeader); err != nil {
+		return nil, err
 	}
 	steps, err := readSteps(ctx, tx, missing)
 	if err != nil {
@@ -458,7 +470,7 @@ func (s *Store) assemble(ctx context.Context, tx ptx, heads []head) ([]runs.Run,
 const maxParams = 500
 
 // readSteps returns the step rows of runs ids, by run ID, in position order.
-func readSteps(ctx context.Context, tx ptx, ids []string) (map[string][][]byte, error) {
+func readSteps(ctx context.Context, tx sqlitestmt.Tx, ids []string) (map[string][][]byte, error) {
 	out := make(map[string][][]byte, len(ids))
 	for len(ids) > 0 {
 		batch := ids[:min(len(ids), maxParams)]
@@ -517,7 +529,7 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 		where = append(where, "sort_key < ?")
 		args = append(args, q.After)
 	}
-	query := "SELECT id, version, data FROM runs"
+	query := "SELECT id, version FROM runs"
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -526,16 +538,16 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 	args = append(args, q.Limit+1)
 
 	var page runs.Page
-	err = s.read(ctx, "list runs", func(tx ptx) error {
-		rows, err := tx.QueryContext(ctx, query, args...)
+	err = s.read(ctx, "list runs", func(tx sqlitestmt.Tx) error {
+		rows, err := s.listQuery(ctx, tx, query, len(q.Status), args)
 		if err != nil {
 			return err
 		}
-		heads, more, err := scanHeads(rows, q.Limit)
+		heads, more, err := scanVersions(rows, q.Limit)
 		if err != nil {
 			return err
 		}
-		if page.Runs, err = s.assemble(ctx, tx, heads); err != nil {
+		if page.Runs, err = s.assemble(ctx, tx, heads, f.ReadOnly); err != nil {
 			return err
 		}
 		if more {
@@ -549,6 +561,69 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 	return page, nil
 }
 
+// listQuery runs one of List's queries, prepared (s.lists) unless its status list is
+// longer than there are statuses: the shapes prepared stay bounded whatever clients send.
+func (s *Store) listQuery(ctx context.Context, tx sqlitestmt.Tx, query string, statuses int, args []any) (*sql.Rows, error) {
+	if statuses > len(runs.Statuses) {
+		return tx.QueryContext(ctx, query, args...)
+	}
+	st, err := s.lists.Stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+}
+
+// scanVersions reads rows of (id, version), at most limit of them, and reports whether
+// there were more.
+func scanVersions(rows *sql.Rows, limit int) (heads []head, more bool, err error) {
+	defer rows.Close()
+	for rows.Next() {
+		if len(heads) == limit {
+			return heads, true, nil
+		}
+		var h head
+		if err := rows.Scan(&h.id, &h.version); err != nil {
+			return nil, false, err
+		}
+		heads = append(heads, h)
+	}
+	return heads, false, rows.Err()
+}
+
+// readHeaders fills in the header JSON of heads[i] for each i in idx, read in tx.
+func readHeaders(ctx context.Context, tx sqlitestmt.Tx, heads []head, idx []int) error {
+	at := make(map[string]int, len(idx))
+	for len(idx) > 0 {
+		batch := idx[:min(len(idx), maxParams)]
+		idx = idx[len(batch):]
+		args := make([]any, len(batch))
+		for j, i := range batch {
+			args[j] = heads[i].id
+			at[heads[i].id] = i
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT id, data FROM runs WHERE id IN (?`+strings.Repeat(",?", len(batch)-1)+`)`, args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var (
+				id   string
+				data []byte
+			)
+			if err := rows.Scan(&id, &data); err != nil {
+				rows.Close()
+				return err
+			}
+			heads[at[id]].data = data
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Update implements runs.Store. It never retries: the write transaction holds SQLite's
 // write lock from the read to the commit, so fn is called once. When the stored version is
 // the one this Store wrote last, the run is not read and decoded again. It writes the
@@ -559,7 +634,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error,
 		return runs.Run{}, err
 	}
 	var out runs.Run
-	err = s.writeP(ctx, fmt.Sprintf("update run %q", id), func(tx ptx) error {
+	err = s.writeP(ctx, fmt.Sprintf("update run %q", id), func(tx sqlitestmt.Tx) error {
 		cur, err := s.readForUpdate(ctx, tx, id)
 		if err != nil {
 			return err
@@ -587,7 +662,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error,
 
 // readForUpdate returns the stored run: the cached copy when its version is current (then
 // neither the header nor the steps are read), else read in tx.
-func (s *Store) readForUpdate(ctx context.Context, tx ptx, id string) (runs.Run, error) {
+func (s *Store) readForUpdate(ctx context.Context, tx sqlitestmt.Tx, id string) (runs.Run, error) {
 	if c, ok := s.cache.Get(id); ok {
 		var version int64
 		err := tx.QueryRow(ctx, qVersion, id).Scan(&version)
@@ -607,7 +682,7 @@ func (s *Store) readForUpdate(ctx context.Context, tx ptx, id string) (runs.Run,
 // writeRun writes next over cur (the run as stored): its header, the steps that differ from
 // cur's, and drops the steps past next's end; then it appends evs (stamped). The header's
 // statement also takes the events' seqs.
-func writeRun(ctx context.Context, tx ptx, cur, next runs.Run, evs []runs.Event) error {
+func writeRun(ctx context.Context, tx sqlitestmt.Tx, cur, next runs.Run, evs []runs.Event) error {
 	data, err := storekit.EncodeHeader(next)
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
@@ -624,7 +699,7 @@ func writeRun(ctx context.Context, tx ptx, cur, next runs.Run, evs []runs.Event)
 
 // writeSteps writes r's steps at positions idx and, when r has fewer steps than the oldLen
 // stored, deletes the rows past its end.
-func writeSteps(ctx context.Context, tx ptx, r runs.Run, idx []int, oldLen int) error {
+func writeSteps(ctx context.Context, tx sqlitestmt.Tx, r runs.Run, idx []int, oldLen int) error {
 	for _, i := range idx {
 		data, err := storekit.EncodeStep(r.Steps[i])
 		if err != nil {
@@ -643,7 +718,7 @@ func writeSteps(ctx context.Context, tx ptx, r runs.Run, idx []int, oldLen int) 
 
 // appendEvents numbers evs after the run's last seq, moves last_seq past them and inserts
 // them. ErrNotFound if the run does not exist.
-func appendEvents(ctx context.Context, tx ptx, id string, evs []runs.Event) ([]runs.Event, error) {
+func appendEvents(ctx context.Context, tx sqlitestmt.Tx, id string, evs []runs.Event) ([]runs.Event, error) {
 	var last int64
 	err := tx.QueryRow(ctx, qReserveSeqs, len(evs), id).Scan(&last)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -657,7 +732,7 @@ func appendEvents(ctx context.Context, tx ptx, id string, evs []runs.Event) ([]r
 
 // insertEvents inserts evs as the events up to seq last (their seqs reserved already),
 // setting each one's Seq.
-func insertEvents(ctx context.Context, tx ptx, id string, last int64, evs []runs.Event) error {
+func insertEvents(ctx context.Context, tx sqlitestmt.Tx, id string, last int64, evs []runs.Event) error {
 	seq := last - int64(len(evs))
 	for i := range evs {
 		seq++
@@ -679,7 +754,7 @@ func (s *Store) Append(ctx context.Context, id string, evs ...runs.Event) ([]run
 	if err != nil {
 		return nil, err
 	}
-	err = s.writeP(ctx, fmt.Sprintf("append to run %q", id), func(tx ptx) error {
+	err = s.writeP(ctx, fmt.Sprintf("append to run %q", id), func(tx sqlitestmt.Tx) error {
 		_, err := appendEvents(ctx, tx, id, stamped)
 		return err
 	})
@@ -750,7 +825,7 @@ func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error
 		q, args = `SELECT id, version, data FROM runs WHERE owner = ? AND status IN (`+activeStatuses+`) ORDER BY sort_key`, []any{owner}
 	}
 	var out []runs.Run
-	err := s.read(ctx, fmt.Sprintf("unfinished runs of %q", owner), func(tx ptx) error {
+	err := s.read(ctx, fmt.Sprintf("unfinished runs of %q", owner), func(tx sqlitestmt.Tx) error {
 		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err
@@ -759,7 +834,7 @@ func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error
 		if err != nil || len(heads) == 0 {
 			return err
 		}
-		out, err = s.assemble(ctx, tx, heads)
+		out, err = s.assemble(ctx, tx, heads, false)
 		return err
 	})
 	if err != nil {
@@ -809,5 +884,5 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.hub.Close()
-	return errors.Join(s.ws.close(), s.rs.close(), s.r.Close(), s.w.Close())
+	return errors.Join(s.ws.Close(), s.rs.Close(), s.lists.Close(), s.r.Close(), s.w.Close())
 }

@@ -202,22 +202,7 @@ func measure(ctx context.Context, sc scenario, builds int, poll time.Duration) (
 	if got.Status != runs.StatusSucceeded {
 		return 0, 0, fmt.Errorf("run %s: %s (%s)", r.ID, got.Status, got.Reason)
 	}
-	return took, maxOverlap(fake.History().Spans), nil
-}
-
-// maxOverlap is the most deployments in progress at once among spans.
-func maxOverlap(spans []coolifytest.Span) int {
-	most := 0
-	for _, s := range spans {
-		n := 0
-		for _, o := range spans {
-			if o.InProgressAt(s.Start) {
-				n++
-			}
-		}
-		most = max(most, n)
-	}
-	return most
+	return took, coolifytest.MaxInProgress(fake.History().Spans), nil
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -44,11 +44,16 @@ func (c *Cache) Get(id string) (runs.Run, bool) {
 	return e.Value.(runs.Run), true
 }
 
-// Lookup returns a copy of the cached run if its version is version.
-func (c *Cache) Lookup(id string, version int64) (runs.Run, bool) {
+// Lookup returns a copy of the cached run if its version is version; with shared (the
+// caller only reads it: runs.Filter.ReadOnly), the cached run itself, which no one changes
+// (Put stores a copy and never changes an entry), saving the copy.
+func (c *Cache) Lookup(id string, version int64, shared bool) (runs.Run, bool) {
 	r, ok := c.Get(id)
 	if !ok || r.Version != version {
 		return runs.Run{}, false
+	}
+	if shared {
+		return r, true
 	}
 	return r.Clone(), true
 }

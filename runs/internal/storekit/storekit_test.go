@@ -73,10 +73,10 @@ func TestCache(t *testing.T) {
 	if !ok || got.Steps[0].Name != "api" {
 		t.Errorf("Get(a) = %+v, %v; want the copy put", got, ok)
 	}
-	if _, ok := c.Lookup("a", 1); ok {
+	if _, ok := c.Lookup("a", 1, false); ok {
 		t.Error("Lookup with another version hit")
 	}
-	cp, ok := c.Lookup("a", 2)
+	cp, ok := c.Lookup("a", 2, false)
 	if !ok {
 		t.Fatal("Lookup with the cached version missed")
 	}
