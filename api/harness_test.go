@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -58,15 +59,16 @@ func (e *testEngine) setClosed(v bool) {
 	e.closed = v
 }
 
-func (e *testEngine) Submit(ctx context.Context, pipeline string, t runs.Trigger) (*runs.Run, bool, error) {
+func (e *testEngine) Submit(ctx context.Context, pipeline string, t orchestrator.Trigger) (*runs.Run, bool, error) {
 	services, ok := e.pipelines[pipeline]
 	if !ok {
-		return nil, false, fmt.Errorf("submit %q: %w", pipeline, api.ErrUnknownPipeline)
+		return nil, false, fmt.Errorf("submit %q: %w", pipeline, orchestrator.ErrUnknownPipeline)
 	}
 	if pipeline == "prod" && t.ImageTag == "" {
-		// What phases.Engine returns when Pipeline.Resolve fails: config.Problems, wrapped.
+		// What phases.Engine returns when Pipeline.Resolve fails: config.Problems, wrapped,
+		// naming the trigger's field.
 		return nil, false, fmt.Errorf("invalid trigger: %w", config.Problems{{
-			File: "/etc/orchestrator/pipelines/prod.yaml", Field: "services[0].image_tag",
+			File: "/etc/orchestrator/pipelines/prod.yaml", Field: "services[0].image_tag", Trigger: "image_tag",
 			Message: `the trigger has no image_tag (referenced as "${trigger.image_tag}")`,
 		}})
 	}
@@ -74,7 +76,7 @@ func (e *testEngine) Submit(ctx context.Context, pipeline string, t runs.Trigger
 	closed := e.closed
 	e.mu.Unlock()
 	if closed {
-		return nil, false, fmt.Errorf("submit %q: %w", pipeline, api.ErrShuttingDown)
+		return nil, false, fmt.Errorf("submit %q: %w", pipeline, orchestrator.ErrShuttingDown)
 	}
 	r := runs.Run{Pipeline: pipeline, Trigger: t}
 	for _, ph := range []runs.Phase{runs.Phase1, runs.Phase2} {
@@ -113,14 +115,14 @@ func (e *testEngine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 	return &run, nil
 }
 
-func (e *testEngine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (any, error) {
+func (e *testEngine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigger) (any, error) {
 	if pipeline == panicPipeline {
 		var m map[string]int
 		m[t.ImageTag]++ // a bug: assignment to a nil map
 	}
 	services, ok := e.pipelines[pipeline]
 	if !ok {
-		return nil, fmt.Errorf("plan %q: %w", pipeline, api.ErrUnknownPipeline)
+		return nil, fmt.Errorf("plan %q: %w", pipeline, orchestrator.ErrUnknownPipeline)
 	}
 	return map[string]any{"services": services, "image_tag": t.ImageTag}, nil
 }

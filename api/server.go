@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -21,13 +22,13 @@ type Engine interface {
 	// t.IdempotencyKey matched a run already created (that run is returned, nothing new
 	// starts). Errors: ErrUnknownPipeline; a *FieldError (ErrInvalid) naming the trigger
 	// field; ErrShuttingDown; runs.ErrUnavailable.
-	Submit(ctx context.Context, pipeline string, t runs.Trigger) (run *runs.Run, existing bool, err error)
+	Submit(ctx context.Context, pipeline string, t orchestrator.Trigger) (run *runs.Run, existing bool, err error)
 	// Cancel stops a run: a queued one never starts, a running one stops after its current
 	// step and compensates. Errors: runs.ErrNotFound; runs.ErrEnded when it already ended.
 	Cancel(ctx context.Context, runID string) (*runs.Run, error)
 	// Plan is the dry run: what a run with t would change, as a JSON-encodable value.
 	// Errors: ErrUnknownPipeline; a *FieldError; outside-API errors.
-	Plan(ctx context.Context, pipeline string, t runs.Trigger) (any, error)
+	Plan(ctx context.Context, pipeline string, t orchestrator.Trigger) (any, error)
 	// Pipelines lists the loaded pipelines' names.
 	Pipelines() []string
 }

@@ -101,7 +101,7 @@ type Request struct {
 	Owner   string
 	Message string
 	TTL     time.Duration // 0 means DefaultTTL
-	Budget  Budget        // zero means PhaseBudget for "<ns>:phase*" keys, ServiceBudget otherwise
+	Budget  Budget        // zero means the Locker's Options.DefaultBudget for the key
 	// FailOnFrozen makes Acquire fail at once with ErrFrozen when the key is frozen by an
 	// operator, instead of waiting for the freeze to lift within the budget.
 	FailOnFrozen bool

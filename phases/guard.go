@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -170,7 +171,7 @@ func (e *Engine) ownerAlive(ctx context.Context, owner, id string) bool {
 		defer e.mu.Unlock()
 		return e.execs[id] != nil
 	}
-	_, err := e.d.Locker.Get(ctx, config.DaemonLiveKey(owner))
+	_, err := e.d.Locker.Get(ctx, orchestrator.DaemonLiveKey(owner))
 	// Unknown (backend down) counts as alive: waiting is the safe side.
 	return err == nil || !errors.Is(err, locks.ErrNotFound)
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -68,17 +69,18 @@ type LockPlan struct {
 // trigger t would change, which locks it would take and who holds them now. Nothing is
 // written and no lock is taken.
 //
-// Errors: ErrUnknownPipeline; ErrInvalidTrigger; secret resolution errors (naming keys, never
+// Errors: orchestrator.ErrUnknownPipeline; config.Problems for an invalid trigger (see
+// Submit); secret resolution errors (naming keys, never
 // values).
-func (e *Engine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (*Plan, error) {
+func (e *Engine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigger) (*Plan, error) {
 	p := e.d.Pipelines[pipeline]
 	if p == nil {
-		return nil, fmt.Errorf("pipeline %q: %w", pipeline, ErrUnknownPipeline)
+		return nil, fmt.Errorf("pipeline %q: %w", pipeline, orchestrator.ErrUnknownPipeline)
 	}
 	// Resolve validates the trigger too and reports every problem at once.
-	resolved, err := p.Resolve(configTrigger(t))
+	resolved, err := p.Resolve(t)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidTrigger, err)
+		return nil, fmt.Errorf("invalid trigger: %w", err)
 	}
 	sources, err := e.sourcesFor(resolved)
 	if err != nil {

@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 // Status is where a run is. A run moves queued → phase1 → phase2 → mobile → succeeded, or
@@ -68,39 +70,12 @@ const (
 	PhaseMobile Phase = "mobile" // Flagsmith remote-config update, in the mobile: namespace
 )
 
-// Trigger is what asked for a run and with which parameters.
-type Trigger struct {
-	Build      string            `json:"build,omitempty"`
-	ImageTag   string            `json:"image_tag,omitempty"`
-	Commit     string            `json:"commit,omitempty"`
-	AppVersion string            `json:"app_version,omitempty"`
-	Params     map[string]string `json:"params,omitempty"`
-	// By says who or what triggered the run: "api:<token name>", "webhook:github:<delivery>",
-	// "cli:<user>".
-	By string `json:"by"`
-	// IdempotencyKey, when set, makes Store.Create return the existing run of the same
-	// pipeline created with the same key instead of a second run. Callers keep their keys in
-	// separate namespaces ("api:<client's key>", "webhook:<provider>:<body digest>"), so one
-	// kind of caller cannot take another's key in advance.
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	// IdempotencyHash is the digest of the request that carried IdempotencyKey; it is stored
-	// with the key. A Create with the key and another hash is refused (ErrKeyReused) instead
-	// of answering a run started for different parameters.
-	IdempotencyHash string `json:"idempotency_hash,omitempty"`
-	// Rollback asks for this build on purpose even when a newer one is on the services: the
-	// run passes the stale-build guard and is recorded (with By and Reason) as a rollback in
-	// the run and the audit.
-	Rollback bool `json:"rollback,omitempty"`
-	// Reason says why, for a rollback (free text, shown in the run and the audit).
-	Reason string `json:"reason,omitempty"`
-}
-
 // Run is one execution of a pipeline.
 type Run struct {
-	ID       string  `json:"id"`
-	Pipeline string  `json:"pipeline"`
-	Trigger  Trigger `json:"trigger"`
-	Status   Status  `json:"status"`
+	ID       string               `json:"id"`
+	Pipeline string               `json:"pipeline"`
+	Trigger  orchestrator.Trigger `json:"trigger"`
+	Status   Status               `json:"status"`
 	// Reason says why a run failed, was superseded, canceled or interrupted ("lock lost",
 	// "health check failed for api", "superseded by run <id>", "daemon restarted").
 	Reason    string    `json:"reason,omitempty"`

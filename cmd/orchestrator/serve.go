@@ -7,15 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/notify"
 	"github.com/deploy-orchestrator/orchestrator/phases"
-	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
 func cmdServe(ctx context.Context, c *cli, args []string) error {
@@ -166,57 +165,9 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	return nil
 }
 
-// apiEngine adapts the engine to the API's Engine interface and error vocabulary.
-type apiEngine struct{ e *phases.Engine }
+// apiEngine adapts the engine to the API's Engine interface.
+type apiEngine struct{ *phases.Engine }
 
-func (a apiEngine) Submit(ctx context.Context, pipeline string, t runs.Trigger) (*runs.Run, bool, error) {
-	r, existing, err := a.e.Submit(ctx, pipeline, t)
-	return r, existing, apiError(err)
-}
-
-func (a apiEngine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
-	r, err := a.e.Cancel(ctx, id)
-	return r, apiError(err)
-}
-
-func (a apiEngine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (any, error) {
-	p, err := a.e.Plan(ctx, pipeline, t)
-	if err != nil {
-		return nil, apiError(err)
-	}
-	return p, nil
-}
-
-func (a apiEngine) Pipelines() []string { return a.e.Pipelines() }
-
-var triggerRef = regexp.MustCompile(`\$\{trigger\.([A-Za-z0-9_.]+)\}`)
-
-// apiError maps the engine's errors to the API's.
-func apiError(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, phases.ErrUnknownPipeline):
-		return fmt.Errorf("%w: %w", api.ErrUnknownPipeline, err)
-	case errors.Is(err, phases.ErrShuttingDown):
-		return fmt.Errorf("%w: %w", api.ErrShuttingDown, err)
-	case errors.Is(err, phases.ErrNotOwner):
-		return fmt.Errorf("%w: %w", api.ErrConflict, err)
-	case errors.Is(err, phases.ErrInvalidTrigger):
-		probs := config.AsProblems(err)
-		if len(probs) == 0 {
-			return &api.FieldError{Field: "", Reason: err.Error()}
-		}
-		// Every problem, in one answer, each naming its field.
-		es := make(api.FieldErrors, len(probs))
-		for i, p := range probs {
-			field := p.Field
-			if m := triggerRef.FindStringSubmatch(p.Message); m != nil {
-				field = m[1] // the trigger field the pipeline needs, e.g. image_tag
-			}
-			es[i] = &api.FieldError{Field: field, Reason: p.Message}
-		}
-		return es
-	}
-	return err
+func (a apiEngine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigger) (any, error) {
+	return a.Engine.Plan(ctx, pipeline, t)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -100,7 +101,7 @@ func testPrune(t *testing.T, open Opener) {
 		t.Errorf("Unfinished after Prune: got %d runs (err %v), want the 2 that have not ended", len(un), err)
 	}
 	// The pruned run's key is free again.
-	r, created, err := s.Create(ctx, runs.Run{Pipeline: "prod", Trigger: runs.Trigger{IdempotencyKey: "api:old", IdempotencyHash: "h2"}})
+	r, created, err := s.Create(ctx, runs.Run{Pipeline: "prod", Trigger: orchestrator.Trigger{IdempotencyKey: "api:old", IdempotencyHash: "h2"}})
 	if err != nil || !created || r.ID == gone {
 		t.Errorf("Create with a pruned run's key: got %q created=%v err=%v, want a new run", r.ID, created, err)
 	}
@@ -139,7 +140,7 @@ func PruneBounded(t *testing.T, s runs.Store, total, keep int, footprint func() 
 			go func() {
 				defer wg.Done()
 				for i := w; i < total/rounds; i += workers {
-					r, _, err := s.Create(ctx, runs.Run{Pipeline: "prod", Trigger: runs.Trigger{
+					r, _, err := s.Create(ctx, runs.Run{Pipeline: "prod", Trigger: orchestrator.Trigger{
 						IdempotencyKey: fmt.Sprintf("api:%d-%d", round, i), IdempotencyHash: "h"}})
 					if err != nil {
 						t.Errorf("Create: %v", err)

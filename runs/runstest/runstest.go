@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -96,7 +97,7 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 func sample(pipeline string) runs.Run {
 	return runs.Run{
 		Pipeline: pipeline,
-		Trigger: runs.Trigger{
+		Trigger: orchestrator.Trigger{
 			Build: "1234", ImageTag: "v1.2.3", Commit: "abc123", AppVersion: "1.2.3",
 			Params: map[string]string{"region": "eu", "канал": "beta"},
 			By:     "api:ci",
@@ -238,7 +239,7 @@ func testNotFound(t *testing.T, open Opener) {
 func testIdempotency(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := ctxFor(t)
-	in := runs.Run{Pipeline: "prod", Trigger: runs.Trigger{Build: "1", By: "api:ci", IdempotencyKey: "k1"}}
+	in := runs.Run{Pipeline: "prod", Trigger: orchestrator.Trigger{Build: "1", By: "api:ci", IdempotencyKey: "k1"}}
 	first := mustCreate(t, s, in)
 
 	in.Trigger.Build = "2" // the same IdempotencyHash (here none) is the same request to the store
@@ -252,7 +253,7 @@ func testIdempotency(t *testing.T, open Opener) {
 	sameJSON(t, "Create with a used key", again, first)
 
 	// Keys are per pipeline.
-	other := mustCreate(t, s, runs.Run{Pipeline: "staging", Trigger: runs.Trigger{IdempotencyKey: "k1"}})
+	other := mustCreate(t, s, runs.Run{Pipeline: "staging", Trigger: orchestrator.Trigger{IdempotencyKey: "k1"}})
 	if other.ID == first.ID {
 		t.Error("same key on another pipeline returned the first pipeline's run")
 	}
@@ -277,7 +278,7 @@ func testIdempotency(t *testing.T, open Opener) {
 func testIdempotencyKeyReused(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := ctxFor(t)
-	in := runs.Run{Pipeline: "prod", Trigger: runs.Trigger{ImageTag: "v1", IdempotencyKey: "api:k", IdempotencyHash: "h1"}}
+	in := runs.Run{Pipeline: "prod", Trigger: orchestrator.Trigger{ImageTag: "v1", IdempotencyKey: "api:k", IdempotencyHash: "h1"}}
 	first := mustCreate(t, s, in)
 
 	other := in
@@ -320,7 +321,7 @@ func testIdempotencyConcurrent(t *testing.T, open Opener) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, c, err := stores[i%2].Create(ctx, runs.Run{Pipeline: "prod", Trigger: runs.Trigger{Build: strconv.Itoa(i), IdempotencyKey: "same"}})
+			r, c, err := stores[i%2].Create(ctx, runs.Run{Pipeline: "prod", Trigger: orchestrator.Trigger{Build: strconv.Itoa(i), IdempotencyKey: "same"}})
 			if err != nil {
 				t.Errorf("Create %d: %v", i, err)
 				return
@@ -357,7 +358,7 @@ func seedList(t *testing.T, s runs.Store) []runs.Run {
 			// Every third run shares its creation time with the one before it: ties are
 			// broken by ID.
 			CreatedAt: t0.Add(time.Duration(i-i/3) * time.Second),
-			Trigger:   runs.Trigger{Build: strconv.Itoa(i)},
+			Trigger:   orchestrator.Trigger{Build: strconv.Itoa(i)},
 		}
 		r := mustCreate(t, s, in)
 		switch i % 3 {
@@ -448,7 +449,7 @@ func testListOrderAndPages(t *testing.T, open Opener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustCreate(t, s, runs.Run{Pipeline: "prod", Trigger: runs.Trigger{Build: "new"}})
+	mustCreate(t, s, runs.Run{Pipeline: "prod", Trigger: orchestrator.Trigger{Build: "new"}})
 	rest := listAll(t, s, runs.Filter{Limit: 5, Cursor: first.Next})
 	sameJSON(t, "pages after a concurrent create", names(append(first.Runs, rest...)), names(all))
 }
@@ -1098,7 +1099,7 @@ func testUnfinished(t *testing.T, open Opener) {
 func testSurvivesRestart(t *testing.T, open Opener) {
 	s1 := open(t)
 	ctx := ctxFor(t)
-	r := mustCreate(t, s1, runs.Run{Pipeline: "prod", Owner: "node-a", Trigger: runs.Trigger{IdempotencyKey: "k"}})
+	r := mustCreate(t, s1, runs.Run{Pipeline: "prod", Owner: "node-a", Trigger: orchestrator.Trigger{IdempotencyKey: "k"}})
 	r = mustUpdate(t, s1, r.ID, func(x *runs.Run) error {
 		x.Status, x.HeldLocks = runs.StatusPhase1, []string{"coolify:phase1"}
 		return nil
@@ -1120,7 +1121,7 @@ func testSurvivesRestart(t *testing.T, open Opener) {
 		t.Fatalf("Get after restart: %v", err)
 	}
 	sameJSON(t, "run after restart", got, r)
-	again, created, err := s2.Create(ctx, runs.Run{Pipeline: "prod", Trigger: runs.Trigger{IdempotencyKey: "k"}})
+	again, created, err := s2.Create(ctx, runs.Run{Pipeline: "prod", Trigger: orchestrator.Trigger{IdempotencyKey: "k"}})
 	if err != nil || created || again.ID != r.ID {
 		t.Errorf("idempotent Create after restart: got %q created=%v err=%v, want %q", again.ID, created, err, r.ID)
 	}
