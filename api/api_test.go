@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -288,12 +289,10 @@ func TestPlan(t *testing.T) {
 	}
 	got := decodeJSON[struct {
 		Pipeline string
-		Plan     struct {
-			Services []string
-			ImageTag string `json:"image_tag"`
-		}
+		Plan     orchestrator.Plan
 	}](t, rec)
-	if got.Pipeline != "demo" || got.Plan.ImageTag != "v9" || len(got.Plan.Services) != 2 {
+	if got.Pipeline != "demo" || got.Plan.Pipeline != "demo" || len(got.Plan.Services) != 2 ||
+		got.Plan.Services[0].ImageTag == nil || got.Plan.Services[0].ImageTag.New != "v9" {
 		t.Errorf("plan: got %+v", got)
 	}
 	if f.runCount() != 0 {

@@ -39,7 +39,7 @@ const (
 var sentinels = []string{triggerToken, adminToken, readToken, githubSecret, gitlabSecret, genericSecret}
 
 // testEngine stands in for the deploy engine (package phases), which the API reaches only
-// through api.Engine. It is backed by the real run store: Submit creates a run with one
+// through orchestrator.Engine. It is backed by the real run store: Submit creates a run with one
 // pending step per service and phase and a run.queued event; the test moves steps with
 // drive. It checks triggers the way the engine will: unknown pipeline, and a pipeline's
 // required image tag.
@@ -52,6 +52,8 @@ type testEngine struct {
 	submitted int
 	closed    bool // Submit answers ErrShuttingDown, as the engine does while it stops
 }
+
+var _ orchestrator.Engine[*runs.Run] = (*testEngine)(nil)
 
 func (e *testEngine) setClosed(v bool) {
 	e.mu.Lock()
@@ -115,7 +117,7 @@ func (e *testEngine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 	return &run, nil
 }
 
-func (e *testEngine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigger) (any, error) {
+func (e *testEngine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigger) (*orchestrator.Plan, error) {
 	if pipeline == panicPipeline {
 		var m map[string]int
 		m[t.ImageTag]++ // a bug: assignment to a nil map
@@ -124,7 +126,12 @@ func (e *testEngine) Plan(ctx context.Context, pipeline string, t orchestrator.T
 	if !ok {
 		return nil, fmt.Errorf("plan %q: %w", pipeline, orchestrator.ErrUnknownPipeline)
 	}
-	return map[string]any{"services": services, "image_tag": t.ImageTag}, nil
+	plan := &orchestrator.Plan{Pipeline: pipeline, Parallel: 1}
+	for _, name := range services {
+		plan.Services = append(plan.Services, orchestrator.ServicePlan{Name: name, UUID: "uuid-" + name, Kind: "application",
+			ImageTag: &orchestrator.TagChange{New: t.ImageTag}})
+	}
+	return plan, nil
 }
 
 func (e *testEngine) Pipelines() []string {

@@ -15,24 +15,6 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
-// Engine is what the API needs from the deploy engine (package phases). The engine returns
-// the errors listed in errors.go, wrapped, so the API can answer with the right status.
-type Engine interface {
-	// Submit validates t against the pipeline and enqueues a run; existing is true when
-	// t.IdempotencyKey matched a run already created (that run is returned, nothing new
-	// starts). Errors: ErrUnknownPipeline; a *FieldError (ErrInvalid) naming the trigger
-	// field; ErrShuttingDown; runs.ErrUnavailable.
-	Submit(ctx context.Context, pipeline string, t orchestrator.Trigger) (run *runs.Run, existing bool, err error)
-	// Cancel stops a run: a queued one never starts, a running one stops after its current
-	// step and compensates. Errors: runs.ErrNotFound; runs.ErrEnded when it already ended.
-	Cancel(ctx context.Context, runID string) (*runs.Run, error)
-	// Plan is the dry run: what a run with t would change, as a JSON-encodable value.
-	// Errors: ErrUnknownPipeline; a *FieldError; outside-API errors.
-	Plan(ctx context.Context, pipeline string, t orchestrator.Trigger) (any, error)
-	// Pipelines lists the loaded pipelines' names.
-	Pipelines() []string
-}
-
 // Locks is what the API needs from the lock service; *locks.Locker implements it.
 type Locks interface {
 	List(ctx context.Context, prefix string) ([]locks.Info, error)
@@ -48,7 +30,9 @@ var _ Locks = (*locks.Locker)(nil)
 // Deps is what NewServer is built from. Engine, Runs, Locks and Config are required.
 type Deps struct {
 	Config *config.Daemon
-	Engine Engine
+	// Engine is the deploy engine (*phases.Engine): the domain's contract, answering with
+	// run records. toHTTP maps its errors (orchestrator's, wrapped) to status codes.
+	Engine orchestrator.Engine[*runs.Run]
 	Runs   runs.Store
 	Locks  Locks
 	// Metrics is served at /metrics and told about every request (nil: no metrics).
@@ -87,7 +71,7 @@ const (
 // server holds the handlers' dependencies. It is built once by NewServer.
 type server struct {
 	cfg         *config.Daemon
-	engine      Engine
+	engine      orchestrator.Engine[*runs.Run]
 	runs        runs.Store
 	locks       Locks
 	metrics     *Metrics

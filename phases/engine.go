@@ -103,7 +103,8 @@ var (
 	errSuperseded = errors.New("superseded by a newer run")
 )
 
-// Engine executes runs. It is safe for concurrent use.
+// Engine executes runs. It is safe for concurrent use. It implements the front doors'
+// contract, orchestrator.Engine.
 type Engine struct {
 	d   Deps
 	log *slog.Logger
@@ -125,6 +126,8 @@ type Engine struct {
 	watchCancel context.CancelFunc
 	watchDone   chan struct{}
 }
+
+var _ orchestrator.Engine[*runs.Run] = (*Engine)(nil)
 
 // New returns an engine. Call Start before Submit.
 func New(d Deps) (*Engine, error) {
@@ -235,9 +238,6 @@ func (e *Engine) stopWatch() {
 
 // Pipelines returns the names of the loaded pipelines, sorted.
 func (e *Engine) Pipelines() []string { return slices.Sorted(maps.Keys(e.d.Pipelines)) }
-
-// Pipeline returns a loaded pipeline, or nil.
-func (e *Engine) Pipeline(name string) *config.Pipeline { return e.d.Pipelines[name] }
 
 // Submit stores a queued run of pipeline for trigger t and starts executing it. When
 // t.IdempotencyKey matches an earlier run of the pipeline, that run is returned with

@@ -27,3 +27,27 @@ func TestOnlyCmdWiresBackends(t *testing.T) {
 		}
 	}
 }
+
+// TestDomainLayering: the domain package at the module root imports nothing of the module,
+// so every package can use its words; the API reaches the engine only through the domain's
+// contract (orchestrator.Engine), never package phases.
+func TestDomainLayering(t *testing.T) {
+	const root = "github.com/deploy-orchestrator/orchestrator"
+	deps := func(pkg string) []string {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		return strings.Fields(string(out))
+	}
+	for _, d := range deps(root) {
+		if d != root && strings.HasPrefix(d, root+"/") {
+			t.Errorf("the domain package imports %s; it must import nothing of the module", d)
+		}
+	}
+	for _, d := range deps(root + "/api") {
+		if d == root+"/phases" {
+			t.Errorf("api depends on phases; it must reach the engine through orchestrator.Engine")
+		}
+	}
+}

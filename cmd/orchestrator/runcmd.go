@@ -214,7 +214,7 @@ func cmdPlan(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-func printPlan(w io.Writer, p *phases.Plan) {
+func printPlan(w io.Writer, p *orchestrator.Plan) {
 	fmt.Fprintf(w, "Plan for %s\n\n", p.Pipeline)
 	for _, warn := range p.Warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", warn)

@@ -10,11 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/notify"
-	"github.com/deploy-orchestrator/orchestrator/phases"
 )
 
 func cmdServe(ctx context.Context, c *cli, args []string) error {
@@ -121,7 +119,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	defer cancelBase()
 	// Header and body timeouts, header size and connection caps: see api.NewHTTPServer and
 	// api.LimitListener.
-	srv := api.NewHTTPServer(api.Deps{Config: d, Engine: apiEngine{eng}, Runs: b.store, Locks: b.locker,
+	srv := api.NewHTTPServer(api.Deps{Config: d, Engine: eng, Runs: b.store, Locks: b.locker,
 		Metrics: metrics, Logger: log, Notifier: notifier})
 	// Streams (SSE) end when shutdown starts; request contexts derive from this.
 	srv.BaseContext = func(net.Listener) context.Context { return baseCtx }
@@ -163,11 +161,4 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	}
 	log.LogAttrs(context.Background(), slog.LevelInfo, "daemon stopped")
 	return nil
-}
-
-// apiEngine adapts the engine to the API's Engine interface.
-type apiEngine struct{ *phases.Engine }
-
-func (a apiEngine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigger) (any, error) {
-	return a.Engine.Plan(ctx, pipeline, t)
 }
