@@ -12,6 +12,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/metrics"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -36,7 +37,7 @@ type Deps struct {
 	Runs   runs.Store
 	Locks  Locks
 	// Metrics is served at /metrics and told about every request (nil: no metrics).
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// Logger receives the access log and server-side failures (nil: discard).
 	Logger *slog.Logger
 	// Notifier is told about freezes placed and lifted through the API (nil: nobody).
@@ -74,7 +75,7 @@ type server struct {
 	engine      orchestrator.Engine[*runs.Run]
 	runs        runs.Store
 	locks       Locks
-	metrics     *Metrics
+	metrics     *metrics.Metrics
 	notifier    Notifier
 	log         *slog.Logger
 	heartbeat   time.Duration
