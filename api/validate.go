@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator"
+	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -19,8 +20,6 @@ import (
 // field, so the answer says what to fix.
 
 var (
-	// pipelineNamePattern is config's rule for pipeline names.
-	pipelineNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	// runIDPattern accepts run IDs (ULIDs) and other IDs a store may hand out.
 	runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 	// idempotencyKeyPattern bounds Idempotency-Key headers.
@@ -50,7 +49,7 @@ func validPipelineName(raw string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !pipelineNamePattern.MatchString(name) {
+	if !config.PipelineNamePattern.MatchString(name) {
 		return "", fieldErr("name", "a pipeline name is 1-63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit")
 	}
 	return name, nil
@@ -121,7 +120,7 @@ func validIdempotencyKey(v string) error {
 func validListQuery(q url.Values) (runs.Filter, error) {
 	var f runs.Filter
 	if p := q.Get("pipeline"); p != "" {
-		if !pipelineNamePattern.MatchString(p) {
+		if !config.PipelineNamePattern.MatchString(p) {
 			return f, fieldErr("pipeline", "not a pipeline name")
 		}
 		f.Pipeline = p

@@ -9,8 +9,9 @@
 // mobile: namespace and never while the run holds a coolify: key. Failures compensate from the
 // Phase-1 snapshots as the pipeline's on_failure says.
 //
-// The engine depends on narrow interfaces (Coolify) and on the contracts of locks and runs;
-// only cmd/orchestrator wires concrete backends and clients.
+// The engine implements the front doors' contract, orchestrator.Engine, and returns the
+// domain's errors. It depends on narrow interfaces (Coolify) and on the contracts of locks
+// and runs; only cmd/orchestrator wires concrete backends and clients.
 package phases
 
 import (
