@@ -53,7 +53,7 @@ type Coolify interface {
 }
 
 // Observer receives run, phase and step outcomes and timings for metrics. Methods must not
-// block. *api.Metrics implements it.
+// block. *metrics.Metrics implements it.
 type Observer interface {
 	RunEnded(pipeline string, status runs.Status)
 	PhaseDone(pipeline string, phase runs.Phase, d time.Duration)
