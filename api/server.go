@@ -50,6 +50,9 @@ type Deps struct {
 	Engine Engine
 	Runs   runs.Store
 	Locks  Locks
+	// Deliveries de-duplicates webhook deliveries (nil: Runs, which must then implement
+	// runs.Deliveries; both run stores do).
+	Deliveries runs.Deliveries
 	// Metrics is served at /metrics and told about every request (nil: no metrics).
 	Metrics *Metrics
 	// Logger receives the access log and server-side failures (nil: discard).
@@ -88,6 +91,7 @@ type server struct {
 	cfg         *config.Daemon
 	engine      Engine
 	runs        runs.Store
+	deliveries  runs.Deliveries
 	locks       Locks
 	metrics     *Metrics
 	notifier    Notifier
@@ -118,10 +122,17 @@ func NewServer(d Deps) http.Handler {
 	if d.Config == nil || d.Engine == nil || d.Runs == nil || d.Locks == nil {
 		panic("api.NewServer: Config, Engine, Runs and Locks are required")
 	}
+	if d.Deliveries == nil {
+		var ok bool
+		if d.Deliveries, ok = d.Runs.(runs.Deliveries); !ok {
+			panic("api.NewServer: Deliveries is required when Runs does not de-duplicate deliveries")
+		}
+	}
 	s := &server{
 		cfg:         d.Config,
 		engine:      d.Engine,
 		runs:        d.Runs,
+		deliveries:  d.Deliveries,
 		locks:       d.Locks,
 		metrics:     d.Metrics,
 		notifier:    d.Notifier,

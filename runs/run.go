@@ -110,9 +110,10 @@ type Run struct {
 	// Steps holds one step per (phase, name), in the order they were first set: the Phase-1
 	// steps of every service, then Phase 2, then mobile.
 	Steps []Step `json:"steps"`
-	// Owner is the daemon instance executing the run (empty while nobody has claimed it).
-	// Store.Unfinished finds an instance's runs by it, for a takeover.
-	Owner string `json:"owner,omitempty"`
+	// Instance is the daemon instance executing the run (empty while nobody has claimed
+	// it). Store.Unfinished finds an instance's runs by it, for a takeover. (It is stored and
+	// shown as "owner", its name before; locks call the run that holds a key its owner.)
+	Instance string `json:"owner,omitempty"`
 	// HeldLocks are the lock keys the run holds right now. The engine keeps it current so
 	// that, when the daemon dies, the interrupted report says which locks were left behind.
 	HeldLocks []string `json:"held_locks,omitempty"`

@@ -3,7 +3,6 @@ package runs
 import (
 	"context"
 	"errors"
-	"time"
 )
 
 // Store keeps runs and their event logs. Runs survive a restart of the daemon. Every method
@@ -74,20 +73,12 @@ type Store interface {
 	// Errors: ErrUnavailable. Subscribing to a run that does not exist is not an error.
 	Subscribe(ctx context.Context, id string) (Subscription, error)
 
-	// Unfinished returns the runs that have not ended and whose owner is owner (every owner
-	// when owner is empty), oldest first. A daemon reads its own on start and a dead
-	// daemon's when it takes them over; it ends them with Update.
+	// Unfinished returns the runs that have not ended and whose Instance is instance (every
+	// instance's when instance is empty), oldest first. A daemon reads its own on start and
+	// a dead daemon's when it takes them over; it ends them with Update.
 	//
 	// Errors: ErrUnavailable.
-	Unfinished(ctx context.Context, owner string) ([]Run, error)
-
-	// SeenDelivery records a webhook delivery ID and reports whether it was already recorded
-	// within the last ttl: the first call for an ID returns false, later calls return true
-	// until ttl has passed. The check and the record are one atomic step, so two concurrent
-	// calls with one ID get one false and one true.
-	//
-	// Errors: ErrInvalid (empty id, ttl <= 0); ErrUnavailable.
-	SeenDelivery(ctx context.Context, id string, ttl time.Duration) (seen bool, err error)
+	Unfinished(ctx context.Context, instance string) ([]Run, error)
 
 	// Ping reports whether the backend is reachable (ErrUnavailable if not).
 	Ping(ctx context.Context) error

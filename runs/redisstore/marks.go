@@ -13,7 +13,10 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/runs/internal/storekit"
 )
 
-var _ runs.MarkStore = (*Store)(nil)
+var (
+	_ runs.MarkStore  = (*Store)(nil)
+	_ runs.Deliveries = (*Store)(nil)
+)
 
 func (s *Store) markKey(uuid string) string { return s.k + "mark:" + uuid }
 

@@ -112,7 +112,7 @@ func (s *Store) pruneBatch(ctx context.Context, sks []string) (int, error) {
 			hasIdem, idem = "1", s.idemKey(run.Pipeline, k)
 		}
 		keys := append([]string{s.allKey(), s.plKey(run.Pipeline), s.stKey(run.Status),
-			s.psKey(run.Status, run.Pipeline), s.ownerKey(run.Owner), idem}, s.runKeys(run.ID)...)
+			s.psKey(run.Status, run.Pipeline), s.ownerKey(run.Instance), idem}, s.runKeys(run.ID)...)
 		dels = append(dels, pruneScript.EvalSha(ctx, pipe, keys, string(run.Status), sks[i], run.ID, hasIdem))
 		ids = append(ids, run.ID)
 	}

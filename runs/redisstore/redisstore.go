@@ -141,8 +141,8 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 		idem = s.idemKey(r.Pipeline, r.Trigger.IdempotencyKey)
 	}
 	keys := []string{s.runKey(r.ID), idem, s.allKey(), s.plKey(r.Pipeline), s.stKey(r.Status),
-		s.psKey(r.Status, r.Pipeline), s.ownerKey(r.Owner)}
-	args := []any{header, string(r.Status), r.Owner, storekit.SortKey(r), r.ID, hasIdem, len(r.Steps)}
+		s.psKey(r.Status, r.Pipeline), s.ownerKey(r.Instance)}
+	args := []any{header, string(r.Status), r.Instance, storekit.SortKey(r), r.ID, hasIdem, len(r.Steps)}
 	for i := range r.Steps {
 		b, err := storekit.EncodeStep(r.Steps[i])
 		if err != nil {
@@ -467,11 +467,11 @@ func (s *Store) commit(ctx context.Context, cur, next runs.Run, evs []runs.Event
 		s.runKey(cur.ID), s.evKey(cur.ID),
 		s.stKey(cur.Status), s.stKey(next.Status),
 		s.psKey(cur.Status, cur.Pipeline), s.psKey(next.Status, cur.Pipeline),
-		s.ownerKey(cur.Owner), s.ownerKey(next.Owner),
+		s.ownerKey(cur.Instance), s.ownerKey(next.Instance),
 	}
-	addOwner := "0"
-	if next.Owner != "" && !next.Status.Terminal() {
-		addOwner = "1"
+	addInstance := "0"
+	if next.Instance != "" && !next.Status.Terminal() {
+		addInstance = "1"
 	}
 	var events []any
 	for _, e := range evs {
@@ -483,8 +483,8 @@ func (s *Store) commit(ctx context.Context, cur, next runs.Run, evs []runs.Event
 		events = append(events, b)
 	}
 	run := func(steps []int, all string) (int64, error) {
-		args := []any{cur.Version, header, next.Version, string(next.Status), next.Owner, storekit.SortKey(cur),
-			cur.ID, s.sigChan(cur.ID), addOwner, len(next.Steps), all, len(steps)}
+		args := []any{cur.Version, header, next.Version, string(next.Status), next.Instance, storekit.SortKey(cur),
+			cur.ID, s.sigChan(cur.ID), addInstance, len(next.Steps), all, len(steps)}
 		for _, i := range steps {
 			b, err := storekit.EncodeStep(next.Steps[i])
 			if err != nil {
@@ -629,13 +629,13 @@ func (s *Store) listen(ctx context.Context) error {
 
 // Unfinished implements runs.Store: an owner's from its set of unfinished runs, every
 // owner's from the status index.
-func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error) {
-	op := fmt.Sprintf("unfinished runs of %q", owner)
+func (s *Store) Unfinished(ctx context.Context, instance string) ([]runs.Run, error) {
+	op := fmt.Sprintf("unfinished runs of %q", instance)
 	if err := s.open(op); err != nil {
 		return nil, err
 	}
 	var out []runs.Run
-	if owner == "" {
+	if instance == "" {
 		var active []runs.Status
 		for _, st := range runs.Statuses {
 			if !st.Terminal() {
@@ -655,7 +655,7 @@ func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error
 			f.Cursor = page.Next
 		}
 	} else {
-		ids, err := s.rdb.SMembers(ctx, s.ownerKey(owner)).Result()
+		ids, err := s.rdb.SMembers(ctx, s.ownerKey(instance)).Result()
 		if err != nil {
 			return nil, storekit.Fail(op, err)
 		}
@@ -667,7 +667,7 @@ func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error
 			if err != nil {
 				return nil, err
 			}
-			if !r.Status.Terminal() && r.Owner == owner {
+			if !r.Status.Terminal() && r.Instance == instance {
 				out = append(out, r)
 			}
 		}
@@ -678,7 +678,7 @@ func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error
 	return out, nil
 }
 
-// SeenDelivery implements runs.Store with SET NX PX.
+// SeenDelivery implements runs.Deliveries with SET NX PX.
 func (s *Store) SeenDelivery(ctx context.Context, id string, ttl time.Duration) (bool, error) {
 	if id == "" || ttl <= 0 {
 		return false, fmt.Errorf("seen delivery: empty id or ttl %s: %w", ttl, runs.ErrInvalid)

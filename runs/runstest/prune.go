@@ -40,7 +40,7 @@ func testPrune(t *testing.T, open Opener) {
 	// Twelve runs an hour apart, oldest first; #0 and #5 never end; #1 has a key.
 	var all []runs.Run
 	for i := range 12 {
-		in := runs.Run{Pipeline: "prod", Owner: "node-a", CreatedAt: now.Add(-time.Duration(12-i) * time.Hour)}
+		in := runs.Run{Pipeline: "prod", Instance: "node-a", CreatedAt: now.Add(-time.Duration(12-i) * time.Hour)}
 		if i == 1 {
 			in.Trigger.IdempotencyKey, in.Trigger.IdempotencyHash = "api:old", "h"
 		}

@@ -12,7 +12,10 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/runs/internal/storekit"
 )
 
-var _ runs.MarkStore = (*Store)(nil)
+var (
+	_ runs.MarkStore  = (*Store)(nil)
+	_ runs.Deliveries = (*Store)(nil)
+)
 
 // PutMark implements runs.MarkStore.
 func (s *Store) PutMark(ctx context.Context, m runs.Mark) (runs.Mark, error) {

@@ -323,7 +323,7 @@ func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO runs (id, pipeline, status, owner, idem_key, sort_key, version, data)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Pipeline, r.Status, r.Owner, idem, storekit.SortKey(r), r.Version, data)
+			r.ID, r.Pipeline, r.Status, r.Instance, idem, storekit.SortKey(r), r.Version, data)
 		if isConstraint(err) {
 			return fmt.Errorf("run %q already exists: %w", r.ID, runs.ErrConflict)
 		}
@@ -688,7 +688,7 @@ func writeRun(ctx context.Context, tx sqlitestmt.Tx, cur, next runs.Run, evs []r
 		return fmt.Errorf("encode: %w", err)
 	}
 	var last int64
-	if err := tx.QueryRow(ctx, qWriteHeader, next.Status, next.Owner, next.Version, data, len(evs), next.ID).Scan(&last); err != nil {
+	if err := tx.QueryRow(ctx, qWriteHeader, next.Status, next.Instance, next.Version, data, len(evs), next.ID).Scan(&last); err != nil {
 		return err
 	}
 	if err := writeSteps(ctx, tx, next, storekit.ChangedSteps(cur.Steps, next.Steps), len(cur.Steps)); err != nil {
@@ -819,13 +819,13 @@ func (s *Store) Subscribe(ctx context.Context, id string) (runs.Subscription, er
 }
 
 // Unfinished implements runs.Store.
-func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error) {
+func (s *Store) Unfinished(ctx context.Context, instance string) ([]runs.Run, error) {
 	q, args := `SELECT id, version, data FROM runs WHERE status IN (`+activeStatuses+`) ORDER BY sort_key`, []any{}
-	if owner != "" {
-		q, args = `SELECT id, version, data FROM runs WHERE owner = ? AND status IN (`+activeStatuses+`) ORDER BY sort_key`, []any{owner}
+	if instance != "" {
+		q, args = `SELECT id, version, data FROM runs WHERE owner = ? AND status IN (`+activeStatuses+`) ORDER BY sort_key`, []any{instance}
 	}
 	var out []runs.Run
-	err := s.read(ctx, fmt.Sprintf("unfinished runs of %q", owner), func(tx sqlitestmt.Tx) error {
+	err := s.read(ctx, fmt.Sprintf("unfinished runs of %q", instance), func(tx sqlitestmt.Tx) error {
 		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err
@@ -843,7 +843,7 @@ func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error
 	return out, nil
 }
 
-// SeenDelivery implements runs.Store. Expired records are deleted on each call.
+// SeenDelivery implements runs.Deliveries. Expired records are deleted on each call.
 func (s *Store) SeenDelivery(ctx context.Context, id string, ttl time.Duration) (bool, error) {
 	if id == "" || ttl <= 0 {
 		return false, fmt.Errorf("seen delivery: empty id or ttl %s: %w", ttl, runs.ErrInvalid)
