@@ -48,6 +48,9 @@ type Store interface {
 	// Trigger, CreatedAt or Version: the store puts them back. If fn returns an error,
 	// nothing is written and Update returns that error, wrapped.
 	//
+	// The run returned may be shared with the store's cache of decoded runs (Portable's
+	// is): read it, never change it or the slices and maps in it; Clone it to change it.
+	//
 	// Errors: ErrNotFound; ErrEnded, without calling fn, when the stored run's status is
 	// already terminal (so a run marked interrupted or canceled is not revived by a late
 	// writer); ErrInvalid when fn leaves an unknown status; what fn returns; ErrUnavailable.
