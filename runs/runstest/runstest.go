@@ -590,6 +590,16 @@ func testUpdate(t *testing.T, open Opener) {
 		t.Fatal(err)
 	}
 	sameJSON(t, "Get after Update", stored, want)
+	// Get's run is the caller's own: changing it changes neither the store nor the run the
+	// next Update starts from.
+	stored.Steps[0].Changes.Env[0].Key = "CHANGED"
+	stored.Steps[1].Status = runs.StepFailed
+	stored.HeldLocks[0] = "changed"
+	if again, err := s.Get(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	} else {
+		sameJSON(t, "Get after the caller changed its copy", again, want)
+	}
 	evs, err := s.Events(ctx, r.ID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
