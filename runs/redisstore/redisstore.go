@@ -70,13 +70,7 @@ type Store struct {
 	d *driver
 }
 
-var (
-	_ runs.Store      = (*Store)(nil)
-	_ runs.MarkStore  = (*Store)(nil)
-	_ runs.Pruner     = (*Store)(nil)
-	_ runs.Deliveries = (*Store)(nil)
-	_ runs.Driver     = (*driver)(nil)
-)
+var _ runs.Driver = (*driver)(nil)
 
 // driver is the runs.Driver on Redis.
 type driver struct {

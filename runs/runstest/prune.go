@@ -14,11 +14,7 @@ import (
 
 func pruner(t *testing.T, s runs.Store) runs.Pruner {
 	t.Helper()
-	p, ok := s.(runs.Pruner)
-	if !ok {
-		t.Fatalf("%T does not implement runs.Pruner", s)
-	}
-	return p
+	return implements[runs.Pruner](t, s)
 }
 
 func endRun(t *testing.T, s runs.Store, id string) {

@@ -1155,13 +1155,20 @@ func testSurvivesRestart(t *testing.T, open Opener) {
 	}
 }
 
+// implements returns s as the contract T every store must implement besides runs.Store
+// (runs.MarkStore, runs.Pruner, runs.Deliveries), failing the test if it does not.
+func implements[T any](t *testing.T, s runs.Store) T {
+	t.Helper()
+	x, ok := s.(T)
+	if !ok {
+		t.Fatalf("%T does not implement %T", s, (*T)(nil))
+	}
+	return x
+}
+
 func deliveries(t *testing.T, s runs.Store) runs.Deliveries {
 	t.Helper()
-	d, ok := s.(runs.Deliveries)
-	if !ok {
-		t.Fatalf("%T does not implement runs.Deliveries", s)
-	}
-	return d
+	return implements[runs.Deliveries](t, s)
 }
 
 func testSeenDelivery(t *testing.T, open Opener) {
@@ -1245,11 +1252,7 @@ func testPing(t *testing.T, open Opener) {
 
 func markStore(t *testing.T, s runs.Store) runs.MarkStore {
 	t.Helper()
-	ms, ok := s.(runs.MarkStore)
-	if !ok {
-		t.Fatalf("%T does not implement runs.MarkStore", s)
-	}
-	return ms
+	return implements[runs.MarkStore](t, s)
 }
 
 func testMarks(t *testing.T, open Opener) {

@@ -131,13 +131,7 @@ type Store struct {
 	d *driver
 }
 
-var (
-	_ runs.Store      = (*Store)(nil)
-	_ runs.MarkStore  = (*Store)(nil)
-	_ runs.Pruner     = (*Store)(nil)
-	_ runs.Deliveries = (*Store)(nil)
-	_ runs.Driver     = (*driver)(nil)
-)
+var _ runs.Driver = (*driver)(nil)
 
 // driver is the runs.Driver on a SQLite file.
 type driver struct {
@@ -277,32 +271,22 @@ func (d *driver) write(ctx context.Context, op string, fn func(tx *sql.Tx) error
 // writeP is write with the writer's cached statements. Errors are wrapped with op
 // (runs.Fail), except a userError's, returned as is.
 func (d *driver) writeP(ctx context.Context, op string, fn func(tx sqlitestmt.Tx) error) error {
-	if d.closed.Load() {
-		return runs.Closed(op)
+	err := d.tx(ctx, fn)
+	var ue userError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ue):
+		return ue.err
 	}
-	tx, err := d.w.BeginTx(ctx, nil)
-	if err != nil {
-		return runs.Fail(op, err)
-	}
-	if err := fn(sqlitestmt.Tx{Tx: tx, Set: d.ws}); err != nil {
-		_ = tx.Rollback()
-		var ue userError
-		if errors.As(err, &ue) {
-			return ue.err
-		}
-		return runs.Fail(op, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return runs.Fail(op, err)
-	}
-	return nil
+	return runs.Fail(op, err)
 }
 
-// tx runs fn in one BEGIN IMMEDIATE transaction, its errors unwrapped (the driver's
-// methods: runs.Portable wraps them).
+// tx runs fn in one BEGIN IMMEDIATE transaction on the writer connection, its errors
+// unwrapped (the driver's methods: runs.Portable wraps them).
 func (d *driver) tx(ctx context.Context, fn func(tx sqlitestmt.Tx) error) error {
-	if d.closed.Load() {
-		return runs.Closed("write")
+	if err := d.readable("write"); err != nil {
+		return err
 	}
 	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -318,8 +302,8 @@ func (d *driver) tx(ctx context.Context, fn func(tx sqlitestmt.Tx) error) error 
 // read runs fn in one read transaction: every statement in it sees the same snapshot of
 // the file, so a run's header and steps are read as one write left them.
 func (d *driver) read(ctx context.Context, fn func(tx sqlitestmt.Tx) error) error {
-	if d.closed.Load() {
-		return runs.Closed("read")
+	if err := d.readable("read"); err != nil {
+		return err
 	}
 	tx, err := d.r.BeginTx(ctx, nil)
 	if err != nil {
