@@ -20,6 +20,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
+	"github.com/deploy-orchestrator/orchestrator/metrics"
 	"github.com/deploy-orchestrator/orchestrator/notify"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/runs/sqlitestore"
@@ -147,7 +148,7 @@ type fixture struct {
 	store   *sqlitestore.Store
 	locker  *locks.Locker
 	engine  *testEngine
-	metrics *api.Metrics
+	metrics *metrics.Metrics
 	// notifier is the daemon's, when the config has a notify block.
 	notifier *notify.Notifier
 	logs     *syncBuffer
@@ -207,7 +208,7 @@ func newFixture(t testing.TB, mutate ...func(*config.Daemon)) *fixture {
 	if err != nil {
 		t.Fatalf("open lock db: %v", err)
 	}
-	metrics := api.NewMetrics()
+	metrics := metrics.New()
 	locker := locks.New(drv, locks.Options{Observer: metrics})
 	t.Cleanup(func() { locker.Close() })
 

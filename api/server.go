@@ -11,6 +11,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/metrics"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -54,7 +55,7 @@ type Deps struct {
 	// runs.Deliveries; both run stores do).
 	Deliveries runs.Deliveries
 	// Metrics is served at /metrics and told about every request (nil: no metrics).
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// Logger receives the access log and server-side failures (nil: discard).
 	Logger *slog.Logger
 	// Notifier is told about freezes placed and lifted through the API (nil: nobody).
@@ -93,7 +94,7 @@ type server struct {
 	runs        runs.Store
 	deliveries  runs.Deliveries
 	locks       Locks
-	metrics     *Metrics
+	metrics     *metrics.Metrics
 	notifier    Notifier
 	log         *slog.Logger
 	heartbeat   time.Duration

@@ -105,7 +105,7 @@ func (s *server) handleWebhook() http.HandlerFunc {
 		if err != nil {
 			outcome = "rejected"
 		}
-		s.metrics.webhook(string(provider), outcome)
+		s.metrics.Webhook(string(provider), outcome)
 		if err != nil {
 			s.writeError(w, r, err)
 			return

@@ -12,7 +12,7 @@ import (
 func TestOnlyCmdWiresBackends(t *testing.T) {
 	const mod = "github.com/deploy-orchestrator/orchestrator/"
 	backends := []string{"locks/redislock", "locks/sqlitelock", "runs/redisstore", "runs/sqlitestore"}
-	for _, pkg := range []string{"api", "phases", "locks", "runs", "config", "coolify", "mobile", "secrets", "secrets/infisical"} {
+	for _, pkg := range []string{"api", "phases", "locks", "runs", "config", "coolify", "mobile", "secrets", "secrets/infisical", "metrics"} {
 		out, err := exec.Command("go", "list", "-deps", mod+pkg).Output()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v", pkg, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/metrics"
 	"github.com/deploy-orchestrator/orchestrator/notify"
 	"github.com/deploy-orchestrator/orchestrator/phases"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -73,7 +74,7 @@ func publicURL(d *config.Daemon, addr string) string {
 // steps finish or compensate within the grace period, locks are released, and what could not
 // finish is marked. ready, when set, is called with the bound address once the daemon answers.
 func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[string]*config.Pipeline, log *slog.Logger, ready func(addr string), tn tuning) error {
-	metrics := api.NewMetrics()
+	metrics := metrics.New()
 	b, err := openBackends(ctx, d, log, metrics)
 	if err != nil {
 		return err
