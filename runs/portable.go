@@ -258,10 +258,8 @@ func (s *Portable) Update(ctx context.Context, id string, fn func(*Run) error, e
 				s.hub.Notify(id)
 			}
 			return next, nil
-		case cached && (errors.Is(err, ErrVersion) || errors.Is(err, ErrNotFound)):
-			cached = false
-		case errors.Is(err, ErrVersion):
-			cached = false
+		case errors.Is(err, ErrVersion), cached && errors.Is(err, ErrNotFound):
+			cached = false // another writer got in between (or the cached run is gone): read again
 		default:
 			s.cache.Drop(id)
 			return Run{}, Fail(op, err)
