@@ -9,6 +9,9 @@ import (
 // is safe for concurrent use, by goroutines of one process and (on the same backend) by
 // several processes.
 //
+// Portable is the one implementation, over a backend's Driver; consumers (the engine, the
+// API) depend on this interface, so a wrapper (cmd's paced store) or a test can stand in.
+//
 // Errors are wrapped with the run ID or the operation; callers test them with errors.Is
 // against ErrNotFound, ErrConflict, ErrEnded, ErrInvalid and ErrUnavailable. A canceled
 // context comes back wrapped, so errors.Is(err, context.Canceled) works.
