@@ -36,6 +36,9 @@ type Deps struct {
 	Engine orchestrator.Engine[*runs.Run]
 	Runs   runs.Store
 	Locks  Locks
+	// Deliveries de-duplicates webhook deliveries (nil: Runs, which must then implement
+	// runs.Deliveries; both run stores do).
+	Deliveries runs.Deliveries
 	// Metrics is served at /metrics and told about every request (nil: no metrics).
 	Metrics *metrics.Metrics
 	// Logger receives the access log and server-side failures (nil: discard).
@@ -74,6 +77,7 @@ type server struct {
 	cfg         *config.Daemon
 	engine      orchestrator.Engine[*runs.Run]
 	runs        runs.Store
+	deliveries  runs.Deliveries
 	locks       Locks
 	metrics     *metrics.Metrics
 	notifier    Notifier
@@ -104,10 +108,17 @@ func NewServer(d Deps) http.Handler {
 	if d.Config == nil || d.Engine == nil || d.Runs == nil || d.Locks == nil {
 		panic("api.NewServer: Config, Engine, Runs and Locks are required")
 	}
+	if d.Deliveries == nil {
+		var ok bool
+		if d.Deliveries, ok = d.Runs.(runs.Deliveries); !ok {
+			panic("api.NewServer: Deliveries is required when Runs does not de-duplicate deliveries")
+		}
+	}
 	s := &server{
 		cfg:         d.Config,
 		engine:      d.Engine,
 		runs:        d.Runs,
+		deliveries:  d.Deliveries,
 		locks:       d.Locks,
 		metrics:     d.Metrics,
 		notifier:    d.Notifier,

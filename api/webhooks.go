@@ -201,7 +201,7 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	bodySum := sha256.Sum256(body)
 	seenID := false
 	if delivery != "" {
-		seenID, err = s.runs.SeenDelivery(r.Context(), string(provider)+":"+delivery, s.deliveryTTL)
+		seenID, err = s.deliveries.SeenDelivery(r.Context(), string(provider)+":"+delivery, s.deliveryTTL)
 		if err != nil {
 			return webhookResponse{}, 0, fmt.Errorf("record delivery: %w", err)
 		}

@@ -109,7 +109,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 func (w *world) endedRun(status runs.Status) runs.Run {
 	w.t.Helper()
 	ctx := context.Background()
-	r, _, err := w.store.Create(ctx, runs.Run{Pipeline: "prod", Owner: "d1",
+	r, _, err := w.store.Create(ctx, runs.Run{Pipeline: "prod", Instance: "d1",
 		Trigger: orchestrator.Trigger{Build: "42", ImageTag: "v2.0.1", Commit: "0123456789abcdef0123", By: "api:ci"}})
 	if err != nil {
 		w.t.Fatal(err)

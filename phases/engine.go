@@ -270,7 +270,7 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Tri
 		return nil, false, orchestrator.ErrShuttingDown
 	}
 
-	r, created, err := e.d.Store.Create(ctx, runs.Run{Pipeline: pipeline, Trigger: t, Owner: e.d.Instance, Steps: initialSteps(resolved)})
+	r, created, err := e.d.Store.Create(ctx, runs.Run{Pipeline: pipeline, Trigger: t, Instance: e.d.Instance, Steps: initialSteps(resolved)})
 	if err != nil {
 		return nil, false, fmt.Errorf("create run of %q: %w", pipeline, err)
 	}
@@ -330,7 +330,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 		return &r, fmt.Errorf("cancel run %q: it is %s: %w", id, r.Status, runs.ErrEnded)
 	}
 	if x == nil {
-		return &r, fmt.Errorf("run %q is executed by %q: %w (cancel it there)", id, r.Owner, orchestrator.ErrNotOwner)
+		return &r, fmt.Errorf("run %q is executed by %q: %w (cancel it there)", id, r.Instance, orchestrator.ErrNotOwner)
 	}
 	x.requestStop(errCanceled)
 	return &r, nil

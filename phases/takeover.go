@@ -142,8 +142,8 @@ func (e *Engine) takeOverDead(ctx context.Context, suspects map[string]bool) map
 	}
 	var owners []string
 	for _, r := range unfinished {
-		if r.Owner != "" && r.Owner != e.d.Instance && !slices.Contains(owners, r.Owner) {
-			owners = append(owners, r.Owner)
+		if r.Instance != "" && r.Instance != e.d.Instance && !slices.Contains(owners, r.Instance) {
+			owners = append(owners, r.Instance)
 		}
 	}
 	for _, owner := range owners {
@@ -259,7 +259,7 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 		if err := cl.CancelDeployment(ctx, d.UUID); err != nil && !errors.Is(err, coolify.ErrBadRequest) {
 			return nil, fmt.Errorf("take over run %s: cancel deployment %s of %s: %w", r.ID, d.UUID, s.Name, err)
 		}
-		msg := fmt.Sprintf("canceled: deployment %s of %s was left running by the dead daemon %s (%s)", d.UUID, s.Name, r.Owner, reason)
+		msg := fmt.Sprintf("canceled: deployment %s of %s was left running by the dead daemon %s (%s)", d.UUID, s.Name, r.Instance, reason)
 		ends[s.Name] = deployEnd{uuid: d.UUID, status: coolify.StatusCancelledByUser}
 		evs = append(evs, runs.Event{Type: runs.EventDeployCanceled, Phase: runs.Phase2, Service: s.Name, LockKey: orchestrator.ServiceLockKey(s.UUID),
 			Message: msg, Data: map[string]string{"deployment_uuid": d.UUID}})
@@ -270,7 +270,7 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 	now := time.Now().UTC()
 	left := leftStates(r, ends)
 	evs = append(evs, runs.Event{Type: runs.EventRunInterrupted, Message: "run interrupted: " + reason + describeLeft(left),
-		Data: map[string]string{runs.DataOwner: r.Owner, runs.DataHeldLocks: strings.Join(released, ",")}})
+		Data: map[string]string{runs.DataInstance: r.Instance, runs.DataHeldLocks: strings.Join(released, ",")}})
 	out, err := e.d.Store.Update(ctx, r.ID, func(cur *runs.Run) error {
 		cur.Status, cur.Reason, cur.EndedAt, cur.HeldLocks = runs.StatusInterrupted, reason, now, nil
 		cur.Left = leftStates(*cur, ends)

@@ -107,7 +107,7 @@ func TestDeadDaemonsRunIsTakenOver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dead, _, err := h.store.Create(ctx, runs.Run{Pipeline: "prod", Owner: "dead-daemon", Trigger: orchestrator.Trigger{Build: "7"},
+		dead, _, err := h.store.Create(ctx, runs.Run{Pipeline: "prod", Instance: "dead-daemon", Trigger: orchestrator.Trigger{Build: "7"},
 			Steps: []runs.Step{
 				{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced, Changes: runs.Changes{Env: []runs.EnvChange{{Key: "BUILD", Action: runs.EnvUpdate, ValueChanged: true}}}},
 				{Phase: runs.Phase1, Name: "worker", UUID: uuidWorker, Status: runs.StepSynced, Changes: runs.Changes{Env: []runs.EnvChange{{Key: "BUILD", Action: runs.EnvUpdate, ValueChanged: true}}}},

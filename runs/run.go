@@ -3,12 +3,17 @@
 // lock it waited for, under which fence, which deployment), and an ordered, append-only log
 // of Events.
 //
-// The package holds the domain types, the Store contract and MarkStore (which run last
-// changed each Coolify resource, under which fence). Backends implement both; they live below it:
-// runs/sqlitestore (the embedded single-host default, one SQLite file in the state dir) and
-// runs/redisstore (multi-host, next to the Redis lock backend). runs/runstest is the
-// conformance suite both pass. Follow, written once above the backends, replays a run's
-// events and then follows new ones live (for the SSE endpoint and the CLI).
+// The package holds the domain types, the Store contract and Portable, the Store written once
+// over a small Driver (like locks.Locker over locks.Driver): creation defaults, Update's rules
+// and retry, event stamping, filters and cursors, the cache of decoded runs and in-process
+// signals are Portable's; a driver only stores and reads, one atomic step per method. Beside
+// them are MarkStore (which run last changed each Coolify resource, under which fence),
+// Pruner (retention) and Deliveries (webhook de-duplication), small contracts the backends
+// implement directly. Backends live below: runs/sqlitestore (the embedded single-host
+// default, one SQLite file in the state dir) and runs/redisstore (multi-host, next to the
+// Redis lock backend); runs/runstest is the conformance suite both pass. Follow, written
+// once above the backends, replays a run's events and then follows new ones live (for the
+// SSE endpoint and the CLI).
 //
 // Nothing here ever holds a secret: a Step records the keys of the env vars it wrote (with the
 // flags and comment it changed, and whether the value changed) and the old and new image tag,
@@ -84,9 +89,10 @@ type Run struct {
 	// Steps holds one step per (phase, name), in the order they were first set: the Phase-1
 	// steps of every service, then Phase 2, then mobile.
 	Steps []Step `json:"steps"`
-	// Owner is the daemon instance executing the run (empty while nobody has claimed it).
-	// Store.Unfinished finds an instance's runs by it, for a takeover.
-	Owner string `json:"owner,omitempty"`
+	// Instance is the daemon instance executing the run (empty while nobody has claimed
+	// it). Store.Unfinished finds an instance's runs by it, for a takeover. (It is stored and
+	// shown as "owner", its name before; locks call the run that holds a key its owner.)
+	Instance string `json:"owner,omitempty"`
 	// HeldLocks are the lock keys the run holds right now. The engine keeps it current so
 	// that, when the daemon dies, the interrupted report says which locks were left behind.
 	HeldLocks []string `json:"held_locks,omitempty"`

@@ -120,7 +120,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	defer cancelBase()
 	// Header and body timeouts, header size and connection caps: see api.NewHTTPServer and
 	// api.LimitListener.
-	srv := api.NewHTTPServer(api.Deps{Config: d, Engine: eng, Runs: b.store, Locks: b.locker,
+	srv := api.NewHTTPServer(api.Deps{Config: d, Engine: eng, Runs: b.store, Deliveries: b.store, Locks: b.locker,
 		Metrics: metrics, Logger: log, Notifier: notifier})
 	// Streams (SSE) end when shutdown starts; request contexts derive from this.
 	srv.BaseContext = func(net.Listener) context.Context { return baseCtx }

@@ -32,11 +32,13 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/secrets/infisical"
 )
 
-// store is a run store that also keeps service marks and prunes its history; both backends are.
+// store is a run store that also keeps service marks, prunes its history and de-duplicates
+// webhook deliveries; both backends are.
 type store interface {
 	runs.Store
 	runs.MarkStore
 	runs.Pruner
+	runs.Deliveries
 }
 
 // backends are the lock service and the run store of one process, on Redis or on the

@@ -15,11 +15,7 @@ import (
 
 func pruner(t *testing.T, s runs.Store) runs.Pruner {
 	t.Helper()
-	p, ok := s.(runs.Pruner)
-	if !ok {
-		t.Fatalf("%T does not implement runs.Pruner", s)
-	}
-	return p
+	return implements[runs.Pruner](t, s)
 }
 
 func endRun(t *testing.T, s runs.Store, id string) {
@@ -41,7 +37,7 @@ func testPrune(t *testing.T, open Opener) {
 	// Twelve runs an hour apart, oldest first; #0 and #5 never end; #1 has a key.
 	var all []runs.Run
 	for i := range 12 {
-		in := runs.Run{Pipeline: "prod", Owner: "node-a", CreatedAt: now.Add(-time.Duration(12-i) * time.Hour)}
+		in := runs.Run{Pipeline: "prod", Instance: "node-a", CreatedAt: now.Add(-time.Duration(12-i) * time.Hour)}
 		if i == 1 {
 			in.Trigger.IdempotencyKey, in.Trigger.IdempotencyHash = "api:old", "h"
 		}
