@@ -63,11 +63,12 @@ func (c *Client) Health(ctx context.Context) error {
 // GetApplication reads an application. Errors: [ErrNotFound] (absent or another team's),
 // [ErrUnauthorized], [ErrForbidden] (token without read), transport errors.
 func (c *Client) GetApplication(ctx context.Context, uuid string) (*Application, error) {
-	var a Application
+	var w wireApplication
 	if err := c.do(ctx, call{method: http.MethodGet, route: "/applications/{uuid}",
-		path: "/applications/" + pathEscape(uuid)}, &a); err != nil {
+		path: "/applications/" + pathEscape(uuid)}, &w); err != nil {
 		return nil, fmt.Errorf("get application %s: %w", uuid, err)
 	}
+	a := w.application()
 	return &a, nil
 }
 
@@ -109,13 +110,13 @@ func (c *Client) ListAllEnvs(ctx context.Context, ref ResourceRef) ([]EnvVar, er
 	if err != nil {
 		return nil, fmt.Errorf("list envs: %w", err)
 	}
-	var rows []wireEnv
+	var rows []readEnv
 	if err := c.do(ctx, call{method: http.MethodGet, route: routeOf(ref, "/envs"), path: col + "/envs"}, &rows); err != nil {
 		return nil, fmt.Errorf("list envs of %s: %w", ref, err)
 	}
-	out := make([]EnvVar, 0, len(rows))
-	for _, w := range rows {
-		out = append(out, w.envVar())
+	out := make([]EnvVar, len(rows))
+	for i := range rows {
+		out[i] = rows[i].envVar()
 	}
 	return out, nil
 }
@@ -395,11 +396,12 @@ func (c *Client) RestartService(ctx context.Context, serviceUUID string, pullLat
 // GetDeployment reads a deployment. Errors: [ErrNotFound] (never stored, e.g. the uuid of a
 // dropped deploy, or another team's), and those of [Client.GetApplication].
 func (c *Client) GetDeployment(ctx context.Context, deploymentUUID string) (*Deployment, error) {
-	var d Deployment
+	var w wireDeployment
 	if err := c.do(ctx, call{method: http.MethodGet, route: "/deployments/{uuid}",
-		path: "/deployments/" + pathEscape(deploymentUUID)}, &d); err != nil {
+		path: "/deployments/" + pathEscape(deploymentUUID)}, &w); err != nil {
 		return nil, fmt.Errorf("get deployment %s: %w", deploymentUUID, err)
 	}
+	d := w.deployment()
 	return &d, nil
 }
 
@@ -409,14 +411,21 @@ func (c *Client) GetDeployment(ctx context.Context, deploymentUUID string) (*Dep
 func (c *Client) ListDeployments(ctx context.Context, appUUID string, skip, take int) (int, []Deployment, error) {
 	q := url.Values{"skip": {strconv.Itoa(skip)}, "take": {strconv.Itoa(take)}}
 	var out struct {
-		Count       int          `json:"count"`
-		Deployments []Deployment `json:"deployments"`
+		Count       int              `json:"count"`
+		Deployments []wireDeployment `json:"deployments"`
 	}
 	if err := c.do(ctx, call{method: http.MethodGet, route: "/deployments/applications/{uuid}",
 		path: "/deployments/applications/" + pathEscape(appUUID), query: q}, &out); err != nil {
 		return 0, nil, fmt.Errorf("list deployments of %s: %w", appUUID, err)
 	}
-	return out.Count, out.Deployments, nil
+	var ds []Deployment
+	if out.Deployments != nil {
+		ds = make([]Deployment, len(out.Deployments))
+		for i := range out.Deployments {
+			ds[i] = out.Deployments[i].deployment()
+		}
+	}
+	return out.Count, ds, nil
 }
 
 // ActiveDeployments returns the application's queued and in_progress deployments, oldest first.

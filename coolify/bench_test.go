@@ -57,3 +57,47 @@ func BenchmarkDeployAndWait(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkListEnvs measures one listing of an application's 20 variables (and their 20
+// preview twins), as Phase 1 reads them before and after a write.
+func BenchmarkListEnvs(b *testing.B) {
+	srv := coolifytest.NewServer(b, coolifytest.WithoutRateLimit())
+	app := srv.AddApplication(coolifytest.Application{Name: "api"})
+	c := coolify.New(srv.URL, srv.Token)
+	vars := make([]coolify.EnvVar, 20)
+	for i := range vars {
+		vars[i] = coolify.NewEnvVar("KEY_"+string(rune('A'+i)), "value")
+	}
+	ctx := context.Background()
+	if err := c.UpsertEnvs(ctx, coolify.AppRef(app.UUID), vars); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := c.ListAllEnvs(ctx, coolify.AppRef(app.UUID)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkActiveDeployments measures the guard's read before every write: one page of an
+// application's 20 newest deployments, all ended.
+func BenchmarkActiveDeployments(b *testing.B) {
+	srv := coolifytest.NewServer(b, coolifytest.WithTiming(coolifytest.Timing{}), coolifytest.WithQueueLimit(1<<30, time.Second), coolifytest.WithoutRateLimit())
+	app := srv.AddApplication(coolifytest.Application{Name: "api"})
+	c := coolify.New(srv.URL, srv.Token, coolify.WithPollInterval(time.Millisecond))
+	ctx := context.Background()
+	for range 20 {
+		res, err := c.Deploy(ctx, app.UUID, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.WaitDeployment(ctx, res.DeploymentUUID, time.Minute); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		if _, err := c.ActiveDeployments(ctx, app.UUID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

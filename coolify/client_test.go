@@ -3,6 +3,7 @@ package coolify_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -1120,5 +1121,31 @@ func TestWaitDeploymentOnACoolifyWithTheCancelBug(t *testing.T) {
 	wantErr(t, err, coolify.ErrServer) // the cancel's own failure is reported too
 	if n := len(e.srv.RequestsTo("POST /deployments/{uuid}/cancel")); n != 1 {
 		t.Errorf("got %d cancels, want 1 (a POST is not retried after a 500)", n)
+	}
+}
+
+// TestLenientFieldsDecodeEscapedStrings pins the lenient fields' two paths: a plain string
+// read as is, and one with escapes or invalid UTF-8 decoded as encoding/json does.
+func TestLenientFieldsDecodeEscapedStrings(t *testing.T) {
+	for _, tc := range []struct {
+		name, port, updated string
+		wantPort            string
+		wantUpdated         time.Time
+	}{
+		{"plain", `"8080"`, `"2026-08-22 15:22:50"`, "8080", time.Date(2026, 8, 22, 15, 22, 50, 0, time.UTC)},
+		{"escaped", `"80\u00380"`, `"2026-08-22T15:22:50.000000Z"`, "8080", time.Date(2026, 8, 22, 15, 22, 50, 0, time.UTC)},
+		{"quote inside", `"80\"80"`, `null`, `80"80`, time.Time{}},
+		{"invalid utf-8", "\"80\xff\"", `""`, "80\ufffd", time.Time{}},
+		{"number", `8080`, `"not a time"`, "8080", time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var a coolify.Application
+			if err := json.Unmarshal([]byte(`{"health_check_port":`+tc.port+`,"updated_at":`+tc.updated+`}`), &a); err != nil {
+				t.Fatal(err)
+			}
+			if a.HealthCheck.Port != tc.wantPort || !a.UpdatedAt.Equal(tc.wantUpdated) {
+				t.Errorf("got port %q, updated %v; want %q, %v", a.HealthCheck.Port, a.UpdatedAt, tc.wantPort, tc.wantUpdated)
+			}
+		})
 	}
 }

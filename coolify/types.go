@@ -1,11 +1,13 @@
 package coolify
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Application is the part of Coolify's application object the phases use.
@@ -74,36 +76,46 @@ func splitFQDN(s string) []string {
 // UnmarshalJSON decodes Coolify's flat application object leniently (nulls become zero values,
 // health_check_port may be a string or a number).
 func (a *Application) UnmarshalJSON(data []byte) error {
-	var w struct {
-		ID                      int64      `json:"id"`
-		UUID                    string     `json:"uuid"`
-		Name                    string     `json:"name"`
-		BuildPack               string     `json:"build_pack"`
-		ImageName               string     `json:"docker_registry_image_name"`
-		ImageTag                string     `json:"docker_registry_image_tag"`
-		GitCommitSHA            string     `json:"git_commit_sha"`
-		FQDN                    string     `json:"fqdn"`
-		Status                  string     `json:"status"`
-		UpdatedAt               flexTime   `json:"updated_at"`
-		HealthCheckEnabled      bool       `json:"health_check_enabled"`
-		HealthCheckType         string     `json:"health_check_type"`
-		HealthCheckCommand      string     `json:"health_check_command"`
-		HealthCheckPath         string     `json:"health_check_path"`
-		HealthCheckPort         flexString `json:"health_check_port"`
-		HealthCheckHost         string     `json:"health_check_host"`
-		HealthCheckMethod       string     `json:"health_check_method"`
-		HealthCheckScheme       string     `json:"health_check_scheme"`
-		HealthCheckReturnCode   int        `json:"health_check_return_code"`
-		HealthCheckResponseText string     `json:"health_check_response_text"`
-		HealthCheckInterval     int        `json:"health_check_interval"`
-		HealthCheckTimeout      int        `json:"health_check_timeout"`
-		HealthCheckRetries      int        `json:"health_check_retries"`
-		HealthCheckStartPeriod  int        `json:"health_check_start_period"`
-	}
+	var w wireApplication
 	if err := json.Unmarshal(data, &w); err != nil {
 		return fmt.Errorf("decode application: %w", err)
 	}
-	*a = Application{
+	*a = w.application()
+	return nil
+}
+
+// wireApplication is the JSON shape of an application as read. The client decodes answers
+// into it directly: going through [Application.UnmarshalJSON] from an outer json.Unmarshal
+// scans every answer three times.
+type wireApplication struct {
+	ID                      int64      `json:"id"`
+	UUID                    string     `json:"uuid"`
+	Name                    string     `json:"name"`
+	BuildPack               string     `json:"build_pack"`
+	ImageName               string     `json:"docker_registry_image_name"`
+	ImageTag                string     `json:"docker_registry_image_tag"`
+	GitCommitSHA            string     `json:"git_commit_sha"`
+	FQDN                    string     `json:"fqdn"`
+	Status                  string     `json:"status"`
+	UpdatedAt               flexTime   `json:"updated_at"`
+	HealthCheckEnabled      bool       `json:"health_check_enabled"`
+	HealthCheckType         string     `json:"health_check_type"`
+	HealthCheckCommand      string     `json:"health_check_command"`
+	HealthCheckPath         string     `json:"health_check_path"`
+	HealthCheckPort         flexString `json:"health_check_port"`
+	HealthCheckHost         string     `json:"health_check_host"`
+	HealthCheckMethod       string     `json:"health_check_method"`
+	HealthCheckScheme       string     `json:"health_check_scheme"`
+	HealthCheckReturnCode   int        `json:"health_check_return_code"`
+	HealthCheckResponseText string     `json:"health_check_response_text"`
+	HealthCheckInterval     int        `json:"health_check_interval"`
+	HealthCheckTimeout      int        `json:"health_check_timeout"`
+	HealthCheckRetries      int        `json:"health_check_retries"`
+	HealthCheckStartPeriod  int        `json:"health_check_start_period"`
+}
+
+func (w *wireApplication) application() Application {
+	return Application{
 		ID: w.ID, UUID: w.UUID, Name: w.Name, BuildPack: w.BuildPack,
 		ImageName: w.ImageName, ImageTag: w.ImageTag, GitCommitSHA: w.GitCommitSHA,
 		FQDN: w.FQDN, Status: w.Status, UpdatedAt: time.Time(w.UpdatedAt),
@@ -116,7 +128,6 @@ func (a *Application) UnmarshalJSON(data []byte) error {
 			Retries: w.HealthCheckRetries, StartPeriod: w.HealthCheckStartPeriod,
 		},
 	}
-	return nil
 }
 
 // Service is the part of Coolify's service (docker-compose stack) object the phases use.
@@ -304,19 +315,46 @@ type wireEnv struct {
 
 func (w wireEnv) envVar() EnvVar {
 	b := func(p *bool) bool { return p != nil && *p }
-	e := EnvVar{
-		UUID: w.UUID, Key: w.Key,
+	r := readEnv{
+		UUID: w.UUID, Key: w.Key, Value: w.Value, Comment: w.Comment,
 		IsPreview: b(w.IsPreview), IsBuildtime: b(w.IsBuildtime), IsRuntime: b(w.IsRuntime),
 		IsLiteral: b(w.IsLiteral), IsMultiline: b(w.IsMultiline), IsShownOnce: b(w.IsShownOnce),
 		IsShared: b(w.IsShared),
 	}
-	if w.Value != nil {
-		e.Value = *w.Value
+	return r.envVar()
+}
+
+// readEnv is the JSON shape of an env var as listed: the flags as plain bools (null and
+// absent read as false, as [wireEnv.envVar] takes them), so a listing does not allocate a
+// pointer per flag; the value and comment stay pointers (null: hidden, or no comment).
+type readEnv struct {
+	UUID        string  `json:"uuid"`
+	Key         string  `json:"key"`
+	Value       *string `json:"value"`
+	IsPreview   bool    `json:"is_preview"`
+	IsBuildtime bool    `json:"is_buildtime"`
+	IsRuntime   bool    `json:"is_runtime"`
+	IsLiteral   bool    `json:"is_literal"`
+	IsMultiline bool    `json:"is_multiline"`
+	IsShownOnce bool    `json:"is_shown_once"`
+	IsShared    bool    `json:"is_shared"`
+	Comment     *string `json:"comment"`
+}
+
+func (r *readEnv) envVar() EnvVar {
+	e := EnvVar{
+		UUID: r.UUID, Key: r.Key,
+		IsPreview: r.IsPreview, IsBuildtime: r.IsBuildtime, IsRuntime: r.IsRuntime,
+		IsLiteral: r.IsLiteral, IsMultiline: r.IsMultiline, IsShownOnce: r.IsShownOnce,
+		IsShared: r.IsShared,
+	}
+	if r.Value != nil {
+		e.Value = *r.Value
 	} else {
 		e.valueHidden = true
 	}
-	if w.Comment != nil {
-		e.Comment = *w.Comment
+	if r.Comment != nil {
+		e.Comment = *r.Comment
 	}
 	return e
 }
@@ -361,32 +399,40 @@ type Deployment struct {
 
 // UnmarshalJSON decodes Coolify's ApplicationDeploymentQueue object leniently.
 func (d *Deployment) UnmarshalJSON(data []byte) error {
-	var w struct {
-		UUID            string           `json:"deployment_uuid"`
-		ID              int64            `json:"id"`
-		ApplicationID   flexString       `json:"application_id"`
-		ApplicationName string           `json:"application_name"`
-		Status          DeploymentStatus `json:"status"`
-		Commit          string           `json:"commit"`
-		ForceRebuild    bool             `json:"force_rebuild"`
-		RestartOnly     bool             `json:"restart_only"`
-		PullRequestID   int              `json:"pull_request_id"`
-		ServerName      string           `json:"server_name"`
-		DeploymentURL   string           `json:"deployment_url"`
-		CreatedAt       flexTime         `json:"created_at"`
-		UpdatedAt       flexTime         `json:"updated_at"`
-		FinishedAt      flexTime         `json:"finished_at"`
-	}
+	var w wireDeployment
 	if err := json.Unmarshal(data, &w); err != nil {
 		return fmt.Errorf("decode deployment: %w", err)
 	}
-	*d = Deployment{
+	*d = w.deployment()
+	return nil
+}
+
+// wireDeployment is the JSON shape of a deployment as read; the client decodes answers into
+// it directly (see [wireApplication]).
+type wireDeployment struct {
+	UUID            string           `json:"deployment_uuid"`
+	ID              int64            `json:"id"`
+	ApplicationID   flexString       `json:"application_id"`
+	ApplicationName string           `json:"application_name"`
+	Status          DeploymentStatus `json:"status"`
+	Commit          string           `json:"commit"`
+	ForceRebuild    bool             `json:"force_rebuild"`
+	RestartOnly     bool             `json:"restart_only"`
+	PullRequestID   int              `json:"pull_request_id"`
+	ServerName      string           `json:"server_name"`
+	DeploymentURL   string           `json:"deployment_url"`
+	CreatedAt       flexTime         `json:"created_at"`
+	UpdatedAt       flexTime         `json:"updated_at"`
+	FinishedAt      flexTime         `json:"finished_at"`
+}
+
+func (w *wireDeployment) deployment() Deployment {
+	return Deployment{
 		UUID: w.UUID, ID: w.ID, ApplicationID: string(w.ApplicationID), ApplicationName: w.ApplicationName,
 		Status: w.Status, Commit: w.Commit, ForceRebuild: w.ForceRebuild, RestartOnly: w.RestartOnly,
 		PullRequestID: w.PullRequestID, ServerName: w.ServerName, DeploymentURL: w.DeploymentURL,
 		CreatedAt: time.Time(w.CreatedAt), UpdatedAt: time.Time(w.UpdatedAt), FinishedAt: time.Time(w.FinishedAt),
 	}
-	return nil
 }
 
 // DeployResult is a deployment Coolify accepted and stored.
@@ -403,6 +449,10 @@ type DeployResult struct {
 type flexString string
 
 func (f *flexString) UnmarshalJSON(data []byte) error {
+	if s, ok := plainString(data); ok {
+		*f = flexString(s)
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(data, &s); err == nil {
 		*f = flexString(s)
@@ -425,8 +475,8 @@ func (f *flexString) UnmarshalJSON(data []byte) error {
 type flexTime time.Time
 
 func (t *flexTime) UnmarshalJSON(data []byte) error {
-	var s string
-	if string(data) == "null" || json.Unmarshal(data, &s) != nil || s == "" {
+	s, ok := plainString(data)
+	if !ok && (string(data) == "null" || json.Unmarshal(data, &s) != nil) || s == "" {
 		*t = flexTime{}
 		return nil
 	}
@@ -438,4 +488,20 @@ func (t *flexTime) UnmarshalJSON(data []byte) error {
 	}
 	*t = flexTime{}
 	return nil
+}
+
+// plainString returns the text of a JSON string literal that needs no unescaping (no
+// backslash, valid UTF-8): the common case, read without a second pass of encoding/json over
+// a value the decoder calling UnmarshalJSON has already checked. ok is false for anything
+// else, which the caller decodes the general way.
+func plainString(data []byte) (string, bool) {
+	n := len(data)
+	if n < 2 || data[0] != '"' || data[n-1] != '"' {
+		return "", false
+	}
+	in := data[1 : n-1]
+	if bytes.IndexByte(in, '\\') >= 0 || bytes.IndexByte(in, '"') >= 0 || !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
 }
