@@ -155,25 +155,30 @@ func (x *execution) supersededBy(ctx context.Context, st *svcState, fence int64)
 // carries reports whether the service still holds the tag and env values this run synced.
 func (x *execution) carries(ctx context.Context, st *svcState) (bool, error) {
 	s := st.svc
-	if s.Kind != config.KindService && s.ImageTag != "" {
-		app, err := x.cl.GetApplication(ctx, s.UUID)
-		if err != nil {
-			return false, fmt.Errorf("check image tag: %w", err)
+	// The tag and the env vars, read at once when both are to be checked.
+	var app *coolify.Application
+	var current []coolify.EnvVar
+	readApp := func() (err error) { app, err = x.cl.GetApplication(ctx, s.UUID); return err }
+	readEnvs := func() (err error) { current, err = x.cl.ListEnvs(ctx, refOf(s)); return err }
+	checkTag, checkEnvs := s.Kind != config.KindService && s.ImageTag != "", len(s.Env) > 0
+	appErr, envsErr := readAtOnce(readIf(checkTag, readApp), readIf(checkEnvs, readEnvs))
+	if checkTag {
+		if appErr != nil {
+			return false, fmt.Errorf("check image tag: %w", appErr)
 		}
 		if app.ImageTag != s.ImageTag {
 			return false, nil
 		}
 	}
-	if len(s.Env) == 0 {
+	if !checkEnvs {
 		return true, nil
 	}
 	desired, err := x.desiredEnvs(ctx, s)
 	if err != nil {
 		return false, err
 	}
-	current, err := x.cl.ListEnvs(ctx, refOf(s))
-	if err != nil {
-		return false, fmt.Errorf("check env vars: %w", err)
+	if envsErr != nil {
+		return false, fmt.Errorf("check env vars: %w", envsErr)
 	}
 	_, _, changes := envDiff(s.Kind, current, desired)
 	for _, c := range changes {

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -225,8 +226,14 @@ func (x *execution) sync(ctx context.Context, st *svcState) (runs.Changes, error
 	if err != nil {
 		return changes, err
 	}
-	all, err := x.cl.ListAllEnvs(ctx, ref)
-	if err != nil {
+	// The snapshot: the env rows and, for an application with a tag to set, its current tag,
+	// read at once.
+	var all []coolify.EnvVar
+	var app *coolify.Application
+	readEnvs := func() (err error) { all, err = x.cl.ListAllEnvs(ctx, ref); return err }
+	readApp := func() (err error) { app, err = x.cl.GetApplication(ctx, s.UUID); return err }
+	envsErr, appErr := readAtOnce(readEnvs, readIf(s.Kind != config.KindService && s.ImageTag != "", readApp))
+	if err := cmp.Or(envsErr, appErr); err != nil {
 		return changes, err
 	}
 	current := slices.DeleteFunc(slices.Clone(all), func(e coolify.EnvVar) bool { return e.IsPreview })
@@ -237,11 +244,7 @@ func (x *execution) sync(ctx context.Context, st *svcState) (runs.Changes, error
 
 	var oldTag string
 	tagChange := false
-	if s.Kind != config.KindService && s.ImageTag != "" {
-		app, err := x.cl.GetApplication(ctx, s.UUID)
-		if err != nil {
-			return changes, err
-		}
+	if app != nil {
 		oldTag = app.ImageTag
 		tagChange = app.ImageTag != s.ImageTag
 	}
@@ -287,10 +290,16 @@ func (x *execution) sync(ctx context.Context, st *svcState) (runs.Changes, error
 // value the token can't read is checked on its flags and comment only.
 func (x *execution) verify(ctx context.Context, st *svcState, writes []coolify.EnvVar) error {
 	s := st.svc
+	// Both read back at once when both were written.
+	var current []coolify.EnvVar
+	var app *coolify.Application
+	readEnvs := func() (err error) { current, err = x.cl.ListEnvs(ctx, refOf(s)); return err }
+	readApp := func() (err error) { app, err = x.cl.GetApplication(ctx, s.UUID); return err }
+	tagWritten := st.snap != nil && st.snap.tagChanged
+	envsErr, appErr := readAtOnce(readIf(len(writes) > 0, readEnvs), readIf(tagWritten, readApp))
 	if len(writes) > 0 {
-		current, err := x.cl.ListEnvs(ctx, refOf(s))
-		if err != nil {
-			return fmt.Errorf("read back: %w", err)
+		if envsErr != nil {
+			return fmt.Errorf("read back: %w", envsErr)
 		}
 		var keys []string
 		for _, w := range writes {
@@ -314,10 +323,9 @@ func (x *execution) verify(ctx context.Context, st *svcState, writes []coolify.E
 			return fmt.Errorf("%w: env %v of %s", ErrVerify, keys, s.Name)
 		}
 	}
-	if st.snap != nil && st.snap.tagChanged {
-		app, err := x.cl.GetApplication(ctx, s.UUID)
-		if err != nil {
-			return fmt.Errorf("read back: %w", err)
+	if tagWritten {
+		if appErr != nil {
+			return fmt.Errorf("read back: %w", appErr)
 		}
 		if app.ImageTag != s.ImageTag {
 			return fmt.Errorf("%w: image tag of %s is %q, want %q", ErrVerify, s.Name, app.ImageTag, s.ImageTag)
