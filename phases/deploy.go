@@ -33,7 +33,9 @@ func (x *execution) deployService(pctx context.Context, st *svcState) error {
 	s := st.svc
 	start := time.Now()
 	wctx, stopWait := x.untilStop(pctx)
-	lease, err := x.acquire(wctx, s.LockKey(), runs.Phase2, s.Name, false, &stepLock{runs.Phase2, s.Name, start})
+	// The grant is stored while the mark and the service are read (deployLocked waits for it
+	// before anything else).
+	lease, recorded, err := x.acquireReading(wctx, s.LockKey(), runs.Phase2, s.Name, &stepLock{runs.Phase2, s.Name, start})
 	stopWait()
 	if err != nil {
 		st.failed = true
@@ -43,7 +45,8 @@ func (x *execution) deployService(pctx context.Context, st *svcState) error {
 	sctx, cancel := lease.Context(pctx)
 	sctx = coolify.WithTrace(sctx, x.run.ID, lease.Fence())
 
-	status, err := x.deployLocked(sctx, st, lease)
+	status, err := x.deployLocked(sctx, st, lease, recorded)
+	recorded()
 	err = leaseErr(lease, sctx, err)
 	cancel()
 	if rerr := x.release(lease, runs.Phase2, s.Name, false); err == nil && errors.Is(rerr, locks.ErrLost) {
@@ -59,10 +62,14 @@ func (x *execution) deployService(pctx context.Context, st *svcState) error {
 	return nil
 }
 
-// deployLocked does the work of deployService while the service lock is held.
-func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks.Lease) (runs.StepStatus, error) {
+// deployLocked does the work of deployService while the service lock is held. Its first
+// calls are reads; it calls recorded (which waits for the lock's grant to be stored) once
+// they are done.
+func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks.Lease, recorded func()) (runs.StepStatus, error) {
 	s := st.svc
-	if by, err := x.supersededBy(ctx, st, lease.Fence()); err != nil {
+	by, err := x.supersededBy(ctx, st, lease.Fence())
+	recorded()
+	if err != nil {
 		return "", err
 	} else if by != "" {
 		st.superseded = true

@@ -516,6 +516,31 @@ type stepLock struct {
 // the step sl, when set). The wait is written when quickGrant passes without a grant (a live
 // view then shows who waits), else together with the grant or the failure.
 func (x *execution) acquire(ctx context.Context, key string, phase runs.Phase, step string, phaseKey bool, sl *stepLock) (*locks.Lease, error) {
+	lease, record, err := x.takeLock(ctx, key, phase, step, phaseKey, sl)
+	if err != nil {
+		return nil, err
+	}
+	record()
+	return lease, nil
+}
+
+// acquireReading is acquire for a service step whose next Coolify calls are reads: the grant
+// is written to the store while the caller makes them. recorded waits for that write; the
+// caller calls it before its first mutating call and before any other write of the run
+// record (so the grant — the step running, the lock held — is stored before anything is
+// changed, and the run's writes keep their order), and once more when the step ends (it
+// waits only once).
+func (x *execution) acquireReading(ctx context.Context, key string, phase runs.Phase, step string, sl *stepLock) (lease *locks.Lease, recorded func(), err error) {
+	lease, record, err := x.takeLock(ctx, key, phase, step, false, sl)
+	if err != nil {
+		return nil, nil, err
+	}
+	return lease, inBackground(record), nil
+}
+
+// takeLock takes key and returns the lease and record, which writes the grant to the store.
+// A wait or failure is recorded before it returns (see acquire).
+func (x *execution) takeLock(ctx context.Context, key string, phase runs.Phase, step string, phaseKey bool, sl *stepLock) (*locks.Lease, func(), error) {
 	budget := x.p.Locks.Service
 	if phaseKey {
 		budget = x.p.Locks.Phase
@@ -555,21 +580,23 @@ func (x *execution) acquire(ctx context.Context, key string, phase runs.Phase, s
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, cause)
 		}
-		return nil, fmt.Errorf("acquire %q: %w", key, err)
+		return nil, nil, fmt.Errorf("acquire %q: %w", key, err)
 	}
-	x.update(func(r *runs.Run) {
-		if pending != nil {
-			waiting(r)
-		}
-		r.HeldLocks = append(r.HeldLocks, key)
-		if sl != nil {
-			withStep(sl.phase, sl.name, func(s *runs.Step) {
-				s.Status, s.LockWait, s.Fence = runs.StepRunning, waited, lease.Fence()
-			})(r)
-		}
-	}, append(pending, runs.Event{Type: runs.EventLockAcquired, Phase: phase, Service: serviceOf(step, phaseKey), LockKey: key, Fence: lease.Fence(),
-		Message: fmt.Sprintf("waited %s", waited.Round(time.Millisecond))})...)
-	return lease, nil
+	granted := append(pending, runs.Event{Type: runs.EventLockAcquired, Phase: phase, Service: serviceOf(step, phaseKey), LockKey: key, Fence: lease.Fence(),
+		Message: fmt.Sprintf("waited %s", waited.Round(time.Millisecond))})
+	return lease, func() {
+		x.update(func(r *runs.Run) {
+			if pending != nil {
+				waiting(r)
+			}
+			r.HeldLocks = append(r.HeldLocks, key)
+			if sl != nil {
+				withStep(sl.phase, sl.name, func(s *runs.Step) {
+					s.Status, s.LockWait, s.Fence = runs.StepRunning, waited, lease.Fence()
+				})(r)
+			}
+		}, granted...)
+	}, nil
 }
 
 // release gives a lease back and records (with the run's next store write, which follows at

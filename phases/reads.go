@@ -1,5 +1,7 @@
 package phases
 
+import "sync"
+
 // readAtOnce makes two independent reads, a and b, at once and returns their errors; a nil
 // read is not made (its error is nil), and a single one runs on the caller's goroutine.
 // Their round trips overlap; what they read is what one after the other would, since neither
@@ -16,18 +18,9 @@ func readAtOnce(a, b func() error) (errA, errB error) {
 	case a == nil:
 		return nil, b()
 	}
-	var panicked any
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() { panicked = recover() }()
-		errB = b()
-	}()
+	join := inBackground(func() { errB = b() })
 	errA = a()
-	<-done
-	if panicked != nil {
-		panic(panicked)
-	}
+	join()
 	return errA, errB
 }
 
@@ -37,4 +30,26 @@ func readIf(do bool, read func() error) func() error {
 		return nil
 	}
 	return read
+}
+
+// inBackground starts fn on a goroutine of its own and returns join, which waits for it to
+// return and raises again a panic of fn's on the caller's goroutine (so a panic still fails
+// the run; see recoverPanic). join may be called more than once: it waits and raises once.
+func inBackground(fn func()) (join func()) {
+	var panicked any
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { panicked = recover() }()
+		fn()
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			<-done
+			if panicked != nil {
+				panic(panicked)
+			}
+		})
+	}
 }

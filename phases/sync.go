@@ -163,7 +163,9 @@ func (x *execution) syncService(pctx context.Context, st *svcState) error {
 	s := st.svc
 	start := time.Now()
 	wctx, stopWait := x.untilStop(pctx)
-	lease, err := x.acquire(wctx, s.LockKey(), runs.Phase1, s.Name, false, &stepLock{runs.Phase1, s.Name, start})
+	// The grant is stored while the mark and the snapshot are read (sync waits for it before
+	// its first write).
+	lease, recorded, err := x.acquireReading(wctx, s.LockKey(), runs.Phase1, s.Name, &stepLock{runs.Phase1, s.Name, start})
 	stopWait()
 	if err != nil {
 		x.failStep(runs.Phase1, s.Name, err)
@@ -177,7 +179,7 @@ func (x *execution) syncService(pctx context.Context, st *svcState) error {
 	st.before = before
 	var changes runs.Changes
 	if err == nil && stale == "" {
-		changes, err = x.sync(sctx, st)
+		changes, err = x.sync(sctx, st, recorded)
 		if err == nil {
 			_, err = x.e.d.Marks.PutMark(sctx, x.mark(s.UUID, lease.Fence(), runs.Phase1))
 			if err != nil {
@@ -185,6 +187,7 @@ func (x *execution) syncService(pctx context.Context, st *svcState) error {
 			}
 		}
 	}
+	recorded()
 	err = leaseErr(lease, sctx, err)
 	cancel()
 	if rerr := x.release(lease, runs.Phase1, s.Name, false); err == nil && errors.Is(rerr, locks.ErrLost) {
@@ -217,8 +220,9 @@ func (x *execution) syncService(pctx context.Context, st *svcState) error {
 }
 
 // sync does the reads and writes of Phase 1 for one service. It fills st.snap before the
-// first write, so a failure part way can be compensated.
-func (x *execution) sync(ctx context.Context, st *svcState) (runs.Changes, error) {
+// first write, so a failure part way can be compensated, and calls recorded (which waits for
+// the lock's grant to be stored) before the first call that may change anything.
+func (x *execution) sync(ctx context.Context, st *svcState, recorded func()) (runs.Changes, error) {
 	s := st.svc
 	ref := refOf(s)
 	var changes runs.Changes
@@ -260,6 +264,7 @@ func (x *execution) sync(ctx context.Context, st *svcState) (runs.Changes, error
 			return changes, fmt.Errorf("env %s of %s: the current value is hidden from this token, so it could not be restored on failure; give the token read:sensitive", p.key, s.Name)
 		}
 	}
+	recorded()
 	// No write while a deployment this run did not start is in progress.
 	if err := x.clearDeployments(ctx, s, runs.Phase1, false); err != nil {
 		return changes, err
