@@ -28,10 +28,7 @@ func BenchmarkUpsertEnvs(b *testing.B) {
 	srv := coolifytest.NewServer(b, coolifytest.WithoutRateLimit())
 	app := srv.AddApplication(coolifytest.Application{Name: "api"})
 	c := coolify.New(srv.URL, srv.Token)
-	vars := make([]coolify.EnvVar, 20)
-	for i := range vars {
-		vars[i] = coolify.NewEnvVar("KEY_"+string(rune('A'+i)), "value")
-	}
+	vars := twentyVars()
 	ctx := context.Background()
 	for b.Loop() {
 		if err := c.UpsertEnvs(ctx, coolify.AppRef(app.UUID), vars); err != nil {
@@ -43,18 +40,10 @@ func BenchmarkUpsertEnvs(b *testing.B) {
 // BenchmarkDeployAndWait measures deploy + confirm + wait on a fake whose deployments take no
 // time, i.e. the client's own overhead per deployment (poll interval 1 ms).
 func BenchmarkDeployAndWait(b *testing.B) {
-	srv := coolifytest.NewServer(b, coolifytest.WithTiming(coolifytest.Timing{}), coolifytest.WithQueueLimit(1<<30, time.Second), coolifytest.WithoutRateLimit())
-	app := srv.AddApplication(coolifytest.Application{Name: "api"})
-	c := coolify.New(srv.URL, srv.Token, coolify.WithPollInterval(time.Millisecond))
+	app, c := deployingApp(b)
 	ctx := context.Background()
 	for b.Loop() {
-		res, err := c.Deploy(ctx, app.UUID, false)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := c.WaitDeployment(ctx, res.DeploymentUUID, time.Minute); err != nil {
-			b.Fatal(err)
-		}
+		deployAndWait(ctx, b, c, app.UUID)
 	}
 }
 
@@ -64,10 +53,7 @@ func BenchmarkListEnvs(b *testing.B) {
 	srv := coolifytest.NewServer(b, coolifytest.WithoutRateLimit())
 	app := srv.AddApplication(coolifytest.Application{Name: "api"})
 	c := coolify.New(srv.URL, srv.Token)
-	vars := make([]coolify.EnvVar, 20)
-	for i := range vars {
-		vars[i] = coolify.NewEnvVar("KEY_"+string(rune('A'+i)), "value")
-	}
+	vars := twentyVars()
 	ctx := context.Background()
 	if err := c.UpsertEnvs(ctx, coolify.AppRef(app.UUID), vars); err != nil {
 		b.Fatal(err)
@@ -82,22 +68,41 @@ func BenchmarkListEnvs(b *testing.B) {
 // BenchmarkActiveDeployments measures the guard's read before every write: one page of an
 // application's 20 newest deployments, all ended.
 func BenchmarkActiveDeployments(b *testing.B) {
-	srv := coolifytest.NewServer(b, coolifytest.WithTiming(coolifytest.Timing{}), coolifytest.WithQueueLimit(1<<30, time.Second), coolifytest.WithoutRateLimit())
-	app := srv.AddApplication(coolifytest.Application{Name: "api"})
-	c := coolify.New(srv.URL, srv.Token, coolify.WithPollInterval(time.Millisecond))
+	app, c := deployingApp(b)
 	ctx := context.Background()
 	for range 20 {
-		res, err := c.Deploy(ctx, app.UUID, false)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := c.WaitDeployment(ctx, res.DeploymentUUID, time.Minute); err != nil {
-			b.Fatal(err)
-		}
+		deployAndWait(ctx, b, c, app.UUID)
 	}
 	for b.Loop() {
 		if _, err := c.ActiveDeployments(ctx, app.UUID); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// twentyVars is a batch of 20 variables.
+func twentyVars() []coolify.EnvVar {
+	vars := make([]coolify.EnvVar, 20)
+	for i := range vars {
+		vars[i] = coolify.NewEnvVar("KEY_"+string(rune('A'+i)), "value")
+	}
+	return vars
+}
+
+// deployingApp is an application on a fake whose deployments take no time, and a client
+// that polls every millisecond.
+func deployingApp(b *testing.B) (coolifytest.Application, *coolify.Client) {
+	srv := coolifytest.NewServer(b, coolifytest.WithTiming(coolifytest.Timing{}), coolifytest.WithQueueLimit(1<<30, time.Second), coolifytest.WithoutRateLimit())
+	app := srv.AddApplication(coolifytest.Application{Name: "api"})
+	return app, coolify.New(srv.URL, srv.Token, coolify.WithPollInterval(time.Millisecond))
+}
+
+func deployAndWait(ctx context.Context, b *testing.B, c *coolify.Client, appUUID string) {
+	res, err := c.Deploy(ctx, appUUID, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.WaitDeployment(ctx, res.DeploymentUUID, time.Minute); err != nil {
+		b.Fatal(err)
 	}
 }
