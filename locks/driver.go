@@ -11,6 +11,10 @@ import (
 // Budget, heartbeat, wake-up, lost-lease detection and namespaces live in Locker, above
 // every driver, and are written once.
 //
+// Locker validates every request and fills in what a backend stores (a freeze's holder,
+// the default lock-delay) before it calls a driver: drivers do not check requests again and
+// store what they are given, so every backend shows the same.
+//
 // Every method must be safe for concurrent use.
 type Driver interface {
 	// TryAcquire makes one atomic attempt to grant g.Key to g.Holder with g.Token.
@@ -48,14 +52,16 @@ type Driver interface {
 	List(ctx context.Context, prefix string) ([]Info, error)
 
 	// ForceRelease removes the live lease on r.Key if it matches r.Fence (when non-zero) or
-	// r.Holder (when non-empty), closes the key until now+r.LockDelay, appends an audit
-	// entry and signals waiters, all in one atomic step. It returns the evicted lease.
+	// r.Holder (when non-empty), closes the key until now+r.LockDelay (not at all when it is
+	// not positive), appends an audit entry and signals waiters, all in one atomic step. It
+	// returns the evicted lease.
 	// *HeldError{Reason: ErrStale} names the current lease on a mismatch; ErrNotFound if free.
 	ForceRelease(ctx context.Context, r ForceRequest) (Info, error)
 
-	// Freeze puts an operator lease (Frozen, no heartbeat, expiring at r.Until) on a free key
-	// and appends an audit entry. *HeldError{Reason: ErrHeld} if the key is held.
-	Freeze(ctx context.Context, r FreezeRequest, token string) (Info, error)
+	// Freeze puts an operator lease (Frozen, held by holder with token, no heartbeat,
+	// expiring at r.Until) on a free key and appends an audit entry by r.By.
+	// *HeldError{Reason: ErrHeld} if the key is held.
+	Freeze(ctx context.Context, r FreezeRequest, holder, token string) (Info, error)
 
 	// Unfreeze lifts a freeze, appends an audit entry and signals waiters. ErrNotFound if the
 	// key is not frozen.

@@ -625,8 +625,9 @@ func (l *Locker) ForceRelease(ctx context.Context, r ForceRequest) (Info, error)
 	return info, nil
 }
 
-// Freeze puts an operator lease on a free key. See Driver.Freeze. ErrInvalid without a
-// key or message, or with an expiry in the past.
+// Freeze puts an operator lease on a free key, held by "operator:<r.By>" (see
+// FreezeRequest.By). See Driver.Freeze. ErrInvalid without a key or message, or with an
+// expiry in the past.
 func (l *Locker) Freeze(ctx context.Context, r FreezeRequest) (Info, error) {
 	switch {
 	case r.Key == "":
@@ -636,7 +637,7 @@ func (l *Locker) Freeze(ctx context.Context, r FreezeRequest) (Info, error) {
 	case !r.Until.After(time.Now()):
 		return Info{}, fmt.Errorf("freeze %q: %w: the expiry %s is not in the future", r.Key, ErrInvalid, r.Until.UTC().Format(time.RFC3339))
 	}
-	info, err := l.d.Freeze(ctx, r, rand.Text())
+	info, err := l.d.Freeze(ctx, r, freezeHolder(r.By), rand.Text())
 	info.Token = ""
 	return info, err
 }

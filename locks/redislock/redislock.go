@@ -246,10 +246,6 @@ func (d *Driver) fail(ctx context.Context, op, key string, err error) error {
 	return fmt.Errorf("redislock: %s %q: %w: %w", op, key, locks.ErrUnavailable, err)
 }
 
-func invalid(op, key, what string) error {
-	return fmt.Errorf("redislock: %s %q: %s: %w", op, key, what, locks.ErrInvalid)
-}
-
 // ms converts a duration to whole milliseconds, at least 1.
 func ms(d time.Duration) int64 {
 	return max(d.Milliseconds(), 1)
@@ -259,22 +255,12 @@ func ms(d time.Duration) int64 {
 // granted Info, also to a retry with the token of the live lease (a call whose answer was
 // lost), then with its expiry renewed to now+TTL so the retry may time the lease from its
 // own start; a *locks.HeldError matching locks.ErrHeld or locks.ErrFrozen when the key
-// is held, frozen, in lock-delay or promised to an earlier waiter; locks.ErrInvalid for an
-// empty key, holder or token or a TTL under a millisecond; locks.ErrUnavailable or the
-// context's error when Redis cannot be reached, and locks.ErrUnavailable when Options.MinReplicas
-// replicas did not confirm the grant within Options.ReplicaTimeout (the grant is released).
+// is held, frozen, in lock-delay or promised to an earlier waiter; locks.ErrUnavailable or
+// the context's error when Redis cannot be reached, and locks.ErrUnavailable when
+// Options.MinReplicas replicas did not confirm the grant within Options.ReplicaTimeout (the
+// grant is released). The grant is as locks.Locker validated it.
 func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, error) {
 	const op = "acquire"
-	switch {
-	case g.Key == "":
-		return locks.Info{}, invalid(op, g.Key, "empty key")
-	case g.Holder == "":
-		return locks.Info{}, invalid(op, g.Key, "empty holder")
-	case g.Token == "":
-		return locks.Info{}, invalid(op, g.Key, "empty token")
-	case g.TTL < time.Millisecond:
-		return locks.Info{}, invalid(op, g.Key, "TTL under 1ms")
-	}
 	var ticketTTL int64
 	if g.Ticket != "" {
 		ticketTTL = ms(time.Until(g.TicketDeadline))
@@ -353,15 +339,11 @@ func (d *Driver) LeaveQueue(ctx context.Context, key, ticket string) error {
 
 // Renew extends the lease to now+ttl (server clock) if token still holds key and returns
 // the new expiry. Errors: locks.ErrNotHeld when the key is free or held under another
-// token; locks.ErrInvalid for a TTL under a millisecond; locks.ErrUnavailable or the
-// context's error when Redis cannot be reached.
+// token; locks.ErrUnavailable or the context's error when Redis cannot be reached.
 // With Options.MinReplicas, a renewal the replicas did not confirm in time is
 // locks.ErrUnavailable (the Locker retries it until the lease's own deadline).
 func (d *Driver) Renew(ctx context.Context, key, token string, ttl time.Duration) (time.Time, error) {
 	const op = "renew"
-	if ttl < time.Millisecond {
-		return time.Time{}, invalid(op, key, "TTL under 1ms")
-	}
 	k := d.keys(key)
 	res, err := d.runScript(ctx, renewScript, []string{k.lock}, []any{token, ms(ttl)}, granted)
 	if errors.Is(err, errUnconfirmed) {
@@ -511,30 +493,16 @@ func globEscape(s string) string {
 }
 
 // ForceRelease removes the live lease on r.Key if it matches r.Fence (when non-zero) or
-// r.Holder (when non-empty), closes the key for r.LockDelay (0 means
-// locks.DefaultLockDelay, negative means none), appends an audit entry and wakes every
-// subscriber, in one script.
+// r.Holder (when non-empty), closes the key for r.LockDelay (when positive), appends an
+// audit entry and wakes every subscriber, in one script.
 // It returns the evicted lease. Errors: *locks.HeldError matching locks.ErrStale naming
-// the current lease on a mismatch; locks.ErrNotFound when the key is free; locks.ErrInvalid
-// without a reason or without exactly one of fence and holder; locks.ErrUnavailable or the
-// context's error when Redis cannot be reached.
+// the current lease on a mismatch; locks.ErrNotFound when the key is free;
+// locks.ErrUnavailable or the context's error when Redis cannot be reached.
 func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.Info, error) {
 	const op = "force release"
-	switch {
-	case r.Key == "":
-		return locks.Info{}, invalid(op, r.Key, "empty key")
-	case r.Reason == "":
-		return locks.Info{}, invalid(op, r.Key, "a reason is required")
-	case (r.Fence == 0) == (r.Holder == ""):
-		return locks.Info{}, invalid(op, r.Key, "name exactly one of the fence or the holder you saw")
-	}
-	delay := r.LockDelay
-	if delay == 0 {
-		delay = locks.DefaultLockDelay
-	}
 	var delayMS int64
-	if delay > 0 {
-		delayMS = ms(delay)
+	if r.LockDelay > 0 {
+		delayMS = ms(r.LockDelay)
 	}
 	k := d.keys(r.Key)
 	res, err := forceReleaseScript.Run(ctx, d.client, []string{k.lock, k.audit},
@@ -553,32 +521,16 @@ func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.
 	return rp.lease(r.Key, 1, rp.str(6) == "1"), nil
 }
 
-// Freeze puts an operator lease on a free key: frozen, held by r.By (or "operator"),
-// expiring at r.Until (measured from now on the local clock, then kept by Redis), with a
-// fence like any grant, and appends an audit entry. Errors: *locks.HeldError matching
-// locks.ErrHeld (or locks.ErrFrozen when already frozen) naming the current lease;
-// locks.ErrInvalid for an empty key, message or token or an expiry in the past;
-// locks.ErrUnavailable or the context's error when Redis cannot be reached.
-func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, token string) (locks.Info, error) {
+// Freeze puts an operator lease on a free key: frozen, held by holder, expiring at r.Until
+// (measured from now on the local clock, then kept by Redis), with a fence like any grant,
+// and appends an audit entry. Errors: *locks.HeldError matching locks.ErrHeld (or
+// locks.ErrFrozen when already frozen) naming the current lease; locks.ErrUnavailable or
+// the context's error when Redis cannot be reached.
+func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, holder, token string) (locks.Info, error) {
 	const op = "freeze"
-	ttl := time.Until(r.Until)
-	switch {
-	case r.Key == "":
-		return locks.Info{}, invalid(op, r.Key, "empty key")
-	case r.Message == "":
-		return locks.Info{}, invalid(op, r.Key, "a message is required")
-	case token == "":
-		return locks.Info{}, invalid(op, r.Key, "empty token")
-	case ttl < time.Millisecond:
-		return locks.Info{}, invalid(op, r.Key, "the freeze must end in the future")
-	}
-	holder := r.By
-	if holder == "" {
-		holder = "operator"
-	}
 	k := d.keys(r.Key)
 	res, err := freezeScript.Run(ctx, d.client, []string{k.lock, k.audit},
-		token, holder, r.Message, ms(ttl), r.Key, d.auditCap, r.By).Slice()
+		token, holder, r.Message, ms(time.Until(r.Until)), r.Key, d.auditCap, r.By).Slice()
 	if err != nil {
 		return locks.Info{}, d.fail(ctx, op, r.Key, err)
 	}
