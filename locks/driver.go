@@ -97,6 +97,9 @@ type Grant struct {
 	TTL     time.Duration
 	// Ticket identifies the waiter in the key's FIFO queue; empty means "don't queue".
 	Ticket string
+	// Handover is the token under which a release may hand the key to Ticket while it is
+	// queued (see Handover); the same for every try of one Ticket. Empty: never handed.
+	Handover string
 	// TicketDeadline is when a queued ticket is dropped unless refreshed by another attempt.
 	TicketDeadline time.Time
 }
@@ -105,4 +108,20 @@ type Grant struct {
 type Subscription interface {
 	C() <-chan struct{}
 	Close() error
+}
+
+// Handover is implemented by the Subscription of a backend whose release hands the key
+// straight to the waiter at the head of its queue, so the woken waiter holds the lease
+// without another round trip.
+//
+// Such a backend grants the key, in the releaser's atomic step, to the Grant.Handover token
+// of the ticket at the head of the queue, with its Holder and Message, expiring no sooner
+// than the TTL or the TicketDeadline of the ticket's latest TryAcquire (the one that last
+// moved its deadline), whichever comes first; the ticket leaves the queue and the signal
+// names it. Until another lease is granted, a TryAcquire with that ticket is granted the
+// handed lease (under its own token and TTL), and LeaveQueue with it releases it.
+type Handover interface {
+	// Handed returns the lease (Fence, AcquiredAt, ExpiresAt) a release granted to ticket,
+	// if a signal said so, and forgets it.
+	Handed(ticket string) (Info, bool)
 }

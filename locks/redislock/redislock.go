@@ -13,6 +13,7 @@
 //	orch:lock:{coolify:phase1}:lock    hash: the fence counter, the lease (token, holder, times, message) and the lock-delay
 //	orch:lock:{coolify:phase1}:q       waiters in arrival order (FIFO)
 //	orch:lock:{coolify:phase1}:qdl     each waiter's deadline; dead waiters are dropped when they reach the head
+//	orch:lock:{coolify:phase1}:qc      each waiter's claim (token, holder, message, TTL), for a release to hand it the key
 //	orch:lock:{coolify:phase1}:audit   operator actions on the key, newest first, capped
 //
 // and releases are published on the channel orch:lock:{coolify:phase1}:released. Several
@@ -223,7 +224,7 @@ func (d *Driver) Close() error {
 
 // keys names the Redis keys and the channel of one lock.
 type keys struct {
-	lock, queue, deadlines, audit, channel string
+	lock, queue, deadlines, claims, audit, channel string
 }
 
 func (d *Driver) keys(key string) keys {
@@ -232,6 +233,7 @@ func (d *Driver) keys(key string) keys {
 		lock:      base + ":lock",
 		queue:     base + ":q",
 		deadlines: base + ":qdl",
+		claims:    base + ":qc",
 		audit:     base + ":audit",
 		channel:   base + ":released",
 	}
@@ -269,8 +271,8 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 	// Noted before the script runs: a release naming this ticket as next in line can only
 	// be published after the script queued it, and must find it noted.
 	d.hub.noteTicket(k.channel, g.Ticket, g.TicketDeadline)
-	res, err := d.runScript(ctx, acquireScript, []string{k.lock, k.queue, k.deadlines},
-		[]any{g.Token, g.Holder, g.Message, ms(g.TTL), g.Ticket, ticketTTL}, granted)
+	res, err := d.runScript(ctx, acquireScript, []string{k.lock, k.queue, k.deadlines, k.claims},
+		[]any{g.Token, g.Holder, g.Message, ms(g.TTL), g.Ticket, ticketTTL, g.Handover}, granted)
 	if errors.Is(err, errUnconfirmed) {
 		// Nobody may rely on a grant a failover can take back: give it up (the Locker
 		// retries within its budget). If the release is lost too, the lease expires.
@@ -318,19 +320,16 @@ func errOrOK(err error) string {
 	return err.Error()
 }
 
-// LeaveQueue removes a waiter's ticket from the key's queue. It returns nil when the ticket
-// is not queued, and locks.ErrUnavailable or the context's error when Redis cannot be reached.
+// LeaveQueue removes a waiter's ticket from the key's queue, and releases the key if a
+// release handed it to the ticket (see locks.Handover). It returns nil when the ticket is
+// not queued, and locks.ErrUnavailable or the context's error when Redis cannot be reached.
 func (d *Driver) LeaveQueue(ctx context.Context, key, ticket string) error {
 	if ticket == "" {
 		return nil
 	}
 	k := d.keys(key)
 	d.hub.forgetTicket(k.channel, ticket)
-	_, err := d.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZRem(ctx, k.queue, ticket)
-		p.ZRem(ctx, k.deadlines, ticket)
-		return nil
-	})
+	err := leaveScript.Run(ctx, d.client, []string{k.lock, k.queue, k.deadlines, k.claims}, ticket, k.channel).Err()
 	if err != nil {
 		return d.fail(ctx, "leave queue", key, err)
 	}
@@ -370,7 +369,7 @@ func (d *Driver) Release(ctx context.Context, key, token string) error {
 	if d.unsafeDelRelease {
 		script = unsafeReleaseScript
 	}
-	n, err := script.Run(ctx, d.client, []string{k.lock, k.queue, k.deadlines}, token, k.channel).Int64()
+	n, err := script.Run(ctx, d.client, []string{k.lock, k.queue, k.deadlines, k.claims}, token, k.channel).Int64()
 	if err != nil {
 		return d.fail(ctx, op, key, err)
 	}

@@ -7,9 +7,10 @@ import "github.com/redis/go-redis/v9"
 // time from the server (TIME), so every expiry and deadline is on the server's clock.
 //
 // A lock is one hash that is never deleted: the fence counter, the lease (empty when
-// free) and the lock-delay. Fields, in the order every script reads them with HMGET:
+// free), the lock-delay and the ticket a release handed the lease to. Fields, in the order
+// every script reads them with HMGET:
 //
-//	tok holder fence acq exp msg frozen closed
+//	tok holder fence acq exp msg frozen closed handed
 //
 // A lease is live while tok is set and exp is after now; times are Unix milliseconds.
 // Fences and times are written with string.format('%d') since Lua numbers are doubles
@@ -23,7 +24,7 @@ local t = redis.call('TIME')
 local nowUS = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowUS / 1000)
 local fmt = function(n) return string.format('%d', n) end
-local l = redis.call('HMGET', KEYS[1], 'tok', 'holder', 'fence', 'acq', 'exp', 'msg', 'frozen', 'closed')
+local l = redis.call('HMGET', KEYS[1], 'tok', 'holder', 'fence', 'acq', 'exp', 'msg', 'frozen', 'closed', 'handed')
 local live = l[1] and l[1] ~= '' and tonumber(l[5] or '0') > now
 local closed = tonumber(l[8] or '0')
 `
@@ -50,7 +51,7 @@ local function grant(token, holder, msg, ttl, frozen)
   if nowUS > fence then fence = nowUS end
   local fs, acq, exp = fmt(fence), fmt(now), fmt(now + tonumber(ttl))
   redis.call('HSET', KEYS[1], 'tok', token, 'holder', holder, 'fence', fs,
-    'acq', acq, 'exp', exp, 'msg', msg, 'frozen', frozen)
+    'acq', acq, 'exp', exp, 'msg', msg, 'frozen', frozen, 'handed', '')
   return {1, fs, acq, exp}
 end
 `
@@ -63,8 +64,12 @@ end
 // and reads the queue only through EXISTS: Redis deletes an empty sorted set, so a queue
 // key that does not exist is an empty queue. Everything else goes through the full path.
 //
-// KEYS: lock queue deadlines
-// ARGV: token holder message ttl_ms ticket ticket_ttl_ms
+// A newly queued ticket's claim (its handover token, holder, message and TTL) is kept
+// beside it, so that a release can hand the key straight to it (see luaWake); a try with
+// the ticket the key was handed to takes the lease over with its own token.
+//
+// KEYS: lock queue deadlines claims
+// ARGV: token holder message ttl_ms ticket ticket_ttl_ms handover_token
 //
 // Returns {1, fence, acquired_ms, expires_ms} on a grant, or
 // {0, kind, holder, fence, acquired_ms, expires_ms, message, frozen, closed_until_ms}
@@ -75,7 +80,7 @@ if not live and closed <= now and redis.call('EXISTS', KEYS[2]) == 0 then
   if nowUS > fence then fence = nowUS end
   local fs, acq, exp = fmt(fence), fmt(now), fmt(now + tonumber(ARGV[4]))
   redis.call('HSET', KEYS[1], 'tok', ARGV[1], 'holder', ARGV[2], 'fence', fs,
-    'acq', acq, 'exp', exp, 'msg', ARGV[3], 'frozen', '0')
+    'acq', acq, 'exp', exp, 'msg', ARGV[3], 'frozen', '0', 'handed', '')
   return {1, fs, acq, exp}
 end
 ` + luaLease + luaGrant + `
@@ -89,6 +94,9 @@ local function wait(kind, info, closedUntil)
       local seq = 1
       if last[2] then seq = tonumber(last[2]) + 1 end
       redis.call('ZADD', KEYS[2], seq, ticket)
+      if ARGV[7] ~= '' then
+        redis.call('HSET', KEYS[4], ticket, cjson.encode({ARGV[7], ARGV[2], ARGV[3], ARGV[4]}))
+      end
     end
   end
   info = info or {'', '', '', '', '', ''}
@@ -109,6 +117,13 @@ if live then
     end
     return {1, l[3], l[4], exp}
   end
+  if ticket ~= '' and l[9] == ticket then
+    -- A release handed the key to this ticket and this try came before (or instead of)
+    -- its signal: the lease is this waiter's, now under this try's token and TTL.
+    local exp = fmt(now + tonumber(ARGV[4]))
+    redis.call('HSET', KEYS[1], 'tok', token, 'exp', exp, 'handed', '')
+    return {1, l[3], l[4], exp}
+  end
   local kind = 'held'
   if l[7] == '1' then kind = 'frozen' end
   return wait(kind, lease())
@@ -122,6 +137,7 @@ if head[1] and head[1] ~= ticket then
   local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
   if #dead > 0 then
     for i = 1, #dead do redis.call('ZREM', KEYS[2], dead[i]) end
+    redis.call('HDEL', KEYS[4], unpack(dead))
     redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
     head = redis.call('ZRANGE', KEYS[2], 0, 0)
   end
@@ -132,6 +148,7 @@ end
 if head[1] then
   redis.call('ZREM', KEYS[2], ticket)
   redis.call('ZREM', KEYS[3], ticket)
+  redis.call('HDEL', KEYS[4], ticket)
 end
 return grant(token, ARGV[2], ARGV[3], ARGV[4], '0')
 `)
@@ -150,34 +167,68 @@ redis.call('HSET', KEYS[1], 'exp', exp)
 return {1, exp}
 `)
 
-// luaWake publishes a release: the payload names the waiter at the head of the queue, so
-// that only the driver that queued it wakes its subscribers, or is empty (wake everyone)
-// when the queue is empty or its head has passed its deadline (their attempts drop it).
-// An empty queue (the uncontended release) is found by EXISTS, the cheapest read.
+// luaWake publishes a release. When the waiter at the head of the queue is live and left
+// its claim, the key is handed to it: granted to its handover token, holder and message,
+// expiring at its TTL or its ticket's deadline, whichever comes first (so a waiter that
+// died just before cannot keep the key longer than its ticket would have blocked the
+// queue), with the lock field 'handed' naming the ticket (every other grant clears it);
+// the payload is then
+// "<ticket> <fence> <acquired_ms> <expires_ms>", and the woken waiter holds the lease
+// without another round trip. Otherwise the payload names the head waiter, so that only
+// the driver that queued it wakes its subscribers, or is empty (wake everyone) when the
+// queue is empty or its head has passed its deadline (their attempts drop it). An empty
+// queue (the uncontended release) is found by EXISTS, the cheapest read.
 //
-// KEYS[2], KEYS[3]: queue deadlines
-const luaWake = `
+// It needs l[3] (the fence), now and nowUS, for grant.
+//
+// KEYS[2], KEYS[3], KEYS[4]: queue deadlines claims
+const luaWake = luaGrant + `
 local function wake(channel)
   local head = ''
   if redis.call('EXISTS', KEYS[2]) == 1 then
     head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
     local dl = redis.call('ZSCORE', KEYS[3], head)
-    if not dl or tonumber(dl) <= now then head = '' end
+    if not dl or tonumber(dl) <= now then
+      head = ''
+    else
+      local claim = redis.call('HGET', KEYS[4], head)
+      if claim then
+        local c = cjson.decode(claim)
+        local r = grant(c[1], c[2], c[3], math.min(tonumber(c[4]), tonumber(dl) - now), '0')
+        redis.call('HSET', KEYS[1], 'handed', head)
+        redis.call('ZREM', KEYS[2], head)
+        redis.call('ZREM', KEYS[3], head)
+        redis.call('HDEL', KEYS[4], head)
+        redis.call('PUBLISH', channel, head .. ' ' .. r[2] .. ' ' .. r[3] .. ' ' .. r[4])
+        return
+      end
+    end
   end
   redis.call('PUBLISH', channel, head)
 end
 `
 
-// releaseScript clears the lease only if token holds it, and wakes the next waiter. A
-// lease past its expiry is not held: releasing it changes nothing.
+// luaRelease is the prelude of the release scripts: now, nowUS and fmt for luaWake, and
+// the lease's token, expiry and fence (read into l[1], l[5] and l[3], where luaPrelude
+// puts them).
+const luaRelease = `
+local t = redis.call('TIME')
+local nowUS = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(nowUS / 1000)
+local fmt = function(n) return string.format('%d', n) end
+local r = redis.call('HMGET', KEYS[1], 'tok', 'exp', 'fence', 'handed')
+local l = {r[1], nil, r[3], nil, r[2]}
+`
+
+// releaseScript clears the lease only if token holds it, and wakes the next waiter or
+// hands it the key. A lease past its expiry is not held: releasing it changes nothing.
 //
-// KEYS: lock queue deadlines
+// KEYS: lock queue deadlines claims
 // ARGV: token channel
 //
 // Returns 1 when released, 0 when token does not hold a live lease.
-var releaseScript = redis.NewScript(luaNow + luaWake + `
-local l = redis.call('HMGET', KEYS[1], 'tok', 'exp')
-if l[1] ~= ARGV[1] or tonumber(l[2] or '0') <= now then return 0 end
+var releaseScript = redis.NewScript(luaRelease + luaWake + `
+if l[1] ~= ARGV[1] or tonumber(l[5] or '0') <= now then return 0 end
 redis.call('HSET', KEYS[1], 'tok', '')
 wake(ARGV[2])
 return 1
@@ -185,9 +236,26 @@ return 1
 
 // unsafeReleaseScript is the bug the fault-injection test must catch: clear the lease
 // whoever holds it now, as a DEL by name would. Only tests enable it.
-var unsafeReleaseScript = redis.NewScript(luaNow + luaWake + `
+var unsafeReleaseScript = redis.NewScript(luaRelease + luaWake + `
 redis.call('HSET', KEYS[1], 'tok', '')
 wake(ARGV[2])
+return 1
+`)
+
+// leaveScript takes a waiter's ticket out of the queue. If a release handed the key to
+// the ticket and the lease is still live, the waiter gave up before it took it: the lease
+// is released and the next waiter woken or handed the key.
+//
+// KEYS: lock queue deadlines claims
+// ARGV: ticket channel
+var leaveScript = redis.NewScript(luaRelease + luaWake + `
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
+if r[4] == ARGV[1] and l[1] and l[1] ~= '' and tonumber(l[5] or '0') > now then
+  redis.call('HSET', KEYS[1], 'tok', '')
+  wake(ARGV[2])
+end
 return 1
 `)
 
