@@ -492,12 +492,12 @@ func (l *Locker) handed(sub Subscription, r Request, owner string, ids *ids, sen
 	}
 	token := ids.handover
 	info.Key, info.Token, info.Holder, info.Message = r.Key, token, r.Holder, r.Message
-	life := min(r.TTL, ticketLife*l.poll)
-	if !time.Now().Before(localDeadline(sent, life)) {
+	now, deadline := time.Now(), localDeadline(sent, min(r.TTL, ticketLife*l.poll))
+	if !now.Before(deadline) {
 		l.bestEffort(context.Background(), func(c context.Context) error { return l.d.Release(c, r.Key, token) })
 		return nil, false
 	}
-	le, err := l.start(info, owner, r.TTL, life, sent, time.Since(start))
+	le, err := l.start(info, owner, r.TTL, now, deadline.Sub(now), deadline, time.Since(start))
 	return le, err == nil
 }
 
@@ -530,7 +530,7 @@ func (l *Locker) try(ctx context.Context, r Request, owner string, ids *ids, tok
 		l.bestEffort(ctx, func(c context.Context) error { return l.d.Release(c, r.Key, token) })
 		return nil, &HeldError{Key: r.Key, Reason: ErrHeld}
 	}
-	return l.start(info, owner, r.TTL, r.TTL, sent, time.Since(start))
+	return l.start(info, owner, r.TTL, sent, r.TTL, localDeadline(sent, r.TTL), time.Since(start))
 }
 
 func (l *Locker) leaveQueue(ctx context.Context, key, ticket string) {
@@ -544,18 +544,18 @@ func (l *Locker) bestEffort(ctx context.Context, f func(context.Context) error) 
 	_ = f(c) // a failed cleanup is bounded by the ticket deadline or the lease TTL
 }
 
-// start registers a lease granted by a request sent at sent, lasting life until its first
-// renewal (ttl for every grant but a handover), and runs its heartbeat.
-func (l *Locker) start(info Info, owner string, ttl, life time.Duration, sent time.Time, waited time.Duration) (*Lease, error) {
+// start registers a lease that must be presumed expired at deadline and runs its
+// heartbeat: the first renewal is due a third of life after base (the request's sending
+// and the TTL for a grant; now and what is left for a handover).
+func (l *Locker) start(info Info, owner string, ttl time.Duration, base time.Time, life time.Duration, deadline time.Time, waited time.Duration) (*Lease, error) {
 	le := &Lease{
 		l:        l,
 		owner:    owner,
 		ttl:      ttl,
-		life:     life,
 		info:     info,
-		deadline: localDeadline(sent, life),
+		deadline: deadline,
 		granted:  time.Now(),
-		sent:     sent,
+		renewAt:  base.Add(life / 3),
 		check:    make(chan struct{}, 1),
 		hbIndex:  -1,
 	}
@@ -570,7 +570,7 @@ func (l *Locker) start(info Info, owner string, ttl, life time.Duration, sent ti
 	}
 	// Scheduled before the lease is published: a goroutine starts only when the first
 	// renewal or the forced-release watch is due.
-	le.hbDue = sent.Add(min(watchAfter, life/3))
+	le.hbDue = base.Add(min(watchAfter, life/3))
 	l.starter.add(le)
 	if held := l.owners[owner]; held != nil {
 		held[info.Key] = le

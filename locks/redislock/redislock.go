@@ -358,8 +358,9 @@ func (d *Driver) Renew(ctx context.Context, key, token string, ttl time.Duration
 	return r.time(1), nil
 }
 
-// Release deletes the lease if token still holds key (compare-and-delete) and publishes on
-// the key's channel. Errors: locks.ErrNotHeld when the key is free or held under another
+// Release deletes the lease if token still holds key (compare-and-delete), hands the key
+// to the first waiter queued if it can (see locks.Handover) and publishes on the key's
+// channel. Errors: locks.ErrNotHeld when the key is free or held under another
 // token (nothing is deleted); locks.ErrUnavailable or the context's error when Redis
 // cannot be reached.
 func (d *Driver) Release(ctx context.Context, key, token string) error {

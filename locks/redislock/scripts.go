@@ -172,36 +172,37 @@ return {1, exp}
 // expiring at its TTL or its ticket's deadline, whichever comes first (so a waiter that
 // died just before cannot keep the key longer than its ticket would have blocked the
 // queue), with the lock field 'handed' naming the ticket (every other grant clears it);
-// the payload is then
-// "<ticket> <fence> <acquired_ms> <expires_ms>", and the woken waiter holds the lease
-// without another round trip. Otherwise the payload names the head waiter, so that only
-// the driver that queued it wakes its subscribers, or is empty (wake everyone) when the
-// queue is empty or its head has passed its deadline (their attempts drop it). An empty
-// queue (the uncontended release) is found by EXISTS, the cheapest read.
+// the payload is then "<ticket> <fence> <acquired_ms> <expires_ms>", and the woken waiter
+// holds the lease without another round trip. Otherwise the payload names the head
+// waiter, so that only the driver that queued it wakes its subscribers, or is empty (wake
+// everyone) when the queue is empty or its head has passed its deadline (their attempts
+// drop it). An empty queue (the uncontended release) is found by EXISTS, the cheapest read.
 //
-// It needs l[3] (the fence), now and nowUS, for grant.
+// It needs l (the lock's fields, for grant), now, nowUS and fmt.
 //
-// KEYS[2], KEYS[3], KEYS[4]: queue deadlines claims
+// KEYS[1], KEYS[2], KEYS[3], KEYS[4]: lock queue deadlines claims
 const luaWake = luaGrant + `
 local function wake(channel)
-  local head = ''
-  if redis.call('EXISTS', KEYS[2]) == 1 then
-    head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
-    local dl = redis.call('ZSCORE', KEYS[3], head)
-    if not dl or tonumber(dl) <= now then
-      head = ''
-    else
-      local claim = redis.call('HGET', KEYS[4], head)
-      if claim then
-        local c = cjson.decode(claim)
-        local r = grant(c[1], c[2], c[3], math.min(tonumber(c[4]), tonumber(dl) - now), '0')
-        redis.call('HSET', KEYS[1], 'handed', head)
-        redis.call('ZREM', KEYS[2], head)
-        redis.call('ZREM', KEYS[3], head)
-        redis.call('HDEL', KEYS[4], head)
-        redis.call('PUBLISH', channel, head .. ' ' .. r[2] .. ' ' .. r[3] .. ' ' .. r[4])
-        return
-      end
+  if redis.call('EXISTS', KEYS[2]) == 0 then
+    redis.call('PUBLISH', channel, '')
+    return
+  end
+  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
+  local dl = redis.call('ZSCORE', KEYS[3], head)
+  if not dl or tonumber(dl) <= now then
+    head = ''
+  else
+    local claim = redis.call('HGET', KEYS[4], head)
+    if claim then
+      local c = cjson.decode(claim)
+      l[3] = redis.call('HGET', KEYS[1], 'fence')
+      local r = grant(c[1], c[2], c[3], math.min(tonumber(c[4]), tonumber(dl) - now), '0')
+      redis.call('HSET', KEYS[1], 'handed', head)
+      redis.call('ZREM', KEYS[2], head)
+      redis.call('ZREM', KEYS[3], head)
+      redis.call('HDEL', KEYS[4], head)
+      redis.call('PUBLISH', channel, head .. ' ' .. r[2] .. ' ' .. r[3] .. ' ' .. r[4])
+      return
     end
   end
   redis.call('PUBLISH', channel, head)
@@ -209,15 +210,13 @@ end
 `
 
 // luaRelease is the prelude of the release scripts: now, nowUS and fmt for luaWake, and
-// the lease's token, expiry and fence (read into l[1], l[5] and l[3], where luaPrelude
-// puts them).
+// the lease's token and expiry in l[1] and l[2].
 const luaRelease = `
 local t = redis.call('TIME')
 local nowUS = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowUS / 1000)
 local fmt = function(n) return string.format('%d', n) end
-local r = redis.call('HMGET', KEYS[1], 'tok', 'exp', 'fence', 'handed')
-local l = {r[1], nil, r[3], nil, r[2]}
+local l = redis.call('HMGET', KEYS[1], 'tok', 'exp')
 `
 
 // releaseScript clears the lease only if token holds it, and wakes the next waiter or
@@ -228,7 +227,7 @@ local l = {r[1], nil, r[3], nil, r[2]}
 //
 // Returns 1 when released, 0 when token does not hold a live lease.
 var releaseScript = redis.NewScript(luaRelease + luaWake + `
-if l[1] ~= ARGV[1] or tonumber(l[5] or '0') <= now then return 0 end
+if l[1] ~= ARGV[1] or tonumber(l[2] or '0') <= now then return 0 end
 redis.call('HSET', KEYS[1], 'tok', '')
 wake(ARGV[2])
 return 1
@@ -252,7 +251,7 @@ var leaveScript = redis.NewScript(luaRelease + luaWake + `
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
-if r[4] == ARGV[1] and l[1] and l[1] ~= '' and tonumber(l[5] or '0') > now then
+if l[1] and l[1] ~= '' and tonumber(l[2] or '0') > now and redis.call('HGET', KEYS[1], 'handed') == ARGV[1] then
   redis.call('HSET', KEYS[1], 'tok', '')
   wake(ARGV[2])
 end
