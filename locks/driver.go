@@ -118,8 +118,9 @@ type Subscription interface {
 // of the ticket at the head of the queue, with its Holder and Message, expiring no sooner
 // than the TTL or the TicketDeadline of the ticket's latest TryAcquire (the one that last
 // moved its deadline), whichever comes first; the ticket leaves the queue and the signal
-// names it. Until another lease is granted, a TryAcquire with that ticket is granted the
-// handed lease (under its own token and TTL), and LeaveQueue with it releases it.
+// names it. While the lease is held under the handover token, a TryAcquire with that
+// token is granted it (under its own token and TTL), and LeaveQueue with the ticket
+// releases it.
 type Handover interface {
 	// Handed returns the lease (Fence, AcquiredAt, ExpiresAt) a release granted to ticket,
 	// if a signal said so, and forgets it.

@@ -227,16 +227,29 @@ type keys struct {
 	lock, queue, deadlines, claims, audit, channel string
 }
 
+// The suffixes of a lock's names, in the order keys lays them out.
+var keySuffixes = [...]string{":lock", ":q", ":qdl", ":qc", ":audit", ":released"}
+
+// keys names the keys of one lock. Every acquire and release needs them, so they are cut
+// from one string: one allocation instead of one per name.
 func (d *Driver) keys(key string) keys {
-	base := d.prefix + "{" + key + "}"
-	return keys{
-		lock:      base + ":lock",
-		queue:     base + ":q",
-		deadlines: base + ":qdl",
-		claims:    base + ":qc",
-		audit:     base + ":audit",
-		channel:   base + ":released",
+	var b strings.Builder
+	b.Grow(len(keySuffixes)*(len(d.prefix)+len(key)+2) + len(":lock:q:qdl:qc:audit:released"))
+	var names [len(keySuffixes)]string
+	ends := [len(keySuffixes)]int{}
+	for i, s := range keySuffixes {
+		b.WriteString(d.prefix)
+		b.WriteByte('{')
+		b.WriteString(key)
+		b.WriteByte('}')
+		b.WriteString(s)
+		ends[i] = b.Len()
 	}
+	all, start := b.String(), 0
+	for i, end := range ends {
+		names[i], start = all[start:end], end
+	}
+	return keys{lock: names[0], queue: names[1], deadlines: names[2], claims: names[3], audit: names[4], channel: names[5]}
 }
 
 // fail wraps an error from Redis: the caller's context error when the context is done,

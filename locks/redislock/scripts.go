@@ -7,10 +7,12 @@ import "github.com/redis/go-redis/v9"
 // time from the server (TIME), so every expiry and deadline is on the server's clock.
 //
 // A lock is one hash that is never deleted: the fence counter, the lease (empty when
-// free), the lock-delay and the ticket a release handed the lease to. Fields, in the order
-// every script reads them with HMGET:
+// free) and the lock-delay. Fields, in the order every script reads them with HMGET:
 //
-//	tok holder fence acq exp msg frozen closed handed
+//	tok holder fence acq exp msg frozen closed
+//
+// and 'handed', "<ticket> <token>" of the last lease a release handed to a waiter (see
+// luaWake), which only the leaving of a waiter reads.
 //
 // A lease is live while tok is set and exp is after now; times are Unix milliseconds.
 // Fences and times are written with string.format('%d') since Lua numbers are doubles
@@ -24,7 +26,7 @@ local t = redis.call('TIME')
 local nowUS = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowUS / 1000)
 local fmt = function(n) return string.format('%d', n) end
-local l = redis.call('HMGET', KEYS[1], 'tok', 'holder', 'fence', 'acq', 'exp', 'msg', 'frozen', 'closed', 'handed')
+local l = redis.call('HMGET', KEYS[1], 'tok', 'holder', 'fence', 'acq', 'exp', 'msg', 'frozen', 'closed')
 local live = l[1] and l[1] ~= '' and tonumber(l[5] or '0') > now
 local closed = tonumber(l[8] or '0')
 `
@@ -51,7 +53,7 @@ local function grant(token, holder, msg, ttl, frozen)
   if nowUS > fence then fence = nowUS end
   local fs, acq, exp = fmt(fence), fmt(now), fmt(now + tonumber(ttl))
   redis.call('HSET', KEYS[1], 'tok', token, 'holder', holder, 'fence', fs,
-    'acq', acq, 'exp', exp, 'msg', msg, 'frozen', frozen, 'handed', '')
+    'acq', acq, 'exp', exp, 'msg', msg, 'frozen', frozen)
   return {1, fs, acq, exp}
 end
 `
@@ -65,8 +67,8 @@ end
 // key that does not exist is an empty queue. Everything else goes through the full path.
 //
 // A newly queued ticket's claim (its handover token, holder, message and TTL) is kept
-// beside it, so that a release can hand the key straight to it (see luaWake); a try with
-// the ticket the key was handed to takes the lease over with its own token.
+// beside it, so that a release can hand the key straight to it (see luaWake); a try that
+// finds the key held under its own handover token takes the lease over with its own token.
 //
 // KEYS: lock queue deadlines claims
 // ARGV: token holder message ttl_ms ticket ticket_ttl_ms handover_token
@@ -80,7 +82,7 @@ if not live and closed <= now and redis.call('EXISTS', KEYS[2]) == 0 then
   if nowUS > fence then fence = nowUS end
   local fs, acq, exp = fmt(fence), fmt(now), fmt(now + tonumber(ARGV[4]))
   redis.call('HSET', KEYS[1], 'tok', ARGV[1], 'holder', ARGV[2], 'fence', fs,
-    'acq', acq, 'exp', exp, 'msg', ARGV[3], 'frozen', '0', 'handed', '')
+    'acq', acq, 'exp', exp, 'msg', ARGV[3], 'frozen', '0')
   return {1, fs, acq, exp}
 end
 ` + luaLease + luaGrant + `
@@ -117,11 +119,16 @@ if live then
     end
     return {1, l[3], l[4], exp}
   end
-  if ticket ~= '' and l[9] == ticket then
-    -- A release handed the key to this ticket and this try came before (or instead of)
+  if ARGV[7] ~= '' and l[1] == ARGV[7] then
+    -- A release handed the key to this waiter and this try came before (or instead of)
     -- its signal: the lease is this waiter's, now under this try's token and TTL.
     local exp = fmt(now + tonumber(ARGV[4]))
-    redis.call('HSET', KEYS[1], 'tok', token, 'exp', exp, 'handed', '')
+    redis.call('HSET', KEYS[1], 'tok', token, 'exp', exp)
+    if ticket ~= '' then
+      redis.call('ZREM', KEYS[2], ticket)
+      redis.call('ZREM', KEYS[3], ticket)
+      redis.call('HDEL', KEYS[4], ticket)
+    end
     return {1, l[3], l[4], exp}
   end
   local kind = 'held'
@@ -171,12 +178,12 @@ return {1, exp}
 // its claim, the key is handed to it: granted to its handover token, holder and message,
 // expiring at its TTL or its ticket's deadline, whichever comes first (so a waiter that
 // died just before cannot keep the key longer than its ticket would have blocked the
-// queue), with the lock field 'handed' naming the ticket (every other grant clears it);
-// the payload is then "<ticket> <fence> <acquired_ms> <expires_ms>", and the woken waiter
-// holds the lease without another round trip. Otherwise the payload names the head
-// waiter, so that only the driver that queued it wakes its subscribers, or is empty (wake
-// everyone) when the queue is empty or its head has passed its deadline (their attempts
-// drop it). An empty queue (the uncontended release) is found by EXISTS, the cheapest read.
+// queue), with the lock field 'handed' naming the ticket and the token; the payload is
+// then "<ticket> <fence> <acquired_ms> <expires_ms>", and the woken waiter holds the lease
+// without another round trip. Otherwise the payload names the head waiter, so that only
+// the driver that queued it wakes its subscribers, or is empty (wake everyone) when the
+// queue is empty or its head has passed its deadline (their attempts drop it). An empty
+// queue (the uncontended release) is found by EXISTS, the cheapest read.
 //
 // It needs l (the lock's fields, for grant), now, nowUS and fmt.
 //
@@ -197,7 +204,7 @@ local function wake(channel)
       local c = cjson.decode(claim)
       l[3] = redis.call('HGET', KEYS[1], 'fence')
       local r = grant(c[1], c[2], c[3], math.min(tonumber(c[4]), tonumber(dl) - now), '0')
-      redis.call('HSET', KEYS[1], 'handed', head)
+      redis.call('HSET', KEYS[1], 'handed', head .. ' ' .. c[1])
       redis.call('ZREM', KEYS[2], head)
       redis.call('ZREM', KEYS[3], head)
       redis.call('HDEL', KEYS[4], head)
@@ -242,8 +249,9 @@ return 1
 `)
 
 // leaveScript takes a waiter's ticket out of the queue. If a release handed the key to
-// the ticket and the lease is still live, the waiter gave up before it took it: the lease
-// is released and the next waiter woken or handed the key.
+// the ticket and the lease is still live under the token it was handed under, the waiter
+// gave up before it took it: the lease is released and the next waiter woken or handed
+// the key.
 //
 // KEYS: lock queue deadlines claims
 // ARGV: ticket channel
@@ -251,7 +259,7 @@ var leaveScript = redis.NewScript(luaRelease + luaWake + `
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
-if l[1] and l[1] ~= '' and tonumber(l[2] or '0') > now and redis.call('HGET', KEYS[1], 'handed') == ARGV[1] then
+if l[1] and l[1] ~= '' and tonumber(l[2] or '0') > now and redis.call('HGET', KEYS[1], 'handed') == ARGV[1] .. ' ' .. l[1] then
   redis.call('HSET', KEYS[1], 'tok', '')
   wake(ARGV[2])
 end
