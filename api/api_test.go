@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -107,6 +108,9 @@ func TestBadInput(t *testing.T) {
 		{"wrong param type", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"params":{"a":1}}`, nil, 400, "params"},
 		{"params not an object", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"params":[1]}`, nil, 400, "params"},
 		{"unknown field", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"bogus":true}`, nil, 400, "bogus"},
+		{"server's field by", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"by":"api:admin"}`, nil, 400, "by"},
+		{"server's field idempotency_key", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"idempotency_key":"k"}`, nil, 400, "idempotency_key"},
+		{"server's field idempotency_hash", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"idempotency_hash":"h"}`, nil, 400, "idempotency_hash"},
 		{"two values", "POST", "/v1/pipelines/demo/runs", triggerToken, `{} {}`, nil, 400, ""},
 		{"empty body", "POST", "/v1/pipelines/demo/runs", triggerToken, ``, nil, 400, ""},
 		{"array body", "POST", "/v1/pipelines/demo/runs", triggerToken, `[]`, nil, 400, ""},
@@ -114,7 +118,7 @@ func TestBadInput(t *testing.T) {
 		{"bad image tag", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"image_tag":"-bad tag"}`, nil, 400, "image_tag"},
 		{"control char", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"build":"a\u0000b"}`, nil, 400, "build"},
 		{"bad param name", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"params":{"a b":"c"}}`, nil, 400, "params.a b"},
-		{"engine resolve error", "POST", "/v1/pipelines/prod/runs", triggerToken, `{"build":"1"}`, nil, 400, "services[0].image_tag"},
+		{"engine resolve error", "POST", "/v1/pipelines/prod/runs", triggerToken, `{"build":"1"}`, nil, 400, "image_tag"},
 		{"unknown pipeline", "POST", "/v1/pipelines/nope/runs", triggerToken, `{}`, nil, 404, "name"},
 		{"traversal name", "POST", "/v1/pipelines/..%2F..%2Fetc/runs", triggerToken, `{}`, nil, 400, "name"},
 		{"dot-dot name", "POST", "/v1/pipelines/%2e%2e/runs", triggerToken, `{}`, nil, 400, "name"},
@@ -285,12 +289,10 @@ func TestPlan(t *testing.T) {
 	}
 	got := decodeJSON[struct {
 		Pipeline string
-		Plan     struct {
-			Services []string
-			ImageTag string `json:"image_tag"`
-		}
+		Plan     orchestrator.Plan
 	}](t, rec)
-	if got.Pipeline != "demo" || got.Plan.ImageTag != "v9" || len(got.Plan.Services) != 2 {
+	if got.Pipeline != "demo" || got.Plan.Pipeline != "demo" || len(got.Plan.Services) != 2 ||
+		got.Plan.Services[0].ImageTag == nil || got.Plan.Services[0].ImageTag.New != "v9" {
 		t.Errorf("plan: got %+v", got)
 	}
 	if f.runCount() != 0 {

@@ -15,6 +15,6 @@
 // (or no token, when the config makes reads public) reads. A missing token answers 401; a
 // wrong one (unknown, or known but its role does not admit the route) answers 403.
 //
-// Metrics is the daemon's Prometheus registry with the hooks the engine, the Locker (it is
-// a locks.Observer) and the outside-API clients report to.
+// Prometheus metrics are package metrics': the server serves that registry at /metrics and
+// reports every request and webhook delivery to it.
 package api

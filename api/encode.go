@@ -113,15 +113,19 @@ func jsonError(err error) error {
 		return &httpError{status: http.StatusBadRequest, code: "invalid", field: field,
 			message: fmt.Sprintf("invalid %s: got a JSON %s, want %s", field, typ.Value, jsonKind(typ.Type.String()))}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return &httpError{status: http.StatusBadRequest, code: "unknown_field", field: field,
-			message: fmt.Sprintf("unknown field %q", field)}
+		return unknownField(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`))
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return bodyError(err)
 	}
 	return &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "the body is not valid JSON for this request"}
+}
+
+// unknownField is the answer to a body with a field the request does not take.
+func unknownField(field string) error {
+	return &httpError{status: http.StatusBadRequest, code: "unknown_field", field: field,
+		message: fmt.Sprintf("unknown field %q", field)}
 }
 
 // jsonKind names a Go type the way a JSON client thinks of it.

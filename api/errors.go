@@ -7,93 +7,27 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 
-	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/internal/panics"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/secrets"
 )
 
-// Errors the Engine returns, wrapped, for the API to map to status codes. The engine matches
-// them with errors.Is (or returns a *FieldError for an invalid trigger).
-var (
-	// ErrUnknownPipeline: no pipeline of that name is loaded (404).
-	ErrUnknownPipeline = errors.New("unknown pipeline")
-	// ErrInvalid: the request is malformed (400). A *FieldError matches it and names the field.
-	ErrInvalid = errors.New("invalid request")
-	// ErrShuttingDown: the daemon takes no new runs because it is stopping (503).
-	ErrShuttingDown = errors.New("daemon is shutting down")
-	// ErrConflict: the request conflicts with the state of things, e.g. a cancel of a run
-	// that another daemon instance executes (409).
-	ErrConflict = errors.New("conflict")
-)
+// toHTTP maps the front-door errors of package orchestrator (ErrUnknownPipeline 404,
+// ErrShuttingDown 503, ErrNotOwner 409, ErrInvalid 400: a *FieldError or FieldErrors names the
+// first field and lists every one, e.g. what Trigger.Validate and config's Pipeline.Resolve
+// return), runs.ErrNotFound (404), runs.ErrEnded (409: cancel of a run that already ended),
+// runs.ErrInvalid (400), and the locks sentinels: ErrNotFound (404), *HeldError with ErrStale
+// or ErrHeld (409, naming the current holder), ErrInvalid (400); ErrUnavailable of either
+// backend becomes 503; secrets.ErrMissing 422 and another secrets.ErrSource (a secrets
+// manager unreachable or refusing) 502, with the message, which names the source and keys
+// only; a recovered panic (panics.ErrPanic) 500 with its stack logged.
 
-// Besides the errors above, the API maps FieldErrors and config.Problems (400, naming the
-// first field and listing every one: what config.Trigger.Validate and Pipeline.Resolve
-// return), runs.ErrNotFound (404), runs.ErrEnded (409: cancel
-// of a run that already ended), runs.ErrInvalid (400), and the locks sentinels: ErrNotFound
-// (404), *HeldError with ErrStale or ErrHeld (409, naming the current holder), ErrInvalid
-// (400); ErrUnavailable of either backend becomes 503; secrets.ErrMissing 422 and another
-// secrets.ErrSource (a secrets manager unreachable or refusing) 502, with the message, which
-// names the source and keys only; a recovered panic (panics.ErrPanic) 500 with its stack logged.
-
-// FieldError says which field of a request is wrong and why. It matches ErrInvalid.
-type FieldError struct {
-	// Field is the JSON field path ("image_tag", "params.region"), the query parameter, the
-	// path parameter ("name") or the header ("Idempotency-Key").
-	Field string
-	// Reason is what is wrong, for humans, never quoting a secret.
-	Reason string
-}
-
-func (e *FieldError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason) }
-
-// Is makes a *FieldError match ErrInvalid.
-func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
-
-// FieldErrors is every problem of one request, each naming its field, reported in one answer
-// (a trigger with a bad image tag and a bad app_version hears of both). It matches ErrInvalid.
-type FieldErrors []*FieldError
-
-func (es FieldErrors) Error() string {
-	msgs := make([]string, len(es))
-	for i, e := range es {
-		msgs[i] = e.Error()
-	}
-	return strings.Join(msgs, "; ")
-}
-
-// Is makes FieldErrors match ErrInvalid.
-func (es FieldErrors) Is(target error) bool { return target == ErrInvalid }
-
-// fieldErrors returns err's problems as FieldErrors: every one of a FieldErrors or
-// config.Problems, the one of a *FieldError; nil for other errors.
-func fieldErrors(err error) FieldErrors {
-	var (
-		fes FieldErrors
-		fe  *FieldError
-		ps  config.Problems
-	)
-	switch {
-	case errors.As(err, &fes):
-		return fes
-	case errors.As(err, &ps):
-		out := make(FieldErrors, len(ps))
-		for i, p := range ps {
-			out[i] = &FieldError{Field: p.Field, Reason: p.Message}
-		}
-		return out
-	case errors.As(err, &fe):
-		return FieldErrors{fe}
-	}
-	return nil
-}
-
-// fieldErr returns a *FieldError.
+// fieldErr returns a *orchestrator.FieldError.
 func fieldErr(field, format string, args ...any) error {
-	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	return orchestrator.Fieldf(field, format, args...)
 }
 
 // httpError is an error that already knows its answer: status, code and message.
@@ -133,7 +67,7 @@ type fieldProblem struct {
 }
 
 // invalidDetail is the 400 answer to a request with one or more field problems.
-func invalidDetail(es FieldErrors) errorDetail {
+func invalidDetail(es orchestrator.FieldErrors) errorDetail {
 	d := errorDetail{Code: "invalid", Message: es.Error(), Field: es[0].Field}
 	if len(es) > 1 {
 		for _, e := range es {
@@ -147,26 +81,23 @@ func invalidDetail(es FieldErrors) errorDetail {
 func toHTTP(err error) (int, errorDetail, int) {
 	var (
 		he *httpError
-		fe *FieldError
 		le *locks.HeldError
 	)
+	fes := orchestrator.AsFieldErrors(err)
 	switch {
 	case errors.As(err, &he):
 		return he.status, errorDetail{Code: he.code, Message: he.message, Field: he.field}, he.retryAfter
-	case errors.As(err, new(FieldErrors)) || errors.As(err, &fe) || errors.As(err, new(config.Problems)):
-		if es := fieldErrors(err); len(es) > 0 {
-			return http.StatusBadRequest, invalidDetail(es), 0
-		}
-		return http.StatusBadRequest, errorDetail{Code: "invalid", Message: err.Error()}, 0
-	case errors.Is(err, ErrUnknownPipeline):
+	case len(fes) > 0:
+		return http.StatusBadRequest, invalidDetail(fes), 0
+	case errors.Is(err, orchestrator.ErrUnknownPipeline):
 		return http.StatusNotFound, errorDetail{Code: "unknown_pipeline", Message: err.Error(), Field: "name"}, 0
-	case errors.Is(err, ErrShuttingDown):
+	case errors.Is(err, orchestrator.ErrShuttingDown):
 		return http.StatusServiceUnavailable, errorDetail{Code: "shutting_down", Message: err.Error()}, 5
 	case errors.Is(err, runs.ErrNotFound):
 		return http.StatusNotFound, errorDetail{Code: "run_not_found", Message: err.Error(), Field: "id"}, 0
 	case errors.Is(err, runs.ErrEnded):
 		return http.StatusConflict, errorDetail{Code: "run_ended", Message: err.Error()}, 0
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, orchestrator.ErrNotOwner):
 		return http.StatusConflict, errorDetail{Code: "conflict", Message: err.Error()}, 0
 	case errors.As(err, &le) && (errors.Is(err, locks.ErrStale) || errors.Is(err, locks.ErrHeld)):
 		cur := le.Current
@@ -177,7 +108,7 @@ func toHTTP(err error) (int, errorDetail, int) {
 		return http.StatusConflict, errorDetail{Code: code, Message: err.Error(), Current: &cur}, 0
 	case errors.Is(err, locks.ErrNotFound):
 		return http.StatusNotFound, errorDetail{Code: "lock_not_found", Message: err.Error(), Field: "key"}, 0
-	case errors.Is(err, runs.ErrInvalid), errors.Is(err, locks.ErrInvalid), errors.Is(err, ErrInvalid):
+	case errors.Is(err, runs.ErrInvalid), errors.Is(err, locks.ErrInvalid), errors.Is(err, orchestrator.ErrInvalid):
 		return http.StatusBadRequest, errorDetail{Code: "invalid", Message: err.Error()}, 0
 	case errors.Is(err, runs.ErrUnavailable), errors.Is(err, locks.ErrUnavailable):
 		return http.StatusServiceUnavailable, errorDetail{Code: "unavailable", Message: "a backend is unavailable; try again"}, 5

@@ -121,22 +121,15 @@ func TestMetricsLabelsAreBounded(t *testing.T) {
 		f.serve(req)
 	}
 	f.do("GET", "/healthz", "", nil)
-	mfs, err := f.metrics.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := f.do("GET", "/metrics", readToken, nil).Body.String()
 	series, bad := 0, 0
-	for _, mf := range mfs {
-		if mf.GetName() != "orchestrator_http_requests_total" {
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, "orchestrator_http_requests_total{") {
 			continue
 		}
-		for _, m := range mf.GetMetric() {
-			series++
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "method" && l.GetValue() != "GET" && l.GetValue() != "other" {
-					bad++
-				}
-			}
+		series++
+		if !strings.Contains(line, `method="GET"`) && !strings.Contains(line, `method="other"`) {
+			bad++
 		}
 	}
 	if bad > 0 {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 )
 
@@ -94,7 +95,7 @@ func FuzzWebhookDelivery(f *testing.F) {
 			}
 			return
 		}
-		if _, err := validTrigger(triggerBody{Build: tr.Build, ImageTag: tr.ImageTag, Commit: tr.Commit, AppVersion: tr.AppVersion, Params: tr.Params}); err != nil {
+		if err := tr.Validate(); err != nil {
 			t.Fatalf("a built trigger fails validation: %v", err)
 		}
 	})
@@ -108,10 +109,10 @@ func FuzzTriggerBody(f *testing.F) {
 	f.Add([]byte(`{"params":{"a":1}}`))
 	f.Add([]byte(`{} {}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var b triggerBody
+		var b orchestrator.Trigger
 		err := decodeBytes(body, &b, false)
 		if err == nil {
-			_, err = validTrigger(b)
+			err = validTriggerBody(b)
 		}
 		if err != nil && (!is4xx(err) || err.Error() == "") {
 			t.Fatalf("rejection is not a clear 4xx: %v", err)

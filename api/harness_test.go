@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
+	"github.com/deploy-orchestrator/orchestrator/metrics"
 	"github.com/deploy-orchestrator/orchestrator/notify"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/runs/sqlitestore"
@@ -38,7 +40,7 @@ const (
 var sentinels = []string{triggerToken, adminToken, readToken, githubSecret, gitlabSecret, genericSecret}
 
 // testEngine stands in for the deploy engine (package phases), which the API reaches only
-// through api.Engine. It is backed by the real run store: Submit creates a run with one
+// through orchestrator.Engine. It is backed by the real run store: Submit creates a run with one
 // pending step per service and phase and a run.queued event; the test moves steps with
 // drive. It checks triggers the way the engine will: unknown pipeline, and a pipeline's
 // required image tag.
@@ -52,21 +54,24 @@ type testEngine struct {
 	closed    bool // Submit answers ErrShuttingDown, as the engine does while it stops
 }
 
+var _ orchestrator.Engine[*runs.Run] = (*testEngine)(nil)
+
 func (e *testEngine) setClosed(v bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.closed = v
 }
 
-func (e *testEngine) Submit(ctx context.Context, pipeline string, t runs.Trigger) (*runs.Run, bool, error) {
+func (e *testEngine) Submit(ctx context.Context, pipeline string, t orchestrator.Trigger) (*runs.Run, bool, error) {
 	services, ok := e.pipelines[pipeline]
 	if !ok {
-		return nil, false, fmt.Errorf("submit %q: %w", pipeline, api.ErrUnknownPipeline)
+		return nil, false, fmt.Errorf("submit %q: %w", pipeline, orchestrator.ErrUnknownPipeline)
 	}
 	if pipeline == "prod" && t.ImageTag == "" {
-		// What phases.Engine returns when Pipeline.Resolve fails: config.Problems, wrapped.
+		// What phases.Engine returns when Pipeline.Resolve fails: config.Problems, wrapped,
+		// naming the trigger's field.
 		return nil, false, fmt.Errorf("invalid trigger: %w", config.Problems{{
-			File: "/etc/orchestrator/pipelines/prod.yaml", Field: "services[0].image_tag",
+			File: "/etc/orchestrator/pipelines/prod.yaml", Field: "services[0].image_tag", Trigger: "image_tag",
 			Message: `the trigger has no image_tag (referenced as "${trigger.image_tag}")`,
 		}})
 	}
@@ -74,7 +79,7 @@ func (e *testEngine) Submit(ctx context.Context, pipeline string, t runs.Trigger
 	closed := e.closed
 	e.mu.Unlock()
 	if closed {
-		return nil, false, fmt.Errorf("submit %q: %w", pipeline, api.ErrShuttingDown)
+		return nil, false, fmt.Errorf("submit %q: %w", pipeline, orchestrator.ErrShuttingDown)
 	}
 	r := runs.Run{Pipeline: pipeline, Trigger: t}
 	for _, ph := range []runs.Phase{runs.Phase1, runs.Phase2} {
@@ -113,16 +118,21 @@ func (e *testEngine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 	return &run, nil
 }
 
-func (e *testEngine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (any, error) {
+func (e *testEngine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigger) (*orchestrator.Plan, error) {
 	if pipeline == panicPipeline {
 		var m map[string]int
 		m[t.ImageTag]++ // a bug: assignment to a nil map
 	}
 	services, ok := e.pipelines[pipeline]
 	if !ok {
-		return nil, fmt.Errorf("plan %q: %w", pipeline, api.ErrUnknownPipeline)
+		return nil, fmt.Errorf("plan %q: %w", pipeline, orchestrator.ErrUnknownPipeline)
 	}
-	return map[string]any{"services": services, "image_tag": t.ImageTag}, nil
+	plan := &orchestrator.Plan{Pipeline: pipeline, Parallel: 1}
+	for _, name := range services {
+		plan.Services = append(plan.Services, orchestrator.ServicePlan{Name: name, UUID: "uuid-" + name, Kind: "application",
+			ImageTag: &orchestrator.TagChange{New: t.ImageTag}})
+	}
+	return plan, nil
 }
 
 func (e *testEngine) Pipelines() []string {
@@ -147,7 +157,7 @@ type fixture struct {
 	store   *sqlitestore.Store
 	locker  *locks.Locker
 	engine  *testEngine
-	metrics *api.Metrics
+	metrics *metrics.Metrics
 	// notifier is the daemon's, when the config has a notify block.
 	notifier *notify.Notifier
 	logs     *syncBuffer
@@ -207,7 +217,7 @@ func newFixture(t testing.TB, mutate ...func(*config.Daemon)) *fixture {
 	if err != nil {
 		t.Fatalf("open lock db: %v", err)
 	}
-	metrics := api.NewMetrics()
+	metrics := metrics.New()
 	locker := locks.New(drv, locks.Options{Observer: metrics})
 	t.Cleanup(func() { locker.Close() })
 

@@ -126,7 +126,7 @@ func (s *server) observe(next http.Handler) http.Handler {
 			}
 			d := time.Since(start)
 			route := routePattern(r)
-			s.metrics.httpRequest(route, r.Method, status, d, sw.stream)
+			s.metrics.HTTPRequest(route, r.Method, status, d, sw.stream)
 			level := slog.LevelInfo
 			if route == "/healthz" || route == "/readyz" || route == "/metrics" {
 				level = slog.LevelDebug

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -14,7 +15,7 @@ func TestRunJSONAnswersAsEncode(t *testing.T) {
 	at := time.Date(2026, 12, 2, 14, 0, 0, 123456789, time.UTC)
 	run := func(id string, version int64, status runs.Status) runs.Run {
 		return runs.Run{ID: id, Pipeline: "prod", Status: status, CreatedAt: at, Version: version,
-			Trigger: runs.Trigger{Build: "1", ImageTag: "<v2>&", By: "api:ci"},
+			Trigger: orchestrator.Trigger{Build: "1", ImageTag: "<v2>&", By: "api:ci"},
 			Steps:   []runs.Step{{Phase: runs.Phase1, Name: "api", UUID: "u1", Status: runs.StepSynced, StartedAt: at, EndedAt: at.Add(time.Second)}}}
 	}
 	s := &server{runJSON: newRunJSON()}

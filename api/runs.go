@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -39,12 +40,7 @@ func (s *server) handleTrigger() http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		var body triggerBody
-		if err := decode(r, &body, false); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		t, err := validTrigger(body)
+		t, err := decodeTrigger(r)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -81,11 +77,24 @@ const apiKeyNamespace = "api:"
 // triggerDigest is the SHA-256 of a trigger's parameters (what the body says: build, image
 // tag, commit, app version, params, rollback and reason), as canonical JSON, so two bodies
 // that say the same in another order or spacing have one digest.
-func triggerDigest(t runs.Trigger) string {
-	b, _ := json.Marshal(triggerBody{Build: t.Build, ImageTag: t.ImageTag, Commit: t.Commit, AppVersion: t.AppVersion,
+func triggerDigest(t orchestrator.Trigger) string {
+	b, _ := json.Marshal(digestForm{Build: t.Build, ImageTag: t.ImageTag, Commit: t.Commit, AppVersion: t.AppVersion,
 		Params: t.Params, Rollback: t.Rollback, Reason: t.Reason})
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// digestForm is the canonical JSON a trigger's digest is taken of: every parameter, none
+// left out when empty. It is fixed, not the trigger's own JSON, so the digests stored with
+// Idempotency-Keys stay valid.
+type digestForm struct {
+	Build      string            `json:"build"`
+	ImageTag   string            `json:"image_tag"`
+	Commit     string            `json:"commit"`
+	AppVersion string            `json:"app_version"`
+	Params     map[string]string `json:"params"`
+	Rollback   bool              `json:"rollback"`
+	Reason     string            `json:"reason"`
 }
 
 // handlePlan serves GET /v1/pipelines/{name}/plan: the dry run for the trigger given in the
@@ -178,8 +187,6 @@ func (s *server) handleCancel() http.HandlerFunc {
 	}
 }
 
-// knownPipeline answers 404 before the engine is asked when no pipeline has that name, so
-// the answer does not depend on how the engine words the error.
 // pipelineParam is the path's {name}: a valid name of a loaded pipeline.
 func (s *server) pipelineParam(r *http.Request) (string, error) {
 	name, err := validPipelineName(chi.URLParam(r, "name"))
@@ -198,11 +205,12 @@ func (s *server) runParam(r *http.Request) (runs.Run, error) {
 	return s.runs.Get(r.Context(), id)
 }
 
+// knownPipeline answers 404 before the engine is asked when no pipeline has that name.
 func (s *server) knownPipeline(name string) error {
 	if slices.Contains(s.engine.Pipelines(), name) {
 		return nil
 	}
-	return fmt.Errorf("pipeline %q: %w", name, ErrUnknownPipeline)
+	return fmt.Errorf("pipeline %q: %w", name, orchestrator.ErrUnknownPipeline)
 }
 
 func etag(r runs.Run) string {

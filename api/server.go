@@ -9,28 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/metrics"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
-
-// Engine is what the API needs from the deploy engine (package phases). The engine returns
-// the errors listed in errors.go, wrapped, so the API can answer with the right status.
-type Engine interface {
-	// Submit validates t against the pipeline and enqueues a run; existing is true when
-	// t.IdempotencyKey matched a run already created (that run is returned, nothing new
-	// starts). Errors: ErrUnknownPipeline; a *FieldError (ErrInvalid) naming the trigger
-	// field; ErrShuttingDown; runs.ErrUnavailable.
-	Submit(ctx context.Context, pipeline string, t runs.Trigger) (run *runs.Run, existing bool, err error)
-	// Cancel stops a run: a queued one never starts, a running one stops after its current
-	// step and compensates. Errors: runs.ErrNotFound; runs.ErrEnded when it already ended.
-	Cancel(ctx context.Context, runID string) (*runs.Run, error)
-	// Plan is the dry run: what a run with t would change, as a JSON-encodable value.
-	// Errors: ErrUnknownPipeline; a *FieldError; outside-API errors.
-	Plan(ctx context.Context, pipeline string, t runs.Trigger) (any, error)
-	// Pipelines lists the loaded pipelines' names.
-	Pipelines() []string
-}
 
 // Locks is what the API needs from the lock service; *locks.Locker implements it.
 type Locks interface {
@@ -47,11 +31,16 @@ var _ Locks = (*locks.Locker)(nil)
 // Deps is what NewServer is built from. Engine, Runs, Locks and Config are required.
 type Deps struct {
 	Config *config.Daemon
-	Engine Engine
+	// Engine is the deploy engine (*phases.Engine): the domain's contract, answering with
+	// run records. toHTTP maps its errors (orchestrator's, wrapped) to status codes.
+	Engine orchestrator.Engine[*runs.Run]
 	Runs   runs.Store
 	Locks  Locks
+	// Deliveries de-duplicates webhook deliveries (nil: Runs, which must then implement
+	// runs.Deliveries; both run stores do).
+	Deliveries runs.Deliveries
 	// Metrics is served at /metrics and told about every request (nil: no metrics).
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// Logger receives the access log and server-side failures (nil: discard).
 	Logger *slog.Logger
 	// Notifier is told about freezes placed and lifted through the API (nil: nobody).
@@ -86,10 +75,11 @@ const (
 // server holds the handlers' dependencies. It is built once by NewServer.
 type server struct {
 	cfg         *config.Daemon
-	engine      Engine
+	engine      orchestrator.Engine[*runs.Run]
 	runs        runs.Store
+	deliveries  runs.Deliveries
 	locks       Locks
-	metrics     *Metrics
+	metrics     *metrics.Metrics
 	notifier    Notifier
 	log         *slog.Logger
 	heartbeat   time.Duration
@@ -118,10 +108,17 @@ func NewServer(d Deps) http.Handler {
 	if d.Config == nil || d.Engine == nil || d.Runs == nil || d.Locks == nil {
 		panic("api.NewServer: Config, Engine, Runs and Locks are required")
 	}
+	if d.Deliveries == nil {
+		var ok bool
+		if d.Deliveries, ok = d.Runs.(runs.Deliveries); !ok {
+			panic("api.NewServer: Deliveries is required when Runs does not de-duplicate deliveries")
+		}
+	}
 	s := &server{
 		cfg:         d.Config,
 		engine:      d.Engine,
 		runs:        d.Runs,
+		deliveries:  d.Deliveries,
 		locks:       d.Locks,
 		metrics:     d.Metrics,
 		notifier:    d.Notifier,

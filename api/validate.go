@@ -1,39 +1,36 @@
 package api
 
 import (
+	"errors"
 	"fmt"
-	"maps"
+	"net/http"
 	"net/url"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
-// Validation of everything a client sends, in one place. Each check returns a *FieldError
-// naming the field, so the answer says what to fix.
+// Validation of everything a client sends, in one place (a trigger's values in
+// orchestrator.Trigger.Validate). Each check returns a *orchestrator.FieldError naming the
+// field, so the answer says what to fix.
 
 var (
-	// pipelineNamePattern is config's rule for pipeline names.
-	pipelineNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	// runIDPattern accepts run IDs (ULIDs) and other IDs a store may hand out.
 	runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 	// idempotencyKeyPattern bounds Idempotency-Key headers.
 	idempotencyKeyPattern = regexp.MustCompile(`^[\x21-\x7e]{1,200}$`)
 )
 
-// Limits on trigger values.
+// Limits on the lock routes' values (a trigger's are orchestrator.Trigger.Validate's).
 const (
-	maxTriggerValue = 256
-	maxParamValue   = 1024
-	maxParams       = 50
-	maxReason       = 1024
-	maxFreezeFor    = 30 * 24 * time.Hour
+	maxName      = 256 // holder, by
+	maxReason    = 1024
+	maxFreezeFor = 30 * 24 * time.Hour
 )
 
 // pathParam returns a path parameter unescaped. chi routes on the escaped path, so "%2F" and
@@ -52,7 +49,7 @@ func validPipelineName(raw string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !pipelineNamePattern.MatchString(name) {
+	if !config.PipelineNamePattern.MatchString(name) {
 		return "", fieldErr("name", "a pipeline name is 1-63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit")
 	}
 	return name, nil
@@ -70,99 +67,45 @@ func validRunID(raw string) (string, error) {
 	return id, nil
 }
 
-// validLockKey checks a {key} path parameter with config.CheckLockKey, the CLI's rule too.
+// validLockKey checks a {key} path parameter with orchestrator.CheckLockKey, the CLI's rule too.
 func validLockKey(raw string) (string, error) {
 	key, err := pathParam(raw, "key")
 	if err != nil {
 		return "", err
 	}
-	if err := config.CheckLockKey(key); err != nil {
-		return "", fieldErr("key", "%s", strings.TrimPrefix(err.Error(), fmt.Sprintf("lock key %q: ", key)))
+	var ke *orchestrator.LockKeyError
+	if err := orchestrator.CheckLockKey(key); errors.As(err, &ke) {
+		return "", fieldErr("key", "%s", ke.Reason)
 	}
 	return key, nil
 }
 
-// triggerBody is the body of POST /v1/pipelines/{name}/runs.
-type triggerBody struct {
-	Build      string            `json:"build"`
-	ImageTag   string            `json:"image_tag"`
-	Commit     string            `json:"commit"`
-	AppVersion string            `json:"app_version"`
-	Params     map[string]string `json:"params"`
-	// Rollback deploys this build on purpose even when a newer one is on the services
-	// (runs.Trigger.Rollback); Reason says why (recorded in the run and the audit).
-	Rollback bool   `json:"rollback"`
-	Reason   string `json:"reason"`
+// decodeTrigger decodes the body of POST /v1/pipelines/{name}/runs straight into the
+// trigger and validates it (orchestrator.Trigger.Validate: every problem at once, as
+// FieldErrors). The fields the server sets (by, idempotency_key, idempotency_hash) are
+// refused as unknown fields: a client never sends them. The engine checks the trigger against
+// the pipeline (required params, the resolved image tag, versions) on top.
+func decodeTrigger(r *http.Request) (orchestrator.Trigger, error) {
+	var t orchestrator.Trigger
+	if err := decode(r, &t, false); err != nil {
+		return t, err
+	}
+	return t, validTriggerBody(t)
 }
 
-// validTrigger checks the trigger's values, each free-text rule here and then
-// config.Trigger.Validate (the rules the engine applies too, at submit), and returns them as
-// a runs.Trigger. Every problem is reported at once (FieldErrors). The engine checks them
-// against the pipeline (required params, the resolved image tag, versions) on top.
-func validTrigger(b triggerBody) (runs.Trigger, error) {
-	var errs FieldErrors
-	bad := map[string]bool{}
-	add := func(err error) {
-		if fe, ok := err.(*FieldError); ok {
-			errs = append(errs, fe)
-			bad[fe.Field] = true
+// validTriggerBody checks a decoded trigger body: no field the server sets, and Validate.
+func validTriggerBody(t orchestrator.Trigger) error {
+	for _, f := range []struct{ name, v string }{{"by", t.By}, {"idempotency_key", t.IdempotencyKey}, {"idempotency_hash", t.IdempotencyHash}} {
+		if f.v != "" {
+			return unknownField(f.name)
 		}
 	}
-	for _, f := range []struct{ name, v string }{
-		{"build", b.Build}, {"image_tag", b.ImageTag}, {"commit", b.Commit}, {"app_version", b.AppVersion}, {"reason", b.Reason},
-	} {
-		add(validText(f.name, f.v, maxTriggerValue))
-	}
-	if len(b.Params) > maxParams {
-		add(fieldErr("params", "at most %d parameters", maxParams))
-	}
-	for _, k := range slices.Sorted(maps.Keys(b.Params)) {
-		if err := validText("params", k, 64); err != nil {
-			add(fieldErr("params", "a parameter name %s", err.(*FieldError).Reason))
-			continue
-		}
-		add(validText("params."+k, b.Params[k], maxParamValue))
-	}
-	ct := config.Trigger{Build: b.Build, ImageTag: b.ImageTag, Commit: b.Commit, AppVersion: b.AppVersion, Params: b.Params}
-	if !bad["params"] {
-		for _, fe := range fieldErrors(ct.Validate()) {
-			if !bad[fe.Field] {
-				errs = append(errs, fe)
-			}
-		}
-	}
-	if b.Reason != "" && !b.Rollback && !bad["reason"] {
-		add(fieldErr("reason", "a reason goes with a rollback (\"rollback\": true)"))
-	}
-	if len(errs) > 0 {
-		return runs.Trigger{}, errs
-	}
-	t := runs.Trigger{Build: b.Build, ImageTag: b.ImageTag, Commit: b.Commit, AppVersion: b.AppVersion,
-		Rollback: b.Rollback, Reason: b.Reason}
-	if len(b.Params) > 0 {
-		t.Params = make(map[string]string, len(b.Params))
-		for k, v := range b.Params {
-			t.Params[k] = v
-		}
-	}
-	return t, nil
+	return t.Validate()
 }
 
-// validText checks a free-text value: valid UTF-8, no control characters, at most max bytes.
-func validText(field, v string, max int) error {
-	if len(v) > max {
-		return fieldErr(field, "longer than %d bytes", max)
-	}
-	if !utf8.ValidString(v) {
-		return fieldErr(field, "not valid UTF-8")
-	}
-	for _, r := range v {
-		if r < 0x20 || r == 0x7f {
-			return fieldErr(field, "holds a control character")
-		}
-	}
-	return nil
-}
+// validText checks a free-text value (orchestrator.CheckText: valid UTF-8, no control
+// characters, at most max bytes).
+func validText(field, v string, max int) error { return orchestrator.CheckText(field, v, max) }
 
 // validIdempotencyKey checks the Idempotency-Key header ("" when absent).
 func validIdempotencyKey(v string) error {
@@ -177,7 +120,7 @@ func validIdempotencyKey(v string) error {
 func validListQuery(q url.Values) (runs.Filter, error) {
 	var f runs.Filter
 	if p := q.Get("pipeline"); p != "" {
-		if !pipelineNamePattern.MatchString(p) {
+		if !config.PipelineNamePattern.MatchString(p) {
 			return f, fieldErr("pipeline", "not a pipeline name")
 		}
 		f.Pipeline = p
@@ -217,20 +160,20 @@ func statusList() string {
 
 // planQuery is GET /v1/pipelines/{name}/plan's query: build, image_tag, commit, app_version,
 // param=KEY=VALUE (repeated) and rollback=true, the same values a trigger body carries.
-func validPlanQuery(q url.Values) (runs.Trigger, error) {
-	b := triggerBody{Build: q.Get("build"), ImageTag: q.Get("image_tag"), Commit: q.Get("commit"), AppVersion: q.Get("app_version"),
+func validPlanQuery(q url.Values) (orchestrator.Trigger, error) {
+	b := orchestrator.Trigger{Build: q.Get("build"), ImageTag: q.Get("image_tag"), Commit: q.Get("commit"), AppVersion: q.Get("app_version"),
 		Rollback: q.Get("rollback") == "true"}
 	for _, kv := range q["param"] {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return runs.Trigger{}, fieldErr("param", "write param=KEY=VALUE")
+			return orchestrator.Trigger{}, fieldErr("param", "write param=KEY=VALUE")
 		}
 		if b.Params == nil {
 			b.Params = map[string]string{}
 		}
 		b.Params[k] = v
 	}
-	return validTrigger(b)
+	return b, b.Validate()
 }
 
 // forceBody is the body of POST /v1/locks/{key}/release.
@@ -254,13 +197,13 @@ func validForce(b forceBody) error {
 	case strings.TrimSpace(b.Reason) == "":
 		return fieldErr("reason", "a forced release needs a reason for the audit trail")
 	}
-	if err := validText("holder", b.Holder, maxTriggerValue); err != nil {
+	if err := validText("holder", b.Holder, maxName); err != nil {
 		return err
 	}
 	if err := validText("reason", b.Reason, maxReason); err != nil {
 		return err
 	}
-	return validText("by", b.By, maxTriggerValue)
+	return validText("by", b.By, maxName)
 }
 
 // freezeBody is the body of POST /v1/locks/{key}/freeze: a message and either an absolute
@@ -280,7 +223,7 @@ func validFreeze(b freezeBody, now time.Time) (time.Time, error) {
 	if err := validText("message", b.Message, maxReason); err != nil {
 		return time.Time{}, err
 	}
-	if err := validText("by", b.By, maxTriggerValue); err != nil {
+	if err := validText("by", b.By, maxName); err != nil {
 		return time.Time{}, err
 	}
 	until := b.Until
@@ -315,7 +258,7 @@ func validUnfreeze(b unfreezeBody) error {
 	if err := validText("reason", b.Reason, maxReason); err != nil {
 		return err
 	}
-	return validText("by", b.By, maxTriggerValue)
+	return validText("by", b.By, maxName)
 }
 
 // validLastEventID checks the SSE Last-Event-ID header (an event Seq; "" means from the start).

@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/internal/hmacsig"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -84,7 +85,7 @@ type ciEvent struct {
 	// "push" for a push); rules accept config.DefaultSources unless they list theirs.
 	Source string
 	// Defaults of the run's trigger, overridden by the rule's trigger template.
-	Trigger runs.Trigger
+	Trigger orchestrator.Trigger
 	// Ignore, when set, says why this delivery is not a deploy signal (a failed workflow, a
 	// deleted branch, a ping) and nothing is matched.
 	Ignore string
@@ -105,7 +106,7 @@ func (s *server) handleWebhook() http.HandlerFunc {
 		if err != nil {
 			outcome = "rejected"
 		}
-		s.metrics.webhook(string(provider), outcome)
+		s.metrics.Webhook(string(provider), outcome)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -200,7 +201,7 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	bodySum := sha256.Sum256(body)
 	seenID := false
 	if delivery != "" {
-		seenID, err = s.runs.SeenDelivery(r.Context(), string(provider)+":"+delivery, s.deliveryTTL)
+		seenID, err = s.deliveries.SeenDelivery(r.Context(), string(provider)+":"+delivery, s.deliveryTTL)
 		if err != nil {
 			return webhookResponse{}, 0, fmt.Errorf("record delivery: %w", err)
 		}
@@ -448,7 +449,7 @@ func parseGitHub(event string, body []byte) (ciEvent, error) {
 		// head_branch is a branch name, taken as it is (never stripped of refs/heads/).
 		ev := ciEvent{
 			Event: event, Repository: p.Repository.FullName, Branch: wr.HeadBranch, Workflow: wr.Name, Source: wr.Event,
-			Trigger: runs.Trigger{Build: strconv.FormatInt(wr.RunNumber, 10), Commit: wr.HeadSHA},
+			Trigger: orchestrator.Trigger{Build: strconv.FormatInt(wr.RunNumber, 10), Commit: wr.HeadSHA},
 		}
 		switch {
 		case p.Action != "completed":
@@ -473,7 +474,7 @@ func parseGitHub(event string, body []byte) (ciEvent, error) {
 			return ciEvent{}, fieldErr("ref", "missing from a push delivery")
 		}
 		ev := ciEvent{Event: event, Repository: p.Repository.FullName, Source: "push",
-			Branch: branchOfRef(p.Ref), Trigger: runs.Trigger{Commit: p.After}}
+			Branch: branchOfRef(p.Ref), Trigger: orchestrator.Trigger{Commit: p.After}}
 		if p.Deleted {
 			ev.Ignore = "push deleted the ref: nothing to deploy"
 		}
@@ -559,7 +560,7 @@ func parseGitLab(event string, body []byte) (ciEvent, error) {
 			return notUnderstood(errors.New("no object_attributes"))
 		}
 		ev := ciEvent{Event: "pipeline", Repository: p.Project.PathWithNamespace, Workflow: oa.Source, Source: oa.Source,
-			Trigger: runs.Trigger{Build: strconv.FormatInt(oa.ID, 10), Commit: oa.SHA}}
+			Trigger: orchestrator.Trigger{Build: strconv.FormatInt(oa.ID, 10), Commit: oa.SHA}}
 		if oa.Name != nil && *oa.Name != "" {
 			ev.Workflow = *oa.Name
 		}
@@ -579,7 +580,7 @@ func parseGitLab(event string, body []byte) (ciEvent, error) {
 			return notUnderstood(err)
 		}
 		ev := ciEvent{Event: "push", Repository: p.Project.PathWithNamespace, Source: "push",
-			Branch: branchOfRef(p.Ref), Trigger: runs.Trigger{Commit: p.After}}
+			Branch: branchOfRef(p.Ref), Trigger: orchestrator.Trigger{Commit: p.After}}
 		if p.After == zeroSHA || p.After == "" {
 			ev.Ignore = "push deleted the ref: nothing to deploy"
 		}
@@ -613,7 +614,7 @@ func parseGeneric(body []byte) (ciEvent, error) {
 		return ciEvent{}, err
 	}
 	return ciEvent{Event: p.Event, Repository: p.Repository, Branch: p.Branch, Workflow: p.Workflow,
-		Trigger: runs.Trigger{Build: p.Build, ImageTag: p.ImageTag, Commit: p.Commit, AppVersion: p.AppVersion, Params: p.Params}}, nil
+		Trigger: orchestrator.Trigger{Build: p.Build, ImageTag: p.ImageTag, Commit: p.Commit, AppVersion: p.AppVersion, Params: p.Params}}, nil
 }
 
 // matchRule returns the first of the hook's rules that matches ev (config.Webhook.Match) and
@@ -641,14 +642,14 @@ func matchEvent(provider config.Provider, ev ciEvent) config.Event {
 // rule's template (config.WebhookRule.TriggerFor fills its ${payload.…} references from the
 // body). The result passes the same validation as a trigger sent to the API; a rule that
 // yields an invalid trigger answers 422 naming the rule's field.
-func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent, body []byte) (runs.Trigger, error) {
+func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent, body []byte) (orchestrator.Trigger, error) {
 	field := func(name string) string { return fmt.Sprintf("webhooks rules[%d].%s", i, name) }
 	tt, err := rule.TriggerFor(body)
 	if err != nil {
-		if es := fieldErrors(err); len(es) > 0 {
-			return runs.Trigger{}, unprocessable(field(es[0].Field), ruleProblems(field, es))
+		if es := orchestrator.AsFieldErrors(err); len(es) > 0 {
+			return orchestrator.Trigger{}, unprocessable(field(es[0].Field), ruleProblems(field, es))
 		}
-		return runs.Trigger{}, unprocessable(field("trigger"), err)
+		return orchestrator.Trigger{}, unprocessable(field("trigger"), err)
 	}
 	t := ev.Trigger
 	for _, f := range []struct{ v, dst *string }{
@@ -668,22 +669,21 @@ func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent, body []byte) (runs
 		}
 		t.Params = params
 	}
-	out, err := validTrigger(triggerBody{Build: t.Build, ImageTag: t.ImageTag, Commit: t.Commit, AppVersion: t.AppVersion, Params: t.Params})
-	if err != nil {
-		if es := fieldErrors(err); len(es) > 0 {
+	if err := t.Validate(); err != nil {
+		if es := orchestrator.AsFieldErrors(err); len(es) > 0 {
 			tf := func(name string) string { return field("trigger." + name) }
-			return runs.Trigger{}, unprocessable(tf(es[0].Field), ruleProblems(tf, es))
+			return orchestrator.Trigger{}, unprocessable(tf(es[0].Field), ruleProblems(tf, es))
 		}
-		return runs.Trigger{}, err
+		return orchestrator.Trigger{}, err
 	}
 	if rule.Rollback {
-		out.Rollback, out.Reason = true, fmt.Sprintf("webhook rule rules[%d] deploys rollbacks", i)
+		t.Rollback, t.Reason = true, fmt.Sprintf("webhook rule rules[%d] deploys rollbacks", i)
 	}
-	return out, nil
+	return t, nil
 }
 
 // ruleProblems is every problem of a rule's trigger, each naming the rule's field.
-func ruleProblems(field func(string) string, es FieldErrors) error {
+func ruleProblems(field func(string) string, es orchestrator.FieldErrors) error {
 	if len(es) == 1 {
 		return errors.New(es[0].Reason)
 	}

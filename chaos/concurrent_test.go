@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -41,7 +42,7 @@ func TestTwoDaemonsTwentyRuns(t *testing.T) {
 			d, pipeline = d2, "web"
 		}
 		build := strconv.Itoa(100 + i)
-		all = append(all, submitted{d, d.trigger(pipeline, runs.Trigger{Build: build, ImageTag: "v" + build})})
+		all = append(all, submitted{d, d.trigger(pipeline, orchestrator.Trigger{Build: build, ImageTag: "v" + build})})
 	}
 
 	ended := make([]runs.Run, len(all))
@@ -108,7 +109,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 		[]svc{{name: "a", uuid: appA}, {name: "b", uuid: appB}}, "locks: { ttl: 30s }\n")})
 	d := startDaemon(t, "d1", w.env("chaos-restart-1", dir))
 
-	r1 := d.trigger("prod", runs.Trigger{Build: "1", ImageTag: "v2"})
+	r1 := d.trigger("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
 	waitFor(t, 30*time.Second, "run 1's deployment of a to start", func() bool {
 		_, ok := startedDeployment(w.cf, appA, r1.ID)
 		return ok
@@ -142,7 +143,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 		}
 	}
 
-	r2 := d.trigger("prod", runs.Trigger{Build: "2", ImageTag: "v3"})
+	r2 := d.trigger("prod", orchestrator.Trigger{Build: "2", ImageTag: "v3"})
 	if got := d.waitEnded(r2.ID, 60*time.Second); got.Status != runs.StatusSucceeded {
 		t.Fatalf("run 2 after the restart: %q (%s), want succeeded", got.Status, got.Reason)
 	}
@@ -170,7 +171,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r3 := d.trigger("prod", runs.Trigger{Build: "3", ImageTag: "v4"})
+	r3 := d.trigger("prod", orchestrator.Trigger{Build: "3", ImageTag: "v4"})
 	waitFor(t, 30*time.Second, "run 3 to wait for coolify:phase2", func() bool {
 		info, err := lk.Get(t.Context(), "coolify:phase2")
 		return err == nil && info.Waiters > 0 && d.run(r3.ID).Status == runs.StatusPhase1

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -19,7 +20,7 @@ func TestKillDuringPhase2(t *testing.T) {
 		[]svc{{name: "a", uuid: appA}, {name: "b", uuid: appB}}, "locks: { ttl: 10m }\n")})
 	d := startDaemon(t, "d1", w.env("chaos-crash-1", dir))
 
-	r1 := d.trigger("prod", runs.Trigger{Build: "1", ImageTag: "v2"})
+	r1 := d.trigger("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
 	waitFor(t, 30*time.Second, "run 1's deployment of a to start", func() bool {
 		_, ok := startedDeployment(w.cf, appA, r1.ID)
 		return ok
@@ -43,7 +44,7 @@ func TestKillDuringPhase2(t *testing.T) {
 			l.Key, l.Holder, l.Fence, l.ExpiresAt.Format(time.RFC3339))
 	}
 
-	r2 := d.trigger("prod", runs.Trigger{Build: "2", ImageTag: "v3"})
+	r2 := d.trigger("prod", orchestrator.Trigger{Build: "2", ImageTag: "v3"})
 	got2 := d.waitEnded(r2.ID, 60*time.Second)
 	if got2.Status != runs.StatusSucceeded {
 		t.Fatalf("run 2: %q (%s), want succeeded", got2.Status, got2.Reason)

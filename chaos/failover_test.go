@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -77,7 +78,7 @@ func haScenario(t *testing.T, w *world, inPhase1 bool, failover haFailover) {
 	for i := range 4 {
 		d, pipeline := ds[i%2], []string{"api", "web"}[i%2]
 		build := strconv.Itoa(100 + i)
-		all = append(all, submitted{d, d.trigger(pipeline, runs.Trigger{Build: build, ImageTag: "v" + build})})
+		all = append(all, submitted{d, d.trigger(pipeline, orchestrator.Trigger{Build: build, ImageTag: "v" + build})})
 	}
 
 	if inPhase1 {
@@ -119,7 +120,7 @@ func haScenario(t *testing.T, w *world, inPhase1 bool, failover haFailover) {
 	for i, d := range ds {
 		wg.Go(func() {
 			build := strconv.Itoa(200 + i)
-			r, took := triggerUntilAccepted(t, d, []string{"api", "web"}[i], runs.Trigger{Build: build, ImageTag: "v" + build}, started)
+			r, took := triggerUntilAccepted(t, d, []string{"api", "web"}[i], orchestrator.Trigger{Build: build, ImageTag: "v" + build}, started)
 			t.Logf("daemon %s wrote to the new master %s after the failover started", d.name, took.Round(time.Millisecond))
 			if took > reconnectBound {
 				t.Errorf("daemon %s took %s to write to the new master, above the bound %s", d.name, took.Round(time.Millisecond), reconnectBound)
@@ -186,7 +187,7 @@ func haScenario(t *testing.T, w *world, inPhase1 bool, failover haFailover) {
 
 // triggerUntilAccepted triggers pipeline on d until the daemon answers 202 and returns the run
 // and the time since since. It gives up after twice reconnectBound.
-func triggerUntilAccepted(t *testing.T, d *daemon, pipeline string, tr runs.Trigger, since time.Time) (runs.Run, time.Duration) {
+func triggerUntilAccepted(t *testing.T, d *daemon, pipeline string, tr orchestrator.Trigger, since time.Time) (runs.Run, time.Duration) {
 	body := map[string]any{"build": tr.Build, "image_tag": tr.ImageTag}
 	for {
 		code, b := d.do(http.MethodPost, "/v1/pipelines/"+pipeline+"/runs", body, map[string]string{"Authorization": "Bearer " + triggerToken})

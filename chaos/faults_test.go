@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -36,7 +37,7 @@ func TestRedisStalledPastTTL(t *testing.T) {
 	d2 := startDaemon(t, "d2", w.env("chaos-stall-2", dir))
 
 	w.cf.SetDeployOutcome(appA, coolifytest.Hang)
-	r1 := d1.trigger("prod", runs.Trigger{Build: "1", ImageTag: "v2"})
+	r1 := d1.trigger("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
 	var dep coolifytest.Deployment
 	waitFor(t, 30*time.Second, "run 1's deployment of a to start", func() bool {
 		var ok bool
@@ -55,7 +56,7 @@ func TestRedisStalledPastTTL(t *testing.T) {
 	if _, err := lk.Acquire(t.Context(), locks.Request{Key: "coolify:phase1", Holder: "chaos-test", Owner: "chaos-test", TTL: 3 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	r2 := d2.trigger("prod", runs.Trigger{Build: "2", ImageTag: "v3"})
+	r2 := d2.trigger("prod", orchestrator.Trigger{Build: "2", ImageTag: "v3"})
 	waitFor(t, 30*time.Second, "run 2 to wait for coolify:phase1", func() bool {
 		info, err := lk.Get(t.Context(), "coolify:phase1")
 		return err == nil && info.Waiters > 0
@@ -113,7 +114,7 @@ func TestCoolifyFaults(t *testing.T) {
 	w.cf.FailNext(2, coolifytest.Fault{Method: http.MethodPost, Route: "/deploy", Status: http.StatusTooManyRequests, RetryAfter: time.Second})
 	w.cf.SetDeployOutcome(appB, coolifytest.Hang)
 
-	r := d.trigger("prod", runs.Trigger{Build: "1", ImageTag: "v2"})
+	r := d.trigger("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
 	var hung coolifytest.Deployment
 	waitFor(t, 60*time.Second, "b's deployment to start", func() bool {
 		var ok bool
@@ -207,7 +208,7 @@ func TestSIGTERMDuringPhase1(t *testing.T) {
 	// Slow writes keep the run in Phase 1 long enough to be caught there.
 	w.cf.SetRouteLatency(http.MethodPatch, "", 300*time.Millisecond, 300*time.Millisecond)
 
-	r := d.trigger("prod", runs.Trigger{Build: "1", ImageTag: "v2"})
+	r := d.trigger("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
 	waitFor(t, 30*time.Second, "run to write a's env in Phase 1", func() bool {
 		for _, q := range requestsOf(w.cf, r.ID) {
 			if q.Method == http.MethodPatch && strings.Contains(q.Path, appA) {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -262,7 +263,7 @@ func (d *daemon) do(method, path string, body any, hdr map[string]string) (int, 
 }
 
 // trigger starts a run of pipeline through the API with the trigger token.
-func (d *daemon) trigger(pipeline string, tr runs.Trigger) runs.Run {
+func (d *daemon) trigger(pipeline string, tr orchestrator.Trigger) runs.Run {
 	d.t.Helper()
 	body := map[string]any{"build": tr.Build, "image_tag": tr.ImageTag, "commit": tr.Commit, "app_version": tr.AppVersion}
 	if len(tr.Params) > 0 {

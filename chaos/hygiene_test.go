@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/internal/hmacsig"
 	"github.com/deploy-orchestrator/orchestrator/mobile/flagsmithtest"
@@ -95,14 +96,14 @@ on_failure: rollback
 	env["NOTIFY_HMAC"] = sentinelNotifyHMAC
 	d := startDaemon(t, "d1", env)
 
-	ok := d.trigger("prod", runs.Trigger{Build: "1", ImageTag: "v2", AppVersion: "2.0.0"})
+	ok := d.trigger("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2", AppVersion: "2.0.0"})
 	if got := d.waitEnded(ok.ID, 60*time.Second); got.Status != runs.StatusSucceeded {
 		t.Fatalf("run 1: %q (%s), want succeeded", got.Status, got.Reason)
 	}
 	// A run that fails while writing the secrets, so error strings are searched too.
 	w.cf.FailNext(10, coolifytest.Fault{Method: http.MethodPatch, Status: http.StatusUnprocessableEntity,
 		Message: "The given data was invalid."})
-	bad := d.trigger("prod", runs.Trigger{Build: "2", ImageTag: "v3", AppVersion: "2.1.0"})
+	bad := d.trigger("prod", orchestrator.Trigger{Build: "2", ImageTag: "v3", AppVersion: "2.1.0"})
 	if got := d.waitEnded(bad.ID, 60*time.Second); got.Status != runs.StatusFailed {
 		t.Fatalf("run 2: %q (%s), want failed", got.Status, got.Reason)
 	}

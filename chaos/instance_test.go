@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -18,7 +19,7 @@ func TestSameInstanceRefused(t *testing.T) {
 	dir := pipelineDir(t, map[string]string{"prod": w.pipelineYAML([]svc{{name: "a", uuid: appA}}, "locks: { ttl: 10s }\n")})
 	const instance = "chaos-same-1"
 	d1 := startDaemon(t, "d1", w.env(instance, dir))
-	r1 := d1.trigger("prod", runs.Trigger{Build: "1", ImageTag: "v2"})
+	r1 := d1.trigger("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
 	waitFor(t, 30*time.Second, "run 1's deployment of a to start", func() bool {
 		_, ok := startedDeployment(w.cf, appA, r1.ID)
 		return ok

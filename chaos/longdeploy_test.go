@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -30,7 +31,7 @@ func TestKillDuringLongDeploy(t *testing.T) {
 			d1 := startDaemon(t, "d1", w.env("chaos-long-1", dir))
 			d2 := startDaemon(t, "d2", w.env("chaos-long-2", dir))
 
-			r1 := d1.trigger("prod", runs.Trigger{Build: "1", ImageTag: "v2"})
+			r1 := d1.trigger("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
 			var dep coolifytest.Deployment
 			// Started on Coolify and recorded in the run (killed between the two, the dead run
 			// could not say which deployment was its own: the survivor's guard still cancels it).
@@ -45,7 +46,7 @@ func TestKillDuringLongDeploy(t *testing.T) {
 			if tc.restart {
 				d1.restart()
 			}
-			r2 := d2.trigger("prod", runs.Trigger{Build: "2", ImageTag: "v3"})
+			r2 := d2.trigger("prod", orchestrator.Trigger{Build: "2", ImageTag: "v3"})
 			if got := d2.waitEnded(r2.ID, 120*time.Second); got.Status != runs.StatusSucceeded {
 				t.Errorf("run 2: %q (%s), want succeeded", got.Status, got.Reason)
 			}
@@ -117,7 +118,7 @@ func TestNewestConfigWins(t *testing.T) {
 			d, pipeline = d2, "web"
 		}
 		b := fmt.Sprint(200 + i)
-		r := d.trigger(pipeline, runs.Trigger{Build: b, ImageTag: "v" + b})
+		r := d.trigger(pipeline, orchestrator.Trigger{Build: b, ImageTag: "v" + b})
 		build[r.ID] = b
 		all = append(all, submitted{d, r.ID})
 	}

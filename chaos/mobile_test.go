@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/mobile/flagsmithtest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -69,7 +70,7 @@ func TestFlagsmithChangedBetweenReadAndWrite(t *testing.T) {
 		"locks: { ttl: 30s }\n"+mobileYAML(fs, flagsmithtest.DefaultAPIKey))})
 	d := startDaemon(t, "d1", w.env("chaos-mobile-1", dir))
 
-	r := d.trigger("prod", runs.Trigger{Build: "1", ImageTag: "v2", AppVersion: "2.0.0"})
+	r := d.trigger("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2", AppVersion: "2.0.0"})
 	got := d.waitEnded(r.ID, 60*time.Second)
 	if got.Status != runs.StatusSucceeded {
 		t.Fatalf("run: %q (%s), want succeeded", got.Status, got.Reason)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -24,7 +25,7 @@ func TestNewerBuildNotOverwrittenByOlder(t *testing.T) {
 		same bool
 	}{{"different daemons", false}, {"one daemon", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startOlderAfterNewer(t, tc.same, runs.Trigger{Build: "4", ImageTag: "v4"})
+			s := startOlderAfterNewer(t, tc.same, orchestrator.Trigger{Build: "4", ImageTag: "v4"})
 			if s.r5.Status != runs.StatusSucceeded {
 				t.Errorf("build 5: %s (%s)", s.r5.Status, s.r5.Reason)
 			}
@@ -61,7 +62,7 @@ func TestRollbackToOlderBuild(t *testing.T) {
 		same bool
 	}{{"different daemons", false}, {"one daemon", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startOlderAfterNewer(t, tc.same, runs.Trigger{Build: "4", ImageTag: "v4", Rollback: true, Reason: "build 5 breaks checkout"})
+			s := startOlderAfterNewer(t, tc.same, orchestrator.Trigger{Build: "4", ImageTag: "v4", Rollback: true, Reason: "build 5 breaks checkout"})
 			r4 := s.r4
 			if r4.Status != runs.StatusSucceeded || !r4.Trigger.Rollback || r4.Trigger.Reason != "build 5 breaks checkout" {
 				t.Errorf("rollback to build 4: %s (%s), trigger %+v", r4.Status, r4.Reason, r4.Trigger)
@@ -100,7 +101,7 @@ type olderAfterNewer struct {
 // startOlderAfterNewer runs the scenario: build 3 on d1 deploying; build 5 submitted (to d1)
 // and holding coolify:phase1; then t4 (build 4) submitted to d2, or to d1 when same. It
 // returns the runs as they ended.
-func startOlderAfterNewer(t *testing.T, same bool, t4 runs.Trigger) olderAfterNewer {
+func startOlderAfterNewer(t *testing.T, same bool, t4 orchestrator.Trigger) olderAfterNewer {
 	t.Helper()
 	w := newWorld(t, coolifytest.WithTiming(coolifytest.Timing{Queued: 10 * time.Millisecond, RunMin: 1500 * time.Millisecond, RunMax: 1500 * time.Millisecond}))
 	budgets := "locks:\n  ttl: 30s\n  phase: { timeout: 120s, max_retries: 1 }\n  service: { timeout: 120s, max_retries: 1 }\n"
@@ -114,12 +115,12 @@ func startOlderAfterNewer(t *testing.T, same bool, t4 runs.Trigger) olderAfterNe
 		d4 = d1
 	}
 
-	r3 := d1.trigger("prod", runs.Trigger{Build: "3", ImageTag: "v3"})
+	r3 := d1.trigger("prod", orchestrator.Trigger{Build: "3", ImageTag: "v3"})
 	waitFor(t, 30*time.Second, "build 3's deployment of a to start", func() bool {
 		_, ok := startedDeployment(w.cf, appA, r3.ID)
 		return ok
 	})
-	r5 := d1.trigger("prod", runs.Trigger{Build: "5", ImageTag: "v5"})
+	r5 := d1.trigger("prod", orchestrator.Trigger{Build: "5", ImageTag: "v5"})
 	waitFor(t, 30*time.Second, "build 5 to hold coolify:phase1", func() bool {
 		return d1.run(r5.ID).Status != runs.StatusQueued
 	})
@@ -193,7 +194,7 @@ func TestSupersedeAcrossDaemons(t *testing.T) {
 	ids := make([]string, len(daemons))
 	for i, d := range daemons {
 		b := fmt.Sprint(i + 1)
-		ids[i] = d.trigger("prod", runs.Trigger{Build: b, ImageTag: "v" + b}).ID
+		ids[i] = d.trigger("prod", orchestrator.Trigger{Build: b, ImageTag: "v" + b}).ID
 		// The newest pending run waits for the phase lock, and it alone: the one it
 		// superseded on the other daemon has stopped waiting.
 		waitFor(t, 10*time.Second, fmt.Sprintf("run %d alone waiting for coolify:phase1", i+1), func() bool {

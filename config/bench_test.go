@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 // BenchmarkLoadPipeline measures loading and validating the production sample (the daemon
@@ -28,7 +30,7 @@ func BenchmarkResolve(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	t := Trigger{Build: "1234", ImageTag: "v1.2.3", Commit: "0a1b2c3", AppVersion: "1.2.3", Params: map[string]string{"jobs_concurrency": "16"}}
+	t := orchestrator.Trigger{Build: "1234", ImageTag: "v1.2.3", Commit: "0a1b2c3", AppVersion: "1.2.3", Params: map[string]string{"jobs_concurrency": "16"}}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := p.Resolve(t); err != nil {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/providers/posflag"
@@ -405,8 +406,8 @@ func (v *validator) webhook(p Provider, field string, w *Webhook) {
 			v.pattern(rf+".pipeline", r.Pipeline, PipelineNamePattern)
 		}
 		for _, k := range sortedKeys(r.Trigger.Params) {
-			if !paramKeyPattern.MatchString(k) {
-				v.add(rf+".trigger.params."+k, "param name does not match %s", paramKeyPattern)
+			if !orchestrator.ParamNamePattern.MatchString(k) {
+				v.add(rf+".trigger.params."+k, "param name does not match %s", orchestrator.ParamNamePattern)
 			}
 		}
 	}

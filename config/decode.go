@@ -302,15 +302,3 @@ func setDefault(m map[string]any, v any, path ...string) {
 		m[last] = v
 	}
 }
-
-// listOfMaps returns the mappings in raw[key] when it is a list, skipping other elements.
-func listOfMaps(raw map[string]any, key string) []map[string]any {
-	l, _ := raw[key].([]any)
-	var out []map[string]any
-	for _, e := range l {
-		if m, ok := e.(map[string]any); ok {
-			out = append(out, m)
-		}
-	}
-	return out
-}

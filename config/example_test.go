@@ -3,6 +3,7 @@ package config_test
 import (
 	"fmt"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 )
 
@@ -23,7 +24,7 @@ services:
 		fmt.Println(err)
 		return
 	}
-	run, err := p.Resolve(config.Trigger{Build: "1234", ImageTag: "v1.4.0", Commit: "0a1b2c3"})
+	run, err := p.Resolve(orchestrator.Trigger{Build: "1234", ImageTag: "v1.4.0", Commit: "0a1b2c3"})
 	if err != nil {
 		fmt.Println(err)
 		return

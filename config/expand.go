@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 // envNamePattern is what ${NAME} may name in the daemon's environment.
@@ -82,8 +84,8 @@ func checkTriggerRef(ref string) error {
 		return fmt.Errorf("%s is not a trigger reference", showRef(ref))
 	}
 	if key, ok := strings.CutPrefix(name, "params."); ok {
-		if !paramKeyPattern.MatchString(key) {
-			return fmt.Errorf("%s: a trigger param name must match %s", showRef(ref), paramKeyPattern)
+		if !orchestrator.ParamNamePattern.MatchString(key) {
+			return fmt.Errorf("%s: a trigger param name must match %s", showRef(ref), orchestrator.ParamNamePattern)
 		}
 		return nil
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 // hangLimit is far above the few milliseconds any input takes, even under -race on a busy
@@ -33,7 +35,7 @@ func FuzzLoadPipeline(f *testing.F) {
 	f.Add([]byte("services: [{uuid: x, env: [{key: A, value: '${'}]}]\n"))
 
 	env := testEnv("UNSET")
-	trigger := Trigger{Build: "1", ImageTag: "v1", Commit: "abc", AppVersion: "1.0.0", Params: map[string]string{"region": "eu", "tag": "x"}}
+	trigger := orchestrator.Trigger{Build: "1", ImageTag: "v1", Commit: "abc", AppVersion: "1.0.0", Params: map[string]string{"region": "eu", "tag": "x"}}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// A hung load can't fail the test from inside; the watchdog crashes the worker, and
 		// the fuzzer saves the input.
@@ -67,7 +69,7 @@ func FuzzLoadPipeline(f *testing.F) {
 			return
 		}
 		for _, s := range r.Services {
-			if s.ImageTag != "" && !ImageTagPattern.MatchString(s.ImageTag) {
+			if s.ImageTag != "" && !orchestrator.ImageTagPattern.MatchString(s.ImageTag) {
 				t.Fatalf("resolved an invalid image tag %q", s.ImageTag)
 			}
 		}

@@ -1,6 +1,10 @@
 package config
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/deploy-orchestrator/orchestrator"
+)
 
 func TestCompareBuilds(t *testing.T) {
 	tests := []struct {
@@ -39,10 +43,10 @@ func TestResolveOrderBuildWantsANumber(t *testing.T) {
 		t.Fatalf("load: %v", err)
 	}
 	for _, build := range []string{"", "v12", "1.2"} {
-		_, err := p.Resolve(Trigger{Build: build, ImageTag: "v1"})
+		_, err := p.Resolve(orchestrator.Trigger{Build: build, ImageTag: "v1"})
 		wantProblem(t, mustProblems(t, err), "build", "order: build")
 	}
-	if _, err := p.Resolve(Trigger{Build: "12", ImageTag: "v1"}); err != nil {
+	if _, err := p.Resolve(orchestrator.Trigger{Build: "12", ImageTag: "v1"}); err != nil {
 		t.Errorf("numeric build: %v", err)
 	}
 }

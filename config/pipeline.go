@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 // Pipeline is one pipeline definition: a Coolify instance, the services to sync and deploy
@@ -92,7 +94,7 @@ type Service struct {
 	// Kind defaults to KindApplication.
 	Kind ServiceKind `koanf:"kind"`
 	// ImageTag is the docker_registry_image_tag Phase 1 sets; empty means "leave the tag as it
-	// is". Takes trigger placeholders; after Resolve it matches ImageTagPattern.
+	// is". Takes trigger placeholders; after Resolve it matches orchestrator.ImageTagPattern.
 	ImageTag string `koanf:"image_tag"`
 	// Env are the variables Phase 1 syncs, in order. Keys are unique per service.
 	Env    []EnvVar `koanf:"env"`
@@ -283,60 +285,17 @@ const (
 	ConcurrencySupersede Concurrency = "supersede"
 )
 
-// Trigger holds the parameters of one run; Resolve fills ${trigger.build},
-// ${trigger.image_tag}, ${trigger.commit}, ${trigger.app_version} and ${trigger.params.KEY}
-// from it. The JSON form is the body of POST /v1/pipelines/{name}/runs.
-type Trigger struct {
-	Build      string            `json:"build,omitempty"`
-	ImageTag   string            `json:"image_tag,omitempty"`
-	Commit     string            `json:"commit,omitempty"`
-	AppVersion string            `json:"app_version,omitempty"`
-	Params     map[string]string `json:"params,omitempty"`
-}
-
-// Lock namespaces: each remote mutator's key prefix. Every lock key a pipeline takes lies in
-// exactly one of them; CheckNamespaces refuses a set in which one is a prefix of another.
-const (
-	NamespaceCoolify = "coolify:"
-	NamespaceMobile  = "mobile:"
-)
-
-// NamespaceDaemon holds the daemons' own keys (liveness and takeover leases); no pipeline
-// takes a key in it.
-const NamespaceDaemon = "daemon:"
-
-// DaemonLiveKey is the liveness lease of a daemon instance: held (and renewed) while it runs.
-func DaemonLiveKey(instance string) string { return NamespaceDaemon + "live:" + instance }
-
-// DaemonTakeoverKey is held by the daemon taking over a dead instance's runs.
-func DaemonTakeoverKey(instance string) string { return NamespaceDaemon + "takeover:" + instance }
-
-// Namespaces returns the registered lock namespaces, in registration order.
-func Namespaces() []string { return []string{NamespaceCoolify, NamespaceMobile} }
-
-// Lock keys of the two Coolify phases.
-const (
-	Phase1Key = NamespaceCoolify + "phase1"
-	Phase2Key = NamespaceCoolify + "phase2"
-)
-
-// ServiceLockKey is the lock key of a Coolify resource: "coolify:<uuid>".
-func ServiceLockKey(uuid string) string { return NamespaceCoolify + uuid }
-
-// MobileLockKey is the lock key of a Flagsmith feature: "mobile:flagsmith:<feature>".
-func MobileLockKey(feature string) string { return NamespaceMobile + "flagsmith:" + feature }
-
 // LockKey is the service's lock key.
-func (s Service) LockKey() string { return ServiceLockKey(s.UUID) }
+func (s Service) LockKey() string { return orchestrator.ServiceLockKey(s.UUID) }
 
 // LockKey is the mobile step's lock key.
-func (m MobileStep) LockKey() string { return MobileLockKey(m.Feature) }
+func (m MobileStep) LockKey() string { return orchestrator.MobileLockKey(m.Feature) }
 
 // LockKeys returns every key a run of the pipeline may take: the phase keys, one per service
 // and one per mobile feature, without duplicates, in that order.
 func (p *Pipeline) LockKeys() []string {
-	keys := []string{Phase1Key, Phase2Key}
-	seen := map[string]bool{Phase1Key: true, Phase2Key: true}
+	keys := []string{orchestrator.Phase1Key, orchestrator.Phase2Key}
+	seen := map[string]bool{orchestrator.Phase1Key: true, orchestrator.Phase2Key: true}
 	add := func(k string) {
 		if !seen[k] {
 			seen[k] = true

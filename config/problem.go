@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 // Problem is one thing wrong with a configuration file. It never holds a secret or a value
@@ -15,6 +17,10 @@ type Problem struct {
 	File    string // path of the file ("" for environment or flags)
 	Field   string // field path, e.g. "services[2].uuid"; "" for the file as a whole
 	Message string // what is wrong, lowercase
+	// Trigger is the trigger field the problem is about ("image_tag", "params.region"), set by
+	// Resolve where a trigger value is invalid or missing for a reference: the field a front
+	// door names. "" for problems of the file itself.
+	Trigger string
 }
 
 // String returns "file: field: what is wrong", leaving out the parts that are empty.
@@ -48,6 +54,28 @@ func (ps Problems) Lines() []string {
 	return out
 }
 
+// Is makes Problems match orchestrator.ErrInvalid.
+func (ps Problems) Is(target error) bool { return target == orchestrator.ErrInvalid }
+
+// As converts ps to orchestrator.FieldErrors (errors.As), each naming the problem's Trigger
+// field when it has one and its Field otherwise.
+func (ps Problems) As(target any) bool {
+	t, ok := target.(*orchestrator.FieldErrors)
+	if !ok {
+		return false
+	}
+	es := make(orchestrator.FieldErrors, len(ps))
+	for i, p := range ps {
+		field := p.Field
+		if p.Trigger != "" {
+			field = p.Trigger
+		}
+		es[i] = &orchestrator.FieldError{Field: field, Reason: p.Message}
+	}
+	*t = es
+	return true
+}
+
 // Err returns ps as an error, or nil when there are none.
 func (ps Problems) Err() error {
 	if len(ps) == 0 {
@@ -77,6 +105,11 @@ type problems struct {
 
 func (c *problems) add(field, format string, args ...any) {
 	c.list = append(c.list, Problem{File: c.file, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// addTrigger adds a problem at field that is about the trigger's field trigger.
+func (c *problems) addTrigger(field, trigger, format string, args ...any) {
+	c.list = append(c.list, Problem{File: c.file, Field: field, Trigger: trigger, Message: fmt.Sprintf(format, args...)})
 }
 
 // sortByField orders one file's problems the way its fields are declared in t (which is the

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 const resolvable = `
@@ -26,7 +28,7 @@ func TestResolveFillsTriggerReferences(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	tr := Trigger{Build: "42", Commit: "abc", AppVersion: "2.3.0", Params: map[string]string{"region": "eu"}}
+	tr := orchestrator.Trigger{Build: "42", Commit: "abc", AppVersion: "2.3.0", Params: map[string]string{"region": "eu"}}
 	r, err := p.Resolve(tr)
 	if err != nil {
 		t.Fatalf("resolve: %v", err)
@@ -52,7 +54,7 @@ func TestResolveFillsTriggerReferences(t *testing.T) {
 		p.Services[0].Health.HTTP.URL != "https://h.example/${trigger.params.region}/healthz" {
 		t.Errorf("Resolve changed its receiver: %+v", p.Services[0])
 	}
-	r2, err := p.Resolve(Trigger{Build: "43", Commit: "def", AppVersion: "2.4.0", Params: map[string]string{"region": "us"}})
+	r2, err := p.Resolve(orchestrator.Trigger{Build: "43", Commit: "def", AppVersion: "2.4.0", Params: map[string]string{"region": "us"}})
 	if err != nil || r2.Services[0].ImageTag != "v43-def" || r.Services[0].ImageTag != "v42-abc" {
 		t.Errorf("second resolve: %v %+v", err, r2)
 	}
@@ -63,7 +65,7 @@ func TestResolveMissingValues(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	_, err = p.Resolve(Trigger{Build: "42"})
+	_, err = p.Resolve(orchestrator.Trigger{Build: "42"})
 	ps := mustProblems(t, err)
 	wantProblem(t, ps, "services[0].image_tag", "no commit")
 	wantProblem(t, ps, "services[0].env[0].value", "no app_version")
@@ -83,28 +85,11 @@ func TestResolveChecksTheResolvedTag(t *testing.T) {
 		t.Fatalf("load: %v", err)
 	}
 	for _, bad := range []string{"has space", ".dot-first", strings.Repeat("x", 129), "a/b"} {
-		_, err := p.Resolve(Trigger{Params: map[string]string{"tag": bad}})
+		_, err := p.Resolve(orchestrator.Trigger{Params: map[string]string{"tag": bad}})
 		wantProblem(t, mustProblems(t, err), "services[0].image_tag", "invalid image tag")
 	}
-	if _, err := p.Resolve(Trigger{Params: map[string]string{"tag": "sha-0123abc_v1.2"}}); err != nil {
+	if _, err := p.Resolve(orchestrator.Trigger{Params: map[string]string{"tag": "sha-0123abc_v1.2"}}); err != nil {
 		t.Errorf("valid tag refused: %v", err)
-	}
-}
-
-func TestTriggerValidate(t *testing.T) {
-	if err := (Trigger{Build: "1234", ImageTag: "v1.2.3", Commit: "0a1b2c", AppVersion: "2.3.0", Params: map[string]string{"region": "eu"}}).Validate(); err != nil {
-		t.Errorf("valid trigger refused: %v", err)
-	}
-	if err := (Trigger{}).Validate(); err != nil {
-		t.Errorf("empty trigger refused: %v", err)
-	}
-	bad := Trigger{
-		Build: "12/34", ImageTag: "-x", Commit: "-x", AppVersion: "1 2",
-		Params: map[string]string{"bad-key": "v", "ok": "line\nbreak"},
-	}
-	ps := mustProblems(t, bad.Validate())
-	for _, f := range []string{"build", "image_tag", "commit", "app_version", "params.bad-key", "params.ok"} {
-		wantProblem(t, ps, f, "")
 	}
 }
 
@@ -120,7 +105,7 @@ func TestResolveKeepsEnvironmentValuesLiteral(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	r, err := p.Resolve(Trigger{Build: "9", ImageTag: "v9"})
+	r, err := p.Resolve(orchestrator.Trigger{Build: "9", ImageTag: "v9"})
 	if err != nil {
 		t.Fatalf("resolve: %v", err)
 	}
@@ -132,7 +117,7 @@ func TestResolveKeepsEnvironmentValuesLiteral(t *testing.T) {
 func TestResolveRefusesForeignReferences(t *testing.T) {
 	// A pipeline built in code may hold anything; only trigger references resolve.
 	p := &Pipeline{File: "code", Services: []Service{{UUID: "a", ImageTag: "${build}", Env: []EnvVar{{Key: "K", Value: "${HOME}"}}}}}
-	_, err := p.Resolve(Trigger{Build: "1"})
+	_, err := p.Resolve(orchestrator.Trigger{Build: "1"})
 	ps := mustProblems(t, err)
 	wantProblem(t, ps, "services[0].image_tag", "unknown reference")
 	wantProblem(t, ps, "services[0].env[0].value", "unknown reference")
@@ -151,11 +136,11 @@ func TestResolveReportsEveryTriggerProblemAtOnce(t *testing.T) {
 		t.Fatalf("load: %v", err)
 	}
 	for _, v := range []string{"2.4.0", "v2.10", "2.4.0-beta.1+build.7"} {
-		if _, err := p.Resolve(Trigger{Build: "42", Commit: "abc", AppVersion: v, Params: map[string]string{"region": "eu", "android": "2.4.0"}}); err != nil {
+		if _, err := p.Resolve(orchestrator.Trigger{Build: "42", Commit: "abc", AppVersion: v, Params: map[string]string{"region": "eu", "android": "2.4.0"}}); err != nil {
 			t.Errorf("app_version %q refused: %v", v, err)
 		}
 	}
-	_, err = p.Resolve(Trigger{Build: "4/2", Commit: "abc", AppVersion: "<b>1</b>", Params: map[string]string{"android": "latest"}})
+	_, err = p.Resolve(orchestrator.Trigger{Build: "4/2", Commit: "abc", AppVersion: "<b>1</b>", Params: map[string]string{"android": "latest"}})
 	ps := mustProblems(t, err)
 	for _, f := range []string{"build", "app_version", "services[0].env[1].value", "mobile[0].set.android.latest_version"} {
 		wantProblem(t, ps, f, "")
@@ -166,7 +151,7 @@ func TestResolveReportsEveryTriggerProblemAtOnce(t *testing.T) {
 		}
 	}
 	// Without never_downgrade the version rule still holds for app_version itself.
-	if err := (Trigger{AppVersion: "1.0-<b>"}).Validate(); err == nil {
+	if err := (orchestrator.Trigger{AppVersion: "1.0-<b>"}).Validate(); err == nil {
 		t.Error("app_version 1.0-<b> accepted")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 // The samples live at the top of the repository, shared with the demo and the docs.
@@ -88,14 +90,14 @@ func TestDemoPipelines(t *testing.T) {
 	if len(demo.Mobile) != 1 || demo.Mobile[0].Feature != "version_state" || demo.Mobile[0].LockKey() != "mobile:flagsmith:version_state" {
 		t.Errorf("demo mobile = %+v", demo.Mobile)
 	}
-	r, err := demo.Resolve(Trigger{Build: "7", ImageTag: "v1.0.7", Commit: "abc123", AppVersion: "1.0.7"})
+	r, err := demo.Resolve(orchestrator.Trigger{Build: "7", ImageTag: "v1.0.7", Commit: "abc123", AppVersion: "1.0.7"})
 	if err != nil {
 		t.Fatalf("resolve demo: %v", err)
 	}
 	if r.Services[2].ImageTag != "web-7" {
 		t.Errorf("web tag = %q", r.Services[2].ImageTag)
 	}
-	if _, err := web.Resolve(Trigger{Build: "8", ImageTag: "v1"}); err == nil {
+	if _, err := web.Resolve(orchestrator.Trigger{Build: "8", ImageTag: "v1"}); err == nil {
 		t.Error("demo-web resolved without its channel param")
 	}
 }

@@ -1,127 +1,69 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
-	"unicode"
 
-	"github.com/deploy-orchestrator/orchestrator/internal/version"
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
-// Limits on trigger parameters.
-const (
-	maxParams          = 50
-	maxParamValueBytes = 1024
-	maxTriggerField    = 128
-)
-
-var (
-	buildPattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	commitPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._\-/]*$`) // Coolify's git_commit_sha rule
-)
-
-// Validate checks the parameters of a trigger: build (letters, digits, '.', '_', '-'),
-// image_tag (ImageTagPattern), commit (Coolify's commit rule), app_version (a version, as
-// internal/version reads it: the rule the mobile step's never-downgrade compares with), and params (names matching ^[A-Za-z_][A-Za-z0-9_]{0,63}$, at most 50,
-// values of at most 1024 bytes without control characters). Empty fields are allowed: a
-// pipeline that references one fails in Resolve.
-//
-// Errors: Problems with Field set to the JSON field ("build", "params.KEY", ...); values are
-// not shown.
-func (t Trigger) Validate() error {
-	c := &problems{}
-	if t.Build != "" && !buildPattern.MatchString(t.Build) {
-		c.add("build", "want letters, digits, '.', '_' or '-' (at most 64)")
-	}
-	if t.ImageTag != "" && !ImageTagPattern.MatchString(t.ImageTag) {
-		c.add("image_tag", "not a valid image tag (Coolify rule %s)", ImageTagPattern)
-	}
-	if t.Commit != "" && (len(t.Commit) > maxTriggerField || !commitPattern.MatchString(t.Commit)) {
-		c.add("commit", "not a valid commit (Coolify rule %s, at most %d characters)", commitPattern, maxTriggerField)
-	}
-	if t.AppVersion != "" {
-		if _, err := version.Parse(t.AppVersion); err != nil || len(t.AppVersion) > maxTriggerField || strings.IndexFunc(t.AppVersion, func(r rune) bool {
-			return unicode.IsSpace(r) || unicode.IsControl(r)
-		}) >= 0 {
-			c.add("app_version", "want a version such as 2.4.0 or 2.4.0-beta.1 (at most %d characters)", maxTriggerField)
-		}
-	}
-	if len(t.Params) > maxParams {
-		c.add("params", "more than %d params", maxParams)
-	}
-	for _, k := range sortedKeys(t.Params) {
-		if !paramKeyPattern.MatchString(k) {
-			c.add("params."+k, "param name does not match %s", paramKeyPattern)
-		}
-		if v := t.Params[k]; len(v) > maxParamValueBytes || strings.IndexFunc(v, unicode.IsControl) >= 0 {
-			c.add("params."+k, "want at most %d bytes without control characters", maxParamValueBytes)
-		}
-	}
-	return c.list.Err()
-}
-
-// lookup returns the value a trigger reference stands for.
-func (t Trigger) lookup(ref string) (string, error) {
+// lookup returns the value a trigger reference stands for. A value the trigger lacks is a
+// *orchestrator.FieldError naming the trigger's field ("image_tag", "params.region"): the
+// field a front door names in its answer.
+func lookup(t orchestrator.Trigger, ref string) (string, error) {
 	name, ok := strings.CutPrefix(ref, triggerRef)
 	if !ok {
 		return "", fmt.Errorf("unknown reference %s", showRef(ref))
 	}
-	var v string
-	switch name {
-	case "build":
-		v = t.Build
-	case "image_tag":
-		v = t.ImageTag
-	case "commit":
-		v = t.Commit
-	case "app_version":
-		v = t.AppVersion
-	default:
-		key, ok := strings.CutPrefix(name, "params.")
-		if !ok {
-			return "", fmt.Errorf("unknown reference %s", showRef(ref))
-		}
-		p, ok := t.Params[key]
-		if !ok || p == "" {
-			return "", fmt.Errorf("the trigger has no param %q (referenced as %s)", key, showRef(ref))
-		}
-		return p, nil
+	v, ok := t.Value(name)
+	if !ok {
+		return "", fmt.Errorf("unknown reference %s", showRef(ref))
 	}
 	if v == "" {
-		return "", fmt.Errorf("the trigger has no %s (referenced as %s)", name, showRef(ref))
+		if key, isParam := strings.CutPrefix(name, "params."); isParam {
+			return "", orchestrator.Fieldf(name, "the trigger has no param %q (referenced as %s)", key, showRef(ref))
+		}
+		return "", orchestrator.Fieldf(name, "the trigger has no %s (referenced as %s)", name, showRef(ref))
 	}
 	return v, nil
 }
 
 // Resolve returns a copy of the pipeline with every ${trigger.…} reference filled from t and
 // every $${ escape turned into ${, ready for one run. The receiver is not changed. Resolved
-// image tags must match ImageTagPattern and resolved health URLs must be http(s) URLs.
+// image tags must match orchestrator.ImageTagPattern and resolved health URLs must be http(s) URLs.
 //
-// Resolve validates t too (Trigger.Validate), so its answer lists every problem at once.
+// Resolve validates t too (orchestrator.Trigger.Validate), so its answer lists every problem
+// at once.
 //
 // Errors: Problems naming the pipeline's file and the field path of every reference that t
 // can't fill, a build that is not a whole number when the pipeline says order: build, (a missing param, an empty image tag: empty counts as missing) and every
 // resolved value that is invalid. Trigger values are not shown.
-func (p *Pipeline) Resolve(t Trigger) (*Pipeline, error) {
+// Each problem about the trigger itself, or about a reference it can't fill, carries the
+// trigger's field (Problem.Trigger), which the front doors name.
+func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 	q := p.Clone()
 	v := &validator{problems: &problems{file: p.File}, fromEnv: map[string]bool{}}
 	// The trigger's own problems first, then what the pipeline needs of it: all in one list.
-	if err := t.Validate(); err != nil {
-		for _, pr := range AsProblems(err) {
-			v.add(pr.Field, "%s", pr.Message)
-		}
+	for _, fe := range orchestrator.AsFieldErrors(t.Validate()) {
+		v.addTrigger(fe.Field, fe.Field, "%s", fe.Reason)
 	}
 	if p.Order == OrderBuild && !IsBuildNumber(t.Build) {
-		v.add("build", "the pipeline orders its runs by build (order: build): want a whole number")
+		v.addTrigger("build", "build", "the pipeline orders its runs by build (order: build): want a whole number")
 	}
 	ok := true
 	fill := func(field, s string) string {
-		out, err := expandRefs(s, false, t.lookup)
-		if err != nil {
+		out, err := expandRefs(s, false, func(ref string) (string, error) { return lookup(t, ref) })
+		var fe *orchestrator.FieldError
+		switch {
+		case errors.As(err, &fe):
+			v.addTrigger(field, fe.Field, "%s", fe.Reason)
+		case err != nil:
 			v.add(field, "%v", err)
+		}
+		if err != nil {
 			ok = false
 			return s
 		}
@@ -133,8 +75,8 @@ func (p *Pipeline) Resolve(t Trigger) (*Pipeline, error) {
 		field := fmt.Sprintf("services[%d]", i)
 		if s.ImageTag != "" {
 			s.ImageTag = fill(field+".image_tag", s.ImageTag)
-			if ok && !ImageTagPattern.MatchString(s.ImageTag) {
-				v.add(field+".image_tag", "resolves to an invalid image tag (Coolify rule %s)", ImageTagPattern)
+			if ok && !orchestrator.ImageTagPattern.MatchString(s.ImageTag) {
+				v.add(field+".image_tag", "resolves to an invalid image tag (Coolify rule %s)", orchestrator.ImageTagPattern)
 			}
 		}
 		for j := range s.Env {
@@ -156,7 +98,7 @@ func (p *Pipeline) Resolve(t Trigger) (*Pipeline, error) {
 			// never_downgrade compares versions: a value that is not one would fail the
 			// step after both phases deployed, so it is refused here, by the same rule.
 			if m.Set[k] = fill(field, m.Set[k]); ok && m.NeverDowngrade {
-				if _, err := version.Parse(m.Set[k]); err != nil {
+				if _, err := orchestrator.ParseVersion(m.Set[k]); err != nil {
 					v.add(field, "resolves to something that is not a version, which never_downgrade cannot compare")
 				}
 			}

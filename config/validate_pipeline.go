@@ -8,12 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 // Patterns the definitions are checked against.
 var (
-	// ImageTagPattern is Coolify's rule for docker_registry_image_tag.
-	ImageTagPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 	// EnvKeyPattern is Coolify's rule for env var keys (at most 255 characters).
 	EnvKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
 	// PipelineNamePattern is what a pipeline name may be (it appears in URLs and holder IDs).
@@ -26,7 +26,6 @@ var (
 	stepNamePattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 	sourceNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	setPathSegment    = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-	paramKeyPattern   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 )
 
 const (
@@ -293,16 +292,16 @@ func (v *validator) pipeline(p *Pipeline) {
 
 	// Every key the run takes must lie in its mutator's namespace and in no other.
 	for i, s := range p.Services {
-		v.lockKey(fmt.Sprintf("services[%d].uuid", i), s.LockKey(), NamespaceCoolify)
+		v.lockKey(fmt.Sprintf("services[%d].uuid", i), s.LockKey(), orchestrator.NamespaceCoolify)
 	}
 	for i, m := range p.Mobile {
-		v.lockKey(fmt.Sprintf("mobile[%d].feature", i), m.LockKey(), NamespaceMobile)
+		v.lockKey(fmt.Sprintf("mobile[%d].feature", i), m.LockKey(), orchestrator.NamespaceMobile)
 	}
 }
 
 // lockKey checks that key lies in namespace ns and in no other registered one.
 func (v *validator) lockKey(field, key, ns string) {
-	if got := NamespaceOf(key); got != ns {
+	if got := orchestrator.NamespaceOf(key); got != ns {
 		v.add(field, "lock key %q falls outside its namespace %q", key, ns)
 	}
 }
@@ -370,8 +369,8 @@ func (v *validator) service(field string, s *Service, sources map[string]SecretS
 // parts must be valid tag characters. Resolve checks the whole tag again.
 func (v *validator) imageTagTemplate(field, tag string) {
 	probe, err := expandRefs(tag, false, func(string) (string, error) { return "x", nil })
-	if err != nil || !ImageTagPattern.MatchString(probe) {
-		v.add(field, "%s is not a valid image tag (Coolify rule %s)", v.show(field, tag), ImageTagPattern)
+	if err != nil || !orchestrator.ImageTagPattern.MatchString(probe) {
+		v.add(field, "%s is not a valid image tag (Coolify rule %s)", v.show(field, tag), orchestrator.ImageTagPattern)
 	}
 }
 

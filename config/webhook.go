@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 // Event is what a webhook delivery is about, as the API extracts it from the provider's
@@ -125,19 +127,19 @@ func globMatch(pattern, s string) bool {
 
 // TriggerFor builds the run's parameters from the rule's template and a delivery's JSON body,
 // filling each ${payload.a.b} reference with the scalar at that path (a numeric segment
-// indexes a list) and turning $${ into ${. The result has passed Trigger.Validate.
+// indexes a list) and turning $${ into ${. The result has passed orchestrator.Trigger.Validate.
 //
 // Errors: Problems with Field "trigger.<field>" for a reference the payload can't fill (a
 // missing path, an object or list where a scalar is wanted) or an invalid result; a payload
 // that is not JSON is a single problem on "payload". Payload values are not shown.
-func (r *WebhookRule) TriggerFor(payload []byte) (Trigger, error) {
+func (r *WebhookRule) TriggerFor(payload []byte) (orchestrator.Trigger, error) {
 	c := &problems{}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
 	var doc any
 	if err := dec.Decode(&doc); err != nil {
 		c.add("payload", "not a JSON document")
-		return Trigger{}, c.list
+		return orchestrator.Trigger{}, c.list
 	}
 	fill := func(field, s string) string {
 		out, err := expandRefs(s, false, func(ref string) (string, error) {
@@ -148,7 +150,7 @@ func (r *WebhookRule) TriggerFor(payload []byte) (Trigger, error) {
 		}
 		return out
 	}
-	t := Trigger{
+	t := orchestrator.Trigger{
 		Build:      fill("trigger.build", r.Trigger.Build),
 		ImageTag:   fill("trigger.image_tag", r.Trigger.ImageTag),
 		Commit:     fill("trigger.commit", r.Trigger.Commit),
@@ -161,13 +163,13 @@ func (r *WebhookRule) TriggerFor(payload []byte) (Trigger, error) {
 		}
 	}
 	if len(c.list) > 0 {
-		return Trigger{}, c.list
+		return orchestrator.Trigger{}, c.list
 	}
 	if err := t.Validate(); err != nil {
-		for _, p := range AsProblems(err) {
-			c.add("trigger."+p.Field, "%s", p.Message)
+		for _, fe := range orchestrator.AsFieldErrors(err) {
+			c.add("trigger."+fe.Field, "%s", fe.Reason)
 		}
-		return Trigger{}, c.list
+		return orchestrator.Trigger{}, c.list
 	}
 	return t, nil
 }

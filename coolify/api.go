@@ -26,18 +26,18 @@ const (
 	dedupMessage = "already queued for this commit"
 )
 
-// ValidateTag reports whether tag passes Coolify's image tag rule
+// validateTag reports whether tag passes Coolify's image tag rule
 // (^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$); the error wraps [ErrInvalidTag].
-func ValidateTag(tag string) error {
+func validateTag(tag string) error {
 	if !tagRule.MatchString(tag) {
 		return fmt.Errorf("tag %q: %w: must match %s", tag, ErrInvalidTag, tagRule)
 	}
 	return nil
 }
 
-// ValidateEnv reports whether Coolify would accept e's key and comment, and whether its value is
+// validateEnv reports whether Coolify would accept e's key and comment, and whether its value is
 // known; the error wraps [ErrInvalidEnv] or [ErrValueHidden]. It never mentions the value.
-func ValidateEnv(e EnvVar) error {
+func validateEnv(e EnvVar) error {
 	switch {
 	case e.Key == "" || len(e.Key) > maxEnvKeyLen || !envKeyRule.MatchString(e.Key):
 		return fmt.Errorf("env key %q: %w: must match %s, at most %d bytes", e.Key, ErrInvalidEnv, envKeyRule, maxEnvKeyLen)
@@ -169,7 +169,7 @@ func (c *Client) UpsertEnvs(ctx context.Context, ref ResourceRef, vars []EnvVar)
 	seen := make(map[scoped]bool, len(vars))
 	data := make([]wireEnv, 0, len(vars))
 	for _, e := range vars {
-		if err := ValidateEnv(e); err != nil {
+		if err := validateEnv(e); err != nil {
 			return fmt.Errorf("upsert envs of %s: %w", ref, err)
 		}
 		k := scoped{e.Key, e.IsPreview && ref.Kind == KindApplication}
@@ -197,7 +197,7 @@ func (c *Client) CreateEnv(ctx context.Context, ref ResourceRef, e EnvVar) (stri
 	if err != nil {
 		return "", fmt.Errorf("create env: %w", err)
 	}
-	if err := ValidateEnv(e); err != nil {
+	if err := validateEnv(e); err != nil {
 		return "", fmt.Errorf("create env of %s: %w", ref, err)
 	}
 	var out wireEnv
@@ -220,7 +220,7 @@ func (c *Client) UpdateEnv(ctx context.Context, ref ResourceRef, e EnvVar) (EnvV
 	if err != nil {
 		return EnvVar{}, fmt.Errorf("update env: %w", err)
 	}
-	if err := ValidateEnv(e); err != nil {
+	if err := validateEnv(e); err != nil {
 		return EnvVar{}, fmt.Errorf("update env of %s: %w", ref, err)
 	}
 	var out wireEnv
@@ -254,7 +254,7 @@ func (c *Client) DeleteEnv(ctx context.Context, ref ResourceRef, envUUID string)
 func (c *Client) SetImageTag(ctx context.Context, appUUID, tag string) error {
 	body := map[string]*string{"docker_registry_image_tag": nil}
 	if tag != "" {
-		if err := ValidateTag(tag); err != nil {
+		if err := validateTag(tag); err != nil {
 			return fmt.Errorf("set image tag of %s: %w", appUUID, err)
 		}
 		body["docker_registry_image_tag"] = &tag

@@ -79,7 +79,10 @@ func (l *recordingLimiter) take() []outbound.Priority {
 // caller made them Urgent.
 func TestCallPriorities(t *testing.T) {
 	lim := &recordingLimiter{}
-	e := setup(t, nil, coolify.WithLimiter(lim))
+	// A manual clock: the deployment stays in progress until the test cancels it, however
+	// slow the machine.
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	e := setup(t, []coolifytest.Option{coolifytest.WithClock(clock)}, coolify.WithLimiter(lim))
 	ctx := context.Background()
 	high, normal := outbound.PriorityHigh, outbound.PriorityNormal
 	steps := []struct {

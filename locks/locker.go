@@ -27,6 +27,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Observer, if set, is told about waits, holds, losses and forced releases (metrics).
 	Observer Observer
+	// DefaultBudget returns the budget of a request that names none, by key (default:
+	// ServiceBudget for every key). The caller knows which of its keys are phase locks that
+	// should wait longer (cmd/orchestrator gives them PhaseBudget).
+	DefaultBudget func(key string) Budget
 }
 
 // DefaultPollInterval is the mean fallback poll of a waiter when Options name none.
@@ -89,6 +93,7 @@ type Locker struct {
 	lockDelay time.Duration
 	log       *slog.Logger
 	obs       Observer
+	budget    func(key string) Budget
 
 	mu         sync.Mutex
 	closed     bool
@@ -109,6 +114,7 @@ func New(d Driver, opts Options) *Locker {
 		lockDelay: opts.LockDelay,
 		log:       opts.Logger,
 		obs:       opts.Observer,
+		budget:    opts.DefaultBudget,
 		owners:    make(map[string]map[string]*Lease),
 		leases:    make(map[string][]*Lease),
 	}
@@ -168,28 +174,18 @@ func ownerOf(r Request) string {
 	return r.Holder
 }
 
-// budgetFor returns the budget Acquire uses for r.
-func budgetFor(r Request) Budget {
+// budgetFor returns the budget Acquire uses for r: its own, or Options.DefaultBudget's.
+func (l *Locker) budgetFor(r Request) Budget {
 	if r.Budget.Timeout == 0 && r.Budget.MaxRetries == 0 && len(r.Budget.Backoff) == 0 {
-		if IsPhaseKey(r.Key) {
-			return PhaseBudget
+		if l.budget != nil {
+			return l.budget(r.Key)
 		}
 		return ServiceBudget
 	}
 	return r.Budget
 }
 
-// IsPhaseKey reports whether key names a phase lock ("<namespace>:phase…"), which gets
-// PhaseBudget by default.
-func IsPhaseKey(key string) bool {
-	_, name, ok := strings.Cut(key, ":")
-	if !ok {
-		name = key
-	}
-	return strings.HasPrefix(name, "phase")
-}
-
-func validate(r Request) error {
+func (l *Locker) validate(r Request) error {
 	switch {
 	case r.Key == "":
 		return fmt.Errorf("acquire: %w: empty key (name a key such as \"coolify:phase1\")", ErrInvalid)
@@ -198,7 +194,7 @@ func validate(r Request) error {
 	case r.TTL < 0 || (r.TTL > 0 && r.TTL < MinTTL):
 		return fmt.Errorf("acquire %q: %w: ttl %s is below the minimum %s (use 0 for the default %s)", r.Key, ErrInvalid, r.TTL, MinTTL, DefaultTTL)
 	}
-	b := budgetFor(r)
+	b := l.budgetFor(r)
 	switch {
 	case b.Timeout <= 0:
 		return fmt.Errorf("acquire %q: %w: budget timeout %s must be positive (or leave the whole budget zero for the default)", r.Key, ErrInvalid, b.Timeout)
@@ -280,7 +276,7 @@ func (l *Locker) dropOwnerKey(owner, key string) {
 // (errors.Is(err, context.Canceled)); ErrUnavailable wrapped when the backend cannot be
 // reached within the budget or the Locker is closed.
 func (l *Locker) Acquire(ctx context.Context, r Request) (*Lease, error) {
-	if err := validate(r); err != nil {
+	if err := l.validate(r); err != nil {
 		return nil, err
 	}
 	if r.TTL == 0 {
@@ -299,7 +295,7 @@ func (l *Locker) Acquire(ctx context.Context, r Request) (*Lease, error) {
 }
 
 func (l *Locker) acquire(ctx context.Context, r Request, owner string) (*Lease, error) {
-	b := budgetFor(r)
+	b := l.budgetFor(r)
 	start := time.Now()
 	ids := newIDs()
 	var (

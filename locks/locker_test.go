@@ -517,17 +517,22 @@ func TestHeldErrorMessages(t *testing.T) {
 	}
 }
 
-func TestIsPhaseKey(t *testing.T) {
-	for key, want := range map[string]bool{
-		"coolify:phase1":                 true,
-		"coolify:phase2":                 true,
-		"coolify:2b1f-uuid":              false,
-		"mobile:flagsmith:version_state": false,
-		"phase1":                         true,
-	} {
-		if got := locks.IsPhaseKey(key); got != want {
-			t.Errorf("IsPhaseKey(%q): got %v, want %v", key, got, want)
-		}
+// TestDefaultBudget: a request without a budget waits under Options.DefaultBudget for its
+// key (the Locker knows no key names of its own).
+func TestDefaultBudget(t *testing.T) {
+	d, err := sqlitelock.Open(filepath.Join(t.TempDir(), "locks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	l := locks.New(d, locks.Options{DefaultBudget: func(key string) locks.Budget {
+		asked = append(asked, key)
+		return locks.Budget{} // no timeout: refused as invalid, which shows it was used
+	}})
+	defer l.Close()
+	_, err = l.Acquire(context.Background(), locks.Request{Key: "x:phase1", Holder: "p#1/phase1"})
+	if !errors.Is(err, locks.ErrInvalid) || len(asked) == 0 || asked[0] != "x:phase1" {
+		t.Errorf("acquire without a budget: got %v, asked %v; want ErrInvalid from the default budget asked for x:phase1", err, asked)
 	}
 }
 

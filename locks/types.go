@@ -15,34 +15,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
-// Info is a snapshot of one lease as a backend stores it. The token is the lease's secret
-// capability (release and renew compare on it); listings for humans must not show it.
-type Info struct {
-	Key        string    `json:"key"`
-	Token      string    `json:"-"`
-	Holder     string    `json:"holder"`
-	Fence      int64     `json:"fence"`
-	AcquiredAt time.Time `json:"acquired_at"`
-	ExpiresAt  time.Time `json:"expires_at"`
-	Message    string    `json:"message,omitempty"`
-	// Frozen marks an operator freeze: a lease with no heartbeat that expires at ExpiresAt.
-	Frozen bool `json:"frozen,omitempty"`
-	// ClosedUntil is set while the key is in the lock-delay that follows a forced release;
-	// the key is then free but cannot be granted before that instant.
-	ClosedUntil time.Time `json:"closed_until,omitzero"`
-	// Waiters is the number of live waiters queued on the key (listings only).
-	Waiters int `json:"waiters"`
-}
-
-// Remaining is how long the lease has left at now (zero when expired).
-func (i Info) Remaining(now time.Time) time.Duration {
-	if d := i.ExpiresAt.Sub(now); d > 0 {
-		return d
-	}
-	return 0
-}
+// Info is a snapshot of one lease as a backend stores it (orchestrator.LeaseInfo). The token
+// is the lease's secret capability (release and renew compare on it); listings for humans
+// must not show it.
+type Info = orchestrator.LeaseInfo
 
 // Budget bounds how long Acquire may wait (seed F40): up to 1+MaxRetries attempts, each
 // waiting at most Timeout for the key, with Backoff[i] slept between attempt i+1 and i+2
@@ -101,7 +81,7 @@ type Request struct {
 	Owner   string
 	Message string
 	TTL     time.Duration // 0 means DefaultTTL
-	Budget  Budget        // zero means PhaseBudget for "<ns>:phase*" keys, ServiceBudget otherwise
+	Budget  Budget        // zero means the Locker's Options.DefaultBudget for the key
 	// FailOnFrozen makes Acquire fail at once with ErrFrozen when the key is frozen by an
 	// operator, instead of waiting for the freeze to lift within the budget.
 	FailOnFrozen bool

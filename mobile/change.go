@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/deploy-orchestrator/orchestrator/internal/version"
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 // ErrChange: a change cannot be applied to the current value (wrong JSON type, a path
@@ -320,6 +321,6 @@ func (o *object) put(k string, v any) {
 }
 
 func versionLess(a, b string) (bool, error) {
-	c, err := version.Compare(a, b)
+	c, err := orchestrator.CompareVersions(a, b)
 	return c < 0, err
 }

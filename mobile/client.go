@@ -132,7 +132,6 @@ type Client struct {
 	hc      *http.Client
 	policy  outbound.Policy
 	metrics outbound.MetricsFunc
-	limiter outbound.Limiter
 	out     *outbound.Client
 }
 
@@ -164,9 +163,6 @@ func WithMetrics(fn func(system, method, route string, status int, d time.Durati
 	return func(c *Client) { c.metrics = fn }
 }
 
-// WithLimiter paces the client's attempts (default: none).
-func WithLimiter(l outbound.Limiter) Option { return func(c *Client) { c.limiter = l } }
-
 // System is the name this client reports to metrics.
 const System = "flagsmith"
 
@@ -187,7 +183,7 @@ func NewClient(baseURL, apiKey string, opts ...Option) *Client {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
 	c.out = outbound.New(outbound.Options{System: System, HTTPClient: c.hc, Policy: c.policy,
-		Version: c.version, Logger: c.logger, Metrics: c.metrics, Limiter: c.limiter})
+		Version: c.version, Logger: c.logger, Metrics: c.metrics})
 	return c
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
 	"github.com/deploy-orchestrator/orchestrator/mobile"
@@ -33,11 +34,11 @@ func ExampleStep_Run() {
 	locker := locks.New(driver, locks.Options{})
 	defer locker.Close()
 	_ = locker.RegisterNamespace("coolify:")
-	_ = locker.RegisterNamespace(mobile.LockPrefix)
+	_ = locker.RegisterNamespace(orchestrator.NamespaceMobile)
 
 	// The caller holds the feature's lease and runs the step under its context and fence.
 	lease, err := locker.Acquire(context.Background(), locks.Request{
-		Key: mobile.LockKey("version_state"), Holder: "prod#1234/mobile"})
+		Key: orchestrator.MobileLockKey("version_state"), Holder: "prod#1234/mobile"})
 	if err != nil {
 		fmt.Println(err)
 		return

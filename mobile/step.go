@@ -6,15 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 )
-
-// LockPrefix is the lock namespace of the mobile step; its keys are
-// "mobile:flagsmith:<feature>".
-const LockPrefix = "mobile:"
-
-// LockKey returns the lock key the step takes for a Flagsmith feature.
-func LockKey(feature string) string { return LockPrefix + "flagsmith:" + feature }
 
 // DefaultMaxAttempts bounds how often the step starts over when the value moves between
 // its read and its write.
@@ -75,7 +69,7 @@ type Request struct {
 	Changes []Change
 	// RunID goes into the X-Orchestrator-Run header of every Flagsmith call.
 	RunID string
-	// Fence is the fence of the caller's lease on LockKey(Feature); it goes into the
+	// Fence is the fence of the caller's lease on orchestrator.MobileLockKey(Feature); it goes into the
 	// X-Orchestrator-Fence header of every Flagsmith call.
 	Fence int64
 }
@@ -103,14 +97,14 @@ type Result struct {
 
 // Run reads the feature value, applies the changes, re-reads just before writing (starting
 // over, at most the step's max attempts, when the value moved), writes, reads back and
-// verifies. The caller holds the lease on LockKey(r.Feature) and passes its context (so a
+// verifies. The caller holds the lease on orchestrator.MobileLockKey(r.Feature) and passes its context (so a
 // lost lease stops the calls) and its fence.
 //
 // Errors: ErrInvalid; ErrChangeRequests; ErrNotFound for a missing environment or feature;
 // ErrChange when a change does not apply; ErrConflict; ErrVerify; ctx's cause (e.g.
 // locks.ErrLost) when the context ends; and the client's *APIError and transport errors.
 func (s *Step) Run(ctx context.Context, r Request) (Result, error) {
-	key := LockKey(r.Feature)
+	key := orchestrator.MobileLockKey(r.Feature)
 	res := Result{Environment: r.Environment, Feature: r.Feature, LockKey: key, Fence: r.Fence}
 	if r.Environment == "" || r.Feature == "" || len(r.Changes) == 0 {
 		return res, fmt.Errorf("mobile step %q: %w: environment, feature and at least one change are required", key, ErrInvalid)

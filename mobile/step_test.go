@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
 	"github.com/deploy-orchestrator/orchestrator/mobile"
@@ -27,7 +28,7 @@ func newLocker(t *testing.T) *locks.Locker {
 	l := locks.New(d, locks.Options{})
 	t.Cleanup(func() { l.Close() })
 	check(t, l.RegisterNamespace("coolify:"))
-	check(t, l.RegisterNamespace(mobile.LockPrefix))
+	check(t, l.RegisterNamespace(orchestrator.NamespaceMobile))
 	return l
 }
 
@@ -35,7 +36,7 @@ func newLocker(t *testing.T) *locks.Locker {
 // the lease's context and fence.
 func runLocked(l *locks.Locker, step *mobile.Step, holder string, r mobile.Request) error {
 	ctx := context.Background()
-	lease, err := l.Acquire(ctx, locks.Request{Key: mobile.LockKey(r.Feature), Holder: holder,
+	lease, err := l.Acquire(ctx, locks.Request{Key: orchestrator.MobileLockKey(r.Feature), Holder: holder,
 		Budget: locks.Budget{Timeout: 20 * time.Second, MaxRetries: 1}})
 	if err != nil {
 		return err
@@ -325,7 +326,7 @@ func TestStepStopsWhenTheLeaseIsLost(t *testing.T) {
 			Changes: []mobile.Change{latest("ios", "2.4.0")}})
 	}()
 	<-arrived
-	info, err := l.Get(context.Background(), mobile.LockKey("version_state"))
+	info, err := l.Get(context.Background(), orchestrator.MobileLockKey("version_state"))
 	check(t, err)
 	_, err = l.ForceRelease(context.Background(), locks.ForceRequest{Key: info.Key, Fence: info.Fence,
 		Reason: "test: the holder is presumed dead", By: "test", LockDelay: time.Millisecond})

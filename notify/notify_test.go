@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/internal/hmacsig"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
@@ -108,8 +109,8 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 func (w *world) endedRun(status runs.Status) runs.Run {
 	w.t.Helper()
 	ctx := context.Background()
-	r, _, err := w.store.Create(ctx, runs.Run{Pipeline: "prod", Owner: "d1",
-		Trigger: runs.Trigger{Build: "42", ImageTag: "v2.0.1", Commit: "0123456789abcdef0123", By: "api:ci"}})
+	r, _, err := w.store.Create(ctx, runs.Run{Pipeline: "prod", Instance: "d1",
+		Trigger: orchestrator.Trigger{Build: "42", ImageTag: "v2.0.1", Commit: "0123456789abcdef0123", By: "api:ci"}})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -396,7 +397,7 @@ func BenchmarkNotify(b *testing.B) {
 		_ = n.Close(ctx)
 	})
 	r := runs.Run{ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", Pipeline: "prod", Status: runs.StatusFailed,
-		Trigger: runs.Trigger{Build: "42", ImageTag: "v2", Commit: "abc", By: "api:ci"}}
+		Trigger: orchestrator.Trigger{Build: "42", ImageTag: "v2", Commit: "abc", By: "api:ci"}}
 	b.ReportAllocs()
 	for b.Loop() {
 		n.Notify(nil, notify.Event{Kind: config.NotifyFailed, Run: &r, Service: "api"})

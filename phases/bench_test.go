@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -155,7 +156,7 @@ func benchPipeline(h *harness, name string, n int) string {
 func benchRun(b *testing.B, h *harness, pipeline string, i, n int) (time.Duration, runs.Run) {
 	b.Helper()
 	start := time.Now()
-	id := h.submit(pipeline, runs.Trigger{Build: fmt.Sprint(i + 1), ImageTag: fmt.Sprintf("v%d", i+1), By: "bench"})
+	id := h.submit(pipeline, orchestrator.Trigger{Build: fmt.Sprint(i + 1), ImageTag: fmt.Sprintf("v%d", i+1), By: "bench"})
 	r := h.wait(id)
 	wall := time.Since(start)
 	if r.Status != runs.StatusSucceeded {

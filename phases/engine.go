@@ -9,8 +9,9 @@
 // mobile: namespace and never while the run holds a coolify: key. Failures compensate from the
 // Phase-1 snapshots as the pipeline's on_failure says.
 //
-// The engine depends on narrow interfaces (Coolify) and on the contracts of locks and runs;
-// only cmd/orchestrator wires concrete backends and clients.
+// The engine implements the front doors' contract, orchestrator.Engine, and returns the
+// domain's errors. It depends on narrow interfaces (Coolify) and on the contracts of locks
+// and runs; only cmd/orchestrator wires concrete backends and clients.
 package phases
 
 import (
@@ -24,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -51,7 +53,7 @@ type Coolify interface {
 }
 
 // Observer receives run, phase and step outcomes and timings for metrics. Methods must not
-// block. *api.Metrics implements it.
+// block. *metrics.Metrics implements it.
 type Observer interface {
 	RunEnded(pipeline string, status runs.Status)
 	PhaseDone(pipeline string, phase runs.Phase, d time.Duration)
@@ -78,7 +80,7 @@ type Deps struct {
 	// EnvPrefix is prepended to keys of the "env" source (e.g. "ORCH_SECRET_").
 	EnvPrefix string
 	// Instance names this daemon (run owner). It holds the liveness lease
-	// config.DaemonLiveKey(Instance) from Start to Shutdown; runs it owned in a previous life
+	// orchestrator.DaemonLiveKey(Instance) from Start to Shutdown; runs it owned in a previous life
 	// that had not ended are taken over by Start.
 	Instance string
 	// LivenessTTL is the TTL of the liveness lease (default config.DefaultLivenessTTL). Other
@@ -95,19 +97,6 @@ type Deps struct {
 	PollInterval time.Duration
 }
 
-// Errors the front doors map to answers.
-var (
-	// ErrUnknownPipeline: no pipeline of that name is loaded.
-	ErrUnknownPipeline = errors.New("unknown pipeline")
-	// ErrInvalidTrigger: the trigger parameters do not fill the pipeline (the error is a
-	// config.Problems naming each field).
-	ErrInvalidTrigger = errors.New("invalid trigger")
-	// ErrNotOwner: the run is executed by another daemon instance.
-	ErrNotOwner = errors.New("run is executed by another daemon instance")
-	// ErrShuttingDown: the engine takes no new runs.
-	ErrShuttingDown = errors.New("engine is shutting down")
-)
-
 // Stop causes: why a run stops at its next safe point.
 var (
 	errCanceled   = errors.New("canceled by request")
@@ -115,7 +104,8 @@ var (
 	errSuperseded = errors.New("superseded by a newer run")
 )
 
-// Engine executes runs. It is safe for concurrent use.
+// Engine executes runs. It is safe for concurrent use. It implements the front doors'
+// contract, orchestrator.Engine.
 type Engine struct {
 	d   Deps
 	log *slog.Logger
@@ -137,6 +127,8 @@ type Engine struct {
 	watchCancel context.CancelFunc
 	watchDone   chan struct{}
 }
+
+var _ orchestrator.Engine[*runs.Run] = (*Engine)(nil)
 
 // New returns an engine. Call Start before Submit.
 func New(d Deps) (*Engine, error) {
@@ -164,7 +156,7 @@ func New(d Deps) (*Engine, error) {
 	if d.LivenessTTL <= 0 {
 		d.LivenessTTL = config.DefaultLivenessTTL
 	}
-	for _, ns := range append(config.Namespaces(), config.NamespaceDaemon) {
+	for _, ns := range append(orchestrator.Namespaces(), orchestrator.NamespaceDaemon) {
 		if err := d.Locker.RegisterNamespace(ns); err != nil {
 			return nil, fmt.Errorf("phases: register lock namespace %q: %w", ns, err)
 		}
@@ -248,9 +240,6 @@ func (e *Engine) stopWatch() {
 // Pipelines returns the names of the loaded pipelines, sorted.
 func (e *Engine) Pipelines() []string { return slices.Sorted(maps.Keys(e.d.Pipelines)) }
 
-// Pipeline returns a loaded pipeline, or nil.
-func (e *Engine) Pipeline(name string) *config.Pipeline { return e.d.Pipelines[name] }
-
 // Submit stores a queued run of pipeline for trigger t and starts executing it. When
 // t.IdempotencyKey matches an earlier run of the pipeline, that run is returned with
 // existing == true and nothing starts.
@@ -260,27 +249,28 @@ func (e *Engine) Pipeline(name string) *config.Pipeline { return e.d.Pipelines[n
 // them has a newer build (order: build): then the new run is returned superseded by it, and
 // nothing starts (see supersedePending).
 //
-// Errors: ErrUnknownPipeline; ErrInvalidTrigger (wrapping config.Problems); ErrShuttingDown;
-// the store's errors.
-func (e *Engine) Submit(ctx context.Context, pipeline string, t runs.Trigger) (*runs.Run, bool, error) {
+// Errors: orchestrator.ErrUnknownPipeline; config.Problems for an invalid trigger (matching
+// orchestrator.ErrInvalid, converting to orchestrator.FieldErrors that name the trigger's
+// fields); orchestrator.ErrShuttingDown; the store's errors.
+func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Trigger) (*runs.Run, bool, error) {
 	p := e.d.Pipelines[pipeline]
 	if p == nil {
-		return nil, false, fmt.Errorf("pipeline %q: %w", pipeline, ErrUnknownPipeline)
+		return nil, false, fmt.Errorf("pipeline %q: %w", pipeline, orchestrator.ErrUnknownPipeline)
 	}
 	// Resolve validates the trigger too and reports every problem at once.
-	resolved, err := p.Resolve(configTrigger(t))
+	resolved, err := p.Resolve(t)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: %w", ErrInvalidTrigger, err)
+		return nil, false, fmt.Errorf("invalid trigger: %w", err)
 	}
 
 	e.mu.Lock()
 	closed := e.closed
 	e.mu.Unlock()
 	if closed {
-		return nil, false, ErrShuttingDown
+		return nil, false, orchestrator.ErrShuttingDown
 	}
 
-	r, created, err := e.d.Store.Create(ctx, runs.Run{Pipeline: pipeline, Trigger: t, Owner: e.d.Instance, Steps: initialSteps(resolved)})
+	r, created, err := e.d.Store.Create(ctx, runs.Run{Pipeline: pipeline, Trigger: t, Instance: e.d.Instance, Steps: initialSteps(resolved)})
 	if err != nil {
 		return nil, false, fmt.Errorf("create run of %q: %w", pipeline, err)
 	}
@@ -305,7 +295,7 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t runs.Trigger) (*
 	if e.closed {
 		e.mu.Unlock()
 		x.finish(context.Background(), runs.StatusInterrupted, "daemon shutting down before the run started")
-		return nil, false, ErrShuttingDown
+		return nil, false, orchestrator.ErrShuttingDown
 	}
 	x.prevGate, e.lastGate = e.lastGate, x.gate
 	e.execs[r.ID] = x
@@ -326,7 +316,8 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t runs.Trigger) (*
 // phase stops at its next safe point (between services) and compensates as on failure.
 // It returns the run as stored when the request was taken.
 //
-// Errors: runs.ErrNotFound; runs.ErrEnded; ErrNotOwner (another instance executes it).
+// Errors: runs.ErrNotFound; runs.ErrEnded; orchestrator.ErrNotOwner (another instance
+// executes it).
 func (e *Engine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 	e.mu.Lock()
 	x := e.execs[id]
@@ -339,7 +330,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 		return &r, fmt.Errorf("cancel run %q: it is %s: %w", id, r.Status, runs.ErrEnded)
 	}
 	if x == nil {
-		return &r, fmt.Errorf("run %q is executed by %q: %w (cancel it there)", id, r.Owner, ErrNotOwner)
+		return &r, fmt.Errorf("run %q is executed by %q: %w (cancel it there)", id, r.Instance, orchestrator.ErrNotOwner)
 	}
 	x.requestStop(errCanceled)
 	return &r, nil
@@ -437,10 +428,6 @@ func (e *Engine) sourcesFor(p *config.Pipeline) (map[string]secrets.Source, erro
 		e.sources[k], out[name] = s, s
 	}
 	return out, nil
-}
-
-func configTrigger(t runs.Trigger) config.Trigger {
-	return config.Trigger{Build: t.Build, ImageTag: t.ImageTag, Commit: t.Commit, AppVersion: t.AppVersion, Params: t.Params}
 }
 
 // initialSteps lays out every step of a run as pending, so a run's page shows the whole plan

@@ -10,21 +10,22 @@ import (
 	"strings"
 	"testing"
 
+	"sync/atomic"
+
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/internal/panics"
 	"github.com/deploy-orchestrator/orchestrator/locks"
-	"github.com/deploy-orchestrator/orchestrator/phases"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/secrets"
-	"sync/atomic"
 )
 
 func TestRunSyncsDeploysAndRecords(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend string) {
 		h := newHarnessOn(t, backend)
 		h.start(h.pipelineYAML("prod", []string{"api", "worker"}, ""))
-		id := h.submit("prod", runs.Trigger{Build: "101", ImageTag: "v2", By: "test"})
+		id := h.submit("prod", orchestrator.Trigger{Build: "101", ImageTag: "v2", By: "test"})
 		r := h.wait(id)
 		if r.Status != runs.StatusSucceeded {
 			t.Fatalf("status = %s (%s), want succeeded", r.Status, r.Reason)
@@ -92,9 +93,9 @@ func TestRunSyncsDeploysAndRecords(t *testing.T) {
 func TestSecondRunWritesOnlyWhatDiffers(t *testing.T) {
 	h := newHarness(t)
 	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
-	h.wait(h.submit("prod", runs.Trigger{Build: "1", ImageTag: "v2"}))
+	h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"}))
 	h.coolify.ResetRequests()
-	r := h.wait(h.submit("prod", runs.Trigger{Build: "1", ImageTag: "v2"}))
+	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"}))
 	if r.Status != runs.StatusSucceeded {
 		t.Fatalf("status = %s (%s)", r.Status, r.Reason)
 	}
@@ -114,7 +115,7 @@ func TestOverlappingRunsOnSharedServices(t *testing.T) {
 		h.start(h.pipelineYAML("a", []string{"api", "worker"}, ""), h.pipelineYAML("b", []string{"worker", "web"}, ""))
 		var ids []string
 		for i, p := range []string{"a", "b", "a", "b"} {
-			ids = append(ids, h.submit(p, runs.Trigger{Build: string(rune('1' + i)), ImageTag: "t" + string(rune('1'+i))}))
+			ids = append(ids, h.submit(p, orchestrator.Trigger{Build: string(rune('1' + i)), ImageTag: "t" + string(rune('1'+i))}))
 		}
 		byRun := map[string]string{}
 		for i, id := range ids {
@@ -149,7 +150,7 @@ func TestPhase1FailureRestoresEverything(t *testing.T) {
 	// The third service does not exist in Coolify: Phase 1 fails there, after api and worker
 	// were synced, and must put both back.
 	h.start(h.pipelineYAML("prod", []string{"api", "worker", "ghost"}, ""))
-	r := h.wait(h.submit("prod", runs.Trigger{Build: "7", ImageTag: "v9"}))
+	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "7", ImageTag: "v9"}))
 	if r.Status != runs.StatusFailed || !strings.Contains(r.Reason, "ghost") {
 		t.Fatalf("status = %s (%q), want failed naming ghost", r.Status, r.Reason)
 	}
@@ -188,7 +189,7 @@ func TestPhase2HealthFailure(t *testing.T) {
 			t.Cleanup(health.Close)
 			h.health = map[string]string{"api": health.URL}
 			h.start(h.pipelineYAML("prod", []string{"api", "worker"}, "on_failure: "+policy+"\n"))
-			r := h.wait(h.submit("prod", runs.Trigger{Build: "8", ImageTag: "v3"}))
+			r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "8", ImageTag: "v3"}))
 			if r.Status != runs.StatusFailed {
 				t.Fatalf("status = %s, want failed", r.Status)
 			}
@@ -225,7 +226,7 @@ func TestLockLostMidDeployCancelsAndCompensates(t *testing.T) {
 		h := newHarnessOn(t, backend)
 		h.start(h.pipelineYAML("prod", []string{"api"}, ""))
 		h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Hang)
-		id := h.submit("prod", runs.Trigger{Build: "9", ImageTag: "v4"})
+		id := h.submit("prod", orchestrator.Trigger{Build: "9", ImageTag: "v4"})
 		// Once the deployment runs, take the lock away behind the holder's back.
 		ctx := context.Background()
 		h.waitEvent(id, runs.EventDeployStarted, "api")
@@ -255,17 +256,19 @@ func TestSubmitErrors(t *testing.T) {
 	h := newHarness(t)
 	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
 	ctx := context.Background()
-	if _, _, err := h.engine.Submit(ctx, "nope", runs.Trigger{}); !errors.Is(err, phases.ErrUnknownPipeline) {
+	if _, _, err := h.engine.Submit(ctx, "nope", orchestrator.Trigger{}); !errors.Is(err, orchestrator.ErrUnknownPipeline) {
 		t.Errorf("unknown pipeline: %v", err)
 	}
-	if _, _, err := h.engine.Submit(ctx, "prod", runs.Trigger{Build: "1"}); !errors.Is(err, phases.ErrInvalidTrigger) || !strings.Contains(err.Error(), "image_tag") {
-		t.Errorf("missing image tag: %v, want ErrInvalidTrigger naming image_tag", err)
+	if _, _, err := h.engine.Submit(ctx, "prod", orchestrator.Trigger{Build: "1"}); !errors.Is(err, orchestrator.ErrInvalid) || !strings.Contains(err.Error(), "image_tag") {
+		t.Errorf("missing image tag: %v, want ErrInvalid naming image_tag", err)
+	} else if es := orchestrator.AsFieldErrors(err); len(es) != 1 || es[0].Field != "image_tag" {
+		t.Errorf("missing image tag: field errors %v, want one on field image_tag (the trigger's field, as data)", es)
 	}
-	a, _, err := h.engine.Submit(ctx, "prod", runs.Trigger{Build: "1", ImageTag: "v2", IdempotencyKey: "k1"})
+	a, _, err := h.engine.Submit(ctx, "prod", orchestrator.Trigger{Build: "1", ImageTag: "v2", IdempotencyKey: "k1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, existing, err := h.engine.Submit(ctx, "prod", runs.Trigger{Build: "1", ImageTag: "v2", IdempotencyKey: "k1"})
+	b, existing, err := h.engine.Submit(ctx, "prod", orchestrator.Trigger{Build: "1", ImageTag: "v2", IdempotencyKey: "k1"})
 	if err != nil || !existing || b.ID != a.ID {
 		t.Errorf("same idempotency key: %v existing=%v id %s vs %s", err, existing, b.ID, a.ID)
 	}
@@ -290,14 +293,14 @@ services:
 %s`, h.coolifyURL, h.coolifyToken, uuidAPI, services)
 	}
 	h.start(yaml(""), strings.Replace(yaml("  - { name: ghost, uuid: "+uuidGhost+" }\n"), "name: prod", "name: broken", 1))
-	r := h.wait(h.submit("prod", runs.Trigger{Build: "1", ImageTag: "v2", Params: map[string]string{"key": "new-key"}}))
+	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2", Params: map[string]string{"key": "new-key"}}))
 	if r.Status != runs.StatusSucceeded {
 		t.Fatalf("status = %s (%s), want succeeded", r.Status, r.Reason)
 	}
 	if v, _ := h.coolify.EnvValue(uuidAPI, "API_KEY", false); v != "new-key" {
 		t.Errorf("API_KEY = %q, want new-key", v)
 	}
-	r = h.wait(h.submit("broken", runs.Trigger{Build: "2", ImageTag: "v3", Params: map[string]string{"key": "newer-key"}}))
+	r = h.wait(h.submit("broken", orchestrator.Trigger{Build: "2", ImageTag: "v3", Params: map[string]string{"key": "newer-key"}}))
 	if r.Status != runs.StatusFailed {
 		t.Fatalf("broken run: status = %s, want failed at the ghost service", r.Status)
 	}
@@ -329,7 +332,7 @@ services:
       - { key: DB_URL, secret: { source: vault, key: DB_URL } }
 `, h.coolifyURL, h.coolifyToken, uuidAPI))
 	for i, tag := range []string{"v2", "v3"} {
-		if r := h.wait(h.submit("prod", runs.Trigger{Build: fmt.Sprint(i), ImageTag: tag})); r.Status != runs.StatusSucceeded {
+		if r := h.wait(h.submit("prod", orchestrator.Trigger{Build: fmt.Sprint(i), ImageTag: tag})); r.Status != runs.StatusSucceeded {
 			t.Fatalf("run %d: %s (%s)", i, r.Status, r.Reason)
 		}
 	}
@@ -373,16 +376,16 @@ services:
     env:
       - { key: DB_URL, secret: { source: vault, key: DB_URL } }
 `, h.coolifyURL, h.coolifyToken, uuidAPI))
-	if _, err := h.engine.Plan(context.Background(), "prod", runs.Trigger{Build: "0", ImageTag: "v2"}); !errors.Is(err, panics.ErrPanic) {
+	if _, err := h.engine.Plan(context.Background(), "prod", orchestrator.Trigger{Build: "0", ImageTag: "v2"}); !errors.Is(err, panics.ErrPanic) {
 		t.Errorf("plan: got %v, want the source's panic as an error", err)
 	}
-	r := h.wait(h.submit("prod", runs.Trigger{Build: "1", ImageTag: "v2"}))
+	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"}))
 	if r.Status != runs.StatusFailed || !strings.Contains(r.Reason+stepOf(t, r, runs.Phase1, "api").Error, "panic") {
 		t.Errorf("run with a panicking source: %s (%q, step %q), want failed naming the panic",
 			r.Status, r.Reason, stepOf(t, r, runs.Phase1, "api").Error)
 	}
 	panicking.Store(false)
-	if r := h.wait(h.submit("prod", runs.Trigger{Build: "2", ImageTag: "v3"})); r.Status != runs.StatusSucceeded {
+	if r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "2", ImageTag: "v3"})); r.Status != runs.StatusSucceeded {
 		t.Errorf("next run: %s (%s), want succeeded", r.Status, r.Reason)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -63,7 +64,7 @@ func TestUnmentionedFlagsAndCommentAreKept(t *testing.T) {
       - { key: FRESH, value: x, is_buildtime: false }
 `, false, ""))
 
-	plan, err := h.engine.Plan(context.Background(), "prod", runs.Trigger{ImageTag: "v1"})
+	plan, err := h.engine.Plan(context.Background(), "prod", orchestrator.Trigger{ImageTag: "v1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestUnmentionedFlagsAndCommentAreKept(t *testing.T) {
 		t.Errorf("plan env:\n got  %s\n want %s", got, wantPlan)
 	}
 
-	r := h.wait(h.submit("prod", runs.Trigger{ImageTag: "v1"}))
+	r := h.wait(h.submit("prod", orchestrator.Trigger{ImageTag: "v1"}))
 	if r.Status != runs.StatusSucceeded {
 		t.Fatalf("status = %s (%s), want succeeded", r.Status, r.Reason)
 	}
@@ -116,7 +117,7 @@ func TestRestorePutsBackNullTagAndDeletesTwins(t *testing.T) {
 	h.coolify.AddApplication(coolifytest.Application{UUID: uuid, Name: "nulltag", ImageName: "ghcr.io/acme/n"})
 	h.coolify.SetEnv(uuid, coolifytest.Env{Key: "HAD_PREVIEW", Value: coolifytest.Str("p"), IsPreview: true, IsRuntime: true})
 	h.start(h.onePipeline(uuid, "      - { key: NEWVAR, value: run-value }\n      - { key: HAD_PREVIEW, value: x }\n", true, ""))
-	r := h.wait(h.submit("prod", runs.Trigger{ImageTag: "v9"}))
+	r := h.wait(h.submit("prod", orchestrator.Trigger{ImageTag: "v9"}))
 	if r.Status != runs.StatusFailed {
 		t.Fatalf("status = %s (%s), want failed (ghost)", r.Status, r.Reason)
 	}
@@ -157,7 +158,7 @@ func TestRollbackRedeploysPreviousNullTag(t *testing.T) {
 	y := h.onePipeline(uuid, "      - { key: A, value: b }\n", false, "")
 	y = strings.Replace(y, "    deploy_timeout: 5s\n", fmt.Sprintf("    deploy_timeout: 5s\n    health: { http: { url: %q, timeout: 300ms } }\n", health.URL), 1)
 	h.start(y)
-	id := h.submit("prod", runs.Trigger{ImageTag: "v3"})
+	id := h.submit("prod", orchestrator.Trigger{ImageTag: "v3"})
 	r := h.wait(id)
 	if r.Status != runs.StatusFailed {
 		t.Fatalf("status = %s (%s), want failed", r.Status, r.Reason)
@@ -187,7 +188,7 @@ func TestNothingWrittenNothingRestored(t *testing.T) {
 	h := newHarness(t)
 	h.start(h.onePipeline(uuidAPI, "      - { key: NEWVAR, value: v }\n", false, ""))
 	h.coolify.FailNext(1, coolifytest.Fault{Method: "PATCH", Route: "/applications/{uuid}/envs/bulk", Status: http.StatusBadRequest, Message: "Bulk data is required."})
-	id := h.submit("prod", runs.Trigger{ImageTag: "v2"})
+	id := h.submit("prod", orchestrator.Trigger{ImageTag: "v2"})
 	r := h.wait(id)
 	if r.Status != runs.StatusFailed {
 		t.Fatalf("status = %s, want failed", r.Status)
@@ -218,14 +219,14 @@ func TestTokenLackingAbilitiesWritesNothing(t *testing.T) {
 	h.coolifyToken = "7|read-only"
 	h.coolify.AddToken(h.coolifyToken, coolifytest.AbilityRead)
 	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
-	p, err := h.engine.Plan(context.Background(), "prod", runs.Trigger{Build: "1", ImageTag: "v2"})
+	p, err := h.engine.Plan(context.Background(), "prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(p.Warnings) != 1 || !containsAll(p.Warnings[0], "write", "deploy", "read:sensitive") {
 		t.Errorf("plan warnings = %q, want one naming write, deploy and read:sensitive", p.Warnings)
 	}
-	r := h.wait(h.submit("prod", runs.Trigger{Build: "1", ImageTag: "v2"}))
+	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"}))
 	if r.Status != runs.StatusFailed || !containsAll(r.Reason, "write (", "deploy (", "read:sensitive (", "nothing was written") {
 		t.Errorf("run = %s %q, want failed naming write, deploy and read:sensitive", r.Status, r.Reason)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -623,7 +624,7 @@ func (x *execution) phase1() error {
 			return fmt.Errorf("waiting for the run submitted before: %w", context.Cause(x.waitCtx))
 		}
 	}
-	lease, pctx, cancel, err := x.phaseLease(x.waitCtx, runs.Phase1, config.Phase1Key)
+	lease, pctx, cancel, err := x.phaseLease(x.waitCtx, runs.Phase1, orchestrator.Phase1Key)
 	if err != nil {
 		return err
 	}
@@ -662,7 +663,7 @@ func (x *execution) phase2() error {
 		return err
 	}
 	wctx, stopWait := x.untilStop(x.ctx)
-	lease, pctx, cancel, err := x.phaseLease(wctx, runs.Phase2, config.Phase2Key)
+	lease, pctx, cancel, err := x.phaseLease(wctx, runs.Phase2, orchestrator.Phase2Key)
 	stopWait()
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -101,7 +102,7 @@ func (x *execution) deploymentOwner(ctx context.Context, s config.Service, d coo
 	if err != nil {
 		return "an unrecorded deploy", false
 	}
-	who := fmt.Sprintf("run %s on %s", r.ID, orUnknown(r.Owner))
+	who := fmt.Sprintf("run %s on %s", r.ID, orUnknown(r.Instance))
 	if r.Status.Terminal() {
 		// An interrupted run's deployment (one queued before the run was taken over) has
 		// nobody left to watch it; any other deployment after a run ended is not its.
@@ -111,7 +112,7 @@ func (x *execution) deploymentOwner(ctx context.Context, s config.Service, d coo
 		}
 		return who, true
 	}
-	return who, !x.e.ownerAlive(ctx, r.Owner, r.ID)
+	return who, !x.e.ownerAlive(ctx, r.Instance, r.ID)
 }
 
 // cancelForeign cancels a deployment this run did not start and records it.
@@ -170,7 +171,7 @@ func (e *Engine) ownerAlive(ctx context.Context, owner, id string) bool {
 		defer e.mu.Unlock()
 		return e.execs[id] != nil
 	}
-	_, err := e.d.Locker.Get(ctx, config.DaemonLiveKey(owner))
+	_, err := e.d.Locker.Get(ctx, orchestrator.DaemonLiveKey(owner))
 	// Unknown (backend down) counts as alive: waiting is the safe side.
 	return err == nil || !errors.Is(err, locks.ErrNotFound)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
@@ -275,7 +276,7 @@ func cmpOr(s, def string) string {
 }
 
 // submit triggers a run and returns its ID.
-func (h *harness) submit(pipeline string, t runs.Trigger) string {
+func (h *harness) submit(pipeline string, t orchestrator.Trigger) string {
 	h.t.Helper()
 	r, _, err := h.engine.Submit(context.Background(), pipeline, t)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/mobile/flagsmithtest"
@@ -32,7 +33,7 @@ func TestCancelQueuedRunDropsIt(t *testing.T) {
 	h := newHarness(t)
 	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
 	blocker := holdPhase1(t, h)
-	id := h.submit("prod", runs.Trigger{Build: "1", ImageTag: "v2"})
+	id := h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
 	h.waitEvent(id, runs.EventLockWaiting, "")
 	if _, err := h.engine.Cancel(context.Background(), id); err != nil {
 		t.Fatal(err)
@@ -59,7 +60,7 @@ func TestCancelRunningRunStopsAtSafePointAndCompensates(t *testing.T) {
 	h := newHarness(t)
 	h.start(h.pipelineYAML("prod", []string{"api", "worker"}, ""))
 	h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Hang)
-	id := h.submit("prod", runs.Trigger{Build: "2", ImageTag: "v2"})
+	id := h.submit("prod", orchestrator.Trigger{Build: "2", ImageTag: "v2"})
 	h.waitEvent(id, runs.EventDeployStarted, "api")
 	if _, err := h.engine.Cancel(context.Background(), id); err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func TestCancelWhileWaitingForALock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = blocker.Release(context.Background()) }()
-	id := h.submit("prod", runs.Trigger{Build: "2", ImageTag: "v2"})
+	id := h.submit("prod", orchestrator.Trigger{Build: "2", ImageTag: "v2"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := runs.Follow(ctx, h.store, id, 0, func(e runs.Event) error {
@@ -116,9 +117,9 @@ func TestSupersedeReplacesPendingRunOnly(t *testing.T) {
 	h := newHarness(t)
 	h.start(h.pipelineYAML("prod", []string{"api"}, "concurrency: supersede\n"))
 	blocker := holdPhase1(t, h)
-	first := h.submit("prod", runs.Trigger{Build: "1", ImageTag: "v2"})
+	first := h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
 	h.waitEvent(first, runs.EventLockWaiting, "")
-	second := h.submit("prod", runs.Trigger{Build: "2", ImageTag: "v3"})
+	second := h.submit("prod", orchestrator.Trigger{Build: "2", ImageTag: "v3"})
 	if r := h.wait(first); r.Status != runs.StatusSuperseded || !strings.Contains(r.Reason, second) {
 		t.Errorf("first run: %s (%q), want superseded by %s", r.Status, r.Reason, second)
 	}
@@ -160,7 +161,7 @@ func TestMobileStepAfterPhase2(t *testing.T) {
       android.latest_version: "${trigger.app_version}"
     never_downgrade: true
 `, fs.URL, fs.APIKey)))
-			id := h.submit("prod", runs.Trigger{Build: "3", ImageTag: "v2", AppVersion: "2.9.0"})
+			id := h.submit("prod", orchestrator.Trigger{Build: "3", ImageTag: "v2", AppVersion: "2.9.0"})
 			<-arrived
 			during, err := h.store.Get(context.Background(), id)
 			close(resume)
@@ -220,7 +221,7 @@ func TestPlanShowsChangesAndLocksWithoutWriting(t *testing.T) {
 	h.start(h.pipelineYAML("prod", []string{"api", "worker"}, ""))
 	blocker := holdPhase1(t, h)
 	defer blocker.Release(context.Background())
-	p, err := h.engine.Plan(context.Background(), "prod", runs.Trigger{Build: "5", ImageTag: "v7"})
+	p, err := h.engine.Plan(context.Background(), "prod", orchestrator.Trigger{Build: "5", ImageTag: "v7"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -163,7 +164,7 @@ func orNoReason(s string) string {
 }
 
 // queuedMessage is the run.queued event's text: who queued it, and for a rollback why.
-func queuedMessage(t runs.Trigger) string {
+func queuedMessage(t orchestrator.Trigger) string {
 	msg := "queued by " + orUnknown(t.By)
 	if t.Rollback {
 		msg += fmt.Sprintf(" as a rollback to build %s (it passes the stale-build guard): %s", orUnknown(t.Build), orNoReason(t.Reason))

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -13,7 +14,7 @@ func TestStandingOlderThanMark(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	run := func(order config.Order, build string, created time.Time) standing {
 		p := &config.Pipeline{Name: "prod", Order: order}
-		return standingOf(p, runs.Run{Pipeline: "prod", Trigger: runs.Trigger{Build: build}, CreatedAt: created})
+		return standingOf(p, runs.Run{Pipeline: "prod", Trigger: orchestrator.Trigger{Build: build}, CreatedAt: created})
 	}
 	mark := func(pipeline, build string, created time.Time) runs.Mark {
 		return runs.Mark{Pipeline: pipeline, Build: build, RunCreated: created, RunID: "r"}

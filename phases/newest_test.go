@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -50,12 +51,12 @@ func TestStaleBuildNeverWritten(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend string) {
 		h := newHarnessOn(t, backend)
 		h.start(h.pipelineYAML("prod", []string{"api", "worker"}, ""))
-		r5 := h.submit("prod", runs.Trigger{Build: "5", ImageTag: "v5"})
+		r5 := h.submit("prod", orchestrator.Trigger{Build: "5", ImageTag: "v5"})
 		if r := h.wait(r5); r.Status != runs.StatusSucceeded {
 			t.Fatalf("build 5: %s (%s)", r.Status, r.Reason)
 		}
 
-		r4 := h.submit("prod", runs.Trigger{Build: "4", ImageTag: "v4"})
+		r4 := h.submit("prod", orchestrator.Trigger{Build: "4", ImageTag: "v4"})
 		r := h.wait(r4)
 		if r.Status != runs.StatusSuperseded || !strings.Contains(r.Reason, "newer build") {
 			t.Errorf("build 4: %s (%q), want superseded: every service carries a newer build", r.Status, r.Reason)
@@ -77,7 +78,7 @@ func TestStaleBuildNeverWritten(t *testing.T) {
 			}
 		}
 
-		r6 := h.submit("prod", runs.Trigger{Build: "6", ImageTag: "v6"})
+		r6 := h.submit("prod", orchestrator.Trigger{Build: "6", ImageTag: "v6"})
 		if r := h.wait(r6); r.Status != runs.StatusSucceeded || r.Reason != "" {
 			t.Errorf("build 6: %s (%q), want succeeded", r.Status, r.Reason)
 		}
@@ -92,7 +93,7 @@ func TestOrderNoneKeepsLastRunWins(t *testing.T) {
 	h := newHarness(t)
 	h.start(h.pipelineYAML("prod", []string{"api"}, "order: none\n"))
 	for _, b := range []string{"5", "4"} {
-		if r := h.wait(h.submit("prod", runs.Trigger{Build: b, ImageTag: "v" + b})); r.Status != runs.StatusSucceeded {
+		if r := h.wait(h.submit("prod", orchestrator.Trigger{Build: b, ImageTag: "v" + b})); r.Status != runs.StatusSucceeded {
 			t.Fatalf("build %s: %s (%s)", b, r.Status, r.Reason)
 		}
 	}
@@ -107,9 +108,9 @@ func TestRollbackPassesTheGuard(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend string) {
 		h := newHarnessOn(t, backend)
 		h.start(h.pipelineYAML("prod", []string{"api", "worker"}, ""))
-		r5 := h.submit("prod", runs.Trigger{Build: "5", ImageTag: "v5"})
+		r5 := h.submit("prod", orchestrator.Trigger{Build: "5", ImageTag: "v5"})
 		h.wait(r5)
-		rb := h.submit("prod", runs.Trigger{Build: "4", ImageTag: "v4", Rollback: true, Reason: "v5 breaks checkout", By: "cli:alice"})
+		rb := h.submit("prod", orchestrator.Trigger{Build: "4", ImageTag: "v4", Rollback: true, Reason: "v5 breaks checkout", By: "cli:alice"})
 		r := h.wait(rb)
 		if r.Status != runs.StatusSucceeded || !r.Trigger.Rollback || r.Trigger.Reason != "v5 breaks checkout" {
 			t.Fatalf("rollback: %s (%s), trigger %+v", r.Status, r.Reason, r.Trigger)
@@ -137,10 +138,10 @@ func TestRollbackPassesTheGuard(t *testing.T) {
 			t.Errorf("audit %+v, want a rollback entry per service naming run, who, why and the build replaced", audit)
 		}
 		// After the rollback build 4 is on the services: build 3 is stale, build 6 deploys.
-		if r := h.wait(h.submit("prod", runs.Trigger{Build: "3", ImageTag: "v3"})); r.Status != runs.StatusSuperseded {
+		if r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "3", ImageTag: "v3"})); r.Status != runs.StatusSuperseded {
 			t.Errorf("build 3 after the rollback to 4: %s (%s), want superseded", r.Status, r.Reason)
 		}
-		if r := h.wait(h.submit("prod", runs.Trigger{Build: "6", ImageTag: "v6"})); r.Status != runs.StatusSucceeded {
+		if r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "6", ImageTag: "v6"})); r.Status != runs.StatusSucceeded {
 			t.Errorf("build 6 after the rollback: %s (%s)", r.Status, r.Reason)
 		}
 	})
@@ -150,10 +151,10 @@ func TestRollbackPassesTheGuard(t *testing.T) {
 func TestPlanReportsStaleServices(t *testing.T) {
 	h := newHarness(t)
 	h.start(h.pipelineYAML("prod", []string{"api", "worker"}, ""))
-	r5 := h.submit("prod", runs.Trigger{Build: "5", ImageTag: "v5"})
+	r5 := h.submit("prod", orchestrator.Trigger{Build: "5", ImageTag: "v5"})
 	h.wait(r5)
 	ctx := context.Background()
-	plan, err := h.engine.Plan(ctx, "prod", runs.Trigger{Build: "4", ImageTag: "v4"})
+	plan, err := h.engine.Plan(ctx, "prod", orchestrator.Trigger{Build: "4", ImageTag: "v4"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestPlanReportsStaleServices(t *testing.T) {
 	if w := strings.Join(plan.Warnings, "\n"); !strings.Contains(w, "superseded") {
 		t.Errorf("warnings %q, want one saying the run would end superseded", w)
 	}
-	for _, tr := range []runs.Trigger{{Build: "6", ImageTag: "v6"}, {Build: "4", ImageTag: "v4", Rollback: true}} {
+	for _, tr := range []orchestrator.Trigger{{Build: "6", ImageTag: "v6"}, {Build: "4", ImageTag: "v4", Rollback: true}} {
 		plan, err := h.engine.Plan(ctx, "prod", tr)
 		if err != nil {
 			t.Fatal(err)
@@ -196,7 +197,7 @@ func TestSupersedeAcrossDaemons(t *testing.T) {
 		ids := make([]string, len(daemons))
 		for i, d := range daemons {
 			build := string(rune('1' + i))
-			ids[i] = d.submit("prod", runs.Trigger{Build: build, ImageTag: "v" + build})
+			ids[i] = d.submit("prod", orchestrator.Trigger{Build: build, ImageTag: "v" + build})
 			d.waitEvent(ids[i], runs.EventLockWaiting, "")
 			if i == 0 {
 				continue
@@ -215,7 +216,7 @@ func TestSupersedeAcrossDaemons(t *testing.T) {
 			}
 		}
 		// An older build submitted now is superseded by the pending newer one, at once.
-		old, _, err := a.engine.Submit(context.Background(), "prod", runs.Trigger{Build: "2", ImageTag: "v2"})
+		old, _, err := a.engine.Submit(context.Background(), "prod", orchestrator.Trigger{Build: "2", ImageTag: "v2"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,11 +245,11 @@ func TestSupersedeAcrossDaemons(t *testing.T) {
 func TestStaleServicesLeftOthersDeployed(t *testing.T) {
 	h := newHarness(t)
 	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
-	r5 := h.submit("prod", runs.Trigger{Build: "5", ImageTag: "v5"})
+	r5 := h.submit("prod", orchestrator.Trigger{Build: "5", ImageTag: "v5"})
 	h.wait(r5)
 	p := h.peer("test-instance-b")
 	p.start(p.pipelineYAML("prod", []string{"api", "worker"}, ""))
-	r4 := p.submit("prod", runs.Trigger{Build: "4", ImageTag: "v4"})
+	r4 := p.submit("prod", orchestrator.Trigger{Build: "4", ImageTag: "v4"})
 	r := p.wait(r4)
 	if r.Status != runs.StatusSucceeded || !strings.Contains(r.Reason, "stale") || !strings.Contains(r.Reason, "api") {
 		t.Errorf("build 4: %s (%q), want succeeded naming api as stale", r.Status, r.Reason)

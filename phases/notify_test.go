@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/notify"
@@ -41,7 +42,7 @@ func TestNotifyHangingReceiverDoesNotDelayRun(t *testing.T) {
 	rcv.Hang()
 	h.start(h.pipelineYAML("prod", []string{"api", "worker"}, withNotifier(t, h, rcv, time.Minute)))
 
-	id := h.submit("prod", runs.Trigger{Build: "7", ImageTag: "v2", Commit: "abc123", By: "api:ci"})
+	id := h.submit("prod", orchestrator.Trigger{Build: "7", ImageTag: "v2", Commit: "abc123", By: "api:ci"})
 	select { // the end message is being delivered, and hangs
 	case <-rcv.Hanging():
 	case <-time.After(30 * time.Second):
@@ -68,7 +69,7 @@ func TestNotifyFailedRunNamesService(t *testing.T) {
 	h := newHarness(t)
 	rcv := notifytest.NewServer(t)
 	h.start(h.pipelineYAML("prod", []string{"api", "ghost"}, withNotifier(t, h, rcv, time.Minute)))
-	id := h.submit("prod", runs.Trigger{Build: "8", ImageTag: "v3"})
+	id := h.submit("prod", orchestrator.Trigger{Build: "8", ImageTag: "v3"})
 	if r := h.wait(id); r.Status != runs.StatusFailed {
 		t.Fatalf("run %s (%s), want failed", r.Status, r.Reason)
 	}
@@ -89,7 +90,7 @@ func TestNotifyLockWait(t *testing.T) {
 		Until: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	id := h.submit("prod", runs.Trigger{Build: "9", ImageTag: "v4"})
+	id := h.submit("prod", orchestrator.Trigger{Build: "9", ImageTag: "v4"})
 	m := received(t, rcv)
 	for _, want := range []string{"build 9 has waited", "for coolify:phase1, held by operator:alice (db migration)"} {
 		if !strings.Contains(m.Text, want) {

@@ -8,77 +8,29 @@ import (
 	"slices"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/secrets"
 )
 
-// Plan is a dry run: what a run of a pipeline with some trigger would change and which locks
-// it would take, and who holds them now. Values are never shown.
-type Plan struct {
-	Pipeline string        `json:"pipeline"`
-	Services []ServicePlan `json:"services"`
-	// Waves are the names of the services Phase 2 would deploy, wave by wave in the order the
-	// waves run; Parallel is how many of one wave deploy at once.
-	Waves    [][]string   `json:"waves,omitempty"`
-	Parallel int          `json:"parallel"`
-	Mobile   []MobilePlan `json:"mobile,omitempty"`
-	Locks    []LockPlan   `json:"locks"`
-	// Warnings are what would make the run fail before it writes anything, e.g. the abilities
-	// the Coolify token lacks.
-	Warnings []string `json:"warnings,omitempty"`
-}
-
-// ServicePlan is what Phase 1 would write to one service.
-type ServicePlan struct {
-	Name string `json:"name"`
-	UUID string `json:"uuid"`
-	Kind string `json:"kind"`
-	// Env lists every variable of the service's definition with what would happen to it
-	// (action "create", "update" or "unchanged") and, for a write, every flag and the comment it
-	// changes and whether the value changes. Never values.
-	Env      []runs.EnvChange `json:"env"`
-	ImageTag *runs.TagChange  `json:"image_tag,omitempty"`
-	// Error says why the service could not be read (the plan goes on with the others).
-	Error string `json:"error,omitempty"`
-	// Stale, when set, says that the stale-build guard would leave the service alone: a
-	// newer build of the pipeline is on it (the note names it and its run). A rollback is
-	// never stale.
-	Stale string `json:"stale,omitempty"`
-}
-
-// MobilePlan is one mobile step: the fields it would set.
-type MobilePlan struct {
-	Name    string   `json:"name"`
-	Feature string   `json:"feature"`
-	When    string   `json:"when"`
-	Fields  []string `json:"fields"`
-	LockKey string   `json:"lock_key"`
-}
-
-// LockPlan is one key the run would take and its current lease, if any.
-type LockPlan struct {
-	Key     string      `json:"key"`
-	Free    bool        `json:"free"`
-	Current *locks.Info `json:"current,omitempty"`
-}
-
 // Plan reads the current state of every service of the pipeline and reports what a run with
 // trigger t would change, which locks it would take and who holds them now. Nothing is
 // written and no lock is taken.
 //
-// Errors: ErrUnknownPipeline; ErrInvalidTrigger; secret resolution errors (naming keys, never
+// Errors: orchestrator.ErrUnknownPipeline; config.Problems for an invalid trigger (see
+// Submit); secret resolution errors (naming keys, never
 // values).
-func (e *Engine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (*Plan, error) {
+func (e *Engine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigger) (*orchestrator.Plan, error) {
 	p := e.d.Pipelines[pipeline]
 	if p == nil {
-		return nil, fmt.Errorf("pipeline %q: %w", pipeline, ErrUnknownPipeline)
+		return nil, fmt.Errorf("pipeline %q: %w", pipeline, orchestrator.ErrUnknownPipeline)
 	}
 	// Resolve validates the trigger too and reports every problem at once.
-	resolved, err := p.Resolve(configTrigger(t))
+	resolved, err := p.Resolve(t)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidTrigger, err)
+		return nil, fmt.Errorf("invalid trigger: %w", err)
 	}
 	sources, err := e.sourcesFor(resolved)
 	if err != nil {
@@ -89,7 +41,7 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (*Pl
 	x := &execution{e: e, run: run, p: resolved, cl: e.coolifyFor(resolved), resolver: secrets.NewResolver(sources)}
 	defer x.resolver.Forget()
 
-	plan := &Plan{Pipeline: pipeline, Parallel: resolved.Phase2.Parallel}
+	plan := &orchestrator.Plan{Pipeline: pipeline, Parallel: resolved.Phase2.Parallel}
 	for _, wave := range resolved.Waves() {
 		names := make([]string, len(wave))
 		for i, idx := range wave {
@@ -127,11 +79,11 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (*Pl
 		plan.Warnings = append(plan.Warnings, "a run would end superseded without writing: every service carries a newer build (trigger a rollback to deploy this one anyway)")
 	}
 	for _, m := range resolved.Mobile {
-		plan.Mobile = append(plan.Mobile, MobilePlan{Name: m.Name, Feature: m.Feature, When: string(m.When),
+		plan.Mobile = append(plan.Mobile, orchestrator.MobilePlan{Name: m.Name, Feature: m.Feature, When: string(m.When),
 			Fields: slices.Sorted(maps.Keys(m.Set)), LockKey: m.LockKey()})
 	}
 	for _, key := range resolved.LockKeys() {
-		lp := LockPlan{Key: key, Free: true}
+		lp := orchestrator.LockPlan{Key: key, Free: true}
 		info, err := e.d.Locker.Get(ctx, key)
 		switch {
 		case err == nil:
@@ -144,8 +96,8 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (*Pl
 	return plan, nil
 }
 
-func (x *execution) planService(ctx context.Context, s config.Service) (ServicePlan, error) {
-	sp := ServicePlan{Name: s.Name, UUID: s.UUID, Kind: string(s.Kind)}
+func (x *execution) planService(ctx context.Context, s config.Service) (orchestrator.ServicePlan, error) {
+	sp := orchestrator.ServicePlan{Name: s.Name, UUID: s.UUID, Kind: string(s.Kind)}
 	desired, err := x.desiredEnvs(ctx, s)
 	if err != nil {
 		return sp, err
@@ -156,8 +108,8 @@ func (x *execution) planService(ctx context.Context, s config.Service) (ServiceP
 	}
 	_, _, changes := envDiff(s.Kind, current, desired)
 	for _, d := range desired {
-		ch := runs.EnvChange{Key: d.key, Action: runs.EnvUnchanged}
-		if i := slices.IndexFunc(changes, func(c runs.EnvChange) bool { return c.Key == d.key }); i >= 0 {
+		ch := orchestrator.EnvChange{Key: d.key, Action: orchestrator.EnvUnchanged}
+		if i := slices.IndexFunc(changes, func(c orchestrator.EnvChange) bool { return c.Key == d.key }); i >= 0 {
 			ch = changes[i]
 		}
 		sp.Env = append(sp.Env, ch)
@@ -168,7 +120,7 @@ func (x *execution) planService(ctx context.Context, s config.Service) (ServiceP
 			return sp, err
 		}
 		if app.ImageTag != s.ImageTag {
-			sp.ImageTag = &runs.TagChange{Old: app.ImageTag, New: s.ImageTag}
+			sp.ImageTag = &orchestrator.TagChange{Old: app.ImageTag, New: s.ImageTag}
 		}
 	}
 	return sp, nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -25,7 +26,7 @@ func TestRestartMarksInterrupted(t *testing.T) {
 		// until it is killed.
 		h := adoptHarness(t)
 		h.start(h.pipelineYAML("prod", []string{"api"}, ""))
-		id := h.submit("prod", runs.Trigger{Build: "10", ImageTag: "v5"})
+		id := h.submit("prod", orchestrator.Trigger{Build: "10", ImageTag: "v5"})
 		fmt.Println(id)
 		<-make(chan struct{})
 		return
@@ -93,7 +94,7 @@ func TestRestartMarksInterrupted(t *testing.T) {
 	}
 	// A new run completes on the same service.
 	h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Succeed)
-	if r := h.wait(h.submit("prod", runs.Trigger{Build: "11", ImageTag: "v6"})); r.Status != runs.StatusSucceeded {
+	if r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "11", ImageTag: "v6"})); r.Status != runs.StatusSucceeded {
 		t.Errorf("run after restart: %s (%s)", r.Status, r.Reason)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -28,7 +28,7 @@ const takeoverWait = 30 * time.Second
 // is renewed all along that wait belongs to a live daemon: ErrInstanceLive.
 func (e *Engine) holdLiveness(ctx context.Context) error {
 	ttl := e.d.LivenessTTL
-	key := config.DaemonLiveKey(e.d.Instance)
+	key := orchestrator.DaemonLiveKey(e.d.Instance)
 	lease, err := e.d.Locker.Acquire(ctx, locks.Request{
 		Key: key, Holder: "daemon/" + e.d.Instance, Owner: e.daemonOwner(),
 		Message: fmt.Sprintf("daemon %s is alive", e.d.Instance), TTL: ttl,
@@ -89,7 +89,7 @@ func (e *Engine) keepLive(ctx context.Context) {
 }
 
 // daemonOwner groups the daemon's own leases (liveness, takeover) in the locker.
-func (e *Engine) daemonOwner() string { return config.NamespaceDaemon + e.d.Instance }
+func (e *Engine) daemonOwner() string { return orchestrator.NamespaceDaemon + e.d.Instance }
 
 // watch looks, every half liveness TTL, for unfinished runs whose owner's liveness lease has
 // expired, and takes them over; it also keeps this daemon's own liveness lease.
@@ -142,12 +142,12 @@ func (e *Engine) takeOverDead(ctx context.Context, suspects map[string]bool) map
 	}
 	var owners []string
 	for _, r := range unfinished {
-		if r.Owner != "" && r.Owner != e.d.Instance && !slices.Contains(owners, r.Owner) {
-			owners = append(owners, r.Owner)
+		if r.Instance != "" && r.Instance != e.d.Instance && !slices.Contains(owners, r.Instance) {
+			owners = append(owners, r.Instance)
 		}
 	}
 	for _, owner := range owners {
-		if _, err := e.d.Locker.Get(ctx, config.DaemonLiveKey(owner)); !errors.Is(err, locks.ErrNotFound) {
+		if _, err := e.d.Locker.Get(ctx, orchestrator.DaemonLiveKey(owner)); !errors.Is(err, locks.ErrNotFound) {
 			continue // alive, or unknown: do nothing
 		}
 		next[owner] = true
@@ -171,7 +171,7 @@ func (e *Engine) takeover(ctx context.Context, owner, reason string, wait bool) 
 	if wait {
 		budget.Timeout = takeoverWait
 	}
-	key := config.DaemonTakeoverKey(owner)
+	key := orchestrator.DaemonTakeoverKey(owner)
 	lease, err := e.d.Locker.Acquire(ctx, locks.Request{
 		Key: key, Holder: "daemon/" + e.d.Instance, Owner: e.daemonOwner(),
 		Message: fmt.Sprintf("daemon %s takes over the runs of %s", e.d.Instance, owner),
@@ -192,7 +192,7 @@ func (e *Engine) takeover(ctx context.Context, owner, reason string, wait bool) 
 	defer cancel()
 	if owner != e.d.Instance {
 		// Looked at again under the lock: the owner may have come back.
-		if _, err := e.d.Locker.Get(lctx, config.DaemonLiveKey(owner)); !errors.Is(err, locks.ErrNotFound) {
+		if _, err := e.d.Locker.Get(lctx, orchestrator.DaemonLiveKey(owner)); !errors.Is(err, locks.ErrNotFound) {
 			return nil, nil
 		}
 	}
@@ -218,7 +218,7 @@ func (e *Engine) takeover(ctx context.Context, owner, reason string, wait bool) 
 		for i, r := range ended {
 			ids[i] = r.ID
 		}
-		e.audit(lctx, "takeover", config.DaemonLiveKey(owner), fmt.Sprintf("%s: runs %s", reason, strings.Join(ids, ", ")))
+		e.audit(lctx, "takeover", orchestrator.DaemonLiveKey(owner), fmt.Sprintf("%s: runs %s", reason, strings.Join(ids, ", ")))
 		e.log.LogAttrs(lctx, slog.LevelWarn, "runs taken over", slog.String("owner", owner), slog.String("runs", strings.Join(ids, ",")))
 	}
 	return ended, lease.Err()
@@ -259,18 +259,18 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 		if err := cl.CancelDeployment(ctx, d.UUID); err != nil && !errors.Is(err, coolify.ErrBadRequest) {
 			return nil, fmt.Errorf("take over run %s: cancel deployment %s of %s: %w", r.ID, d.UUID, s.Name, err)
 		}
-		msg := fmt.Sprintf("canceled: deployment %s of %s was left running by the dead daemon %s (%s)", d.UUID, s.Name, r.Owner, reason)
+		msg := fmt.Sprintf("canceled: deployment %s of %s was left running by the dead daemon %s (%s)", d.UUID, s.Name, r.Instance, reason)
 		ends[s.Name] = deployEnd{uuid: d.UUID, status: coolify.StatusCancelledByUser}
-		evs = append(evs, runs.Event{Type: runs.EventDeployCanceled, Phase: runs.Phase2, Service: s.Name, LockKey: config.ServiceLockKey(s.UUID),
+		evs = append(evs, runs.Event{Type: runs.EventDeployCanceled, Phase: runs.Phase2, Service: s.Name, LockKey: orchestrator.ServiceLockKey(s.UUID),
 			Message: msg, Data: map[string]string{"deployment_uuid": d.UUID}})
-		e.audit(ctx, "cancel_deployment", config.ServiceLockKey(s.UUID), fmt.Sprintf("run %s: %s", r.ID, msg))
+		e.audit(ctx, "cancel_deployment", orchestrator.ServiceLockKey(s.UUID), fmt.Sprintf("run %s: %s", r.ID, msg))
 	}
 
 	released := e.releaseRunLeases(ctx, r, reason)
 	now := time.Now().UTC()
 	left := leftStates(r, ends)
 	evs = append(evs, runs.Event{Type: runs.EventRunInterrupted, Message: "run interrupted: " + reason + describeLeft(left),
-		Data: map[string]string{runs.DataOwner: r.Owner, runs.DataHeldLocks: strings.Join(released, ",")}})
+		Data: map[string]string{runs.DataInstance: r.Instance, runs.DataHeldLocks: strings.Join(released, ",")}})
 	out, err := e.d.Store.Update(ctx, r.ID, func(cur *runs.Run) error {
 		cur.Status, cur.Reason, cur.EndedAt, cur.HeldLocks = runs.StatusInterrupted, reason, now, nil
 		cur.Left = leftStates(*cur, ends)
@@ -302,7 +302,7 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 // it was recorded). It returns the keys released.
 func (e *Engine) releaseRunLeases(ctx context.Context, r runs.Run, reason string) []string {
 	keys := slices.Clone(r.HeldLocks)
-	for _, ns := range config.Namespaces() {
+	for _, ns := range orchestrator.Namespaces() {
 		infos, err := e.d.Locker.List(ctx, ns)
 		if err != nil {
 			continue

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
@@ -39,7 +40,7 @@ func TestPhase1WaitsForADeploymentItDidNotStart(t *testing.T) {
 		}
 		h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Succeed)
 
-		id := h.submit("prod", runs.Trigger{Build: "21", ImageTag: "v21"})
+		id := h.submit("prod", orchestrator.Trigger{Build: "21", ImageTag: "v21"})
 		r := h.wait(id)
 		if r.Status != runs.StatusSucceeded {
 			t.Fatalf("status %s (%s)", r.Status, r.Reason)
@@ -106,7 +107,7 @@ func TestDeadDaemonsRunIsTakenOver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dead, _, err := h.store.Create(ctx, runs.Run{Pipeline: "prod", Owner: "dead-daemon", Trigger: runs.Trigger{Build: "7"},
+		dead, _, err := h.store.Create(ctx, runs.Run{Pipeline: "prod", Instance: "dead-daemon", Trigger: orchestrator.Trigger{Build: "7"},
 			Steps: []runs.Step{
 				{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced, Changes: runs.Changes{Env: []runs.EnvChange{{Key: "BUILD", Action: runs.EnvUpdate, ValueChanged: true}}}},
 				{Phase: runs.Phase1, Name: "worker", UUID: uuidWorker, Status: runs.StepSynced, Changes: runs.Changes{Env: []runs.EnvChange{{Key: "BUILD", Action: runs.EnvUpdate, ValueChanged: true}}}},
@@ -172,7 +173,7 @@ func TestDeadDaemonsRunIsTakenOver(t *testing.T) {
 		}
 		// The takeover's audit entry is written after the run's end, under the takeover
 		// lease: once that lease is free, the takeover is over.
-		done, err := h.locker.Acquire(wctx, locks.Request{Key: config.DaemonTakeoverKey("dead-daemon"), Holder: "test#0/observer",
+		done, err := h.locker.Acquire(wctx, locks.Request{Key: orchestrator.DaemonTakeoverKey("dead-daemon"), Holder: "test#0/observer",
 			Budget: locks.Budget{Timeout: 30 * time.Second}})
 		if err != nil {
 			t.Fatalf("the takeover did not end: %v", err)
@@ -215,7 +216,7 @@ func TestSecondDaemonWithTheSameInstanceRefusesToStart(t *testing.T) {
 		t.Fatalf("second Start: %v, want ErrInstanceLive naming the instance", err)
 	}
 	// The first daemon still works.
-	if r := h.wait(h.submit("prod", runs.Trigger{Build: "1", ImageTag: "v2"})); r.Status != runs.StatusSucceeded {
+	if r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})); r.Status != runs.StatusSucceeded {
 		t.Fatalf("run on the first daemon: %s (%s)", r.Status, r.Reason)
 	}
 }
@@ -248,7 +249,7 @@ func TestPanicInARunFailsTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
-	r, _, err := e.Submit(context.Background(), "prod", runs.Trigger{Build: "1", ImageTag: "v9"})
+	r, _, err := e.Submit(context.Background(), "prod", orchestrator.Trigger{Build: "1", ImageTag: "v9"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -100,7 +101,7 @@ func TestPhase2DeploysWavesInParallel(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend string) {
 		h := wavesHarness(t, backend, 4, 200*time.Millisecond)
 		h.start(h.wavesYAML("waves", 3, false))
-		r := h.wait(h.submit("waves", runs.Trigger{Build: "7", ImageTag: "v2"}))
+		r := h.wait(h.submit("waves", orchestrator.Trigger{Build: "7", ImageTag: "v2"}))
 		if r.Status != runs.StatusSucceeded {
 			t.Fatalf("run %s: %s (%s)", r.ID, r.Status, r.Reason)
 		}
@@ -148,7 +149,7 @@ func TestPhase2ParallelAboveConcurrentBuildsQueues(t *testing.T) {
 	// build, however slowly the machine schedules the wave's goroutines.
 	h := wavesHarness(t, "sqlite", 2, time.Second)
 	h.start(h.wavesYAML("waves", 3, false))
-	r := h.wait(h.submit("waves", runs.Trigger{Build: "7", ImageTag: "v2"}))
+	r := h.wait(h.submit("waves", orchestrator.Trigger{Build: "7", ImageTag: "v2"}))
 	if r.Status != runs.StatusSucceeded {
 		t.Fatalf("run %s: %s (%s)", r.ID, r.Status, r.Reason)
 	}
@@ -176,8 +177,8 @@ func TestWavesOfTwoRunsDoNotDeadlock(t *testing.T) {
 		h := wavesHarness(t, backend, 4, 100*time.Millisecond)
 		h.start(h.wavesYAML("forward", 3, false), h.wavesYAML("backward", 3, true))
 		ids := []string{
-			h.submit("forward", runs.Trigger{Build: "1", ImageTag: "v2"}),
-			h.submit("backward", runs.Trigger{Build: "1", ImageTag: "v3"}),
+			h.submit("forward", orchestrator.Trigger{Build: "1", ImageTag: "v2"}),
+			h.submit("backward", orchestrator.Trigger{Build: "1", ImageTag: "v3"}),
 		}
 		for _, id := range ids {
 			if r := h.wait(id); r.Status != runs.StatusSucceeded && r.Status != runs.StatusSuperseded {
@@ -194,7 +195,7 @@ func TestWaveFailureStopsLaterWaves(t *testing.T) {
 	h := wavesHarness(t, "sqlite", 4, 100*time.Millisecond)
 	h.coolify.SetDeployOutcome(waveUUID("w-d"), coolifytest.Fail)
 	h.start(h.wavesYAML("waves", 3, false))
-	r := h.wait(h.submit("waves", runs.Trigger{Build: "7", ImageTag: "v2"}))
+	r := h.wait(h.submit("waves", orchestrator.Trigger{Build: "7", ImageTag: "v2"}))
 	if r.Status != runs.StatusFailed {
 		t.Fatalf("run %s: %s (%s), want failed", r.ID, r.Status, r.Reason)
 	}
@@ -247,7 +248,7 @@ func TestCheckExclusiveSeesOverlap(t *testing.T) {
 func TestPlanShowsWaves(t *testing.T) {
 	h := wavesHarness(t, "sqlite", 2, 50*time.Millisecond)
 	h.start(h.wavesYAML("waves", 3, true))
-	plan, err := h.engine.Plan(t.Context(), "waves", runs.Trigger{Build: "7", ImageTag: "v2"})
+	plan, err := h.engine.Plan(t.Context(), "waves", orchestrator.Trigger{Build: "7", ImageTag: "v2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,14 +277,14 @@ func TestPanicInWaveGoroutineFailsTheRun(t *testing.T) {
 	obs.armed.Store(true)
 	h.observer = obs
 	h.start(h.wavesYAML("waves", 3, false))
-	r := h.wait(h.submit("waves", runs.Trigger{Build: "7", ImageTag: "v2"}))
+	r := h.wait(h.submit("waves", orchestrator.Trigger{Build: "7", ImageTag: "v2"}))
 	if r.Status != runs.StatusFailed || !strings.Contains(r.Reason, "observer bug") {
 		t.Errorf("run: %s (%q), want failed naming the panic", r.Status, r.Reason)
 	}
 	if n := len(h.coolify.Deployments(waveUUID("w-f"))); n != 0 {
 		t.Errorf("w-f: %d deployments after wave 1 panicked, want none", n)
 	}
-	if r := h.wait(h.submit("waves", runs.Trigger{Build: "8", ImageTag: "v3"})); r.Status != runs.StatusSucceeded {
+	if r := h.wait(h.submit("waves", orchestrator.Trigger{Build: "8", ImageTag: "v3"})); r.Status != runs.StatusSucceeded {
 		t.Errorf("next run: %s (%s), want succeeded", r.Status, r.Reason)
 	}
 }

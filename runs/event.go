@@ -105,8 +105,9 @@ const (
 	// DataHeldLocks is a run.interrupted event's comma-separated list of the keys the run
 	// held when its daemon stopped.
 	DataHeldLocks = "held_locks"
-	// DataOwner is the owner (daemon instance) a run.interrupted event was marked for.
-	DataOwner = "owner"
+	// DataInstance is the daemon instance (Run.Instance) a run.interrupted event was marked
+	// for.
+	DataInstance = "owner"
 	// DataCalls, DataPriorityCalls, DataWaitedMS and DataLongestMS are a coolify.paced
 	// event's number of calls that waited, how many of them were priority calls, their total
 	// wait and the longest one, in milliseconds.

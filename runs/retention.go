@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -45,3 +46,25 @@ func PruneEvery(ctx context.Context, p Pruner, r Retention, interval time.Durati
 		}
 	}
 }
+
+// PruneBefore returns the sort key below which a driver's Prune deletes ended runs under r:
+// the later of the age cutoff (created before now - r.MaxAge) and nthNewest, the sort key of
+// the r.MaxRuns-th newest run ("" when the store holds fewer). "" means nothing is old
+// enough. Errors: ErrInvalid for a negative limit.
+func PruneBefore(r Retention, now time.Time, nthNewest string) (string, error) {
+	if r.MaxAge < 0 || r.MaxRuns < 0 {
+		return "", fmt.Errorf("prune: negative max age %s or max runs %d: %w", r.MaxAge, r.MaxRuns, ErrInvalid)
+	}
+	before := ""
+	if r.MaxAge > 0 {
+		before = SortKey(now.Add(-r.MaxAge), "")
+	}
+	if r.MaxRuns > 0 && nthNewest > before {
+		before = nthNewest
+	}
+	return before, nil
+}
+
+// PruneBatch is how many runs a driver's Prune deletes per write, so a write lock is never
+// held long.
+const PruneBatch = 200

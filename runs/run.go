@@ -3,12 +3,17 @@
 // lock it waited for, under which fence, which deployment), and an ordered, append-only log
 // of Events.
 //
-// The package holds the domain types, the Store contract and MarkStore (which run last
-// changed each Coolify resource, under which fence). Backends implement both; they live below it:
-// runs/sqlitestore (the embedded single-host default, one SQLite file in the state dir) and
-// runs/redisstore (multi-host, next to the Redis lock backend). runs/runstest is the
-// conformance suite both pass. Follow, written once above the backends, replays a run's
-// events and then follows new ones live (for the SSE endpoint and the CLI).
+// The package holds the domain types, the Store contract and Portable, the Store written once
+// over a small Driver (like locks.Locker over locks.Driver): creation defaults, Update's rules
+// and retry, event stamping, filters and cursors, the cache of decoded runs and in-process
+// signals are Portable's; a driver only stores and reads, one atomic step per method. Beside
+// them are MarkStore (which run last changed each Coolify resource, under which fence),
+// Pruner (retention) and Deliveries (webhook de-duplication), small contracts the backends
+// implement directly. Backends live below: runs/sqlitestore (the embedded single-host
+// default, one SQLite file in the state dir) and runs/redisstore (multi-host, next to the
+// Redis lock backend); runs/runstest is the conformance suite both pass. Follow, written
+// once above the backends, replays a run's events and then follows new ones live (for the
+// SSE endpoint and the CLI).
 //
 // Nothing here ever holds a secret: a Step records the keys of the env vars it wrote (with the
 // flags and comment it changed, and whether the value changed) and the old and new image tag,
@@ -16,10 +21,11 @@
 package runs
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 // Status is where a run is. A run moves queued → phase1 → phase2 → mobile → succeeded, or
@@ -68,39 +74,12 @@ const (
 	PhaseMobile Phase = "mobile" // Flagsmith remote-config update, in the mobile: namespace
 )
 
-// Trigger is what asked for a run and with which parameters.
-type Trigger struct {
-	Build      string            `json:"build,omitempty"`
-	ImageTag   string            `json:"image_tag,omitempty"`
-	Commit     string            `json:"commit,omitempty"`
-	AppVersion string            `json:"app_version,omitempty"`
-	Params     map[string]string `json:"params,omitempty"`
-	// By says who or what triggered the run: "api:<token name>", "webhook:github:<delivery>",
-	// "cli:<user>".
-	By string `json:"by"`
-	// IdempotencyKey, when set, makes Store.Create return the existing run of the same
-	// pipeline created with the same key instead of a second run. Callers keep their keys in
-	// separate namespaces ("api:<client's key>", "webhook:<provider>:<body digest>"), so one
-	// kind of caller cannot take another's key in advance.
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	// IdempotencyHash is the digest of the request that carried IdempotencyKey; it is stored
-	// with the key. A Create with the key and another hash is refused (ErrKeyReused) instead
-	// of answering a run started for different parameters.
-	IdempotencyHash string `json:"idempotency_hash,omitempty"`
-	// Rollback asks for this build on purpose even when a newer one is on the services: the
-	// run passes the stale-build guard and is recorded (with By and Reason) as a rollback in
-	// the run and the audit.
-	Rollback bool `json:"rollback,omitempty"`
-	// Reason says why, for a rollback (free text, shown in the run and the audit).
-	Reason string `json:"reason,omitempty"`
-}
-
 // Run is one execution of a pipeline.
 type Run struct {
-	ID       string  `json:"id"`
-	Pipeline string  `json:"pipeline"`
-	Trigger  Trigger `json:"trigger"`
-	Status   Status  `json:"status"`
+	ID       string               `json:"id"`
+	Pipeline string               `json:"pipeline"`
+	Trigger  orchestrator.Trigger `json:"trigger"`
+	Status   Status               `json:"status"`
 	// Reason says why a run failed, was superseded, canceled or interrupted ("lock lost",
 	// "health check failed for api", "superseded by run <id>", "daemon restarted").
 	Reason    string    `json:"reason,omitempty"`
@@ -110,9 +89,10 @@ type Run struct {
 	// Steps holds one step per (phase, name), in the order they were first set: the Phase-1
 	// steps of every service, then Phase 2, then mobile.
 	Steps []Step `json:"steps"`
-	// Owner is the daemon instance executing the run (empty while nobody has claimed it).
-	// Store.Unfinished finds an instance's runs by it, for a takeover.
-	Owner string `json:"owner,omitempty"`
+	// Instance is the daemon instance executing the run (empty while nobody has claimed
+	// it). Store.Unfinished finds an instance's runs by it, for a takeover. (It is stored and
+	// shown as "owner", its name before; locks call the run that holds a key its owner.)
+	Instance string `json:"owner,omitempty"`
 	// HeldLocks are the lock keys the run holds right now. The engine keeps it current so
 	// that, when the daemon dies, the interrupted report says which locks were left behind.
 	HeldLocks []string `json:"held_locks,omitempty"`
@@ -248,86 +228,20 @@ func orNone(s string) string {
 	return s
 }
 
-// Env change actions.
+// Env change actions (orchestrator's).
 const (
-	EnvCreate    = "create"
-	EnvUpdate    = "update"
-	EnvUnchanged = "unchanged" // only in plans
+	EnvCreate    = orchestrator.EnvCreate
+	EnvUpdate    = orchestrator.EnvUpdate
+	EnvUnchanged = orchestrator.EnvUnchanged
 )
 
-// EnvChange is what a write did (or a plan would do) to one env var: its key, the action, and
-// for an update which of the value, flags and comment change. The value itself is never kept.
-type EnvChange struct {
-	Key    string `json:"key"`
-	Action string `json:"action"`
-	// ValueChanged: the value differs from the current one (update only).
-	ValueChanged bool `json:"value_changed,omitempty"`
-	// ValueUnknown: the current value is hidden (is_shown_once), so it is written whether or
-	// not it differs.
-	ValueUnknown bool `json:"value_unknown,omitempty"`
-	// Flags are the flags that change: for a create, those set unlike Coolify's defaults for a
-	// new variable.
-	Flags []FlagChange `json:"flags,omitempty"`
-	// Comment is the comment change, nil when it stays.
-	Comment *CommentChange `json:"comment,omitempty"`
-}
-
-// FlagChange is one boolean flag of an env var (is_buildtime, is_runtime, is_literal,
-// is_multiline, is_shown_once) going from Old to New.
-type FlagChange struct {
-	Name string `json:"name"`
-	Old  bool   `json:"old"`
-	New  bool   `json:"new"`
-}
-
-// CommentChange is an env var's comment going from Old to New.
-type CommentChange struct {
-	Old string `json:"old"`
-	New string `json:"new"`
-}
-
-// String is `KEY created`, `KEY created (is_buildtime false)`, `KEY (value, is_literal true → false,
-// comment "a" → "b")` or `KEY unchanged`.
-func (e EnvChange) String() string {
-	var what []string
-	switch {
-	case e.ValueUnknown:
-		what = append(what, "value (current one hidden)")
-	case e.ValueChanged:
-		what = append(what, "value")
-	}
-	for _, f := range e.Flags {
-		if e.Action == EnvCreate {
-			what = append(what, fmt.Sprintf("%s %t", f.Name, f.New))
-		} else {
-			what = append(what, fmt.Sprintf("%s %t → %t", f.Name, f.Old, f.New))
-		}
-	}
-	if c := e.Comment; c != nil {
-		if e.Action == EnvCreate {
-			what = append(what, fmt.Sprintf("comment %q", c.New))
-		} else {
-			what = append(what, fmt.Sprintf("comment %q → %q", c.Old, c.New))
-		}
-	}
-	head := e.Key
-	switch e.Action {
-	case EnvCreate:
-		head += " created"
-	case EnvUnchanged:
-		return e.Key + " unchanged"
-	}
-	if len(what) == 0 {
-		return head
-	}
-	return head + " (" + strings.Join(what, ", ") + ")"
-}
-
-// TagChange is an image tag going from Old to New ("" for none).
-type TagChange struct {
-	Old string `json:"old"`
-	New string `json:"new"`
-}
+// The changes a step records are the domain's (a Plan lists the same).
+type (
+	EnvChange     = orchestrator.EnvChange
+	FlagChange    = orchestrator.FlagChange
+	CommentChange = orchestrator.CommentChange
+	TagChange     = orchestrator.TagChange
+)
 
 // Step returns a pointer to the step of phase named name, or nil. The pointer is into
 // r.Steps and stays valid until the next SetStep that appends.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -96,7 +97,7 @@ func TestSteps(t *testing.T) {
 
 func TestClone(t *testing.T) {
 	r := runs.Run{
-		Trigger:   runs.Trigger{Params: map[string]string{"a": "1"}},
+		Trigger:   orchestrator.Trigger{Params: map[string]string{"a": "1"}},
 		HeldLocks: []string{"coolify:phase1"},
 		Steps: []runs.Step{{Name: "api", Changes: runs.Changes{
 			Env:    []runs.EnvChange{{Key: "K", Action: runs.EnvUpdate, Flags: []runs.FlagChange{{Name: "is_literal", New: true}}, Comment: &runs.CommentChange{New: "c"}}},

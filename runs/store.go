@@ -3,12 +3,14 @@ package runs
 import (
 	"context"
 	"errors"
-	"time"
 )
 
 // Store keeps runs and their event logs. Runs survive a restart of the daemon. Every method
 // is safe for concurrent use, by goroutines of one process and (on the same backend) by
 // several processes.
+//
+// Portable is the one implementation, over a backend's Driver; consumers (the engine, the
+// API) depend on this interface, so a wrapper (cmd's paced store) or a test can stand in.
 //
 // Errors are wrapped with the run ID or the operation; callers test them with errors.Is
 // against ErrNotFound, ErrConflict, ErrEnded, ErrInvalid and ErrUnavailable. A canceled
@@ -49,6 +51,9 @@ type Store interface {
 	// Trigger, CreatedAt or Version: the store puts them back. If fn returns an error,
 	// nothing is written and Update returns that error, wrapped.
 	//
+	// The run returned may be shared with the store's cache of decoded runs (Portable's
+	// is): read it, never change it or the slices and maps in it; Clone it to change it.
+	//
 	// Errors: ErrNotFound; ErrEnded, without calling fn, when the stored run's status is
 	// already terminal (so a run marked interrupted or canceled is not revived by a late
 	// writer); ErrInvalid when fn leaves an unknown status; what fn returns; ErrUnavailable.
@@ -74,20 +79,12 @@ type Store interface {
 	// Errors: ErrUnavailable. Subscribing to a run that does not exist is not an error.
 	Subscribe(ctx context.Context, id string) (Subscription, error)
 
-	// Unfinished returns the runs that have not ended and whose owner is owner (every owner
-	// when owner is empty), oldest first. A daemon reads its own on start and a dead
-	// daemon's when it takes them over; it ends them with Update.
+	// Unfinished returns the runs that have not ended and whose Instance is instance (every
+	// instance's when instance is empty), oldest first. A daemon reads its own on start and
+	// a dead daemon's when it takes them over; it ends them with Update.
 	//
 	// Errors: ErrUnavailable.
-	Unfinished(ctx context.Context, owner string) ([]Run, error)
-
-	// SeenDelivery records a webhook delivery ID and reports whether it was already recorded
-	// within the last ttl: the first call for an ID returns false, later calls return true
-	// until ttl has passed. The check and the record are one atomic step, so two concurrent
-	// calls with one ID get one false and one true.
-	//
-	// Errors: ErrInvalid (empty id, ttl <= 0); ErrUnavailable.
-	SeenDelivery(ctx context.Context, id string, ttl time.Duration) (seen bool, err error)
+	Unfinished(ctx context.Context, instance string) ([]Run, error)
 
 	// Ping reports whether the backend is reachable (ErrUnavailable if not).
 	Ping(ctx context.Context) error

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -169,7 +170,7 @@ func runPath(id string) string { return "/v1/runs/" + url.PathEscape(id) }
 func lockPath(key, action string) string { return "/v1/locks/" + url.PathEscape(key) + "/" + action }
 
 // trigger asks for a run of pipeline; existing is true when key matched an earlier run.
-func (a *apiClient) trigger(ctx context.Context, pipeline string, t runs.Trigger, key string) (*runs.Run, bool, error) {
+func (a *apiClient) trigger(ctx context.Context, pipeline string, t orchestrator.Trigger, key string) (*runs.Run, bool, error) {
 	body := map[string]any{"build": t.Build, "image_tag": t.ImageTag, "commit": t.Commit,
 		"app_version": t.AppVersion, "params": t.Params, "rollback": t.Rollback, "reason": t.Reason}
 	var out struct {

@@ -12,7 +12,7 @@ import (
 func TestOnlyCmdWiresBackends(t *testing.T) {
 	const mod = "github.com/deploy-orchestrator/orchestrator/"
 	backends := []string{"locks/redislock", "locks/sqlitelock", "runs/redisstore", "runs/sqlitestore"}
-	for _, pkg := range []string{"api", "phases", "locks", "runs", "config", "coolify", "mobile", "secrets", "secrets/infisical"} {
+	for _, pkg := range []string{"api", "phases", "locks", "runs", "config", "coolify", "mobile", "secrets", "secrets/infisical", "metrics"} {
 		out, err := exec.Command("go", "list", "-deps", mod+pkg).Output()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v", pkg, err)
@@ -24,6 +24,30 @@ func TestOnlyCmdWiresBackends(t *testing.T) {
 					t.Errorf("%s depends on the concrete backend %s; only cmd/orchestrator may wire it", pkg, b)
 				}
 			}
+		}
+	}
+}
+
+// TestDomainLayering: the domain package at the module root imports nothing of the module,
+// so every package can use its words; the API reaches the engine only through the domain's
+// contract (orchestrator.Engine), never package phases.
+func TestDomainLayering(t *testing.T) {
+	const root = "github.com/deploy-orchestrator/orchestrator"
+	deps := func(pkg string) []string {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		return strings.Fields(string(out))
+	}
+	for _, d := range deps(root) {
+		if d != root && strings.HasPrefix(d, root+"/") {
+			t.Errorf("the domain package imports %s; it must import nothing of the module", d)
+		}
+	}
+	for _, d := range deps(root + "/api") {
+		if d == root+"/phases" {
+			t.Errorf("api depends on phases; it must reach the engine through orchestrator.Engine")
 		}
 	}
 }

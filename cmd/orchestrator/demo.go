@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/cmd/orchestrator/demopipelines"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
@@ -176,11 +177,11 @@ func demoRuns(ctx context.Context, w io.Writer, mu *sync.Mutex, base, token stri
 	cl := newAPIClient(base, token, nil)
 	type demoRun struct {
 		pipeline string
-		trigger  runs.Trigger
+		trigger  orchestrator.Trigger
 	}
 	specs := []demoRun{
-		{"demo", runs.Trigger{Build: "1001", ImageTag: "v1.4.0", Commit: "4f2c9e1", AppVersion: "1.4.0"}},
-		{"demo-web", runs.Trigger{Build: "1002", ImageTag: "v1.4.1", Params: map[string]string{"channel": "beta"}}},
+		{"demo", orchestrator.Trigger{Build: "1001", ImageTag: "v1.4.0", Commit: "4f2c9e1", AppVersion: "1.4.0"}},
+		{"demo-web", orchestrator.Trigger{Build: "1002", ImageTag: "v1.4.1", Params: map[string]string{"channel": "beta"}}},
 	}
 	var wg sync.WaitGroup
 	results := make([]*runs.Run, len(specs))

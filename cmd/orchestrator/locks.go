@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 )
 
@@ -50,7 +50,7 @@ func lockKeyArg(fs *pflag.FlagSet, cmd string) (string, error) {
 	if fs.NArg() != 1 {
 		return "", usageError("%s: want one KEY argument (see --help)", cmd)
 	}
-	if err := config.CheckLockKey(fs.Arg(0)); err != nil {
+	if err := orchestrator.CheckLockKey(fs.Arg(0)); err != nil {
 		return "", usageError("%s: %w", cmd, err)
 	}
 	return fs.Arg(0), nil

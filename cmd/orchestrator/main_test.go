@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -147,6 +148,11 @@ func TestServeTriggerAndGracefulShutdown(t *testing.T) {
 	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "ORCH_TRIGGER_TOKEN") {
 		t.Errorf("trigger with a wrong token: exit %d, %v, want 2 and a 403 error naming the token variable", exitCode(err), err)
 	}
+	// The engine's refusal of a trigger that can't fill the pipeline reaches the API with the
+	// trigger's field as data (config's Resolve sets it; nothing in between reads the message).
+	if code, field := postTrigger(t, base, env["ORCH_TRIGGER_TOKEN"], `{"build":"43"}`); code != http.StatusBadRequest || field != "image_tag" {
+		t.Errorf("trigger without the image tag prod needs: got %d naming %q, want 400 naming image_tag", code, field)
+	}
 
 	cancel()
 	select {
@@ -163,6 +169,30 @@ func TestServeTriggerAndGracefulShutdown(t *testing.T) {
 	if !strings.Contains(serveLog, "daemon stopped") {
 		t.Errorf("serve log lacks the clean stop:\n%s", serveLog)
 	}
+}
+
+// postTrigger sends a trigger body to the daemon at base and returns the status and the
+// field its error answer names.
+func postTrigger(t *testing.T, base, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/pipelines/prod/runs", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var answer struct {
+		Error struct {
+			Field string `json:"field"`
+		} `json:"error"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&answer)
+	return resp.StatusCode, answer.Error.Field
 }
 
 func waitHealthy(t *testing.T, base string, done <-chan struct{}) {

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -214,7 +215,7 @@ func TestTriggerCtrlCInCILeavesTheRun(t *testing.T) {
 }
 
 func TestIdempotencyKeyFromCI(t *testing.T) {
-	tr := runs.Trigger{Build: "812", ImageTag: "v1.4.0"}
+	tr := orchestrator.Trigger{Build: "812", ImageTag: "v1.4.0"}
 	gh := map[string]string{"GITHUB_RUN_ID": "9876", "GITHUB_RUN_ATTEMPT": "1", "GITHUB_JOB": "deploy"}
 	get := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	k1, src := idempotencyKey(get(gh), "production", tr)
@@ -222,18 +223,26 @@ func TestIdempotencyKeyFromCI(t *testing.T) {
 	if k1 != k2 || !strings.HasPrefix(k1, "ci-github-") || !strings.Contains(src, "GITHUB_RUN_ID") {
 		t.Errorf("a retried step in the same GitHub job: keys %q, %q (%s), want equal ci-github- keys", k1, k2, src)
 	}
-	for name, change := range map[string]func(m map[string]string) (string, runs.Trigger){
-		"a re-run (attempt 2)": func(m map[string]string) (string, runs.Trigger) {
+	for name, change := range map[string]func(m map[string]string) (string, orchestrator.Trigger){
+		"a re-run (attempt 2)": func(m map[string]string) (string, orchestrator.Trigger) {
 			m["GITHUB_RUN_ATTEMPT"] = "2"
 			return "production", tr
 		},
-		"another job": func(m map[string]string) (string, runs.Trigger) {
+		"another job": func(m map[string]string) (string, orchestrator.Trigger) {
 			m["GITHUB_JOB"] = "deploy-eu"
 			return "production", tr
 		},
-		"another pipeline":      func(map[string]string) (string, runs.Trigger) { return "staging", tr },
-		"another build":         func(map[string]string) (string, runs.Trigger) { t2 := tr; t2.Build = "813"; return "production", t2 },
-		"another image tag too": func(map[string]string) (string, runs.Trigger) { t2 := tr; t2.ImageTag = "v9"; return "production", t2 },
+		"another pipeline": func(map[string]string) (string, orchestrator.Trigger) { return "staging", tr },
+		"another build": func(map[string]string) (string, orchestrator.Trigger) {
+			t2 := tr
+			t2.Build = "813"
+			return "production", t2
+		},
+		"another image tag too": func(map[string]string) (string, orchestrator.Trigger) {
+			t2 := tr
+			t2.ImageTag = "v9"
+			return "production", t2
+		},
 	} {
 		m := map[string]string{}
 		for k, v := range gh {

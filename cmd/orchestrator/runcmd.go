@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/phases"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -37,11 +38,11 @@ func addTriggerFlags(fs *pflag.FlagSet) *triggerFlags {
 	return t
 }
 
-func (t *triggerFlags) trigger(by string) (runs.Trigger, error) {
+func (t *triggerFlags) trigger(by string) (orchestrator.Trigger, error) {
 	if t.reason != "" && !t.rollback {
-		return runs.Trigger{}, usageError("--reason goes with --rollback")
+		return orchestrator.Trigger{}, usageError("--reason goes with --rollback")
 	}
-	out := runs.Trigger{Build: t.build, ImageTag: t.imageTag, Commit: t.commit, AppVersion: t.appVersion, By: by,
+	out := orchestrator.Trigger{Build: t.build, ImageTag: t.imageTag, Commit: t.commit, AppVersion: t.appVersion, By: by,
 		Rollback: t.rollback, Reason: t.reason}
 	for _, kv := range t.set {
 		k, v, ok := strings.Cut(kv, "=")
@@ -213,7 +214,7 @@ func cmdPlan(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-func printPlan(w io.Writer, p *phases.Plan) {
+func printPlan(w io.Writer, p *orchestrator.Plan) {
 	fmt.Fprintf(w, "Plan for %s\n\n", p.Pipeline)
 	for _, warn := range p.Warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", warn)
@@ -260,7 +261,7 @@ func printPlan(w io.Writer, p *phases.Plan) {
 // engineError gives the engine's refusals of what was asked (an unknown pipeline, an invalid
 // trigger) exit code 2.
 func engineError(err error) error {
-	if errors.Is(err, phases.ErrUnknownPipeline) || errors.Is(err, phases.ErrInvalidTrigger) {
+	if errors.Is(err, orchestrator.ErrUnknownPipeline) || errors.Is(err, orchestrator.ErrInvalid) {
 		return &exitError{code: exitUsage, err: err}
 	}
 	return err

@@ -7,15 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/metrics"
 	"github.com/deploy-orchestrator/orchestrator/notify"
-	"github.com/deploy-orchestrator/orchestrator/phases"
-	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
 func cmdServe(ctx context.Context, c *cli, args []string) error {
@@ -73,7 +71,7 @@ func publicURL(d *config.Daemon, addr string) string {
 // steps finish or compensate within the grace period, locks are released, and what could not
 // finish is marked. ready, when set, is called with the bound address once the daemon answers.
 func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[string]*config.Pipeline, log *slog.Logger, ready func(addr string), tn tuning) error {
-	metrics := api.NewMetrics()
+	metrics := metrics.New()
 	b, err := openBackends(ctx, d, log, metrics)
 	if err != nil {
 		return err
@@ -122,7 +120,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	defer cancelBase()
 	// Header and body timeouts, header size and connection caps: see api.NewHTTPServer and
 	// api.LimitListener.
-	srv := api.NewHTTPServer(api.Deps{Config: d, Engine: apiEngine{eng}, Runs: b.store, Locks: b.locker,
+	srv := api.NewHTTPServer(api.Deps{Config: d, Engine: eng, Runs: b.store, Deliveries: b.store, Locks: b.locker,
 		Metrics: metrics, Logger: log, Notifier: notifier})
 	// Streams (SSE) end when shutdown starts; request contexts derive from this.
 	srv.BaseContext = func(net.Listener) context.Context { return baseCtx }
@@ -164,59 +162,4 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	}
 	log.LogAttrs(context.Background(), slog.LevelInfo, "daemon stopped")
 	return nil
-}
-
-// apiEngine adapts the engine to the API's Engine interface and error vocabulary.
-type apiEngine struct{ e *phases.Engine }
-
-func (a apiEngine) Submit(ctx context.Context, pipeline string, t runs.Trigger) (*runs.Run, bool, error) {
-	r, existing, err := a.e.Submit(ctx, pipeline, t)
-	return r, existing, apiError(err)
-}
-
-func (a apiEngine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
-	r, err := a.e.Cancel(ctx, id)
-	return r, apiError(err)
-}
-
-func (a apiEngine) Plan(ctx context.Context, pipeline string, t runs.Trigger) (any, error) {
-	p, err := a.e.Plan(ctx, pipeline, t)
-	if err != nil {
-		return nil, apiError(err)
-	}
-	return p, nil
-}
-
-func (a apiEngine) Pipelines() []string { return a.e.Pipelines() }
-
-var triggerRef = regexp.MustCompile(`\$\{trigger\.([A-Za-z0-9_.]+)\}`)
-
-// apiError maps the engine's errors to the API's.
-func apiError(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, phases.ErrUnknownPipeline):
-		return fmt.Errorf("%w: %w", api.ErrUnknownPipeline, err)
-	case errors.Is(err, phases.ErrShuttingDown):
-		return fmt.Errorf("%w: %w", api.ErrShuttingDown, err)
-	case errors.Is(err, phases.ErrNotOwner):
-		return fmt.Errorf("%w: %w", api.ErrConflict, err)
-	case errors.Is(err, phases.ErrInvalidTrigger):
-		probs := config.AsProblems(err)
-		if len(probs) == 0 {
-			return &api.FieldError{Field: "", Reason: err.Error()}
-		}
-		// Every problem, in one answer, each naming its field.
-		es := make(api.FieldErrors, len(probs))
-		for i, p := range probs {
-			field := p.Field
-			if m := triggerRef.FindStringSubmatch(p.Message); m != nil {
-				field = m[1] // the trigger field the pipeline needs, e.g. image_tag
-			}
-			es[i] = &api.FieldError{Field: field, Reason: p.Message}
-		}
-		return es
-	}
-	return err
 }

@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/deploy-orchestrator/orchestrator/runs"
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 // exitInterrupted is trigger's exit code when Ctrl-C stopped it before the run ended and the
@@ -144,7 +144,7 @@ var ciIdentity = []struct {
 // retried in the same job (a flaky network, a retry wrapper) asks for the same run, and two
 // jobs, or a re-run of the job (a new attempt, a new job ID), ask for their own. Outside CI
 // it is random: each call is a new request.
-func idempotencyKey(getenv func(string) string, pipeline string, t runs.Trigger) (key, source string) {
+func idempotencyKey(getenv func(string) string, pipeline string, t orchestrator.Trigger) (key, source string) {
 	for _, ci := range ciIdentity {
 		vals := make([]string, len(ci.vars))
 		for i, v := range ci.vars {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/internal/pacing"
@@ -31,11 +32,13 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/secrets/infisical"
 )
 
-// store is a run store that also keeps service marks and prunes its history; both backends are.
+// store is a run store that also keeps service marks, prunes its history and de-duplicates
+// webhook deliveries; both backends are.
 type store interface {
 	runs.Store
 	runs.MarkStore
 	runs.Pruner
+	runs.Deliveries
 }
 
 // backends are the lock service and the run store of one process, on Redis or on the
@@ -56,7 +59,7 @@ func (b *backends) Close() error { return b.close() }
 // openBackends opens the configured backend: Redis when d.RedisURL is set (with d.Locks'
 // replica confirmation), else the SQLite files in d.StateDir (created if missing).
 func openBackends(ctx context.Context, d *config.Daemon, log *slog.Logger, obs locks.Observer) (*backends, error) {
-	lopts := locks.Options{Logger: log, Observer: obs}
+	lopts := locks.Options{Logger: log, Observer: obs, DefaultBudget: defaultBudget}
 	redisURL, stateDir := d.RedisURL.Reveal(), d.StateDir
 	if redisURL != "" {
 		redis.SetLogger(redisLogger{log})
@@ -295,4 +298,13 @@ func instanceID(getenv func(string) string, listen string) string {
 		host = "localhost"
 	}
 	return host + "/" + strings.TrimPrefix(listen, "127.0.0.1")
+}
+
+// defaultBudget is the Locker's budget for a request that names none: phase locks wait
+// longer than service locks.
+func defaultBudget(key string) locks.Budget {
+	if orchestrator.IsPhaseKey(key) {
+		return locks.PhaseBudget
+	}
+	return locks.ServiceBudget
 }

@@ -153,12 +153,6 @@ func (s *Server) Restart() {
 	s.start(binary(s.t))
 }
 
-// Log returns what the server wrote to its log file so far.
-func (s *Server) Log() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-	return string(b)
-}
-
 // ping sends an inline PING and waits for +PONG.
 func ping(addr string) error {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)

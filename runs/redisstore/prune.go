@@ -10,10 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/deploy-orchestrator/orchestrator/runs"
-	"github.com/deploy-orchestrator/orchestrator/runs/internal/storekit"
 )
-
-var _ runs.Pruner = (*Store)(nil)
 
 //go:embed prune.lua
 var pruneLua string
@@ -24,7 +21,7 @@ var pruneScript = redis.NewScript(pruneLua)
 
 // runKeys are the keys that belong to one run alone, its hash first: Prune deletes them with
 // the run. A new per-run key belongs here.
-func (s *Store) runKeys(id string) []string { return []string{s.runKey(id), s.evKey(id)} }
+func (d *driver) runKeys(id string) []string { return []string{d.runKey(id), d.evKey(id)} }
 
 // Prune implements runs.Pruner. It walks the all-runs index from the oldest entry below the
 // cutoff, reads each batch of runs, and deletes the ended ones with one script call each
@@ -32,38 +29,38 @@ func (s *Store) runKeys(id string) []string { return []string{s.runKey(id), s.ev
 // Delivery markers need nothing: they expire by their own TTL.
 func (s *Store) Prune(ctx context.Context, r runs.Retention) (int, error) {
 	const op = "prune runs"
-	if err := s.open(op); err != nil {
+	if err := s.d.open(op); err != nil {
 		return 0, err
 	}
 	var nth string
 	if r.MaxRuns > 0 {
-		sks, err := s.rdb.ZRevRange(ctx, s.allKey(), int64(r.MaxRuns-1), int64(r.MaxRuns-1)).Result()
+		sks, err := s.d.rdb.ZRevRange(ctx, s.d.allKey(), int64(r.MaxRuns-1), int64(r.MaxRuns-1)).Result()
 		if err != nil {
-			return 0, storekit.Fail(op, err)
+			return 0, runs.Fail(op, err)
 		}
 		if len(sks) > 0 {
 			nth = sks[0]
 		}
 	}
-	before, err := storekit.PruneBefore(r, s.now(), nth)
+	before, err := runs.PruneBefore(r, s.d.now(), nth)
 	if err != nil || before == "" {
 		return 0, err
 	}
-	if err := pruneScript.Load(ctx, s.rdb).Err(); err != nil {
-		return 0, storekit.Fail(op, err)
+	if err := pruneScript.Load(ctx, s.d.rdb).Err(); err != nil {
+		return 0, runs.Fail(op, err)
 	}
 	deleted, min := 0, "-"
 	for {
-		sks, err := s.rdb.ZRangeByLex(ctx, s.allKey(), &redis.ZRangeBy{Min: min, Max: "(" + before, Count: storekit.PruneBatch}).Result()
+		sks, err := s.d.rdb.ZRangeByLex(ctx, s.d.allKey(), &redis.ZRangeBy{Min: min, Max: "(" + before, Count: runs.PruneBatch}).Result()
 		if err != nil {
-			return deleted, storekit.Fail(op, err)
+			return deleted, runs.Fail(op, err)
 		}
-		n, err := s.pruneBatch(ctx, sks)
+		n, err := s.d.pruneBatch(ctx, sks)
 		deleted += n
 		if err != nil {
-			return deleted, storekit.Fail(op, err)
+			return deleted, runs.Fail(op, err)
 		}
-		if len(sks) < storekit.PruneBatch {
+		if len(sks) < runs.PruneBatch {
 			return deleted, nil
 		}
 		min = "(" + sks[len(sks)-1]
@@ -71,27 +68,24 @@ func (s *Store) Prune(ctx context.Context, r runs.Retention) (int, error) {
 }
 
 // pruneBatch deletes the ended runs among the index entries sks and returns how many it deleted.
-func (s *Store) pruneBatch(ctx context.Context, sks []string) (int, error) {
+func (d *driver) pruneBatch(ctx context.Context, sks []string) (int, error) {
 	if len(sks) == 0 {
 		return 0, nil
 	}
-	pipe := s.rdb.Pipeline()
+	pipe := d.rdb.Pipeline()
 	reads := make([]*redis.SliceCmd, len(sks))
 	for i, sk := range sks {
-		_, id, err := storekit.SplitSortKey(sk)
+		_, id, err := runs.SplitSortKey(sk)
 		if err != nil {
 			return 0, fmt.Errorf("index entry %q: %w", sk, err)
 		}
-		reads[i] = pipe.HMGet(ctx, s.runKey(id), "h", "d") // its header, or the whole run an older build wrote
+		reads[i] = pipe.HMGet(ctx, d.runKey(id), "h", "d") // its header, or the whole run an older build wrote
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, err
 	}
-	pipe = s.rdb.Pipeline()
-	var (
-		dels []*redis.Cmd
-		ids  []string
-	)
+	pipe = d.rdb.Pipeline()
+	var dels []*redis.Cmd
 	for i, c := range reads {
 		data, ok := c.Val()[0].(string)
 		if !ok {
@@ -107,14 +101,13 @@ func (s *Store) pruneBatch(ctx context.Context, sks []string) (int, error) {
 		if !run.Status.Terminal() {
 			continue
 		}
-		hasIdem, idem := "0", s.idemKey(run.Pipeline, "")
+		hasIdem, idem := "0", d.idemKey(run.Pipeline, "")
 		if k := run.Trigger.IdempotencyKey; k != "" {
-			hasIdem, idem = "1", s.idemKey(run.Pipeline, k)
+			hasIdem, idem = "1", d.idemKey(run.Pipeline, k)
 		}
-		keys := append([]string{s.allKey(), s.plKey(run.Pipeline), s.stKey(run.Status),
-			s.psKey(run.Status, run.Pipeline), s.ownerKey(run.Owner), idem}, s.runKeys(run.ID)...)
+		keys := append([]string{d.allKey(), d.plKey(run.Pipeline), d.stKey(run.Status),
+			d.psKey(run.Status, run.Pipeline), d.ownerKey(run.Instance), idem}, d.runKeys(run.ID)...)
 		dels = append(dels, pruneScript.EvalSha(ctx, pipe, keys, string(run.Status), sks[i], run.ID, hasIdem))
-		ids = append(ids, run.ID)
 	}
 	if len(dels) == 0 {
 		return 0, nil
@@ -123,9 +116,8 @@ func (s *Store) pruneBatch(ctx context.Context, sks []string) (int, error) {
 		return 0, err
 	}
 	n := 0
-	for i, d := range dels {
-		if v, _ := d.Int64(); v == 1 {
-			s.cache.Drop(ids[i])
+	for _, del := range dels {
+		if v, _ := del.Int64(); v == 1 {
 			n++
 		}
 	}

@@ -250,11 +250,11 @@ func TestReadsWholeRuns(t *testing.T) {
 	const k = redisstore.DefaultPrefix + "{runs}:"
 	sk := fmt.Sprintf("%019d:%s", r.CreatedAt.UnixNano(), r.ID)
 	pipe := rdb.TxPipeline()
-	pipe.HSet(ctx, k+"run:"+r.ID, "d", data, "v", r.Version, "st", string(r.Status), "ow", r.Owner, "sk", sk)
+	pipe.HSet(ctx, k+"run:"+r.ID, "d", data, "v", r.Version, "st", string(r.Status), "ow", r.Instance, "sk", sk)
 	for _, idx := range []string{"idx:all", "idx:pl:" + r.Pipeline, "idx:st:" + string(r.Status), "idx:ps:" + string(r.Status) + ":" + r.Pipeline} {
 		pipe.ZAdd(ctx, k+idx, redis.Z{Member: sk})
 	}
-	pipe.SAdd(ctx, k+"owner:"+r.Owner, r.ID)
+	pipe.SAdd(ctx, k+"owner:"+r.Instance, r.ID)
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}

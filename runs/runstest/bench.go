@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -30,7 +31,7 @@ func Bench(b *testing.B, newBackend func(tb testing.TB) Opener) {
 
 // bigRun is a run of services steps in Phase 1 and Phase 2.
 func bigRun(pipeline string, services int) runs.Run {
-	r := runs.Run{Pipeline: pipeline, Owner: "bench", Trigger: runs.Trigger{Build: "1", ImageTag: "v2", By: "api:bench"}}
+	r := runs.Run{Pipeline: pipeline, Instance: "bench", Trigger: orchestrator.Trigger{Build: "1", ImageTag: "v2", By: "api:bench"}}
 	for _, ph := range []runs.Phase{runs.Phase1, runs.Phase2} {
 		for i := range services {
 			r.SetStep(runs.Step{

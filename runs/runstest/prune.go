@@ -9,16 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
 func pruner(t *testing.T, s runs.Store) runs.Pruner {
 	t.Helper()
-	p, ok := s.(runs.Pruner)
-	if !ok {
-		t.Fatalf("%T does not implement runs.Pruner", s)
-	}
-	return p
+	return implements[runs.Pruner](t, s)
 }
 
 func endRun(t *testing.T, s runs.Store, id string) {
@@ -40,7 +37,7 @@ func testPrune(t *testing.T, open Opener) {
 	// Twelve runs an hour apart, oldest first; #0 and #5 never end; #1 has a key.
 	var all []runs.Run
 	for i := range 12 {
-		in := runs.Run{Pipeline: "prod", Owner: "node-a", CreatedAt: now.Add(-time.Duration(12-i) * time.Hour)}
+		in := runs.Run{Pipeline: "prod", Instance: "node-a", CreatedAt: now.Add(-time.Duration(12-i) * time.Hour)}
 		if i == 1 {
 			in.Trigger.IdempotencyKey, in.Trigger.IdempotencyHash = "api:old", "h"
 		}
@@ -100,7 +97,7 @@ func testPrune(t *testing.T, open Opener) {
 		t.Errorf("Unfinished after Prune: got %d runs (err %v), want the 2 that have not ended", len(un), err)
 	}
 	// The pruned run's key is free again.
-	r, created, err := s.Create(ctx, runs.Run{Pipeline: "prod", Trigger: runs.Trigger{IdempotencyKey: "api:old", IdempotencyHash: "h2"}})
+	r, created, err := s.Create(ctx, runs.Run{Pipeline: "prod", Trigger: orchestrator.Trigger{IdempotencyKey: "api:old", IdempotencyHash: "h2"}})
 	if err != nil || !created || r.ID == gone {
 		t.Errorf("Create with a pruned run's key: got %q created=%v err=%v, want a new run", r.ID, created, err)
 	}
@@ -139,7 +136,7 @@ func PruneBounded(t *testing.T, s runs.Store, total, keep int, footprint func() 
 			go func() {
 				defer wg.Done()
 				for i := w; i < total/rounds; i += workers {
-					r, _, err := s.Create(ctx, runs.Run{Pipeline: "prod", Trigger: runs.Trigger{
+					r, _, err := s.Create(ctx, runs.Run{Pipeline: "prod", Trigger: orchestrator.Trigger{
 						IdempotencyKey: fmt.Sprintf("api:%d-%d", round, i), IdempotencyHash: "h"}})
 					if err != nil {
 						t.Errorf("Create: %v", err)

@@ -1,8 +1,9 @@
 // Package runstest is the conformance suite every runs.Store backend passes: create and
 // get, idempotent create under concurrency, list filters and pagination order, gap-free
 // event sequences under concurrent writers, live follow, interrupted marking across a
-// restart, webhook delivery de-duplication, fenced resource marks (runs.MarkStore, which
-// every store must implement) and not-found errors. Run it with -race.
+// restart, webhook delivery de-duplication (runs.Deliveries) and fenced resource marks
+// (runs.MarkStore), both of which every store must implement, and not-found errors. Run it
+// with -race.
 //
 // A backend's test calls Run with a function that prepares an empty backend for one test
 // and returns an Opener for it:
@@ -26,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -96,12 +98,12 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 func sample(pipeline string) runs.Run {
 	return runs.Run{
 		Pipeline: pipeline,
-		Trigger: runs.Trigger{
+		Trigger: orchestrator.Trigger{
 			Build: "1234", ImageTag: "v1.2.3", Commit: "abc123", AppVersion: "1.2.3",
 			Params: map[string]string{"region": "eu", "канал": "beta"},
 			By:     "api:ci",
 		},
-		Owner:     "node-a",
+		Instance:  "node-a",
 		HeldLocks: []string{"coolify:phase1"},
 		Steps: []runs.Step{{
 			Phase: runs.Phase1, Name: "api", UUID: "u-api", Status: runs.StepSynced,
@@ -238,7 +240,7 @@ func testNotFound(t *testing.T, open Opener) {
 func testIdempotency(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := ctxFor(t)
-	in := runs.Run{Pipeline: "prod", Trigger: runs.Trigger{Build: "1", By: "api:ci", IdempotencyKey: "k1"}}
+	in := runs.Run{Pipeline: "prod", Trigger: orchestrator.Trigger{Build: "1", By: "api:ci", IdempotencyKey: "k1"}}
 	first := mustCreate(t, s, in)
 
 	in.Trigger.Build = "2" // the same IdempotencyHash (here none) is the same request to the store
@@ -252,7 +254,7 @@ func testIdempotency(t *testing.T, open Opener) {
 	sameJSON(t, "Create with a used key", again, first)
 
 	// Keys are per pipeline.
-	other := mustCreate(t, s, runs.Run{Pipeline: "staging", Trigger: runs.Trigger{IdempotencyKey: "k1"}})
+	other := mustCreate(t, s, runs.Run{Pipeline: "staging", Trigger: orchestrator.Trigger{IdempotencyKey: "k1"}})
 	if other.ID == first.ID {
 		t.Error("same key on another pipeline returned the first pipeline's run")
 	}
@@ -277,7 +279,7 @@ func testIdempotency(t *testing.T, open Opener) {
 func testIdempotencyKeyReused(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := ctxFor(t)
-	in := runs.Run{Pipeline: "prod", Trigger: runs.Trigger{ImageTag: "v1", IdempotencyKey: "api:k", IdempotencyHash: "h1"}}
+	in := runs.Run{Pipeline: "prod", Trigger: orchestrator.Trigger{ImageTag: "v1", IdempotencyKey: "api:k", IdempotencyHash: "h1"}}
 	first := mustCreate(t, s, in)
 
 	other := in
@@ -320,7 +322,7 @@ func testIdempotencyConcurrent(t *testing.T, open Opener) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, c, err := stores[i%2].Create(ctx, runs.Run{Pipeline: "prod", Trigger: runs.Trigger{Build: strconv.Itoa(i), IdempotencyKey: "same"}})
+			r, c, err := stores[i%2].Create(ctx, runs.Run{Pipeline: "prod", Trigger: orchestrator.Trigger{Build: strconv.Itoa(i), IdempotencyKey: "same"}})
 			if err != nil {
 				t.Errorf("Create %d: %v", i, err)
 				return
@@ -357,7 +359,7 @@ func seedList(t *testing.T, s runs.Store) []runs.Run {
 			// Every third run shares its creation time with the one before it: ties are
 			// broken by ID.
 			CreatedAt: t0.Add(time.Duration(i-i/3) * time.Second),
-			Trigger:   runs.Trigger{Build: strconv.Itoa(i)},
+			Trigger:   orchestrator.Trigger{Build: strconv.Itoa(i)},
 		}
 		r := mustCreate(t, s, in)
 		switch i % 3 {
@@ -448,7 +450,7 @@ func testListOrderAndPages(t *testing.T, open Opener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustCreate(t, s, runs.Run{Pipeline: "prod", Trigger: runs.Trigger{Build: "new"}})
+	mustCreate(t, s, runs.Run{Pipeline: "prod", Trigger: orchestrator.Trigger{Build: "new"}})
 	rest := listAll(t, s, runs.Filter{Limit: 5, Cursor: first.Next})
 	sameJSON(t, "pages after a concurrent create", names(append(first.Runs, rest...)), names(all))
 }
@@ -589,6 +591,16 @@ func testUpdate(t *testing.T, open Opener) {
 		t.Fatal(err)
 	}
 	sameJSON(t, "Get after Update", stored, want)
+	// Get's run is the caller's own: changing it changes neither the store nor the run the
+	// next Update starts from.
+	stored.Steps[0].Changes.Env[0].Key = "CHANGED"
+	stored.Steps[1].Status = runs.StepFailed
+	stored.HeldLocks[0] = "changed"
+	if again, err := s.Get(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	} else {
+		sameJSON(t, "Get after the caller changed its copy", again, want)
+	}
 	evs, err := s.Events(ctx, r.ID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -681,7 +693,7 @@ func testUpdateTwoStores(t *testing.T, open Opener) {
 	_, err := b.Update(ctx, r.ID, func(x *runs.Run) error { x.Status = runs.StatusPhase2; return nil })
 	wantErr(t, "Update through the other store after the run ended", err, runs.ErrEnded)
 	// Nor revived after being marked interrupted by another instance.
-	r2 := mustCreate(t, a, runs.Run{Pipeline: "prod", Owner: "node-x"})
+	r2 := mustCreate(t, a, runs.Run{Pipeline: "prod", Instance: "node-x"})
 	set2 := func(s runs.Store) error {
 		_, err := s.Update(ctx, r2.ID, func(x *runs.Run) error { x.Status = runs.StatusPhase1; return nil })
 		return err
@@ -1061,7 +1073,7 @@ func testUnfinished(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := ctxFor(t)
 	mk := func(owner string, status runs.Status, at time.Time) runs.Run {
-		r := mustCreate(t, s, runs.Run{Pipeline: "prod", CreatedAt: at, Owner: owner})
+		r := mustCreate(t, s, runs.Run{Pipeline: "prod", CreatedAt: at, Instance: owner})
 		return mustUpdate(t, s, r.ID, func(x *runs.Run) error { x.Status = status; return nil })
 	}
 	a1 := mk("node-a", runs.StatusPhase2, t0.Add(2*time.Second))
@@ -1098,12 +1110,12 @@ func testUnfinished(t *testing.T, open Opener) {
 func testSurvivesRestart(t *testing.T, open Opener) {
 	s1 := open(t)
 	ctx := ctxFor(t)
-	r := mustCreate(t, s1, runs.Run{Pipeline: "prod", Owner: "node-a", Trigger: runs.Trigger{IdempotencyKey: "k"}})
+	r := mustCreate(t, s1, runs.Run{Pipeline: "prod", Instance: "node-a", Trigger: orchestrator.Trigger{IdempotencyKey: "k"}})
 	r = mustUpdate(t, s1, r.ID, func(x *runs.Run) error {
 		x.Status, x.HeldLocks = runs.StatusPhase1, []string{"coolify:phase1"}
 		return nil
 	}, runs.Event{Type: runs.EventLockAcquired, LockKey: "coolify:phase1", Fence: 7})
-	if _, err := s1.SeenDelivery(ctx, "github:d1", time.Hour); err != nil {
+	if _, err := deliveries(t, s1).SeenDelivery(ctx, "github:d1", time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	mark := runs.Mark{UUID: "u-api", RunID: r.ID, Fence: 7, Phase: runs.Phase1, At: t0}
@@ -1120,11 +1132,11 @@ func testSurvivesRestart(t *testing.T, open Opener) {
 		t.Fatalf("Get after restart: %v", err)
 	}
 	sameJSON(t, "run after restart", got, r)
-	again, created, err := s2.Create(ctx, runs.Run{Pipeline: "prod", Trigger: runs.Trigger{IdempotencyKey: "k"}})
+	again, created, err := s2.Create(ctx, runs.Run{Pipeline: "prod", Trigger: orchestrator.Trigger{IdempotencyKey: "k"}})
 	if err != nil || created || again.ID != r.ID {
 		t.Errorf("idempotent Create after restart: got %q created=%v err=%v, want %q", again.ID, created, err, r.ID)
 	}
-	if seen, err := s2.SeenDelivery(ctx, "github:d1", time.Hour); err != nil || !seen {
+	if seen, err := deliveries(t, s2).SeenDelivery(ctx, "github:d1", time.Hour); err != nil || !seen {
 		t.Errorf("SeenDelivery after restart: %v, %v; want true", seen, err)
 	}
 	if got, err := markStore(t, s2).GetMark(ctx, "u-api"); err != nil || got != mark {
@@ -1144,8 +1156,24 @@ func testSurvivesRestart(t *testing.T, open Opener) {
 	}
 }
 
+// implements returns s as the contract T every store must implement besides runs.Store
+// (runs.MarkStore, runs.Pruner, runs.Deliveries), failing the test if it does not.
+func implements[T any](t *testing.T, s runs.Store) T {
+	t.Helper()
+	x, ok := s.(T)
+	if !ok {
+		t.Fatalf("%T does not implement %T", s, (*T)(nil))
+	}
+	return x
+}
+
+func deliveries(t *testing.T, s runs.Store) runs.Deliveries {
+	t.Helper()
+	return implements[runs.Deliveries](t, s)
+}
+
 func testSeenDelivery(t *testing.T, open Opener) {
-	s := open(t)
+	s := deliveries(t, open(t))
 	ctx := ctxFor(t)
 	for i, want := range []bool{false, true, true} {
 		seen, err := s.SeenDelivery(ctx, "github:abc", time.Hour)
@@ -1163,7 +1191,7 @@ func testSeenDelivery(t *testing.T, open Opener) {
 }
 
 func testSeenDeliveryConcurrent(t *testing.T, open Opener) {
-	stores := []runs.Store{open(t), open(t)}
+	stores := []runs.Deliveries{deliveries(t, open(t)), deliveries(t, open(t))}
 	ctx := ctxFor(t)
 	const n = 16
 	var (
@@ -1194,7 +1222,7 @@ func testSeenDeliveryConcurrent(t *testing.T, open Opener) {
 }
 
 func testSeenDeliveryExpires(t *testing.T, open Opener) {
-	s := open(t)
+	s := deliveries(t, open(t))
 	ctx := ctxFor(t)
 	const ttl = 50 * time.Millisecond
 	if seen, err := s.SeenDelivery(ctx, "github:short", ttl); err != nil || seen {
@@ -1225,11 +1253,7 @@ func testPing(t *testing.T, open Opener) {
 
 func markStore(t *testing.T, s runs.Store) runs.MarkStore {
 	t.Helper()
-	ms, ok := s.(runs.MarkStore)
-	if !ok {
-		t.Fatalf("%T does not implement runs.MarkStore", s)
-	}
-	return ms
+	return implements[runs.MarkStore](t, s)
 }
 
 func testMarks(t *testing.T, open Opener) {
@@ -1328,7 +1352,7 @@ func CheckLegacyRun(t *testing.T, open Opener) {
 		t.Fatalf("List of a run in the old layout: %d runs, %v; want 1", len(page.Runs), err)
 	}
 	sameJSON(t, "List of a run in the old layout", page.Runs[0], want)
-	unfinished, err := open(t).Unfinished(ctx, want.Owner)
+	unfinished, err := open(t).Unfinished(ctx, want.Instance)
 	if err != nil || len(unfinished) != 1 {
 		t.Fatalf("Unfinished of a run in the old layout: %d runs, %v; want 1", len(unfinished), err)
 	}

@@ -9,10 +9,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator/internal/sqlitestmt"
 	"github.com/deploy-orchestrator/orchestrator/runs"
-	"github.com/deploy-orchestrator/orchestrator/runs/internal/storekit"
 )
-
-var _ runs.MarkStore = (*Store)(nil)
 
 // PutMark implements runs.MarkStore.
 func (s *Store) PutMark(ctx context.Context, m runs.Mark) (runs.Mark, error) {
@@ -21,7 +18,7 @@ func (s *Store) PutMark(ctx context.Context, m runs.Mark) (runs.Mark, error) {
 	}
 	var cur runs.Mark
 	op := fmt.Sprintf("put mark of %q", m.UUID)
-	err := s.writeP(ctx, op, func(tx sqlitestmt.Tx) error {
+	err := s.d.writeP(ctx, op, func(tx sqlitestmt.Tx) error {
 		var data []byte
 		err := tx.QueryRow(ctx, qMark, m.UUID).Scan(&data)
 		switch {
@@ -52,20 +49,20 @@ func (s *Store) PutMark(ctx context.Context, m runs.Mark) (runs.Mark, error) {
 // GetMark implements runs.MarkStore.
 func (s *Store) GetMark(ctx context.Context, uuid string) (runs.Mark, error) {
 	op := fmt.Sprintf("get mark of %q", uuid)
-	if err := s.readable(op); err != nil {
+	if err := s.d.readable(op); err != nil {
 		return runs.Mark{}, err
 	}
 	var data []byte
-	err := s.rs[qMark].QueryRowContext(ctx, uuid).Scan(&data)
+	err := s.d.rs[qMark].QueryRowContext(ctx, uuid).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return runs.Mark{}, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
 	}
 	if err != nil {
-		return runs.Mark{}, storekit.Fail(op, err)
+		return runs.Mark{}, runs.Fail(op, err)
 	}
 	var m runs.Mark
 	if err := json.Unmarshal(data, &m); err != nil {
-		return runs.Mark{}, storekit.Fail(op, err)
+		return runs.Mark{}, runs.Fail(op, err)
 	}
 	return m, nil
 }

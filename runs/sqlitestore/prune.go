@@ -6,10 +6,7 @@ import (
 	"errors"
 
 	"github.com/deploy-orchestrator/orchestrator/runs"
-	"github.com/deploy-orchestrator/orchestrator/runs/internal/storekit"
 )
-
-var _ runs.Pruner = (*Store)(nil)
 
 // runTables are the tables whose rows belong to one run (column run_id): Prune deletes them
 // with the run. A new per-run table belongs here.
@@ -20,27 +17,27 @@ var runTables = []string{"events", "steps"}
 // SQLite reuses the freed pages, so the file stops growing once the history is at its bound.
 func (s *Store) Prune(ctx context.Context, r runs.Retention) (int, error) {
 	const op = "prune runs"
-	if err := s.readable(op); err != nil {
+	if err := s.d.readable(op); err != nil {
 		return 0, err
 	}
 	var nth string
 	if r.MaxRuns > 0 {
-		err := s.r.QueryRowContext(ctx, `SELECT sort_key FROM runs ORDER BY sort_key DESC LIMIT 1 OFFSET ?`, r.MaxRuns-1).Scan(&nth)
+		err := s.d.r.QueryRowContext(ctx, `SELECT sort_key FROM runs ORDER BY sort_key DESC LIMIT 1 OFFSET ?`, r.MaxRuns-1).Scan(&nth)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return 0, storekit.Fail(op, err)
+			return 0, runs.Fail(op, err)
 		}
 	}
-	before, err := storekit.PruneBefore(r, s.now(), nth)
+	before, err := runs.PruneBefore(r, s.d.now(), nth)
 	if err != nil {
 		return 0, err
 	}
 	deleted := 0
 	for before != "" {
 		var ids []string
-		err := s.write(ctx, op, func(tx *sql.Tx) error {
+		err := s.d.write(ctx, op, func(tx *sql.Tx) error {
 			ids = ids[:0]
 			rows, err := tx.QueryContext(ctx, `SELECT id FROM runs WHERE sort_key < ? AND status NOT IN (`+activeStatuses+`)
-				ORDER BY sort_key LIMIT ?`, before, storekit.PruneBatch)
+				ORDER BY sort_key LIMIT ?`, before, runs.PruneBatch)
 			if err != nil {
 				return err
 			}
@@ -71,16 +68,13 @@ func (s *Store) Prune(ctx context.Context, r runs.Retention) (int, error) {
 		if err != nil {
 			return deleted, err
 		}
-		for _, id := range ids {
-			s.cache.Drop(id)
-		}
 		deleted += len(ids)
-		if len(ids) < storekit.PruneBatch {
+		if len(ids) < runs.PruneBatch {
 			break
 		}
 	}
-	err = s.write(ctx, op, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM deliveries WHERE expires_ns <= ?`, s.now().UnixNano())
+	err = s.d.write(ctx, op, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM deliveries WHERE expires_ns <= ?`, s.d.now().UnixNano())
 		return err
 	})
 	return deleted, err

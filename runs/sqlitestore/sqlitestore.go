@@ -3,14 +3,16 @@
 // dashboard) never wait for the engine's writes. It is the single-host default: a CLI run
 // and the daemon on one host share the file.
 //
-// Each run is a row holding its header (the run without its steps, as JSON) plus the columns
-// List filters and sorts on; its steps are rows keyed by (run, position), so an Update
-// rewrites the header and only the steps that changed (storekit.ChangedSteps), not the whole
-// run; events are rows keyed by (run, seq); resource marks (runs.MarkStore) are rows keyed
-// by UUID. Reads of a run take its header and steps in one read transaction (one WAL
+// The store is runs.Portable over this package's runs.Driver; the package adds
+// runs.MarkStore, runs.Pruner and runs.Deliveries. Each run is a row holding its header (the
+// run without its steps, as JSON) plus the columns List filters and sorts on; its steps are
+// rows keyed by (run, position), so an Update rewrites the header and only the steps that
+// changed, not the whole run; events are rows keyed by (run, seq); resource marks are rows
+// keyed by UUID. Reads of a run take its header and steps in one read transaction (one WAL
 // snapshot), so they never see a half-written Update. All writes go through one connection
-// in BEGIN IMMEDIATE transactions, so a read-modify-write of a run never conflicts inside a
-// process, and across processes SQLite's lock (with a busy timeout) serializes them.
+// in BEGIN IMMEDIATE transactions; a write checks the run's version (another process may
+// have written it since this one read it), and across processes SQLite's lock (with a busy
+// timeout) serializes them.
 //
 // A file written by builds that stored each run whole (schema 1) is migrated when it is
 // opened; builds older than this one refuse a migrated file (its schema is newer).
@@ -39,7 +41,6 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/internal/private"
 	"github.com/deploy-orchestrator/orchestrator/internal/sqlitestmt"
 	"github.com/deploy-orchestrator/orchestrator/runs"
-	"github.com/deploy-orchestrator/orchestrator/runs/internal/storekit"
 )
 
 // FileName is the store's file name in the state directory.
@@ -97,7 +98,7 @@ const (
 	qHead        = `SELECT id, version, data FROM runs WHERE id = ?`
 	qStepsOf     = `SELECT run_id, data FROM steps WHERE run_id = ? ORDER BY idx`
 	qVersion     = `SELECT version FROM runs WHERE id = ?`
-	qWriteHeader = `UPDATE runs SET status = ?, owner = ?, version = ?, data = ?, last_seq = last_seq + ? WHERE id = ? RETURNING last_seq`
+	qWriteHeader = `UPDATE runs SET status = ?, owner = ?, version = ?, data = ?, last_seq = last_seq + ? WHERE id = ? AND version = ? RETURNING last_seq`
 	qWriteStep   = `INSERT INTO steps (run_id, idx, data) VALUES (?, ?, ?) ON CONFLICT (run_id, idx) DO UPDATE SET data = excluded.data`
 	qDropSteps   = `DELETE FROM steps WHERE run_id = ? AND idx >= ?`
 	qReserveSeqs = `UPDATE runs SET last_seq = last_seq + ? WHERE id = ? RETURNING last_seq`
@@ -122,19 +123,25 @@ var activeStatuses = func() string {
 	return strings.Join(q, ",")
 }()
 
-// Store is a runs.Store on a SQLite file. It is safe for concurrent use.
+// Store is the run store on a SQLite file: runs.Portable over this package's driver, plus
+// the contracts the driver implements directly (marks, pruning, webhook deliveries). It is
+// safe for concurrent use.
 type Store struct {
-	w      *sql.DB        // one connection, BEGIN IMMEDIATE: every write
-	r      *sql.DB        // a few connections: reads
-	ws, rs sqlitestmt.Set // the hot queries, prepared on w and r
-	hub    *storekit.Hub
-	cache  *storekit.Cache  // runs this Store wrote last, for Update
+	*runs.Portable
+	d *driver
+}
+
+var _ runs.Driver = (*driver)(nil)
+
+// driver is the runs.Driver on a SQLite file.
+type driver struct {
+	w      *sql.DB          // one connection, BEGIN IMMEDIATE: every write
+	r      *sql.DB          // a few connections: reads
+	ws, rs sqlitestmt.Set   // the hot queries, prepared on w and r
 	lists  *sqlitestmt.Lazy // List's queries, prepared on r
 	closed atomic.Bool
 	now    func() time.Time
 }
-
-var _ runs.Store = (*Store)(nil)
 
 // Open opens the store at path (typically filepath.Join(stateDir, FileName)), creating the
 // file and its schema when missing. The file and SQLite's -wal and -shm next to it are
@@ -167,22 +174,22 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	s := &Store{w: w, r: r, hub: storekit.NewHub(), cache: storekit.NewCache(0), lists: sqlitestmt.NewLazy(r), now: time.Now}
-	if err := s.migrate(ctx); err != nil {
-		s.Close()
+	d := &driver{w: w, r: r, lists: sqlitestmt.NewLazy(r), now: time.Now}
+	if err := d.migrate(ctx); err != nil {
+		d.Close()
 		return nil, fmt.Errorf("open run store %s: %w", path, err)
 	}
-	if s.ws, err = sqlitestmt.Prepare(ctx, w, writeQueries...); err == nil {
-		s.rs, err = sqlitestmt.Prepare(ctx, r, readQueries...)
+	if d.ws, err = sqlitestmt.Prepare(ctx, w, writeQueries...); err == nil {
+		d.rs, err = sqlitestmt.Prepare(ctx, r, readQueries...)
 	}
 	if err != nil {
-		s.Close()
+		d.Close()
 		return nil, fmt.Errorf("open run store %s: %w: %w", path, runs.ErrUnavailable, err)
 	}
-	return s, nil
+	return &Store{Portable: runs.New(d), d: d}, nil
 }
 
-func (s *Store) migrate(ctx context.Context) error {
+func (s *driver) migrate(ctx context.Context) error {
 	return s.writeP(ctx, "create schema", func(tx sqlitestmt.Tx) error {
 		var v int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
@@ -230,18 +237,18 @@ func splitSteps(ctx context.Context, tx sqlitestmt.Tx) error {
 			return nil
 		}
 		for _, h := range page {
-			r, err := storekit.DecodeRun(h.id, h.data, nil, true)
+			var r runs.Run
+			if err := json.Unmarshal(h.data, &r); err != nil {
+				return fmt.Errorf("decode run %q: %w", h.id, err)
+			}
+			e, err := runs.EncodeRun(r)
 			if err != nil {
 				return err
 			}
-			if err := writeSteps(ctx, tx, r, storekit.AllSteps(r), 0); err != nil {
+			if err := writeSteps(ctx, tx, r.ID, e.Steps, -1, 0); err != nil {
 				return err
 			}
-			data, err := storekit.EncodeHeader(r)
-			if err != nil {
-				return fmt.Errorf("encode run %q: %w", r.ID, err)
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE runs SET data = ? WHERE id = ?`, data, r.ID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET data = ? WHERE id = ?`, e.Header, r.ID); err != nil {
 				return err
 			}
 		}
@@ -249,100 +256,98 @@ func splitSteps(ctx context.Context, tx sqlitestmt.Tx) error {
 	}
 }
 
-// userError marks an error that came from the caller (fn in Update), to be returned as is.
+// userError marks an error that is the answer itself (ErrFenceBehind with its message), to
+// be returned as is.
 type userError struct{ err error }
 
 func (e userError) Error() string { return e.err.Error() }
 func (e userError) Unwrap() error { return e.err }
 
 // write runs fn in one BEGIN IMMEDIATE transaction on the writer connection.
-func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	return s.writeP(ctx, op, func(tx sqlitestmt.Tx) error { return fn(tx.Tx) })
+func (d *driver) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	return d.writeP(ctx, op, func(tx sqlitestmt.Tx) error { return fn(tx.Tx) })
 }
 
-// writeP is write with the writer's cached statements.
-func (s *Store) writeP(ctx context.Context, op string, fn func(tx sqlitestmt.Tx) error) error {
-	if s.closed.Load() {
-		return storekit.Fail(op, fmt.Errorf("%w: %w", runs.ErrUnavailable, storekit.ErrClosed))
+// writeP is write with the writer's cached statements. Errors are wrapped with op
+// (runs.Fail), except a userError's, returned as is.
+func (d *driver) writeP(ctx context.Context, op string, fn func(tx sqlitestmt.Tx) error) error {
+	err := d.tx(ctx, fn)
+	var ue userError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ue):
+		return ue.err
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	return runs.Fail(op, err)
+}
+
+// tx runs fn in one BEGIN IMMEDIATE transaction on the writer connection, its errors
+// unwrapped (the driver's methods: runs.Portable wraps them).
+func (d *driver) tx(ctx context.Context, fn func(tx sqlitestmt.Tx) error) error {
+	if err := d.readable("write"); err != nil {
+		return err
+	}
+	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {
-		return storekit.Fail(op, err)
+		return err
 	}
-	if err := fn(sqlitestmt.Tx{Tx: tx, Set: s.ws}); err != nil {
+	if err := fn(sqlitestmt.Tx{Tx: tx, Set: d.ws}); err != nil {
 		_ = tx.Rollback()
-		var ue userError
-		if errors.As(err, &ue) {
-			return ue.err
-		}
-		return storekit.Fail(op, err)
+		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return storekit.Fail(op, err)
+	return tx.Commit()
+}
+
+// read runs fn in one read transaction: every statement in it sees the same snapshot of
+// the file, so a run's header and steps are read as one write left them.
+func (d *driver) read(ctx context.Context, fn func(tx sqlitestmt.Tx) error) error {
+	if err := d.readable("read"); err != nil {
+		return err
+	}
+	tx, err := d.r.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only: nothing to keep
+	return fn(sqlitestmt.Tx{Tx: tx, Set: d.rs})
+}
+
+func (d *driver) readable(op string) error {
+	if d.closed.Load() {
+		return runs.Closed(op)
 	}
 	return nil
 }
 
-func (s *Store) readable(op string) error {
-	if s.closed.Load() {
-		return storekit.Fail(op, fmt.Errorf("%w: %w", runs.ErrUnavailable, storekit.ErrClosed))
-	}
-	return nil
-}
-
-// Create implements runs.Store.
-func (s *Store) Create(ctx context.Context, in runs.Run) (runs.Run, bool, error) {
-	r, err := storekit.PrepareCreate(in, s.now())
-	if err != nil {
-		return runs.Run{}, false, err
-	}
-	data, err := storekit.EncodeHeader(r)
-	if err != nil {
-		return runs.Run{}, false, fmt.Errorf("create run: encode: %w", err)
-	}
+// Insert implements runs.Driver.
+func (d *driver) Insert(ctx context.Context, r runs.Run, e runs.Encoded) (existing string, err error) {
 	var idem any
 	if k := r.Trigger.IdempotencyKey; k != "" {
 		idem = k
 	}
-	var (
-		out     = r
-		created = true
-	)
-	err = s.writeP(ctx, "create run", func(tx sqlitestmt.Tx) error {
+	err = d.tx(ctx, func(tx sqlitestmt.Tx) error {
 		if idem != nil {
-			var existing string
 			err := tx.QueryRowContext(ctx, `SELECT id FROM runs WHERE pipeline = ? AND idem_key = ?`, r.Pipeline, idem).Scan(&existing)
 			switch {
 			case err == nil:
-				created = false
-				out, err = s.readRun(ctx, tx, existing)
-				return err
+				return nil
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
 			}
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO runs (id, pipeline, status, owner, idem_key, sort_key, version, data)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Pipeline, r.Status, r.Owner, idem, storekit.SortKey(r), r.Version, data)
+			r.ID, r.Pipeline, r.Status, r.Instance, idem, e.SortKey, r.Version, e.Header)
 		if isConstraint(err) {
 			return fmt.Errorf("run %q already exists: %w", r.ID, runs.ErrConflict)
 		}
 		if err != nil {
 			return err
 		}
-		return writeSteps(ctx, tx, r, storekit.AllSteps(r), 0)
+		return writeSteps(ctx, tx, r.ID, e.Steps, -1, 0)
 	})
-	if err != nil {
-		return runs.Run{}, false, err
-	}
-	if !created {
-		if err := storekit.CheckReuse(out, r); err != nil {
-			return runs.Run{}, false, err
-		}
-		return out, false, nil
-	}
-	s.cache.Put(out)
-	return out, true, nil
+	return existing, err
 }
 
 func isConstraint(err error) bool {
@@ -350,34 +355,7 @@ func isConstraint(err error) bool {
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
 }
 
-// read runs fn in one read transaction: every statement in it sees the same snapshot of
-// the file, so a run's header and steps are read as one Update left them.
-func (s *Store) read(ctx context.Context, op string, fn func(tx sqlitestmt.Tx) error) error {
-	if err := s.readable(op); err != nil {
-		return err
-	}
-	tx, err := s.r.BeginTx(ctx, nil)
-	if err != nil {
-		return storekit.Fail(op, err)
-	}
-	defer tx.Rollback() //nolint:errcheck // read-only: nothing to keep
-	if err := fn(sqlitestmt.Tx{Tx: tx, Set: s.rs}); err != nil {
-		return storekit.Fail(op, err)
-	}
-	return nil
-}
-
-// Get implements runs.Store.
-func (s *Store) Get(ctx context.Context, id string) (runs.Run, error) {
-	var r runs.Run
-	err := s.read(ctx, fmt.Sprintf("get run %q", id), func(tx sqlitestmt.Tx) (err error) {
-		r, err = s.readRun(ctx, tx, id)
-		return err
-	})
-	return r, err
-}
-
-// head is a run's row: its ID, version and header JSON.
+// head is a run's row: its ID, version and header JSON (nil when not read).
 type head struct {
 	id      string
 	version int64
@@ -401,39 +379,41 @@ func scanHeads(rows *sql.Rows, limit int) (heads []head, more bool, err error) {
 	return heads, false, rows.Err()
 }
 
-// readRun reads run id inside tx. ErrNotFound if there is none.
-func (s *Store) readRun(ctx context.Context, tx sqlitestmt.Tx, id string) (runs.Run, error) {
-	rows, err := tx.Query(ctx, qHead, id)
-	if err != nil {
-		return runs.Run{}, err
-	}
-	heads, _, err := scanHeads(rows, 1)
-	if err != nil {
-		return runs.Run{}, err
-	}
-	if len(heads) == 0 {
-		return runs.Run{}, runs.ErrNotFound
-	}
-	rs, err := s.assemble(ctx, tx, heads, false)
-	if err != nil {
-		return runs.Run{}, err
-	}
-	return rs[0], nil
+// Read implements runs.Driver.
+func (d *driver) Read(ctx context.Context, id string, held int64) (runs.Record, error) {
+	var rec runs.Record
+	err := d.read(ctx, func(tx sqlitestmt.Tx) error {
+		rows, err := tx.Query(ctx, qHead, id)
+		if err != nil {
+			return err
+		}
+		heads, _, err := scanHeads(rows, 1)
+		if err != nil {
+			return err
+		}
+		if len(heads) == 0 {
+			return runs.ErrNotFound
+		}
+		recs, err := records(ctx, tx, heads, func(string) int64 { return held })
+		if err == nil {
+			rec = recs[0]
+		}
+		return err
+	})
+	return rec, err
 }
 
-// assemble returns the runs of heads, in order: from the cache when it holds a run at its
-// stored version (decoding JSON is most of the cost of a read), else decoded from the header
-// (read in tx unless heads has it) and the step rows read in tx, and cached. With shared,
-// the cached runs are answered without a copy (see runs.Filter.ReadOnly).
-func (s *Store) assemble(ctx context.Context, tx sqlitestmt.Tx, heads []head, shared bool) ([]runs.Run, error) {
-	out := make([]runs.Run, len(heads))
+// records returns the records of heads, in order: the version only for those the caller
+// holds (held), else the header (read in tx unless heads has it) and the step rows.
+func records(ctx context.Context, tx sqlitestmt.Tx, heads []head, held func(string) int64) ([]runs.Record, error) {
+	out := make([]runs.Record, len(heads))
 	var (
 		missing  []string
 		noHeader []int // missing runs whose header was not read with the version (List)
 	)
 	for i, h := range heads {
-		if r, ok := s.cache.Lookup(h.id, h.version, shared); ok {
-			out[i] = r
+		out[i] = runs.Record{ID: h.id, Version: h.version}
+		if held(h.id) == h.version {
 			continue
 		}
 		missing = append(missing, h.id)
@@ -452,16 +432,11 @@ func (s *Store) assemble(ctx context.Context, tx sqlitestmt.Tx, heads []head, sh
 		return nil, err
 	}
 	for i, h := range heads {
-		if out[i].ID != "" {
+		if held(h.id) == h.version {
 			continue
 		}
-		r, err := storekit.DecodeRun(h.id, h.data, steps[h.id], false)
-		if err != nil {
-			return nil, err
-		}
-		r.Version = h.version
-		s.cache.Put(r)
-		out[i] = r
+		out[i].Header = h.data
+		out[i].Steps = steps[h.id]
 	}
 	return out, nil
 }
@@ -505,12 +480,8 @@ func readSteps(ctx context.Context, tx sqlitestmt.Tx, ids []string) (map[string]
 	return out, nil
 }
 
-// List implements runs.Store.
-func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
-	q, err := storekit.ParseFilter(f)
-	if err != nil {
-		return runs.Page{}, err
-	}
+// List implements runs.Driver.
+func (d *driver) List(ctx context.Context, q runs.Query, held func(string) int64) ([]runs.Record, string, error) {
 	var (
 		where []string
 		args  []any
@@ -529,7 +500,7 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 		where = append(where, "sort_key < ?")
 		args = append(args, q.After)
 	}
-	query := "SELECT id, version FROM runs"
+	query := "SELECT id, version, sort_key FROM runs"
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -537,58 +508,55 @@ func (s *Store) List(ctx context.Context, f runs.Filter) (runs.Page, error) {
 	query += " ORDER BY sort_key DESC LIMIT ?"
 	args = append(args, q.Limit+1)
 
-	var page runs.Page
-	err = s.read(ctx, "list runs", func(tx sqlitestmt.Tx) error {
-		rows, err := s.listQuery(ctx, tx, query, len(q.Status), args)
+	var (
+		recs []runs.Record
+		next string
+	)
+	err := d.read(ctx, func(tx sqlitestmt.Tx) error {
+		rows, err := d.listQuery(ctx, tx, query, len(q.Status), args)
 		if err != nil {
 			return err
 		}
-		heads, more, err := scanVersions(rows, q.Limit)
+		heads, last, err := scanVersions(rows, q.Limit)
 		if err != nil {
 			return err
 		}
-		if page.Runs, err = s.assemble(ctx, tx, heads, f.ReadOnly); err != nil {
-			return err
-		}
-		if more {
-			page.Next = storekit.Cursor(page.Runs[len(page.Runs)-1])
-		}
-		return nil
+		next = last
+		recs, err = records(ctx, tx, heads, held)
+		return err
 	})
-	if err != nil {
-		return runs.Page{}, err
-	}
-	return page, nil
+	return recs, next, err
 }
 
-// listQuery runs one of List's queries, prepared (s.lists) unless its status list is
+// listQuery runs one of List's queries, prepared (d.lists) unless its status list is
 // longer than there are statuses: the shapes prepared stay bounded whatever clients send.
-func (s *Store) listQuery(ctx context.Context, tx sqlitestmt.Tx, query string, statuses int, args []any) (*sql.Rows, error) {
+func (d *driver) listQuery(ctx context.Context, tx sqlitestmt.Tx, query string, statuses int, args []any) (*sql.Rows, error) {
 	if statuses > len(runs.Statuses) {
 		return tx.QueryContext(ctx, query, args...)
 	}
-	st, err := s.lists.Stmt(ctx, query)
+	st, err := d.lists.Stmt(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 }
 
-// scanVersions reads rows of (id, version), at most limit of them, and reports whether
-// there were more.
-func scanVersions(rows *sql.Rows, limit int) (heads []head, more bool, err error) {
+// scanVersions reads rows of (id, version, sort key), at most limit of them; when there
+// were more, next is the sort key of the last one read.
+func scanVersions(rows *sql.Rows, limit int) (heads []head, next string, err error) {
 	defer rows.Close()
+	var sk string
 	for rows.Next() {
 		if len(heads) == limit {
-			return heads, true, nil
+			return heads, sk, nil
 		}
 		var h head
-		if err := rows.Scan(&h.id, &h.version); err != nil {
-			return nil, false, err
+		if err := rows.Scan(&h.id, &h.version, &sk); err != nil {
+			return nil, "", err
 		}
 		heads = append(heads, h)
 	}
-	return heads, false, rows.Err()
+	return heads, "", rows.Err()
 }
 
 // readHeaders fills in the header JSON of heads[i] for each i in idx, read in tx.
@@ -624,110 +592,43 @@ func readHeaders(ctx context.Context, tx sqlitestmt.Tx, heads []head, idx []int)
 	return nil
 }
 
-// Update implements runs.Store. It never retries: the write transaction holds SQLite's
-// write lock from the read to the commit, so fn is called once. When the stored version is
-// the one this Store wrote last, the run is not read and decoded again. It writes the
-// header and only the steps fn changed.
-func (s *Store) Update(ctx context.Context, id string, fn func(*runs.Run) error, evs ...runs.Event) (runs.Run, error) {
-	stamped, err := storekit.StampEvents(id, evs, s.now())
-	if err != nil {
-		return runs.Run{}, err
-	}
-	var out runs.Run
-	err = s.writeP(ctx, fmt.Sprintf("update run %q", id), func(tx sqlitestmt.Tx) error {
-		cur, err := s.readForUpdate(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		next, err := storekit.ApplyUpdate(cur, fn)
-		if err != nil {
-			return userError{err}
-		}
-		if err := writeRun(ctx, tx, cur, next, stamped); err != nil {
-			return err
-		}
-		out = next
-		return nil
-	})
-	if err != nil {
-		s.cache.Drop(id)
-		return runs.Run{}, err
-	}
-	s.cache.Put(out)
-	if len(stamped) > 0 {
-		s.hub.Notify(id)
-	}
-	return out, nil
-}
-
-// readForUpdate returns the stored run: the cached copy when its version is current (then
-// neither the header nor the steps are read), else read in tx.
-func (s *Store) readForUpdate(ctx context.Context, tx sqlitestmt.Tx, id string) (runs.Run, error) {
-	if c, ok := s.cache.Get(id); ok {
-		var version int64
-		err := tx.QueryRow(ctx, qVersion, id).Scan(&version)
+// Write implements runs.Driver: the header's statement checks the version and takes the
+// events' seqs.
+func (d *driver) Write(ctx context.Context, cur, next runs.Run, e runs.Encoded, evs []runs.Event) ([]runs.Event, error) {
+	err := d.tx(ctx, func(tx sqlitestmt.Tx) error {
+		var last int64
+		err := tx.QueryRow(ctx, qWriteHeader, next.Status, next.Instance, next.Version, e.Header, len(evs), cur.ID, cur.Version).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
-			return runs.Run{}, runs.ErrNotFound
+			var v int64
+			if err := tx.QueryRow(ctx, qVersion, cur.ID).Scan(&v); errors.Is(err, sql.ErrNoRows) {
+				return runs.ErrNotFound
+			}
+			return runs.ErrVersion
 		}
 		if err != nil {
-			return runs.Run{}, err
+			return err
 		}
-		if version == c.Version {
-			return c, nil
+		if err := writeSteps(ctx, tx, cur.ID, e.Steps, len(next.Steps), len(cur.Steps)); err != nil {
+			return err
 		}
-	}
-	return s.readRun(ctx, tx, id)
+		return insertEvents(ctx, tx, cur.ID, last, evs)
+	})
+	return evs, err
 }
 
-// writeRun writes next over cur (the run as stored): its header, the steps that differ from
-// cur's, and drops the steps past next's end; then it appends evs (stamped). The header's
-// statement also takes the events' seqs.
-func writeRun(ctx context.Context, tx sqlitestmt.Tx, cur, next runs.Run, evs []runs.Event) error {
-	data, err := storekit.EncodeHeader(next)
-	if err != nil {
-		return fmt.Errorf("encode: %w", err)
-	}
-	var last int64
-	if err := tx.QueryRow(ctx, qWriteHeader, next.Status, next.Owner, next.Version, data, len(evs), next.ID).Scan(&last); err != nil {
-		return err
-	}
-	if err := writeSteps(ctx, tx, next, storekit.ChangedSteps(cur.Steps, next.Steps), len(cur.Steps)); err != nil {
-		return err
-	}
-	return insertEvents(ctx, tx, next.ID, last, evs)
-}
-
-// writeSteps writes r's steps at positions idx and, when r has fewer steps than the oldLen
-// stored, deletes the rows past its end.
-func writeSteps(ctx context.Context, tx sqlitestmt.Tx, r runs.Run, idx []int, oldLen int) error {
-	for _, i := range idx {
-		data, err := storekit.EncodeStep(r.Steps[i])
-		if err != nil {
-			return fmt.Errorf("encode step %d: %w", i, err)
-		}
-		if _, err := tx.Exec(ctx, qWriteStep, r.ID, i, data); err != nil {
+// writeSteps writes the step rows steps of run id and, when the run now has n steps, fewer
+// than the old stored, deletes the rows past its end (n < 0: no shrink).
+func writeSteps(ctx context.Context, tx sqlitestmt.Tx, id string, steps []runs.StepData, n, old int) error {
+	for _, s := range steps {
+		if _, err := tx.Exec(ctx, qWriteStep, id, s.Pos, s.Data); err != nil {
 			return err
 		}
 	}
-	if len(r.Steps) < oldLen {
-		_, err := tx.Exec(ctx, qDropSteps, r.ID, len(r.Steps))
+	if n >= 0 && n < old {
+		_, err := tx.Exec(ctx, qDropSteps, id, n)
 		return err
 	}
 	return nil
-}
-
-// appendEvents numbers evs after the run's last seq, moves last_seq past them and inserts
-// them. ErrNotFound if the run does not exist.
-func appendEvents(ctx context.Context, tx sqlitestmt.Tx, id string, evs []runs.Event) ([]runs.Event, error) {
-	var last int64
-	err := tx.QueryRow(ctx, qReserveSeqs, len(evs), id).Scan(&last)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, runs.ErrNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	return evs, insertEvents(ctx, tx, id, last, evs)
 }
 
 // insertEvents inserts evs as the events up to seq last (their seqs reserved already),
@@ -748,84 +649,76 @@ func insertEvents(ctx context.Context, tx sqlitestmt.Tx, id string, last int64, 
 	return nil
 }
 
-// Append implements runs.Store.
-func (s *Store) Append(ctx context.Context, id string, evs ...runs.Event) ([]runs.Event, error) {
-	stamped, err := storekit.StampEvents(id, evs, s.now())
-	if err != nil {
-		return nil, err
-	}
-	err = s.writeP(ctx, fmt.Sprintf("append to run %q", id), func(tx sqlitestmt.Tx) error {
-		_, err := appendEvents(ctx, tx, id, stamped)
-		return err
+// Append implements runs.Driver: it numbers evs after the run's last seq, moves last_seq
+// past them and inserts them.
+func (d *driver) Append(ctx context.Context, id string, evs []runs.Event) ([]runs.Event, error) {
+	err := d.tx(ctx, func(tx sqlitestmt.Tx) error {
+		var last int64
+		err := tx.QueryRow(ctx, qReserveSeqs, len(evs), id).Scan(&last)
+		if errors.Is(err, sql.ErrNoRows) {
+			return runs.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return insertEvents(ctx, tx, id, last, evs)
 	})
-	if err != nil {
-		return nil, err
-	}
-	if len(stamped) > 0 {
-		s.hub.Notify(id)
-	}
-	return stamped, nil
+	return evs, err
 }
 
-// Events implements runs.Store.
-func (s *Store) Events(ctx context.Context, id string, afterSeq int64, limit int) ([]runs.Event, error) {
-	op := fmt.Sprintf("events of run %q", id)
-	if err := s.readable(op); err != nil {
+// Events implements runs.Driver.
+func (d *driver) Events(ctx context.Context, id string, afterSeq int64, limit int) ([]runs.Event, error) {
+	if err := d.readable("events"); err != nil {
 		return nil, err
 	}
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`, id, afterSeq, limit)
+	rows, err := d.r.QueryContext(ctx, `SELECT data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`, id, afterSeq, limit)
 	if err != nil {
-		return nil, storekit.Fail(op, err)
+		return nil, err
 	}
 	defer rows.Close()
 	var out []runs.Event
 	for rows.Next() {
 		var data []byte
 		if err := rows.Scan(&data); err != nil {
-			return nil, storekit.Fail(op, err)
+			return nil, err
 		}
 		var e runs.Event
 		if err := json.Unmarshal(data, &e); err != nil {
-			return nil, storekit.Fail(op, fmt.Errorf("decode: %w", err))
+			return nil, fmt.Errorf("decode: %w", err)
 		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, storekit.Fail(op, err)
+		return nil, err
 	}
 	if len(out) == 0 {
 		var one int
-		err := s.r.QueryRowContext(ctx, `SELECT 1 FROM runs WHERE id = ?`, id).Scan(&one)
+		err := d.r.QueryRowContext(ctx, `SELECT 1 FROM runs WHERE id = ?`, id).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
+			return nil, runs.ErrNotFound
 		}
 		if err != nil {
-			return nil, storekit.Fail(op, err)
+			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// Subscribe implements runs.Store. Signals come from writes made through this Store value
-// only; writes by another process are found by runs.Follow's poll.
-func (s *Store) Subscribe(ctx context.Context, id string) (runs.Subscription, error) {
-	if err := s.readable(fmt.Sprintf("subscribe to run %q", id)); err != nil {
-		return nil, err
-	}
-	return s.hub.Subscribe(id), nil
-}
+// Watch implements runs.Driver: SQLite cannot signal across processes, so another
+// process's appends are found by runs.Follow's poll.
+func (d *driver) Watch(context.Context, func(string)) error { return d.readable("watch") }
 
-// Unfinished implements runs.Store.
-func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error) {
-	q, args := `SELECT id, version, data FROM runs WHERE status IN (`+activeStatuses+`) ORDER BY sort_key`, []any{}
-	if owner != "" {
-		q, args = `SELECT id, version, data FROM runs WHERE owner = ? AND status IN (`+activeStatuses+`) ORDER BY sort_key`, []any{owner}
+// Unfinished implements runs.Driver.
+func (d *driver) Unfinished(ctx context.Context, instance string, held func(string) int64) ([]runs.Record, error) {
+	q, args := `SELECT id, version, data FROM runs WHERE status IN (`+activeStatuses+`)`, []any{}
+	if instance != "" {
+		q, args = `SELECT id, version, data FROM runs WHERE owner = ? AND status IN (`+activeStatuses+`)`, []any{instance}
 	}
-	var out []runs.Run
-	err := s.read(ctx, fmt.Sprintf("unfinished runs of %q", owner), func(tx sqlitestmt.Tx) error {
+	var out []runs.Record
+	err := d.read(ctx, func(tx sqlitestmt.Tx) error {
 		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err
@@ -834,23 +727,20 @@ func (s *Store) Unfinished(ctx context.Context, owner string) ([]runs.Run, error
 		if err != nil || len(heads) == 0 {
 			return err
 		}
-		out, err = s.assemble(ctx, tx, heads, false)
+		out, err = records(ctx, tx, heads, held)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return out, err
 }
 
-// SeenDelivery implements runs.Store. Expired records are deleted on each call.
+// SeenDelivery implements runs.Deliveries. Expired records are deleted on each call.
 func (s *Store) SeenDelivery(ctx context.Context, id string, ttl time.Duration) (bool, error) {
 	if id == "" || ttl <= 0 {
 		return false, fmt.Errorf("seen delivery: empty id or ttl %s: %w", ttl, runs.ErrInvalid)
 	}
 	var seen bool
-	err := s.write(ctx, fmt.Sprintf("seen delivery %q", id), func(tx *sql.Tx) error {
-		now := s.now()
+	err := s.d.write(ctx, fmt.Sprintf("seen delivery %q", id), func(tx *sql.Tx) error {
+		now := s.d.now()
 		if _, err := tx.ExecContext(ctx, `DELETE FROM deliveries WHERE expires_ns <= ?`, now.UnixNano()); err != nil {
 			return err
 		}
@@ -866,23 +756,19 @@ func (s *Store) SeenDelivery(ctx context.Context, id string, ttl time.Duration) 
 	return seen, err
 }
 
-// Ping implements runs.Store.
-func (s *Store) Ping(ctx context.Context) error {
-	if err := s.readable("ping run store"); err != nil {
+// Ping implements runs.Driver.
+func (d *driver) Ping(ctx context.Context) error {
+	if err := d.readable("ping"); err != nil {
 		return err
 	}
 	var one int
-	if err := s.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
-		return storekit.Fail("ping run store", err)
-	}
-	return nil
+	return d.r.QueryRowContext(ctx, "SELECT 1").Scan(&one)
 }
 
-// Close ends every subscription and closes the database. Calling it again returns nil.
-func (s *Store) Close() error {
-	if s.closed.Swap(true) {
+// Close implements runs.Driver: it closes the database. Calling it again returns nil.
+func (d *driver) Close() error {
+	if d.closed.Swap(true) {
 		return nil
 	}
-	s.hub.Close()
-	return errors.Join(s.ws.Close(), s.rs.Close(), s.lists.Close(), s.r.Close(), s.w.Close())
+	return errors.Join(d.ws.Close(), d.rs.Close(), d.lists.Close(), d.r.Close(), d.w.Close())
 }

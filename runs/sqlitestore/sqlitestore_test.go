@@ -98,7 +98,7 @@ func TestMigratesWholeRuns(t *testing.T) {
 		}
 	}
 	if _, err := db.Exec(`INSERT INTO runs (id, pipeline, status, owner, sort_key, version, data) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		r.ID, r.Pipeline, r.Status, r.Owner, fmt.Sprintf("%019d:%s", r.CreatedAt.UnixNano(), r.ID), r.Version, data); err != nil {
+		r.ID, r.Pipeline, r.Status, r.Instance, fmt.Sprintf("%019d:%s", r.CreatedAt.UnixNano(), r.ID), r.Version, data); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

@@ -104,8 +104,6 @@ type Config struct {
 	Now func() time.Time
 	// Metrics is told about every HTTP attempt, as system "infisical"; none when nil.
 	Metrics func(system, method, route string, status int, d time.Duration)
-	// Limiter paces the attempts; none when nil.
-	Limiter outbound.Limiter
 }
 
 // System is the name this client reports to metrics.
@@ -185,7 +183,7 @@ func New(cfg Config) (*Client, error) {
 		p.MaxRetryAfter = DefaultMaxRetryAfter
 	}
 	c.out = outbound.New(outbound.Options{System: System, HTTPClient: cfg.HTTPClient, Policy: p,
-		Version: cfg.Version, Logger: c.log, Metrics: cfg.Metrics, Limiter: cfg.Limiter,
+		Version: cfg.Version, Logger: c.log, Metrics: cfg.Metrics,
 		RetryAfter: retryAfterFromMessage})
 	return c, nil
 }

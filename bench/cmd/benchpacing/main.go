@@ -42,6 +42,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
@@ -222,7 +223,7 @@ func newEngine(ctx context.Context, instance string, b backendSet, ps ...*config
 
 // run submits one run of pipeline and waits for it; it fails unless the run succeeded.
 func (en *engine) run(ctx context.Context, pipeline string) (string, error) {
-	r, _, err := en.e.Submit(ctx, pipeline, runs.Trigger{Build: "2", ImageTag: "v2", By: "benchpacing"})
+	r, _, err := en.e.Submit(ctx, pipeline, orchestrator.Trigger{Build: "2", ImageTag: "v2", By: "benchpacing"})
 	if err != nil {
 		return "", err
 	}

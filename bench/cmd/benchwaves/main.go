@@ -36,6 +36,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
@@ -187,7 +188,7 @@ func measure(ctx context.Context, sc scenario, builds int, poll time.Duration) (
 	}()
 
 	start := time.Now()
-	r, _, err := e.Submit(ctx, p.Name, runs.Trigger{Build: "2", ImageTag: "v2", By: "benchwaves"})
+	r, _, err := e.Submit(ctx, p.Name, orchestrator.Trigger{Build: "2", ImageTag: "v2", By: "benchwaves"})
 	if err != nil {
 		return 0, 0, err
 	}

@@ -195,13 +195,6 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 // Close stops the server; NewServer's cleanup does it too.
 func (s *Server) Close() { s.srv.Close() }
 
-// AddIdentity adds (or replaces) a machine identity.
-func (h *Handler) AddIdentity(id Identity) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.addIdentity(id)
-}
-
 func (h *Handler) addIdentity(id Identity) {
 	if id.TokenTTL == 0 {
 		id.TokenTTL = DefaultTokenTTL

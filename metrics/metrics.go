@@ -1,4 +1,13 @@
-package api
+// Package metrics is the daemon's Prometheus registry and the hooks that feed it. One
+// Metrics is built in cmd/orchestrator and handed to everyone who reports: the engine
+// (RunEnded, PhaseDone, StepDone: phases.Observer), the Locker (Acquired, Released,
+// ForceReleased: locks.Observer), the outside-API clients (OutsideRequest, the shape of
+// coolify.MetricsFunc and outbound.MetricsFunc), the notifier (Notification) and the HTTP
+// server (HTTPRequest, Webhook), which also serves the registry at /metrics (Handler).
+//
+// Labels take only bounded values: routes are templates, HTTP methods outside RFC 9110
+// count as "other", status codes as classes, lock keys as their namespace.
+package metrics
 
 import (
 	"net/http"
@@ -14,12 +23,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
-// Metrics is the daemon's Prometheus registry and the hooks that feed it. One Metrics is
-// built in cmd/orchestrator and handed to everyone who reports: the engine (RunEnded,
-// PhaseDone, StepDone), the Locker (Metrics implements locks.Observer), the outside-API
-// clients (OutsideRequest has the shape of coolify.MetricsFunc) and the HTTP server itself.
-//
-// Every method is safe for concurrent use and never blocks. A nil *Metrics ignores every
+// Metrics is the daemon's Prometheus registry and the hooks that feed it. Every method is safe for concurrent use and never blocks. A nil *Metrics ignores every
 // call, so a component can be built without metrics in tests.
 type Metrics struct {
 	reg *prometheus.Registry
@@ -47,9 +51,9 @@ var (
 	shortBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 )
 
-// NewMetrics returns a Metrics with its own registry, holding the orchestrator's metrics and
-// the Go runtime and process collectors.
-func NewMetrics() *Metrics {
+// New returns a Metrics with its own registry, holding the orchestrator's metrics and the Go
+// runtime and process collectors.
+func New() *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -120,14 +124,6 @@ func NewMetrics() *Metrics {
 		m.notifications,
 	)
 	return m
-}
-
-// Registry returns the registry, for tests and for callers that add their own collectors.
-func (m *Metrics) Registry() *prometheus.Registry {
-	if m == nil {
-		return nil
-	}
-	return m.reg
 }
 
 // Handler serves the registry in the Prometheus exposition format.
@@ -207,7 +203,10 @@ func (m *Metrics) OutsideRequest(system, method, route string, status int, d tim
 	m.outsideDur.WithLabelValues(system).Observe(d.Seconds())
 }
 
-func (m *Metrics) httpRequest(route, method string, code int, d time.Duration, stream bool) {
+// HTTPRequest records one request to the daemon's HTTP API: route is the matched route
+// pattern ("unmatched" for none), code the status sent. A stream (SSE) is counted but its
+// duration is not observed.
+func (m *Metrics) HTTPRequest(route, method string, code int, d time.Duration, stream bool) {
 	if m == nil {
 		return
 	}
@@ -236,7 +235,9 @@ func statusClass(code int) string {
 	return "other"
 }
 
-func (m *Metrics) webhook(provider, outcome string) {
+// Webhook records how one CI webhook delivery ended: triggered, duplicate, unmapped, ignored
+// or rejected.
+func (m *Metrics) Webhook(provider, outcome string) {
 	if m == nil {
 		return
 	}

@@ -1,8 +1,11 @@
-package config
+package orchestrator_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	. "github.com/deploy-orchestrator/orchestrator"
 )
 
 func TestRegisteredNamespacesDoNotOverlap(t *testing.T) {
@@ -58,6 +61,27 @@ func TestCheckLockKey(t *testing.T) {
 		err := CheckLockKey(bad)
 		if err == nil || !strings.Contains(err.Error(), "coolify:, mobile:") {
 			t.Errorf("CheckLockKey(%q) = %v, want an error naming the namespaces", bad, err)
+		}
+	}
+}
+
+func TestCheckLockKeyError(t *testing.T) {
+	var ke *LockKeyError
+	if err := CheckLockKey("coolfy:phase2"); !errors.As(err, &ke) || ke.Key != "coolfy:phase2" || ke.Reason == "" || !errors.Is(err, ErrInvalid) {
+		t.Errorf("CheckLockKey(coolfy:phase2) = %v, want a *LockKeyError with key and reason matching ErrInvalid", err)
+	}
+}
+
+func TestIsPhaseKey(t *testing.T) {
+	for key, want := range map[string]bool{
+		Phase1Key:                      true,
+		Phase2Key:                      true,
+		ServiceLockKey("2b1f-uuid"):    false,
+		MobileLockKey("version_state"): false,
+		"phase1":                       true,
+	} {
+		if got := IsPhaseKey(key); got != want {
+			t.Errorf("IsPhaseKey(%q): got %v, want %v", key, got, want)
 		}
 	}
 }

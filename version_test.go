@@ -1,6 +1,10 @@
-package version
+package orchestrator_test
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/deploy-orchestrator/orchestrator"
+)
 
 func TestCompareVersions(t *testing.T) {
 	cases := []struct {
@@ -21,13 +25,13 @@ func TestCompareVersions(t *testing.T) {
 		{"1.0.0.1", "1.0.0", 1},
 	}
 	for _, c := range cases {
-		got, err := Compare(c.a, c.b)
+		got, err := orchestrator.CompareVersions(c.a, c.b)
 		if err != nil || got != c.want {
 			t.Errorf("compare(%q, %q): got %d, %v; want %d", c.a, c.b, got, err, c.want)
 		}
 	}
 	for _, bad := range []string{"", "latest", "2.x", "2..1", "-1.0", "2.4.0-", "<b>1</b>", "1.0-<b>", "1.0+a b", "1.0-beta..1", "2.4.0+"} {
-		if _, err := Compare(bad, "1.0.0"); err == nil {
+		if _, err := orchestrator.CompareVersions(bad, "1.0.0"); err == nil {
 			t.Errorf("compare(%q, …): got no error, want one", bad)
 		}
 	}

@@ -1,24 +1,22 @@
-package storekit
+package runs
 
 import (
 	"sync"
-
-	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
-// Hub fans "new events" signals out to the subscriptions of one process, by run ID.
-// The zero value is not usable; use NewHub.
-type Hub struct {
+// hub fans "new events" signals out to the subscriptions of one process, by run ID.
+// The zero value is not usable; use newHub.
+type hub struct {
 	mu   sync.Mutex
 	subs map[string]map[*sub]struct{}
 }
 
-// NewHub returns an empty hub.
-func NewHub() *Hub { return &Hub{subs: make(map[string]map[*sub]struct{})} }
+// newHub returns an empty hub.
+func newHub() *hub { return &hub{subs: make(map[string]map[*sub]struct{})} }
 
 // Subscribe registers a subscription for run id. It is active when Subscribe returns.
-func (h *Hub) Subscribe(id string) runs.Subscription {
-	s := &sub{hub: h, id: id, c: make(chan struct{}, 1)}
+func (h *hub) Subscribe(id string) Subscription {
+	s := &sub{h: h, id: id, c: make(chan struct{}, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m := h.subs[id]
@@ -32,7 +30,7 @@ func (h *Hub) Subscribe(id string) runs.Subscription {
 
 // Notify signals every subscription of run id without blocking: a subscription whose
 // buffer already holds a signal keeps that one.
-func (h *Hub) Notify(id string) {
+func (h *hub) Notify(id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs[id] {
@@ -44,14 +42,14 @@ func (h *Hub) Notify(id string) {
 }
 
 // Close drops every subscription; their channels receive nothing more.
-func (h *Hub) Close() {
+func (h *hub) Close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	clear(h.subs)
 }
 
 // Len is the number of live subscriptions (for tests).
-func (h *Hub) Len() int {
+func (h *hub) Len() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
@@ -62,20 +60,20 @@ func (h *Hub) Len() int {
 }
 
 type sub struct {
-	hub *Hub
-	id  string
-	c   chan struct{}
+	h  *hub
+	id string
+	c  chan struct{}
 }
 
 func (s *sub) C() <-chan struct{} { return s.c }
 
 func (s *sub) Close() error {
-	s.hub.mu.Lock()
-	defer s.hub.mu.Unlock()
-	if m := s.hub.subs[s.id]; m != nil {
+	s.h.mu.Lock()
+	defer s.h.mu.Unlock()
+	if m := s.h.subs[s.id]; m != nil {
 		delete(m, s)
 		if len(m) == 0 {
-			delete(s.hub.subs, s.id)
+			delete(s.h.subs, s.id)
 		}
 	}
 	return nil

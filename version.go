@@ -1,12 +1,4 @@
-// Package version reads the app versions a pipeline writes to Flagsmith: "2.4.0", "v2.10",
-// "2.4.0-beta.1+build.7". It is the one rule for what a version is, used where a trigger's
-// app_version is checked at submit (config) and where the mobile step compares versions
-// (mobile's never-downgrade), so a value accepted at submit never fails the step later.
-//
-// Versions are compared numerically segment by segment ("2.10.0" > "2.9.1"; "2.4" ==
-// "2.4.0"); a leading "v" and build metadata are ignored; a pre-release is lower than its
-// release, and pre-release identifiers compare as semver says.
-package version
+package orchestrator
 
 import (
 	"fmt"
@@ -18,17 +10,27 @@ import (
 // identPattern is a pre-release or build identifier (semver: [0-9A-Za-z-], not empty).
 var identPattern = regexp.MustCompile(`^[0-9A-Za-z-]+$`)
 
-// Version is a parsed semver-ish version: numeric core segments and an optional
+// Version is an app version a pipeline writes to Flagsmith: "2.4.0", "v2.10",
+// "2.4.0-beta.1+build.7". ParseVersion is the one rule for what a version is, used where a
+// trigger's app_version is checked (Trigger.Validate, config's never_downgrade values) and
+// where the mobile step compares versions (mobile's never-downgrade), so a value accepted
+// at submit never fails the step later.
+//
+// Versions are compared numerically segment by segment ("2.10.0" > "2.9.1"; "2.4" ==
+// "2.4.0"); a leading "v" and build metadata are ignored; a pre-release is lower than its
+// release, and pre-release identifiers compare as semver says.
+//
+// A Version is a parsed semver-ish version: numeric core segments and an optional
 // dot-separated pre-release.
 type Version struct {
 	core []int64
 	pre  []string
 }
 
-// Parse reads a version: numeric core segments ("2.4.0", any number of them), an optional
+// ParseVersion reads a version: numeric core segments ("2.4.0", any number of them), an optional
 // leading "v", an optional pre-release ("-beta.1") and build metadata ("+build.7") of
 // dot-separated identifiers of letters, digits and '-'. Surrounding spaces are ignored.
-func Parse(s string) (Version, error) {
+func ParseVersion(s string) (Version, error) {
 	t := strings.TrimSpace(s)
 	t = strings.TrimPrefix(strings.TrimPrefix(t, "v"), "V")
 	if i := strings.IndexByte(t, '+'); i >= 0 {
@@ -61,14 +63,14 @@ func Parse(s string) (Version, error) {
 	return v, nil
 }
 
-// Compare returns -1, 0 or +1 as a is lower, equal or higher than b, or the error of the
+// CompareVersions returns -1, 0 or +1 as a is lower, equal or higher than b, or the error of the
 // first that is not a version.
-func Compare(a, b string) (int, error) {
-	va, err := Parse(a)
+func CompareVersions(a, b string) (int, error) {
+	va, err := ParseVersion(a)
 	if err != nil {
 		return 0, err
 	}
-	vb, err := Parse(b)
+	vb, err := ParseVersion(b)
 	if err != nil {
 		return 0, err
 	}

@@ -1,4 +1,4 @@
-package storekit
+package runs
 
 import (
 	"encoding/json"
@@ -6,21 +6,19 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
 // fullStep is a step with every field, and every field of its changes, set.
-func fullStep() runs.Step {
+func fullStep() Step {
 	t := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	return runs.Step{
-		Phase: runs.Phase1, Name: "api", UUID: "u-api", Status: runs.StepSynced,
+	return Step{
+		Phase: Phase1, Name: "api", UUID: "u-api", Status: StepSynced,
 		StartedAt: t, EndedAt: t.Add(time.Second), LockKey: "coolify:u-api", LockWait: time.Millisecond, Fence: 7,
-		Changes: runs.Changes{
-			Env: []runs.EnvChange{{Key: "A", Action: runs.EnvUpdate, ValueChanged: true, ValueUnknown: true,
-				Flags:   []runs.FlagChange{{Name: "is_literal", Old: true, New: true}},
-				Comment: &runs.CommentChange{Old: "a", New: "b"}}},
-			ImageTag: &runs.TagChange{Old: "v1", New: "v2"},
+		Changes: Changes{
+			Env: []EnvChange{{Key: "A", Action: EnvUpdate, ValueChanged: true, ValueUnknown: true,
+				Flags:   []FlagChange{{Name: "is_literal", Old: true, New: true}},
+				Comment: &CommentChange{Old: "a", New: "b"}}},
+			ImageTag: &TagChange{Old: "v1", New: "v2"},
 			Fields:   []string{"x"},
 		},
 		DeploymentUUID: "d-1", RestoredAt: t.Add(time.Minute), Error: "boom", Note: "stale",
@@ -52,7 +50,7 @@ func leaves(t *testing.T, path string, v reflect.Value, fn func(path string, lea
 }
 
 // TestSameStepCoversEveryField changes each leaf of a step in turn (including fields added to
-// runs.Step later, found by reflection) and checks sameStep sees the change: a change it
+// Step later, found by reflection) and checks sameStep sees the change: a change it
 // missed would never be written.
 func TestSameStepCoversEveryField(t *testing.T) {
 	base := fullStep()
@@ -94,8 +92,8 @@ func TestSameStepCoversEveryField(t *testing.T) {
 		t.Error("sameStep reports two equal steps as different")
 	}
 	// nil and empty slices encode differently under omitzero: a change.
-	c.Changes = runs.Changes{Env: []runs.EnvChange{}}
-	empty := runs.Step{}
+	c.Changes = Changes{Env: []EnvChange{}}
+	empty := Step{}
 	if sameStep(&empty, &c) {
 		t.Error("sameStep misses nil → empty Env")
 	}
@@ -104,25 +102,25 @@ func TestSameStepCoversEveryField(t *testing.T) {
 func TestChangedSteps(t *testing.T) {
 	a, b, c := fullStep(), fullStep(), fullStep()
 	b.Name, c.Name = "web", "db"
-	cur := []runs.Step{a, b}
-	next := []runs.Step{a, b, c}
-	next = runs.Run{Steps: next}.Clone().Steps
-	next[1].Status = runs.StepFailed
-	if got := ChangedSteps(cur, next); !slices.Equal(got, []int{1, 2}) {
-		t.Errorf("ChangedSteps = %v, want [1 2] (one changed, one added)", got)
+	cur := []Step{a, b}
+	next := []Step{a, b, c}
+	next = Run{Steps: next}.Clone().Steps
+	next[1].Status = StepFailed
+	if got := changedSteps(cur, next); !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("changedSteps = %v, want [1 2] (one changed, one added)", got)
 	}
-	if got := ChangedSteps(next, next[:1]); len(got) != 0 {
-		t.Errorf("ChangedSteps of a shrink = %v, want none (the backend drops the tail)", got)
+	if got := changedSteps(next, next[:1]); len(got) != 0 {
+		t.Errorf("changedSteps of a shrink = %v, want none (the backend drops the tail)", got)
 	}
 }
 
 func TestDecodeRun(t *testing.T) {
-	r := runs.Run{ID: "r", Pipeline: "p", Status: runs.StatusPhase1, Version: 3, Steps: []runs.Step{fullStep()}}
-	header, err := EncodeHeader(r)
+	r := Run{ID: "r", Pipeline: "p", Status: StatusPhase1, Version: 3, Steps: []Step{fullStep()}}
+	header, err := encodeHeader(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	step, err := EncodeStep(r.Steps[0])
+	step, err := encodeStep(r.Steps[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +134,7 @@ func TestDecodeRun(t *testing.T) {
 		steps  [][]byte
 		legacy bool
 	}{{"split", header, [][]byte{step}, false}, {"legacy", whole, nil, true}} {
-		got, err := DecodeRun("r", tc.header, tc.steps, tc.legacy)
+		got, err := decodeRun("r", tc.header, tc.steps, tc.legacy)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -145,7 +143,7 @@ func TestDecodeRun(t *testing.T) {
 			t.Errorf("%s: decoded\n %s\nwant\n %s", tc.name, g, whole)
 		}
 	}
-	if _, err := DecodeRun("r", header, [][]byte{[]byte("{")}, false); err == nil {
+	if _, err := decodeRun("r", header, [][]byte{[]byte("{")}, false); err == nil {
 		t.Error("a broken step decoded without error")
 	}
 }

@@ -1,0 +1,108 @@
+package orchestrator
+
+import (
+	"context"
+	"time"
+)
+
+// Engine is the deploy engine as the front doors use it: the contract package api serves
+// and package phases implements (*phases.Engine). Run is the run record the engine stores
+// and answers with (*runs.Run): it is a parameter because this package imports nothing of the
+// module, and the record lives with its store.
+//
+// Its refusals are this package's errors, wrapped: ErrUnknownPipeline, ErrInvalid (FieldErrors
+// naming each trigger field), ErrShuttingDown, ErrNotOwner.
+type Engine[Run any] interface {
+	// Submit validates t against the pipeline and enqueues a run; existing is true when
+	// t.IdempotencyKey matched a run already created (that run is returned, nothing new
+	// starts). Errors: ErrUnknownPipeline; ErrInvalid (FieldErrors naming the trigger's
+	// fields); ErrShuttingDown; the store's errors.
+	Submit(ctx context.Context, pipeline string, t Trigger) (run Run, existing bool, err error)
+	// Cancel stops a run: a queued one never starts, a running one stops after its current
+	// step and compensates. Errors: the store's not-found; its ended error when the run
+	// already ended; ErrNotOwner when another daemon instance executes it.
+	Cancel(ctx context.Context, runID string) (Run, error)
+	// Plan is the dry run: what a run with t would change and which locks it would take.
+	// Errors: ErrUnknownPipeline; ErrInvalid; outside-API and secret errors.
+	Plan(ctx context.Context, pipeline string, t Trigger) (*Plan, error)
+	// Pipelines lists the loaded pipelines' names, sorted.
+	Pipelines() []string
+}
+
+// Plan is a dry run: what a run of a pipeline with some trigger would change and which locks
+// it would take, and who holds them now. Values are never shown.
+type Plan struct {
+	Pipeline string        `json:"pipeline"`
+	Services []ServicePlan `json:"services"`
+	// Waves are the names of the services Phase 2 would deploy, wave by wave in the order the
+	// waves run; Parallel is how many of one wave deploy at once.
+	Waves    [][]string   `json:"waves,omitempty"`
+	Parallel int          `json:"parallel"`
+	Mobile   []MobilePlan `json:"mobile,omitempty"`
+	Locks    []LockPlan   `json:"locks"`
+	// Warnings are what would make the run fail before it writes anything, e.g. the abilities
+	// the Coolify token lacks.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// ServicePlan is what Phase 1 would write to one service.
+type ServicePlan struct {
+	Name string `json:"name"`
+	UUID string `json:"uuid"`
+	Kind string `json:"kind"`
+	// Env lists every variable of the service's definition with what would happen to it
+	// (action "create", "update" or "unchanged") and, for a write, every flag and the comment it
+	// changes and whether the value changes. Never values.
+	Env      []EnvChange `json:"env"`
+	ImageTag *TagChange  `json:"image_tag,omitempty"`
+	// Error says why the service could not be read (the plan goes on with the others).
+	Error string `json:"error,omitempty"`
+	// Stale, when set, says that the stale-build guard would leave the service alone: a
+	// newer build of the pipeline is on it (the note names it and its run). A rollback is
+	// never stale.
+	Stale string `json:"stale,omitempty"`
+}
+
+// MobilePlan is one mobile step: the fields it would set.
+type MobilePlan struct {
+	Name    string   `json:"name"`
+	Feature string   `json:"feature"`
+	When    string   `json:"when"`
+	Fields  []string `json:"fields"`
+	LockKey string   `json:"lock_key"`
+}
+
+// LockPlan is one key the run would take and its current lease, if any.
+type LockPlan struct {
+	Key     string     `json:"key"`
+	Free    bool       `json:"free"`
+	Current *LeaseInfo `json:"current,omitempty"`
+}
+
+// LeaseInfo is a snapshot of one lease on a lock key (DESIGN.md, "Lock key"): who holds it,
+// under which fence, since and until when. Package locks calls it locks.Info. The token is
+// the lease's secret capability (release and renew compare on it); it is never encoded.
+type LeaseInfo struct {
+	Key        string    `json:"key"`
+	Token      string    `json:"-"`
+	Holder     string    `json:"holder"`
+	Fence      int64     `json:"fence"`
+	AcquiredAt time.Time `json:"acquired_at"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	Message    string    `json:"message,omitempty"`
+	// Frozen marks an operator freeze: a lease with no heartbeat that expires at ExpiresAt.
+	Frozen bool `json:"frozen,omitempty"`
+	// ClosedUntil is set while the key is in the lock-delay that follows a forced release;
+	// the key is then free but cannot be granted before that instant.
+	ClosedUntil time.Time `json:"closed_until,omitzero"`
+	// Waiters is the number of live waiters queued on the key (listings only).
+	Waiters int `json:"waiters"`
+}
+
+// Remaining is how long the lease has left at now (zero when expired).
+func (i LeaseInfo) Remaining(now time.Time) time.Duration {
+	if d := i.ExpiresAt.Sub(now); d > 0 {
+		return d
+	}
+	return 0
+}
