@@ -47,14 +47,19 @@ func TestReleaseHandsOver(t *testing.T) {
 		}
 	}
 
+	release := func(d *Driver, token string) {
+		t.Helper()
+		if err := d.Release(ctx, key, token); err != nil {
+			t.Fatalf("release %s: %v", token, err)
+		}
+	}
+
 	first, err := holder.TryAcquire(ctx, grant(key, "p#1/a"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	queue("T1")
-	if err := holder.Release(ctx, key, "tok-p#1/a"); err != nil {
-		t.Fatal(err)
-	}
+	release(holder, "tok-p#1/a")
 	h1 := handed("T1")
 	got, err := holder.Get(ctx, key)
 	if err != nil || got.Holder != "p#2/T1" || got.Message != "waiting" || got.Fence != h1.Fence || h1.Fence <= first.Fence {
@@ -70,9 +75,7 @@ func TestReleaseHandsOver(t *testing.T) {
 	// A waiter that gives up releases what it was handed, and the key goes on to the next.
 	queue("T2")
 	queue("T3")
-	if err := waiter.Release(ctx, key, "hand-T1"); err != nil {
-		t.Fatal(err)
-	}
+	release(waiter, "hand-T1")
 	handed("T2")
 	if err := waiter.LeaveQueue(ctx, key, "T2"); err != nil {
 		t.Fatal(err)
@@ -84,9 +87,7 @@ func TestReleaseHandsOver(t *testing.T) {
 
 	// A try with the ticket takes the handed lease over, under its own token.
 	queue("T4")
-	if err := waiter.Release(ctx, key, "hand-T3"); err != nil {
-		t.Fatal(err)
-	}
+	release(waiter, "hand-T3")
 	waitFor(t, func() bool { got, err := holder.Get(ctx, key); return err == nil && got.Holder == "p#2/T4" })
 	took, err := waiter.TryAcquire(ctx, locks.Grant{Key: key, Token: "retry-T4", Holder: "p#2/T4", TTL: time.Minute,
 		Ticket: "T4", TicketDeadline: time.Now().Add(5 * time.Second), Handover: "hand-T4"})
@@ -99,13 +100,9 @@ func TestReleaseHandsOver(t *testing.T) {
 
 	// Once another lease is granted, a ticket handed a lease before takes nothing over.
 	queue("T5")
-	if err := waiter.Release(ctx, key, "retry-T4"); err != nil {
-		t.Fatal(err)
-	}
+	release(waiter, "retry-T4")
 	handed("T5")
-	if err := waiter.Release(ctx, key, "hand-T5"); err != nil {
-		t.Fatal(err)
-	}
+	release(waiter, "hand-T5")
 	other, err := holder.TryAcquire(ctx, grant(key, "p#3/c"))
 	if err != nil || other.Fence <= took.Fence {
 		t.Fatalf("acquire after the handovers: got %+v, %v", other, err)
