@@ -70,8 +70,9 @@ type Options struct {
 	// Logger receives pub/sub connection events (default: discard). Tokens are never logged.
 	Logger *slog.Logger
 	// MinReplicas, when positive, makes a grant and a renewal count only once WAIT has
-	// confirmed that this many replicas of the key's master have them (see replicas.go).
-	// 0 (the default) does not wait for replicas.
+	// confirmed that this many replicas of the key's master have them (see replicas.go);
+	// a release then never hands the key to the next waiter (see locks.Handover), which
+	// takes it by a confirmed try of its own. 0 (the default) does not wait for replicas.
 	MinReplicas int
 	// ReplicaTimeout bounds each WAIT for MinReplicas (default DefaultReplicaTimeout).
 	ReplicaTimeout time.Duration
@@ -280,12 +281,18 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 	if g.Ticket != "" {
 		ticketTTL = ms(time.Until(g.TicketDeadline))
 	}
+	handover := g.Handover
+	if d.minReplicas > 0 {
+		// A release's script hands the key over without a WAIT for replicas: with
+		// MinReplicas every grant goes through a waiter's own confirmed try instead.
+		handover = ""
+	}
 	k := d.keys(g.Key)
 	// Noted before the script runs: a release naming this ticket as next in line can only
 	// be published after the script queued it, and must find it noted.
 	d.hub.noteTicket(k.channel, g.Ticket, g.TicketDeadline)
 	res, err := d.runScript(ctx, acquireScript, []string{k.lock, k.queue, k.deadlines, k.claims},
-		[]any{g.Token, g.Holder, g.Message, ms(g.TTL), g.Ticket, ticketTTL, g.Handover}, granted)
+		[]any{g.Token, g.Holder, g.Message, ms(g.TTL), g.Ticket, ticketTTL, handover}, granted)
 	if errors.Is(err, errUnconfirmed) {
 		// Nobody may rely on a grant a failover can take back: give it up (the Locker
 		// retries within its budget). If the release is lost too, the lease expires.
