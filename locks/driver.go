@@ -11,6 +11,10 @@ import (
 // Budget, heartbeat, wake-up, lost-lease detection and namespaces live in Locker, above
 // every driver, and are written once.
 //
+// Locker validates every request and fills in what a backend stores (a freeze's holder,
+// the default lock-delay) before it calls a driver: drivers do not check requests again and
+// store what they are given, so every backend shows the same.
+//
 // Every method must be safe for concurrent use.
 type Driver interface {
 	// TryAcquire makes one atomic attempt to grant g.Key to g.Holder with g.Token.
@@ -48,14 +52,16 @@ type Driver interface {
 	List(ctx context.Context, prefix string) ([]Info, error)
 
 	// ForceRelease removes the live lease on r.Key if it matches r.Fence (when non-zero) or
-	// r.Holder (when non-empty), closes the key until now+r.LockDelay, appends an audit
-	// entry and signals waiters, all in one atomic step. It returns the evicted lease.
+	// r.Holder (when non-empty), closes the key until now+r.LockDelay (not at all when it is
+	// not positive), appends an audit entry and signals waiters, all in one atomic step. It
+	// returns the evicted lease.
 	// *HeldError{Reason: ErrStale} names the current lease on a mismatch; ErrNotFound if free.
 	ForceRelease(ctx context.Context, r ForceRequest) (Info, error)
 
-	// Freeze puts an operator lease (Frozen, no heartbeat, expiring at r.Until) on a free key
-	// and appends an audit entry. *HeldError{Reason: ErrHeld} if the key is held.
-	Freeze(ctx context.Context, r FreezeRequest, token string) (Info, error)
+	// Freeze puts an operator lease (Frozen, held by holder with token, no heartbeat,
+	// expiring at r.Until) on a free key and appends an audit entry by r.By.
+	// *HeldError{Reason: ErrHeld} if the key is held.
+	Freeze(ctx context.Context, r FreezeRequest, holder, token string) (Info, error)
 
 	// Unfreeze lifts a freeze, appends an audit entry and signals waiters. ErrNotFound if the
 	// key is not frozen.
@@ -91,6 +97,9 @@ type Grant struct {
 	TTL     time.Duration
 	// Ticket identifies the waiter in the key's FIFO queue; empty means "don't queue".
 	Ticket string
+	// Handover is the token under which a release may hand the key to Ticket while it is
+	// queued (see Handover); the same for every try of one Ticket. Empty: never handed.
+	Handover string
 	// TicketDeadline is when a queued ticket is dropped unless refreshed by another attempt.
 	TicketDeadline time.Time
 }
@@ -99,4 +108,21 @@ type Grant struct {
 type Subscription interface {
 	C() <-chan struct{}
 	Close() error
+}
+
+// Handover is implemented by the Subscription of a backend whose release hands the key
+// straight to the waiter at the head of its queue, so the woken waiter holds the lease
+// without another round trip.
+//
+// Such a backend grants the key, in the releaser's atomic step, to the Grant.Handover token
+// of the ticket at the head of the queue, with its Holder and Message, expiring no sooner
+// than the TTL or the TicketDeadline of the ticket's latest TryAcquire (the one that last
+// moved its deadline), whichever comes first; the ticket leaves the queue and the signal
+// names it. While the lease is held under the handover token, a TryAcquire with that
+// token is granted it (under its own token and TTL), and LeaveQueue with the ticket
+// releases it.
+type Handover interface {
+	// Handed returns the lease (Fence, AcquiredAt, ExpiresAt) a release granted to ticket,
+	// if a signal said so, and forgets it.
+	Handed(ticket string) (Info, bool)
 }

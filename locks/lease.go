@@ -20,9 +20,11 @@ type Lease struct {
 	owner   string
 	ttl     time.Duration
 	granted time.Time // local clock, for the held duration
-	// sent is when the request that granted the lease was sent: the deadline and the
-	// renewals count from it, not from the answer, which a slow backend may deliver late.
-	sent time.Time
+	// renewAt is when the first renewal is due: a third of the TTL after the request that
+	// granted the lease was sent (the deadline and the renewals count from it, not from
+	// the answer, which a slow backend may deliver late), or a third of what is left of a
+	// lease handed over by a release (see Handover), which may be shorter than the TTL.
+	renewAt time.Time
 
 	mu       sync.Mutex
 	info     Info
@@ -284,10 +286,9 @@ func (le *Lease) haltHeartbeat() <-chan struct{} {
 func (le *Lease) heartbeat(ctx context.Context) {
 	defer close(le.hbDone)
 	interval := le.ttl / 3
-	age := time.Since(le.sent)
-	renew := time.NewTimer(max(interval-age, 0))
+	renew := time.NewTimer(max(time.Until(le.renewAt), 0))
 	defer renew.Stop()
-	watch := time.NewTimer(max(min(watchAfter, interval)-age, 0))
+	watch := time.NewTimer(max(time.Until(le.hbDue), 0))
 	defer watch.Stop()
 	type subscribed struct {
 		sub Subscription

@@ -354,8 +354,11 @@ func (l *Locker) attempt(ctx context.Context, r Request, owner string, ids *ids,
 		}
 	}()
 	queued := false
+	var sent time.Time // of the last try, which moved the ticket's deadline
 	for {
-		le, err := l.try(ctx, r, owner, ticket, ids.token(), start)
+		token := ids.token()
+		sent = time.Now()
+		le, err := l.try(ctx, r, owner, ids, token, sent, start)
 		if err == nil {
 			return le, nil
 		}
@@ -398,6 +401,9 @@ func (l *Locker) attempt(ctx context.Context, r Request, owner string, ids *ids,
 		case <-ctx.Done():
 		}
 		t.Stop()
+		if le, ok := l.handed(sub, r, owner, ids, sent, start); ok {
+			return le, nil
+		}
 		if ctx.Err() != nil || !time.Now().Before(deadline) {
 			l.leaveQueue(ctx, r.Key, ticket)
 			return nil, he
@@ -434,21 +440,28 @@ func (l *Locker) jitteredPoll() time.Duration {
 	return time.Duration(float64(l.poll) * (0.5 + mrand.Float64()))
 }
 
-// ids are the random identifiers of one Acquire: its queue ticket, and a fresh token per
-// try (the outcome of a failed try is unknown, and its token may still be released).
+// ids are the random identifiers of one Acquire: its queue ticket, the token a release
+// may hand the key to while the ticket is queued (see Handover), and a fresh token per try
+// (the outcome of a failed try is unknown, and its token may still be released).
 type ids struct {
-	ticket string
-	first  string // the first try's token; "" once used
+	ticket   string
+	handover string
+	first    string // the first try's token; "" once used
 }
 
 // idEncoding spells 128 random bits in 26 characters, as crypto/rand.Text does.
 var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
-// newIDs draws the ticket and the first token from one read of the random source.
+// newIDs draws the ticket, the handover token and the first token from one read of the
+// random source.
 func newIDs() ids {
-	var b [32]byte
+	var b [48]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
-	return ids{ticket: idEncoding.EncodeToString(b[:16]), first: idEncoding.EncodeToString(b[16:])}
+	return ids{
+		ticket:   idEncoding.EncodeToString(b[:16]),
+		handover: idEncoding.EncodeToString(b[16:32]),
+		first:    idEncoding.EncodeToString(b[32:]),
+	}
 }
 
 // token returns the token of the next try.
@@ -460,16 +473,40 @@ func (x *ids) token() string {
 	return rand.Text()
 }
 
-// try makes one TryAcquire with token and turns a grant into a running Lease.
-func (l *Locker) try(ctx context.Context, r Request, owner, ticket, token string, start time.Time) (*Lease, error) {
-	sent := time.Now()
+// handed returns the lease a release handed to the ticket of ids (see Handover) as a
+// running Lease; sent is when the last try, which moved the ticket's deadline, was sent.
+// A lease that must be presumed expired by now is given back, and the waiter goes on
+// waiting.
+func (l *Locker) handed(sub Subscription, r Request, owner string, ids *ids, sent, start time.Time) (*Lease, bool) {
+	h, ok := sub.(Handover)
+	if !ok {
+		return nil, false
+	}
+	info, ok := h.Handed(ids.ticket)
+	if !ok {
+		return nil, false
+	}
+	token := ids.handover
+	info.Key, info.Token, info.Holder, info.Message = r.Key, token, r.Holder, r.Message
+	now, deadline := time.Now(), localDeadline(sent, min(r.TTL, ticketLife*l.poll))
+	if !now.Before(deadline) {
+		l.bestEffort(context.Background(), func(c context.Context) error { return l.d.Release(c, r.Key, token) })
+		return nil, false
+	}
+	le, err := l.start(info, owner, r.TTL, now, deadline.Sub(now), deadline, time.Since(start))
+	return le, err == nil
+}
+
+// try makes one TryAcquire with token, sent at sent, and turns a grant into a running Lease.
+func (l *Locker) try(ctx context.Context, r Request, owner string, ids *ids, token string, sent, start time.Time) (*Lease, error) {
 	info, err := l.d.TryAcquire(ctx, Grant{
 		Key:            r.Key,
 		Token:          token,
 		Holder:         r.Holder,
 		Message:        r.Message,
 		TTL:            r.TTL,
-		Ticket:         ticket,
+		Ticket:         ids.ticket,
+		Handover:       ids.handover,
 		TicketDeadline: sent.Add(ticketLife * l.poll),
 	})
 	if err != nil {
@@ -489,7 +526,7 @@ func (l *Locker) try(ctx context.Context, r Request, owner, ticket, token string
 		l.bestEffort(ctx, func(c context.Context) error { return l.d.Release(c, r.Key, token) })
 		return nil, &HeldError{Key: r.Key, Reason: ErrHeld}
 	}
-	return l.start(info, owner, r.TTL, sent, time.Since(start))
+	return l.start(info, owner, r.TTL, sent, r.TTL, localDeadline(sent, r.TTL), time.Since(start))
 }
 
 func (l *Locker) leaveQueue(ctx context.Context, key, ticket string) {
@@ -503,16 +540,18 @@ func (l *Locker) bestEffort(ctx context.Context, f func(context.Context) error) 
 	_ = f(c) // a failed cleanup is bounded by the ticket deadline or the lease TTL
 }
 
-// start registers a granted lease and runs its heartbeat.
-func (l *Locker) start(info Info, owner string, ttl time.Duration, sent time.Time, waited time.Duration) (*Lease, error) {
+// start registers a lease that must be presumed expired at deadline and runs its
+// heartbeat: the first renewal is due a third of life after base (the request's sending
+// and the TTL for a grant; now and what is left for a handover).
+func (l *Locker) start(info Info, owner string, ttl time.Duration, base time.Time, life time.Duration, deadline time.Time, waited time.Duration) (*Lease, error) {
 	le := &Lease{
 		l:        l,
 		owner:    owner,
 		ttl:      ttl,
 		info:     info,
-		deadline: localDeadline(sent, ttl),
+		deadline: deadline,
 		granted:  time.Now(),
-		sent:     sent,
+		renewAt:  base.Add(life / 3),
 		check:    make(chan struct{}, 1),
 		hbIndex:  -1,
 	}
@@ -527,7 +566,7 @@ func (l *Locker) start(info Info, owner string, ttl time.Duration, sent time.Tim
 	}
 	// Scheduled before the lease is published: a goroutine starts only when the first
 	// renewal or the forced-release watch is due.
-	le.hbDue = sent.Add(min(watchAfter, ttl/3))
+	le.hbDue = base.Add(min(watchAfter, life/3))
 	l.starter.add(le)
 	if held := l.owners[owner]; held != nil {
 		held[info.Key] = le
@@ -621,8 +660,9 @@ func (l *Locker) ForceRelease(ctx context.Context, r ForceRequest) (Info, error)
 	return info, nil
 }
 
-// Freeze puts an operator lease on a free key. See Driver.Freeze. ErrInvalid without a
-// key or message, or with an expiry in the past.
+// Freeze puts an operator lease on a free key, held by "operator:<r.By>" (see
+// FreezeRequest.By). See Driver.Freeze. ErrInvalid without a key or message, or with an
+// expiry in the past.
 func (l *Locker) Freeze(ctx context.Context, r FreezeRequest) (Info, error) {
 	switch {
 	case r.Key == "":
@@ -632,7 +672,7 @@ func (l *Locker) Freeze(ctx context.Context, r FreezeRequest) (Info, error) {
 	case !r.Until.After(time.Now()):
 		return Info{}, fmt.Errorf("freeze %q: %w: the expiry %s is not in the future", r.Key, ErrInvalid, r.Until.UTC().Format(time.RFC3339))
 	}
-	info, err := l.d.Freeze(ctx, r, rand.Text())
+	info, err := l.d.Freeze(ctx, r, freezeHolder(r.By), rand.Text())
 	info.Token = ""
 	return info, err
 }

@@ -103,8 +103,18 @@ type ForceRequest struct {
 type FreezeRequest struct {
 	Key     string
 	Message string // required
-	By      string
-	Until   time.Time
+	// By names the operator; the freeze's holder reads "operator:<By>" on every backend
+	// ("operator:unknown" when By is empty), and the audit entry's By is By as given.
+	By    string
+	Until time.Time
+}
+
+// freezeHolder is the holder a freeze by the operator "by" shows in listings.
+func freezeHolder(by string) string {
+	if by == "" {
+		by = "unknown"
+	}
+	return "operator:" + by
 }
 
 // AuditEntry records an operator action (forced release, freeze, unfreeze).

@@ -92,6 +92,7 @@ func Run(t *testing.T, b Backend) {
 		{"LockDelay", s.lockDelay},
 		{"Freeze", s.freeze},
 		{"Audit", s.audit},
+		{"HolderFormat", s.holderFormat},
 		{"ListAndGet", s.listAndGet},
 		{"Namespaces", s.namespaces},
 		{"LateGrantNotBelieved", s.lateGrantNotBelieved},
@@ -872,6 +873,109 @@ func (s *suite) audit(t *testing.T) {
 	}
 	if one, err := e.l.Audit(ctx, 1); err != nil || len(one) != 1 || one[0].Action != "unfreeze" {
 		t.Errorf("audit limit 1: got %v, %v", one, err)
+	}
+}
+
+// holderFormat pins what every backend shows as a lease's holder, so the API, the CLI and
+// the dashboard read the same on each: an acquired lease shows the request's Holder as
+// given; a freeze by alice shows "operator:alice" ("operator:unknown" when nobody is
+// named); a forced release and the audit log name the evicted lease by the holder it
+// showed, and the operator who forced it by By alone.
+func (s *suite) holderFormat(t *testing.T) {
+	e := s.env(t)
+	ctx := ctxT(t)
+	const key = "test:holder"
+	holderOf := func(what string) string {
+		t.Helper()
+		got, err := e.l.Get(ctx, key)
+		if err != nil {
+			t.Fatalf("get %s: %v", what, err)
+		}
+		list, err := e.l.List(ctx, key)
+		if err != nil || len(list) != 1 || list[0].Holder != got.Holder {
+			t.Errorf("list %s: got %+v, %v; want one lease held by %q", what, list, err, got.Holder)
+		}
+		return got.Holder
+	}
+	check := func(what, got, want string) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s: got holder %q, want %q", what, got, want)
+		}
+	}
+
+	le := mustAcquire(t, e.l, locks.Request{Key: key, Holder: "prod#12/api", Owner: "run-12", TTL: 10 * time.Second, Budget: quick})
+	check("lease", le.Holder(), "prod#12/api")
+	check("get of an acquired key", holderOf("acquired"), "prod#12/api")
+	_, err := e.l.Acquire(ctx, locks.Request{Key: key, Holder: "prod#13/api", Budget: locks.Budget{Timeout: 20 * time.Millisecond}})
+	var he *locks.HeldError
+	if !errors.As(err, &he) {
+		t.Fatalf("acquire of a held key: got %v, want a *HeldError", err)
+	}
+	check("acquire refused by a lease", he.Current.Holder, "prod#12/api")
+	evicted, err := e.l.ForceRelease(ctx, locks.ForceRequest{Key: key, Holder: "prod#12/api", Reason: "crashed", By: "alice", LockDelay: time.Millisecond})
+	if err != nil {
+		t.Fatalf("force release by holder: %v", err)
+	}
+	check("evicted lease", evicted.Holder, "prod#12/api")
+	waitDone(t, le, time.Second)
+
+	var fr locks.Info
+	eventually(t, time.Second, "lock-delay over", func() bool {
+		fr, err = e.l.Freeze(ctx, locks.FreezeRequest{Key: key, Message: "release freeze", By: "alice", Until: time.Now().Add(time.Minute)})
+		return err == nil
+	})
+	check("freeze by alice", fr.Holder, "operator:alice")
+	check("get of a frozen key", holderOf("frozen"), "operator:alice")
+	r := req(key, "prod#14/api")
+	r.FailOnFrozen = true
+	_, err = e.l.Acquire(ctx, r)
+	if !errors.As(err, &he) || !errors.Is(err, locks.ErrFrozen) {
+		t.Fatalf("acquire of a frozen key: got %v, want ErrFrozen", err)
+	}
+	check("acquire refused by a freeze", he.Current.Holder, "operator:alice")
+	_, err = e.l.Freeze(ctx, locks.FreezeRequest{Key: key, Message: "again", By: "bob", Until: time.Now().Add(time.Minute)})
+	if !errors.As(err, &he) {
+		t.Fatalf("freeze of a frozen key: got %v, want a *HeldError", err)
+	}
+	check("freeze refused by a freeze", he.Current.Holder, "operator:alice")
+	evicted, err = e.l.ForceRelease(ctx, locks.ForceRequest{Key: key, Holder: "operator:alice", Reason: "stuck", By: "bob", LockDelay: time.Millisecond})
+	if err != nil {
+		t.Fatalf("force release of a freeze by its holder: %v", err)
+	}
+	check("evicted freeze", evicted.Holder, "operator:alice")
+
+	eventually(t, time.Second, "lock-delay over", func() bool {
+		fr, err = e.l.Freeze(ctx, locks.FreezeRequest{Key: key, Message: "anonymous", Until: time.Now().Add(time.Minute)})
+		return err == nil
+	})
+	check("freeze by nobody named", fr.Holder, "operator:unknown")
+	check("get of an anonymous freeze", holderOf("frozen anonymously"), "operator:unknown")
+	if err := e.l.Unfreeze(ctx, key, "carol", "done"); err != nil {
+		t.Fatal(err)
+	}
+
+	entries, err := e.l.Audit(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range entries {
+		ev := ""
+		if a.Evicted != nil {
+			ev = a.Evicted.Holder
+		}
+		got = append(got, a.Action+" by "+a.By+" evicting "+ev)
+	}
+	want := []string{
+		"unfreeze by carol evicting operator:unknown",
+		"freeze by  evicting ",
+		"force_release by bob evicting operator:alice",
+		"freeze by alice evicting ",
+		"force_release by alice evicting prod#12/api",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("audit (newest first):\n got %q\nwant %q", got, want)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,8 +31,10 @@ const retryPause = 100 * time.Millisecond
 // Subscribe returns a subscription that receives a value each time a lease on key is
 // released, force-released or unfrozen. A release names the waiter at the head of the
 // key's queue, and wakes only the Driver that queued it (through TryAcquire), since no
-// other waiter can be granted the key next; with no live waiter in the queue, and on a
-// forced release or an unfreeze, every subscriber is signalled. All subscriptions of a
+// other waiter can be granted the key next; when the release handed the key to that
+// waiter, the subscription's Handed returns the lease (it implements locks.Handover).
+// With no live waiter in the queue, and on a forced release or an unfreeze, every
+// subscriber is signalled. All subscriptions of a
 // Driver share one pub/sub connection, with one Redis subscription per key however many
 // waiters ask for it.
 // Subscribe returns once Redis has confirmed the subscription, so a release published
@@ -85,12 +88,19 @@ type hub struct {
 	ps       *redis.PubSub     // created by the first subscribe
 	topics   map[string]*topic // by channel
 	barriers map[string]*topic // pending barrier channel -> its topic
-	// tickets are the waiters this driver queued, by channel, with their deadlines: a
-	// release that names one of them as the next in line wakes this driver's subscribers.
-	tickets map[string]map[string]time.Time
+	// tickets are the waiters this driver queued, by channel: a release that names one of
+	// them as the next in line wakes this driver's subscribers.
+	tickets map[string]map[string]*ticket
 	closed  bool
 	stop    chan struct{} // closed by close
 	done    chan struct{} // closed when receive returns
+}
+
+// ticket is a waiter this driver queued.
+type ticket struct {
+	deadline time.Time
+	// handed is the lease a release handed to the ticket, until the waiter takes it.
+	handed *locks.Info
 }
 
 // topic is one subscribed channel and its local subscribers.
@@ -108,7 +118,7 @@ func newHub(client redis.UniversalClient, prefix string, log *slog.Logger) *hub 
 		log:      log,
 		topics:   make(map[string]*topic),
 		barriers: make(map[string]*topic),
-		tickets:  make(map[string]map[string]time.Time),
+		tickets:  make(map[string]map[string]*ticket),
 		stop:     make(chan struct{}),
 	}
 }
@@ -231,46 +241,77 @@ func (h *hub) confirmed(channel string) {
 	h.mu.Unlock()
 }
 
-// noteTicket remembers that this driver queued ticket on channel's key until deadline.
-func (h *hub) noteTicket(channel, ticket string, deadline time.Time) {
-	if ticket == "" {
+// noteTicket remembers that this driver queued id on channel's key until deadline.
+func (h *hub) noteTicket(channel, id string, deadline time.Time) {
+	if id == "" {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ts := h.tickets[channel]
 	if ts == nil {
-		ts = make(map[string]time.Time)
+		ts = make(map[string]*ticket)
 		h.tickets[channel] = ts
 	}
 	now := time.Now()
-	for t, dl := range ts {
-		if dl.Before(now) {
-			delete(ts, t)
+	for id, t := range ts {
+		if t.deadline.Before(now) {
+			delete(ts, id)
 		}
 	}
-	ts[ticket] = deadline
+	ts[id] = &ticket{deadline: deadline}
 }
 
 // forgetTicket drops a ticket that was granted or left the queue.
-func (h *hub) forgetTicket(channel, ticket string) {
-	if ticket == "" {
+func (h *hub) forgetTicket(channel, id string) {
+	if id == "" {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.dropTicket(channel, id)
+}
+
+// dropTicket drops a ticket. Callers hold h.mu.
+func (h *hub) dropTicket(channel, id string) {
 	if ts := h.tickets[channel]; ts != nil {
-		delete(ts, ticket)
+		delete(ts, id)
 		if len(ts) == 0 {
 			delete(h.tickets, channel)
 		}
 	}
 }
 
-// ours reports whether ticket is one this driver queued on channel's key. Callers hold h.mu.
-func (h *hub) ours(channel, ticket string) bool {
-	_, ok := h.tickets[channel][ticket]
-	return ok
+// ours reports whether payload names a ticket this driver queued on channel's key, and
+// notes the lease when the payload says the key was handed to it
+// ("<ticket> <fence> <acquired_ms> <expires_ms>"). Callers hold h.mu.
+func (h *hub) ours(channel, payload string) bool {
+	id, grant, handed := strings.Cut(payload, " ")
+	t := h.tickets[channel][id]
+	if t == nil {
+		return false
+	}
+	if handed {
+		f := strings.Fields(grant)
+		if len(f) != 3 {
+			return true // not a handover this driver knows: let the waiter try
+		}
+		r := reply{f[0], f[1], f[2]}
+		t.handed = &locks.Info{Fence: r.int(0), AcquiredAt: r.time(1), ExpiresAt: r.time(2)}
+	}
+	return true
+}
+
+// handed returns and forgets the lease a release handed to the ticket id on channel's key.
+func (h *hub) handed(channel, id string) (locks.Info, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.tickets[channel][id]
+	if t == nil || t.handed == nil {
+		return locks.Info{}, false
+	}
+	h.dropTicket(channel, id)
+	return *t.handed, true
 }
 
 // signal wakes every subscriber of t without blocking. Callers hold h.mu.
@@ -311,6 +352,11 @@ type subscription struct {
 
 // C receives a value (buffered 1) per release signal.
 func (s *subscription) C() <-chan struct{} { return s.c }
+
+// Handed implements locks.Handover.
+func (s *subscription) Handed(ticket string) (locks.Info, bool) {
+	return s.h.handed(s.t.channel, ticket)
+}
 
 // Close drops the subscription; the last one of a key unsubscribes the channel. It always
 // returns nil: a failed UNSUBSCRIBE only leaves an idle channel on the connection.

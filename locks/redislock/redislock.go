@@ -13,6 +13,7 @@
 //	orch:lock:{coolify:phase1}:lock    hash: the fence counter, the lease (token, holder, times, message) and the lock-delay
 //	orch:lock:{coolify:phase1}:q       waiters in arrival order (FIFO)
 //	orch:lock:{coolify:phase1}:qdl     each waiter's deadline; dead waiters are dropped when they reach the head
+//	orch:lock:{coolify:phase1}:qc      each waiter's claim (token, holder, message, TTL), for a release to hand it the key
 //	orch:lock:{coolify:phase1}:audit   operator actions on the key, newest first, capped
 //
 // and releases are published on the channel orch:lock:{coolify:phase1}:released. Several
@@ -69,8 +70,9 @@ type Options struct {
 	// Logger receives pub/sub connection events (default: discard). Tokens are never logged.
 	Logger *slog.Logger
 	// MinReplicas, when positive, makes a grant and a renewal count only once WAIT has
-	// confirmed that this many replicas of the key's master have them (see replicas.go).
-	// 0 (the default) does not wait for replicas.
+	// confirmed that this many replicas of the key's master have them (see replicas.go);
+	// a release then never hands the key to the next waiter (see locks.Handover), which
+	// takes it by a confirmed try of its own. 0 (the default) does not wait for replicas.
 	MinReplicas int
 	// ReplicaTimeout bounds each WAIT for MinReplicas (default DefaultReplicaTimeout).
 	ReplicaTimeout time.Duration
@@ -223,18 +225,32 @@ func (d *Driver) Close() error {
 
 // keys names the Redis keys and the channel of one lock.
 type keys struct {
-	lock, queue, deadlines, audit, channel string
+	lock, queue, deadlines, claims, audit, channel string
 }
 
+// The suffixes of a lock's names, in the order keys lays them out.
+var keySuffixes = [...]string{":lock", ":q", ":qdl", ":qc", ":audit", ":released"}
+
+// keys names the keys of one lock. Every acquire and release needs them, so they are cut
+// from one string: one allocation instead of one per name.
 func (d *Driver) keys(key string) keys {
-	base := d.prefix + "{" + key + "}"
-	return keys{
-		lock:      base + ":lock",
-		queue:     base + ":q",
-		deadlines: base + ":qdl",
-		audit:     base + ":audit",
-		channel:   base + ":released",
+	var b strings.Builder
+	b.Grow(len(keySuffixes)*(len(d.prefix)+len(key)+2) + len(":lock:q:qdl:qc:audit:released"))
+	var names [len(keySuffixes)]string
+	ends := [len(keySuffixes)]int{}
+	for i, s := range keySuffixes {
+		b.WriteString(d.prefix)
+		b.WriteByte('{')
+		b.WriteString(key)
+		b.WriteByte('}')
+		b.WriteString(s)
+		ends[i] = b.Len()
 	}
+	all, start := b.String(), 0
+	for i, end := range ends {
+		names[i], start = all[start:end], end
+	}
+	return keys{lock: names[0], queue: names[1], deadlines: names[2], claims: names[3], audit: names[4], channel: names[5]}
 }
 
 // fail wraps an error from Redis: the caller's context error when the context is done,
@@ -246,10 +262,6 @@ func (d *Driver) fail(ctx context.Context, op, key string, err error) error {
 	return fmt.Errorf("redislock: %s %q: %w: %w", op, key, locks.ErrUnavailable, err)
 }
 
-func invalid(op, key, what string) error {
-	return fmt.Errorf("redislock: %s %q: %s: %w", op, key, what, locks.ErrInvalid)
-}
-
 // ms converts a duration to whole milliseconds, at least 1.
 func ms(d time.Duration) int64 {
 	return max(d.Milliseconds(), 1)
@@ -259,32 +271,28 @@ func ms(d time.Duration) int64 {
 // granted Info, also to a retry with the token of the live lease (a call whose answer was
 // lost), then with its expiry renewed to now+TTL so the retry may time the lease from its
 // own start; a *locks.HeldError matching locks.ErrHeld or locks.ErrFrozen when the key
-// is held, frozen, in lock-delay or promised to an earlier waiter; locks.ErrInvalid for an
-// empty key, holder or token or a TTL under a millisecond; locks.ErrUnavailable or the
-// context's error when Redis cannot be reached, and locks.ErrUnavailable when Options.MinReplicas
-// replicas did not confirm the grant within Options.ReplicaTimeout (the grant is released).
+// is held, frozen, in lock-delay or promised to an earlier waiter; locks.ErrUnavailable or
+// the context's error when Redis cannot be reached, and locks.ErrUnavailable when
+// Options.MinReplicas replicas did not confirm the grant within Options.ReplicaTimeout (the
+// grant is released). The grant is as locks.Locker validated it.
 func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, error) {
 	const op = "acquire"
-	switch {
-	case g.Key == "":
-		return locks.Info{}, invalid(op, g.Key, "empty key")
-	case g.Holder == "":
-		return locks.Info{}, invalid(op, g.Key, "empty holder")
-	case g.Token == "":
-		return locks.Info{}, invalid(op, g.Key, "empty token")
-	case g.TTL < time.Millisecond:
-		return locks.Info{}, invalid(op, g.Key, "TTL under 1ms")
-	}
 	var ticketTTL int64
 	if g.Ticket != "" {
 		ticketTTL = ms(time.Until(g.TicketDeadline))
+	}
+	handover := g.Handover
+	if d.minReplicas > 0 {
+		// A release's script hands the key over without a WAIT for replicas: with
+		// MinReplicas every grant goes through a waiter's own confirmed try instead.
+		handover = ""
 	}
 	k := d.keys(g.Key)
 	// Noted before the script runs: a release naming this ticket as next in line can only
 	// be published after the script queued it, and must find it noted.
 	d.hub.noteTicket(k.channel, g.Ticket, g.TicketDeadline)
-	res, err := d.runScript(ctx, acquireScript, []string{k.lock, k.queue, k.deadlines},
-		[]any{g.Token, g.Holder, g.Message, ms(g.TTL), g.Ticket, ticketTTL}, granted)
+	res, err := d.runScript(ctx, acquireScript, []string{k.lock, k.queue, k.deadlines, k.claims},
+		[]any{g.Token, g.Holder, g.Message, ms(g.TTL), g.Ticket, ticketTTL, handover}, granted)
 	if errors.Is(err, errUnconfirmed) {
 		// Nobody may rely on a grant a failover can take back: give it up (the Locker
 		// retries within its budget). If the release is lost too, the lease expires.
@@ -332,19 +340,16 @@ func errOrOK(err error) string {
 	return err.Error()
 }
 
-// LeaveQueue removes a waiter's ticket from the key's queue. It returns nil when the ticket
-// is not queued, and locks.ErrUnavailable or the context's error when Redis cannot be reached.
+// LeaveQueue removes a waiter's ticket from the key's queue, and releases the key if a
+// release handed it to the ticket (see locks.Handover). It returns nil when the ticket is
+// not queued, and locks.ErrUnavailable or the context's error when Redis cannot be reached.
 func (d *Driver) LeaveQueue(ctx context.Context, key, ticket string) error {
 	if ticket == "" {
 		return nil
 	}
 	k := d.keys(key)
 	d.hub.forgetTicket(k.channel, ticket)
-	_, err := d.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZRem(ctx, k.queue, ticket)
-		p.ZRem(ctx, k.deadlines, ticket)
-		return nil
-	})
+	err := leaveScript.Run(ctx, d.client, []string{k.lock, k.queue, k.deadlines, k.claims}, ticket, k.channel).Err()
 	if err != nil {
 		return d.fail(ctx, "leave queue", key, err)
 	}
@@ -353,15 +358,11 @@ func (d *Driver) LeaveQueue(ctx context.Context, key, ticket string) error {
 
 // Renew extends the lease to now+ttl (server clock) if token still holds key and returns
 // the new expiry. Errors: locks.ErrNotHeld when the key is free or held under another
-// token; locks.ErrInvalid for a TTL under a millisecond; locks.ErrUnavailable or the
-// context's error when Redis cannot be reached.
+// token; locks.ErrUnavailable or the context's error when Redis cannot be reached.
 // With Options.MinReplicas, a renewal the replicas did not confirm in time is
 // locks.ErrUnavailable (the Locker retries it until the lease's own deadline).
 func (d *Driver) Renew(ctx context.Context, key, token string, ttl time.Duration) (time.Time, error) {
 	const op = "renew"
-	if ttl < time.Millisecond {
-		return time.Time{}, invalid(op, key, "TTL under 1ms")
-	}
 	k := d.keys(key)
 	res, err := d.runScript(ctx, renewScript, []string{k.lock}, []any{token, ms(ttl)}, granted)
 	if errors.Is(err, errUnconfirmed) {
@@ -377,8 +378,9 @@ func (d *Driver) Renew(ctx context.Context, key, token string, ttl time.Duration
 	return r.time(1), nil
 }
 
-// Release deletes the lease if token still holds key (compare-and-delete) and publishes on
-// the key's channel. Errors: locks.ErrNotHeld when the key is free or held under another
+// Release deletes the lease if token still holds key (compare-and-delete), hands the key
+// to the first waiter queued if it can (see locks.Handover) and publishes on the key's
+// channel. Errors: locks.ErrNotHeld when the key is free or held under another
 // token (nothing is deleted); locks.ErrUnavailable or the context's error when Redis
 // cannot be reached.
 func (d *Driver) Release(ctx context.Context, key, token string) error {
@@ -388,7 +390,7 @@ func (d *Driver) Release(ctx context.Context, key, token string) error {
 	if d.unsafeDelRelease {
 		script = unsafeReleaseScript
 	}
-	n, err := script.Run(ctx, d.client, []string{k.lock, k.queue, k.deadlines}, token, k.channel).Int64()
+	n, err := script.Run(ctx, d.client, []string{k.lock, k.queue, k.deadlines, k.claims}, token, k.channel).Int64()
 	if err != nil {
 		return d.fail(ctx, op, key, err)
 	}
@@ -511,30 +513,16 @@ func globEscape(s string) string {
 }
 
 // ForceRelease removes the live lease on r.Key if it matches r.Fence (when non-zero) or
-// r.Holder (when non-empty), closes the key for r.LockDelay (0 means
-// locks.DefaultLockDelay, negative means none), appends an audit entry and wakes every
-// subscriber, in one script.
+// r.Holder (when non-empty), closes the key for r.LockDelay (when positive), appends an
+// audit entry and wakes every subscriber, in one script.
 // It returns the evicted lease. Errors: *locks.HeldError matching locks.ErrStale naming
-// the current lease on a mismatch; locks.ErrNotFound when the key is free; locks.ErrInvalid
-// without a reason or without exactly one of fence and holder; locks.ErrUnavailable or the
-// context's error when Redis cannot be reached.
+// the current lease on a mismatch; locks.ErrNotFound when the key is free;
+// locks.ErrUnavailable or the context's error when Redis cannot be reached.
 func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.Info, error) {
 	const op = "force release"
-	switch {
-	case r.Key == "":
-		return locks.Info{}, invalid(op, r.Key, "empty key")
-	case r.Reason == "":
-		return locks.Info{}, invalid(op, r.Key, "a reason is required")
-	case (r.Fence == 0) == (r.Holder == ""):
-		return locks.Info{}, invalid(op, r.Key, "name exactly one of the fence or the holder you saw")
-	}
-	delay := r.LockDelay
-	if delay == 0 {
-		delay = locks.DefaultLockDelay
-	}
 	var delayMS int64
-	if delay > 0 {
-		delayMS = ms(delay)
+	if r.LockDelay > 0 {
+		delayMS = ms(r.LockDelay)
 	}
 	k := d.keys(r.Key)
 	res, err := forceReleaseScript.Run(ctx, d.client, []string{k.lock, k.audit},
@@ -553,32 +541,16 @@ func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.
 	return rp.lease(r.Key, 1, rp.str(6) == "1"), nil
 }
 
-// Freeze puts an operator lease on a free key: frozen, held by r.By (or "operator"),
-// expiring at r.Until (measured from now on the local clock, then kept by Redis), with a
-// fence like any grant, and appends an audit entry. Errors: *locks.HeldError matching
-// locks.ErrHeld (or locks.ErrFrozen when already frozen) naming the current lease;
-// locks.ErrInvalid for an empty key, message or token or an expiry in the past;
-// locks.ErrUnavailable or the context's error when Redis cannot be reached.
-func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, token string) (locks.Info, error) {
+// Freeze puts an operator lease on a free key: frozen, held by holder, expiring at r.Until
+// (measured from now on the local clock, then kept by Redis), with a fence like any grant,
+// and appends an audit entry. Errors: *locks.HeldError matching locks.ErrHeld (or
+// locks.ErrFrozen when already frozen) naming the current lease; locks.ErrUnavailable or
+// the context's error when Redis cannot be reached.
+func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, holder, token string) (locks.Info, error) {
 	const op = "freeze"
-	ttl := time.Until(r.Until)
-	switch {
-	case r.Key == "":
-		return locks.Info{}, invalid(op, r.Key, "empty key")
-	case r.Message == "":
-		return locks.Info{}, invalid(op, r.Key, "a message is required")
-	case token == "":
-		return locks.Info{}, invalid(op, r.Key, "empty token")
-	case ttl < time.Millisecond:
-		return locks.Info{}, invalid(op, r.Key, "the freeze must end in the future")
-	}
-	holder := r.By
-	if holder == "" {
-		holder = "operator"
-	}
 	k := d.keys(r.Key)
 	res, err := freezeScript.Run(ctx, d.client, []string{k.lock, k.audit},
-		token, holder, r.Message, ms(ttl), r.Key, d.auditCap, r.By).Slice()
+		token, holder, r.Message, ms(time.Until(r.Until)), r.Key, d.auditCap, r.By).Slice()
 	if err != nil {
 		return locks.Info{}, d.fail(ctx, op, r.Key, err)
 	}

@@ -335,9 +335,6 @@ func TestForceReleaseFreezeAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.ForceRelease(ctx, locks.ForceRequest{Key: key, Fence: a.Fence}); !errors.Is(err, locks.ErrInvalid) {
-		t.Fatalf("force release without reason: got %v, want ErrInvalid", err)
-	}
 	_, err = d.ForceRelease(ctx, locks.ForceRequest{Key: key, Fence: a.Fence - 1, Reason: "crashed", By: "ops"})
 	var he *locks.HeldError
 	if !errors.As(err, &he) || !errors.Is(err, locks.ErrStale) || he.Current.Fence != a.Fence {
@@ -369,14 +366,14 @@ func TestForceReleaseFreezeAudit(t *testing.T) {
 	}
 
 	until := time.Now().Add(time.Minute)
-	fr, err := d.Freeze(ctx, locks.FreezeRequest{Key: key, Message: "release freeze", By: "alice", Until: until}, "freeze-token")
+	fr, err := d.Freeze(ctx, locks.FreezeRequest{Key: key, Message: "release freeze", By: "alice", Until: until}, "operator:alice", "freeze-token")
 	if err != nil || !fr.Frozen || fr.Fence <= a.Fence {
 		t.Fatalf("freeze: got %+v, %v; want a frozen lease with a newer fence", fr, err)
 	}
 	if _, err := d.TryAcquire(ctx, grant(key, "prod#9/api")); !errors.Is(err, locks.ErrFrozen) {
 		t.Fatalf("acquire a frozen key: got %v, want ErrFrozen", err)
 	}
-	if _, err := d.Freeze(ctx, locks.FreezeRequest{Key: key, Message: "x", Until: until}, "t2"); !errors.Is(err, locks.ErrFrozen) {
+	if _, err := d.Freeze(ctx, locks.FreezeRequest{Key: key, Message: "x", Until: until}, "operator:unknown", "t2"); !errors.Is(err, locks.ErrFrozen) {
 		t.Fatalf("freeze a frozen key: got %v, want ErrFrozen", err)
 	}
 	list, err := d.List(ctx, "coolify:")

@@ -55,8 +55,26 @@ func TestMinReplicasConfirmsOrReleases(t *testing.T) {
 		t.Fatalf("renew with the replica stopped: got %v, want ErrUnavailable", err)
 	}
 	replica.Resume()
-	if _, err := d.TryAcquire(ctx, grant("svc:b", "p#1/b")); err != nil {
+	b := grant("svc:b", "p#1/b")
+	if _, err := d.TryAcquire(ctx, b); err != nil {
 		t.Fatalf("acquire once the replica is back: %v", err)
+	}
+
+	// A release's script cannot wait for replicas, so it never hands the key over: the
+	// waiter's own try, confirmed, takes it.
+	w := locks.Grant{Key: "svc:b", Token: "w", Holder: "p#2/b", TTL: time.Minute,
+		Ticket: "t", TicketDeadline: time.Now().Add(time.Minute), Handover: "hand"}
+	if _, err := d.TryAcquire(ctx, w); !errors.Is(err, locks.ErrHeld) {
+		t.Fatalf("queue behind the holder: got %v, want ErrHeld", err)
+	}
+	if err := d.Release(ctx, "svc:b", b.Token); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.Get(ctx, "svc:b"); !errors.Is(err, locks.ErrNotFound) {
+		t.Fatalf("with MinReplicas a release handed the key over unconfirmed: Get = %+v, %v", got, err)
+	}
+	if _, err := d.TryAcquire(ctx, w); err != nil {
+		t.Fatalf("the waiter's own try: %v", err)
 	}
 }
 

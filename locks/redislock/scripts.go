@@ -11,6 +11,9 @@ import "github.com/redis/go-redis/v9"
 //
 //	tok holder fence acq exp msg frozen closed
 //
+// and 'handed', "<ticket> <token>" of the last lease a release handed to a waiter (see
+// luaWake), which only the leaving of a waiter reads.
+//
 // A lease is live while tok is set and exp is after now; times are Unix milliseconds.
 // Fences and times are written with string.format('%d') since Lua numbers are doubles
 // and tostring would print large ones in exponent form.
@@ -63,8 +66,12 @@ end
 // and reads the queue only through EXISTS: Redis deletes an empty sorted set, so a queue
 // key that does not exist is an empty queue. Everything else goes through the full path.
 //
-// KEYS: lock queue deadlines
-// ARGV: token holder message ttl_ms ticket ticket_ttl_ms
+// A newly queued ticket's claim (its handover token, holder, message and TTL) is kept
+// beside it, so that a release can hand the key straight to it (see luaWake); a try that
+// finds the key held under its own handover token takes the lease over with its own token.
+//
+// KEYS: lock queue deadlines claims
+// ARGV: token holder message ttl_ms ticket ticket_ttl_ms handover_token
 //
 // Returns {1, fence, acquired_ms, expires_ms} on a grant, or
 // {0, kind, holder, fence, acquired_ms, expires_ms, message, frozen, closed_until_ms}
@@ -89,6 +96,9 @@ local function wait(kind, info, closedUntil)
       local seq = 1
       if last[2] then seq = tonumber(last[2]) + 1 end
       redis.call('ZADD', KEYS[2], seq, ticket)
+      if ARGV[7] ~= '' then
+        redis.call('HSET', KEYS[4], ticket, cjson.encode({ARGV[7], ARGV[2], ARGV[3], ARGV[4]}))
+      end
     end
   end
   info = info or {'', '', '', '', '', ''}
@@ -109,6 +119,18 @@ if live then
     end
     return {1, l[3], l[4], exp}
   end
+  if ARGV[7] ~= '' and l[1] == ARGV[7] then
+    -- A release handed the key to this waiter and this try came before (or instead of)
+    -- its signal: the lease is this waiter's, now under this try's token and TTL.
+    local exp = fmt(now + tonumber(ARGV[4]))
+    redis.call('HSET', KEYS[1], 'tok', token, 'exp', exp)
+    if ticket ~= '' then
+      redis.call('ZREM', KEYS[2], ticket)
+      redis.call('ZREM', KEYS[3], ticket)
+      redis.call('HDEL', KEYS[4], ticket)
+    end
+    return {1, l[3], l[4], exp}
+  end
   local kind = 'held'
   if l[7] == '1' then kind = 'frozen' end
   return wait(kind, lease())
@@ -122,6 +144,7 @@ if head[1] and head[1] ~= ticket then
   local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
   if #dead > 0 then
     for i = 1, #dead do redis.call('ZREM', KEYS[2], dead[i]) end
+    redis.call('HDEL', KEYS[4], unpack(dead))
     redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
     head = redis.call('ZRANGE', KEYS[2], 0, 0)
   end
@@ -132,6 +155,7 @@ end
 if head[1] then
   redis.call('ZREM', KEYS[2], ticket)
   redis.call('ZREM', KEYS[3], ticket)
+  redis.call('HDEL', KEYS[4], ticket)
 end
 return grant(token, ARGV[2], ARGV[3], ARGV[4], '0')
 `)
@@ -150,33 +174,66 @@ redis.call('HSET', KEYS[1], 'exp', exp)
 return {1, exp}
 `)
 
-// luaWake publishes a release: the payload names the waiter at the head of the queue, so
-// that only the driver that queued it wakes its subscribers, or is empty (wake everyone)
-// when the queue is empty or its head has passed its deadline (their attempts drop it).
-// An empty queue (the uncontended release) is found by EXISTS, the cheapest read.
+// luaWake publishes a release. When the waiter at the head of the queue is live and left
+// its claim, the key is handed to it: granted to its handover token, holder and message,
+// expiring at its TTL or its ticket's deadline, whichever comes first (so a waiter that
+// died just before cannot keep the key longer than its ticket would have blocked the
+// queue), with the lock field 'handed' naming the ticket and the token; the payload is
+// then "<ticket> <fence> <acquired_ms> <expires_ms>", and the woken waiter holds the lease
+// without another round trip. Otherwise the payload names the head waiter, so that only
+// the driver that queued it wakes its subscribers, or is empty (wake everyone) when the
+// queue is empty or its head has passed its deadline (their attempts drop it). An empty
+// queue (the uncontended release) is found by EXISTS, the cheapest read.
 //
-// KEYS[2], KEYS[3]: queue deadlines
-const luaWake = `
+// It needs l (the lock's fields, for grant), now, nowUS and fmt.
+//
+// KEYS[1], KEYS[2], KEYS[3], KEYS[4]: lock queue deadlines claims
+const luaWake = luaGrant + `
 local function wake(channel)
-  local head = ''
-  if redis.call('EXISTS', KEYS[2]) == 1 then
-    head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
-    local dl = redis.call('ZSCORE', KEYS[3], head)
-    if not dl or tonumber(dl) <= now then head = '' end
+  if redis.call('EXISTS', KEYS[2]) == 0 then
+    redis.call('PUBLISH', channel, '')
+    return
+  end
+  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
+  local dl = redis.call('ZSCORE', KEYS[3], head)
+  if not dl or tonumber(dl) <= now then
+    head = ''
+  else
+    local claim = redis.call('HGET', KEYS[4], head)
+    if claim then
+      local c = cjson.decode(claim)
+      l[3] = redis.call('HGET', KEYS[1], 'fence')
+      local r = grant(c[1], c[2], c[3], math.min(tonumber(c[4]), tonumber(dl) - now), '0')
+      redis.call('HSET', KEYS[1], 'handed', head .. ' ' .. c[1])
+      redis.call('ZREM', KEYS[2], head)
+      redis.call('ZREM', KEYS[3], head)
+      redis.call('HDEL', KEYS[4], head)
+      redis.call('PUBLISH', channel, head .. ' ' .. r[2] .. ' ' .. r[3] .. ' ' .. r[4])
+      return
+    end
   end
   redis.call('PUBLISH', channel, head)
 end
 `
 
-// releaseScript clears the lease only if token holds it, and wakes the next waiter. A
-// lease past its expiry is not held: releasing it changes nothing.
+// luaRelease is the prelude of the release scripts: now, nowUS and fmt for luaWake, and
+// the lease's token and expiry in l[1] and l[2].
+const luaRelease = `
+local t = redis.call('TIME')
+local nowUS = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(nowUS / 1000)
+local fmt = function(n) return string.format('%d', n) end
+local l = redis.call('HMGET', KEYS[1], 'tok', 'exp')
+`
+
+// releaseScript clears the lease only if token holds it, and wakes the next waiter or
+// hands it the key. A lease past its expiry is not held: releasing it changes nothing.
 //
-// KEYS: lock queue deadlines
+// KEYS: lock queue deadlines claims
 // ARGV: token channel
 //
 // Returns 1 when released, 0 when token does not hold a live lease.
-var releaseScript = redis.NewScript(luaNow + luaWake + `
-local l = redis.call('HMGET', KEYS[1], 'tok', 'exp')
+var releaseScript = redis.NewScript(luaRelease + luaWake + `
 if l[1] ~= ARGV[1] or tonumber(l[2] or '0') <= now then return 0 end
 redis.call('HSET', KEYS[1], 'tok', '')
 wake(ARGV[2])
@@ -185,9 +242,27 @@ return 1
 
 // unsafeReleaseScript is the bug the fault-injection test must catch: clear the lease
 // whoever holds it now, as a DEL by name would. Only tests enable it.
-var unsafeReleaseScript = redis.NewScript(luaNow + luaWake + `
+var unsafeReleaseScript = redis.NewScript(luaRelease + luaWake + `
 redis.call('HSET', KEYS[1], 'tok', '')
 wake(ARGV[2])
+return 1
+`)
+
+// leaveScript takes a waiter's ticket out of the queue. If a release handed the key to
+// the ticket and the lease is still live under the token it was handed under, the waiter
+// gave up before it took it: the lease is released and the next waiter woken or handed
+// the key.
+//
+// KEYS: lock queue deadlines claims
+// ARGV: ticket channel
+var leaveScript = redis.NewScript(luaRelease + luaWake + `
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
+if l[1] and l[1] ~= '' and tonumber(l[2] or '0') > now and redis.call('HGET', KEYS[1], 'handed') == ARGV[1] .. ' ' .. l[1] then
+  redis.call('HSET', KEYS[1], 'tok', '')
+  wake(ARGV[2])
+end
 return 1
 `)
 

@@ -559,10 +559,6 @@ func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.
 	if err := d.check("force release", r.Key); err != nil {
 		return locks.Info{}, err
 	}
-	delay := r.LockDelay
-	if delay <= 0 {
-		delay = locks.DefaultLockDelay
-	}
 	var (
 		evicted locks.Info
 		n       released
@@ -587,7 +583,7 @@ func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.
 		evicted = cur.info
 		evicted.Token = ""
 		if _, err := tx.ExecContext(ctx, `UPDATE leases SET token = '', holder = '', acquired_at = 0, expires_at = 0,
-			message = '', frozen = 0, closed_until = ? WHERE key = ?`, now.Add(delay).UnixNano(), r.Key); err != nil {
+			message = '', frozen = 0, closed_until = ? WHERE key = ?`, nanos(closedUntil(now, r.LockDelay)), r.Key); err != nil {
 			return err
 		}
 		if err := appendAudit(ctx, tx, locks.AuditEntry{At: now, Action: "force_release", Key: r.Key, By: r.By,
@@ -607,9 +603,17 @@ func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.
 	return evicted, nil
 }
 
-// Freeze implements locks.Driver. The freeze gets a fence like any grant; its holder is
-// "operator:<by>".
-func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, token string) (locks.Info, error) {
+// closedUntil is when a key force-released at now opens again: now+delay, or at once (the
+// zero time) when delay is not positive.
+func closedUntil(now time.Time, delay time.Duration) time.Time {
+	if delay <= 0 {
+		return time.Time{}
+	}
+	return now.Add(delay)
+}
+
+// Freeze implements locks.Driver. The freeze gets a fence like any grant.
+func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, holder, token string) (locks.Info, error) {
 	if err := d.check("freeze", r.Key); err != nil {
 		return locks.Info{}, err
 	}
@@ -633,7 +637,7 @@ func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, token string
 		if err != nil {
 			return err
 		}
-		frozen = locks.Info{Key: r.Key, Token: token, Holder: FreezeHolder(r.By), Fence: fence,
+		frozen = locks.Info{Key: r.Key, Token: token, Holder: holder, Fence: fence,
 			AcquiredAt: now, ExpiresAt: r.Until, Message: r.Message, Frozen: true}
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO leases
 			(key, token, holder, fence, acquired_at, expires_at, message, frozen, closed_until)
@@ -650,14 +654,6 @@ func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, token string
 		return locks.Info{}, held
 	}
 	return frozen, nil
-}
-
-// FreezeHolder is the holder ID a freeze by "by" shows in listings.
-func FreezeHolder(by string) string {
-	if by == "" {
-		by = "unknown"
-	}
-	return "operator:" + by
 }
 
 // Unfreeze implements locks.Driver.
