@@ -106,3 +106,34 @@ func CheckLockKey(key string) error {
 	return &LockKeyError{Key: key, Reason: fmt.Sprintf("a lock key is <namespace><name> in one of the namespaces %s (e.g. %s)",
 		strings.Join(Namespaces(), ", "), Phase2Key)}
 }
+
+// Lock holders: what a lease says about who holds it. Listings, the audit, the dashboard and
+// forced releases by holder all read these strings, so every backend shows the same ones.
+
+// StepHolderPrefix is the holder prefix shared by every lease of one run:
+// "<pipeline>#<build>/", with the run ID standing in for a missing build.
+func StepHolderPrefix(pipeline, build, runID string) string {
+	if build == "" {
+		build = runID
+	}
+	return pipeline + "#" + build + "/"
+}
+
+// StepHolder is the holder of a run step's lease: "<pipeline>#<build>/<step>", e.g.
+// "prod#1234/api".
+func StepHolder(pipeline, build, runID, step string) string {
+	return StepHolderPrefix(pipeline, build, runID) + step
+}
+
+// DaemonHolder is the holder of a daemon's own leases (liveness, takeover):
+// "daemon/<instance>".
+func DaemonHolder(instance string) string { return "daemon/" + instance }
+
+// OperatorHolder is the holder of an operator's freeze: "operator:<by>", or
+// "operator:unknown" when nobody is named.
+func OperatorHolder(by string) string {
+	if by == "" {
+		by = "unknown"
+	}
+	return "operator:" + by
+}

@@ -85,3 +85,17 @@ func TestIsPhaseKey(t *testing.T) {
 		}
 	}
 }
+
+func TestHolders(t *testing.T) {
+	for _, c := range []struct{ name, got, want string }{
+		{"step", StepHolder("prod", "1234", "01J", "api"), "prod#1234/api"},
+		{"step without a build", StepHolder("prod", "", "01J", "api"), "prod#01J/api"},
+		{"daemon", DaemonHolder("d1"), "daemon/d1"},
+		{"operator", OperatorHolder("alice"), "operator:alice"},
+		{"unnamed operator", OperatorHolder(""), "operator:unknown"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: got holder %q, want %q", c.name, c.got, c.want)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -194,7 +195,7 @@ func TestDashboardFollowsARunLive(t *testing.T) {
 	for i, svc := range []string{"api", "worker", "web"} {
 		f.moveStep(r.ID, runs.Phase1, svc, runs.StepSynced, int64(10+i), runs.EventServiceSynced, func(s *runs.Step) {
 			s.StartedAt = s.StartedAt.Add(-time.Duration(1400+300*i) * time.Millisecond)
-			s.Changes = runs.Changes{ImageTag: &runs.TagChange{Old: "v2.3.9", New: "v2.4.0"}, Env: []runs.EnvChange{{Key: "APP_VERSION", Action: runs.EnvUpdate, ValueChanged: true}, {Key: "DATABASE_URL", Action: runs.EnvCreate}}}
+			s.Changes = runs.Changes{ImageTag: &orchestrator.TagChange{Old: "v2.3.9", New: "v2.4.0"}, Env: []orchestrator.EnvChange{{Key: "APP_VERSION", Action: orchestrator.EnvUpdate, ValueChanged: true}, {Key: "DATABASE_URL", Action: orchestrator.EnvCreate}}}
 		})
 	}
 	f.moveStep(r.ID, runs.Phase2, "api", runs.StepHealthy, 21, runs.EventHealthOK, func(s *runs.Step) {

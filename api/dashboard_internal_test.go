@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -29,9 +30,9 @@ func TestStepDetail(t *testing.T) {
 	}{
 		{runs.Step{Error: "health check failed"}, "health check failed"},
 		{runs.Step{Status: runs.StepWaitingLock, LockKey: "coolify:abc"}, "waiting for coolify:abc"},
-		{runs.Step{Changes: runs.Changes{ImageTag: &runs.TagChange{Old: "v1", New: "v2"}, Env: []runs.EnvChange{
-			{Key: "A", Action: runs.EnvCreate},
-			{Key: "B", Action: runs.EnvUpdate, Flags: []runs.FlagChange{{Name: "is_literal", Old: true, New: false}}, Comment: &runs.CommentChange{Old: "ops", New: ""}},
+		{runs.Step{Changes: runs.Changes{ImageTag: &orchestrator.TagChange{Old: "v1", New: "v2"}, Env: []orchestrator.EnvChange{
+			{Key: "A", Action: orchestrator.EnvCreate},
+			{Key: "B", Action: orchestrator.EnvUpdate, Flags: []orchestrator.FlagChange{{Name: "is_literal", Old: true, New: false}}, Comment: &orchestrator.CommentChange{Old: "ops", New: ""}},
 		}}},
 			`tag v1 → v2; env: A created, B (is_literal true → false, comment "ops" → "")`},
 		{runs.Step{DeploymentUUID: "dpl-1", Changes: runs.Changes{Fields: []string{"ios.latest_version"}}},

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 // Options configure a Locker.
@@ -672,7 +674,7 @@ func (l *Locker) Freeze(ctx context.Context, r FreezeRequest) (Info, error) {
 	case !r.Until.After(time.Now()):
 		return Info{}, fmt.Errorf("freeze %q: %w: the expiry %s is not in the future", r.Key, ErrInvalid, r.Until.UTC().Format(time.RFC3339))
 	}
-	info, err := l.d.Freeze(ctx, r, freezeHolder(r.By), rand.Text())
+	info, err := l.d.Freeze(ctx, r, orchestrator.OperatorHolder(r.By), rand.Text())
 	info.Token = ""
 	return info, err
 }

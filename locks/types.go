@@ -74,7 +74,8 @@ func (b Budget) MaxWait() time.Duration {
 // Request asks for a lease.
 type Request struct {
 	Key string
-	// Holder answers "who holds it": <pipeline>#<build>/<step>, e.g. "prod#1234/api".
+	// Holder answers "who holds it": a run step's orchestrator.StepHolder ("prod#1234/api")
+	// or a daemon's orchestrator.DaemonHolder.
 	Holder string
 	// Owner groups the leases of one run for the namespace rule (a run never holds keys of
 	// two namespaces at once). Empty means the Holder up to its last '/'.
@@ -107,14 +108,6 @@ type FreezeRequest struct {
 	// ("operator:unknown" when By is empty), and the audit entry's By is By as given.
 	By    string
 	Until time.Time
-}
-
-// freezeHolder is the holder a freeze by the operator "by" shows in listings.
-func freezeHolder(by string) string {
-	if by == "" {
-		by = "unknown"
-	}
-	return "operator:" + by
 }
 
 // AuditEntry records an operator action (forced release, freeze, unfreeze).

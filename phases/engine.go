@@ -207,7 +207,7 @@ func (e *Engine) releaseLeftover(ctx context.Context, r runs.Run, key, reason st
 	if err != nil {
 		return false // free already, expired, or backend down: the TTL will do it
 	}
-	if !hasHolderPrefix(info.Holder, holderPrefix(r)) {
+	if !isRunsHolder(info.Holder, r) {
 		return false
 	}
 	_, err = e.d.Locker.ForceRelease(ctx, locks.ForceRequest{

@@ -484,19 +484,15 @@ func (x *execution) setStatus(st runs.Status, evs ...runs.Event) {
 	x.update(func(r *runs.Run) { r.Status = st }, evs...)
 }
 
-// holder is the lock holder ID of a step: <pipeline>#<build>/<step>.
-func (x *execution) holder(step string) string { return holderPrefix(x.run) + step }
-
-// holderPrefix is "<pipeline>#<build>/" (the run ID stands in for a missing build).
-func holderPrefix(r runs.Run) string {
-	build := r.Trigger.Build
-	if build == "" {
-		build = r.ID
-	}
-	return r.Pipeline + "#" + build + "/"
+// holder is the lock holder of a step (orchestrator.StepHolder).
+func (x *execution) holder(step string) string {
+	return orchestrator.StepHolder(x.run.Pipeline, x.run.Trigger.Build, x.run.ID, step)
 }
 
-func hasHolderPrefix(holder, prefix string) bool { return strings.HasPrefix(holder, prefix) }
+// isRunsHolder reports whether holder is one of r's step leases.
+func isRunsHolder(holder string, r runs.Run) bool {
+	return strings.HasPrefix(holder, orchestrator.StepHolderPrefix(r.Pipeline, r.Trigger.Build, r.ID))
+}
 
 // quickGrant is how long acquire waits for a grant before it records the wait on its own. A
 // lock granted sooner has its wait and its grant recorded in one store write (both events,

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -111,14 +112,14 @@ var envFlags = []envFlag{
 // the entry mentions; for a new one Coolify's defaults instead of the current state), the state
 // before, and the change by name. A variable whose current value the token can't read is always
 // written (its value can't be compared).
-func envDiff(kind config.ServiceKind, current []coolify.EnvVar, desired []wantEnv) (writes []coolify.EnvVar, prev []prevEnv, changes []runs.EnvChange) {
+func envDiff(kind config.ServiceKind, current []coolify.EnvVar, desired []wantEnv) (writes []coolify.EnvVar, prev []prevEnv, changes []orchestrator.EnvChange) {
 	for _, d := range desired {
 		i := slices.IndexFunc(current, func(c coolify.EnvVar) bool { return c.Key == d.key && !c.IsPreview })
 		var base coolify.EnvVar
-		ch := runs.EnvChange{Key: d.key, Action: runs.EnvUpdate}
+		ch := orchestrator.EnvChange{Key: d.key, Action: orchestrator.EnvUpdate}
 		if i < 0 {
 			base = coolify.NewEnvVar(d.key, "")
-			ch.Action = runs.EnvCreate
+			ch.Action = orchestrator.EnvCreate
 		} else {
 			base = current[i]
 			ch.ValueUnknown = base.ValueHidden()
@@ -135,15 +136,15 @@ func envDiff(kind config.ServiceKind, current []coolify.EnvVar, desired []wantEn
 				continue
 			}
 			if cur := f.current(&w); *cur != *want {
-				ch.Flags = append(ch.Flags, runs.FlagChange{Name: f.name, Old: *cur, New: *want})
+				ch.Flags = append(ch.Flags, orchestrator.FlagChange{Name: f.name, Old: *cur, New: *want})
 				*cur = *want
 			}
 		}
 		if c := d.entry.Comment; c != nil && *c != w.Comment {
-			ch.Comment = &runs.CommentChange{Old: w.Comment, New: *c}
+			ch.Comment = &orchestrator.CommentChange{Old: w.Comment, New: *c}
 			w.Comment = *c
 		}
-		if ch.Action == runs.EnvUpdate && !ch.ValueChanged && !ch.ValueUnknown && len(ch.Flags) == 0 && ch.Comment == nil {
+		if ch.Action == orchestrator.EnvUpdate && !ch.ValueChanged && !ch.ValueUnknown && len(ch.Flags) == 0 && ch.Comment == nil {
 			continue
 		}
 		writes = append(writes, w)
@@ -278,7 +279,7 @@ func (x *execution) sync(ctx context.Context, st *svcState, recorded func()) (ru
 			return changes, err
 		}
 		changes.Env = envChanges
-		slices.SortFunc(changes.Env, func(a, b runs.EnvChange) int { return strings.Compare(a.Key, b.Key) })
+		slices.SortFunc(changes.Env, func(a, b orchestrator.EnvChange) int { return strings.Compare(a.Key, b.Key) })
 	}
 	if tagChange {
 		st.snap.tagWritten = true
@@ -286,7 +287,7 @@ func (x *execution) sync(ctx context.Context, st *svcState, recorded func()) (ru
 			st.snap.tagWritten = !coolify.NotApplied(err)
 			return changes, err
 		}
-		changes.ImageTag = &runs.TagChange{Old: oldTag, New: s.ImageTag}
+		changes.ImageTag = &orchestrator.TagChange{Old: oldTag, New: s.ImageTag}
 	}
 	return changes, x.verify(ctx, st, writes)
 }

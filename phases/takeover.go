@@ -30,7 +30,7 @@ func (e *Engine) holdLiveness(ctx context.Context) error {
 	ttl := e.d.LivenessTTL
 	key := orchestrator.DaemonLiveKey(e.d.Instance)
 	lease, err := e.d.Locker.Acquire(ctx, locks.Request{
-		Key: key, Holder: "daemon/" + e.d.Instance, Owner: e.daemonOwner(),
+		Key: key, Holder: orchestrator.DaemonHolder(e.d.Instance), Owner: e.daemonOwner(),
 		Message: fmt.Sprintf("daemon %s is alive", e.d.Instance), TTL: ttl,
 		Budget: locks.Budget{Timeout: ttl + ttl/2, MaxRetries: 0},
 	})
@@ -173,7 +173,7 @@ func (e *Engine) takeover(ctx context.Context, owner, reason string, wait bool) 
 	}
 	key := orchestrator.DaemonTakeoverKey(owner)
 	lease, err := e.d.Locker.Acquire(ctx, locks.Request{
-		Key: key, Holder: "daemon/" + e.d.Instance, Owner: e.daemonOwner(),
+		Key: key, Holder: orchestrator.DaemonHolder(e.d.Instance), Owner: e.daemonOwner(),
 		Message: fmt.Sprintf("daemon %s takes over the runs of %s", e.d.Instance, owner),
 		TTL:     e.d.LivenessTTL, Budget: budget,
 	})
@@ -308,7 +308,7 @@ func (e *Engine) releaseRunLeases(ctx context.Context, r runs.Run, reason string
 			continue
 		}
 		for _, in := range infos {
-			if hasHolderPrefix(in.Holder, holderPrefix(r)) && !slices.Contains(keys, in.Key) {
+			if isRunsHolder(in.Holder, r) && !slices.Contains(keys, in.Key) {
 				keys = append(keys, in.Key)
 			}
 		}

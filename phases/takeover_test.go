@@ -109,8 +109,8 @@ func TestDeadDaemonsRunIsTakenOver(t *testing.T) {
 		}
 		dead, _, err := h.store.Create(ctx, runs.Run{Pipeline: "prod", Instance: "dead-daemon", Trigger: orchestrator.Trigger{Build: "7"},
 			Steps: []runs.Step{
-				{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced, Changes: runs.Changes{Env: []runs.EnvChange{{Key: "BUILD", Action: runs.EnvUpdate, ValueChanged: true}}}},
-				{Phase: runs.Phase1, Name: "worker", UUID: uuidWorker, Status: runs.StepSynced, Changes: runs.Changes{Env: []runs.EnvChange{{Key: "BUILD", Action: runs.EnvUpdate, ValueChanged: true}}}},
+				{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced, Changes: runs.Changes{Env: []orchestrator.EnvChange{{Key: "BUILD", Action: orchestrator.EnvUpdate, ValueChanged: true}}}},
+				{Phase: runs.Phase1, Name: "worker", UUID: uuidWorker, Status: runs.StepSynced, Changes: runs.Changes{Env: []orchestrator.EnvChange{{Key: "BUILD", Action: orchestrator.EnvUpdate, ValueChanged: true}}}},
 				{Phase: runs.Phase2, Name: "api", UUID: uuidAPI, Status: runs.StepRunning, DeploymentUUID: dep.DeploymentUUID},
 				{Phase: runs.Phase2, Name: "worker", UUID: uuidWorker, Status: runs.StepPending},
 			}})

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 // Backends store a run in two parts, so that a write costs what changed rather than the
@@ -119,7 +121,7 @@ func sameChanges(a, b *Changes) bool {
 	return (a.Env == nil) == (b.Env == nil) && slices.EqualFunc(a.Env, b.Env, sameEnvChange)
 }
 
-func sameEnvChange(a, b EnvChange) bool {
+func sameEnvChange(a, b orchestrator.EnvChange) bool {
 	if a.Key != b.Key || a.Action != b.Action || a.ValueChanged != b.ValueChanged || a.ValueUnknown != b.ValueUnknown {
 		return false
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator"
 )
 
 // fullStep is a step with every field, and every field of its changes, set.
@@ -15,10 +17,10 @@ func fullStep() Step {
 		Phase: Phase1, Name: "api", UUID: "u-api", Status: StepSynced,
 		StartedAt: t, EndedAt: t.Add(time.Second), LockKey: "coolify:u-api", LockWait: time.Millisecond, Fence: 7,
 		Changes: Changes{
-			Env: []EnvChange{{Key: "A", Action: EnvUpdate, ValueChanged: true, ValueUnknown: true,
-				Flags:   []FlagChange{{Name: "is_literal", Old: true, New: true}},
-				Comment: &CommentChange{Old: "a", New: "b"}}},
-			ImageTag: &TagChange{Old: "v1", New: "v2"},
+			Env: []orchestrator.EnvChange{{Key: "A", Action: orchestrator.EnvUpdate, ValueChanged: true, ValueUnknown: true,
+				Flags:   []orchestrator.FlagChange{{Name: "is_literal", Old: true, New: true}},
+				Comment: &orchestrator.CommentChange{Old: "a", New: "b"}}},
+			ImageTag: &orchestrator.TagChange{Old: "v1", New: "v2"},
 			Fields:   []string{"x"},
 		},
 		DeploymentUUID: "d-1", RestoredAt: t.Add(time.Minute), Error: "boom", Note: "stale",
@@ -92,7 +94,7 @@ func TestSameStepCoversEveryField(t *testing.T) {
 		t.Error("sameStep reports two equal steps as different")
 	}
 	// nil and empty slices encode differently under omitzero: a change.
-	c.Changes = Changes{Env: []EnvChange{}}
+	c.Changes = Changes{Env: []orchestrator.EnvChange{}}
 	empty := Step{}
 	if sameStep(&empty, &c) {
 		t.Error("sameStep misses nil → empty Env")

@@ -189,9 +189,9 @@ type Step struct {
 type Changes struct {
 	// Env are the env vars written (created or changed), sorted by key: for each, which flags
 	// and whether the comment and the value changed. Never values.
-	Env []EnvChange `json:"env,omitempty"`
+	Env []orchestrator.EnvChange `json:"env,omitempty"`
 	// ImageTag is the image tag change, nil when the tag was already right.
-	ImageTag *TagChange `json:"image_tag,omitempty"`
+	ImageTag *orchestrator.TagChange `json:"image_tag,omitempty"`
 	// Fields are the fields of a mobile feature's JSON document that changed.
 	Fields []string `json:"fields,omitempty"`
 }
@@ -227,21 +227,6 @@ func orNone(s string) string {
 	}
 	return s
 }
-
-// Env change actions (orchestrator's).
-const (
-	EnvCreate    = orchestrator.EnvCreate
-	EnvUpdate    = orchestrator.EnvUpdate
-	EnvUnchanged = orchestrator.EnvUnchanged
-)
-
-// The changes a step records are the domain's (a Plan lists the same).
-type (
-	EnvChange     = orchestrator.EnvChange
-	FlagChange    = orchestrator.FlagChange
-	CommentChange = orchestrator.CommentChange
-	TagChange     = orchestrator.TagChange
-)
 
 // Step returns a pointer to the step of phase named name, or nil. The pointer is into
 // r.Steps and stays valid until the next SetStep that appends.
@@ -308,10 +293,10 @@ func (r Run) Clone() Run {
 		nFields += len(ch.Fields)
 	}
 	var (
-		env      = make([]EnvChange, 0, nEnv)
-		flags    = make([]FlagChange, 0, nFlags)
-		comments = make([]CommentChange, 0, nComments)
-		tags     = make([]TagChange, 0, nTags)
+		env      = make([]orchestrator.EnvChange, 0, nEnv)
+		flags    = make([]orchestrator.FlagChange, 0, nFlags)
+		comments = make([]orchestrator.CommentChange, 0, nComments)
+		tags     = make([]orchestrator.TagChange, 0, nTags)
 		fields   = make([]string, 0, nFields)
 	)
 	for i := range c.Steps {

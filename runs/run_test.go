@@ -100,8 +100,8 @@ func TestClone(t *testing.T) {
 		Trigger:   orchestrator.Trigger{Params: map[string]string{"a": "1"}},
 		HeldLocks: []string{"coolify:phase1"},
 		Steps: []runs.Step{{Name: "api", Changes: runs.Changes{
-			Env:    []runs.EnvChange{{Key: "K", Action: runs.EnvUpdate, Flags: []runs.FlagChange{{Name: "is_literal", New: true}}, Comment: &runs.CommentChange{New: "c"}}},
-			Fields: []string{"f"}, ImageTag: &runs.TagChange{Old: "1", New: "2"},
+			Env:    []orchestrator.EnvChange{{Key: "K", Action: orchestrator.EnvUpdate, Flags: []orchestrator.FlagChange{{Name: "is_literal", New: true}}, Comment: &orchestrator.CommentChange{New: "c"}}},
+			Fields: []string{"f"}, ImageTag: &orchestrator.TagChange{Old: "1", New: "2"},
 		}}},
 	}
 	c := r.Clone()
@@ -127,13 +127,13 @@ func TestClone(t *testing.T) {
 // step's slices must still be its own (appending to one never writes into the next) and the
 // copy must encode exactly as the original, nil and empty slices included.
 func TestCloneSteps(t *testing.T) {
-	env := func(k string) []runs.EnvChange {
-		return []runs.EnvChange{{Key: k, Action: runs.EnvCreate, Flags: []runs.FlagChange{{Name: "is_literal"}}, Comment: &runs.CommentChange{New: k}}}
+	env := func(k string) []orchestrator.EnvChange {
+		return []orchestrator.EnvChange{{Key: k, Action: orchestrator.EnvCreate, Flags: []orchestrator.FlagChange{{Name: "is_literal"}}, Comment: &orchestrator.CommentChange{New: k}}}
 	}
 	r := runs.Run{Steps: []runs.Step{
-		{Name: "a", Changes: runs.Changes{Env: env("A"), Fields: []string{"x"}, ImageTag: &runs.TagChange{New: "1"}}},
-		{Name: "b", Changes: runs.Changes{Env: env("B"), Fields: []string{"y"}, ImageTag: &runs.TagChange{New: "2"}}},
-		{Name: "empty", Changes: runs.Changes{Env: []runs.EnvChange{}, Fields: []string{}}},
+		{Name: "a", Changes: runs.Changes{Env: env("A"), Fields: []string{"x"}, ImageTag: &orchestrator.TagChange{New: "1"}}},
+		{Name: "b", Changes: runs.Changes{Env: env("B"), Fields: []string{"y"}, ImageTag: &orchestrator.TagChange{New: "2"}}},
+		{Name: "empty", Changes: runs.Changes{Env: []orchestrator.EnvChange{}, Fields: []string{}}},
 		{Name: "none"},
 	}}
 	c := r.Clone()
@@ -144,10 +144,10 @@ func TestCloneSteps(t *testing.T) {
 	if c.Steps[2].Changes.Env == nil || c.Steps[2].Changes.Fields == nil || c.Steps[3].Changes.Env != nil {
 		t.Error("Clone changed a nil slice into an empty one or back")
 	}
-	c.Steps[0].Changes.Env = append(c.Steps[0].Changes.Env, runs.EnvChange{Key: "NEW"})
-	c.Steps[0].Changes.Env[0].Flags = append(c.Steps[0].Changes.Env[0].Flags, runs.FlagChange{Name: "new"})
+	c.Steps[0].Changes.Env = append(c.Steps[0].Changes.Env, orchestrator.EnvChange{Key: "NEW"})
+	c.Steps[0].Changes.Env[0].Flags = append(c.Steps[0].Changes.Env[0].Flags, orchestrator.FlagChange{Name: "new"})
 	c.Steps[0].Changes.Fields = append(c.Steps[0].Changes.Fields, "new")
-	c.Steps[2].Changes.Env = append(c.Steps[2].Changes.Env, runs.EnvChange{Key: "NEW"})
+	c.Steps[2].Changes.Env = append(c.Steps[2].Changes.Env, orchestrator.EnvChange{Key: "NEW"})
 	if c.Steps[1].Changes.Env[0].Key != "B" || len(c.Steps[1].Changes.Env[0].Flags) != 1 || c.Steps[1].Changes.Env[0].Flags[0].Name != "is_literal" ||
 		c.Steps[1].Changes.Fields[0] != "y" {
 		t.Errorf("appending to step a's changes in the clone changed step b's: %+v", c.Steps[1].Changes)
@@ -159,13 +159,13 @@ func TestCloneSteps(t *testing.T) {
 
 func TestChangesString(t *testing.T) {
 	c := runs.Changes{
-		ImageTag: &runs.TagChange{Old: "", New: "v2"},
-		Env: []runs.EnvChange{
-			{Key: "A", Action: runs.EnvCreate, Flags: []runs.FlagChange{{Name: "is_buildtime", Old: true, New: false}}},
-			{Key: "B", Action: runs.EnvUpdate, ValueChanged: true,
-				Flags:   []runs.FlagChange{{Name: "is_literal", Old: true, New: false}},
-				Comment: &runs.CommentChange{Old: "set by ops", New: ""}},
-			{Key: "C", Action: runs.EnvUpdate, ValueUnknown: true},
+		ImageTag: &orchestrator.TagChange{Old: "", New: "v2"},
+		Env: []orchestrator.EnvChange{
+			{Key: "A", Action: orchestrator.EnvCreate, Flags: []orchestrator.FlagChange{{Name: "is_buildtime", Old: true, New: false}}},
+			{Key: "B", Action: orchestrator.EnvUpdate, ValueChanged: true,
+				Flags:   []orchestrator.FlagChange{{Name: "is_literal", Old: true, New: false}},
+				Comment: &orchestrator.CommentChange{Old: "set by ops", New: ""}},
+			{Key: "C", Action: orchestrator.EnvUpdate, ValueUnknown: true},
 		},
 		Fields: []string{"ios.min"},
 	}

@@ -56,7 +56,7 @@ func benchUpdateStep(b *testing.B, s runs.Store) {
 		_, err := s.Update(ctx, r.ID, func(x *runs.Run) error {
 			st := x.Step(runs.Phase1, name)
 			st.Status, st.Fence = runs.StepSynced, int64(i)
-			st.Changes = runs.Changes{Env: []runs.EnvChange{{Key: "A", Action: runs.EnvCreate}, {Key: "B", Action: runs.EnvUpdate, ValueChanged: true}}, ImageTag: &runs.TagChange{Old: "v1", New: "v2"}}
+			st.Changes = runs.Changes{Env: []orchestrator.EnvChange{{Key: "A", Action: orchestrator.EnvCreate}, {Key: "B", Action: orchestrator.EnvUpdate, ValueChanged: true}}, ImageTag: &orchestrator.TagChange{Old: "v1", New: "v2"}}
 			return nil
 		}, runs.Event{Type: runs.EventServiceSynced, Phase: runs.Phase1, Service: name, Fence: int64(i)})
 		if err != nil {

@@ -110,11 +110,11 @@ func sample(pipeline string) runs.Run {
 			StartedAt: t0, EndedAt: t0.Add(1500 * time.Millisecond),
 			LockKey: "coolify:u-api", LockWait: 250 * time.Millisecond, Fence: 42,
 			Changes: runs.Changes{
-				Env: []runs.EnvChange{{Key: "DATABASE_URL", Action: runs.EnvCreate},
-					{Key: "FEATURE_X", Action: runs.EnvUpdate, ValueChanged: true,
-						Flags:   []runs.FlagChange{{Name: "is_literal", Old: true, New: false}},
-						Comment: &runs.CommentChange{Old: "a", New: "b"}}},
-				ImageTag: &runs.TagChange{Old: "v1.2.2", New: "v1.2.3"},
+				Env: []orchestrator.EnvChange{{Key: "DATABASE_URL", Action: orchestrator.EnvCreate},
+					{Key: "FEATURE_X", Action: orchestrator.EnvUpdate, ValueChanged: true,
+						Flags:   []orchestrator.FlagChange{{Name: "is_literal", Old: true, New: false}},
+						Comment: &orchestrator.CommentChange{Old: "a", New: "b"}}},
+				ImageTag: &orchestrator.TagChange{Old: "v1.2.2", New: "v1.2.3"},
 			},
 		}, {
 			Phase: runs.PhaseMobile, Name: "version_state", Status: runs.StepPending,
