@@ -403,7 +403,7 @@ func (l *Locker) attempt(ctx context.Context, r Request, owner string, ids *ids,
 		case <-ctx.Done():
 		}
 		t.Stop()
-		if le, ok := l.handed(sub, r, owner, ids, sent, start); ok {
+		if le, ok := l.handed(sub, r, owner, ids, start); ok {
 			return le, nil
 		}
 		if ctx.Err() != nil || !time.Now().Before(deadline) {
@@ -476,10 +476,14 @@ func (x *ids) token() string {
 }
 
 // handed returns the lease a release handed to the ticket of ids (see Handover) as a
-// running Lease; sent is when the last try, which moved the ticket's deadline, was sent.
-// A lease that must be presumed expired by now is given back, and the waiter goes on
-// waiting.
-func (l *Locker) handed(sub Subscription, r Request, owner string, ids *ids, sent, start time.Time) (*Lease, bool) {
+// running Lease. The grant happened at some point after the Acquire began (start), and the
+// backend keeps it at least min(TTL, ticket life) from then: that is all a waiter can know
+// of it, since the signal may arrive late — even after a later try found the key held, when
+// the grant it names has expired and someone else holds the key. So the lease's local
+// deadline counts from start; a lease that must be presumed expired by then is not
+// believed, and the waiter's next try (which takes over a lease still held under its
+// handover token) decides.
+func (l *Locker) handed(sub Subscription, r Request, owner string, ids *ids, start time.Time) (*Lease, bool) {
 	h, ok := sub.(Handover)
 	if !ok {
 		return nil, false
@@ -490,9 +494,8 @@ func (l *Locker) handed(sub Subscription, r Request, owner string, ids *ids, sen
 	}
 	token := ids.handover
 	info.Key, info.Token, info.Holder, info.Message = r.Key, token, r.Holder, r.Message
-	now, deadline := time.Now(), localDeadline(sent, min(r.TTL, ticketLife*l.poll))
+	now, deadline := time.Now(), localDeadline(start, min(r.TTL, ticketLife*l.poll))
 	if !now.Before(deadline) {
-		l.bestEffort(context.Background(), func(c context.Context) error { return l.d.Release(c, r.Key, token) })
 		return nil, false
 	}
 	le, err := l.start(info, owner, r.TTL, now, deadline.Sub(now), deadline, time.Since(start))
