@@ -104,11 +104,12 @@ const (
 	qReserveSeqs = `UPDATE runs SET last_seq = last_seq + ? WHERE id = ? RETURNING last_seq`
 	qAddEvent    = `INSERT INTO events (run_id, seq, data) VALUES (?, ?, ?)`
 	qMark        = `SELECT data FROM marks WHERE uuid = ?`
+	qSortKey     = `SELECT sort_key FROM runs WHERE id = ?`
 	qPutMark     = `INSERT INTO marks (uuid, data) VALUES (?, ?) ON CONFLICT (uuid) DO UPDATE SET data = excluded.data`
 )
 
 var (
-	readQueries  = []string{qHead, qStepsOf, qMark}
+	readQueries  = []string{qHead, qStepsOf, qMark, qSortKey}
 	writeQueries = []string{qHead, qStepsOf, qVersion, qWriteHeader, qWriteStep, qDropSteps, qReserveSeqs, qAddEvent, qMark, qPutMark}
 )
 
@@ -500,7 +501,9 @@ func (d *driver) List(ctx context.Context, q runs.Query, held func(string) int64
 		where = append(where, "sort_key < ?")
 		args = append(args, q.After)
 	}
-	query := "SELECT id, version, sort_key FROM runs"
+	// Only the page's last run's sort key is needed (the next page's cursor): it is read on
+	// its own, so the page's rows carry no text column but the ID.
+	query := "SELECT id, version FROM runs"
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -517,11 +520,15 @@ func (d *driver) List(ctx context.Context, q runs.Query, held func(string) int64
 		if err != nil {
 			return err
 		}
-		heads, last, err := scanVersions(rows, q.Limit)
+		heads, more, err := scanVersions(rows, q.Limit)
 		if err != nil {
 			return err
 		}
-		next = last
+		if more {
+			if err := tx.QueryRow(ctx, qSortKey, heads[len(heads)-1].id).Scan(&next); err != nil {
+				return err
+			}
+		}
 		recs, err = records(ctx, tx, heads, held)
 		return err
 	})
@@ -541,22 +548,21 @@ func (d *driver) listQuery(ctx context.Context, tx sqlitestmt.Tx, query string, 
 	return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 }
 
-// scanVersions reads rows of (id, version, sort key), at most limit of them; when there
-// were more, next is the sort key of the last one read.
-func scanVersions(rows *sql.Rows, limit int) (heads []head, next string, err error) {
+// scanVersions reads rows of (id, version), at most limit of them, and says whether there
+// were more.
+func scanVersions(rows *sql.Rows, limit int) (heads []head, more bool, err error) {
 	defer rows.Close()
-	var sk string
 	for rows.Next() {
 		if len(heads) == limit {
-			return heads, sk, nil
+			return heads, true, nil
 		}
 		var h head
-		if err := rows.Scan(&h.id, &h.version, &sk); err != nil {
-			return nil, "", err
+		if err := rows.Scan(&h.id, &h.version); err != nil {
+			return nil, false, err
 		}
 		heads = append(heads, h)
 	}
-	return heads, "", rows.Err()
+	return heads, false, rows.Err()
 }
 
 // readHeaders fills in the header JSON of heads[i] for each i in idx, read in tx.
