@@ -42,6 +42,17 @@ func (c *cache) Get(id string) (Run, bool) {
 	return e.Value.(Run), true
 }
 
+// Version returns the version of the cached run id, 0 when none is cached. It neither
+// copies the run nor counts as a use.
+func (c *cache) Version(id string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[id]; ok {
+		return e.Value.(Run).Version
+	}
+	return 0
+}
+
 // Lookup returns a copy of the cached run if its version is version; with shared (the
 // caller only reads it: Filter.ReadOnly), the cached run itself, which no one changes
 // (an entry is never changed once put), saving the copy.

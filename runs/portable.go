@@ -45,12 +45,7 @@ func New(d Driver) *Portable {
 func (s *Portable) SetClock(now func() time.Time) { s.now = now }
 
 // held is the version of run id this store holds decoded (0: none), for the driver's reads.
-func (s *Portable) held(id string) int64 {
-	if r, ok := s.cache.Get(id); ok {
-		return r.Version
-	}
-	return 0
-}
+func (s *Portable) held(id string) int64 { return s.cache.Version(id) }
 
 // decode turns a driver's record into the run: the cached run when the record says the
 // caller holds it (see Filter.ReadOnly for shared), else decoded and cached. ok is false

@@ -409,35 +409,33 @@ func (d *driver) Read(ctx context.Context, id string, held int64) (runs.Record, 
 func records(ctx context.Context, tx sqlitestmt.Tx, heads []head, held func(string) int64) ([]runs.Record, error) {
 	out := make([]runs.Record, len(heads))
 	var (
-		missing  []string
-		noHeader []int // missing runs whose header was not read with the version (List)
+		want     []int    // heads the caller does not hold: read whole
+		ids      []string // their IDs
+		noHeader []int    // those of them whose header was not read with the version (List)
 	)
 	for i, h := range heads {
 		out[i] = runs.Record{ID: h.id, Version: h.version}
 		if held(h.id) == h.version {
 			continue
 		}
-		missing = append(missing, h.id)
+		want, ids = append(want, i), append(ids, h.id)
 		if h.data == nil {
 			noHeader = append(noHeader, i)
 		}
 	}
-	if len(missing) == 0 {
+	if len(want) == 0 {
 		return out, nil
 	}
 	if err := readHeaders(ctx, tx, heads, noHeader); err != nil {
 		return nil, err
 	}
-	steps, err := readSteps(ctx, tx, missing)
+	steps, err := readSteps(ctx, tx, ids)
 	if err != nil {
 		return nil, err
 	}
-	for i, h := range heads {
-		if held(h.id) == h.version {
-			continue
-		}
-		out[i].Header = h.data
-		out[i].Steps = steps[h.id]
+	for _, i := range want {
+		out[i].Header = heads[i].data
+		out[i].Steps = steps[heads[i].id]
 	}
 	return out, nil
 }
