@@ -10,6 +10,12 @@
 //
 //	pattern=<burst|staggered> impl=<name> uncontended_p50_us=<n> handoff_p50_us=<n> handoff_p99_us=<n> chain_max_wait_ms=<n> idle_cmds_per_waiter_s=<n>
 //
+// then, when both are in the run, the uncontended p50s of orchestrator-redis and
+// redislock-10ms measured taking turns with each other alone, as the goal on their ratio is
+// defined:
+//
+//	paired orchestrator-redis=<n>us redislock-10ms=<n>us ratio=<r>
+//
 // and with -json writes the same figures for cmd/benchreport (`make bench`). The measures:
 //   - uncontended: acquire+release of distinct keys, -n times (after 100 for warm-up), by
 //     one client;
@@ -151,6 +157,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				h.chainMaxWait.Milliseconds(), res.idleCmds)
 		}
 	}
+	pairedP50s, pairedOK, err := paired(ctx, impls, cfg)
+	if err != nil {
+		return fmt.Errorf("paired uncontended: %w", err)
+	}
+	if pairedOK {
+		fmt.Fprintf(stdout, "paired %s=%dus %s=%dus ratio=%.2f\n", pairedNames[0], pairedP50s[0].Microseconds(),
+			pairedNames[1], pairedP50s[1].Microseconds(), float64(pairedP50s[0])/float64(pairedP50s[1]))
+	}
 	var pv []priceVariant
 	var pp []time.Duration
 	if cfg.price > 0 {
@@ -166,6 +180,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	addFigures(rep, impls, results, cfg)
+	if pairedOK {
+		addPairedFigures(rep, pairedP50s)
+	}
 	addPriceFigures(rep, pv, pp, cfg)
 	return rep.Finish(cfg.jsonPath)
 }

@@ -29,21 +29,16 @@ orchestrator-sqlite-procs: each client a child process of its own on one file, a
   first holder releases at its end. **longest wait**: from the first release of a round to its
   last grant, median over the rounds.
 - **acquire+release p50**: distinct keys, %[5]d times per implementation, one operation per turn in
-  a random order each round (a paired comparison under the same machine load);
-  **÷ redislock-10ms** is that p50 over bsm/redislock's in the same run. orchestrator-redis-driver
-  is the Redis driver alone (TryAcquire and Release, no Locker), to split our figure into the
-  driver's share and the Locker's.
+  a random order each round (a paired comparison under the same machine load).
+  orchestrator-redis-driver is the Redis driver alone (TryAcquire and Release, no Locker), to
+  split our figure into the driver's share and the Locker's. **paired**: the same, with
+  orchestrator-redis and redislock-10ms taking turns with each other alone (new clients), as
+  the goal on their ratio is defined (`+"`-only orchestrator-redis,redislock-10ms`"+`).
 - **idle commands**: Redis commands per waiter per second while the key is held %[6]s (INFO
   commandstats, scripts' inner calls included).`,
 		cfg.waiters, cfg.hold, cfg.rounds, cfg.window, cfg.n, cfg.idle)
 
 	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
-	var bsmP50 time.Duration
-	for i, im := range impls {
-		if im.name == "redislock-10ms" {
-			bsmP50 = results[i].uncontendedP50
-		}
-	}
 	for _, p := range patterns {
 		table := "handoff, " + p.String()
 		for i, im := range impls {
@@ -71,14 +66,21 @@ orchestrator-sqlite-procs: each client a child process of its own on one file, a
 		if im.diagnostic {
 			continue
 		}
-		if im.name == "orchestrator-redis" && bsmP50 > 0 {
-			rep.Add(figures.Figure{Table: table, Row: im.name, Column: "÷ redislock-10ms", Unit: "×",
-				Value: float64(res.uncontendedP50) / float64(bsmP50), Max: redisRatioGoal, Headline: true})
-		}
 		if im.redis {
 			rep.Add(figures.Figure{Table: table, Row: im.name, Column: "idle commands", Unit: "/waiter/s", Value: res.idleCmds})
 		}
 	}
+}
+
+// addPairedFigures adds the paired uncontended measure (see paired) and its goal.
+func addPairedFigures(rep *figures.Report, p50s [len(pairedNames)]time.Duration) {
+	const table = "uncontended, paired"
+	for i, name := range pairedNames {
+		rep.Add(figures.Figure{Table: table, Row: name, Column: "acquire+release p50", Unit: "µs",
+			Value: float64(p50s[i].Nanoseconds()) / 1e3, Headline: true})
+	}
+	rep.Add(figures.Figure{Table: table, Row: pairedNames[0], Column: "÷ " + pairedNames[1], Unit: "×",
+		Value: float64(p50s[0]) / float64(p50s[1]), Max: redisRatioGoal, Headline: true})
 }
 
 // addPriceFigures adds the price of the Redis backend's guarantees (see price.go).
