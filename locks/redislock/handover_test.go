@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/locks/redislock/internal/faultproxy"
 )
 
 // TestReleaseHandsOver: a release hands the key to the live waiter at the head of the
@@ -117,4 +120,101 @@ func TestReleaseHandsOver(t *testing.T) {
 	if got, err := holder.Get(ctx, key); err != nil || got.Holder != "p#3/c" {
 		t.Errorf("the old ticket leaving released another lease: got %+v, %v", got, err)
 	}
+}
+
+// TestLateHandoverSignalNotBelieved: a release hands the key to a waiter whose network
+// then stalls, so the handed lease expires before the waiter hears of it and another
+// client takes the key. The signal, arriving late, names a grant that is over: the waiter
+// must not believe it (a Lease on a fence older than the holder's would be two holders at
+// once), and must end up with a lease of its own after the other client's.
+func TestLateHandoverSignalNotBelieved(t *testing.T) {
+	ctx := t.Context()
+	srv := redistest.Start(t)
+	proxy, err := faultproxy.Start(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	const (
+		key   = "coolify:late-handover"
+		poll  = 100 * time.Millisecond // a ticket, and so a handed lease, lives 3 polls
+		stall = time.Second            // each way, so longer than the handed lease
+	)
+	direct := newTestDriver(t, srv, Options{})
+	client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: 5 * stall})
+	t.Cleanup(func() { _ = client.Close() })
+	waiter := locks.New(New(client, Options{}), locks.Options{PollInterval: poll})
+	defer waiter.Close()
+
+	if _, err := direct.TryAcquire(ctx, grant(key, "p#1/first")); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		le  *locks.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		le, err := waiter.Acquire(ctx, locks.Request{Key: key, Holder: "p#2/waiter", TTL: time.Minute,
+			Budget: locks.Budget{Timeout: 30 * time.Second}})
+		got <- result{le, err}
+	}()
+	// Queued and subscribed: the release's signal is on its way to the waiter.
+	channel := direct.keys(key).channel
+	waitFor(t, func() bool {
+		info, err := direct.Get(ctx, key)
+		return err == nil && info.Waiters == 1 && numSub(t, srv, channel) == 1
+	})
+	proxy.SetDelay(stall)
+	if err := direct.Release(ctx, key, "tok-p#1/first"); err != nil {
+		t.Fatal(err)
+	}
+	handed, err := direct.Get(ctx, key)
+	if err != nil || handed.Holder != "p#2/waiter" {
+		t.Fatalf("after the release: got %+v, %v; want the key handed to the waiter", handed, err)
+	}
+
+	// The handed lease runs out while the waiter hears nothing; another client takes the key.
+	var other locks.Info
+	waitFor(t, func() bool {
+		other, err = direct.TryAcquire(ctx, grant(key, "p#3/other"))
+		return err == nil
+	})
+	// Its hold lasts until the waiter's stalled try has come back held and the late signal
+	// has been read: the try reaches Redis a stall after it was sent and its answer comes
+	// back a stall later, by when the signal sent at the release is there too.
+	waitFor(t, func() bool { info, err := direct.Get(ctx, key); return err == nil && info.Waiters == 1 })
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("waiter: %v", r.err)
+		}
+		t.Fatalf("the waiter believed the late signal: it holds fence %d while p#3/other holds fence %d",
+			r.le.Info().Fence, other.Fence)
+	case <-time.After(3 * stall):
+	}
+	proxy.SetDelay(0)
+	if err := direct.Release(ctx, key, "tok-p#3/other"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("waiter: %v", r.err)
+	}
+	defer r.le.Release(ctx)
+	if f := r.le.Info().Fence; f <= other.Fence {
+		t.Fatalf("the waiter's lease has fence %d, not after p#3/other's %d", f, other.Fence)
+	}
+}
+
+// numSub is how many subscribers channel has on srv.
+func numSub(t *testing.T, srv *redistest.Server, channel string) int64 {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	n, err := c.PubSubNumSub(t.Context(), channel).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n[channel]
 }
