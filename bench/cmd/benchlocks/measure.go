@@ -176,10 +176,9 @@ func uncontendedTurns(ctx context.Context, subjects []*subject, cfg config, rng 
 var pairedNames = [...]string{"orchestrator-redis", "redislock-10ms"}
 
 // paired measures the uncontended acquire+release p50 of pairedNames, taking turns with
-// each other alone (new clients, keys of their own), and returns them in that order. The
-// ratio depends on how many implementations share the phase (issue 13 saw 1.08–1.36×), so
-// its goal is measured as it is defined. ok is false when the run does not include both.
-func paired(ctx context.Context, impls []impl, cfg config) (p50s [len(pairedNames)]time.Duration, ok bool, err error) {
+// each other alone (new clients, keys of their own named after phase), and returns them in
+// that order. ok is false when the run does not include both.
+func paired(ctx context.Context, impls []impl, cfg config, phase string) (p50s [len(pairedNames)]time.Duration, ok bool, err error) {
 	subjects := make([]*subject, 0, len(pairedNames))
 	defer func() {
 		for _, s := range subjects {
@@ -192,7 +191,7 @@ func paired(ctx context.Context, impls []impl, cfg config) (p50s [len(pairedName
 			return p50s, false, nil
 		}
 		s := &subject{impl: impls[i]}
-		s.name += "-paired"
+		s.name += "-paired-" + phase
 		if s.single, err = impls[i].newClient(); err != nil {
 			return p50s, false, fmt.Errorf("%s: new client: %w", impls[i].name, err)
 		}
