@@ -175,14 +175,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		printPaired(stdout, "last", last)
 	}
 	var pv []priceVariant
-	var pp []time.Duration
+	var pp, ps []time.Duration
 	if cfg.price > 0 {
-		if pv, pp, err = price(ctx, srv.addr, cfg.price); err != nil {
+		if pv, pp, ps, err = price(ctx, srv, cfg.price); err != nil {
 			return fmt.Errorf("price of guarantees: %w", err)
 		}
 		for i, v := range pv {
-			fmt.Fprintf(stdout, "price variant=%q pair_p50_us=%.1f ratio_to_bsm=%.2f\n", v.name,
-				float64(pp[i].Nanoseconds())/1e3, float64(pp[i])/float64(pp[len(pp)-1]))
+			fmt.Fprintf(stdout, "price variant=%q pair_p50_us=%.1f ratio_to_bsm=%.2f redis_us=%.1f\n", v.name,
+				float64(pp[i].Nanoseconds())/1e3, float64(pp[i])/float64(pp[len(pp)-1]), float64(ps[i].Nanoseconds())/1e3)
 		}
 	}
 	if cfg.jsonPath == "" {
@@ -192,7 +192,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if pairedOK {
 		addPairedFigures(rep, first, last)
 	}
-	addPriceFigures(rep, pv, pp, cfg)
+	addPriceFigures(rep, pv, pp, ps, cfg)
 	return rep.Finish(cfg.jsonPath)
 }
 

@@ -344,7 +344,7 @@ func idle(ctx context.Context, clients []client, srv *redisServer, key string, d
 	var calls int64
 	var detail []string
 	for name, n := range after {
-		if delta := n - before[name]; delta > 0 {
+		if delta := n.calls - before[name].calls; delta > 0 {
 			if name == "info" {
 				delta-- // the first INFO counts itself
 			}

@@ -79,9 +79,11 @@ func priceVariants() []priceVariant {
 }
 
 // price measures n pairs of each variant and returns their p50s, in the order of
-// priceVariants; the last is bsm/redislock's.
-func price(ctx context.Context, addr string, n int) ([]priceVariant, []time.Duration, error) {
-	rc := redis.NewClient(&redis.Options{Addr: addr})
+// priceVariants (the last is bsm/redislock's), and then, variant by variant, the time
+// Redis itself spends on a pair (INFO commandstats over n pairs after CONFIG RESETSTAT): a
+// figure of work, which the machine's round-trip time does not dilute.
+func price(ctx context.Context, srv *redisServer, n int) ([]priceVariant, []time.Duration, []time.Duration, error) {
+	rc := redis.NewClient(&redis.Options{Addr: srv.addr})
 	defer rc.Close()
 	vs := priceVariants()
 	const warmup = 100
@@ -89,25 +91,9 @@ func price(ctx context.Context, addr string, n int) ([]priceVariant, []time.Dura
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range warmup + n {
 		for _, j := range rng.Perm(len(vs)) {
-			v := vs[j]
-			key := fmt.Sprintf("{bench:price:%d:%d}", j, i)
-			keys := []string{key + ":lock", key + ":q"}
 			start := time.Now()
-			now := start.UnixMicro()
-			if v.acq == nil {
-				if err := errors.Join(rc.Ping(ctx).Err(), rc.Ping(ctx).Err()); err != nil {
-					return nil, nil, fmt.Errorf("PING: %w", err)
-				}
-				if i >= warmup {
-					samples[j] = append(samples[j], time.Since(start))
-				}
-				continue
-			}
-			if err := v.acq.Run(ctx, rc, keys, "token", "bench#1/step", "", leaseTTL.Milliseconds(), now).Err(); err != nil {
-				return nil, nil, fmt.Errorf("%s: acquire: %w", v.name, err)
-			}
-			if err := v.rel.Run(ctx, rc, keys, "token", key+":released", "", 0, now).Err(); err != nil {
-				return nil, nil, fmt.Errorf("%s: release: %w", v.name, err)
+			if err := pricePair(ctx, rc, vs[j], fmt.Sprintf("{bench:price:%d:%d}", j, i)); err != nil {
+				return nil, nil, nil, err
 			}
 			if i >= warmup {
 				samples[j] = append(samples[j], time.Since(start))
@@ -118,5 +104,43 @@ func price(ctx context.Context, addr string, n int) ([]priceVariant, []time.Dura
 	for j := range vs {
 		p50s[j] = percentile(samples[j], 50)
 	}
-	return vs, p50s, nil
+	server := make([]time.Duration, len(vs))
+	for j, v := range vs {
+		if _, err := srv.command("CONFIG RESETSTAT"); err != nil {
+			return nil, nil, nil, fmt.Errorf("CONFIG RESETSTAT: %w", err)
+		}
+		for i := range n {
+			if err := pricePair(ctx, rc, v, fmt.Sprintf("{bench:price:server:%d:%d}", j, i)); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		stats, err := srv.commandStats()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		// A script's time includes the commands it calls, which are counted apart as well.
+		usec := stats["evalsha"].usec + stats["eval"].usec + stats["ping"].usec
+		server[j] = time.Duration(usec) * time.Microsecond / time.Duration(n)
+	}
+	return vs, p50s, server, nil
+}
+
+// pricePair runs one acquire+release pair of v (two PINGs for the variant without scripts)
+// on key's hash tag.
+func pricePair(ctx context.Context, rc *redis.Client, v priceVariant, key string) error {
+	if v.acq == nil {
+		if err := errors.Join(rc.Ping(ctx).Err(), rc.Ping(ctx).Err()); err != nil {
+			return fmt.Errorf("PING: %w", err)
+		}
+		return nil
+	}
+	keys := []string{key + ":lock", key + ":q"}
+	now := time.Now().UnixMicro()
+	if err := v.acq.Run(ctx, rc, keys, "token", "bench#1/step", "", leaseTTL.Milliseconds(), now).Err(); err != nil {
+		return fmt.Errorf("%s: acquire: %w", v.name, err)
+	}
+	if err := v.rel.Run(ctx, rc, keys, "token", key+":released", "", 0, now).Err(); err != nil {
+		return fmt.Errorf("%s: release: %w", v.name, err)
+	}
+	return nil
 }

@@ -104,25 +104,44 @@ func (s *redisServer) command(cmd string) (string, error) {
 	return "", fmt.Errorf("reply to %s: %q", cmd, line)
 }
 
-// commandStats returns the calls of every command in INFO commandstats, by name. Commands
-// that scripts call count too.
-func (s *redisServer) commandStats() (map[string]int64, error) {
+// cmdStat is one command's line of INFO commandstats.
+type cmdStat struct {
+	calls int64
+	usec  int64 // time spent in the command; a script's includes the commands it calls
+}
+
+// commandStats returns every command's line of INFO commandstats, by name. Commands that
+// scripts call count too.
+func (s *redisServer) commandStats() (map[string]cmdStat, error) {
 	info, err := s.command("INFO commandstats")
 	if err != nil {
 		return nil, fmt.Errorf("INFO commandstats: %w", err)
 	}
-	stats := make(map[string]int64)
+	stats := make(map[string]cmdStat)
 	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
 			continue
 		}
-		calls, _, _ := strings.Cut(rest, ",")
-		n, err := strconv.ParseInt(calls, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("INFO commandstats line %q: %w", line, err)
+		var st cmdStat
+		for _, field := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			var dst *int64
+			switch k {
+			case "calls":
+				dst = &st.calls
+			case "usec":
+				dst = &st.usec
+			default:
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("INFO commandstats line %q: %w", line, err)
+			}
+			*dst = n
 		}
-		stats[strings.TrimPrefix(name, "cmdstat_")] = n
+		stats[strings.TrimPrefix(name, "cmdstat_")] = st
 	}
 	return stats, nil
 }

@@ -92,19 +92,22 @@ func addPairedFigures(rep *figures.Report, first, last [len(pairedNames)]time.Du
 }
 
 // addPriceFigures adds the price of the Redis backend's guarantees (see price.go).
-func addPriceFigures(rep *figures.Report, vs []priceVariant, p50s []time.Duration, cfg config) {
+func addPriceFigures(rep *figures.Report, vs []priceVariant, p50s, server []time.Duration, cfg config) {
 	if len(vs) == 0 {
 		return
 	}
 	rep.About += fmt.Sprintf(`
 - **price of guarantees**: the Redis driver's uncontended acquire and release scripts (measurement
   copies of their fast paths), then with one guarantee taken out at a time, against
-  bsm/redislock's scripts and two bare PINGs, %d pairs each in turn in a random order, straight on
-  go-redis (no Locker). The ratio is to bsm/redislock's pair in the same run.`, cfg.price)
+  bsm/redislock's scripts and two bare PINGs, %[1]d pairs each in turn in a random order, straight on
+  go-redis (no Locker). The ratio is to bsm/redislock's pair in the same run. **Redis time**: what
+  the server spends on one pair (INFO commandstats over %[1]d more pairs of that variant alone,
+  scripts with the commands they call), work that a slow round trip hides.`, cfg.price)
 	const table = "price of guarantees (uncontended script pair)"
 	bsm := p50s[len(p50s)-1]
 	for i, v := range vs {
 		rep.Add(figures.Figure{Table: table, Row: v.name, Column: "p50", Unit: "µs", Value: float64(p50s[i].Nanoseconds()) / 1e3})
 		rep.Add(figures.Figure{Table: table, Row: v.name, Column: "÷ bsm/redislock", Unit: "×", Value: float64(p50s[i]) / float64(bsm)})
+		rep.Add(figures.Figure{Table: table, Row: v.name, Column: "Redis time", Unit: "µs", Value: float64(server[i].Nanoseconds()) / 1e3})
 	}
 }
