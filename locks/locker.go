@@ -356,11 +356,8 @@ func (l *Locker) attempt(ctx context.Context, r Request, owner string, ids *ids,
 		}
 	}()
 	queued := false
-	var sent time.Time // of the last try, which moved the ticket's deadline
 	for {
-		token := ids.token()
-		sent = time.Now()
-		le, err := l.try(ctx, r, owner, ids, token, sent, start)
+		le, err := l.try(ctx, r, owner, ids, start)
 		if err == nil {
 			return le, nil
 		}
@@ -502,8 +499,9 @@ func (l *Locker) handed(sub Subscription, r Request, owner string, ids *ids, sta
 	return le, err == nil
 }
 
-// try makes one TryAcquire with token, sent at sent, and turns a grant into a running Lease.
-func (l *Locker) try(ctx context.Context, r Request, owner string, ids *ids, token string, sent, start time.Time) (*Lease, error) {
+// try makes one TryAcquire with the next token of ids and turns a grant into a running Lease.
+func (l *Locker) try(ctx context.Context, r Request, owner string, ids *ids, start time.Time) (*Lease, error) {
+	token, sent := ids.token(), time.Now()
 	info, err := l.d.TryAcquire(ctx, Grant{
 		Key:            r.Key,
 		Token:          token,
