@@ -65,14 +65,8 @@ func changedSteps(cur, next []Step) []int {
 	return out
 }
 
-// encodeSteps encodes the steps of r at positions idx (every step when idx is nil).
+// encodeSteps encodes the steps of r at positions idx.
 func encodeSteps(r Run, idx []int) ([]StepData, error) {
-	if idx == nil {
-		idx = make([]int, len(r.Steps))
-		for i := range idx {
-			idx[i] = i
-		}
-	}
 	out := make([]StepData, len(idx))
 	for j, i := range idx {
 		b, err := encodeStep(r.Steps[i])
@@ -91,7 +85,11 @@ func EncodeRun(r Run) (Encoded, error) {
 	if err != nil {
 		return Encoded{}, fmt.Errorf("encode run %q: %w", r.ID, err)
 	}
-	steps, err := encodeSteps(r, nil)
+	all := make([]int, len(r.Steps))
+	for i := range all {
+		all[i] = i
+	}
+	steps, err := encodeSteps(r, all)
 	if err != nil {
 		return Encoded{}, fmt.Errorf("encode run %q: %w", r.ID, err)
 	}

@@ -116,6 +116,30 @@ func TestChangedSteps(t *testing.T) {
 	}
 }
 
+// TestEncodeUpdateSendsOnlyChangedSteps: a write that changes no step (a status, the held
+// locks, a reason) sends the header alone, and one that changes a step sends that step.
+func TestEncodeUpdateSendsOnlyChangedSteps(t *testing.T) {
+	a, b := fullStep(), fullStep()
+	b.Name = "web"
+	cur := Run{ID: "r", Pipeline: "p", Status: StatusPhase1, Version: 3, Steps: []Step{a, b}}
+	next := cur.Clone()
+	next.Status, next.Version = StatusPhase2, 4
+	e, err := encodeUpdate(cur, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Steps) != 0 {
+		t.Errorf("a status-only update sends %d steps, want none", len(e.Steps))
+	}
+	next.Steps[1].Status = StepFailed
+	if e, err = encodeUpdate(cur, next); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Steps) != 1 || e.Steps[0].Pos != 1 {
+		t.Errorf("an update of step 1 sends %+v, want step 1 alone", e.Steps)
+	}
+}
+
 func TestDecodeRun(t *testing.T) {
 	r := Run{ID: "r", Pipeline: "p", Status: StatusPhase1, Version: 3, Steps: []Step{fullStep()}}
 	header, err := encodeHeader(r)

@@ -7,8 +7,8 @@ import (
 
 // Deliveries de-duplicates webhook deliveries: it remembers the delivery IDs it was shown for
 // a while. It has nothing to do with runs beyond living on the same backend; both run-store
-// backends implement it (runs/sqlitestore, runs/redisstore), and runstest.RunDeliveries is
-// its conformance suite.
+// backends implement it (runs/sqlitestore, runs/redisstore), and runstest.Run checks both
+// against it.
 type Deliveries interface {
 	// SeenDelivery records a webhook delivery ID and reports whether it was already recorded
 	// within the last ttl: the first call for an ID returns false, later calls return true

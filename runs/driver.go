@@ -31,7 +31,7 @@ type Driver interface {
 
 	// Write replaces the stored run cur by next if cur.Version is still the stored version:
 	// next's header (e.Header), the steps e.Steps (those that differ from cur's; a run stored
-	// whole by an older build gets e.AllSteps instead), dropping the steps past next's end;
+	// whole by an older build gets EncodeRun(next).Steps instead), dropping the steps past next's end;
 	// it appends evs (stamped; Seq is the driver's to set), keeps its indexes (status,
 	// instance) current and signals the run's subscribers in other processes (Watch), all in
 	// one atomic step. It sets each event's Seq and returns them.
@@ -85,13 +85,7 @@ type Encoded struct {
 	Header  []byte
 	// Steps are every step for Insert; for Write, those that differ from the stored run's.
 	Steps []StepData
-	// next is the run encoded, for AllSteps.
-	next Run
 }
-
-// AllSteps encodes every step of the run, for a driver that finds the run stored whole by
-// an older build (so it has no step of it to keep).
-func (e Encoded) AllSteps() ([]StepData, error) { return encodeSteps(e.next, nil) }
 
 // StepData is one step's JSON at its position in Run.Steps.
 type StepData struct {

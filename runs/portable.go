@@ -27,7 +27,6 @@ type Portable struct {
 	d     Driver
 	cache *cache
 	hub   *hub
-	now   func() time.Time
 
 	watchMu  sync.Mutex
 	watching bool
@@ -38,11 +37,8 @@ var _ Store = (*Portable)(nil)
 
 // New returns the Store over d. Close closes d.
 func New(d Driver) *Portable {
-	return &Portable{d: d, cache: newCache(0), hub: newHub(), now: time.Now}
+	return &Portable{d: d, cache: newCache(0), hub: newHub()}
 }
-
-// SetClock replaces the clock (tests of the drivers that need time to pass).
-func (s *Portable) SetClock(now func() time.Time) { s.now = now }
 
 // held is the version of run id this store holds decoded (0: none), for the driver's reads.
 func (s *Portable) held(id string) int64 { return s.cache.Version(id) }
@@ -69,7 +65,7 @@ func (s *Portable) decode(rec Record, shared bool) (r Run, ok bool, err error) {
 
 // Create implements Store.
 func (s *Portable) Create(ctx context.Context, in Run) (Run, bool, error) {
-	r, err := prepareCreate(in, s.now())
+	r, err := prepareCreate(in, time.Now())
 	if err != nil {
 		return Run{}, false, err
 	}
@@ -150,6 +146,20 @@ func (s *Portable) get(ctx context.Context, id string, shared bool) (Run, error)
 	}
 }
 
+// resolve decodes a record a listing read; a run evicted from the cache since the listing
+// is read again whole. found is false when the run was pruned in between.
+func (s *Portable) resolve(ctx context.Context, rec Record, shared bool) (r Run, found bool, err error) {
+	r, ok, err := s.decode(rec, shared)
+	if err != nil || ok {
+		return r, err == nil, err
+	}
+	r, err = s.get(ctx, rec.ID, shared)
+	if errors.Is(err, ErrNotFound) {
+		return Run{}, false, nil
+	}
+	return r, err == nil, err
+}
+
 // List implements Store.
 func (s *Portable) List(ctx context.Context, f Filter) (Page, error) {
 	q, err := parseFilter(f)
@@ -163,15 +173,12 @@ func (s *Portable) List(ctx context.Context, f Filter) (Page, error) {
 	}
 	page := Page{Runs: make([]Run, 0, len(recs))}
 	for _, rec := range recs {
-		r, ok, err := s.decode(rec, f.ReadOnly)
-		if err == nil && !ok {
-			r, err = s.get(ctx, rec.ID, f.ReadOnly)
-			if errors.Is(err, ErrNotFound) {
-				continue // pruned in between
-			}
-		}
+		r, found, err := s.resolve(ctx, rec, f.ReadOnly)
 		if err != nil {
 			return Page{}, Fail(op, err)
+		}
+		if !found {
+			continue // pruned in between
 		}
 		if len(q.Status) > 0 && !slices.Contains(q.Status, r.Status) {
 			continue // its status changed between the index read and this one
@@ -221,7 +228,7 @@ func parseFilter(f Filter) (Query, error) {
 // change (Clone it first). Not copying it is most of what an Update costs the engine.
 func (s *Portable) Update(ctx context.Context, id string, fn func(*Run) error, evs ...Event) (Run, error) {
 	op := fmt.Sprintf("update run %q", id)
-	stamped, err := stampEvents(id, evs, s.now())
+	stamped, err := stampEvents(id, evs, time.Now())
 	if err != nil {
 		return Run{}, err
 	}
@@ -275,7 +282,7 @@ func encodeUpdate(cur, next Run) (Encoded, error) {
 	if err != nil {
 		return Encoded{}, err
 	}
-	return Encoded{SortKey: SortKey(cur.CreatedAt, cur.ID), Header: header, Steps: steps, next: next}, nil
+	return Encoded{SortKey: SortKey(cur.CreatedAt, cur.ID), Header: header, Steps: steps}, nil
 }
 
 // applyUpdate runs fn on a copy of stored under the rules of Update and returns the run to
@@ -322,7 +329,7 @@ func stampEvents(id string, evs []Event, now time.Time) ([]Event, error) {
 
 // Append implements Store.
 func (s *Portable) Append(ctx context.Context, id string, evs ...Event) ([]Event, error) {
-	stamped, err := stampEvents(id, evs, s.now())
+	stamped, err := stampEvents(id, evs, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -371,15 +378,12 @@ func (s *Portable) Unfinished(ctx context.Context, instance string) ([]Run, erro
 	}
 	out := make([]Run, 0, len(recs))
 	for _, rec := range recs {
-		r, ok, err := s.decode(rec, false)
-		if err == nil && !ok {
-			r, err = s.get(ctx, rec.ID, false)
-			if errors.Is(err, ErrNotFound) {
-				continue
-			}
-		}
+		r, found, err := s.resolve(ctx, rec, false)
 		if err != nil {
 			return nil, Fail(op, err)
+		}
+		if !found {
+			continue // pruned in between
 		}
 		if r.Status.Terminal() || instance != "" && r.Instance != instance {
 			continue // it ended or moved between the index read and this one

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -42,7 +43,7 @@ func (s *Store) Prune(ctx context.Context, r runs.Retention) (int, error) {
 			nth = sks[0]
 		}
 	}
-	before, err := runs.PruneBefore(r, s.d.now(), nth)
+	before, err := runs.PruneBefore(r, time.Now(), nth)
 	if err != nil || before == "" {
 		return 0, err
 	}

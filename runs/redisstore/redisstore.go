@@ -77,7 +77,6 @@ type driver struct {
 	rdb    redis.UniversalClient
 	k      string // prefix + "{runs}:"
 	closed atomic.Bool
-	now    func() time.Time
 
 	mu sync.Mutex     // guards ps
 	ps *redis.PubSub  // the pattern subscription, started by Watch
@@ -90,7 +89,7 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
-	d := &driver{rdb: rdb, k: opts.Prefix + "{runs}:", now: time.Now}
+	d := &driver{rdb: rdb, k: opts.Prefix + "{runs}:"}
 	return &Store{Portable: runs.New(d), d: d}
 }
 
@@ -376,11 +375,11 @@ func (d *driver) Write(ctx context.Context, cur, next runs.Run, e runs.Encoded, 
 	}
 	n, err := run(e.Steps, "0")
 	if err == nil && n == -3 {
-		all, aerr := e.AllSteps()
-		if aerr != nil {
-			return nil, aerr
+		whole, werr := runs.EncodeRun(next)
+		if werr != nil {
+			return nil, werr
 		}
-		n, err = run(all, "1")
+		n, err = run(whole.Steps, "1")
 	}
 	switch {
 	case err != nil:

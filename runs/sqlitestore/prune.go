@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -27,7 +28,7 @@ func (s *Store) Prune(ctx context.Context, r runs.Retention) (int, error) {
 			return 0, runs.Fail(op, err)
 		}
 	}
-	before, err := runs.PruneBefore(r, s.d.now(), nth)
+	before, err := runs.PruneBefore(r, time.Now(), nth)
 	if err != nil {
 		return 0, err
 	}
@@ -74,7 +75,7 @@ func (s *Store) Prune(ctx context.Context, r runs.Retention) (int, error) {
 		}
 	}
 	err = s.d.write(ctx, op, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM deliveries WHERE expires_ns <= ?`, s.d.now().UnixNano())
+		_, err := tx.ExecContext(ctx, `DELETE FROM deliveries WHERE expires_ns <= ?`, time.Now().UnixNano())
 		return err
 	})
 	return deleted, err

@@ -141,7 +141,6 @@ type driver struct {
 	ws, rs sqlitestmt.Set   // the hot queries, prepared on w and r
 	lists  *sqlitestmt.Lazy // List's queries, prepared on r
 	closed atomic.Bool
-	now    func() time.Time
 }
 
 // Open opens the store at path (typically filepath.Join(stateDir, FileName)), creating the
@@ -175,7 +174,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	d := &driver{w: w, r: r, lists: sqlitestmt.NewLazy(r), now: time.Now}
+	d := &driver{w: w, r: r, lists: sqlitestmt.NewLazy(r)}
 	if err := d.migrate(ctx); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("open run store %s: %w", path, err)
@@ -744,7 +743,7 @@ func (s *Store) SeenDelivery(ctx context.Context, id string, ttl time.Duration) 
 	}
 	var seen bool
 	err := s.d.write(ctx, fmt.Sprintf("seen delivery %q", id), func(tx *sql.Tx) error {
-		now := s.d.now()
+		now := time.Now()
 		if _, err := tx.ExecContext(ctx, `DELETE FROM deliveries WHERE expires_ns <= ?`, now.UnixNano()); err != nil {
 			return err
 		}
