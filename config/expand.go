@@ -20,9 +20,6 @@ const (
 	payloadRef = "payload."
 )
 
-// triggerFields are the trigger references Resolve fills (besides trigger.params.KEY).
-var triggerFields = []string{"build", "image_tag", "commit", "app_version"}
-
 // errUnterminated is returned for a "${" without its closing brace.
 var errUnterminated = errors.New("unterminated ${ (write $${ for a literal ${)")
 
@@ -89,7 +86,7 @@ func checkTriggerRef(ref string) error {
 		}
 		return nil
 	}
-	if !slices.Contains(triggerFields, name) {
+	if _, ok := (orchestrator.Trigger{}).Value(name); !ok {
 		return fmt.Errorf("unknown trigger reference %s (known: ${trigger.build}, ${trigger.image_tag}, ${trigger.commit}, ${trigger.app_version}, ${trigger.params.KEY})", showRef(ref))
 	}
 	return nil
