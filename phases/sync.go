@@ -182,6 +182,7 @@ func (x *execution) syncService(pctx context.Context, st *svcState) error {
 	if err == nil && stale == "" {
 		changes, err = x.sync(sctx, st, recorded)
 		if err == nil {
+			recorded() // the grant is in the run before the mark names this build
 			_, err = x.e.d.Marks.PutMark(sctx, x.mark(s.UUID, lease.Fence(), runs.Phase1))
 			if err != nil {
 				err = fmt.Errorf("record sync mark of %s: %w", s.Name, err)
