@@ -109,6 +109,8 @@ func TestBadInput(t *testing.T) {
 		{"params not an object", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"params":[1]}`, nil, 400, "params"},
 		{"unknown field", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"bogus":true}`, nil, 400, "bogus"},
 		{"server's field by", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"by":"api:admin"}`, nil, 400, "by"},
+		{"server's field by, even empty", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"by":""}`, nil, 400, "by"},
+		{"server's field idempotency_hash, even empty", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"idempotency_hash":""}`, nil, 400, "idempotency_hash"},
 		{"server's field idempotency_key", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"idempotency_key":"k"}`, nil, 400, "idempotency_key"},
 		{"server's field idempotency_hash", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"idempotency_hash":"h"}`, nil, 400, "idempotency_hash"},
 		{"two values", "POST", "/v1/pipelines/demo/runs", triggerToken, `{} {}`, nil, 400, ""},

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 )
 
@@ -109,10 +108,10 @@ func FuzzTriggerBody(f *testing.F) {
 	f.Add([]byte(`{"params":{"a":1}}`))
 	f.Add([]byte(`{} {}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var b orchestrator.Trigger
+		var b triggerBody
 		err := decodeBytes(body, &b, false)
 		if err == nil {
-			err = validTriggerBody(b)
+			err = b.trigger().Validate()
 		}
 		if err != nil && (!is4xx(err) || err.Error() == "") {
 			t.Fatalf("rejection is not a clear 4xx: %v", err)

@@ -78,16 +78,18 @@ const apiKeyNamespace = "api:"
 // tag, commit, app version, params, rollback and reason), as canonical JSON, so two bodies
 // that say the same in another order or spacing have one digest.
 func triggerDigest(t orchestrator.Trigger) string {
-	b, _ := json.Marshal(digestForm{Build: t.Build, ImageTag: t.ImageTag, Commit: t.Commit, AppVersion: t.AppVersion,
+	b, _ := json.Marshal(triggerBody{Build: t.Build, ImageTag: t.ImageTag, Commit: t.Commit, AppVersion: t.AppVersion,
 		Params: t.Params, Rollback: t.Rollback, Reason: t.Reason})
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// digestForm is the canonical JSON a trigger's digest is taken of: every parameter, none
-// left out when empty. It is fixed, not the trigger's own JSON, so the digests stored with
-// Idempotency-Keys stay valid.
-type digestForm struct {
+// triggerBody is the body of POST /v1/pipelines/{name}/runs: what a client may say of a
+// trigger. The fields the server sets (by, idempotency_key, idempotency_hash) are not in it,
+// so a body naming them is refused as an unknown field. Marshalled, it is also the canonical
+// JSON a trigger's digest is taken of: every field, none left out when empty, and fixed (not
+// the trigger's own JSON) so that the digests stored with Idempotency-Keys stay valid.
+type triggerBody struct {
 	Build      string            `json:"build"`
 	ImageTag   string            `json:"image_tag"`
 	Commit     string            `json:"commit"`
@@ -95,6 +97,12 @@ type digestForm struct {
 	Params     map[string]string `json:"params"`
 	Rollback   bool              `json:"rollback"`
 	Reason     string            `json:"reason"`
+}
+
+// trigger is the trigger the body asks for.
+func (b triggerBody) trigger() orchestrator.Trigger {
+	return orchestrator.Trigger{Build: b.Build, ImageTag: b.ImageTag, Commit: b.Commit, AppVersion: b.AppVersion,
+		Params: b.Params, Rollback: b.Rollback, Reason: b.Reason}
 }
 
 // handlePlan serves GET /v1/pipelines/{name}/plan: the dry run for the trigger given in the

@@ -80,27 +80,17 @@ func validLockKey(raw string) (string, error) {
 	return key, nil
 }
 
-// decodeTrigger decodes the body of POST /v1/pipelines/{name}/runs straight into the
-// trigger and validates it (orchestrator.Trigger.Validate: every problem at once, as
-// FieldErrors). The fields the server sets (by, idempotency_key, idempotency_hash) are
-// refused as unknown fields: a client never sends them. The engine checks the trigger against
-// the pipeline (required params, the resolved image tag, versions) on top.
+// decodeTrigger decodes the body of POST /v1/pipelines/{name}/runs (triggerBody: a field
+// the server sets is refused as unknown) and validates the trigger
+// (orchestrator.Trigger.Validate: every problem at once, as FieldErrors). The engine checks
+// it against the pipeline (required params, the resolved image tag, versions) on top.
 func decodeTrigger(r *http.Request) (orchestrator.Trigger, error) {
-	var t orchestrator.Trigger
-	if err := decode(r, &t, false); err != nil {
-		return t, err
+	var b triggerBody
+	if err := decode(r, &b, false); err != nil {
+		return orchestrator.Trigger{}, err
 	}
-	return t, validTriggerBody(t)
-}
-
-// validTriggerBody checks a decoded trigger body: no field the server sets, and Validate.
-func validTriggerBody(t orchestrator.Trigger) error {
-	for _, f := range []struct{ name, v string }{{"by", t.By}, {"idempotency_key", t.IdempotencyKey}, {"idempotency_hash", t.IdempotencyHash}} {
-		if f.v != "" {
-			return unknownField(f.name)
-		}
-	}
-	return t.Validate()
+	t := b.trigger()
+	return t, t.Validate()
 }
 
 // validText checks a free-text value (orchestrator.CheckText: valid UTF-8, no control
