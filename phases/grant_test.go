@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -15,8 +16,9 @@ import (
 
 // A service step's lock grant is written while its first reads are made, and is in the
 // store before its first change to Coolify: when the Phase-1 env write and the Phase-2 deploy
-// arrive, the run record shows the step running under its fence with the lock held. (Seen
-// failing with the wait for the grant's write removed and that write slowed down.)
+// arrive, the run record shows the step running under its fence with the lock held. The
+// store writes grants slowly (slowGrants), so an engine that did not wait for that write
+// would reach Coolify first.
 func TestGrantIsStoredBeforeTheFirstChange(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
@@ -48,6 +50,7 @@ func TestGrantIsStoredBeforeTheFirstChange(t *testing.T) {
 			}))
 			t.Cleanup(front.Close)
 			h.coolifyURL = front.URL
+			h.store = slowGrants{h.store}
 			h.start(h.pipelineYAML("prod", []string{"api"}, ""))
 			id := h.submit("prod", orchestrator.Trigger{Build: "7", ImageTag: "v7"})
 			for range 2 {
@@ -69,4 +72,37 @@ func TestGrantIsStoredBeforeTheFirstChange(t *testing.T) {
 			}
 		})
 	}
+}
+
+// slowGrants is a run store whose writes of a lock grant (an Update that gives a step its
+// fence) take grantDelay longer, as on a loaded store: time enough for the engine's Coolify
+// reads, so a change sent without waiting for the grant would arrive before it is stored.
+type slowGrants struct{ store }
+
+const grantDelay = 300 * time.Millisecond
+
+func (s slowGrants) Update(ctx context.Context, id string, fn func(*runs.Run) error, evs ...runs.Event) (runs.Run, error) {
+	cur, err := s.store.Get(ctx, id)
+	if err != nil {
+		return runs.Run{}, err
+	}
+	probe := cur.Clone()
+	if fn(&probe) == nil && grants(cur, probe) {
+		select {
+		case <-time.After(grantDelay):
+		case <-ctx.Done():
+			return runs.Run{}, ctx.Err()
+		}
+	}
+	return s.store.Update(ctx, id, fn, evs...)
+}
+
+// grants reports whether next gives a step of cur a fence it did not have.
+func grants(cur, next runs.Run) bool {
+	for i := range next.Steps {
+		if next.Steps[i].Fence != 0 && (i >= len(cur.Steps) || cur.Steps[i].Fence == 0) {
+			return true
+		}
+	}
+	return false
 }
