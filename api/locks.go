@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/notify"
@@ -21,7 +22,7 @@ type locksResponse struct {
 func (s *server) handleListLocks() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		prefix := r.URL.Query().Get("prefix")
-		if err := validText("prefix", prefix, 256); err != nil {
+		if err := orchestrator.CheckText("prefix", prefix, 256); err != nil {
 			s.writeError(w, r, err)
 			return
 		}

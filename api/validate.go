@@ -93,10 +93,6 @@ func decodeTrigger(r *http.Request) (orchestrator.Trigger, error) {
 	return t, t.Validate()
 }
 
-// validText checks a free-text value (orchestrator.CheckText: valid UTF-8, no control
-// characters, at most max bytes).
-func validText(field, v string, max int) error { return orchestrator.CheckText(field, v, max) }
-
 // validIdempotencyKey checks the Idempotency-Key header ("" when absent).
 func validIdempotencyKey(v string) error {
 	if v != "" && !idempotencyKeyPattern.MatchString(v) {
@@ -187,13 +183,13 @@ func validForce(b forceBody) error {
 	case strings.TrimSpace(b.Reason) == "":
 		return fieldErr("reason", "a forced release needs a reason for the audit trail")
 	}
-	if err := validText("holder", b.Holder, maxName); err != nil {
+	if err := orchestrator.CheckText("holder", b.Holder, maxName); err != nil {
 		return err
 	}
-	if err := validText("reason", b.Reason, maxReason); err != nil {
+	if err := orchestrator.CheckText("reason", b.Reason, maxReason); err != nil {
 		return err
 	}
-	return validText("by", b.By, maxName)
+	return orchestrator.CheckText("by", b.By, maxName)
 }
 
 // freezeBody is the body of POST /v1/locks/{key}/freeze: a message and either an absolute
@@ -210,10 +206,10 @@ func validFreeze(b freezeBody, now time.Time) (time.Time, error) {
 	if strings.TrimSpace(b.Message) == "" {
 		return time.Time{}, fieldErr("message", "a freeze needs a message saying why")
 	}
-	if err := validText("message", b.Message, maxReason); err != nil {
+	if err := orchestrator.CheckText("message", b.Message, maxReason); err != nil {
 		return time.Time{}, err
 	}
-	if err := validText("by", b.By, maxName); err != nil {
+	if err := orchestrator.CheckText("by", b.By, maxName); err != nil {
 		return time.Time{}, err
 	}
 	until := b.Until
@@ -245,10 +241,10 @@ type unfreezeBody struct {
 }
 
 func validUnfreeze(b unfreezeBody) error {
-	if err := validText("reason", b.Reason, maxReason); err != nil {
+	if err := orchestrator.CheckText("reason", b.Reason, maxReason); err != nil {
 		return err
 	}
-	return validText("by", b.By, maxName)
+	return orchestrator.CheckText("by", b.By, maxName)
 }
 
 // validLastEventID checks the SSE Last-Event-ID header (an event Seq; "" means from the start).
