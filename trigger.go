@@ -93,12 +93,13 @@ func (t Trigger) Validate() error {
 	if len(t.Params) > MaxParams {
 		add(Fieldf("params", "at most %d parameters", MaxParams))
 	}
-	keys := slices.Sorted(maps.Keys(t.Params))
-	for _, k := range keys {
+	var names []string // the param names that are valid text, for the pattern below
+	for _, k := range slices.Sorted(maps.Keys(t.Params)) {
 		if fe := checkText("params", k, MaxParamNameLen); fe != nil {
 			add(Fieldf("params", "a parameter name %s", fe.Reason))
 			continue
 		}
+		names = append(names, k)
 		add(checkText("params."+k, t.Params[k], MaxParamValueLen))
 	}
 
@@ -116,10 +117,8 @@ func (t Trigger) Validate() error {
 		rule("app_version", err != nil || strings.IndexFunc(t.AppVersion, unicode.IsSpace) >= 0,
 			"want a version such as 2.4.0 or 2.4.0-beta.1 (at most %d characters)", MaxCommitLen)
 	}
-	for _, k := range keys {
-		if checkText("params", k, MaxParamNameLen) == nil {
-			rule("params."+k, !ParamNamePattern.MatchString(k), "param name does not match %s", ParamNamePattern)
-		}
+	for _, k := range names {
+		rule("params."+k, !ParamNamePattern.MatchString(k), "param name does not match %s", ParamNamePattern)
 	}
 	rule("reason", t.Reason != "" && !t.Rollback, "a reason goes with a rollback (\"rollback\": true)")
 	return es.Err()
