@@ -31,6 +31,12 @@ func TestIdempotencyKeyReusedWithAnotherBody(t *testing.T) {
 		t.Fatalf("first trigger: got %d, want 202: %s", rec.Code, rec.Body)
 	}
 	first := decodeJSON[runAnswer](t, rec).Run
+	// The digest is of a fixed canonical form, so that digests stored by an earlier build
+	// still match the same body.
+	canonical := sha256.Sum256([]byte(`{"build":"9","image_tag":"v1","commit":"","app_version":"","params":{"a":"1","b":"2"},"rollback":false,"reason":""}`))
+	if got, want := first.Trigger.IdempotencyHash, "sha256:"+hex.EncodeToString(canonical[:]); got != want {
+		t.Errorf("the stored digest: got %q, want %q (the canonical form's)", got, want)
+	}
 
 	rec = f.serve(send(`{ "params": {"b":"2", "a":"1"}, "image_tag": "v1", "build": "9" }`))
 	if got := decodeJSON[runAnswer](t, rec); rec.Code != http.StatusAccepted || !got.Existing || got.Run.ID != first.ID {

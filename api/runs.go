@@ -40,14 +40,15 @@ func (s *server) handleTrigger() http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		t, err := decodeTrigger(r)
+		b, err := decodeTrigger(r)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
+		t := b.trigger()
 		if key != "" {
 			t.IdempotencyKey = apiKeyNamespace + key
-			t.IdempotencyHash = triggerDigest(t)
+			t.IdempotencyHash = b.digest()
 		}
 		t.By = actor(r)
 		run, existing, err := s.engine.Submit(r.Context(), name, t)
@@ -74,16 +75,6 @@ func (s *server) handleTrigger() http.HandlerFunc {
 // with "webhook:" instead.
 const apiKeyNamespace = "api:"
 
-// triggerDigest is the SHA-256 of a trigger's parameters (what the body says: build, image
-// tag, commit, app version, params, rollback and reason), as canonical JSON, so two bodies
-// that say the same in another order or spacing have one digest.
-func triggerDigest(t orchestrator.Trigger) string {
-	b, _ := json.Marshal(triggerBody{Build: t.Build, ImageTag: t.ImageTag, Commit: t.Commit, AppVersion: t.AppVersion,
-		Params: t.Params, Rollback: t.Rollback, Reason: t.Reason})
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
 // triggerBody is the body of POST /v1/pipelines/{name}/runs: what a client may say of a
 // trigger. The fields the server sets (by, idempotency_key, idempotency_hash) are not in it,
 // so a body naming them is refused as an unknown field. Marshalled, it is also the canonical
@@ -97,6 +88,14 @@ type triggerBody struct {
 	Params     map[string]string `json:"params"`
 	Rollback   bool              `json:"rollback"`
 	Reason     string            `json:"reason"`
+}
+
+// digest is the SHA-256 of the body as canonical JSON (every field, in a fixed order), so
+// two bodies that say the same in another order or spacing have one digest.
+func (b triggerBody) digest() string {
+	j, _ := json.Marshal(b) // a struct of strings, a bool and a map of strings: cannot fail
+	sum := sha256.Sum256(j)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // trigger is the trigger the body asks for.

@@ -81,16 +81,15 @@ func validLockKey(raw string) (string, error) {
 }
 
 // decodeTrigger decodes the body of POST /v1/pipelines/{name}/runs (triggerBody: a field
-// the server sets is refused as unknown) and validates the trigger
+// the server sets is refused as unknown) and validates the trigger it asks for
 // (orchestrator.Trigger.Validate: every problem at once, as FieldErrors). The engine checks
 // it against the pipeline (required params, the resolved image tag, versions) on top.
-func decodeTrigger(r *http.Request) (orchestrator.Trigger, error) {
+func decodeTrigger(r *http.Request) (triggerBody, error) {
 	var b triggerBody
 	if err := decode(r, &b, false); err != nil {
-		return orchestrator.Trigger{}, err
+		return triggerBody{}, err
 	}
-	t := b.trigger()
-	return t, t.Validate()
+	return b, b.trigger().Validate()
 }
 
 // validIdempotencyKey checks the Idempotency-Key header ("" when absent).
