@@ -174,15 +174,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		printPaired(stdout, "first", first)
 		printPaired(stdout, "last", last)
 	}
-	var pv []priceVariant
-	var pp, ps []time.Duration
+	var pr []priceResult
 	if cfg.price > 0 {
-		if pv, pp, ps, err = price(ctx, srv, cfg.price); err != nil {
+		if pr, err = price(ctx, srv, cfg.price); err != nil {
 			return fmt.Errorf("price of guarantees: %w", err)
 		}
-		for i, v := range pv {
-			fmt.Fprintf(stdout, "price variant=%q pair_p50_us=%.1f ratio_to_bsm=%.2f redis_us=%.1f\n", v.name,
-				float64(pp[i].Nanoseconds())/1e3, float64(pp[i])/float64(pp[len(pp)-1]), float64(ps[i].Nanoseconds())/1e3)
+		bsm := pr[len(pr)-1].p50
+		for _, r := range pr {
+			fmt.Fprintf(stdout, "price variant=%q pair_p50_us=%.1f ratio_to_bsm=%.2f redis_us=%.1f\n", r.name,
+				float64(r.p50.Nanoseconds())/1e3, float64(r.p50)/float64(bsm), float64(r.redis.Nanoseconds())/1e3)
 		}
 	}
 	if cfg.jsonPath == "" {
@@ -192,7 +192,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if pairedOK {
 		addPairedFigures(rep, first, last)
 	}
-	addPriceFigures(rep, pv, pp, ps, cfg)
+	addPriceFigures(rep, pr, cfg)
 	return rep.Finish(cfg.jsonPath)
 }
 

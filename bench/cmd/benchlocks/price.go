@@ -78,11 +78,18 @@ func priceVariants() []priceVariant {
 	}
 }
 
-// price measures n pairs of each variant and returns their p50s, in the order of
-// priceVariants (the last is bsm/redislock's), and then, variant by variant, the time
-// Redis itself spends on a pair (INFO commandstats over n pairs after CONFIG RESETSTAT): a
-// figure of work, which the machine's round-trip time does not dilute.
-func price(ctx context.Context, srv *redisServer, n int) ([]priceVariant, []time.Duration, []time.Duration, error) {
+// priceResult is one variant's measures.
+type priceResult struct {
+	name  string
+	p50   time.Duration // of a pair, taking turns with the other variants
+	redis time.Duration // Redis' own time on a pair
+}
+
+// price measures n pairs of each variant, taking turns, for their p50s, and then, variant
+// by variant, the time Redis itself spends on a pair (INFO commandstats over n pairs after
+// CONFIG RESETSTAT): a figure of work, which the machine's round-trip time does not
+// dilute. The results are in the order of priceVariants; the last is bsm/redislock's.
+func price(ctx context.Context, srv *redisServer, n int) ([]priceResult, error) {
 	rc := redis.NewClient(&redis.Options{Addr: srv.addr})
 	defer rc.Close()
 	vs := priceVariants()
@@ -93,36 +100,35 @@ func price(ctx context.Context, srv *redisServer, n int) ([]priceVariant, []time
 		for _, j := range rng.Perm(len(vs)) {
 			start := time.Now()
 			if err := pricePair(ctx, rc, vs[j], fmt.Sprintf("{bench:price:%d:%d}", j, i)); err != nil {
-				return nil, nil, nil, err
+				return nil, err
 			}
 			if i >= warmup {
 				samples[j] = append(samples[j], time.Since(start))
 			}
 		}
 	}
-	p50s := make([]time.Duration, len(vs))
-	for j := range vs {
-		p50s[j] = percentile(samples[j], 50)
+	out := make([]priceResult, len(vs))
+	for j, v := range vs {
+		out[j] = priceResult{name: v.name, p50: percentile(samples[j], 50)}
 	}
-	server := make([]time.Duration, len(vs))
 	for j, v := range vs {
 		if _, err := srv.command("CONFIG RESETSTAT"); err != nil {
-			return nil, nil, nil, fmt.Errorf("CONFIG RESETSTAT: %w", err)
+			return nil, fmt.Errorf("CONFIG RESETSTAT: %w", err)
 		}
 		for i := range n {
 			if err := pricePair(ctx, rc, v, fmt.Sprintf("{bench:price:server:%d:%d}", j, i)); err != nil {
-				return nil, nil, nil, err
+				return nil, err
 			}
 		}
 		stats, err := srv.commandStats()
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		// A script's time includes the commands it calls, which are counted apart as well.
 		usec := stats["evalsha"].usec + stats["eval"].usec + stats["ping"].usec
-		server[j] = time.Duration(usec) * time.Microsecond / time.Duration(n)
+		out[j].redis = time.Duration(usec) * time.Microsecond / time.Duration(n)
 	}
-	return vs, p50s, server, nil
+	return out, nil
 }
 
 // pricePair runs one acquire+release pair of v (two PINGs for the variant without scripts)

@@ -92,8 +92,8 @@ func addPairedFigures(rep *figures.Report, first, last [len(pairedNames)]time.Du
 }
 
 // addPriceFigures adds the price of the Redis backend's guarantees (see price.go).
-func addPriceFigures(rep *figures.Report, vs []priceVariant, p50s, server []time.Duration, cfg config) {
-	if len(vs) == 0 {
+func addPriceFigures(rep *figures.Report, pr []priceResult, cfg config) {
+	if len(pr) == 0 {
 		return
 	}
 	rep.About += fmt.Sprintf(`
@@ -104,10 +104,10 @@ func addPriceFigures(rep *figures.Report, vs []priceVariant, p50s, server []time
   the server spends on one pair (INFO commandstats over %[1]d more pairs of that variant alone,
   scripts with the commands they call), work that a slow round trip hides.`, cfg.price)
 	const table = "price of guarantees (uncontended script pair)"
-	bsm := p50s[len(p50s)-1]
-	for i, v := range vs {
-		rep.Add(figures.Figure{Table: table, Row: v.name, Column: "p50", Unit: "µs", Value: float64(p50s[i].Nanoseconds()) / 1e3})
-		rep.Add(figures.Figure{Table: table, Row: v.name, Column: "÷ bsm/redislock", Unit: "×", Value: float64(p50s[i]) / float64(bsm)})
-		rep.Add(figures.Figure{Table: table, Row: v.name, Column: "Redis time", Unit: "µs", Value: float64(server[i].Nanoseconds()) / 1e3})
+	bsm := pr[len(pr)-1].p50
+	for _, r := range pr {
+		rep.Add(figures.Figure{Table: table, Row: r.name, Column: "p50", Unit: "µs", Value: float64(r.p50.Nanoseconds()) / 1e3})
+		rep.Add(figures.Figure{Table: table, Row: r.name, Column: "÷ bsm/redislock", Unit: "×", Value: float64(r.p50) / float64(bsm)})
+		rep.Add(figures.Figure{Table: table, Row: r.name, Column: "Redis time", Unit: "µs", Value: float64(r.redis.Nanoseconds()) / 1e3})
 	}
 }
