@@ -214,10 +214,11 @@ var (
 // CoolifySettings apply to every Coolify instance the pipelines name.
 type CoolifySettings struct {
 	// RateLimit is the instance's API throttle, Coolify's API_RATE_LIMIT: requests per minute
-	// per token (default DefaultCoolifyRateLimit). Calls to an instance wait for this budget,
-	// shared by every pipeline of the daemon and, on the Redis backend, by every daemon on that
-	// Redis, instead of running into 429 answers. 0 turns pacing off; otherwise at least
-	// MinCoolifyRateLimit.
+	// per Coolify user (default DefaultCoolifyRateLimit). Calls to an instance wait for this
+	// budget, kept per URL and token (Coolify keys it by the token's user, which no endpoint
+	// tells: give tokens of one user each their share), shared by every pipeline of the daemon
+	// and, on the Redis backend, by every daemon on that Redis, instead of running into 429
+	// answers. 0 turns pacing off; otherwise at least MinCoolifyRateLimit.
 	RateLimit int `koanf:"rate_limit"`
 }
 

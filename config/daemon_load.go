@@ -288,7 +288,7 @@ func (v *validator) daemon(d *Daemon) {
 	v.rate("rate_limits.trigger", d.RateLimits.Trigger)
 	v.rate("rate_limits.webhook", d.RateLimits.Webhook)
 	if r := d.Coolify.RateLimit; r != 0 && r < MinCoolifyRateLimit {
-		v.add("coolify.rate_limit", "%d: want Coolify's API_RATE_LIMIT in requests per minute per token, at least %d (or 0 to turn pacing off)",
+		v.add("coolify.rate_limit", "%d: want Coolify's API_RATE_LIMIT in requests per minute per user, at least %d (or 0 to turn pacing off)",
 			r, MinCoolifyRateLimit)
 	}
 

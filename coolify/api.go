@@ -224,7 +224,7 @@ func (c *Client) UpdateEnv(ctx context.Context, ref ResourceRef, e EnvVar) (EnvV
 	if err := validateEnv(e); err != nil {
 		return EnvVar{}, fmt.Errorf("update env of %s: %w", ref, err)
 	}
-	var out wireEnv
+	var out readEnv
 	if err := c.do(ctx, call{method: http.MethodPatch, route: routeOf(ref, "/envs"),
 		path: col + "/envs", body: wireWrite(ref, e)}, &out); err != nil {
 		return EnvVar{}, fmt.Errorf("update env %s of %s: %w", e.Key, ref, err)
@@ -547,19 +547,18 @@ func (c *Client) cancelStuck(ctx context.Context, id string, timeout time.Durati
 	return last, timeoutErr
 }
 
-// WaitService polls a service (every [WithPollInterval]) until its status is "running:*" and
-// returns it; use it after [Client.DeployService] or [Client.RestartService], which give no
-// deployment to follow. Coolify refreshes a service's status asynchronously, so right after a
-// restart it may still read the old "running:*" for a few seconds: callers that must see the new
-// containers should also run their own health check. After timeout (<= 0: none) it returns the
-// last state read and an error wrapping [ErrDeploymentTimeout]. Errors while polling are handled
-// as in [Client.WaitDeployment].
+// WaitService polls a service (every [WithPollInterval]) until its (re)start is done (see
+// [ServiceStart]: the status has shown the service not running, then "running:*") and returns
+// it; use it after [Client.DeployService] or [Client.RestartService], which give no deployment
+// to follow. After timeout (<= 0: none) it returns the last state read and an error wrapping
+// [ErrDeploymentTimeout]. Errors while polling are handled as in [Client.WaitDeployment].
 func (c *Client) WaitService(ctx context.Context, serviceUUID string, timeout time.Duration) (*Service, error) {
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
 	var last *Service
+	var start ServiceStart
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -572,7 +571,7 @@ func (c *Client) WaitService(ctx context.Context, serviceUUID string, timeout ti
 		switch {
 		case err == nil:
 			last = s
-			if s.Running() {
+			if start.Done(s) {
 				return s, nil
 			}
 		case ctx.Err() != nil:
@@ -587,6 +586,9 @@ func (c *Client) WaitService(ctx context.Context, serviceUUID string, timeout ti
 				status := "unknown"
 				if last != nil {
 					status = last.Status
+				}
+				if !start.Begun() {
+					status += ", the (re)start never showed"
 				}
 				return last, fmt.Errorf("wait service %s: %w after %s (status %s)", serviceUUID, ErrDeploymentTimeout, timeout, status)
 			}

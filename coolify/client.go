@@ -26,7 +26,7 @@
 //
 // A client given a limiter ([WithLimiter], e.g. an internal/pacing Pacer shared by every client
 // of one instance and token) waits for it before each attempt, so a budget such as Coolify's
-// throttle of 200 requests per minute per token is met instead of answered with 429s. Reads
+// throttle of 200 requests per minute per user is met instead of answered with 429s. Reads
 // (GET: deployment status, the snapshots and re-reads around every write) and deployment
 // cancels wait with priority ([Urgent]); writes, deploys and restarts with normal priority. A
 // caller raises any call to priority with [Urgent] (the engine does for restores).

@@ -136,6 +136,53 @@ func TestListEnvsDropsPreviewTwinsNotKeys(t *testing.T) {
 	}
 }
 
+// Coolify stores an empty value as null and lists it as "value": null even to a token with
+// read:sensitive: that is an empty value, not a hidden one (which is absent), so it can be
+// compared and written back. What is written is stored trimmed (coolify.Stored).
+func TestEmptyValueIsNotHidden(t *testing.T) {
+	e := setup(t, nil)
+	ref := coolify.AppRef(e.app.UUID)
+	ctx := context.Background()
+	vars := []coolify.EnvVar{coolify.NewEnvVar("EMPTY", ""), coolify.NewEnvVar("PEM", "-----BEGIN-----\nk\n-----END-----\n")}
+	if err := e.c.UpsertEnvs(ctx, ref, vars); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.c.ListEnvs(ctx, ref)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("got %v, %v; want EMPTY and PEM", got, err)
+	}
+	for i, g := range got {
+		if g.ValueHidden() {
+			t.Errorf("%s read as hidden, want its value", g.Key)
+		}
+		if want := coolify.Stored(vars[i].Value); g.Value != want || !g.SameAs(vars[i].WithValue(want)) {
+			t.Errorf("%s read as %q, want %q", g.Key, g.Value, want)
+		}
+	}
+	if err := e.c.UpsertEnvs(ctx, ref, got); err != nil {
+		t.Errorf("writing back what was read: %v", err)
+	}
+	updated, err := e.c.UpdateEnv(ctx, ref, got[0])
+	if err != nil || updated.ValueHidden() || updated.Value != "" {
+		t.Errorf("UpdateEnv answered %v, %v; want the empty value, not hidden", updated, err)
+	}
+}
+
+func TestStored(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                    "",
+		"  x  ":                               "x",
+		"a b":                                 "a b",
+		"\ufeff\u200bx\u200e\x00":             "x",
+		"\t\n\v\f\r\u00a0\u0085x\u2028\u3000": "x",
+		"line1\nline2\n":                      "line1\nline2",
+	} {
+		if got := coolify.Stored(in); got != want {
+			t.Errorf("Stored(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestHiddenValuesAreNeverWrittenBack(t *testing.T) {
 	e := setup(t, nil)
 	e.srv.SetEnv(e.app.UUID, coolifytest.Env{Key: "SECRET", Value: coolifytest.Str("s3cr3t"), IsRuntime: true})
@@ -699,7 +746,7 @@ func TestRestartAndQueueOrder(t *testing.T) {
 func TestServices(t *testing.T) {
 	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	e := setup(t, []coolifytest.Option{coolifytest.WithClock(clock),
-		coolifytest.WithTiming(coolifytest.Timing{RunMin: 5 * time.Second, RunMax: 5 * time.Second})})
+		coolifytest.WithTiming(coolifytest.Timing{Queued: time.Second, RunMin: 5 * time.Second, RunMax: 5 * time.Second})})
 	ctx := context.Background()
 	s, err := e.c.GetService(ctx, e.svc.UUID)
 	if err != nil || s.Name != "search" || s.ServiceType != "meilisearch" || !s.Running() {
@@ -709,8 +756,12 @@ func TestServices(t *testing.T) {
 	if err != nil || !strings.Contains(msg, "started") {
 		t.Fatalf("got %q, %v", msg, err)
 	}
-	if s, _ := e.c.GetService(ctx, e.svc.UUID); s.Status != "starting:unknown" {
-		t.Errorf("got %q, want starting:unknown right after the deploy", s.Status)
+	if s, _ := e.c.GetService(ctx, e.svc.UUID); s.Status != "running:healthy" {
+		t.Errorf("got %q, want running:healthy (as before) while the start is queued", s.Status)
+	}
+	clock.Advance(time.Second)
+	if s, _ := e.c.GetService(ctx, e.svc.UUID); s.Status != "starting:unhealthy" {
+		t.Errorf("got %q, want starting:unhealthy while the job runs", s.Status)
 	}
 	clock.Advance(5 * time.Second)
 	if s, _ := e.c.GetService(ctx, e.svc.UUID); s.Status != "running:healthy" {
@@ -719,6 +770,7 @@ func TestServices(t *testing.T) {
 	if _, err := e.c.RestartService(ctx, e.svc.UUID, true); err != nil {
 		t.Fatal(err)
 	}
+	// WaitService does not take the status from before the restart for its end.
 	done := make(chan error, 1)
 	go func() {
 		s, err := e.c.WaitService(ctx, e.svc.UUID, time.Minute)
@@ -727,7 +779,12 @@ func TestServices(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, func() bool { return len(e.srv.RequestsTo("GET /services/{uuid}")) >= 5 }) // still starting
+	gets := func() int { return len(e.srv.RequestsTo("GET /services/{uuid}")) }
+	n := gets()
+	waitFor(t, func() bool { return gets() >= n+3 }) // queued: reads running:healthy
+	clock.Advance(time.Second)
+	n = gets()
+	waitFor(t, func() bool { return gets() >= n+3 }) // the job runs
 	clock.Advance(5 * time.Second)
 	if err := <-done; err != nil {
 		t.Fatalf("WaitService: %v", err)
@@ -737,6 +794,9 @@ func TestServices(t *testing.T) {
 	}
 	_, err = e.c.WaitService(ctx, e.svc.UUID, 30*time.Millisecond)
 	wantErr(t, err, coolify.ErrDeploymentTimeout)
+	if !strings.Contains(err.Error(), "never showed") {
+		t.Errorf("got %v, want it to say the restart never showed", err)
+	}
 	if st, _ := e.srv.ServiceState(e.svc.UUID); st.Restarts != 3 {
 		t.Errorf("got %d restarts, want 3", st.Restarts)
 	}

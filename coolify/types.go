@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -132,8 +133,7 @@ func (w *wireApplication) application() Application {
 
 // Service is the part of Coolify's service (docker-compose stack) object the phases use.
 // Services have no deployment uuid: after [Client.DeployService] or [Client.RestartService] a
-// caller waits by polling [Client.GetService] until Status is "running:*" again (Status is
-// refreshed asynchronously, so it may show the old state for a few seconds).
+// caller follows the (re)start by the service's status, with a [ServiceStart].
 type Service struct {
 	ID          int64
 	UUID        string
@@ -147,6 +147,26 @@ type Service struct {
 
 // Running reports whether Status says the service's containers run ("running:*").
 func (s *Service) Running() bool { return state(s.Status) == "running" }
+
+// ServiceStart follows a service's (re)start by its status, read after the request. Coolify
+// answers a start or restart before its job runs, and until the job starts the status reads
+// as before: "running:*" for a running service. The job then shows "starting:*", and the
+// containers read "exited" until Coolify's next status check sees them run. So the (re)start
+// has happened once the status, having shown the service not running, reads "running:*".
+// The zero value is ready to use.
+type ServiceStart struct{ left bool }
+
+// Done reports whether s, the service as read now, shows the (re)start done.
+func (w *ServiceStart) Done(s *Service) bool {
+	if !s.Running() {
+		w.left = true
+		return false
+	}
+	return w.left
+}
+
+// Begun reports whether a status read so far showed the (re)start's job.
+func (w *ServiceStart) Begun() bool { return w.left }
 
 // UnmarshalJSON decodes Coolify's service object leniently.
 func (s *Service) UnmarshalJSON(data []byte) error {
@@ -236,6 +256,17 @@ func NewEnvVar(key, value string) EnvVar {
 	return EnvVar{Key: key, Value: value, IsRuntime: true, IsBuildtime: true}
 }
 
+// Stored is what Coolify keeps of a value or comment sent to it: Laravel's TrimStrings
+// middleware trims white space (Unicode's, and the byte-order mark, zero-width space and
+// left-to-right mark) from both ends, the env model trims again, and ConvertEmptyStringsToNull
+// stores an empty one as null, which reads back as "". A value ending in a newline (a PEM file)
+// reads back without it: compare what is wanted with what is read in this form.
+func Stored(s string) string {
+	return strings.TrimFunc(s, func(r rune) bool {
+		return unicode.IsSpace(r) || r == 0 || r == '\uFEFF' || r == '\u200B' || r == '\u200E'
+	})
+}
+
 // ValueHidden reports whether the server withheld the value when this variable was read (token
 // without read:sensitive, or is_shown_once). Such a variable cannot be written back as is.
 func (e EnvVar) ValueHidden() bool { return e.valueHidden }
@@ -298,7 +329,7 @@ func (e EnvVar) LogValue() slog.Value {
 	)
 }
 
-// wireEnv is the JSON shape of an env var on the wire (both ways).
+// wireEnv is the JSON shape of an env var written (and of a create's answer, for its uuid).
 type wireEnv struct {
 	UUID        string  `json:"uuid,omitempty"`
 	Key         string  `json:"key"`
@@ -309,36 +340,41 @@ type wireEnv struct {
 	IsLiteral   *bool   `json:"is_literal,omitempty"`
 	IsMultiline *bool   `json:"is_multiline,omitempty"`
 	IsShownOnce *bool   `json:"is_shown_once,omitempty"`
-	IsShared    *bool   `json:"is_shared,omitempty"`
 	Comment     *string `json:"comment,omitempty"`
 }
 
-func (w wireEnv) envVar() EnvVar {
-	b := func(p *bool) bool { return p != nil && *p }
-	r := readEnv{
-		UUID: w.UUID, Key: w.Key, Value: w.Value, Comment: w.Comment,
-		IsPreview: b(w.IsPreview), IsBuildtime: b(w.IsBuildtime), IsRuntime: b(w.IsRuntime),
-		IsLiteral: b(w.IsLiteral), IsMultiline: b(w.IsMultiline), IsShownOnce: b(w.IsShownOnce),
-		IsShared: b(w.IsShared),
-	}
-	return r.envVar()
+// readEnv is the JSON shape of an env var as Coolify answers it (listed, or updated): the
+// flags as plain bools (null and absent read as false), so a listing does not allocate a
+// pointer per flag; the comment a pointer (null: no comment).
+type readEnv struct {
+	UUID        string   `json:"uuid"`
+	Key         string   `json:"key"`
+	Value       envValue `json:"value"`
+	IsPreview   bool     `json:"is_preview"`
+	IsBuildtime bool     `json:"is_buildtime"`
+	IsRuntime   bool     `json:"is_runtime"`
+	IsLiteral   bool     `json:"is_literal"`
+	IsMultiline bool     `json:"is_multiline"`
+	IsShownOnce bool     `json:"is_shown_once"`
+	IsShared    bool     `json:"is_shared"`
+	Comment     *string  `json:"comment"`
 }
 
-// readEnv is the JSON shape of an env var as listed: the flags as plain bools (null and
-// absent read as false, as [wireEnv.envVar] takes them), so a listing does not allocate a
-// pointer per flag; the value and comment stay pointers (null: hidden, or no comment).
-type readEnv struct {
-	UUID        string  `json:"uuid"`
-	Key         string  `json:"key"`
-	Value       *string `json:"value"`
-	IsPreview   bool    `json:"is_preview"`
-	IsBuildtime bool    `json:"is_buildtime"`
-	IsRuntime   bool    `json:"is_runtime"`
-	IsLiteral   bool    `json:"is_literal"`
-	IsMultiline bool    `json:"is_multiline"`
-	IsShownOnce bool    `json:"is_shown_once"`
-	IsShared    bool    `json:"is_shared"`
-	Comment     *string `json:"comment"`
+// envValue is an env var's value as read: absent when Coolify withholds it (a token without
+// read:sensitive, or is_shown_once), null for an empty value (Coolify stores "" as null,
+// see [Stored]), else the text.
+type envValue struct {
+	s       string
+	present bool
+}
+
+// UnmarshalJSON is called only for a value that is present, null included.
+func (v *envValue) UnmarshalJSON(b []byte) error {
+	v.present = true
+	if string(b) == "null" {
+		return nil
+	}
+	return json.Unmarshal(b, &v.s)
 }
 
 func (r *readEnv) envVar() EnvVar {
@@ -348,11 +384,7 @@ func (r *readEnv) envVar() EnvVar {
 		IsLiteral: r.IsLiteral, IsMultiline: r.IsMultiline, IsShownOnce: r.IsShownOnce,
 		IsShared: r.IsShared,
 	}
-	if r.Value != nil {
-		e.Value = *r.Value
-	} else {
-		e.valueHidden = true
-	}
+	e.Value, e.valueHidden = r.Value.s, !r.Value.present
 	if r.Comment != nil {
 		e.Comment = *r.Comment
 	}

@@ -228,8 +228,9 @@ func (x *execution) trigger(ctx context.Context, s config.Service, phase runs.Ph
 }
 
 // waitDeployed waits for the deployment to end (canceling it past the service's deploy
-// timeout); for Coolify services, for the service to run again. seen is the deployment as
-// last read: when it had ended already, it is not read again.
+// timeout); for Coolify services, for the restart to show in the service's status and the
+// service to run again. seen is the deployment as last read: when it had ended already, it is
+// not read again.
 func (x *execution) waitDeployed(ctx context.Context, s config.Service, depUUID string, seen *coolify.Deployment) error {
 	if s.Kind != config.KindService {
 		if seen != nil && seen.Status.Terminal() {
@@ -238,13 +239,19 @@ func (x *execution) waitDeployed(ctx context.Context, s config.Service, depUUID 
 		_, err := x.cl.WaitDeployment(ctx, depUUID, s.DeployTimeout)
 		return err
 	}
+	// Right after the restart the status still reads as before it (coolify.ServiceStart).
+	var start coolify.ServiceStart
 	return x.poll(ctx, s.DeployTimeout, func() (bool, string, error) {
 		svc, err := x.cl.GetService(ctx, s.UUID)
 		if err != nil {
 			return false, "", err
 		}
-		return svc.Running(), svc.Status, nil
-	}, "service did not run again")
+		done, seen := start.Done(svc), svc.Status
+		if !start.Begun() {
+			seen += ", the restart not begun"
+		}
+		return done, seen, nil
+	}, "service did not restart and run again")
 }
 
 // health runs the service's health check: the Coolify status, then the HTTP check.

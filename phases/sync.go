@@ -57,7 +57,8 @@ func refOf(s config.Service) coolify.ResourceRef {
 
 // wantEnv is one env entry of the pipeline with its value resolved: the value, and the flags
 // and comment the entry mentions (nil: keep the current one, or Coolify's default for a new
-// variable). The value lives only here, for the run's lifetime.
+// variable). The value is in the form Coolify stores it (coolify.Stored: trimmed), so that it
+// compares with what is read back; it lives only here, for the run's lifetime.
 type wantEnv struct {
 	key   string
 	value string
@@ -85,7 +86,7 @@ func (x *execution) desiredEnvs(ctx context.Context, s config.Service) ([]wantEn
 		if e.Secret != nil {
 			v, _ = vals.Get(secrets.Ref{Source: e.Secret.Source, Key: e.Secret.Key})
 		}
-		out = append(out, wantEnv{key: e.Key, value: v, entry: e})
+		out = append(out, wantEnv{key: e.Key, value: coolify.Stored(v), entry: e})
 	}
 	return out, nil
 }
@@ -140,9 +141,9 @@ func envDiff(kind config.ServiceKind, current []coolify.EnvVar, desired []wantEn
 				*cur = *want
 			}
 		}
-		if c := d.entry.Comment; c != nil && *c != w.Comment {
-			ch.Comment = &orchestrator.CommentChange{Old: w.Comment, New: *c}
-			w.Comment = *c
+		if c := d.entry.Comment; c != nil && coolify.Stored(*c) != w.Comment {
+			ch.Comment = &orchestrator.CommentChange{Old: w.Comment, New: coolify.Stored(*c)}
+			w.Comment = ch.Comment.New
 		}
 		if ch.Action == orchestrator.EnvUpdate && !ch.ValueChanged && !ch.ValueUnknown && len(ch.Flags) == 0 && ch.Comment == nil {
 			continue

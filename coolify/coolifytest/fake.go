@@ -14,8 +14,8 @@
 //     are read when a deployment starts, not when it is queued; the application's status follows
 //     its deployments and its health;
 //   - tokens with abilities (read, write, deploy, read:sensitive, root) answering 401/403, and
-//     Laravel's throttle: by default 200 requests per minute per token (Coolify's default
-//     API_RATE_LIMIT) in fixed windows starting at a window's first request, then 429 "Too Many
+//     Laravel's throttle: by default 200 requests per minute per user (Coolify's default
+//     API_RATE_LIMIT; every token of the fake is its own user) in fixed windows starting at a window's first request, then 429 "Too Many
 //     Attempts." with Retry-After until the window ends ([WithRateLimit] scales or turns it off);
 //   - optionally, the lag of Coolify's asynchronous status refresh ([WithStatusLag]) and the
 //     pre-4.3.7 API cancel that answers 500 and stalls the queue ([WithCancelBug]).
@@ -133,7 +133,7 @@ func WithQueueLimit(n int, retryAfter time.Duration) Option {
 }
 
 // DefaultRateLimit is the throttle a fake enforces unless told otherwise: Coolify's default
-// API_RATE_LIMIT of 200 requests per minute per token.
+// API_RATE_LIMIT of 200 requests per minute per user (here, per token).
 const (
 	DefaultRateLimit  = 200
 	DefaultRateWindow = time.Minute
@@ -152,7 +152,8 @@ func WithoutRateLimit() Option { return WithRateLimit(0, 0) }
 
 // WithStatusLag makes an application's reported status lag its real state by d, as Coolify's
 // asynchronous status checks do (a deployment can be "finished" while the status still reads
-// the state before it). Default 0: the status is always current. Inspectors see the real status.
+// the state before it), and a service read "exited" for d after its (re)start job ended.
+// Default 0: the status is always current. Inspectors see an application's real status.
 func WithStatusLag(d time.Duration) Option { return func(f *Fake) { f.statusLag = d } }
 
 // WithCancelBug reproduces Coolify before 4.3.7 (issue #11327): an API cancel marks the
@@ -206,6 +207,9 @@ type Service struct {
 	Status      string // (inspect)
 	// Restarts counts deploys and restarts. (inspect)
 	Restarts int
+	// JobEnd is when the job of the last deploy or restart ends (or ended): the containers
+	// run from then on. (inspect)
+	JobEnd time.Time
 }
 
 // Env is an env var row as seeded and inspected. A nil Value is a wiped value (what the real
@@ -336,7 +340,10 @@ type service struct {
 	Service
 	createdAt, updatedAt time.Time
 	unhealthy            bool
-	startingUntil        time.Time
+	// A (re)start queued at the last start or restart: the status before it (read until its
+	// job runs at jobAt), and the end of the job.
+	before               string
+	jobAt, startingUntil time.Time
 }
 
 type env struct {
@@ -485,7 +492,7 @@ func (f *Fake) AddService(s Service) Service {
 	if s.Name == "" {
 		s.Name = s.UUID
 	}
-	s.Status, s.Restarts = "", 0
+	s.Status, s.Restarts, s.JobEnd = "", 0, time.Time{}
 	x := &service{Service: s, createdAt: now, updatedAt: now}
 	f.services[s.UUID] = x
 	return f.serviceView(x)
@@ -734,7 +741,7 @@ func (f *Fake) appView(a *app) Application {
 
 func (f *Fake) serviceView(s *service) Service {
 	v := s.Service
-	v.Status = f.serviceStatus(s)
+	v.Status, v.JobEnd = f.serviceStatus(s), s.startingUntil
 	return v
 }
 
@@ -782,12 +789,19 @@ func (f *Fake) realStatus(a *app) string {
 	return "running:unknown"
 }
 
+// serviceStatus is a service's status as Coolify computes it: the status stored before a
+// queued (re)start until its job runs; "starting:unhealthy" while the job runs
+// (Service::isStarting); then "exited", as StopService left its containers, until the status
+// refresh (WithStatusLag) sees them run.
 func (f *Fake) serviceStatus(s *service) string {
+	now := f.clock.Now()
 	switch {
-	case s.NotRunning:
+	case now.Before(s.jobAt):
+		return s.before
+	case now.Before(s.startingUntil):
+		return "starting:unhealthy"
+	case s.NotRunning, now.Before(s.startingUntil.Add(f.statusLag)):
 		return "exited"
-	case f.clock.Now().Before(s.startingUntil):
-		return "starting:unknown"
 	case s.unhealthy:
 		return "running:unhealthy"
 	}

@@ -316,6 +316,38 @@ func TestListEnvsOrderAndHiddenValues(t *testing.T) {
 	wantStatus(t, h.do("DELETE", "/applications/"+app.UUID+"/envs/nope", nil), http.StatusNotFound)
 }
 
+// Laravel's global middleware trims every string of a request and turns an empty one into
+// null, so a value is stored trimmed, and an empty value is listed as null (with
+// read:sensitive) — not absent, as a hidden one is.
+func TestEnvValuesAreTrimmedAndEmptyIsNull(t *testing.T) {
+	h := newHarness(t)
+	app := h.srv.AddApplication(coolifytest.Application{Name: "api"})
+	pem := "-----BEGIN KEY-----\nabc\n-----END KEY-----\n"
+	a := h.do("PATCH", "/applications/"+app.UUID+"/envs/bulk", map[string]any{"data": []any{
+		map[string]any{"key": "PEM", "value": pem, "comment": "  the key  "},
+		map[string]any{"key": "EMPTY", "value": ""},
+		map[string]any{"key": "BLANK", "value": " \t\u00a0\ufeff"},
+	}})
+	wantStatus(t, a, http.StatusCreated)
+	got := map[string]map[string]any{}
+	for _, row := range h.do("GET", "/applications/"+app.UUID+"/envs", nil).list(t) {
+		if row["is_preview"] == false {
+			got[row["key"].(string)] = row
+		}
+	}
+	if v := got["PEM"]["value"]; v != strings.TrimSpace(pem) {
+		t.Errorf("PEM stored as %q, want it trimmed", v)
+	}
+	if c := got["PEM"]["comment"]; c != "the key" {
+		t.Errorf("comment stored as %q, want it trimmed", c)
+	}
+	for _, k := range []string{"EMPTY", "BLANK"} {
+		if v, ok := got[k]["value"]; !ok || v != nil {
+			t.Errorf("%s listed as %v (present %v), want null", k, v, ok)
+		}
+	}
+}
+
 func TestDeploymentQueue(t *testing.T) {
 	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	h := newHarness(t, coolifytest.WithClock(clock), coolifytest.WithConcurrentBuilds(2),
@@ -463,20 +495,41 @@ func TestDeployParameters(t *testing.T) {
 	}
 }
 
+// A service's start or restart is a queued job, as in Coolify: the status reads as before
+// until the job runs, "starting:unhealthy" while it runs, "exited" until the status refresh
+// (WithStatusLag) sees the containers, then running.
 func TestServiceActions(t *testing.T) {
-	h := newHarness(t)
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	h := newHarness(t, coolifytest.WithClock(clock), coolifytest.WithStatusLag(3*time.Second),
+		coolifytest.WithTiming(coolifytest.Timing{Queued: time.Second, RunMin: 2 * time.Second, RunMax: 2 * time.Second}))
 	svc := h.srv.AddService(coolifytest.Service{Name: "s"})
+	status := func(want string) {
+		t.Helper()
+		if s, _ := h.srv.ServiceState(svc.UUID); s.Status != want {
+			t.Errorf("at %s: status %q, want %q", clock.Now().Format(time.TimeOnly), s.Status, want)
+		}
+		if got := h.do("GET", "/services/"+svc.UUID, nil).json(t)["status"]; got != want {
+			t.Errorf("at %s: GET answers status %q, want %q", clock.Now().Format(time.TimeOnly), got, want)
+		}
+	}
 	wantStatus(t, h.do("POST", "/services/"+svc.UUID+"/start", nil), http.StatusBadRequest) // already running
 	wantStatus(t, h.do("POST", "/services/"+svc.UUID+"/stop", nil), http.StatusOK)
-	if s, _ := h.srv.ServiceState(svc.UUID); s.Status != "exited" {
-		t.Errorf("status %q", s.Status)
-	}
+	status("exited")
 	wantStatus(t, h.do("POST", "/services/"+svc.UUID+"/stop", nil), http.StatusBadRequest)
 	wantStatus(t, h.do("POST", "/services/"+svc.UUID+"/start", nil), http.StatusOK)
+	status("exited") // the job is queued
+	clock.Advance(time.Second)
+	status("starting:unhealthy")
+	clock.Advance(2 * time.Second)
+	status("exited") // the job ended; the status check has not seen the containers yet
+	clock.Advance(3 * time.Second)
+	status("running:healthy")
 	h.srv.SetServiceHealthy(svc.UUID, false)
-	if s, _ := h.srv.ServiceState(svc.UUID); s.Status != "starting:unknown" && s.Status != "running:unhealthy" {
-		t.Errorf("status %q", s.Status)
-	}
+	status("running:unhealthy")
+	wantStatus(t, h.do("POST", "/services/"+svc.UUID+"/restart", nil), http.StatusOK)
+	status("running:unhealthy") // the stored status, until the job runs
+	clock.Advance(time.Second)
+	status("starting:unhealthy")
 	wantStatus(t, h.do("POST", "/services/nope/restart", nil), http.StatusNotFound)
 }
 

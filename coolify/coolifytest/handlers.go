@@ -373,11 +373,16 @@ func (f *Fake) getService(c *reqCtx) response {
 	return jsonResponse(http.StatusOK, withSensitive(f.serviceJSON(s), c.sensitive, serviceSensitiveFields))
 }
 
+// startServiceLocked queues a (re)start the way Coolify does: the answer comes before the job
+// runs, and until it starts the service reads as before (see serviceStatus).
 func (f *Fake) startServiceLocked(s *service) {
+	now := f.clock.Now()
+	s.before = f.serviceStatus(s)
 	s.NotRunning = false
 	s.Restarts++
-	s.startingUntil = f.clock.Now().Add(f.timing.Queued + f.drawRunLocked())
-	s.updatedAt = f.clock.Now()
+	s.jobAt = now.Add(f.timing.Queued)
+	s.startingUntil = s.jobAt.Add(f.drawRunLocked())
+	s.updatedAt = now
 }
 
 func (f *Fake) startService(c *reqCtx) response {
@@ -589,9 +594,6 @@ func newEnv(in envInput) Env {
 	e := Env{Key: in.key, Value: in.value, IsPreview: in.preview, IsRuntime: true, IsBuildtime: true,
 		IsLiteral: deref(in.literal), IsMultiline: Bool(deref(in.multiline)), IsShownOnce: Bool(deref(in.shownOnce)),
 		Comment: in.comment}
-	if in.value == nil {
-		e.Value = Str("")
-	}
 	if in.runtime != nil {
 		e.IsRuntime = *in.runtime
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -319,5 +320,34 @@ func decodeObject(c *reqCtx, strict bool) (map[string]any, *response) {
 	if len(m) == 0 && strict {
 		return bad("Empty JSON.")
 	}
+	for k, v := range m {
+		m[k] = laravelInput(v)
+	}
 	return m, nil
+}
+
+// laravelTrim is what Laravel's TrimStrings middleware strips from both ends of every string
+// of a request (PHP's \s under the u modifier, plus BOM, ZWSP and LRM).
+var laravelTrim = regexp.MustCompile(`^[\pZ\t\n\v\f\r\x{85}\x{FEFF}\x{200B}\x{200E}\x00]+|[\pZ\t\n\v\f\r\x{85}\x{FEFF}\x{200B}\x{200E}\x00]+$`)
+
+// laravelInput is a request value as Coolify's controllers see it, after the global
+// middleware: TrimStrings trims every string, then ConvertEmptyStringsToNull turns an empty
+// one into null, in nested objects and arrays too.
+func laravelInput(v any) any {
+	switch x := v.(type) {
+	case string:
+		if t := laravelTrim.ReplaceAllString(x, ""); t != "" {
+			return t
+		}
+		return nil
+	case map[string]any:
+		for k, e := range x {
+			x[k] = laravelInput(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = laravelInput(e)
+		}
+	}
+	return v
 }

@@ -52,7 +52,7 @@ type Budget struct {
 	Window time.Duration
 }
 
-// DefaultCoolifyBudget is Coolify's default API_RATE_LIMIT: 200 requests per minute per token.
+// DefaultCoolifyBudget is Coolify's default API_RATE_LIMIT: 200 requests per minute per user.
 var DefaultCoolifyBudget = Budget{Limit: 200, Window: time.Minute}
 
 // MinLimit is the smallest Limit a Budget may have (below it the bucket has no room).

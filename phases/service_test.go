@@ -1,0 +1,49 @@
+package phases_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator"
+	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// A Coolify service (docker compose) is deployed by a restart, which Coolify answers before
+// its job runs: its status reads "running:*" from before until the job starts. The deploy
+// step waits for the restart to show and the service to run again, so it ends after the job.
+func TestServiceDeployWaitsForTheRestartJob(t *testing.T) {
+	h := newHarness(t, coolifytest.WithTiming(coolifytest.Timing{Queued: 100 * time.Millisecond,
+		RunMin: 200 * time.Millisecond, RunMax: 200 * time.Millisecond}), coolifytest.WithStatusLag(100*time.Millisecond))
+	svc := h.coolify.AddService(coolifytest.Service{Name: "search"})
+	h.coolify.SetEnv(svc.UUID, coolifytest.Env{Key: "MEILI_ENV", Value: coolifytest.Str("development")})
+	h.start(fmt.Sprintf(`name: prod
+coolify:
+  url: %s
+  token: %q
+services:
+  - name: search
+    uuid: %s
+    kind: service
+    env:
+      - key: MEILI_ENV
+        value: production
+    deploy_timeout: 5s
+`, h.coolifyURL, h.coolifyToken, svc.UUID))
+	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", By: "test"}))
+	if r.Status != runs.StatusSucceeded {
+		t.Fatalf("run %s: %s", r.Status, r.Reason)
+	}
+	st, _ := h.coolify.ServiceState(svc.UUID)
+	if st.Restarts != 1 {
+		t.Fatalf("%d restarts, want 1", st.Restarts)
+	}
+	if step := stepOf(t, r, runs.Phase2, "search"); step.EndedAt.Before(st.JobEnd) {
+		t.Errorf("the deploy step ended at %s, %s before the restart's job did",
+			step.EndedAt.Format(time.StampMicro), st.JobEnd.Sub(step.EndedAt))
+	}
+	if v, _ := h.coolify.EnvValue(svc.UUID, "MEILI_ENV", false); v != "production" {
+		t.Errorf("MEILI_ENV is %q, want production", v)
+	}
+}
