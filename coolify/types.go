@@ -13,7 +13,6 @@ import (
 
 // Application is the part of Coolify's application object the phases use.
 type Application struct {
-	ID        int64
 	UUID      string
 	Name      string
 	BuildPack string // nixpacks, railpack, static, dockerfile, dockercompose, dockerimage
@@ -89,7 +88,6 @@ func (a *Application) UnmarshalJSON(data []byte) error {
 // into it directly: going through [Application.UnmarshalJSON] from an outer json.Unmarshal
 // scans every answer three times.
 type wireApplication struct {
-	ID                      int64      `json:"id"`
 	UUID                    string     `json:"uuid"`
 	Name                    string     `json:"name"`
 	BuildPack               string     `json:"build_pack"`
@@ -117,7 +115,7 @@ type wireApplication struct {
 
 func (w *wireApplication) application() Application {
 	return Application{
-		ID: w.ID, UUID: w.UUID, Name: w.Name, BuildPack: w.BuildPack,
+		UUID: w.UUID, Name: w.Name, BuildPack: w.BuildPack,
 		ImageName: w.ImageName, ImageTag: w.ImageTag, GitCommitSHA: w.GitCommitSHA,
 		FQDN: w.FQDN, Status: w.Status, UpdatedAt: time.Time(w.UpdatedAt),
 		HealthCheck: HealthCheck{
@@ -135,7 +133,6 @@ func (w *wireApplication) application() Application {
 // Services have no deployment uuid: after [Client.DeployService] or [Client.RestartService] a
 // caller follows the (re)start by the service's status, with a [ServiceStart].
 type Service struct {
-	ID          int64
 	UUID        string
 	Name        string
 	Description string
@@ -171,7 +168,6 @@ func (w *ServiceStart) Begun() bool { return w.left }
 // UnmarshalJSON decodes Coolify's service object leniently.
 func (s *Service) UnmarshalJSON(data []byte) error {
 	var w struct {
-		ID           int64    `json:"id"`
 		UUID         string   `json:"uuid"`
 		Name         string   `json:"name"`
 		Description  string   `json:"description"`
@@ -185,7 +181,7 @@ func (s *Service) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return fmt.Errorf("decode service: %w", err)
 	}
-	*s = Service{ID: w.ID, UUID: w.UUID, Name: w.Name, Description: w.Description,
+	*s = Service{UUID: w.UUID, Name: w.Name, Description: w.Description,
 		ServiceType: w.ServiceType, Status: w.Status, UpdatedAt: time.Time(w.UpdatedAt)}
 	for _, a := range w.Applications {
 		s.FQDNs = append(s.FQDNs, splitFQDN(a.FQDN)...)

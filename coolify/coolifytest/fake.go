@@ -553,7 +553,8 @@ func (f *Fake) SetServiceHealthy(serviceUUID string, healthy bool) {
 }
 
 // SetAPIEnabled turns the instance's API on or off; off, every /api/v1 route but health answers
-// 403 "API is disabled.".
+// 403 "API is disabled." to an authenticated request (401 to any other, as authentication
+// comes first).
 func (f *Fake) SetAPIEnabled(on bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

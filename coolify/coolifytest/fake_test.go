@@ -348,6 +348,28 @@ func TestEnvValuesAreTrimmedAndEmptyIsNull(t *testing.T) {
 	}
 }
 
+// The controllers hide the database ids (removeSensitiveData), and authentication runs
+// before the API-enabled check.
+func TestAnswersHideIDsAndAuthComesFirst(t *testing.T) {
+	h := newHarness(t)
+	app := h.srv.AddApplication(coolifytest.Application{Name: "api"})
+	svc := h.srv.AddService(coolifytest.Service{Name: "s"})
+	h.srv.SetEnv(app.UUID, coolifytest.Env{Key: "A", Value: coolifytest.Str("v")})
+	objects := []map[string]any{h.do("GET", "/applications/"+app.UUID, nil).json(t), h.do("GET", "/services/"+svc.UUID, nil).json(t)}
+	objects = append(objects, h.do("GET", "/applications/"+app.UUID+"/envs", nil).list(t)...)
+	for _, o := range objects {
+		for _, hidden := range []string{"id", "resourceable_id", "resourceable_type"} {
+			if _, ok := o[hidden]; ok {
+				t.Errorf("%s present in %v", hidden, o)
+			}
+		}
+	}
+	h.srv.SetAPIEnabled(false)
+	wantStatus(t, h.do("GET", "/applications/"+app.UUID, nil), http.StatusForbidden)
+	h.token = "9|unknown"
+	wantStatus(t, h.do("GET", "/applications/"+app.UUID, nil), http.StatusUnauthorized)
+}
+
 func TestDeploymentQueue(t *testing.T) {
 	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	h := newHarness(t, coolifytest.WithClock(clock), coolifytest.WithConcurrentBuilds(2),

@@ -48,6 +48,7 @@ func (f *Fake) appHealth(c *reqCtx) response {
 
 // --- applications ---
 
+// appJSON is an application as the API answers it, without id (removeSensitiveData hides it).
 func (f *Fake) appJSON(a *app) map[string]any {
 	nullable := func(s string) any {
 		if s == "" {
@@ -56,7 +57,7 @@ func (f *Fake) appJSON(a *app) map[string]any {
 		return s
 	}
 	return map[string]any{
-		"id": a.ID, "uuid": a.UUID, "name": a.Name, "description": nil,
+		"uuid": a.UUID, "name": a.Name, "description": nil,
 		"fqdn": nullable(a.FQDN), "build_pack": a.BuildPack,
 		"docker_registry_image_name": nullable(a.ImageName),
 		"docker_registry_image_tag":  nullable(a.ImageTag),
@@ -342,9 +343,10 @@ func (f *Fake) stopApplication(c *reqCtx) response {
 
 // --- services ---
 
+// serviceJSON is a service as the API answers it, without id (removeSensitiveData hides it).
 func (f *Fake) serviceJSON(s *service) map[string]any {
 	return map[string]any{
-		"id": s.ID, "uuid": s.UUID, "name": s.Name, "description": s.Description,
+		"uuid": s.UUID, "name": s.Name, "description": s.Description,
 		"service_type": s.ServiceType, "status": f.serviceStatus(s), "environment_id": 1, "server_id": 0,
 		"destination_id": 0, "destination_type": "App\\Models\\StandaloneDocker",
 		"connect_to_docker_network": false, "config_hash": fmt.Sprintf("%x", s.updatedAt.UnixNano()),
@@ -437,18 +439,11 @@ func (f *Fake) resourceOf(c *reqCtx) (uuid string, isApp bool, notFound *respons
 	return uuid, false, nil
 }
 
+// envJSON is an env row as the API answers it: without id and resourceable_* (the
+// controllers' removeSensitiveData hides them), the value only with read:sensitive.
 func (f *Fake) envJSON(e *env, sensitive bool) map[string]any {
-	typ, rid := "App\\Models\\Service", int64(0)
-	if e.isApp {
-		typ = "App\\Models\\Application"
-		if a := f.apps[e.resource]; a != nil {
-			rid = a.ID
-		}
-	} else if s := f.services[e.resource]; s != nil {
-		rid = s.ID
-	}
 	m := map[string]any{
-		"id": e.id, "uuid": e.UUID, "key": e.Key, "resourceable_type": typ, "resourceable_id": rid,
+		"uuid": e.UUID, "key": e.Key,
 		"is_preview": e.IsPreview, "is_buildtime": e.IsBuildtime, "is_runtime": e.IsRuntime,
 		"is_literal": e.IsLiteral, "is_multiline": nullBool(e.IsMultiline), "is_shown_once": nullBool(e.IsShownOnce),
 		"is_shared": false, "comment": nullStr(e.Comment), "version": version,

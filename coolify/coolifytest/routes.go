@@ -154,9 +154,8 @@ func (f *Fake) process(r *http.Request, tmpl, ability string, h handlerFunc, rec
 	defer f.mu.Unlock()
 	c := &reqCtx{r: r, body: rec.Body, rec: rec}
 	if ability != "" {
-		if f.apiDown {
-			return jsonResponse(http.StatusForbidden, map[string]any{"success": true, "message": "API is disabled."})
-		}
+		// Coolify's order: auth:sanctum, the throttle (Laravel runs authentication first),
+		// ApiAllowed, then the route's ability.
 		auth := r.Header.Get("Authorization")
 		raw, ok := strings.CutPrefix(auth, "Bearer ")
 		tok := f.tokens[strings.TrimSpace(raw)]
@@ -175,6 +174,9 @@ func (f *Fake) process(r *http.Request, tmpl, ability string, h handlerFunc, rec
 				return resp
 			}
 			tok.count++
+		}
+		if f.apiDown {
+			return jsonResponse(http.StatusForbidden, map[string]any{"success": true, "message": "API is disabled."})
 		}
 		if !tok.abilities[AbilityRoot] && !tok.abilities[ability] {
 			return jsonError(http.StatusForbidden, "Missing required permissions: "+ability)
