@@ -52,6 +52,8 @@ const (
 	logKeyReason  = "reason"
 	logKeyChanged = "changed"
 	logKeyVersion = "version"
+	logKeyOutside = "outside_version"
+	logKeyBase    = "based_on"
 )
 
 // Defaults of the retry budget for 429 and 5xx answers.

@@ -187,6 +187,42 @@ func TestV2WritePublishesAVersion(t *testing.T) {
 	}
 }
 
+// A version's detail names the version it replaced; a version's default state comes back
+// with its value typed as stored.
+func TestVersionDetailAndVersionState(t *testing.T) {
+	srv := newFake(t)
+	addEnv(t, srv, "env", true)
+	c := newClient(srv)
+	ctx := context.Background()
+	for _, want := range []mobile.Value{mobile.StringValue(`{"x":1}`), mobile.IntValue(-7), mobile.BoolValue(false)} {
+		check(t, srv.SetValue("env", "f", nil))
+		env, ft, before := resolve(t, ctx, c, "env", "f")
+		if st, err := c.VersionState(ctx, env.ID, ft.ID, before.Version); err != nil || st.Value != (mobile.Value{}) {
+			t.Fatalf("state of a version holding no value: %+v, %v; want null", st, err)
+		}
+		v, err := c.PublishVersion(ctx, env.ID, ft.ID, want, true)
+		check(t, err)
+		d, err := c.VersionDetail(ctx, v.UUID)
+		check(t, err)
+		if d.UUID != v.UUID || d.Previous != before.Version || d.Feature != ft.ID || d.Environment != env.ID || !d.IsLive {
+			t.Fatalf("detail %+v, want version %s replacing %s", d, v.UUID, before.Version)
+		}
+		st, err := c.VersionState(ctx, env.ID, ft.ID, v.UUID)
+		check(t, err)
+		if st.Value != want || !st.Enabled || st.Version != v.UUID || st.Feature != ft.ID || st.Environment != env.ID {
+			t.Fatalf("state %+v, want %v enabled in version %s", st, want, v.UUID)
+		}
+	}
+	env, ft, _ := resolve(t, ctx, c, "env", "f")
+	const missing = "00000000-0000-4000-8000-000000000000"
+	if _, err := c.VersionDetail(ctx, missing); !errors.Is(err, mobile.ErrNotFound) {
+		t.Errorf("unknown version detail: got %v, want ErrNotFound", err)
+	}
+	if _, err := c.VersionState(ctx, env.ID, ft.ID, missing); !errors.Is(err, mobile.ErrNotFound) {
+		t.Errorf("unknown version states: got %v, want ErrNotFound", err)
+	}
+}
+
 func TestLegacyWriteOnV2IsRefused(t *testing.T) {
 	srv := newFake(t)
 	addEnv(t, srv, "env", true)

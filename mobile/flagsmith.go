@@ -132,6 +132,27 @@ func (v Value) typed() typed {
 	return typed{Type: "unicode", StringValue: &empty}
 }
 
+// value is the value the row holds, as Flagsmith's FeatureStateValue.value reads it: the
+// column of its type ("int", "bool"; any other type reads string_value), null when that
+// column is empty.
+func (t typed) value() Value {
+	switch t.Type {
+	case "int":
+		if t.IntegerValue != nil {
+			return IntValue(*t.IntegerValue)
+		}
+	case "bool":
+		if t.BooleanValue != nil {
+			return BoolValue(*t.BooleanValue)
+		}
+	default:
+		if t.StringValue != nil {
+			return StringValue(*t.StringValue)
+		}
+	}
+	return Value{}
+}
+
 // validate checks the value against Flagsmith's storage limits before it is sent.
 func (v Value) validate() error {
 	switch v.Kind {
@@ -193,6 +214,19 @@ type Version struct {
 	// Description is the version's free text; versions this client creates carry the run,
 	// the fence and a token unique to the write.
 	Description *string `json:"description"`
+}
+
+// VersionDetail is a version as GET /api/v1/environment-feature-versions/{uuid}/ answers
+// it (EnvironmentFeatureVersionRetrieveSerializer).
+type VersionDetail struct {
+	Version
+	// Previous is previous_version_uuid: the published version of the same environment and
+	// feature with the newest live_from before this version's (Flagsmith's
+	// get_previous_version), that is the version this one replaced when it went live; empty
+	// when there is none.
+	Previous    string `json:"previous_version_uuid"`
+	Feature     int64  `json:"feature"`
+	Environment int64  `json:"environment"`
 }
 
 type page[T any] struct {
@@ -350,6 +384,59 @@ func (c *Client) PublishVersion(ctx context.Context, envID, featureID int64, v V
 	var oe *outbound.OutcomeUnknownError
 	errors.As(err, &oe)
 	return Version{}, fmt.Errorf("flagsmith POST %s: not created (read back): %w", versionsPath(envID, featureID), oe.Err)
+}
+
+// VersionDetail returns the version with that uuid, with the uuid of the version before it
+// (GET /api/v1/environment-feature-versions/{uuid}/). Errors: ErrNotFound, or an
+// API/transport error.
+func (c *Client) VersionDetail(ctx context.Context, uuid string) (VersionDetail, error) {
+	var v VersionDetail
+	err := c.do(ctx, "GET", "/api/v1/environment-feature-versions/{id}/",
+		"/api/v1/environment-feature-versions/"+url.PathEscape(uuid)+"/", nil, nil, &v)
+	return v, err
+}
+
+// VersionState returns the environment default (the state of no segment and no identity)
+// of version uuid of feature featureID in the environment with integer id envID, published
+// or not: GET …/versions/{uuid}/featurestates/, a plain list (no pages) whose values are
+// typed objects ({"type": "unicode", "string_value": …}). Its Version is uuid.
+// Errors: ErrNotFound when the version does not exist or holds no default state, or an
+// API/transport error.
+func (c *Client) VersionState(ctx context.Context, envID, featureID int64, uuid string) (FeatureState, error) {
+	type versionState struct {
+		ID             int64           `json:"id"`
+		Feature        int64           `json:"feature"`
+		Environment    *int64          `json:"environment"`
+		Enabled        bool            `json:"enabled"`
+		Value          typed           `json:"feature_state_value"`
+		UpdatedAt      time.Time       `json:"updated_at"`
+		FeatureSegment json.RawMessage `json:"feature_segment"`
+		Identity       json.RawMessage `json:"identity"`
+	}
+	var list []versionState
+	path := versionsPath(envID, featureID) + url.PathEscape(uuid) + "/featurestates/"
+	if err := c.do(ctx, "GET", versionsRoute+"{environment_feature_version_pk}/featurestates/", path, nil, nil, &list); err != nil {
+		return FeatureState{}, err
+	}
+	var found []FeatureState
+	for _, vs := range list {
+		if vs.Feature != featureID || !isNullJSON(vs.FeatureSegment) || !isNullJSON(vs.Identity) {
+			continue
+		}
+		fs := FeatureState{ID: vs.ID, Feature: vs.Feature, Enabled: vs.Enabled, Value: vs.Value.value(),
+			UpdatedAt: vs.UpdatedAt, Version: uuid}
+		if vs.Environment != nil {
+			fs.Environment = *vs.Environment
+		}
+		found = append(found, fs)
+	}
+	switch len(found) {
+	case 0:
+		return FeatureState{}, fmt.Errorf("default state of feature %d in version %s: %w", featureID, uuid, ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	return FeatureState{}, fmt.Errorf("default state of feature %d in version %s: %d states listed, want 1", featureID, uuid, len(found))
 }
 
 // versionsRoute is the versions path's template, for metrics.

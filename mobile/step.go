@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/deploy-orchestrator/orchestrator"
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 )
 
@@ -25,6 +26,18 @@ var (
 	ErrChangeRequests = errors.New("flagsmith environment requires change requests")
 	// ErrInvalid: a malformed request (no environment, feature, holder or change).
 	ErrInvalid = errors.New("invalid mobile step request")
+	// ErrOutsideChangeLost (v2 environments): the step's version replaced the value of an
+	// outside version, published between the step's last read and its write, and the step
+	// could not write its changes again on top of it (no attempt left, the outside version
+	// could not be read, or the feature moved again). The step's value was written; the
+	// outside value is in the feature's version history, and the error names the versions.
+	ErrOutsideChangeLost = errors.New("flagsmith step replaced an outside change and could not restore it")
+	// ErrOutsideChangeUnknown (v2 environments): the step's value was written, but reading its
+	// version back to learn which version it replaced failed (or, after it replaced an
+	// outside version, writing again on top of that one had an unknown outcome), so whether
+	// an outside change was lost is unknown. The error names the versions; the feature's
+	// version history tells.
+	ErrOutsideChangeUnknown = errors.New("flagsmith step wrote its value but could not learn whether it replaced an outside change")
 )
 
 // Step is the mobile read-modify-write of a Flagsmith feature value. It takes no lock: the
@@ -86,7 +99,9 @@ type Result struct {
 	New Value `json:"new"`
 	// Changed is false when the changes were already in place: nothing was written.
 	Changed bool `json:"changed"`
-	// Attempts counts read-compare-write rounds (more than 1 when the value moved).
+	// Attempts counts read-compare-write rounds: more than 1 when the value moved before the
+	// write, or when (v2) the write replaced an outside version and was made again on top
+	// of it.
 	Attempts int `json:"attempts"`
 	// Skipped lists changes the never-downgrade rule left out.
 	Skipped []Skipped `json:"skipped,omitempty"`
@@ -100,8 +115,15 @@ type Result struct {
 // verifies. The caller holds the lease on orchestrator.MobileLockKey(r.Feature) and passes its context (so a
 // lost lease stops the calls) and its fence.
 //
+// Flagsmith has no compare-and-set, so another writer's change can still land between the
+// last re-read and the write. On a v2 environment the step learns it after the fact: its
+// version's previous_version_uuid is not the version it read. It then reads that outside
+// version's value, applies the changes to it and publishes again (one more attempt), so both
+// changes survive. On a v1 environment nothing tells: the PUT replaces such a change.
+//
 // Errors: ErrInvalid; ErrChangeRequests; ErrNotFound for a missing environment or feature;
-// ErrChange when a change does not apply; ErrConflict; ErrVerify; ctx's cause (e.g.
+// ErrChange when a change does not apply; ErrConflict; ErrVerify; ErrOutsideChangeLost and
+// ErrOutsideChangeUnknown (v2, after the step's value was written); ctx's cause (e.g.
 // locks.ErrLost) when the context ends; and the client's *APIError and transport errors.
 func (s *Step) Run(ctx context.Context, r Request) (Result, error) {
 	key := orchestrator.MobileLockKey(r.Feature)
@@ -191,49 +213,148 @@ func (s *Step) rmw(ctx context.Context, r Request, res *Result) error {
 			continue
 		}
 		if env.V2Versioning {
-			v, err := s.client.PublishVersion(ctx, env.ID, feat.ID, next, snap.state.Enabled)
-			if err != nil {
-				return fmt.Errorf("mobile step: write %q: %w", r.Feature, err)
-			}
-			res.Version = v.UUID
-		} else {
-			_, err := s.client.UpdateFeatureState(ctx, env.APIKey, snap.state.ID, feat.ID, next, snap.state.Enabled)
-			if errors.Is(err, ErrLegacyWrite) {
-				// Versioning v2 was switched on (asynchronously) since the environment was
-				// read: nothing was written; read it all again and write the v2 way.
-				s.logger.LogAttrs(ctx, slog.LevelWarn, "flagsmith environment switched to v2 versioning; starting over",
-					slog.String(logKeyFeature, r.Feature), slog.String(logKeyEnv, env.Name))
-				if env, err = s.environment(ctx, r.Environment); err != nil {
-					return err
-				}
-				if !env.V2Versioning {
-					return fmt.Errorf("mobile step: write %q: the environment refuses legacy writes but does not say it uses v2 versioning: %w", r.Feature, ErrLegacyWrite)
-				}
-				res.V2 = true
-				if snap, err = s.read(ctx, env, feat); err != nil {
-					return fmt.Errorf("mobile step: read %q: %w", r.Feature, err)
-				}
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("mobile step: write %q: %w", r.Feature, err)
-			}
+			return s.publish(ctx, env, feat, r, res, snap, next, attempt)
 		}
-		res.Changed = true
-		back, err := s.read(ctx, env, feat)
+		_, err = s.client.UpdateFeatureState(ctx, env.APIKey, snap.state.ID, feat.ID, next, snap.state.Enabled)
+		if errors.Is(err, ErrLegacyWrite) {
+			// Versioning v2 was switched on (asynchronously) since the environment was
+			// read: nothing was written; read it all again and write the v2 way.
+			s.logger.LogAttrs(ctx, slog.LevelWarn, "flagsmith environment switched to v2 versioning; starting over",
+				slog.String(logKeyFeature, r.Feature), slog.String(logKeyEnv, env.Name))
+			if env, err = s.environment(ctx, r.Environment); err != nil {
+				return err
+			}
+			if !env.V2Versioning {
+				return fmt.Errorf("mobile step: write %q: the environment refuses legacy writes but does not say it uses v2 versioning: %w", r.Feature, ErrLegacyWrite)
+			}
+			res.V2 = true
+			if snap, err = s.read(ctx, env, feat); err != nil {
+				return fmt.Errorf("mobile step: read %q: %w", r.Feature, err)
+			}
+			continue
+		}
 		if err != nil {
-			return fmt.Errorf("mobile step: read back %q: %w", r.Feature, err)
+			return fmt.Errorf("mobile step: write %q: %w", r.Feature, err)
 		}
-		if back.state.Value != next {
-			return fmt.Errorf("mobile step %q: read back a %s of %d bytes, wrote a %s of %d bytes: %w",
-				r.Feature, back.state.Value.Kind, len(back.state.Value.String()), next.Kind, len(next.String()), ErrVerify)
-		}
-		if env.V2Versioning && back.live != res.Version {
-			return fmt.Errorf("mobile step %q: live version is %s, published %s: %w", r.Feature, back.live, res.Version, ErrVerify)
-		}
-		return nil
+		// A v1 write that landed right after another writer's, after the re-read, replaced
+		// it: Flagsmith keeps no trace of it, so nothing here can tell.
+		res.Changed = true
+		return s.verify(ctx, env, feat, r.Feature, res, next)
 	}
 	return fmt.Errorf("mobile step %q: %d attempts: %w", r.Feature, s.maxAttempts, ErrConflict)
+}
+
+// verify reads the feature back after a write: the value must be next and, on v2, the live
+// version the one published.
+func (s *Step) verify(ctx context.Context, env Environment, feat Feature, feature string, res *Result, next Value) error {
+	back, err := s.read(ctx, env, feat)
+	if err != nil {
+		return fmt.Errorf("mobile step: read back %q: %w", feature, err)
+	}
+	if back.state.Value != next {
+		return fmt.Errorf("mobile step %q: read back a %s of %d bytes, wrote a %s of %d bytes: %w",
+			feature, back.state.Value.Kind, len(back.state.Value.String()), next.Kind, len(next.String()), ErrVerify)
+	}
+	if env.V2Versioning && back.live != res.Version {
+		return fmt.Errorf("mobile step %q: live version is %s, published %s: %w", feature, back.live, res.Version, ErrVerify)
+	}
+	return nil
+}
+
+// replaced returns the uuid of the version that version uuid replaced when it went live
+// (previous_version_uuid). The version is written: on failure the error says so and
+// matches ErrOutsideChangeUnknown.
+func (s *Step) replaced(ctx context.Context, feature, uuid string) (string, error) {
+	d, err := s.client.VersionDetail(ctx, uuid)
+	if err == nil && d.Previous == "" {
+		err = errors.New("flagsmith names no version before it")
+	}
+	if err != nil {
+		return "", fmt.Errorf("mobile step %q: %w: version %s is published, but reading it back to learn which version it replaced failed: %w",
+			feature, ErrOutsideChangeUnknown, uuid, err)
+	}
+	return d.Previous, nil
+}
+
+// publish writes next on a v2 environment as a version on top of snap's live version, then
+// checks from the new version's previous_version_uuid that it replaced that version.
+//
+// When it replaced another one, an outside version was published between the last re-read
+// and the POST: the server cloned it and replaced its environment default (value and
+// enabled flag) with next, computed from an older value. publish then reads the outside
+// version's default, applies the changes to it and, as the next attempt, publishes that on
+// top of its own version, so both changes survive; the outside version was published after
+// snap's, so it holds every change before it. It does so once: a version published on top of
+// the step's own was built on a value that lacks the outside change, and the step cannot
+// tell that version's own change apart to carry both, so that case fails with
+// ErrOutsideChangeLost (the step's value stays written), as does running out of attempts.
+func (s *Step) publish(ctx context.Context, env Environment, feat Feature, r Request, res *Result, snap snapshot, next Value, attempt int) error {
+	v, err := s.client.PublishVersion(ctx, env.ID, feat.ID, next, snap.state.Enabled)
+	if err != nil {
+		return fmt.Errorf("mobile step: write %q: %w", r.Feature, err)
+	}
+	res.Changed, res.Version = true, v.UUID
+	outside, err := s.replaced(ctx, r.Feature, v.UUID)
+	if err != nil {
+		return err
+	}
+	if outside == snap.live {
+		return s.verify(ctx, env, feat, r.Feature, res, next)
+	}
+	s.logger.LogAttrs(ctx, slog.LevelWarn, "flagsmith write replaced an outside version published between the re-read and the write",
+		slog.String(logKeyFeature, r.Feature), slog.String(logKeyEnv, env.Name), slog.String(logKeyVersion, v.UUID),
+		slog.String(logKeyOutside, outside), slog.String(logKeyBase, snap.live), slog.Int(logKeyAttempt, attempt))
+	lost := func(format string, args ...any) error {
+		return fmt.Errorf("mobile step %q: %w: version %s replaced the value of outside version %s, published after the step read version %s; "+format,
+			append([]any{r.Feature, ErrOutsideChangeLost, v.UUID, outside, snap.live}, args...)...)
+	}
+	// Writing again is the next attempt; the error when there is none says what happened.
+	if attempt >= s.maxAttempts {
+		return lost("no attempt left to write again on top of it (%d attempts): %w", s.maxAttempts, ErrConflict)
+	}
+	theirs, err := s.client.VersionState(ctx, env.ID, feat.ID, outside)
+	if err != nil {
+		return lost("reading it failed: %w", err)
+	}
+	res.Attempts = attempt + 1
+	redo, skipped, _, err := apply(theirs.Value, r.Changes)
+	if err != nil {
+		return lost("the changes do not apply to its value: %w", err)
+	}
+	res.Old, res.New, res.Skipped = theirs.Value, redo, skipped
+	if redo == next && theirs.Enabled == snap.state.Enabled {
+		// Their value with the changes applied is what was written: nothing of theirs is
+		// missing (the changes overrode all of it). Compared with what was written, not
+		// with their value: the changes may be in place in theirs while the rest differs.
+		return s.verify(ctx, env, feat, r.Feature, res, next)
+	}
+	// Write again only on top of the step's own version: anything published since was
+	// built on it and lacks their change too.
+	now, err := s.read(ctx, env, feat)
+	if err != nil {
+		return lost("the re-read before writing again failed: %w", err)
+	}
+	if now.live != v.UUID {
+		return lost("version %s was published on top of the step's before it could write again", now.live)
+	}
+	w, err := s.client.PublishVersion(ctx, env.ID, feat.ID, redo, theirs.Enabled)
+	if errors.Is(err, outbound.ErrOutcomeUnknown) {
+		return fmt.Errorf("mobile step %q: %w: version %s replaced the value of outside version %s, and whether writing again on top of it worked is unknown: %w",
+			r.Feature, ErrOutsideChangeUnknown, v.UUID, outside, err)
+	}
+	if err != nil {
+		return lost("writing again failed: %w", err)
+	}
+	res.Version = w.UUID
+	again, err := s.replaced(ctx, r.Feature, w.UUID)
+	if err != nil {
+		return err
+	}
+	if again != v.UUID {
+		return fmt.Errorf("mobile step %q: %w: version %s, written again on top of outside version %s, replaced in turn outside version %s, published on top of the step's version %s (which lacks %s's change, so writing again cannot keep both)",
+			r.Feature, ErrOutsideChangeLost, w.UUID, outside, again, v.UUID, outside)
+	}
+	return s.verify(ctx, env, feat, r.Feature, res, redo)
 }
 
 // environment resolves the environment and refuses one that requires change requests.

@@ -424,3 +424,179 @@ func TestStepFollowsAnEnvironmentSwitchedToV2(t *testing.T) {
 		t.Fatalf("stored %v", d)
 	}
 }
+
+// outsideSet is an outside writer setting platform.field to v in the document.
+func outsideSet(platform, field, v string) func(cur any) any {
+	return func(cur any) any {
+		var m map[string]map[string]string
+		if err := json.Unmarshal([]byte(cur.(string)), &m); err != nil {
+			panic(err)
+		}
+		m[platform][field] = v
+		b, _ := json.Marshal(m)
+		return string(b)
+	}
+}
+
+// bumpAndroid is an outside writer raising android.latest_version to v in the document.
+func bumpAndroid(v string) func(cur any) any { return outsideSet("android", "latest_version", v) }
+
+// An outside version published between the step's last re-read and its POST is cloned by
+// the step's version, whose value then replaces the outside one: no read can see it coming.
+// The step learns it from its version's previous_version_uuid, reads the outside version's
+// value, applies its changes on top and publishes again: both changes survive.
+func TestStepRedoesItsWriteOnAnOutsideVersionPublishedBeforeIt(t *testing.T) {
+	srv := newFake(t)
+	addEnv(t, srv, "env", true)
+	check(t, srv.SetValue("env", "version_state", versionDoc))
+	check(t, srv.ChangeBeforeWrite("env", "version_state", 1, bumpAndroid("2.3.2")))
+	var logs bytes.Buffer
+	step := mobile.NewStep(newClient(srv), mobile.WithStepLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	check(t, err)
+	v, err := srv.Value("env", "version_state")
+	check(t, err)
+	if d := doc(t, v); d["ios"]["latest_version"] != "2.4.0" || d["android"]["latest_version"] != "2.3.2" {
+		t.Fatalf("stored %v, want both the step's and the outside version's change", d)
+	}
+	if !res.Changed || res.Attempts != 2 || res.New != mobile.StringValue(v.(string)) {
+		t.Fatalf("got %+v, want a write redone on the second attempt", res)
+	}
+	info, err := srv.State("env", "version_state")
+	check(t, err)
+	if info.Version != res.Version {
+		t.Fatalf("live version %s, result says %s", info.Version, res.Version)
+	}
+	if !strings.Contains(logs.String(), "outside version") || strings.Contains(logs.String(), "2.3.2") {
+		t.Fatalf("the redo was not logged, or a value was: %s", logs.String())
+	}
+}
+
+// Two outside versions published one after the other before the step's POST: the step's
+// version replaced the newer, which holds the older's change too; writing again on top of
+// it keeps all three changes.
+func TestStepRedoKeepsAChainOfOutsideVersions(t *testing.T) {
+	srv := newFake(t)
+	addEnv(t, srv, "env", true)
+	check(t, srv.SetValue("env", "version_state", versionDoc))
+	check(t, srv.ChangeBeforeWrite("env", "version_state", 1, bumpAndroid("2.3.2")))
+	check(t, srv.ChangeBeforeWrite("env", "version_state", 1, outsideSet("ios", "min_version", "2.1.0")))
+	step := mobile.NewStep(newClient(srv))
+	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	check(t, err)
+	v, err := srv.Value("env", "version_state")
+	check(t, err)
+	if d := doc(t, v); d["ios"]["latest_version"] != "2.4.0" || d["android"]["latest_version"] != "2.3.2" || d["ios"]["min_version"] != "2.1.0" {
+		t.Fatalf("stored %v, want the step's and both outside changes", d)
+	}
+	if res.Attempts != 2 {
+		t.Fatalf("got %+v, want the write redone once", res)
+	}
+}
+
+// When the outside version's change is wholly overridden by the step's changes, the value
+// written already is the right one: nothing is written again.
+func TestStepRedoIsSkippedWhenTheChangesOverrideTheOutsideOne(t *testing.T) {
+	srv := newFake(t)
+	addEnv(t, srv, "env", true)
+	check(t, srv.SetValue("env", "version_state", versionDoc))
+	check(t, srv.ChangeBeforeWrite("env", "version_state", 1, func(cur any) any {
+		return strings.Replace(cur.(string), `"latest_version":"2.3.0"`, `"latest_version":"2.3.9"`, 1)
+	}))
+	step := mobile.NewStep(newClient(srv))
+	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	check(t, err)
+	want := strings.Replace(versionDoc, `"latest_version":"2.3.0"`, `"latest_version":"2.4.0"`, 1)
+	if v, _ := srv.Value("env", "version_state"); v != want {
+		t.Fatalf("stored %v, want %s", v, want)
+	}
+	if n := len(srv.Writes()); n != 1 || res.Attempts != 2 || res.New != mobile.StringValue(want) {
+		t.Fatalf("%d writes, result %+v; want one write, 2 attempts", n, res)
+	}
+}
+
+// The redo counts as an attempt: with none left the step fails, saying its value is
+// written and the outside change is not.
+func TestStepRedoNeedsAnAttemptLeft(t *testing.T) {
+	srv := newFake(t)
+	addEnv(t, srv, "env", true)
+	check(t, srv.SetValue("env", "version_state", versionDoc))
+	check(t, srv.ChangeBeforeWrite("env", "version_state", 1, bumpAndroid("2.3.2")))
+	step := mobile.NewStep(newClient(srv), mobile.WithMaxAttempts(1))
+	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	if !errors.Is(err, mobile.ErrOutsideChangeLost) || !errors.Is(err, mobile.ErrConflict) || !res.Changed || res.Version == "" {
+		t.Fatalf("got %v, %+v; want ErrOutsideChangeLost and ErrConflict, the step's version written", err, res)
+	}
+	vs, _ := srv.Versions("env", "version_state")
+	if outside := vs[len(vs)-2].UUID; !strings.Contains(err.Error(), outside) || !strings.Contains(err.Error(), res.Version) {
+		t.Fatalf("the error %q names neither outside version %s nor the step's %s", err, outside, res.Version)
+	}
+}
+
+// A version published on top of the step's own, before the step could write again, was
+// built on a value that lacks the outside change: the step does not guess, it fails.
+func TestStepRedoStopsWhenTheFeatureMovesAgain(t *testing.T) {
+	var fake *flagsmithtest.Fake
+	publishAfterOurs := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, r)
+			if r.Method == http.MethodPost {
+				v, _ := fake.Value("env", "version_state")
+				check(t, fake.SetValue("env", "version_state", outsideSet("ios", "min_version", "2.1.0")(v)))
+			}
+		})
+	}
+	srv := newFake(t, flagsmithtest.WithMiddleware(publishAfterOurs))
+	fake = srv.Fake
+	addEnv(t, srv, "env", true)
+	check(t, srv.SetValue("env", "version_state", versionDoc))
+	check(t, srv.ChangeBeforeWrite("env", "version_state", 1, bumpAndroid("2.3.2")))
+	step := mobile.NewStep(newClient(srv))
+	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	if !errors.Is(err, mobile.ErrOutsideChangeLost) || !strings.Contains(err.Error(), "published on top") || !res.Changed {
+		t.Fatalf("got %v, %+v; want ErrOutsideChangeLost (moved again)", err, res)
+	}
+	if n := len(srv.Writes()); n != 1 {
+		t.Fatalf("got %d writes, want the first one only", n)
+	}
+}
+
+// A second outside version published before the step's second write was built on the
+// step's first version: writing again cannot keep both, and the step says so.
+func TestStepRedoReplacingAnotherOutsideVersionFails(t *testing.T) {
+	srv := newFake(t)
+	addEnv(t, srv, "env", true)
+	check(t, srv.SetValue("env", "version_state", versionDoc))
+	check(t, srv.ChangeBeforeWrite("env", "version_state", 2, bumpAndroid("2.3.2")))
+	step := mobile.NewStep(newClient(srv))
+	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	if !errors.Is(err, mobile.ErrOutsideChangeLost) || !strings.Contains(err.Error(), "replaced in turn") || res.Attempts != 2 {
+		t.Fatalf("got %v, %+v; want ErrOutsideChangeLost after the second write", err, res)
+	}
+}
+
+// When the step cannot read its version back, its value is written but whether it replaced
+// an outside change is unknown: the step fails and says both.
+func TestStepFailsWhenItCannotLearnWhatItsVersionReplaced(t *testing.T) {
+	failDetail := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, "/api/v1/environment-feature-versions/") {
+				http.Error(w, "bad gateway", http.StatusBadGateway)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	srv := newFake(t, flagsmithtest.WithMiddleware(failDetail))
+	addEnv(t, srv, "env", true)
+	check(t, srv.SetValue("env", "version_state", versionDoc))
+	step := mobile.NewStep(newClient(srv))
+	res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Changes: []mobile.Change{latest("ios", "2.4.0")}})
+	if !errors.Is(err, mobile.ErrOutsideChangeUnknown) || !errors.Is(err, mobile.ErrServer) || !res.Changed ||
+		!strings.Contains(err.Error(), res.Version) {
+		t.Fatalf("got %v, %+v; want ErrOutsideChangeUnknown naming the written version", err, res)
+	}
+	if v, _ := srv.Value("env", "version_state"); doc(t, v)["ios"]["latest_version"] != "2.4.0" {
+		t.Fatalf("stored %v, want the step's value written", v)
+	}
+}

@@ -9,7 +9,8 @@
 // ../../shared/reference/flagsmith/NOTES.md, sections 1 and 3): trailing-slash paths,
 // "Authorization: Api-Key <key>", DRF pages and error bodies, the type a legacy write infers
 // from the JSON type of feature_state_value, the 400 that v2 environments answer to legacy
-// writes, and versions that clone the live version and publish immediately. What it leaves
+// writes, versions that clone the live version and publish immediately, a version's
+// previous_version_uuid and the feature states of a version. What it leaves
 // out: segment and identity overrides, change-request workflows, multivariate values, and
 // every route the orchestrator does not call (they answer 404).
 //
@@ -155,6 +156,22 @@ type meddler struct {
 	feature int64
 	left    int
 	fn      func(current any) any
+	when    moment
+}
+
+// moment is when a meddler fires.
+type moment int
+
+const (
+	onRead  moment = iota // after a featurestates GET returned the state
+	onWrite               // before a write of the state (v1 PUT/PATCH, v2 version POST) is handled
+)
+
+func (m moment) knob() string {
+	if m == onWrite {
+		return "ChangeBeforeWrite"
+	}
+	return "ChangeAfterRead"
 }
 
 // Request is one call the fake received, as the request log keeps it.
@@ -522,13 +539,31 @@ func (f *Fake) ThrottleNext(n int, retryAfter time.Duration) {
 // as SetValue would. It simulates a change that lands between a client's read and its
 // write. Errors: unknown environment or feature.
 func (f *Fake) ChangeAfterRead(envKey, featureName string, n int, fn func(current any) any) error {
+	return f.meddle(envKey, featureName, n, fn, onRead)
+}
+
+// ChangeBeforeWrite makes another writer change the named feature right before each of the
+// next n writes of its environment default are handled (a PUT or PATCH of the state on v1, a
+// POST of a version on v2): fn gets the current value and returns the new one, which is
+// written as SetValue would (v1: the state is updated; v2: a version is published). The
+// client's write then lands on a change it never read: what happens when another writer's
+// request arrives between the client's last read and its write, a window no re-read can
+// close. On v2 the client's version clones the outside version (its previous_version_uuid
+// names it) and replaces its value. Several knobs armed for the same write all fire, in the
+// order they were armed, so a test can publish a chain of outside versions. Errors: unknown
+// environment or feature.
+func (f *Fake) ChangeBeforeWrite(envKey, featureName string, n int, fn func(current any) any) error {
+	return f.meddle(envKey, featureName, n, fn, onWrite)
+}
+
+func (f *Fake) meddle(envKey, featureName string, n int, fn func(current any) any, when moment) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	env, ft, err := f.lookup(envKey, featureName)
 	if err != nil {
 		return err
 	}
-	f.meddlers = append(f.meddlers, &meddler{env: env.id, feature: ft.id, left: n, fn: fn})
+	f.meddlers = append(f.meddlers, &meddler{env: env.id, feature: ft.id, left: n, fn: fn, when: when})
 	return nil
 }
 
@@ -617,10 +652,17 @@ func (v *version) isLive(now time.Time) bool {
 	return v.published && v.liveFrom != nil && !v.liveFrom.After(now)
 }
 
-// afterRead runs the behind-the-back writers armed for this state's feature.
-func (f *Fake) afterRead(env *environment, featureID int64) {
+// afterRead runs the behind-the-back writers armed to fire after a read of this feature.
+func (f *Fake) afterRead(env *environment, featureID int64) { f.runMeddlers(env, featureID, onRead) }
+
+// beforeWrite runs the behind-the-back writers armed to fire before a write of this feature.
+func (f *Fake) beforeWrite(env *environment, featureID int64) {
+	f.runMeddlers(env, featureID, onWrite)
+}
+
+func (f *Fake) runMeddlers(env *environment, featureID int64, when moment) {
 	for _, m := range f.meddlers {
-		if m.left <= 0 || m.env != env.id || m.feature != featureID {
+		if m.left <= 0 || m.when != when || m.env != env.id || m.feature != featureID {
 			continue
 		}
 		m.left--
@@ -631,7 +673,7 @@ func (f *Fake) afterRead(env *environment, featureID int64) {
 		}
 		sv, err := storedOf(m.fn(curV))
 		if err != nil {
-			panic(fmt.Sprintf("flagsmithtest: ChangeAfterRead function returned %v", err))
+			panic(fmt.Sprintf("flagsmithtest: %s function returned %v", when.knob(), err))
 		}
 		f.write(env, f.features[featureID], sv, nil)
 	}

@@ -422,3 +422,94 @@ func TestAStoppedClockStillOrdersWrites(t *testing.T) {
 		}
 	}
 }
+
+// The knob publishes an outside version just before the client's POST is handled: the
+// client's version clones it, replaces its value, and names it as previous_version_uuid;
+// the outside version's feature states still hold its value.
+func TestChangeBeforeWriteLandsUnderTheWriteV2(t *testing.T) {
+	srv := newServer(t)
+	st := seed(t, srv, true, "one")
+	var env struct{ ID int64 }
+	call(t, srv, "GET", "/api/v1/environments/env/", "").decode(t, &env)
+	versions := fmt.Sprintf("/api/v1/environments/%d/features/%d/versions/", env.ID, st.Feature)
+	var saw any
+	check(t, srv.ChangeBeforeWrite("env", "version_state", 1, func(cur any) any { saw = cur; return "one+other" }))
+
+	// Reads do not fire it.
+	call(t, srv, "GET", fmt.Sprintf("/api/v1/environments/env/featurestates/?feature=%d", st.Feature), "")
+	if got, _ := srv.Value("env", "version_state"); got != "one" || saw != nil {
+		t.Fatalf("a read fired the knob: %v", got)
+	}
+	a := call(t, srv, "POST", versions, `{"feature_states_to_update":[{"feature_segment":null,"enabled":true,"feature_state_value":{"type":"unicode","string_value":"mine"}}],"publish_immediately":true}`)
+	var mine struct{ UUID string }
+	a.decode(t, &mine)
+	if a.status != http.StatusCreated || saw != "one" {
+		t.Fatalf("got %d %s, the knob saw %v", a.status, a.body, saw)
+	}
+	vs, err := srv.Versions("env", "version_state")
+	check(t, err)
+	// The feature's first version, SetValue's ("one"), the outside one, ours.
+	if len(vs) != 4 || vs[2].Value != "one+other" || vs[3].UUID != mine.UUID || vs[3].Value != "mine" || !vs[3].Live {
+		t.Fatalf("versions %+v, want the outside version then ours, live", vs)
+	}
+	outside := vs[2].UUID
+	var detail struct {
+		UUID        string  `json:"uuid"`
+		Previous    *string `json:"previous_version_uuid"`
+		Feature     int64   `json:"feature"`
+		Environment int64   `json:"environment"`
+	}
+	call(t, srv, "GET", "/api/v1/environment-feature-versions/"+mine.UUID+"/", "").decode(t, &detail)
+	if detail.UUID != mine.UUID || detail.Previous == nil || *detail.Previous != outside ||
+		detail.Feature != st.Feature || detail.Environment != env.ID {
+		t.Fatalf("detail %+v, want previous %s", detail, outside)
+	}
+	// The first version has none before it.
+	call(t, srv, "GET", "/api/v1/environment-feature-versions/"+vs[0].UUID+"/", "").decode(t, &detail)
+	if detail.Previous != nil {
+		t.Fatalf("first version's previous is %v, want null", *detail.Previous)
+	}
+	var states []struct {
+		FeatureSegment *int64 `json:"feature_segment"`
+		Enabled        bool   `json:"enabled"`
+		Value          struct {
+			Type  string  `json:"type"`
+			Value *string `json:"string_value"`
+		} `json:"feature_state_value"`
+	}
+	call(t, srv, "GET", versions+outside+"/featurestates/", "").decode(t, &states)
+	if len(states) != 1 || states[0].FeatureSegment != nil || states[0].Value.Type != "unicode" ||
+		states[0].Value.Value == nil || *states[0].Value.Value != "one+other" {
+		t.Fatalf("states of the outside version %+v, want its default holding one+other", states)
+	}
+	// The knob fired once.
+	call(t, srv, "POST", versions, `{"publish_immediately":true}`)
+	if got, _ := srv.Value("env", "version_state"); got != "mine" {
+		t.Fatalf("the knob fired twice: %v", got)
+	}
+	for path, want := range map[string]int{
+		"/api/v1/environment-feature-versions/" + "00000000-0000-4000-8000-000000000000" + "/": http.StatusNotFound,
+		versions + "00000000-0000-4000-8000-000000000000/featurestates/":                       http.StatusNotFound,
+	} {
+		if a := call(t, srv, "GET", path, ""); a.status != want {
+			t.Errorf("GET %s: got %d %s, want %d", path, a.status, a.body, want)
+		}
+	}
+}
+
+// On v1 the outside write lands just before the PUT, which then overwrites it: no trace
+// is left but the knob's call.
+func TestChangeBeforeWriteLandsUnderTheWriteV1(t *testing.T) {
+	srv := newServer(t)
+	st := seed(t, srv, false, "one")
+	var saw any
+	check(t, srv.ChangeBeforeWrite("env", "version_state", 1, func(cur any) any { saw = cur; return "one+other" }))
+	a := call(t, srv, "PUT", fmt.Sprintf("/api/v1/environments/env/featurestates/%d/", st.ID),
+		fmt.Sprintf(`{"feature":%d,"feature_state_value":"mine"}`, st.Feature))
+	if a.status != http.StatusOK || saw != "one" {
+		t.Fatalf("got %d %s, the knob saw %v", a.status, a.body, saw)
+	}
+	if got, _ := srv.Value("env", "version_state"); got != "mine" {
+		t.Fatalf("stored %v, want the PUT's value", got)
+	}
+}

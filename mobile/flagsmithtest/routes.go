@@ -27,6 +27,8 @@ func (f *Fake) routes() http.Handler {
 	mux.HandleFunc("PATCH /api/v1/environments/{environment_api_key}/featurestates/{id}/{$}", f.updateFeatureState)
 	mux.HandleFunc("GET /api/v1/environments/{environment_pk}/features/{feature_pk}/versions/{$}", f.listVersions)
 	mux.HandleFunc("POST /api/v1/environments/{environment_pk}/features/{feature_pk}/versions/{$}", f.createVersion)
+	mux.HandleFunc("GET /api/v1/environments/{environment_pk}/features/{feature_pk}/versions/{environment_feature_version_pk}/featurestates/{$}", f.listVersionStates)
+	mux.HandleFunc("GET /api/v1/environment-feature-versions/{id}/{$}", f.getVersion)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { notFound(w) })
 	return f.serve(mux)
 }
@@ -107,6 +109,42 @@ type versionJSON struct {
 	Description *string `json:"description"`
 }
 
+// versionDetailJSON is EnvironmentFeatureVersionRetrieveSerializer: a version with the uuid
+// of the one before it, its feature and its environment.
+type versionDetailJSON struct {
+	versionJSON
+	PreviousVersionUUID *string `json:"previous_version_uuid"`
+	Feature             int64   `json:"feature"`
+	Environment         int64   `json:"environment"`
+}
+
+// typedJSON is FeatureStateValueSerializer: the stored row, every column present.
+type typedJSON struct {
+	Type         string  `json:"type"`
+	StringValue  *string `json:"string_value"`
+	IntegerValue *int64  `json:"integer_value"`
+	BooleanValue *bool   `json:"boolean_value"`
+}
+
+// versionStateJSON is CustomEnvironmentFeatureVersionFeatureStateSerializer, the shape of a
+// version's feature states (the value nested and typed, unlike FeatureStateSerializerBasic).
+type versionStateJSON struct {
+	ID                             int64     `json:"id"`
+	Feature                        int64     `json:"feature"`
+	Enabled                        bool      `json:"enabled"`
+	FeatureStateValue              typedJSON `json:"feature_state_value"`
+	FeatureSegment                 *int64    `json:"feature_segment"` // always null: segments are not modelled
+	DeletedAt                      *string   `json:"deleted_at"`
+	UUID                           string    `json:"uuid"`
+	CreatedAt                      string    `json:"created_at"`
+	UpdatedAt                      string    `json:"updated_at"`
+	LiveFrom                       *string   `json:"live_from"`
+	Environment                    *int64    `json:"environment"`
+	Identity                       *int64    `json:"identity"`
+	ChangeRequest                  *int64    `json:"change_request"`
+	MultivariateFeatureStateValues []any     `json:"multivariate_feature_state_values"`
+}
+
 type pageJSON[T any] struct {
 	Count    int     `json:"count"`
 	Next     *string `json:"next"`
@@ -123,6 +161,14 @@ func (f *Fake) stateJSON(st *state) stateJSON {
 		out.EnvironmentFeatureVersion = &v
 	}
 	return out
+}
+
+func versionStateOut(st *state) versionStateJSON {
+	env := st.env
+	return versionStateJSON{ID: st.id, Feature: st.feature, Enabled: st.enabled,
+		FeatureStateValue: typedJSON{Type: st.value.typ, StringValue: st.value.str, IntegerValue: st.value.num, BooleanValue: st.value.flag},
+		UUID:              st.uuid, CreatedAt: ts(st.created), UpdatedAt: ts(st.updated), LiveFrom: tsPtr(st.liveFrom),
+		Environment: &env, MultivariateFeatureStateValues: []any{}}
 }
 
 func versionOut(v *version, now time.Time) versionJSON {
@@ -323,6 +369,7 @@ func (f *Fake) updateFeatureState(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, detail(LegacyWriteDetail))
 		return
 	}
+	f.beforeWrite(env, st.feature) // v1 updates the state in place: st stays the default
 	if raw, ok := body["feature"]; ok {
 		var fid int64
 		if json.Unmarshal(raw, &fid) != nil || fid != st.feature {
@@ -489,6 +536,7 @@ func (f *Fake) createVersion(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	f.beforeWrite(env, ft.id)
 	live := f.liveState(env.id, ft.id)
 	now := f.now()
 	st := &state{id: f.id(), feature: ft.id, env: env.id, uuid: newUUID(), created: now, updated: now, value: stored{typ: "unicode"}}
@@ -528,6 +576,81 @@ func (f *Fake) createVersion(w http.ResponseWriter, r *http.Request) {
 	k := pair{env.id, ft.id}
 	f.versions[k] = append(f.versions[k], v)
 	writeJSON(w, http.StatusCreated, versionOut(v, f.horizon()))
+}
+
+// versionByUUID finds a version of any environment and feature.
+func (f *Fake) versionByUUID(id string) *version {
+	for _, vs := range f.versions {
+		for _, v := range vs {
+			if v.uuid == id {
+				return v
+			}
+		}
+	}
+	return nil
+}
+
+// previous is Flagsmith's EnvironmentFeatureVersion.get_previous_version: the published
+// version of the same environment and feature with the newest live_from before v's (before
+// now when v has none), v itself excluded.
+func (f *Fake) previous(v *version) *version {
+	limit := f.horizon()
+	if v.liveFrom != nil {
+		limit = *v.liveFrom
+	}
+	var best *version
+	for _, o := range f.versions[pair{v.env, v.feature}] {
+		if o == v || !o.published || o.liveFrom == nil || !o.liveFrom.Before(limit) {
+			continue
+		}
+		if best == nil || o.liveFrom.After(*best.liveFrom) {
+			best = o
+		}
+	}
+	return best
+}
+
+// getVersion is GET /api/v1/environment-feature-versions/{uuid}/: any version by its uuid,
+// with previous_version_uuid.
+func (f *Fake) getVersion(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	v := f.versionByUUID(r.PathValue("id"))
+	var out versionDetailJSON
+	if v != nil {
+		out = versionDetailJSON{versionJSON: versionOut(v, f.horizon()), Feature: v.feature, Environment: v.env}
+		if p := f.previous(v); p != nil {
+			u := p.uuid
+			out.PreviousVersionUUID = &u
+		}
+	}
+	f.mu.Unlock()
+	if v == nil {
+		notFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// listVersionStates is GET …/versions/{uuid}/featurestates/: the version's feature states as
+// a plain list (the view has no pagination), drafts and published versions alike. As on the
+// server, an unknown version, environment or feature answers 404, and a version of another
+// environment or feature an empty list.
+func (f *Fake) listVersionStates(w http.ResponseWriter, r *http.Request) {
+	envID, err1 := strconv.ParseInt(r.PathValue("environment_pk"), 10, 64)
+	featID, err2 := strconv.ParseInt(r.PathValue("feature_pk"), 10, 64)
+	f.mu.Lock()
+	v := f.versionByUUID(r.PathValue("environment_feature_version_pk"))
+	if err1 != nil || err2 != nil || v == nil || f.envByID(envID) == nil || f.features[featID] == nil {
+		f.mu.Unlock()
+		notFound(w)
+		return
+	}
+	items := []versionStateJSON{}
+	if v.env == envID && v.feature == featID {
+		items = append(items, versionStateOut(v.state))
+	}
+	f.mu.Unlock()
+	writeJSON(w, http.StatusOK, items)
 }
 
 // typedStored reads the FeatureStateValue shape {type, string_value|integer_value|boolean_value}.
