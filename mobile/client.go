@@ -245,7 +245,9 @@ func (c *Client) do(ctx context.Context, method, route, path string, query url.V
 }
 
 // newAPIError builds an *APIError from a DRF error body: {"detail": "...", "code": "..."}
-// or {"field": ["message", ...]}; anything else (an HTML page from a proxy) is cut short.
+// or {"field": <messages>}, where DRF gives a field's messages as a list, a plain string
+// (ValidationError({"environment": "..."})) or, for nested serializers, objects and lists of
+// them; anything else (an HTML page from a proxy) is cut short.
 func newAPIError(method, path string, status int, body []byte) *APIError {
 	e := &APIError{Method: method, Path: path, Status: status}
 	var obj map[string]json.RawMessage
@@ -260,9 +262,9 @@ func newAPIError(method, path string, status int, body []byte) *APIError {
 		if e.Detail == "" {
 			var parts []string
 			for k, raw := range obj {
-				var msgs []string
-				if json.Unmarshal(raw, &msgs) == nil {
-					parts = append(parts, k+": "+strings.Join(msgs, " "))
+				var v any
+				if json.Unmarshal(raw, &v) == nil {
+					parts = append(parts, k+": "+drfMessages(v))
 				}
 			}
 			slices.Sort(parts)
@@ -275,4 +277,33 @@ func newAPIError(method, path string, status int, body []byte) *APIError {
 		e.Detail = e.Detail[:300] + "…"
 	}
 	return e
+}
+
+// drfMessages flattens the messages of one field of a DRF error body.
+func drfMessages(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []any:
+		var out []string
+		for _, e := range x {
+			if m := drfMessages(e); m != "" {
+				out = append(out, m)
+			}
+		}
+		return strings.Join(out, " ")
+	case map[string]any:
+		var out []string
+		for k, e := range x {
+			if m := drfMessages(e); m != "" {
+				out = append(out, k+": "+m)
+			}
+		}
+		if len(out) == 0 {
+			return ""
+		}
+		slices.Sort(out)
+		return "{" + strings.Join(out, "; ") + "}"
+	}
+	return ""
 }
