@@ -548,7 +548,7 @@ func (c *Client) cancelStuck(ctx context.Context, id string, timeout time.Durati
 }
 
 // WaitService polls a service (every [WithPollInterval]) until its (re)start is done (see
-// [ServiceStart]: the status has shown the service not running, then "running:*") and returns
+// [Service]: the status has shown the service not running, then "running:*") and returns
 // it; use it after [Client.DeployService] or [Client.RestartService], which give no deployment
 // to follow. After timeout (<= 0: none) it returns the last state read and an error wrapping
 // [ErrDeploymentTimeout]. Errors while polling are handled as in [Client.WaitDeployment].
@@ -558,7 +558,7 @@ func (c *Client) WaitService(ctx context.Context, serviceUUID string, timeout ti
 		deadline = time.Now().Add(timeout)
 	}
 	var last *Service
-	var start ServiceStart
+	began := false // the status showed the service not running
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -571,7 +571,9 @@ func (c *Client) WaitService(ctx context.Context, serviceUUID string, timeout ti
 		switch {
 		case err == nil:
 			last = s
-			if start.Done(s) {
+			if !s.Running() {
+				began = true
+			} else if began {
 				return s, nil
 			}
 		case ctx.Err() != nil:
@@ -587,7 +589,7 @@ func (c *Client) WaitService(ctx context.Context, serviceUUID string, timeout ti
 				if last != nil {
 					status = last.Status
 				}
-				if !start.Begun() {
+				if !began {
 					status += ", the (re)start never showed"
 				}
 				return last, fmt.Errorf("wait service %s: %w after %s (status %s)", serviceUUID, ErrDeploymentTimeout, timeout, status)

@@ -131,7 +131,11 @@ func (w *wireApplication) application() Application {
 
 // Service is the part of Coolify's service (docker-compose stack) object the phases use.
 // Services have no deployment uuid: after [Client.DeployService] or [Client.RestartService] a
-// caller follows the (re)start by the service's status, with a [ServiceStart].
+// caller follows the (re)start by the service's status. Coolify answers before the job runs,
+// and until it starts the status reads as before ("running:*" for a running service); the job
+// shows "starting:*", and the containers read "exited" until Coolify's next status check sees
+// them run. The (re)start is done once the status, having shown the service not running,
+// reads "running:*" ([Client.WaitService]).
 type Service struct {
 	UUID        string
 	Name        string
@@ -144,26 +148,6 @@ type Service struct {
 
 // Running reports whether Status says the service's containers run ("running:*").
 func (s *Service) Running() bool { return state(s.Status) == "running" }
-
-// ServiceStart follows a service's (re)start by its status, read after the request. Coolify
-// answers a start or restart before its job runs, and until the job starts the status reads
-// as before: "running:*" for a running service. The job then shows "starting:*", and the
-// containers read "exited" until Coolify's next status check sees them run. So the (re)start
-// has happened once the status, having shown the service not running, reads "running:*".
-// The zero value is ready to use.
-type ServiceStart struct{ left bool }
-
-// Done reports whether s, the service as read now, shows the (re)start done.
-func (w *ServiceStart) Done(s *Service) bool {
-	if !s.Running() {
-		w.left = true
-		return false
-	}
-	return w.left
-}
-
-// Begun reports whether a status read so far showed the (re)start's job.
-func (w *ServiceStart) Begun() bool { return w.left }
 
 // UnmarshalJSON decodes Coolify's service object leniently.
 func (s *Service) UnmarshalJSON(data []byte) error {

@@ -239,19 +239,24 @@ func (x *execution) waitDeployed(ctx context.Context, s config.Service, depUUID 
 		_, err := x.cl.WaitDeployment(ctx, depUUID, s.DeployTimeout)
 		return err
 	}
-	// Right after the restart the status still reads as before it (coolify.ServiceStart).
-	var start coolify.ServiceStart
-	return x.poll(ctx, s.DeployTimeout, func() (bool, string, error) {
-		svc, err := x.cl.GetService(ctx, s.UUID)
-		if err != nil {
-			return false, "", err
+	// Right after the restart the status still reads as before it (see coolify.Service):
+	// first see the restart's job, looking often as it may take only a few seconds, then the
+	// service run again.
+	deadline := time.Now().Add(s.DeployTimeout)
+	status := func(want bool) func() (bool, string, error) {
+		return func() (bool, string, error) {
+			svc, err := x.cl.GetService(ctx, s.UUID)
+			if err != nil {
+				return false, "", err
+			}
+			return svc.Running() == want, "status " + svc.Status, nil
 		}
-		done, seen := start.Done(svc), svc.Status
-		if !start.Begun() {
-			seen += ", the restart not begun"
-		}
-		return done, seen, nil
-	}, "service did not restart and run again")
+	}
+	if err := x.pollEvery(ctx, min(x.e.d.PollInterval, restartLook), s.DeployTimeout, status(false),
+		"Coolify never showed the service restarting"); err != nil {
+		return err
+	}
+	return x.poll(ctx, time.Until(deadline), status(true), "service did not run again")
 }
 
 // health runs the service's health check: the Coolify status, then the HTTP check.
@@ -315,6 +320,14 @@ func (x *execution) health(ctx context.Context, s config.Service) error {
 // poll calls check every PollInterval until it reports done, it fails, or timeout passes
 // (then the error says what was last seen).
 func (x *execution) poll(ctx context.Context, timeout time.Duration, check func() (bool, string, error), what string) error {
+	return x.pollEvery(ctx, x.e.d.PollInterval, timeout, check, what)
+}
+
+// restartLook is how often at most a restarted service is polled until its restart shows.
+const restartLook = 500 * time.Millisecond
+
+// pollEvery is poll with its own interval.
+func (x *execution) pollEvery(ctx context.Context, every, timeout time.Duration, check func() (bool, string, error), what string) error {
 	deadline := time.Now().Add(timeout)
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -337,6 +350,6 @@ func (x *execution) poll(ctx context.Context, timeout time.Duration, check func(
 		if left <= 0 {
 			return fmt.Errorf("%s within %s (last: %s)", what, timeout, last)
 		}
-		t.Reset(min(x.e.d.PollInterval, left))
+		t.Reset(min(every, left))
 	}
 }

@@ -2,6 +2,7 @@ package phases_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,5 +46,27 @@ services:
 	}
 	if v, _ := h.coolify.EnvValue(svc.UUID, "MEILI_ENV", false); v != "production" {
 		t.Errorf("MEILI_ENV is %q, want production", v)
+	}
+}
+
+// A restart whose job never runs (a stalled queue) leaves the status as it was: the deploy
+// step fails at its deploy timeout saying so, instead of taking the old containers for new.
+func TestServiceRestartThatNeverShowsFails(t *testing.T) {
+	h := newHarness(t, coolifytest.WithTiming(coolifytest.Timing{Queued: time.Hour, RunMin: time.Second, RunMax: time.Second}))
+	svc := h.coolify.AddService(coolifytest.Service{Name: "search"})
+	h.start(fmt.Sprintf(`name: prod
+coolify:
+  url: %s
+  token: %q
+services:
+  - name: search
+    uuid: %s
+    kind: service
+    deploy_timeout: 300ms
+`, h.coolifyURL, h.coolifyToken, svc.UUID))
+	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", By: "test"}))
+	step := stepOf(t, r, runs.Phase2, "search")
+	if r.Status != runs.StatusFailed || !strings.Contains(step.Error, "never showed the service restarting") {
+		t.Fatalf("run %s (%s), step error %q; want it failed: the restart never showed", r.Status, r.Reason, step.Error)
 	}
 }
