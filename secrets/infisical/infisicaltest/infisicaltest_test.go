@@ -23,13 +23,16 @@ var (
 func newHandler(extra ...infisicaltest.Option) *infisicaltest.Handler {
 	return infisicaltest.NewHandler(append([]infisicaltest.Option{
 		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: "id1", ClientSecret: "sec1"}),
-		infisicaltest.WithSecrets(root, map[string]string{"HOST": "db.internal"}),
+		infisicaltest.WithSecrets(root, map[string]string{"HOST": "db.internal", "WHICH": "NAME"}),
 		infisicaltest.WithSecrets(api, map[string]string{
-			"USER":  "app",
-			"URL":   "postgres://${USER}@${prod.HOST}/${staging.nested.deep.NAME}",
-			"LOOP":  "a${LOOP2}",
-			"LOOP2": "b${LOOP}",
-			"GHOST": "x${NOPE}y",
+			"USER":    "app",
+			"URL":     "postgres://${USER}@${prod.HOST}/${staging.nested.deep.NAME}",
+			"LOOP":    "a${LOOP2}",
+			"LOOP2":   "b${LOOP}",
+			"GHOST":   "x${NOPE}y",
+			"ENVLESS": "${nowhere.KEY}",
+			"SHELL":   "echo ${HOME:-/root} ${not a ref} $PATH",
+			"NESTED":  "${staging.nested.deep.${prod.WHICH}}",
 		}),
 		infisicaltest.WithSecrets(infisicaltest.Folder{ProjectID: "p1", Environment: "staging", Path: "/nested/deep"},
 			map[string]string{"NAME": "stage_db"}),
@@ -92,9 +95,16 @@ func TestReferencesExpandedOnlyWhenAsked(t *testing.T) {
 	_, out = call(t, h, "GET", listURL(q), tok, "")
 	v := values(out["secrets"])
 	for k, want := range map[string]string{
-		"URL":   "postgres://app@db.internal/stage_db", // local, root of an env, nested folder of another env
-		"GHOST": "xy",                                  // unresolvable → "" as in Infisical
-		"LOOP":  "ab",                                  // a cycle ends in ""
+		"URL": "postgres://app@db.internal/stage_db", // local, root of an env, nested folder of another env
+		// An unresolvable reference stays as written, as in Infisical.
+		"GHOST":   "x${NOPE}y",
+		"ENVLESS": "${nowhere.KEY}",
+		// A cycle puts the raw value of the secret met twice in place of its reference.
+		"LOOP": "aba${LOOP2}",
+		// Text outside the reference syntax (${[a-zA-Z0-9-_.@]+}) is not touched.
+		"SHELL": "echo ${HOME:-/root} ${not a ref} $PATH",
+		// A reference formed by expanding another is expanded in a further pass.
+		"NESTED": "stage_db",
 	} {
 		if v[k] != want {
 			t.Errorf("%s = %q, want %q", k, v[k], want)

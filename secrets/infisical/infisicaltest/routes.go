@@ -275,12 +275,12 @@ func (h *Handler) render(f Folder, fo *folder, id *Identity, expand bool) []secr
 	for _, k := range fo.order {
 		s := fo.secrets[k]
 		v := s.value
-		if expand {
-			v = h.expand(f, v, map[string]bool{f.Environment + f.Path + ":" + k: true}, 0)
-		}
 		hidden := id.HideValues || slices.Contains(id.HiddenKeys, k)
-		if hidden {
-			v = HiddenValue
+		switch {
+		case hidden:
+			v = HiddenValue // hidden before expansion: the placeholder holds no reference
+		case expand:
+			v = h.expandValue(f, k, v)
 		}
 		out = append(out, secretJSON{
 			ID: s.id, ID2: s.id, Workspace: f.ProjectID, Environment: f.Environment,
@@ -292,34 +292,65 @@ func (h *Handler) render(f Folder, fo *folder, id *Identity, expand bool) []secr
 	return out
 }
 
-// expand replaces ${...} references in v as seen from folder f: ${KEY} is a key of f,
-// ${env.KEY} a key at the root of environment env, ${env.a.b.KEY} a key of folder /a/b there.
-// Unresolvable references and cycles become "", as in Infisical. Callers hold mu.
-func (h *Handler) expand(f Folder, v string, visiting map[string]bool, depth int) string {
+// expandValue expands the references in v, the value of secret key of folder f, the way
+// Infisical does: ${KEY} is a key of f, ${env.KEY} a key at the root of environment env,
+// ${env.a.b.KEY} a key of folder /a/b there. A reference to a secret, folder or environment
+// that does not exist, or to another project, stays as written; a reference back into its own
+// chain (a cycle) is replaced by the raw value of the secret it names, references and all; a
+// chain is followed maxRefDepth levels deep. When expanding formed references that were not
+// there before (${env.${KEY}.X}), further passes expand them, at most maxRefDepth. Callers hold
+// mu.
+func (h *Handler) expandValue(f Folder, key, v string) string {
+	self := f.Environment + ":" + f.Path + ":" + key
+	before := refIDs(v)
+	for pass := 0; len(before) > 0; pass++ {
+		v = h.expandRefs(f, v, map[string]bool{self: true}, 0)
+		if pass == maxRefDepth {
+			break
+		}
+		after := refIDs(v)
+		formed := false
+		for r := range after {
+			formed = formed || !before[r]
+		}
+		if !formed {
+			break
+		}
+		before = after
+	}
+	return v
+}
+
+// expandRefs replaces the references in v, seen from folder f, by the expanded values they
+// name; visiting holds the secrets of the chain that led here. Callers hold mu.
+func (h *Handler) expandRefs(f Folder, v string, visiting map[string]bool, depth int) string {
 	if depth > maxRefDepth {
-		return ""
+		return v
 	}
 	return refRe.ReplaceAllStringFunc(v, func(m string) string {
-		env, p, key, local := splitRef(m[2 : len(m)-1])
+		env, p, key, kind := splitRef(m[2 : len(m)-1])
 		target := f
-		if !local {
-			target = Folder{ProjectID: f.ProjectID, Environment: env, Path: cleanPath(p)}
-		}
-		id := target.Environment + target.Path + ":" + key
-		if visiting[id] {
-			return ""
+		switch kind {
+		case refCrossProject:
+			return m
+		case refNested:
+			target = Folder{ProjectID: f.ProjectID, Environment: env, Path: p}
 		}
 		fo, ok := h.folders[target]
 		if !ok {
-			return ""
+			return m
 		}
 		s, ok := fo.secrets[key]
 		if !ok {
-			return ""
+			return m
+		}
+		id := target.Environment + ":" + target.Path + ":" + key
+		if visiting[id] {
+			return s.value
 		}
 		visiting[id] = true
 		defer delete(visiting, id)
-		return h.expand(target, s.value, visiting, depth+1)
+		return h.expandRefs(target, s.value, visiting, depth+1)
 	})
 }
 
