@@ -380,6 +380,69 @@ func TestMissingKey(t *testing.T) {
 	}
 }
 
+// A reference Infisical could not resolve stays in the value as written ("when the referenced
+// secret does not exist, leave the literal ${REF} untouched"); the client must not hand such a
+// value on as if it were the secret.
+func TestUnresolvedReferenceIsAnError(t *testing.T) {
+	e := setup(t, infisical.Config{}, fixture(infisicaltest.WithSecrets(apiFolder, map[string]string{
+		"BROKEN_URL": "postgres://app:${prod.db.PASSWORD}@db/app", // no folder /db in prod
+		"SELF":       "x${SELF}",                                  // a cycle
+		// Not Infisical's reference syntax, so never expanded: a legitimate value.
+		"SHELL": "echo ${HOME:-/root} ${not a ref} $PATH",
+	}))...)
+	src := e.client.Source(apiScope)
+	ctx := context.Background()
+
+	_, err := src.Fetch(ctx, []string{"BROKEN_URL", "DB_PASSWORD", "SELF"})
+	if err == nil {
+		t.Fatal("Fetch of values holding unresolved references succeeded, want an error")
+	}
+	var ue *infisical.UnresolvedReferenceError
+	if !errors.As(err, &ue) || !errors.Is(err, infisical.ErrUnresolvedReference) {
+		t.Fatalf("err = %v, want *UnresolvedReferenceError", err)
+	}
+	if got := fmt.Sprint(ue.Refs); got != "map[BROKEN_URL:[prod.db.PASSWORD] SELF:[SELF]]" {
+		t.Errorf("Refs = %s, want BROKEN_URL: prod.db.PASSWORD and SELF: SELF", got)
+	}
+	if errors.Is(err, secrets.ErrMissing) {
+		t.Errorf("err = %v, also ErrMissing: nothing asked for is absent", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"BROKEN_URL", "${prod.db.PASSWORD}", "SELF", "${SELF}", `"/api"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not mention %q", msg, want)
+		}
+	}
+	for _, part := range []string{"postgres", "app:", "@db/app", "xx"} {
+		if strings.Contains(msg, part) {
+			t.Errorf("error %q shows part of a value (%q)", msg, part)
+		}
+	}
+	assertNoSecret(t, "error", msg)
+
+	// Keys without one are served, and ${...} outside the reference syntax is a value.
+	got, err := src.Fetch(ctx, []string{"SHELL", "DATABASE_URL"})
+	if err != nil {
+		t.Fatalf("fetch of resolved keys: %v", err)
+	}
+	if v, _ := got.Get("SHELL"); v != "echo ${HOME:-/root} ${not a ref} $PATH" {
+		t.Errorf("SHELL = %q, want it untouched", v)
+	}
+
+	l, err := e.client.ListSecrets(ctx, apiScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"BROKEN_URL", "SELF"} {
+		if _, ok := l.Values.Get(k); ok {
+			t.Errorf("%s, whose value holds an unresolved reference, is in Values", k)
+		}
+	}
+	if got := fmt.Sprint(l.Unresolved); got != "map[BROKEN_URL:[prod.db.PASSWORD] SELF:[SELF]]" {
+		t.Errorf("Unresolved = %s", got)
+	}
+}
+
 func TestFetchWithoutKeysMakesNoRequest(t *testing.T) {
 	e := setup(t, infisical.Config{}, fixture()...)
 	if v, err := e.client.Source(apiScope).Fetch(context.Background(), nil); err != nil || v.Len() != 0 {

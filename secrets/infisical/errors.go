@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -22,6 +24,8 @@ var (
 	ErrRateLimited = errors.New("infisical: rate limited")
 	// ErrHiddenValue is matched by *HiddenValueError.
 	ErrHiddenValue = errors.New("infisical: secret value hidden")
+	// ErrUnresolvedReference is matched by *UnresolvedReferenceError.
+	ErrUnresolvedReference = errors.New("infisical: unresolved secret reference")
 )
 
 // APIError is a non-2xx answer from Infisical. It keeps the request's method and path (never
@@ -93,6 +97,53 @@ func (e *HiddenValueError) Error() string {
 
 // Is makes errors.Is(err, ErrHiddenValue) true.
 func (e *HiddenValueError) Is(target error) bool { return target == ErrHiddenValue }
+
+// UnresolvedReferenceError reports requested secrets whose value still holds a secret
+// reference after Infisical expanded references: the referenced secret, folder or
+// environment does not exist, the references form a cycle, or the chain is deeper than
+// Infisical follows. Infisical leaves such a reference in the value as written, so the value
+// is not the secret's and is not used. Fix the reference in Infisical.
+//
+// It names the keys and the references (the text between ${ and }), never a value.
+type UnresolvedReferenceError struct {
+	Scope Scope
+	// Refs maps each key to the names of the references left in its value.
+	Refs map[string][]string
+}
+
+// Bounds on what an UnresolvedReferenceError prints of each key.
+const (
+	maxRefsShown   = 5
+	maxRefNameShow = 128
+)
+
+func (e *UnresolvedReferenceError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: unresolved secret reference in ", e.Scope)
+	for i, k := range slices.Sorted(maps.Keys(e.Refs)) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		refs := e.Refs[k]
+		shown := make([]string, 0, min(len(refs), maxRefsShown))
+		for _, r := range refs[:min(len(refs), maxRefsShown)] {
+			if len(r) > maxRefNameShow {
+				r = r[:maxRefNameShow] + "…"
+			}
+			shown = append(shown, "${"+r+"}")
+		}
+		if len(refs) > maxRefsShown {
+			shown = append(shown, fmt.Sprintf("%d more", len(refs)-maxRefsShown))
+		}
+		fmt.Fprintf(&b, "%s (%s)", k, strings.Join(shown, " "))
+	}
+	b.WriteString(": Infisical left the reference in the value (the referenced secret, folder or " +
+		"environment does not exist, or the references form a cycle)")
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrUnresolvedReference) true.
+func (e *UnresolvedReferenceError) Is(target error) bool { return target == ErrUnresolvedReference }
 
 // maxMessage bounds the server message kept in an APIError.
 const maxMessage = 512
