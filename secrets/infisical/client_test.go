@@ -313,27 +313,30 @@ func TestInvalidCredentials(t *testing.T) {
 }
 
 func TestHiddenValueIsAnError(t *testing.T) {
+	// CROSS is hidden in the folder itself, MAIL_KEY in an import. (Nothing the identity may
+	// read references them: that would make the list a 403, see
+	// TestReferenceToUnreadableSecretIsForbidden.)
 	opts := fixture(infisicaltest.WithIdentity(infisicaltest.Identity{
-		ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"DB_PASSWORD", "MAIL_KEY"},
+		ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"CROSS", "MAIL_KEY"},
 	}))
 	e := setup(t, infisical.Config{}, opts...)
 	src := e.client.Source(apiScope)
 	ctx := context.Background()
 
-	_, err := src.Fetch(ctx, []string{"OVERRIDDEN", "DB_PASSWORD"})
+	_, err := src.Fetch(ctx, []string{"OVERRIDDEN", "CROSS"})
 	var hv *infisical.HiddenValueError
 	if !errors.As(err, &hv) || !errors.Is(err, infisical.ErrHiddenValue) {
 		t.Fatalf("err = %v, want *HiddenValueError", err)
 	}
-	if len(hv.Keys) != 1 || hv.Keys[0] != "DB_PASSWORD" {
-		t.Errorf("hidden keys = %v, want [DB_PASSWORD]", hv.Keys)
+	if len(hv.Keys) != 1 || hv.Keys[0] != "CROSS" {
+		t.Errorf("hidden keys = %v, want [CROSS]", hv.Keys)
 	}
-	if !strings.Contains(err.Error(), "DB_PASSWORD") || !strings.Contains(err.Error(), `"/api"`) {
+	if !strings.Contains(err.Error(), "CROSS") || !strings.Contains(err.Error(), `"/api"`) {
 		t.Errorf("error %q does not name the key and the scope", err)
 	}
 
 	// A hidden key nobody asks for does not fail the fetch (MAIL_KEY is hidden too).
-	got, err := src.Fetch(ctx, []string{"OVERRIDDEN", "CROSS"})
+	got, err := src.Fetch(ctx, []string{"OVERRIDDEN", "DB_PASSWORD"})
 	if err != nil {
 		t.Fatalf("fetch of visible keys: %v", err)
 	}
@@ -345,11 +348,64 @@ func TestHiddenValueIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(l.Hidden, ","); got != "DB_PASSWORD,MAIL_KEY" {
-		t.Errorf("Hidden = %s, want DB_PASSWORD,MAIL_KEY", got)
+	if got := strings.Join(l.Hidden, ","); got != "CROSS,MAIL_KEY" {
+		t.Errorf("Hidden = %s, want CROSS,MAIL_KEY", got)
 	}
-	if _, ok := l.Values.Get("DB_PASSWORD"); ok {
+	if _, ok := l.Values.Get("CROSS"); ok {
 		t.Errorf("a hidden value is in Values")
+	}
+}
+
+// Infisical refuses the whole list (403 ForbiddenRequestError "Failed to expand one or more
+// secret references") when a secret of the folder references one whose value the identity may
+// not read; the client reports it as ErrForbidden, naming the secrets involved, and neither
+// logs in again nor retries.
+func TestReferenceToUnreadableSecretIsForbidden(t *testing.T) {
+	opts := fixture(infisicaltest.WithIdentity(infisicaltest.Identity{
+		ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"MAIL_HOST"}, // CROSS references it
+	}))
+	e := setup(t, infisical.Config{}, opts...)
+	_, err := e.client.Source(apiScope).Fetch(context.Background(), []string{"OVERRIDDEN"})
+	if err == nil {
+		t.Fatal("Fetch succeeded, want the server's 403")
+	}
+	var apiErr *infisical.APIError
+	if !errors.Is(err, infisical.ErrForbidden) || errors.Is(err, infisical.ErrUnauthorized) ||
+		!errors.As(err, &apiErr) || apiErr.StatusCode != 403 || apiErr.Name != "ForbiddenError" {
+		t.Fatalf("err = %v, want ErrForbidden from a 403 ForbiddenError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"Failed to expand one or more secret references", "'MAIL_HOST'", "'CROSS'", `"/api"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not mention %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "mail.staging") {
+		t.Errorf("error shows the value the identity may not read: %s", msg)
+	}
+	assertNoSecret(t, "error", msg)
+	if n, m := e.srv.Count(http.MethodPost, loginPath), e.srv.Count(http.MethodGet, listPath); n != 1 || m != 1 {
+		t.Errorf("%d logins and %d list calls, want 1 and 1 (a 403 other than TokenError is final)", n, m)
+	}
+}
+
+// An imported secret whose references the identity may not read comes back unexpanded (the
+// server drops the refusal for imports): its references are left, so it is unresolved.
+func TestImportReferencingUnreadableSecretIsUnresolved(t *testing.T) {
+	const smtpPass = "sp-5e6f7a8b9c"
+	opts := fixture(
+		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"SMTP_PASS"}}),
+		infisicaltest.WithSecrets(infisicaltest.Folder{ProjectID: "proj-1", Environment: "staging"}, map[string]string{"SMTP_PASS": smtpPass}),
+		infisicaltest.WithSecrets(commonFolder, map[string]string{"MAIL_URL": "smtp://u:${staging.SMTP_PASS}@${staging.MAIL_HOST}"}),
+	)
+	e := setup(t, infisical.Config{}, opts...)
+	got, err := e.client.Source(apiScope).Fetch(context.Background(), []string{"MAIL_URL", "DB_PASSWORD"})
+	if !errors.Is(err, infisical.ErrUnresolvedReference) {
+		t.Fatalf("Fetch = %v, %v; want ErrUnresolvedReference for MAIL_URL", got, err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "MAIL_URL") || !strings.Contains(msg, "${staging.SMTP_PASS}") ||
+		strings.Contains(msg, smtpPass) || strings.Contains(msg, "smtp://") {
+		t.Errorf("error = %q, want MAIL_URL and ${staging.SMTP_PASS} named, no value", msg)
 	}
 }
 

@@ -158,3 +158,27 @@ func TestUnresolvedReferenceErrorBoundsWhatItPrints(t *testing.T) {
 		t.Errorf("keys not sorted: %s", msg)
 	}
 }
+
+func TestAPIErrorKeepsTextDetails(t *testing.T) {
+	scrub := func(s string) string { return strings.ReplaceAll(s, "tok-1", "[redacted]") }
+	e := decodeAPIError("GET", "/p", 403, []byte(`{"reqId":"r","statusCode":403,"error":"ForbiddenError",`+
+		`"message":"Failed to expand one or more secret references",`+
+		`"details":["You do not have permission to read secret 'B' ..., which is referenced by secret 'A' ...","tok-1","3","4","5","sixth"]}`), scrub)
+	if len(e.Details) != maxDetails || e.Details[1] != "[redacted]" {
+		t.Errorf("Details = %q, want %d scrubbed entries", e.Details, maxDetails)
+	}
+	if got := e.Error(); !strings.Contains(got, "secret references: You do not have permission to read secret 'B'") ||
+		strings.Contains(got, "tok-1") || strings.Contains(got, "sixth") {
+		t.Errorf("Error() = %s", got)
+	}
+	if !errors.Is(e, ErrForbidden) || errors.Is(e, ErrUnauthorized) {
+		t.Errorf("a ForbiddenError 403 should match ErrForbidden only")
+	}
+
+	// CASL's PermissionDenied details are rule objects: not kept.
+	e = decodeAPIError("GET", "/p", 403, []byte(`{"error":"PermissionDenied","message":"You are not allowed to readValue on secrets",`+
+		`"details":[{"action":["readValue"],"inverted":false,"subject":"secrets","conditions":{"secretPath":{"$glob":"/x"}}}]}`), scrub)
+	if e.Details != nil || strings.Contains(e.Error(), "glob") {
+		t.Errorf("object details kept: %+v", e)
+	}
+}

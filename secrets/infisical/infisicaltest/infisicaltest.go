@@ -16,7 +16,10 @@
 //     returned in imports[] only with include_imports=true (the camelCase includeImports is
 //     ignored, as by the real server).
 //     Values the identity may not read come back as "<hidden-by-infisical>" with
-//     secretValueHidden=true.
+//     secretValueHidden=true. A secret of the folder that references a secret whose value the
+//     identity may not read makes the whole list a 403 ForbiddenError "Failed to expand one or
+//     more secret references" with one detail per such secret; an imported one keeps its raw,
+//     unexpanded value (the server drops that refusal for imports).
 //   - Errors use the body {reqId, statusCode, message, error}: no bearer → 401
 //     UnauthorizedError; expired token → 403 TokenError "Your token has expired. Please
 //     re-authenticate."; unknown token → 403 TokenError; missing project or environment → 400;
@@ -338,12 +341,13 @@ func newID() string {
 	return hex.EncodeToString(b)
 }
 
-// apiError is Infisical's error body.
+// apiError is Infisical's error body; a ForbiddenRequestError adds details.
 type apiError struct {
 	ReqID      string `json:"reqId"`
 	StatusCode int    `json:"statusCode"`
 	Message    any    `json:"message"`
 	Error      string `json:"error"`
+	Details    any    `json:"details,omitempty"`
 }
 
 // errorNames are the "error" values Infisical sends per status.

@@ -112,6 +112,69 @@ func TestReferencesExpandedOnlyWhenAsked(t *testing.T) {
 	}
 }
 
+// A listed secret that references one whose value the identity may not read makes the whole
+// list a 403, as in Infisical (ForbiddenRequestError "Failed to expand one or more secret
+// references"); the hidden value must not come back expanded inside the readable one.
+func TestReferenceToUnreadableSecretIsForbidden(t *testing.T) {
+	h := newHandler(infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: "id1", ClientSecret: "sec1", HiddenKeys: []string{"HOST"}}))
+	tok := login(t, h)
+	q := url.Values{"workspaceId": {"p1"}, "environment": {"prod"}, "secretPath": {"/api"}, "expandSecretReferences": {"true"}}
+	req := httptest.NewRequest("GET", listURL(q), nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if strings.Contains(rec.Body.String(), "db.internal") {
+		t.Errorf("the answer holds the value the identity may not read: %s", rec.Body)
+	}
+	var out struct {
+		ReqID      string   `json:"reqId"`
+		StatusCode int      `json:"statusCode"`
+		Message    string   `json:"message"`
+		Error      string   `json:"error"`
+		Details    []string `json:"details"`
+	}
+	_ = json.Unmarshal(rec.Body.Bytes(), &out)
+	if rec.Code != 403 || out.StatusCode != 403 || out.Error != "ForbiddenError" || out.ReqID == "" ||
+		out.Message != "Failed to expand one or more secret references" {
+		t.Fatalf("got %d %s, want 403 ForbiddenError \"Failed to expand one or more secret references\"", rec.Code, rec.Body)
+	}
+	want := "You do not have permission to read secret 'HOST' in environment 'prod' at path '/', " +
+		"which is referenced by secret 'URL' in environment 'prod' at path '/api'."
+	if len(out.Details) != 1 || out.Details[0] != want {
+		t.Errorf("details = %q, want [%q]", out.Details, want)
+	}
+
+	// Without expansion nothing is read through the reference: 200, the reference as written.
+	q.Del("expandSecretReferences")
+	code, body := call(t, h, "GET", listURL(q), tok, "")
+	if code != 200 || values(body["secrets"])["URL"] != "postgres://${USER}@${prod.HOST}/${staging.nested.deep.NAME}" {
+		t.Errorf("unexpanded list: %d %v", code, body)
+	}
+}
+
+// An imported secret whose expansion is refused keeps its raw value: the server expands
+// imports with Promise.allSettled and drops the failure, so the list is still a 200.
+func TestImportReferencingUnreadableSecretStaysUnexpanded(t *testing.T) {
+	svc := infisicaltest.Folder{ProjectID: "p1", Environment: "prod", Path: "/svc"}
+	lib := infisicaltest.Folder{ProjectID: "p1", Environment: "prod", Path: "/lib"}
+	h := newHandler(
+		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: "id1", ClientSecret: "sec1", HiddenKeys: []string{"HOST"}}),
+		infisicaltest.WithSecrets(svc, map[string]string{"OWN": "o"}),
+		infisicaltest.WithSecrets(lib, map[string]string{"LIBURL": "x${prod.WHICH}y${prod.HOST}", "LIBOK": "${prod.WHICH}"}),
+		infisicaltest.WithImport(svc, lib))
+	tok := login(t, h)
+	q := url.Values{"workspaceId": {"p1"}, "environment": {"prod"}, "secretPath": {"/svc"},
+		"expandSecretReferences": {"true"}, "include_imports": {"true"}}
+	code, out := call(t, h, "GET", listURL(q), tok, "")
+	if code != 200 {
+		t.Fatalf("list: %d %v", code, out)
+	}
+	imp := values(out["imports"].([]any)[0].(map[string]any)["secrets"])
+	if imp["LIBURL"] != "x${prod.WHICH}y${prod.HOST}" || imp["LIBOK"] != "NAME" {
+		t.Errorf("imported = %v, want LIBURL raw and LIBOK expanded", imp)
+	}
+}
+
 func TestImportsOnlyWithSnakeCaseFlag(t *testing.T) {
 	h := newHandler()
 	tok := login(t, h)
