@@ -229,7 +229,9 @@ type Listing struct {
 	// import listed last wins (the order the Infisical CLI merges them in).
 	Values secrets.Values
 	// Hidden lists, sorted, the keys whose value Infisical hid (secretValueHidden): the
-	// identity may see them but not read them.
+	// identity may see them but not read them. Infisical hides only the folder's own secrets:
+	// it leaves an imported secret the identity may not read out of the answer, so such a key
+	// is absent, or another import's readable copy is in Values.
 	Hidden []string
 	// Unresolved maps the keys whose value still holds a secret reference after Infisical
 	// expanded references to the names of those references (the text between ${ and }, never

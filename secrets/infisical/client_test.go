@@ -313,9 +313,9 @@ func TestInvalidCredentials(t *testing.T) {
 }
 
 func TestHiddenValueIsAnError(t *testing.T) {
-	// CROSS is hidden in the folder itself, MAIL_KEY in an import. (Nothing the identity may
-	// read references them: that would make the list a 403, see
-	// TestReferenceToUnreadableSecretIsForbidden.)
+	// CROSS is hidden in the folder itself; MAIL_KEY, hidden in an import, is left out of the
+	// list (see TestUnreadableImportedSecretIsDropped). Nothing the identity may read
+	// references them: that would make the list a 403 (TestReferenceToUnreadableSecretIsForbidden).
 	opts := fixture(infisicaltest.WithIdentity(infisicaltest.Identity{
 		ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"CROSS", "MAIL_KEY"},
 	}))
@@ -335,7 +335,7 @@ func TestHiddenValueIsAnError(t *testing.T) {
 		t.Errorf("error %q does not name the key and the scope", err)
 	}
 
-	// A hidden key nobody asks for does not fail the fetch (MAIL_KEY is hidden too).
+	// A hidden key nobody asks for does not fail the fetch.
 	got, err := src.Fetch(ctx, []string{"OVERRIDDEN", "DB_PASSWORD"})
 	if err != nil {
 		t.Fatalf("fetch of visible keys: %v", err)
@@ -348,8 +348,8 @@ func TestHiddenValueIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(l.Hidden, ","); got != "CROSS,MAIL_KEY" {
-		t.Errorf("Hidden = %s, want CROSS,MAIL_KEY", got)
+	if got := strings.Join(l.Hidden, ","); got != "CROSS" {
+		t.Errorf("Hidden = %s, want CROSS", got)
 	}
 	if _, ok := l.Values.Get("CROSS"); ok {
 		t.Errorf("a hidden value is in Values")
@@ -406,6 +406,41 @@ func TestImportReferencingUnreadableSecretIsUnresolved(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, "MAIL_URL") || !strings.Contains(msg, "${staging.SMTP_PASS}") ||
 		strings.Contains(msg, smtpPass) || strings.Contains(msg, "smtp://") {
 		t.Errorf("error = %q, want MAIL_URL and ${staging.SMTP_PASS} named, no value", msg)
+	}
+}
+
+// Infisical drops an imported secret whose value the identity may not read (fnSecretsV2FromImports
+// filters them with hasSecretAccess when values are asked for), rather than returning it
+// hidden: the key is then missing, or another import's readable copy wins.
+func TestUnreadableImportedSecretIsDropped(t *testing.T) {
+	opts := fixture(infisicaltest.WithIdentity(infisicaltest.Identity{
+		ClientID: clientID, ClientSecret: clientSecret, HiddenFolders: []infisicaltest.Folder{commonFolder},
+	}))
+	e := setup(t, infisical.Config{}, opts...)
+	src := e.client.Source(apiScope)
+	ctx := context.Background()
+
+	// IN_BOTH_IMPORTS: /common (the later import) is unreadable, so /shared's copy wins.
+	got, err := src.Fetch(ctx, []string{"IN_BOTH_IMPORTS", "ONLY_SHARED"})
+	if err != nil {
+		t.Fatalf("Fetch: %v, want /shared's readable copy", err)
+	}
+	if v, _ := got.Get("IN_BOTH_IMPORTS"); v != "first" {
+		t.Errorf("IN_BOTH_IMPORTS = %q, want first (from /shared)", v)
+	}
+
+	// MAIL_KEY is only in /common: missing, not hidden.
+	_, err = src.Fetch(ctx, []string{"MAIL_KEY"})
+	var me *secrets.MissingError
+	if !errors.As(err, &me) || errors.Is(err, infisical.ErrHiddenValue) || len(me.Keys) != 1 || me.Keys[0] != "MAIL_KEY" {
+		t.Errorf("err = %v, want MAIL_KEY missing (and not hidden)", err)
+	}
+	l, err := e.client.ListSecrets(ctx, apiScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Hidden) != 0 {
+		t.Errorf("Hidden = %v, want none: unreadable imports are dropped", l.Hidden)
 	}
 }
 

@@ -16,7 +16,9 @@
 //     returned in imports[] only with include_imports=true (the camelCase includeImports is
 //     ignored, as by the real server).
 //     Values the identity may not read come back as "<hidden-by-infisical>" with
-//     secretValueHidden=true. A secret of the folder that references a secret whose value the
+//     secretValueHidden=true, all of them with viewSecretValue=false; with viewSecretValue
+//     true (the default) an imported secret whose value the identity may not read is left out
+//     of imports[], as by the real server. A secret of the folder that references a secret whose value the
 //     identity may not read makes the whole list a 403 ForbiddenError "Failed to expand one or
 //     more secret references" with one detail per such secret; an imported one keeps its raw,
 //     unexpanded value (the server drops that refusal for imports).
@@ -58,10 +60,14 @@ type Identity struct {
 	ClientSecret string
 	// TokenTTL is the access token lifetime (expiresIn); DefaultTokenTTL when zero.
 	TokenTTL time.Duration
-	// HideValues denies the identity read-value permission: every value comes back hidden.
+	// HideValues denies the identity read-value permission on every secret: the listed
+	// folder's values come back hidden and imported secrets are left out.
 	HideValues bool
-	// HiddenKeys hides the values of these keys only (a permission condition on secret name).
+	// HiddenKeys denies it on these keys only (a permission condition on secret name).
 	HiddenKeys []string
+	// HiddenFolders denies it on the secrets of these folders (a permission condition on
+	// environment and secret path).
+	HiddenFolders []Folder
 }
 
 // Folder names one folder of secrets.
@@ -204,6 +210,10 @@ func (h *Handler) addIdentity(id Identity) {
 		id.TokenTTL = DefaultTokenTTL
 	}
 	id.HiddenKeys = slices.Clone(id.HiddenKeys)
+	id.HiddenFolders = slices.Clone(id.HiddenFolders)
+	for i, f := range id.HiddenFolders {
+		id.HiddenFolders[i] = f.norm()
+	}
 	h.identities[id.ClientID] = &id
 }
 

@@ -227,6 +227,36 @@ func TestHiddenValues(t *testing.T) {
 	}
 }
 
+// Imported secrets whose value the identity may not read are dropped when values are asked for
+// (viewSecretValue, true by default), as by the server's fnSecretsV2FromImports; with
+// viewSecretValue=false every value is hidden and imported secrets are kept, hidden.
+func TestUnreadableImportedSecretsDropped(t *testing.T) {
+	h := newHandler(
+		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: "id1", ClientSecret: "sec1", HiddenKeys: []string{"SHARED"}}),
+		infisicaltest.WithSecrets(shared, map[string]string{"OTHER": "o"}))
+	tok := login(t, h)
+	q := url.Values{"workspaceId": {"p1"}, "environment": {"prod"}, "secretPath": {"/api"}, "include_imports": {"true"}}
+	_, out := call(t, h, "GET", listURL(q), tok, "")
+	imp := out["imports"].([]any)[0].(map[string]any)
+	if got := values(imp["secrets"]); len(got) != 1 || got["OTHER"] != "o" {
+		t.Errorf("imported secrets = %v, want only OTHER (SHARED dropped)", got)
+	}
+
+	q.Set("viewSecretValue", "false")
+	_, out = call(t, h, "GET", listURL(q), tok, "")
+	for _, list := range []any{out["secrets"], out["imports"].([]any)[0].(map[string]any)["secrets"]} {
+		for _, s := range list.([]any) {
+			m := s.(map[string]any)
+			if m["secretValueHidden"] != true || m["secretValue"] != infisicaltest.HiddenValue {
+				t.Errorf("viewSecretValue=false: %v, want hidden", m)
+			}
+		}
+	}
+	if got := values(out["imports"].([]any)[0].(map[string]any)["secrets"]); len(got) != 2 {
+		t.Errorf("viewSecretValue=false: imported = %v, want SHARED and OTHER, hidden", got)
+	}
+}
+
 func TestErrors(t *testing.T) {
 	h := newHandler()
 	tok := login(t, h)

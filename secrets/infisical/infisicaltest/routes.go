@@ -234,6 +234,7 @@ func (h *Handler) handleList(projectParam string) http.HandlerFunc {
 		}
 		expand := q.Get("expandSecretReferences") == "true"
 		withImports := q.Get("include_imports") == "true"
+		view := q.Get("viewSecretValue") != "false" // the server's default is true
 
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -248,7 +249,7 @@ func (h *Handler) handleList(projectParam string) http.HandlerFunc {
 				fmt.Sprintf("Folder with path '%s' in environment with slug '%s' not found", f.Path, f.Environment))
 			return
 		}
-		own, denied := h.render(f, fo, id, expand, false)
+		own, denied := h.render(f, fo, id, listing{expand: expand, view: view})
 		if len(denied) > 0 {
 			// The server expands each secret and, when any expansion was refused, answers
 			// ForbiddenRequestError with one detail per refused secret.
@@ -267,7 +268,7 @@ func (h *Handler) handleList(projectParam string) http.HandlerFunc {
 				if !ok {
 					continue
 				}
-				secs, _ := h.render(imp, ifo, id, expand, true)
+				secs, _ := h.render(imp, ifo, id, listing{expand: expand, view: view, imported: true})
 				out.Imports = append(out.Imports, importJSON{
 					SecretPath: imp.Path, Environment: imp.Environment, FolderID: ifo.id, Secrets: secs,
 				})
@@ -277,21 +278,33 @@ func (h *Handler) handleList(projectParam string) http.HandlerFunc {
 	}
 }
 
+// listing is how a folder is rendered: the list's expandSecretReferences and viewSecretValue,
+// and whether the folder is an import of the one listed.
+type listing struct {
+	expand, view, imported bool
+}
+
 // render returns a folder's secrets as the identity sees them, and a message for each secret
 // whose expansion was refused because it references a secret the identity may not read. Such a
-// secret keeps its raw value: the server drops the refusal for an imported secret (imported
-// says which) and answers 403 for the folder's own. Callers hold mu.
-func (h *Handler) render(f Folder, fo *folder, id *Identity, expand, imported bool) ([]secretJSON, []string) {
+// secret keeps its raw value: the server drops the refusal for an imported secret and answers
+// 403 for the folder's own. When values are asked for (view), an imported secret whose value
+// the identity may not read is left out, as the server's fnSecretsV2FromImports does; one of
+// the folder's own comes back hidden. Without view every value is hidden. Callers hold mu.
+func (h *Handler) render(f Folder, fo *folder, id *Identity, l listing) ([]secretJSON, []string) {
 	out := make([]secretJSON, 0, len(fo.order))
 	var denied []string
 	for _, k := range fo.order {
 		s := fo.secrets[k]
 		v := s.value
-		hidden := !id.canRead(f, k)
+		readable := id.canRead(f, k)
+		if l.imported && l.view && !readable {
+			continue
+		}
+		hidden := !l.view || !readable
 		switch {
 		case hidden:
 			v = HiddenValue // hidden before expansion: the placeholder holds no reference
-		case expand:
+		case l.expand:
 			if ev, err := h.expandValue(f, k, v, id); err != nil {
 				denied = append(denied, err.Error())
 			} else {
@@ -309,8 +322,8 @@ func (h *Handler) render(f Folder, fo *folder, id *Identity, expand, imported bo
 }
 
 // canRead reports whether the identity may read the value of secret key of folder f.
-func (id *Identity) canRead(_ Folder, key string) bool {
-	return !id.HideValues && !slices.Contains(id.HiddenKeys, key)
+func (id *Identity) canRead(f Folder, key string) bool {
+	return !id.HideValues && !slices.Contains(id.HiddenKeys, key) && !slices.Contains(id.HiddenFolders, f.norm())
 }
 
 // refDenied is a reference to a secret the identity may not read, with the server's message.
