@@ -229,14 +229,23 @@ type Listing struct {
 	// import listed last wins (the order the Infisical CLI merges them in).
 	Values secrets.Values
 	// Hidden lists, sorted, the keys whose value Infisical hid (secretValueHidden): the
-	// identity may see them but not read them.
+	// identity may see them but not read them. Infisical hides only the folder's own secrets:
+	// it leaves an imported secret the identity may not read out of the answer, so such a key
+	// is absent, or another import's readable copy is in Values.
 	Hidden []string
+	// Unresolved maps the keys whose value still holds a secret reference after Infisical
+	// expanded references to the names of those references (the text between ${ and }, never
+	// any other part of the value). Their values are not in Values: Infisical leaves a
+	// reference it cannot resolve (a missing secret, folder or environment, a cycle, a chain
+	// deeper than 10) in the value as written, so the value is not the secret's.
+	Unresolved map[string][]string
 }
 
 // ListSecrets lists the secrets of scope in one request, with references (${KEY},
 // ${env.folder.KEY}) expanded by the server and imported folders merged (see Listing for
-// which side wins). Infisical expands a reference it cannot resolve to "" and does not report
-// it; the client cannot see the difference.
+// which side wins). Infisical leaves a reference it cannot resolve in the value as written
+// and does not report it; the client finds such values by the reference syntax and lists
+// them in Listing.Unresolved instead of Values.
 //
 // It returns an error wrapping *APIError for a non-2xx answer (errors.Is ErrNotFound for an
 // unknown or out-of-scope project, environment or folder; ErrUnauthorized when the identity
@@ -259,10 +268,10 @@ func (c *Client) ListSecrets(ctx context.Context, scope Scope) (Listing, error) 
 	if err := c.authed(ctx, http.MethodGet, listPath, q, &out); err != nil {
 		return Listing{}, fmt.Errorf("list secrets of %s: %w", scope, err)
 	}
-	l := out.merge()
+	l := out.merge(q.Get("expandSecretReferences") == "true")
 	c.log.LogAttrs(ctx, slog.LevelDebug, "infisical secrets listed",
 		slog.String(attrProject, scope.ProjectID), slog.String(attrEnv, scope.Environment),
-		slog.String(attrFolder, scope.path()), slog.Int(attrCount, l.Values.Len()+len(l.Hidden)),
+		slog.String(attrFolder, scope.path()), slog.Int(attrCount, l.Values.Len()+len(l.Hidden)+len(l.Unresolved)),
 		slog.Int(attrImports, len(out.Imports)))
 	return l, nil
 }
@@ -282,12 +291,33 @@ type listResponse struct {
 	} `json:"imports"`
 }
 
+// referenceRe is Infisical's secret reference syntax (INTERPOLATION_PATTERN_STRING in the
+// server's secret-reference-fns.ts): ${KEY}, ${env.KEY}, ${env.a.b.KEY}, ${@project.env.KEY}.
+// The server expands only text of this form; ${VAR:-x} or ${a b} it never touches.
+var referenceRe = regexp.MustCompile(`\$\{([a-zA-Z0-9_.@-]+)\}`)
+
+// references returns the names of the secret references in v (the text between ${ and },
+// each once, in order of appearance): after the server expanded references, those it could
+// not resolve.
+func references(v string) []string {
+	var names []string
+	for _, m := range referenceRe.FindAllStringSubmatch(v, -1) {
+		if !slices.Contains(names, m[1]) {
+			names = append(names, m[1])
+		}
+	}
+	return names
+}
+
 // merge applies the precedence documented on Listing: own secrets first, then imports from
-// the last to the first; the first occurrence of a key wins.
-func (r *listResponse) merge() Listing {
+// the last to the first; the first occurrence of a key wins. When expanded (the server was
+// asked to expand references), a readable value still holding a reference goes to
+// Unresolved instead of Values.
+func (r *listResponse) merge(expanded bool) Listing {
 	vals := make(map[string]string, len(r.Secrets))
 	seen := make(map[string]bool, len(r.Secrets))
 	var hidden []string
+	var unresolved map[string][]string
 	take := func(s rawSecret) {
 		if seen[s.SecretKey] {
 			return
@@ -295,6 +325,13 @@ func (r *listResponse) merge() Listing {
 		seen[s.SecretKey] = true
 		if s.SecretValueHidden {
 			hidden = append(hidden, s.SecretKey)
+			return
+		}
+		if refs := references(s.SecretValue); expanded && len(refs) > 0 {
+			if unresolved == nil {
+				unresolved = make(map[string][]string)
+			}
+			unresolved[s.SecretKey] = refs
 			return
 		}
 		vals[s.SecretKey] = s.SecretValue
@@ -308,7 +345,7 @@ func (r *listResponse) merge() Listing {
 		}
 	}
 	slices.Sort(hidden)
-	return Listing{Values: secrets.NewValues(vals), Hidden: hidden}
+	return Listing{Values: secrets.NewValues(vals), Hidden: hidden, Unresolved: unresolved}
 }
 
 // authed makes a request with the access token, logging in first when there is none or it

@@ -313,27 +313,30 @@ func TestInvalidCredentials(t *testing.T) {
 }
 
 func TestHiddenValueIsAnError(t *testing.T) {
+	// CROSS is hidden in the folder itself; MAIL_KEY, hidden in an import, is left out of the
+	// list (see TestUnreadableImportedSecretIsDropped). Nothing the identity may read
+	// references them: that would make the list a 403 (TestReferenceToUnreadableSecretIsForbidden).
 	opts := fixture(infisicaltest.WithIdentity(infisicaltest.Identity{
-		ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"DB_PASSWORD", "MAIL_KEY"},
+		ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"CROSS", "MAIL_KEY"},
 	}))
 	e := setup(t, infisical.Config{}, opts...)
 	src := e.client.Source(apiScope)
 	ctx := context.Background()
 
-	_, err := src.Fetch(ctx, []string{"OVERRIDDEN", "DB_PASSWORD"})
+	_, err := src.Fetch(ctx, []string{"OVERRIDDEN", "CROSS"})
 	var hv *infisical.HiddenValueError
 	if !errors.As(err, &hv) || !errors.Is(err, infisical.ErrHiddenValue) {
 		t.Fatalf("err = %v, want *HiddenValueError", err)
 	}
-	if len(hv.Keys) != 1 || hv.Keys[0] != "DB_PASSWORD" {
-		t.Errorf("hidden keys = %v, want [DB_PASSWORD]", hv.Keys)
+	if len(hv.Keys) != 1 || hv.Keys[0] != "CROSS" {
+		t.Errorf("hidden keys = %v, want [CROSS]", hv.Keys)
 	}
-	if !strings.Contains(err.Error(), "DB_PASSWORD") || !strings.Contains(err.Error(), `"/api"`) {
+	if !strings.Contains(err.Error(), "CROSS") || !strings.Contains(err.Error(), `"/api"`) {
 		t.Errorf("error %q does not name the key and the scope", err)
 	}
 
-	// A hidden key nobody asks for does not fail the fetch (MAIL_KEY is hidden too).
-	got, err := src.Fetch(ctx, []string{"OVERRIDDEN", "CROSS"})
+	// A hidden key nobody asks for does not fail the fetch.
+	got, err := src.Fetch(ctx, []string{"OVERRIDDEN", "DB_PASSWORD"})
 	if err != nil {
 		t.Fatalf("fetch of visible keys: %v", err)
 	}
@@ -345,11 +348,99 @@ func TestHiddenValueIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(l.Hidden, ","); got != "DB_PASSWORD,MAIL_KEY" {
-		t.Errorf("Hidden = %s, want DB_PASSWORD,MAIL_KEY", got)
+	if got := strings.Join(l.Hidden, ","); got != "CROSS" {
+		t.Errorf("Hidden = %s, want CROSS", got)
 	}
-	if _, ok := l.Values.Get("DB_PASSWORD"); ok {
+	if _, ok := l.Values.Get("CROSS"); ok {
 		t.Errorf("a hidden value is in Values")
+	}
+}
+
+// Infisical refuses the whole list (403 ForbiddenRequestError "Failed to expand one or more
+// secret references") when a secret of the folder references one whose value the identity may
+// not read; the client reports it as ErrForbidden, naming the secrets involved, and neither
+// logs in again nor retries.
+func TestReferenceToUnreadableSecretIsForbidden(t *testing.T) {
+	opts := fixture(infisicaltest.WithIdentity(infisicaltest.Identity{
+		ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"MAIL_HOST"}, // CROSS references it
+	}))
+	e := setup(t, infisical.Config{}, opts...)
+	_, err := e.client.Source(apiScope).Fetch(context.Background(), []string{"OVERRIDDEN"})
+	if err == nil {
+		t.Fatal("Fetch succeeded, want the server's 403")
+	}
+	var apiErr *infisical.APIError
+	if !errors.Is(err, infisical.ErrForbidden) || errors.Is(err, infisical.ErrUnauthorized) ||
+		!errors.As(err, &apiErr) || apiErr.StatusCode != 403 || apiErr.Name != "ForbiddenError" {
+		t.Fatalf("err = %v, want ErrForbidden from a 403 ForbiddenError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"Failed to expand one or more secret references", "'MAIL_HOST'", "'CROSS'", `"/api"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not mention %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "mail.staging") {
+		t.Errorf("error shows the value the identity may not read: %s", msg)
+	}
+	assertNoSecret(t, "error", msg)
+	if n, m := e.srv.Count(http.MethodPost, loginPath), e.srv.Count(http.MethodGet, listPath); n != 1 || m != 1 {
+		t.Errorf("%d logins and %d list calls, want 1 and 1 (a 403 other than TokenError is final)", n, m)
+	}
+}
+
+// An imported secret whose references the identity may not read comes back unexpanded (the
+// server drops the refusal for imports): its references are left, so it is unresolved.
+func TestImportReferencingUnreadableSecretIsUnresolved(t *testing.T) {
+	const smtpPass = "sp-5e6f7a8b9c"
+	opts := fixture(
+		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"SMTP_PASS"}}),
+		infisicaltest.WithSecrets(infisicaltest.Folder{ProjectID: "proj-1", Environment: "staging"}, map[string]string{"SMTP_PASS": smtpPass}),
+		infisicaltest.WithSecrets(commonFolder, map[string]string{"MAIL_URL": "smtp://u:${staging.SMTP_PASS}@${staging.MAIL_HOST}"}),
+	)
+	e := setup(t, infisical.Config{}, opts...)
+	got, err := e.client.Source(apiScope).Fetch(context.Background(), []string{"MAIL_URL", "DB_PASSWORD"})
+	if !errors.Is(err, infisical.ErrUnresolvedReference) {
+		t.Fatalf("Fetch = %v, %v; want ErrUnresolvedReference for MAIL_URL", got, err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "MAIL_URL") || !strings.Contains(msg, "${staging.SMTP_PASS}") ||
+		strings.Contains(msg, smtpPass) || strings.Contains(msg, "smtp://") {
+		t.Errorf("error = %q, want MAIL_URL and ${staging.SMTP_PASS} named, no value", msg)
+	}
+}
+
+// Infisical drops an imported secret whose value the identity may not read (fnSecretsV2FromImports
+// filters them with hasSecretAccess when values are asked for), rather than returning it
+// hidden: the key is then missing, or another import's readable copy wins.
+func TestUnreadableImportedSecretIsDropped(t *testing.T) {
+	opts := fixture(infisicaltest.WithIdentity(infisicaltest.Identity{
+		ClientID: clientID, ClientSecret: clientSecret, HiddenFolders: []infisicaltest.Folder{commonFolder},
+	}))
+	e := setup(t, infisical.Config{}, opts...)
+	src := e.client.Source(apiScope)
+	ctx := context.Background()
+
+	// IN_BOTH_IMPORTS: /common (the later import) is unreadable, so /shared's copy wins.
+	got, err := src.Fetch(ctx, []string{"IN_BOTH_IMPORTS", "ONLY_SHARED"})
+	if err != nil {
+		t.Fatalf("Fetch: %v, want /shared's readable copy", err)
+	}
+	if v, _ := got.Get("IN_BOTH_IMPORTS"); v != "first" {
+		t.Errorf("IN_BOTH_IMPORTS = %q, want first (from /shared)", v)
+	}
+
+	// MAIL_KEY is only in /common: missing, not hidden.
+	_, err = src.Fetch(ctx, []string{"MAIL_KEY"})
+	var me *secrets.MissingError
+	if !errors.As(err, &me) || errors.Is(err, infisical.ErrHiddenValue) || len(me.Keys) != 1 || me.Keys[0] != "MAIL_KEY" {
+		t.Errorf("err = %v, want MAIL_KEY missing (and not hidden)", err)
+	}
+	l, err := e.client.ListSecrets(ctx, apiScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Hidden) != 0 {
+		t.Errorf("Hidden = %v, want none: unreadable imports are dropped", l.Hidden)
 	}
 }
 
@@ -377,6 +468,69 @@ func TestMissingKey(t *testing.T) {
 	}
 	if want := `infisical project "proj-1" environment "prod" path "/api": key NOPE not found`; err.Error() != want {
 		t.Errorf("error = %q, want %q", err, want)
+	}
+}
+
+// A reference Infisical could not resolve stays in the value as written ("when the referenced
+// secret does not exist, leave the literal ${REF} untouched"); the client must not hand such a
+// value on as if it were the secret.
+func TestUnresolvedReferenceIsAnError(t *testing.T) {
+	e := setup(t, infisical.Config{}, fixture(infisicaltest.WithSecrets(apiFolder, map[string]string{
+		"BROKEN_URL": "postgres://app:${prod.db.PASSWORD}@db/app", // no folder /db in prod
+		"SELF":       "x${SELF}",                                  // a cycle
+		// Not Infisical's reference syntax, so never expanded: a legitimate value.
+		"SHELL": "echo ${HOME:-/root} ${not a ref} $PATH",
+	}))...)
+	src := e.client.Source(apiScope)
+	ctx := context.Background()
+
+	_, err := src.Fetch(ctx, []string{"BROKEN_URL", "DB_PASSWORD", "SELF"})
+	if err == nil {
+		t.Fatal("Fetch of values holding unresolved references succeeded, want an error")
+	}
+	var ue *infisical.UnresolvedReferenceError
+	if !errors.As(err, &ue) || !errors.Is(err, infisical.ErrUnresolvedReference) {
+		t.Fatalf("err = %v, want *UnresolvedReferenceError", err)
+	}
+	if got := fmt.Sprint(ue.Refs); got != "map[BROKEN_URL:[prod.db.PASSWORD] SELF:[SELF]]" {
+		t.Errorf("Refs = %s, want BROKEN_URL: prod.db.PASSWORD and SELF: SELF", got)
+	}
+	if errors.Is(err, secrets.ErrMissing) {
+		t.Errorf("err = %v, also ErrMissing: nothing asked for is absent", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"BROKEN_URL", "${prod.db.PASSWORD}", "SELF", "${SELF}", `"/api"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not mention %q", msg, want)
+		}
+	}
+	for _, part := range []string{"postgres", "app:", "@db/app", "xx"} {
+		if strings.Contains(msg, part) {
+			t.Errorf("error %q shows part of a value (%q)", msg, part)
+		}
+	}
+	assertNoSecret(t, "error", msg)
+
+	// Keys without one are served, and ${...} outside the reference syntax is a value.
+	got, err := src.Fetch(ctx, []string{"SHELL", "DATABASE_URL"})
+	if err != nil {
+		t.Fatalf("fetch of resolved keys: %v", err)
+	}
+	if v, _ := got.Get("SHELL"); v != "echo ${HOME:-/root} ${not a ref} $PATH" {
+		t.Errorf("SHELL = %q, want it untouched", v)
+	}
+
+	l, err := e.client.ListSecrets(ctx, apiScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"BROKEN_URL", "SELF"} {
+		if _, ok := l.Values.Get(k); ok {
+			t.Errorf("%s, whose value holds an unresolved reference, is in Values", k)
+		}
+	}
+	if got := fmt.Sprint(l.Unresolved); got != "map[BROKEN_URL:[prod.db.PASSWORD] SELF:[SELF]]" {
+		t.Errorf("Unresolved = %s", got)
 	}
 }
 

@@ -2,6 +2,7 @@ package infisical
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -111,5 +112,73 @@ func TestRefreshMargin(t *testing.T) {
 		if got := refreshMargin(ttl); got != want {
 			t.Errorf("refreshMargin(%v) = %v, want %v", ttl, got, want)
 		}
+	}
+}
+
+// A value holding ${...} is a value when the server was not asked to expand references, and
+// when the text is not Infisical's reference syntax; with expansion asked, a reference left
+// in a readable value makes the key unresolved (a hidden one is only hidden).
+func TestMergeFlagsReferencesOnlyWhenExpanded(t *testing.T) {
+	r := listResponse{Secrets: []rawSecret{
+		{SecretKey: "TPL", SecretValue: "a ${prod.X} b ${Y} ${prod.X}"},
+		{SecretKey: "SHELL", SecretValue: "${HOME:-/} ${a b} $Y ${}"},
+		{SecretKey: "HID", SecretValue: "<hidden-by-infisical>", SecretValueHidden: true},
+	}}
+	l := r.merge(false)
+	if v, ok := l.Values.Get("TPL"); !ok || v != "a ${prod.X} b ${Y} ${prod.X}" || l.Unresolved != nil {
+		t.Errorf("without expansion: TPL = %q (%v), Unresolved = %v", v, ok, l.Unresolved)
+	}
+	l = r.merge(true)
+	if _, ok := l.Values.Get("TPL"); ok {
+		t.Errorf("with expansion: TPL is in Values")
+	}
+	if got := fmt.Sprint(l.Unresolved); got != "map[TPL:[prod.X Y]]" {
+		t.Errorf("Unresolved = %s, want TPL: prod.X Y", got)
+	}
+	if v, _ := l.Values.Get("SHELL"); v != "${HOME:-/} ${a b} $Y ${}" {
+		t.Errorf("SHELL = %q, want it kept", v)
+	}
+	if len(l.Hidden) != 1 || l.Hidden[0] != "HID" {
+		t.Errorf("Hidden = %v", l.Hidden)
+	}
+}
+
+func TestUnresolvedReferenceErrorBoundsWhatItPrints(t *testing.T) {
+	long := strings.Repeat("A", 300)
+	e := &UnresolvedReferenceError{Scope: Scope{ProjectID: "p", Environment: "prod"},
+		Refs: map[string][]string{"K": {"a", "b", "c", "d", "e", "f", "g", long}, "J": {long}}}
+	msg := e.Error()
+	if strings.Contains(msg, long) || !strings.Contains(msg, "${"+long[:maxRefNameShow]+"…}") {
+		t.Errorf("a long reference name is not cut: %s", msg)
+	}
+	if !strings.Contains(msg, "${e} 3 more") || strings.Contains(msg, "${f}") {
+		t.Errorf("want 5 references of K shown and the rest counted: %s", msg)
+	}
+	if strings.Index(msg, "J (") > strings.Index(msg, "K (") {
+		t.Errorf("keys not sorted: %s", msg)
+	}
+}
+
+func TestAPIErrorKeepsTextDetails(t *testing.T) {
+	scrub := func(s string) string { return strings.ReplaceAll(s, "tok-1", "[redacted]") }
+	e := decodeAPIError("GET", "/p", 403, []byte(`{"reqId":"r","statusCode":403,"error":"ForbiddenError",`+
+		`"message":"Failed to expand one or more secret references",`+
+		`"details":["You do not have permission to read secret 'B' ..., which is referenced by secret 'A' ...","tok-1","3","4","5","sixth"]}`), scrub)
+	if len(e.Details) != maxDetails || e.Details[1] != "[redacted]" {
+		t.Errorf("Details = %q, want %d scrubbed entries", e.Details, maxDetails)
+	}
+	if got := e.Error(); !strings.Contains(got, "secret references: You do not have permission to read secret 'B'") ||
+		strings.Contains(got, "tok-1") || strings.Contains(got, "sixth") {
+		t.Errorf("Error() = %s", got)
+	}
+	if !errors.Is(e, ErrForbidden) || errors.Is(e, ErrUnauthorized) {
+		t.Errorf("a ForbiddenError 403 should match ErrForbidden only")
+	}
+
+	// CASL's PermissionDenied details are rule objects: not kept.
+	e = decodeAPIError("GET", "/p", 403, []byte(`{"error":"PermissionDenied","message":"You are not allowed to readValue on secrets",`+
+		`"details":[{"action":["readValue"],"inverted":false,"subject":"secrets","conditions":{"secretPath":{"$glob":"/x"}}}]}`), scrub)
+	if e.Details != nil || strings.Contains(e.Error(), "glob") {
+		t.Errorf("object details kept: %+v", e)
 	}
 }

@@ -28,8 +28,10 @@ func (c *Client) Source(scope Scope) *Source { return &Source{c: c, scope: scope
 // Fetch returns the values of keys from one listing of the scope.
 //
 // It returns a *HiddenValueError (ErrHiddenValue) naming the keys whose value the identity may
-// not read, a *secrets.MissingError (secrets.ErrMissing) naming the keys the folder and its
-// imports do not have (both joined when both happen), or the error of ListSecrets.
+// not read, an *UnresolvedReferenceError (ErrUnresolvedReference) naming the keys whose value
+// holds a reference Infisical could not resolve, a *secrets.MissingError (secrets.ErrMissing)
+// naming the keys the folder and its imports do not have (joined when several happen), or the
+// error of ListSecrets. Only the keys asked for are checked.
 func (s *Source) Fetch(ctx context.Context, keys []string) (secrets.Values, error) {
 	if len(keys) == 0 {
 		return secrets.Values{}, nil
@@ -71,16 +73,26 @@ func (s *snapshot) Fetch(ctx context.Context, keys []string) (secrets.Values, er
 		return vals, nil
 	}
 	var hidden, absent []string
+	var unresolved map[string][]string
 	for _, k := range missing {
-		if slices.Contains(s.l.Hidden, k) {
+		switch refs, ok := s.l.Unresolved[k]; {
+		case slices.Contains(s.l.Hidden, k):
 			hidden = append(hidden, k)
-		} else {
+		case ok:
+			if unresolved == nil {
+				unresolved = make(map[string][]string)
+			}
+			unresolved[k] = refs
+		default:
 			absent = append(absent, k)
 		}
 	}
 	var errs []error
 	if len(hidden) > 0 {
 		errs = append(errs, &HiddenValueError{Scope: s.scope, Keys: hidden})
+	}
+	if len(unresolved) > 0 {
+		errs = append(errs, &UnresolvedReferenceError{Scope: s.scope, Refs: unresolved})
 	}
 	if len(absent) > 0 {
 		errs = append(errs, &secrets.MissingError{Source: s.scope.String(), Keys: absent})

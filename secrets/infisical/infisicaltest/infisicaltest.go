@@ -11,11 +11,17 @@
 //     a body missing fields → 422 ValidationFailure whose message is an array of issues.
 //   - GET /api/v3/secrets/raw (workspaceId) and GET /api/v4/secrets (projectId): the secrets of
 //     a folder. References (${KEY}, ${env.KEY}, ${env.folder.KEY}) are expanded only with
-//     expandSecretReferences=true; a reference that cannot be resolved, or a cycle, expands to
-//     "" as in Infisical. Imported folders are returned in imports[] only with
-//     include_imports=true (the camelCase includeImports is ignored, as by the real server).
+//     expandSecretReferences=true; as in Infisical, a reference that cannot be resolved stays
+//     in the value as written, and a cycle leaves a reference in it too. Imported folders are
+//     returned in imports[] only with include_imports=true (the camelCase includeImports is
+//     ignored, as by the real server).
 //     Values the identity may not read come back as "<hidden-by-infisical>" with
-//     secretValueHidden=true.
+//     secretValueHidden=true, all of them with viewSecretValue=false; with viewSecretValue
+//     true (the default) an imported secret whose value the identity may not read is left out
+//     of imports[], as by the real server. A secret of the folder that references a secret whose value the
+//     identity may not read makes the whole list a 403 ForbiddenError "Failed to expand one or
+//     more secret references" with one detail per such secret; an imported one keeps its raw,
+//     unexpanded value (the server drops that refusal for imports).
 //   - Errors use the body {reqId, statusCode, message, error}: no bearer → 401
 //     UnauthorizedError; expired token → 403 TokenError "Your token has expired. Please
 //     re-authenticate."; unknown token → 403 TokenError; missing project or environment → 400;
@@ -54,10 +60,14 @@ type Identity struct {
 	ClientSecret string
 	// TokenTTL is the access token lifetime (expiresIn); DefaultTokenTTL when zero.
 	TokenTTL time.Duration
-	// HideValues denies the identity read-value permission: every value comes back hidden.
+	// HideValues denies the identity read-value permission on every secret: the listed
+	// folder's values come back hidden and imported secrets are left out.
 	HideValues bool
-	// HiddenKeys hides the values of these keys only (a permission condition on secret name).
+	// HiddenKeys denies it on these keys only (a permission condition on secret name).
 	HiddenKeys []string
+	// HiddenFolders denies it on the secrets of these folders (a permission condition on
+	// environment and secret path).
+	HiddenFolders []Folder
 }
 
 // Folder names one folder of secrets.
@@ -200,6 +210,10 @@ func (h *Handler) addIdentity(id Identity) {
 		id.TokenTTL = DefaultTokenTTL
 	}
 	id.HiddenKeys = slices.Clone(id.HiddenKeys)
+	id.HiddenFolders = slices.Clone(id.HiddenFolders)
+	for i, f := range id.HiddenFolders {
+		id.HiddenFolders[i] = f.norm()
+	}
 	h.identities[id.ClientID] = &id
 }
 
@@ -337,12 +351,13 @@ func newID() string {
 	return hex.EncodeToString(b)
 }
 
-// apiError is Infisical's error body.
+// apiError is Infisical's error body; a ForbiddenRequestError adds details.
 type apiError struct {
 	ReqID      string `json:"reqId"`
 	StatusCode int    `json:"statusCode"`
 	Message    any    `json:"message"`
 	Error      string `json:"error"`
+	Details    any    `json:"details,omitempty"`
 }
 
 // errorNames are the "error" values Infisical sends per status.
@@ -359,15 +374,41 @@ var errorNames = map[int]string{
 	504: "GatewayTimeoutError",
 }
 
-var refRe = regexp.MustCompile(`\$\{([^}]+)\}`)
+// refRe is Infisical's reference syntax (INTERPOLATION_PATTERN_STRING in the server's
+// secret-reference-fns.ts): ${KEY}, ${env.KEY}, ${env.a.b.KEY}, and ${@project.env.KEY} across
+// projects. Other ${...} text (${VAR:-x}, ${a b}) is not a reference and is never touched.
+var refRe = regexp.MustCompile(`\$\{([a-zA-Z0-9_.@-]+)\}`)
 
-// maxRefDepth bounds how deep references are followed.
+// maxRefDepth bounds how deep a chain of references is followed, and how many further passes
+// expand the references that expanding formed (Infisical's MAX_SECRET_REFERENCE_DEPTH).
 const maxRefDepth = 10
 
-func splitRef(ref string) (env string, folderPath string, key string, local bool) {
-	parts := strings.Split(strings.TrimSpace(ref), ".")
-	if len(parts) == 1 {
-		return "", "", parts[0], true
+// refKind is what a reference names.
+type refKind int
+
+const (
+	refLocal        refKind = iota // ${KEY}: a key of the referencing secret's folder
+	refNested                      // ${env.a.b.KEY}: a key of folder /a/b of environment env
+	refCrossProject                // ${@project.env.KEY}: another project, which the fake has not
+)
+
+// splitRef splits the text between ${ and }.
+func splitRef(ref string) (env, folderPath, key string, kind refKind) {
+	parts := strings.Split(ref, ".")
+	switch {
+	case strings.HasPrefix(parts[0], "@"):
+		return "", "", "", refCrossProject
+	case len(parts) == 1:
+		return "", "", parts[0], refLocal
 	}
-	return parts[0], "/" + strings.Join(parts[1:len(parts)-1], "/"), parts[len(parts)-1], false
+	return parts[0], cleanPath(strings.Join(parts[1:len(parts)-1], "/")), parts[len(parts)-1], refNested
+}
+
+// refIDs returns the set of references in v.
+func refIDs(v string) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range refRe.FindAllString(v, -1) {
+		out[m] = true
+	}
+	return out
 }

@@ -23,13 +23,16 @@ var (
 func newHandler(extra ...infisicaltest.Option) *infisicaltest.Handler {
 	return infisicaltest.NewHandler(append([]infisicaltest.Option{
 		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: "id1", ClientSecret: "sec1"}),
-		infisicaltest.WithSecrets(root, map[string]string{"HOST": "db.internal"}),
+		infisicaltest.WithSecrets(root, map[string]string{"HOST": "db.internal", "WHICH": "NAME"}),
 		infisicaltest.WithSecrets(api, map[string]string{
-			"USER":  "app",
-			"URL":   "postgres://${USER}@${prod.HOST}/${staging.nested.deep.NAME}",
-			"LOOP":  "a${LOOP2}",
-			"LOOP2": "b${LOOP}",
-			"GHOST": "x${NOPE}y",
+			"USER":    "app",
+			"URL":     "postgres://${USER}@${prod.HOST}/${staging.nested.deep.NAME}",
+			"LOOP":    "a${LOOP2}",
+			"LOOP2":   "b${LOOP}",
+			"GHOST":   "x${NOPE}y",
+			"ENVLESS": "${nowhere.KEY}",
+			"SHELL":   "echo ${HOME:-/root} ${not a ref} $PATH",
+			"NESTED":  "${staging.nested.deep.${prod.WHICH}}",
 		}),
 		infisicaltest.WithSecrets(infisicaltest.Folder{ProjectID: "p1", Environment: "staging", Path: "/nested/deep"},
 			map[string]string{"NAME": "stage_db"}),
@@ -92,13 +95,83 @@ func TestReferencesExpandedOnlyWhenAsked(t *testing.T) {
 	_, out = call(t, h, "GET", listURL(q), tok, "")
 	v := values(out["secrets"])
 	for k, want := range map[string]string{
-		"URL":   "postgres://app@db.internal/stage_db", // local, root of an env, nested folder of another env
-		"GHOST": "xy",                                  // unresolvable → "" as in Infisical
-		"LOOP":  "ab",                                  // a cycle ends in ""
+		"URL": "postgres://app@db.internal/stage_db", // local, root of an env, nested folder of another env
+		// An unresolvable reference stays as written, as in Infisical.
+		"GHOST":   "x${NOPE}y",
+		"ENVLESS": "${nowhere.KEY}",
+		// A cycle puts the raw value of the secret met twice in place of its reference.
+		"LOOP": "aba${LOOP2}",
+		// Text outside the reference syntax (${[a-zA-Z0-9-_.@]+}) is not touched.
+		"SHELL": "echo ${HOME:-/root} ${not a ref} $PATH",
+		// A reference formed by expanding another is expanded in a further pass.
+		"NESTED": "stage_db",
 	} {
 		if v[k] != want {
 			t.Errorf("%s = %q, want %q", k, v[k], want)
 		}
+	}
+}
+
+// A listed secret that references one whose value the identity may not read makes the whole
+// list a 403, as in Infisical (ForbiddenRequestError "Failed to expand one or more secret
+// references"); the hidden value must not come back expanded inside the readable one.
+func TestReferenceToUnreadableSecretIsForbidden(t *testing.T) {
+	h := newHandler(infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: "id1", ClientSecret: "sec1", HiddenKeys: []string{"HOST"}}))
+	tok := login(t, h)
+	q := url.Values{"workspaceId": {"p1"}, "environment": {"prod"}, "secretPath": {"/api"}, "expandSecretReferences": {"true"}}
+	req := httptest.NewRequest("GET", listURL(q), nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if strings.Contains(rec.Body.String(), "db.internal") {
+		t.Errorf("the answer holds the value the identity may not read: %s", rec.Body)
+	}
+	var out struct {
+		ReqID      string   `json:"reqId"`
+		StatusCode int      `json:"statusCode"`
+		Message    string   `json:"message"`
+		Error      string   `json:"error"`
+		Details    []string `json:"details"`
+	}
+	_ = json.Unmarshal(rec.Body.Bytes(), &out)
+	if rec.Code != 403 || out.StatusCode != 403 || out.Error != "ForbiddenError" || out.ReqID == "" ||
+		out.Message != "Failed to expand one or more secret references" {
+		t.Fatalf("got %d %s, want 403 ForbiddenError \"Failed to expand one or more secret references\"", rec.Code, rec.Body)
+	}
+	want := "You do not have permission to read secret 'HOST' in environment 'prod' at path '/', " +
+		"which is referenced by secret 'URL' in environment 'prod' at path '/api'."
+	if len(out.Details) != 1 || out.Details[0] != want {
+		t.Errorf("details = %q, want [%q]", out.Details, want)
+	}
+
+	// Without expansion nothing is read through the reference: 200, the reference as written.
+	q.Del("expandSecretReferences")
+	code, body := call(t, h, "GET", listURL(q), tok, "")
+	if code != 200 || values(body["secrets"])["URL"] != "postgres://${USER}@${prod.HOST}/${staging.nested.deep.NAME}" {
+		t.Errorf("unexpanded list: %d %v", code, body)
+	}
+}
+
+// An imported secret whose expansion is refused keeps its raw value: the server expands
+// imports with Promise.allSettled and drops the failure, so the list is still a 200.
+func TestImportReferencingUnreadableSecretStaysUnexpanded(t *testing.T) {
+	svc := infisicaltest.Folder{ProjectID: "p1", Environment: "prod", Path: "/svc"}
+	lib := infisicaltest.Folder{ProjectID: "p1", Environment: "prod", Path: "/lib"}
+	h := newHandler(
+		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: "id1", ClientSecret: "sec1", HiddenKeys: []string{"HOST"}}),
+		infisicaltest.WithSecrets(svc, map[string]string{"OWN": "o"}),
+		infisicaltest.WithSecrets(lib, map[string]string{"LIBURL": "x${prod.WHICH}y${prod.HOST}", "LIBOK": "${prod.WHICH}"}),
+		infisicaltest.WithImport(svc, lib))
+	tok := login(t, h)
+	q := url.Values{"workspaceId": {"p1"}, "environment": {"prod"}, "secretPath": {"/svc"},
+		"expandSecretReferences": {"true"}, "include_imports": {"true"}}
+	code, out := call(t, h, "GET", listURL(q), tok, "")
+	if code != 200 {
+		t.Fatalf("list: %d %v", code, out)
+	}
+	imp := values(out["imports"].([]any)[0].(map[string]any)["secrets"])
+	if imp["LIBURL"] != "x${prod.WHICH}y${prod.HOST}" || imp["LIBOK"] != "NAME" {
+		t.Errorf("imported = %v, want LIBURL raw and LIBOK expanded", imp)
 	}
 }
 
@@ -151,6 +224,36 @@ func TestHiddenValues(t *testing.T) {
 		if m["secretValueHidden"] != hidden || (hidden && m["secretValue"] != infisicaltest.HiddenValue) {
 			t.Errorf("secret %v: want hidden=%v", m, hidden)
 		}
+	}
+}
+
+// Imported secrets whose value the identity may not read are dropped when values are asked for
+// (viewSecretValue, true by default), as by the server's fnSecretsV2FromImports; with
+// viewSecretValue=false every value is hidden and imported secrets are kept, hidden.
+func TestUnreadableImportedSecretsDropped(t *testing.T) {
+	h := newHandler(
+		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: "id1", ClientSecret: "sec1", HiddenKeys: []string{"SHARED"}}),
+		infisicaltest.WithSecrets(shared, map[string]string{"OTHER": "o"}))
+	tok := login(t, h)
+	q := url.Values{"workspaceId": {"p1"}, "environment": {"prod"}, "secretPath": {"/api"}, "include_imports": {"true"}}
+	_, out := call(t, h, "GET", listURL(q), tok, "")
+	imp := out["imports"].([]any)[0].(map[string]any)
+	if got := values(imp["secrets"]); len(got) != 1 || got["OTHER"] != "o" {
+		t.Errorf("imported secrets = %v, want only OTHER (SHARED dropped)", got)
+	}
+
+	q.Set("viewSecretValue", "false")
+	_, out = call(t, h, "GET", listURL(q), tok, "")
+	for _, list := range []any{out["secrets"], out["imports"].([]any)[0].(map[string]any)["secrets"]} {
+		for _, s := range list.([]any) {
+			m := s.(map[string]any)
+			if m["secretValueHidden"] != true || m["secretValue"] != infisicaltest.HiddenValue {
+				t.Errorf("viewSecretValue=false: %v, want hidden", m)
+			}
+		}
+	}
+	if got := values(out["imports"].([]any)[0].(map[string]any)["secrets"]); len(got) != 2 {
+		t.Errorf("viewSecretValue=false: imported = %v, want SHARED and OTHER, hidden", got)
 	}
 }
 

@@ -234,6 +234,7 @@ func (h *Handler) handleList(projectParam string) http.HandlerFunc {
 		}
 		expand := q.Get("expandSecretReferences") == "true"
 		withImports := q.Get("include_imports") == "true"
+		view := q.Get("viewSecretValue") != "false" // the server's default is true
 
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -248,10 +249,18 @@ func (h *Handler) handleList(projectParam string) http.HandlerFunc {
 				fmt.Sprintf("Folder with path '%s' in environment with slug '%s' not found", f.Path, f.Environment))
 			return
 		}
+		own, denied := h.render(f, fo, id, listing{expand: expand, view: view})
+		if len(denied) > 0 {
+			// The server expands each secret and, when any expansion was refused, answers
+			// ForbiddenRequestError with one detail per refused secret.
+			writeJSON(w, http.StatusForbidden, apiError{ReqID: reqID, StatusCode: http.StatusForbidden,
+				Message: "Failed to expand one or more secret references", Error: "ForbiddenError", Details: denied})
+			return
+		}
 		out := struct {
 			Secrets []secretJSON `json:"secrets"`
 			Imports []importJSON `json:"imports,omitempty"`
-		}{Secrets: h.render(f, fo, id, expand)}
+		}{Secrets: own}
 		if withImports {
 			out.Imports = []importJSON{}
 			for _, imp := range fo.imports {
@@ -259,9 +268,9 @@ func (h *Handler) handleList(projectParam string) http.HandlerFunc {
 				if !ok {
 					continue
 				}
+				secs, _ := h.render(imp, ifo, id, listing{expand: expand, view: view, imported: true})
 				out.Imports = append(out.Imports, importJSON{
-					SecretPath: imp.Path, Environment: imp.Environment, FolderID: ifo.id,
-					Secrets: h.render(imp, ifo, id, expand),
+					SecretPath: imp.Path, Environment: imp.Environment, FolderID: ifo.id, Secrets: secs,
 				})
 			}
 		}
@@ -269,18 +278,38 @@ func (h *Handler) handleList(projectParam string) http.HandlerFunc {
 	}
 }
 
-// render returns a folder's secrets as the identity sees them. Callers hold mu.
-func (h *Handler) render(f Folder, fo *folder, id *Identity, expand bool) []secretJSON {
+// listing is how a folder is rendered: the list's expandSecretReferences and viewSecretValue,
+// and whether the folder is an import of the one listed.
+type listing struct {
+	expand, view, imported bool
+}
+
+// render returns a folder's secrets as the identity sees them, and a message for each secret
+// whose expansion was refused because it references a secret the identity may not read. Such a
+// secret keeps its raw value: the server drops the refusal for an imported secret and answers
+// 403 for the folder's own. When values are asked for (view), an imported secret whose value
+// the identity may not read is left out, as the server's fnSecretsV2FromImports does; one of
+// the folder's own comes back hidden. Without view every value is hidden. Callers hold mu.
+func (h *Handler) render(f Folder, fo *folder, id *Identity, l listing) ([]secretJSON, []string) {
 	out := make([]secretJSON, 0, len(fo.order))
+	var denied []string
 	for _, k := range fo.order {
 		s := fo.secrets[k]
 		v := s.value
-		if expand {
-			v = h.expand(f, v, map[string]bool{f.Environment + f.Path + ":" + k: true}, 0)
+		readable := id.canRead(f, k)
+		if l.imported && l.view && !readable {
+			continue
 		}
-		hidden := id.HideValues || slices.Contains(id.HiddenKeys, k)
-		if hidden {
-			v = HiddenValue
+		hidden := !l.view || !readable
+		switch {
+		case hidden:
+			v = HiddenValue // hidden before expansion: the placeholder holds no reference
+		case l.expand:
+			if ev, err := h.expandValue(f, k, v, id); err != nil {
+				denied = append(denied, err.Error())
+			} else {
+				v = ev
+			}
 		}
 		out = append(out, secretJSON{
 			ID: s.id, ID2: s.id, Workspace: f.ProjectID, Environment: f.Environment,
@@ -289,37 +318,106 @@ func (h *Handler) render(f Folder, fo *folder, id *Identity, expand bool) []secr
 			CreatedAt: s.createdAt, UpdatedAt: s.updatedAt, Tags: []any{}, SecretMetadata: []any{},
 		})
 	}
-	return out
+	return out, denied
 }
 
-// expand replaces ${...} references in v as seen from folder f: ${KEY} is a key of f,
-// ${env.KEY} a key at the root of environment env, ${env.a.b.KEY} a key of folder /a/b there.
-// Unresolvable references and cycles become "", as in Infisical. Callers hold mu.
-func (h *Handler) expand(f Folder, v string, visiting map[string]bool, depth int) string {
+// canRead reports whether the identity may read the value of secret key of folder f.
+func (id *Identity) canRead(f Folder, key string) bool {
+	return !id.HideValues && !slices.Contains(id.HiddenKeys, key) && !slices.Contains(id.HiddenFolders, f.norm())
+}
+
+// refDenied is a reference to a secret the identity may not read, with the server's message.
+type refDenied struct {
+	target, from       Folder
+	targetKey, fromKey string
+}
+
+func (e *refDenied) Error() string {
+	return fmt.Sprintf("You do not have permission to read secret '%s' in environment '%s' at path '%s', "+
+		"which is referenced by secret '%s' in environment '%s' at path '%s'.",
+		e.targetKey, e.target.Environment, e.target.Path, e.fromKey, e.from.Environment, e.from.Path)
+}
+
+// expandValue expands the references in v, the value of secret key of folder f, the way
+// Infisical does: ${KEY} is a key of f, ${env.KEY} a key at the root of environment env,
+// ${env.a.b.KEY} a key of folder /a/b there. A reference to a secret, folder or environment
+// that does not exist, or to another project, stays as written; a reference back into its own
+// chain (a cycle) is replaced by the raw value of the secret it names, references and all; a
+// chain is followed maxRefDepth levels deep. When expanding formed references that were not
+// there before (${env.${KEY}.X}), further passes expand them, at most maxRefDepth. A reference,
+// even to a secret that does not exist, to a secret whose value id may not read ends the
+// expansion with a *refDenied. Callers hold mu.
+func (h *Handler) expandValue(f Folder, key, v string, id *Identity) (string, error) {
+	self := f.Environment + ":" + f.Path + ":" + key
+	before := refIDs(v)
+	for pass := 0; len(before) > 0; pass++ {
+		x := expansion{h: h, id: id, root: f, rootKey: key}
+		v = x.refs(f, v, map[string]bool{self: true}, 0)
+		if x.denied != nil {
+			return "", x.denied
+		}
+		if pass == maxRefDepth {
+			break
+		}
+		after := refIDs(v)
+		formed := false
+		for r := range after {
+			formed = formed || !before[r]
+		}
+		if !formed {
+			break
+		}
+		before = after
+	}
+	return v, nil
+}
+
+// expansion is one pass over the value of secret rootKey of folder root.
+type expansion struct {
+	h       *Handler
+	id      *Identity
+	root    Folder
+	rootKey string
+	denied  *refDenied // the first reference to a secret id may not read
+}
+
+// refs replaces the references in v, seen from folder f, by the expanded values they name;
+// visiting holds the secrets of the chain that led here. Callers hold mu.
+func (x *expansion) refs(f Folder, v string, visiting map[string]bool, depth int) string {
 	if depth > maxRefDepth {
-		return ""
+		return v
 	}
 	return refRe.ReplaceAllStringFunc(v, func(m string) string {
-		env, p, key, local := splitRef(m[2 : len(m)-1])
+		if x.denied != nil {
+			return m
+		}
+		env, p, key, kind := splitRef(m[2 : len(m)-1])
 		target := f
-		if !local {
-			target = Folder{ProjectID: f.ProjectID, Environment: env, Path: cleanPath(p)}
+		switch kind {
+		case refCrossProject:
+			return m
+		case refNested:
+			target = Folder{ProjectID: f.ProjectID, Environment: env, Path: p}
 		}
-		id := target.Environment + target.Path + ":" + key
-		if visiting[id] {
-			return ""
+		if !x.id.canRead(target, key) {
+			x.denied = &refDenied{target: target, targetKey: key, from: x.root, fromKey: x.rootKey}
+			return m
 		}
-		fo, ok := h.folders[target]
+		fo, ok := x.h.folders[target]
 		if !ok {
-			return ""
+			return m
 		}
 		s, ok := fo.secrets[key]
 		if !ok {
-			return ""
+			return m
+		}
+		id := target.Environment + ":" + target.Path + ":" + key
+		if visiting[id] {
+			return s.value
 		}
 		visiting[id] = true
 		defer delete(visiting, id)
-		return h.expand(target, s.value, visiting, depth+1)
+		return x.refs(target, s.value, visiting, depth+1)
 	})
 }
 
