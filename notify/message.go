@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -141,10 +142,19 @@ func text(p Payload) string {
 	}
 	s := b.String()
 	if len(s) > maxText {
-		s = s[:maxText] + "…"
+		cut := maxText
+		for cut > 0 && !utf8.RuneStart(s[cut]) { // not inside a character
+			cut--
+		}
+		s = s[:cut] + "…"
 	}
 	return s
 }
+
+// slackEscaper escapes what Slack reads as markup in a message's text: <!channel>, <@user>
+// and <url|label> are control sequences, so a freeze message or a reason that holds them
+// would ping a channel or show a disguised link (Slack's formatting guide: escape &, <, >).
+var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // round shows a duration to the second, or to the millisecond under one second.
 func round(d time.Duration) time.Duration {
@@ -188,7 +198,7 @@ func shortCommit(c string) string {
 func body(kind config.NotifyKind, p Payload) ([]byte, error) {
 	switch kind {
 	case config.NotifySlack:
-		return json.Marshal(map[string]string{"text": p.Text})
+		return json.Marshal(map[string]string{"text": slackEscaper.Replace(p.Text)})
 	case config.NotifyDiscord:
 		return json.Marshal(map[string]any{"content": p.Text, "allowed_mentions": map[string]any{"parse": []string{}}})
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
@@ -401,5 +402,33 @@ func BenchmarkNotify(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		n.Notify(nil, notify.Event{Kind: config.NotifyFailed, Run: &r, Service: "api"})
+	}
+}
+
+// Text an operator or a pipeline controls (a freeze message, a reason) reaches Slack escaped,
+// so "<!channel>" or "<url|label>" in it is shown, not obeyed; Discord gets it as written,
+// with mentions turned off. A text cut to the length limit stays valid UTF-8.
+func TestSlackMarkupEscapedAndTextCutOnACharacter(t *testing.T) {
+	w := newWorld(t)
+	tg := w.targets()[:2]
+	n := w.notifier(tg, nil)
+	// Two-byte characters past the limit, from an odd and an even offset: one of the two
+	// cuts falls inside a character.
+	for _, pad := range []string{"", "x"} {
+		msg := "<!channel> see <https://evil.example|the runbook> & a<b>c " + pad + strings.Repeat("é", 1000)
+		n.Notify(nil, notify.Event{Kind: config.NotifyFreeze, Lock: &notify.Lock{Key: "coolify:phase2", Holder: "alice", Message: msg, Until: time.Date(2026, 12, 24, 18, 0, 0, 0, time.UTC)}})
+	}
+	for range 2 * len(tg) {
+		m := <-w.rcv.Received()
+		if !utf8.ValidString(m.Text) || strings.ContainsRune(m.Text, utf8.RuneError) {
+			t.Errorf("%s: text is not valid UTF-8 or holds a replacement character: %q", m.Path, m.Text[len(m.Text)-20:])
+		}
+		want := "&lt;!channel&gt; see &lt;https://evil.example|the runbook&gt; &amp; a&lt;b&gt;c"
+		if strings.HasPrefix(m.Path, "/api/webhooks/") {
+			want = "<!channel> see <https://evil.example|the runbook> & a<b>c"
+		}
+		if !strings.Contains(m.Text, want) {
+			t.Errorf("%s: text %q lacks %q", m.Path, m.Text[:120], want)
+		}
 	}
 }
