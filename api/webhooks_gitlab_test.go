@@ -28,10 +28,10 @@ var gitlabKinds = []struct{ file, event string }{
 	{"gitlab-issue.json", "Issue Hook"},
 }
 
-// Pipeline sources GitLab documents; the first seven are what a rule accepts by default.
+// Pipeline sources GitLab documents; the first six are what a rule accepts by default.
 var (
-	acceptedSources = []string{"push", "web", "schedule", "api", "trigger", "pipeline", "parent_pipeline"}
-	refusedSources  = []string{"merge_request_event", "external", "external_pull_request_event", "chat", "webide",
+	acceptedSources = []string{"push", "web", "schedule", "api", "trigger", "pipeline"}
+	refusedSources  = []string{"parent_pipeline", "merge_request_event", "external", "external_pull_request_event", "chat", "webide",
 		"ondemand_dast_scan", "security_orchestration_policy"}
 )
 

@@ -283,8 +283,8 @@ type WebhookRule struct {
 	Event      string `koanf:"event"`      // e.g. workflow_run, push, pipeline
 	// Sources are what may have started the CI run, exactly (not patterns): for GitHub the
 	// workflow_run's event (default push), for GitLab the pipeline's source (default push,
-	// web, schedule, api, trigger, pipeline, parent_pipeline; merge_request_event is never
-	// accepted). A push delivery's source is push. Generic rules take none. See DefaultSources.
+	// web, schedule, api, trigger, pipeline — not parent_pipeline, a child pipeline, whose
+	// parent's own hook follows; merge_request_event is never accepted). A push delivery's source is push. Generic rules take none. See DefaultSources.
 	Sources []string `koanf:"sources"`
 
 	// Pipeline is the pipeline to run.

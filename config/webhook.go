@@ -34,7 +34,9 @@ type Event struct {
 var (
 	defaultSources = map[Provider][]string{
 		ProviderGitHub: {"push"},
-		ProviderGitLab: {"push", "web", "schedule", "api", "trigger", "pipeline", "parent_pipeline"},
+		// Not parent_pipeline: a child pipeline's success comes while its parent may still run
+		// later stages that fail, and the parent's own hook follows with the same sha.
+		ProviderGitLab: {"push", "web", "schedule", "api", "trigger", "pipeline"},
 	}
 	// neverSources never deploy: a merge-request pipeline runs a feature branch's code, maybe
 	// a fork's, under the target project's name.

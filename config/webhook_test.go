@@ -54,7 +54,7 @@ func TestWebhookSources(t *testing.T) {
 		refused int    // rule refused for the source only, -1 for none
 	}{
 		{Event{Provider: ProviderGitLab, Repository: "acme/web", Branch: "main", Event: "pipeline", Source: "push"}, "prod", -1},
-		{Event{Provider: ProviderGitLab, Repository: "acme/web", Branch: "main", Event: "pipeline", Source: "parent_pipeline"}, "prod", -1},
+		{Event{Provider: ProviderGitLab, Repository: "acme/web", Branch: "main", Event: "pipeline", Source: "parent_pipeline"}, "", 0}, // its parent's hook deploys
 		{Event{Provider: ProviderGitLab, Repository: "acme/web", Branch: "main", Event: "pipeline", Source: "merge_request_event"}, "", 0},
 		{Event{Provider: ProviderGitLab, Repository: "acme/web", Branch: "main", Event: "pipeline", Source: "external"}, "", 0},
 		{Event{Provider: ProviderGitLab, Repository: "acme/nightly", Event: "pipeline", Source: "schedule"}, "nightly", -1},
