@@ -92,6 +92,7 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		}
 		pipelines[p.Name] = p
 	}
+	c.warnUnknownEnv(ctx, log)
 
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()

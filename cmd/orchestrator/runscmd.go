@@ -73,6 +73,7 @@ func (t *target) open(ctx context.Context, c *cli) (*endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.warnUnknownEnv(ctx, log)
 	b, err := openBackends(ctx, d, log, nil)
 	if err != nil {
 		return nil, err
