@@ -41,6 +41,8 @@ func LoadPipelineBytes(file string, data []byte, getenv func(string) string) (*P
 	}
 	x := &loadExpander{getenv: getenv, runtime: pipelineRuntime, fromEnv: map[string]bool{}}
 	walkStrings(raw, "", c, x.expand)
+	// Values whose ${NAME} could not be filled are not checked again.
+	unexpanded := slices.Clone(c.list)
 	checkKeys(raw, reflect.TypeFor[Pipeline](), "", c)
 	checkEnvEntries(raw, c)
 	pipelineDefaults(raw)
@@ -55,7 +57,7 @@ func LoadPipelineBytes(file string, data []byte, getenv func(string) string) (*P
 
 	v := &validator{problems: &problems{file: file}, fromEnv: x.fromEnv}
 	v.pipeline(&p)
-	c.list = append(c.list, withoutShadowed(v.list, decodeProblems)...)
+	c.list = append(c.list, withoutShadowed(v.list, append(decodeProblems, unexpanded...))...)
 	if len(c.list) > 0 {
 		sortByField(c.list, reflect.TypeFor[Pipeline]())
 		return nil, c.list
