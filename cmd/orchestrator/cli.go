@@ -23,14 +23,15 @@ var version, commit = "", ""
 const (
 	exitOK          = 0 // succeeded
 	exitFailed      = 1 // the run failed or was canceled; an action was refused (stale fence, key held)
-	exitUsage       = 2 // usage or configuration: bad flags, invalid files, unknown pipeline, token refused
+	exitUsage       = 2 // usage or configuration: bad flags, invalid files, unknown pipeline, token refused, listen address unusable
 	exitUnreachable = 3 // the daemon or the lock/run backend could not be reached
 )
 
 const exitCodesHelp = `Exit codes:
   0  succeeded
   1  the run failed or was canceled, or the action was refused (stale fence, key held)
-  2  usage or configuration error (bad flags or files, unknown pipeline, token refused)
+  2  usage or configuration error (bad flags or files, unknown pipeline, token refused,
+     listen address in use)
   3  the daemon or the lock/run backend could not be reached
   130  trigger or runs watch interrupted (Ctrl-C) and the run left going
 `

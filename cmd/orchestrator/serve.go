@@ -103,7 +103,9 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 
 	ln, err := net.Listen("tcp", d.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w (is another daemon running? set --listen or ORCH_LISTEN)", d.Listen, err)
+		// The address comes from the config, the environment or a flag: a port in use or
+		// not allowed is a configuration problem (exit 2), like an address that is no address.
+		return usageError("listen on %s: %w (is another daemon running? set --listen or ORCH_LISTEN)", d.Listen, err)
 	}
 	instance := instanceID(c.getenv, ln.Addr().String())
 	notifier := notify.New(notify.Options{Default: d.Notify, PublicURL: publicURL(d, ln.Addr().String()), Recorder: b.store,
