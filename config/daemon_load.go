@@ -54,6 +54,17 @@ func EnvOverrides() map[string]string {
 	return out
 }
 
+// EnvFor returns the ORCH_* variable that sets the config key (dotted, e.g. tokens.admin →
+// ORCH_ADMIN_TOKEN), or "" when none does.
+func EnvFor(key string) string {
+	for k, v := range envOverrides {
+		if v == key {
+			return k
+		}
+	}
+	return ""
+}
+
 // daemonFlags are the flags AddFlags registers: name → config key and usage.
 var daemonFlags = []struct{ name, key, usage string }{
 	{"listen", "listen", "HTTP listen address (default " + DefaultListen + ")"},

@@ -152,6 +152,14 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	trusted, _ := config.ParseTrustedProxies(d.TrustedProxies) // validated by LoadDaemon
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(api.LimitListener(ln, d.Connections, trusted, log)) }()
+	if d.Tokens.None() {
+		closed := "triggers, cancels, lock operations and reads"
+		if d.PublicRead {
+			closed = "triggers, cancels and lock operations"
+		}
+		log.LogAttrs(ctx, slog.LevelWarn, "no API token is configured: every route that needs one ("+closed+") answers 403; "+
+			"set ORCH_TRIGGER_TOKEN, ORCH_ADMIN_TOKEN or ORCH_READ_TOKEN (tokens.trigger, tokens.admin, tokens.read in the config file)")
+	}
 	log.LogAttrs(ctx, slog.LevelInfo, "daemon listening", slog.String("addr", ln.Addr().String()),
 		slog.String("backend", string(d.Backend())), slog.String("instance", instance), slog.Int("pipelines", len(pipelines)))
 	if ready != nil {
