@@ -92,7 +92,7 @@ func openBackends(ctx context.Context, d *config.Daemon, log *slog.Logger, obs l
 		log.Warn("state directory is open to other users; the run history and locks are in it (chmod 700 it)",
 			slog.String("state_dir", stateDir), slog.String("open_bits", open.String()))
 	}
-	drv, err := sqlitelock.Open(filepath.Join(stateDir, "locks.db"))
+	drv, err := sqlitelock.Open(filepath.Join(stateDir, lockDBName))
 	if err != nil {
 		return nil, fmt.Errorf("embedded lock backend in %s: %w", stateDir, err)
 	}
@@ -106,6 +106,9 @@ func openBackends(ctx context.Context, d *config.Daemon, log *slog.Logger, obs l
 		return errors.Join(locker.Close(), st.Close())
 	}}, nil
 }
+
+// lockDBName is the embedded lock backend's file in the state directory.
+const lockDBName = "locks.db"
 
 // redactRedisURL names a Redis URL for humans: scheme, host, port and database, without the
 // user, password or query.
