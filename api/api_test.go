@@ -104,8 +104,8 @@ func TestBadInput(t *testing.T) {
 		// trigger
 		{"malformed json", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"build":`, nil, 400, ""},
 		{"not json", "POST", "/v1/pipelines/demo/runs", triggerToken, `build=1`, nil, 400, ""},
-		{"wrong type", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"build":12}`, nil, 400, "build"},
-		{"wrong param type", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"params":{"a":1}}`, nil, 400, "params"},
+		{"wrong type", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"build":true}`, nil, 400, "build"},
+		{"wrong param type", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"params":{"a":1}}`, nil, 400, "params.a"},
 		{"params not an object", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"params":[1]}`, nil, 400, "params"},
 		{"unknown field", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"bogus":true}`, nil, 400, "bogus"},
 		{"server's field by", "POST", "/v1/pipelines/demo/runs", triggerToken, `{"by":"api:admin"}`, nil, 400, "by"},

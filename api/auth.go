@@ -51,6 +51,8 @@ const (
 type authenticator struct {
 	tokens     []tokenDigest
 	publicRead bool
+	// configured says which roles have a token: a route no configured token admits is closed.
+	configured map[role]bool
 }
 
 type tokenDigest struct {
@@ -63,16 +65,70 @@ type tokenDigest struct {
 const cookieName = "orchestrator_token"
 
 func newAuthenticator(t config.Tokens, publicRead bool) *authenticator {
-	a := &authenticator{publicRead: publicRead}
+	a := &authenticator{publicRead: publicRead, configured: map[role]bool{}}
 	for _, c := range []struct {
 		r role
 		s config.Secret
 	}{{roleRead, t.Read}, {roleTrigger, t.Trigger}, {roleAdmin, t.Admin}} {
 		if c.s.IsSet() { // an empty token disables its role: it never matches
 			a.tokens = append(a.tokens, tokenDigest{role: c.r, sum: sha256.Sum256([]byte(c.s.Reveal()))})
+			a.configured[c.r] = true
 		}
 	}
 	return a
+}
+
+// admits lists the roles whose token passes a route of the given access.
+func admits(acc access) []role {
+	switch acc {
+	case accessRead:
+		return []role{roleRead, roleTrigger, roleAdmin}
+	case accessTrigger:
+		return []role{roleTrigger, roleAdmin}
+	case accessAdmin:
+		return []role{roleAdmin}
+	case accessAudit:
+		return []role{roleRead, roleAdmin}
+	}
+	return nil
+}
+
+// closed returns the answer to a request for a route that no configured token admits (and
+// that public_read does not open), whatever it presents, or nil: the operator has to set a
+// token, and the client is told so instead of being told its token is wrong.
+func (a *authenticator) closed(acc access) error {
+	if acc == accessRead && a.publicRead {
+		return nil
+	}
+	return a.noToken(admits(acc))
+}
+
+// noToken returns the no_token_configured answer when none of roles has a token, else nil.
+func (a *authenticator) noToken(roles []role) error {
+	var names, envs, keys []string
+	for _, rl := range roles {
+		if a.configured[rl] {
+			return nil
+		}
+		names = append(names, rl.String())
+		keys = append(keys, "tokens."+rl.String())
+		envs = append(envs, config.EnvFor("tokens."+rl.String()))
+	}
+	what := "no " + orList(names) + " token is configured on this daemon"
+	if len(a.configured) == 0 {
+		what = "no API token is configured on this daemon"
+	}
+	return &httpError{status: http.StatusForbidden, code: "no_token_configured",
+		message: what + ", so this route is closed; the daemon's operator sets one with " + orList(envs) +
+			" (or " + orList(keys) + " in its config file)"}
+}
+
+// orList joins words as "a", "a or b", "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 // identify returns the role of the token presented, whether one was presented, and whether
@@ -127,9 +183,13 @@ func bearer(r *http.Request) (tok string, presented bool) {
 func cookieValue(tok string) string { return base64.RawURLEncoding.EncodeToString([]byte(tok)) }
 
 // check returns nil when the request may use a route of the given access, else the answer:
-// 401 when no token was presented, 403 when the token presented is wrong (unknown, or valid
-// but its role does not admit the route).
+// 403 no_token_configured when no configured token admits the route, 401 when no token was
+// presented, 403 when the token presented is wrong (unknown, or valid but its role does not
+// admit the route).
 func (a *authenticator) check(r *http.Request, acc access) (role, error) {
+	if err := a.closed(acc); err != nil {
+		return roleNone, err
+	}
 	rl, presented, valid := a.identify(r)
 	if presented && !valid {
 		return roleNone, &httpError{status: http.StatusForbidden, code: "forbidden",

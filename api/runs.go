@@ -81,7 +81,7 @@ const apiKeyNamespace = "api:"
 // JSON a trigger's digest is taken of: every field, none left out when empty, and fixed (not
 // the trigger's own JSON) so that the digests stored with Idempotency-Keys stay valid.
 type triggerBody struct {
-	Build      string            `json:"build"`
+	Build      buildText         `json:"build"`
 	ImageTag   string            `json:"image_tag"`
 	Commit     string            `json:"commit"`
 	AppVersion string            `json:"app_version"`
@@ -98,9 +98,16 @@ func (b triggerBody) digest() string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// fields are the body's fields, for decodeFields.
+func (b *triggerBody) fields() []bodyField {
+	return []bodyField{buildField(&b.Build), stringField("image_tag", &b.ImageTag), stringField("commit", &b.Commit),
+		stringField("app_version", &b.AppVersion), paramsField(&b.Params), boolField("rollback", &b.Rollback),
+		stringField("reason", &b.Reason)}
+}
+
 // trigger is the trigger the body asks for.
 func (b triggerBody) trigger() orchestrator.Trigger {
-	return orchestrator.Trigger{Build: b.Build, ImageTag: b.ImageTag, Commit: b.Commit, AppVersion: b.AppVersion,
+	return orchestrator.Trigger{Build: string(b.Build), ImageTag: b.ImageTag, Commit: b.Commit, AppVersion: b.AppVersion,
 		Params: b.Params, Rollback: b.Rollback, Reason: b.Reason}
 }
 

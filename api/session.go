@@ -130,6 +130,12 @@ func (s *server) handleLogin() http.HandlerFunc {
 			s.renderLogin(w, r, http.StatusBadRequest, next, "Enter a token.")
 			return
 		}
+		if err := s.auth.noToken(admits(accessRead)); err != nil {
+			// Nothing to log in with: say so rather than that this token is wrong.
+			_, detail, _ := toHTTP(err)
+			s.renderLogin(w, r, http.StatusForbidden, next, sentence(detail.Message))
+			return
+		}
 		rl, valid := s.auth.match(tok)
 		if !valid {
 			status, detail, retryAfter := toHTTP(authFailed(r, s.loginFail, &httpError{status: http.StatusForbidden,
@@ -162,9 +168,12 @@ func (s *server) requirePage(acc access, next http.HandlerFunc) http.HandlerFunc
 	return func(w http.ResponseWriter, r *http.Request) {
 		rl, err := s.auth.check(r, acc)
 		if err != nil {
-			status, _, _ := toHTTP(err)
+			status, detail, _ := toHTTP(err)
 			problem := ""
-			if status != http.StatusUnauthorized {
+			switch {
+			case detail.Code == "no_token_configured":
+				problem = sentence(detail.Message)
+			case status != http.StatusUnauthorized:
 				problem = "The saved token is not valid for this daemon (was it rotated?): log in again."
 			}
 			s.renderLogin(w, r, status, r.URL.Path, problem) // not the query: it may hold anything
@@ -172,6 +181,14 @@ func (s *server) requirePage(acc access, next http.HandlerFunc) http.HandlerFunc
 		}
 		next(w, withRole(r, rl))
 	}
+}
+
+// sentence is an API message as a sentence for a page: capitalized, with a full stop.
+func sentence(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return strings.ToUpper(msg[:1]) + msg[1:] + "."
 }
 
 // safeNext is a local path to send the browser to after logging in: next when it is a path

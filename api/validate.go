@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -82,14 +83,41 @@ func validLockKey(raw string) (string, error) {
 
 // decodeTrigger decodes the body of POST /v1/pipelines/{name}/runs (triggerBody: a field
 // the server sets is refused as unknown) and validates the trigger it asks for
-// (orchestrator.Trigger.Validate: every problem at once, as FieldErrors). The engine checks
-// it against the pipeline (required params, the resolved image tag, versions) on top.
+// (orchestrator.Trigger.Validate). Every problem is in one answer, as FieldErrors: each field
+// of a wrong type, each unknown field, and each value Validate refuses among the others. The
+// engine checks a body without problems against the pipeline (required values, the resolved
+// image tag, versions) on top.
 func decodeTrigger(r *http.Request) (triggerBody, error) {
 	var b triggerBody
-	if err := decode(r, &b, false); err != nil {
+	obj, err := readJSONObject(r)
+	if err != nil {
 		return triggerBody{}, err
 	}
-	return b, b.trigger().Validate()
+	es := decodeFields(obj, true, b.fields()...)
+	wrong := map[string]bool{}
+	for _, e := range es {
+		wrong[e.Field] = true
+	}
+	for _, e := range orchestrator.AsFieldErrors(b.trigger().Validate()) {
+		if !wrong[e.Field] && !(strings.HasPrefix(e.Field, "params") && wrong["params"]) {
+			es = append(es, e)
+		}
+	}
+	return b, es.Err()
+}
+
+// readJSONObject reads a request body that must be one JSON object (Content-Type JSON or
+// none) and returns its members: an empty body, malformed JSON, another kind of value or
+// trailing data answer 400, a body over the limit 413.
+func readJSONObject(r *http.Request) (map[string]json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	if err := decode(r, &obj, false); err != nil {
+		return nil, err
+	}
+	if obj == nil {
+		return nil, &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "the body must be a JSON object"}
+	}
+	return obj, nil
 }
 
 // validIdempotencyKey checks the Idempotency-Key header ("" when absent).

@@ -594,27 +594,37 @@ func parseGitLab(event string, body []byte) (ciEvent, error) {
 }
 
 // genericDelivery is the body of the generic webhook. Every field is optional; rules match on
-// event, repository, branch and workflow, and the trigger fields become the run's defaults.
-// Other fields are allowed and can be read by rules with ${payload.…}.
+// event, repository, branch and workflow, and the trigger fields become the run's defaults
+// (build a string or a whole number, as for the API). Other fields are allowed and can be read
+// by rules with ${payload.…}.
 type genericDelivery struct {
 	Event      string            `json:"event"`
 	Repository string            `json:"repository"`
 	Branch     string            `json:"branch"`
 	Workflow   string            `json:"workflow"`
-	Build      string            `json:"build"`
+	Build      buildText         `json:"build"`
 	ImageTag   string            `json:"image_tag"`
 	Commit     string            `json:"commit"`
 	AppVersion string            `json:"app_version"`
 	Params     map[string]string `json:"params"`
 }
 
+// parseGeneric reads a generic delivery (a JSON object: checkObject). A field it reads that
+// holds a value of the wrong type is a 400 naming it, every such field at once.
 func parseGeneric(body []byte) (ciEvent, error) {
 	var p genericDelivery
-	if err := decodeLenient(body, &p); err != nil {
-		return ciEvent{}, err
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return ciEvent{}, jsonError(err)
+	}
+	if es := decodeFields(raw, false, stringField("event", &p.Event), stringField("repository", &p.Repository),
+		stringField("branch", &p.Branch), stringField("workflow", &p.Workflow), buildField(&p.Build),
+		stringField("image_tag", &p.ImageTag), stringField("commit", &p.Commit), stringField("app_version", &p.AppVersion),
+		paramsField(&p.Params)); len(es) > 0 {
+		return ciEvent{}, es
 	}
 	return ciEvent{Event: p.Event, Repository: p.Repository, Branch: p.Branch, Workflow: p.Workflow,
-		Trigger: orchestrator.Trigger{Build: p.Build, ImageTag: p.ImageTag, Commit: p.Commit, AppVersion: p.AppVersion, Params: p.Params}}, nil
+		Trigger: orchestrator.Trigger{Build: string(p.Build), ImageTag: p.ImageTag, Commit: p.Commit, AppVersion: p.AppVersion, Params: p.Params}}, nil
 }
 
 // matchRule returns the first of the hook's rules that matches ev (config.Webhook.Match) and

@@ -267,7 +267,8 @@ func TestWebhookBadPayloads(t *testing.T) {
 	}{
 		{"not json", `event=build`, 400, ""},
 		{"array", `[1,2]`, 400, ""},
-		{"wrong type", `{"event":"build.succeeded","repository":"acme/api","build":12}`, 400, "build"},
+		{"wrong type", `{"event":"build.succeeded","repository":"acme/api","build":true}`, 400, "build"},
+		{"not a whole number", `{"event":"build.succeeded","repository":"acme/api","build":12.5}`, 400, "build"},
 		{"trailing data", `{"event":"x"} {"event":"y"}`, 400, ""},
 		{"rule needs a missing field", `{"event":"needs-field"}`, 422, "webhooks rules[0].trigger.image_tag"},
 		{"rule yields a bad tag", `{"event":"bad-tag","tag":"../../x"}`, 422, "webhooks rules[1].trigger.image_tag"},

@@ -189,6 +189,9 @@ type Tokens struct {
 	Read    Secret `koanf:"read"`    // read endpoints and dashboard when PublicRead is false
 }
 
+// None reports whether no API token is configured: every route that needs one is closed.
+func (t Tokens) None() bool { return !t.Trigger.IsSet() && !t.Admin.IsSet() && !t.Read.IsSet() }
+
 // MinTokenLength is the shortest API token or webhook secret accepted.
 const MinTokenLength = 16
 

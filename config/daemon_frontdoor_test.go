@@ -3,6 +3,7 @@ package config
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -87,4 +88,44 @@ connections: { max: 10, per_client: 20 }
 	if len(ps) != 3 {
 		t.Errorf("got %d problems, want 3:\n%v", len(ps), ps)
 	}
+}
+
+// TestDaemonDependentChecksSkipInvalidValues: a value that is already reported invalid is
+// reported once: a check that depends on it (per_client's bound on connections.max, the
+// length of a token whose ${NAME} is unset) is not made on top.
+func TestDaemonDependentChecksSkipInvalidValues(t *testing.T) {
+	for _, c := range []struct {
+		yaml  string
+		field string
+		want  string
+	}{
+		{"connections: { max: lots }\n", "connections.max", "want an integer"},
+		{"connections: { max: 0 }\n", "connections.max", "must be at least 1"},
+		{"tokens: { admin: \"${ADMIN_TOKEN}\" }\n", "tokens.admin", "environment variable ADMIN_TOKEN is not set"},
+	} {
+		path := write(t, t.TempDir(), "orchestrator.yaml", c.yaml)
+		_, err := LoadDaemon(path, testEnv("ADMIN_TOKEN"), nil)
+		ps := mustProblems(t, err)
+		if len(ps) != 1 || ps[0].Field != c.field || !strings.Contains(ps[0].Message, c.want) {
+			t.Errorf("%s: got\n%s\nwant one problem: %s: %s", strings.TrimSpace(c.yaml), strings.Join(ps.Lines(), "\n"), c.field, c.want)
+		}
+	}
+	// A valid max still bounds per_client.
+	path := write(t, t.TempDir(), "orchestrator.yaml", "connections: { max: 8, per_client: 9 }\n")
+	_, err := LoadDaemon(path, testEnv(), nil)
+	wantProblem(t, mustProblems(t, err), "connections.per_client", "must be between 1 and connections.max (8)")
+}
+
+// TestPipelineUnsetVariableIsOneProblem: a pipeline value whose ${NAME} is unset is that one
+// problem, not also "not a URL" or "does not match" about the reference's own text.
+func TestPipelineUnsetVariableIsOneProblem(t *testing.T) {
+	path := write(t, t.TempDir(), "p.yaml", "coolify: { url: \"${COOLIFY_URL}\", token: t }\n"+
+		"services:\n  - { name: api, uuid: \"${API_UUID}\" }\n")
+	_, err := LoadPipelineFile(path, testEnv("COOLIFY_URL", "API_UUID"))
+	ps := mustProblems(t, err)
+	if len(ps) != 2 {
+		t.Errorf("got\n%s\nwant two problems, each variable not set", strings.Join(ps.Lines(), "\n"))
+	}
+	wantProblem(t, ps, "coolify.url", "environment variable COOLIFY_URL is not set")
+	wantProblem(t, ps, "services[0].uuid", "environment variable API_UUID is not set")
 }

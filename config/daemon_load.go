@@ -54,6 +54,17 @@ func EnvOverrides() map[string]string {
 	return out
 }
 
+// EnvFor returns the ORCH_* variable that sets the config key (dotted, e.g. tokens.admin →
+// ORCH_ADMIN_TOKEN), or "" when none does.
+func EnvFor(key string) string {
+	for k, v := range envOverrides {
+		if v == key {
+			return k
+		}
+	}
+	return ""
+}
+
 // daemonFlags are the flags AddFlags registers: name → config key and usage.
 var daemonFlags = []struct{ name, key, usage string }{
 	{"listen", "listen", "HTTP listen address (default " + DefaultListen + ")"},
@@ -140,6 +151,9 @@ func LoadDaemon(path string, getenv func(string) string, fs *pflag.FlagSet) (*Da
 	}
 	fromFile := map[string]bool{}
 	fromEnv := map[string]bool{}
+	// unexpanded are the problems of values whose ${NAME} could not be filled: those values
+	// are not checked again (an unset ${ADMIN_TOKEN} is not also "too short").
+	var unexpanded Problems
 	if path != "" {
 		data, err := readFile(path)
 		if err != nil {
@@ -151,6 +165,7 @@ func LoadDaemon(path string, getenv func(string) string, fs *pflag.FlagSet) (*Da
 		}
 		x := &loadExpander{getenv: getenv, runtime: daemonRuntime, fromEnv: fromEnv}
 		walkStrings(raw, "", c, x.expand)
+		unexpanded = slices.Clone(c.list)
 		checkKeys(raw, reflect.TypeFor[Daemon](), "", c)
 		for _, k := range []string{"state_dir", "pipelines_dir"} {
 			_, fromFile[k] = raw[k]
@@ -222,7 +237,7 @@ func LoadDaemon(path string, getenv func(string) string, fs *pflag.FlagSet) (*Da
 	v := &validator{problems: &problems{file: path}, fromEnv: fromEnv}
 	v.daemon(&d)
 	c.list = append(c.list, decoded.list...)
-	c.list = append(c.list, withoutShadowed(v.list, decoded.list)...)
+	c.list = append(c.list, withoutShadowed(v.list, append(decoded.list, unexpanded...))...)
 	sortByField(c.list, reflect.TypeFor[Daemon]())
 	for i := range c.list {
 		if o, ok := origin[c.list[i].Field]; ok {
@@ -316,10 +331,15 @@ func (v *validator) daemon(d *Daemon) {
 	if d.MaxBodyBytes <= 0 {
 		v.add("max_body_bytes", "must be positive")
 	}
-	if d.Connections.Max < 1 {
+	// A check that depends on another value is made only when that value is valid: an
+	// invalid connections.max is reported once, not again through per_client's bound.
+	switch {
+	case d.Connections.Max < 1:
 		v.add("connections.max", "must be at least 1")
-	}
-	if d.Connections.PerClient < 1 || d.Connections.PerClient > d.Connections.Max {
+		if d.Connections.PerClient < 1 {
+			v.add("connections.per_client", "must be at least 1")
+		}
+	case d.Connections.PerClient < 1 || d.Connections.PerClient > d.Connections.Max:
 		v.add("connections.per_client", "must be between 1 and connections.max (%d)", d.Connections.Max)
 	}
 	if d.Retention.MaxAge < 0 {

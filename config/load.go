@@ -41,6 +41,8 @@ func LoadPipelineBytes(file string, data []byte, getenv func(string) string) (*P
 	}
 	x := &loadExpander{getenv: getenv, runtime: pipelineRuntime, fromEnv: map[string]bool{}}
 	walkStrings(raw, "", c, x.expand)
+	// Values whose ${NAME} could not be filled are not checked again.
+	unexpanded := slices.Clone(c.list)
 	checkKeys(raw, reflect.TypeFor[Pipeline](), "", c)
 	checkEnvEntries(raw, c)
 	pipelineDefaults(raw)
@@ -55,7 +57,7 @@ func LoadPipelineBytes(file string, data []byte, getenv func(string) string) (*P
 
 	v := &validator{problems: &problems{file: file}, fromEnv: x.fromEnv}
 	v.pipeline(&p)
-	c.list = append(c.list, withoutShadowed(v.list, decodeProblems)...)
+	c.list = append(c.list, withoutShadowed(v.list, append(decodeProblems, unexpanded...))...)
 	if len(c.list) > 0 {
 		sortByField(c.list, reflect.TypeFor[Pipeline]())
 		return nil, c.list
@@ -69,22 +71,52 @@ func LoadPipelineBytes(file string, data []byte, getenv func(string) string) (*P
 //
 // Errors: Problems: an unreadable directory, every problem of every file, and two files
 // defining the same pipeline name.
+//
+// A daemon config among them (see isDaemonFile) is one problem saying so, instead of every
+// daemon key reported as an unknown pipeline field.
 func LoadPipelines(dir string, getenv func(string) string) (map[string]*Pipeline, error) {
-	entries, err := os.ReadDir(dir)
+	files, err := configFiles(dir)
 	if err != nil {
 		return nil, Problems{{File: dir, Message: "read pipelines directory: " + unwrapPathError(err)}}
 	}
-	out := map[string]*Pipeline{}
-	var all Problems
+	return loadPipelineFiles(files, getenv, nil)
+}
+
+// configFiles lists the *.yaml and *.yml files directly in dir, hidden ones left out, in name
+// order.
+func configFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
 	for _, e := range entries {
 		name := e.Name()
 		ext := filepath.Ext(name)
 		if e.IsDir() || strings.HasPrefix(name, ".") || (ext != ".yaml" && ext != ".yml") {
 			continue
 		}
-		path := filepath.Join(dir, name)
+		out = append(out, filepath.Join(dir, name))
+	}
+	return out, nil
+}
+
+// loadPipelineFiles is LoadPipelines on a list of files; a file for which skip (when set)
+// returns true is left out.
+func loadPipelineFiles(files []string, getenv func(string) string, skip func(path string) bool) (map[string]*Pipeline, error) {
+	out := map[string]*Pipeline{}
+	var all Problems
+	for _, path := range files {
+		if skip != nil && skip(path) {
+			continue
+		}
 		p, err := LoadPipelineFile(path, getenv)
 		if err != nil {
+			if isDaemonFile(path) {
+				all = append(all, Problem{File: path, Message: "is a daemon config (its top-level keys are the daemon's), not a pipeline: " +
+					"keep it out of the pipelines directory and give it to serve with --config"})
+				continue
+			}
 			all = append(all, AsProblems(err)...)
 			continue
 		}

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"errors"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,11 +70,14 @@ func TestResolveMissingValues(t *testing.T) {
 	}
 	_, err = p.Resolve(orchestrator.Trigger{Build: "42"})
 	ps := mustProblems(t, err)
+	// Each trigger field the pipeline needs is one problem, on the first place that needs it,
+	// naming the others (a front door lists each field once).
 	wantProblem(t, ps, "services[0].image_tag", "no commit")
-	wantProblem(t, ps, "services[0].env[0].value", "no app_version")
-	wantProblem(t, ps, "services[0].env[1].value", `no param "region"`)
-	wantProblem(t, ps, "services[0].health.http.url", `no param "region"`)
-	wantProblem(t, ps, "mobile[0].set.ios.latest_version", "no app_version")
+	wantProblem(t, ps, "services[0].env[0].value", "no app_version (referenced as \"${trigger.app_version}\"); also needed by mobile[0].set.ios.latest_version")
+	wantProblem(t, ps, "services[0].env[1].value", `no param "region" (referenced as "${trigger.params.region}"); also needed by services[0].health.http.url`)
+	if len(ps) != 3 {
+		t.Errorf("got %d problems, want 3, one per missing trigger value:\n%s", len(ps), strings.Join(ps.Lines(), "\n"))
+	}
 	for _, pr := range ps {
 		if pr.File != "r.yaml" {
 			t.Errorf("problem %q: file %q, want r.yaml", pr, pr.File)
@@ -153,5 +159,31 @@ func TestResolveReportsEveryTriggerProblemAtOnce(t *testing.T) {
 	// Without never_downgrade the version rule still holds for app_version itself.
 	if err := (orchestrator.Trigger{AppVersion: "1.0-<b>"}).Validate(); err == nil {
 		t.Error("app_version 1.0-<b> accepted")
+	}
+}
+
+// TestResolveNamesEachTriggerFieldOnce: the demo pipeline, asked to run with an empty
+// trigger, names each trigger field it needs once (image_tag, build and app_version are each
+// referenced twice), as the API's error.problems lists them.
+func TestResolveNamesEachTriggerFieldOnce(t *testing.T) {
+	p, err := LoadPipelineFile(filepath.Join(samplePipelines, "demo.yaml"), testEnv())
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	_, err = p.Resolve(orchestrator.Trigger{})
+	var fes orchestrator.FieldErrors
+	if !errors.As(err, &fes) {
+		t.Fatalf("resolve: %v, want field errors", err)
+	}
+	var fields []string
+	for _, fe := range fes {
+		if slices.Contains(fields, fe.Field) {
+			t.Errorf("%s named twice:\n%v", fe.Field, err)
+		}
+		fields = append(fields, fe.Field)
+	}
+	slices.Sort(fields)
+	if want := []string{"app_version", "build", "commit", "image_tag"}; !slices.Equal(fields, want) {
+		t.Errorf("fields %v, want %v", fields, want)
 	}
 }

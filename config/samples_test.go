@@ -122,3 +122,65 @@ func TestValidateReportsLines(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestValidateDirectoryClassifiesEachFile: a directory is validated file by file as the
+// files themselves are: the sample daemon configs' directory validates as both files do
+// (it used to be read as pipelines, dozens of false problems), and a directory mixing a
+// daemon config and pipelines reports what is wrong in each, by kind.
+func TestValidateDirectoryClassifiesEachFile(t *testing.T) {
+	configs, _ := filepath.Glob(filepath.Join(sampleConfigs, "*.yaml"))
+	if ps := Validate(testEnv(), configs...); len(ps) > 0 {
+		t.Fatalf("the sample configs do not validate as files:\n%s", strings.Join(ps.Lines(), "\n"))
+	}
+	if ps := Validate(testEnv(), sampleConfigs); len(ps) > 0 {
+		t.Errorf("validate %s: got\n%s\nwant what the files give: nothing", sampleConfigs, strings.Join(ps.Lines(), "\n"))
+	}
+
+	dir := t.TempDir()
+	daemon := write(t, dir, "orchestrator.yaml", "listen: :8080\npipelines_dir: .\nconnections: { per_client: 0 }\n")
+	bad := write(t, dir, "bad.yaml", minimal+"on_failure: never\n")
+	write(t, dir, "good.yaml", minimal)
+	write(t, dir, "again.yml", minimal+"name: good\n")
+	write(t, dir, "notes.txt", "not a config")
+	got := Validate(testEnv(), dir).Lines()
+	want := []string{
+		filepath.Join(dir, "good.yaml") + `: name: pipeline "good" is already defined in ` + filepath.Join(dir, "again.yml"),
+		bad + `: on_failure: "never" is not one of: rollback, halt`,
+		daemon + `: connections.per_client: must be between 1 and connections.max (1024)`,
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("validate of a mixed directory: got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestLoadPipelinesNamesADaemonConfig: a daemon config left in the pipelines directory is one
+// problem saying what it is, not every daemon key as an unknown pipeline field.
+func TestLoadPipelinesNamesADaemonConfig(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "good.yaml", minimal)
+	daemon := write(t, dir, "orchestrator.yaml", "listen: :8080\ntokens: { admin: 0123456789abcdef }\n")
+	ps, err := LoadPipelines(dir, testEnv())
+	lines := mustProblems(t, err).Lines()
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], daemon+": is a daemon config") || ps["good"] == nil {
+		t.Errorf("got %v and problems:\n%s\nwant good loaded and one problem naming %s a daemon config", keys(ps), strings.Join(lines, "\n"), daemon)
+	}
+}
+
+// TestValidateReportsEachProblemOnce: a daemon config whose pipelines_dir is its own
+// directory, validated as that directory, reports each pipeline's problem once, and itself
+// as a daemon config where pipelines are loaded from.
+func TestValidateReportsEachProblemOnce(t *testing.T) {
+	dir := t.TempDir()
+	daemon := write(t, dir, "orchestrator.yaml", "listen: :8080\npipelines_dir: .\n")
+	bad := write(t, dir, "bad.yaml", minimal+"on_failure: never\n")
+	got := Validate(testEnv(), dir, daemon).Lines()
+	want := []string{
+		bad + `: on_failure: "never" is not one of: rollback, halt`,
+		daemon + `: is a daemon config (its top-level keys are the daemon's), not a pipeline: keep it out of the pipelines directory and give it to serve with --config`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

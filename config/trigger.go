@@ -38,32 +38,56 @@ func lookup(t orchestrator.Trigger, ref string) (string, error) {
 // Resolve validates t too (orchestrator.Trigger.Validate), so its answer lists every problem
 // at once.
 //
-// Errors: Problems naming the pipeline's file and the field path of every reference that t
+// Errors: Problems naming the pipeline's file and the field path of the references that t
 // can't fill, a build that is not a whole number when the pipeline says order: build, (a missing param, an empty image tag: empty counts as missing) and every
 // resolved value that is invalid. Trigger values are not shown.
 // Each problem about the trigger itself, or about a reference it can't fill, carries the
-// trigger's field (Problem.Trigger), which the front doors name.
+// trigger's field (Problem.Trigger), which the front doors name; each trigger field has one
+// problem, on the first place that needs it, its message naming the other places.
 func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 	q := p.Clone()
 	v := &validator{problems: &problems{file: p.File}, fromEnv: map[string]bool{}}
-	// The trigger's own problems first, then what the pipeline needs of it: all in one list.
+	// The trigger's own problems first, then what the pipeline needs of it: all in one list,
+	// each trigger field named once. A value several places reference is one problem, on the
+	// first place, naming the others.
+	named := map[string]int{} // trigger field → index of its problem in v.list
+	also := map[string][]string{}
+	addTrigger := func(field, trigger, format string, args ...any) {
+		if i, ok := named[trigger]; ok {
+			if v.list[i].Field != field && !slices.Contains(also[trigger], field) {
+				also[trigger] = append(also[trigger], field)
+			}
+			return
+		}
+		named[trigger] = len(v.list)
+		v.addTrigger(field, trigger, format, args...)
+	}
 	for _, fe := range orchestrator.AsFieldErrors(t.Validate()) {
-		v.addTrigger(fe.Field, fe.Field, "%s", fe.Reason)
+		addTrigger(fe.Field, fe.Field, "%s", fe.Reason)
 	}
 	if p.Order == OrderBuild && !IsBuildNumber(t.Build) {
-		v.addTrigger("build", "build", "the pipeline orders its runs by build (order: build): want a whole number")
+		addTrigger("build", "build", "the pipeline orders its runs by build (order: build): want a whole number")
 	}
 	ok := true
 	fill := func(field, s string) string {
-		out, err := expandRefs(s, false, func(ref string) (string, error) { return lookup(t, ref) })
-		var fe *orchestrator.FieldError
-		switch {
-		case errors.As(err, &fe):
-			v.addTrigger(field, fe.Field, "%s", fe.Reason)
-		case err != nil:
-			v.add(field, "%v", err)
+		// Every trigger value the string lacks is named, not only the first.
+		var missing []*orchestrator.FieldError
+		out, err := expandRefs(s, false, func(ref string) (string, error) {
+			val, err := lookup(t, ref)
+			var fe *orchestrator.FieldError
+			if errors.As(err, &fe) {
+				missing = append(missing, fe)
+				return "", nil
+			}
+			return val, err
+		})
+		for _, fe := range missing {
+			addTrigger(field, fe.Field, "%s", fe.Reason)
 		}
 		if err != nil {
+			v.add(field, "%v", err)
+		}
+		if err != nil || len(missing) > 0 {
 			ok = false
 			return s
 		}
@@ -103,6 +127,9 @@ func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 				}
 			}
 		}
+	}
+	for trigger, fields := range also {
+		v.list[named[trigger]].Message += "; also needed by " + strings.Join(fields, ", ")
 	}
 	if len(v.list) > 0 {
 		return nil, v.list

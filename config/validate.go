@@ -12,7 +12,9 @@ import (
 //   - a daemon config file (recognized by its top-level keys: listen, redis_url, tokens,
 //     webhooks, …), which is checked together with the pipelines directory it names and its
 //     webhook rules' pipeline names;
-//   - a directory, checked as a pipelines directory.
+//   - a directory: each *.yaml and *.yml file directly in it is classified and checked as
+//     above, and the pipeline files among them together, as a pipelines directory (two
+//     defining one name is a problem).
 //
 // getenv resolves ${NAME} references (pass os.Getenv); an unset variable is a problem.
 func Validate(getenv func(string) string, paths ...string) Problems {
@@ -24,24 +26,70 @@ func Validate(getenv func(string) string, paths ...string) Problems {
 // environment although the files are valid: env-source secrets that are not set (see
 // MissingEnvSecrets).
 func ValidateWithWarnings(getenv func(string) string, paths ...string) (problems, warnings Problems) {
+	seen := map[string]bool{}
 	for _, p := range paths {
-		probs, pipelines := validatePath(getenv, p)
-		problems = append(problems, probs...)
-		warnings = append(warnings, MissingEnvSecretsAll(pipelines, getenv)...)
+		probs, loaded := validatePath(getenv, p)
+		// A daemon config and the directory it names may both be given (or a directory
+		// holding both): report each problem once.
+		for _, pr := range probs {
+			if !seen[pr.String()] {
+				seen[pr.String()] = true
+				problems = append(problems, pr)
+			}
+		}
+		for _, pipelines := range loaded {
+			for _, w := range MissingEnvSecretsAll(pipelines, getenv) {
+				if !seen[w.String()] {
+					seen[w.String()] = true
+					warnings = append(warnings, w)
+				}
+			}
+		}
 	}
 	return problems, warnings
 }
 
-// validatePath checks one path and returns its problems and the pipelines it loaded.
-func validatePath(getenv func(string) string, path string) (Problems, map[string]*Pipeline) {
+// validatePath checks one path and returns its problems and the pipelines it loaded (one
+// map per pipelines directory or file).
+func validatePath(getenv func(string) string, path string) (Problems, []map[string]*Pipeline) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return Problems{{File: path, Message: unwrapPathError(err)}}, nil
 	}
 	if st.IsDir() {
-		ps, err := LoadPipelines(path, getenv)
-		return AsProblems(err), ps
+		return validateDir(getenv, path)
 	}
+	probs, pipelines := validateFile(getenv, path)
+	return probs, []map[string]*Pipeline{pipelines}
+}
+
+// validateDir checks the files of a directory as validatePath checks each file: the daemon
+// configs as daemon configs, the pipelines together as LoadPipelines loads them.
+func validateDir(getenv func(string) string, dir string) (Problems, []map[string]*Pipeline) {
+	files, err := configFiles(dir)
+	if err != nil {
+		return Problems{{File: dir, Message: "read directory: " + unwrapPathError(err)}}, nil
+	}
+	var daemons []string
+	pipelines, err := loadPipelineFiles(files, getenv, func(path string) bool {
+		if isDaemonFile(path) {
+			daemons = append(daemons, path)
+			return true
+		}
+		return false
+	})
+	out, loaded := AsProblems(err), []map[string]*Pipeline{pipelines}
+	for _, path := range daemons {
+		probs, ps := validateFile(getenv, path)
+		out = append(out, probs...)
+		loaded = append(loaded, ps)
+	}
+	return out, loaded
+}
+
+// validateFile checks one file, a pipeline or a daemon config (isDaemonFile), and returns its
+// problems and the pipelines it loaded.
+func validateFile(getenv func(string) string, path string) (Problems, map[string]*Pipeline) {
 	if !isDaemonFile(path) {
 		p, err := LoadPipelineFile(path, getenv)
 		if err != nil {

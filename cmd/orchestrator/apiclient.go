@@ -153,6 +153,8 @@ func apiFailure(method, path string, level access, resp *http.Response) error {
 	}
 	code, hint := exitFailed, ""
 	switch s := resp.StatusCode; {
+	case e.Error.Code == "no_token_configured":
+		code = exitUsage // the daemon's side: no token of ours would do, its message says what to set
 	case s == http.StatusUnauthorized || s == http.StatusForbidden:
 		code, hint = exitUsage, " (check --token or "+strings.Join(tokenEnv[level], " / ")+")"
 	case s == http.StatusNotFound:

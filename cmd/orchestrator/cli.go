@@ -23,14 +23,15 @@ var version, commit = "", ""
 const (
 	exitOK          = 0 // succeeded
 	exitFailed      = 1 // the run failed or was canceled; an action was refused (stale fence, key held)
-	exitUsage       = 2 // usage or configuration: bad flags, invalid files, unknown pipeline, token refused
+	exitUsage       = 2 // usage or configuration: bad flags, invalid files, unknown pipeline, token refused, listen address unusable
 	exitUnreachable = 3 // the daemon or the lock/run backend could not be reached
 )
 
 const exitCodesHelp = `Exit codes:
   0  succeeded
   1  the run failed or was canceled, or the action was refused (stale fence, key held)
-  2  usage or configuration error (bad flags or files, unknown pipeline, token refused)
+  2  usage or configuration error (bad flags or files, unknown pipeline, token refused,
+     listen address in use)
   3  the daemon or the lock/run backend could not be reached
   130  trigger or runs watch interrupted (Ctrl-C) and the run left going
 `
@@ -116,6 +117,11 @@ type cli struct {
 	// "go run ./cmd/orchestrator" under go run, else argv[0] as typed.
 	self   string
 	getenv func(string) string
+	// environ lists the environment as NAME=value entries (nil: none), for the warning about
+	// ORCH_* variables nothing reads (see warnUnknownEnv).
+	environ func() []string
+	// read records the names getenv was asked for: a variable read is not an unknown one.
+	read   *readNames
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
@@ -145,9 +151,17 @@ func commands() []command {
 	}
 }
 
-// run is the whole program: main calls it with the process's arguments and streams.
+// run is the whole program in an environment read through getenv alone: runEnv without a
+// list of the variables, so no warning about unknown ORCH_* variables.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	c := &cli{self: selfCommand(args), getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	return runEnv(ctx, args, getenv, nil, stdin, stdout, stderr)
+}
+
+// runEnv is the whole program: main calls it with the process's arguments, environment
+// (os.Getenv, os.Environ) and streams.
+func runEnv(ctx context.Context, args []string, getenv func(string) string, environ func() []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	read := &readNames{}
+	c := &cli{self: selfCommand(args), getenv: read.wrap(getenv), environ: environ, read: read, stdin: stdin, stdout: stdout, stderr: stderr}
 	if len(args) < 2 {
 		c.usage(stderr)
 		return &exitError{code: exitUsage}

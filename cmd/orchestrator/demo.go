@@ -38,7 +38,7 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 			"(demo.yaml and demo-web.yaml), triggers two overlapping runs that share services, prints\n"+
 			"their progress and serves the dashboard. Without --once it keeps serving until Ctrl-C and\n"+
 			"prints the commands to try against it.")
-	listen := fs.String("listen", orDefault(c.getenv("ORCH_LISTEN"), "127.0.0.1:8080"), "dashboard and API address (env ORCH_LISTEN)")
+	fs.String("listen", orDefault(c.getenv("ORCH_LISTEN"), "127.0.0.1:8080"), "dashboard and API address (env ORCH_LISTEN)")
 	once := fs.Bool("once", false, "exit when the runs end: code 0 only if both succeeded")
 	dir := fs.String("pipelines", "", "directory holding demo.yaml and demo-web.yaml (default: the ones built in)")
 	if done, err := parse(fs, args); done {
@@ -65,7 +65,9 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 	triggerToken := orDefault(c.getenv("ORCH_TRIGGER_TOKEN"), randomKey())
 	adminToken := orDefault(c.getenv("ORCH_ADMIN_TOKEN"), randomKey())
 	env := sims.env()
-	for k, v := range map[string]string{"ORCH_LISTEN": *listen, "ORCH_STATE_DIR": state, "ORCH_PUBLIC_READ": "true",
+	// --listen reaches the config as the flag it is (LoadDaemon reads fs), so a problem with it
+	// names --listen, or ORCH_LISTEN when the address came from there.
+	for k, v := range map[string]string{"ORCH_STATE_DIR": state, "ORCH_PUBLIC_READ": "true",
 		"ORCH_TRIGGER_TOKEN": triggerToken, "ORCH_ADMIN_TOKEN": adminToken, "ORCH_LOG_LEVEL": "warn",
 		"ORCH_COOLIFY_RATE_LIMIT": strconv.Itoa(demoRateLimit)} {
 		env[k] = v
@@ -76,9 +78,9 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		}
 		return c.getenv(k)
 	}
-	d, err := config.LoadDaemon("", getenv, nil)
+	d, err := config.LoadDaemon("", getenv, fs)
 	if err != nil {
-		return fmt.Errorf("demo config:\n%w", err)
+		return usageError("demo config:\n%w", err)
 	}
 	log, err := newLogger(c.stderr, "warn", "text")
 	if err != nil {
@@ -92,6 +94,7 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		}
 		pipelines[p.Name] = p
 	}
+	c.warnUnknownEnv(ctx, log)
 
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -72,6 +72,7 @@ func lockRefusal(err error) error {
 func cmdLocksList(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("locks list", "[--prefix P] [--json] [--url URL]", "Lists the held locks (tokens are never shown).")
 	t := addTargetFlags(c, fs)
+	t.readOnly = true
 	prefix := fs.String("prefix", "", "only keys starting with this prefix (e.g. coolify:)")
 	asJSON := fs.Bool("json", false, "print one JSON lock per line")
 	if done, err := parse(fs, args); done {
@@ -90,6 +91,10 @@ func cmdLocksList(ctx context.Context, c *cli, args []string) error {
 	if *asJSON {
 		return jsonLines(c.stdout, infos)
 	}
+	if len(infos) == 0 {
+		fmt.Fprintln(c.stdout, e.none("no locks held"))
+		return nil
+	}
 	printLocks(c.stdout, infos, time.Now())
 	return nil
 }
@@ -98,6 +103,7 @@ func cmdLocksAudit(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("locks audit", "[--limit N] [--json] [--url URL]",
 		"Shows the operator audit log: forced releases, freezes and lifts, newest first.")
 	t := addTargetFlags(c, fs)
+	t.readOnly = true
 	limit := fs.Int("limit", 100, "how many entries")
 	asJSON := fs.Bool("json", false, "print one JSON entry per line")
 	if done, err := parse(fs, args); done {
@@ -117,7 +123,7 @@ func cmdLocksAudit(ctx context.Context, c *cli, args []string) error {
 		return jsonLines(c.stdout, entries)
 	}
 	if len(entries) == 0 {
-		fmt.Fprintln(c.stdout, "no operator actions recorded")
+		fmt.Fprintln(c.stdout, e.none("no operator actions recorded"))
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)

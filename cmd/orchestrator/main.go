@@ -4,8 +4,8 @@
 // is the dry run, `validate` checks pipeline files and daemon configs, `health` probes a
 // daemon, and `demo` runs the whole product against built-in simulators.
 //
-// main only builds a signal-aware context and calls run; everything else is testable through
-// run(ctx, args, getenv, stdin, stdout, stderr). Every error is printed once, here, and the
+// main only builds a signal-aware context and calls runEnv; everything else is testable through
+// runEnv(ctx, args, getenv, environ, stdin, stdout, stderr). Every error is printed once, here, and the
 // exit code says what kind it was (see exitCodesHelp).
 package main
 
@@ -20,7 +20,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	err := runEnv(ctx, os.Args, os.Getenv, os.Environ, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	var ee *exitError
 	if err != nil && (!errors.As(err, &ee) || ee.err != nil) {

@@ -40,7 +40,14 @@ func (s *syncBuffer) String() string {
 func invoke(ctx context.Context, env map[string]string, args ...string) (string, string, error) {
 	var out, errOut syncBuffer
 	getenv := func(k string) string { return env[k] }
-	err := run(ctx, append([]string{"orchestrator"}, args...), getenv, strings.NewReader(""), &out, &errOut)
+	environ := func() []string {
+		var out []string
+		for k, v := range env {
+			out = append(out, k+"="+v)
+		}
+		return out
+	}
+	err := runEnv(ctx, append([]string{"orchestrator"}, args...), getenv, environ, strings.NewReader(""), &out, &errOut)
 	return out.String(), errOut.String(), err
 }
 

@@ -109,6 +109,7 @@ func (lc *localCmd) engine(ctx context.Context, c *cli, fs *pflag.FlagSet, insta
 	} else if ps, err = config.LoadPipelines(d.PipelinesDir, c.getenv); err != nil {
 		return nil, nil, pipelinesError(d.PipelinesDir, err)
 	}
+	c.warnUnknownEnv(ctx, log)
 	b, err := openBackends(ctx, d, log, nil)
 	if err != nil {
 		return nil, nil, err

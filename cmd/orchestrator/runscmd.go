@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
+	"github.com/deploy-orchestrator/orchestrator/runs/sqlitestore"
 )
 
 // target is where the `runs` and `locks` commands read and act: a daemon's API when --url
@@ -20,6 +23,9 @@ import (
 type target struct {
 	url, token, cfg *string
 	fs              *pflag.FlagSet
+	// readOnly is set by the commands that only read: on the embedded backend they create no
+	// state directory or database (see open).
+	readOnly bool
 }
 
 func addTargetFlags(c *cli, fs *pflag.FlagSet) *target {
@@ -41,6 +47,18 @@ type endpoint struct {
 	runs   runService
 	client *apiClient // nil on the local backend
 	close  func() error
+	// absent, when set, says why there is nothing to read ("no state directory at …"): a
+	// read-only command on an embedded backend that was never created.
+	absent string
+}
+
+// none is what a command prints when it found nothing: what ("no runs"), and why when the
+// backend does not exist.
+func (e *endpoint) none(what string) string {
+	if e.absent != "" {
+		return what + " (" + e.absent + ")"
+	}
+	return what
 }
 
 // lockService is what the `locks` commands need; *locks.Locker and remoteLocks have it.
@@ -73,11 +91,68 @@ func (t *target) open(ctx context.Context, c *cli) (*endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.warnUnknownEnv(ctx, log)
+	if t.readOnly && !d.RedisURL.IsSet() {
+		if dir, why := absentState(d.StateDir); why != "" {
+			return &endpoint{source: "state dir " + dir, locks: absentLocks{}, runs: absentRuns{why}, absent: why,
+				close: func() error { return nil }}, nil
+		}
+	}
 	b, err := openBackends(ctx, d, log, nil)
 	if err != nil {
 		return nil, err
 	}
 	return &endpoint{source: b.where, locks: b.locker, runs: localRuns{b.store}, close: b.Close}, nil
+}
+
+// absentState says why the embedded backend in stateDir holds nothing, or "" when it exists:
+// the directory is missing, or holds neither database. A command that only reads then opens
+// nothing, rather than create the directory and empty databases. dir is stateDir made
+// absolute.
+func absentState(stateDir string) (dir, why string) {
+	dir = stateDir
+	if abs, err := filepath.Abs(stateDir); err == nil {
+		dir = abs
+	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return dir, "no state directory at " + dir
+	}
+	for _, f := range []string{sqlitestore.FileName, lockDBName} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
+			return dir, ""
+		}
+	}
+	return dir, "no state in " + dir
+}
+
+// absentRuns is the run store of an embedded backend that does not exist: it has no runs.
+type absentRuns struct{ why string }
+
+func (a absentRuns) get(_ context.Context, id string) (runs.Run, error) {
+	return runs.Run{}, usageError("run %s: not found (%s)", id, a.why)
+}
+
+func (a absentRuns) list(context.Context, runs.Filter) (runs.Page, error) { return runs.Page{}, nil }
+
+func (a absentRuns) follow(ctx context.Context, id string, _ func(runs.Event) error) error {
+	_, err := a.get(ctx, id)
+	return err
+}
+
+// absentLocks is the lock service of an embedded backend that does not exist: no lock is
+// held and nothing was audited. It is only used by commands that read.
+type absentLocks struct{}
+
+func (absentLocks) List(context.Context, string) ([]locks.Info, error)     { return nil, nil }
+func (absentLocks) Audit(context.Context, int) ([]locks.AuditEntry, error) { return nil, nil }
+func (absentLocks) ForceRelease(context.Context, locks.ForceRequest) (locks.Info, error) {
+	return locks.Info{}, errors.New("no lock backend to act on")
+}
+func (absentLocks) Freeze(context.Context, locks.FreezeRequest) (locks.Info, error) {
+	return locks.Info{}, errors.New("no lock backend to act on")
+}
+func (absentLocks) Unfreeze(context.Context, string, string, string) error {
+	return errors.New("no lock backend to act on")
 }
 
 // header names what the output was read from, first: on stdout for people, on stderr with
@@ -164,6 +239,7 @@ first names what it read.
 func cmdRunsList(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("runs list", "[--pipeline P] [--status S]… [--limit N] [--json]", "Lists runs, newest first.")
 	t := addTargetFlags(c, fs)
+	t.readOnly = true
 	pipeline := fs.String("pipeline", "", "only runs of this pipeline")
 	status := fs.StringSlice("status", nil, "only runs in these statuses (queued, phase1, phase2, succeeded, failed, canceled, superseded, interrupted); repeatable")
 	limit := fs.Int("limit", 20, "how many runs")
@@ -202,7 +278,7 @@ func cmdRunsList(ctx context.Context, c *cli, args []string) error {
 		return nil
 	}
 	if len(page.Runs) == 0 {
-		fmt.Fprintln(c.stdout, "no runs")
+		fmt.Fprintln(c.stdout, e.none("no runs"))
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
@@ -231,6 +307,7 @@ func runIDArg(fs *pflag.FlagSet, cmd string) (string, error) {
 func cmdRunsShow(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("runs show", "ID [--json] [-v]", "Shows one run: its trigger, status, reason and every step.")
 	t := addTargetFlags(c, fs)
+	t.readOnly = true
 	out := addOutputFlags(fs)
 	if done, err := parse(fs, args); done {
 		return err
@@ -263,6 +340,7 @@ func cmdRunsWatch(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("runs watch", "ID [--json] [-v]",
 		"Follows a run live until it ends, then prints its steps. Exits 0 only when it succeeded.")
 	t := addTargetFlags(c, fs)
+	t.readOnly = true
 	out := addOutputFlags(fs)
 	if done, err := parse(fs, args); done {
 		return err

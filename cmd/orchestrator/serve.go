@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 func cmdServe(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("serve", "[--config FILE] [flags]",
 		"Runs the daemon: the HTTP API, CI webhooks, the dashboard and the engine. Settings come from\n"+
-			"the config file, then ORCH_* environment variables, then flags.")
+			"the config file, then ORCH_* environment variables, then flags.\n\n"+serveEnvHelp())
 	cfgPath := fs.String("config", c.getenv("ORCH_CONFIG"), "daemon config file (YAML; env ORCH_CONFIG)")
 	allowMissing := fs.Bool("allow-missing-secrets", false, "start even when env-source secrets (ORCH_SECRET_<KEY>) the pipelines read are not set; runs needing them fail")
 	config.AddFlags(fs)
@@ -44,6 +45,7 @@ func cmdServe(ctx context.Context, c *cli, args []string) error {
 	if err := d.CheckRules(pipelines); err != nil {
 		return usageError("webhook rules:\n%w", err)
 	}
+	c.warnUnknownEnv(ctx, log)
 	if missing := config.MissingEnvSecretsAll(pipelines, c.getenv); len(missing) > 0 {
 		if !*allowMissing {
 			return usageError("env-source secrets missing:\n%s\n(set them, or start with --allow-missing-secrets: runs that need them fail)",
@@ -54,6 +56,27 @@ func cmdServe(ctx context.Context, c *cli, args []string) error {
 		}
 	}
 	return serveWith(ctx, c, d, pipelines, log, nil, tuning{})
+}
+
+// serveEnvHelp lists the environment variables serve reads, each with the config key it sets.
+func serveEnvHelp() string {
+	var b strings.Builder
+	b.WriteString("Environment (each sets the config key shown):\n")
+	overrides := config.EnvOverrides()
+	names := make([]string, 0, len(overrides))
+	for k := range overrides {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		fmt.Fprintf(&b, "  %-29s %s\n", k, overrides[k])
+	}
+	fmt.Fprintf(&b, "  %-29s %s\n", "ORCH_CONFIG", "the config file (as --config)")
+	fmt.Fprintf(&b, "  %-29s %s\n", "ORCH_INSTANCE", "the daemon's identity for run ownership (default: host name + listen address)")
+	fmt.Fprintf(&b, "  %-29s %s\n", config.EnvSecretPrefix+"<KEY>", "the value of a pipeline's env-source secret KEY")
+	b.WriteString("Any other ORCH_* variable set is logged as a warning at start, naming the closest of these\n" +
+		"(a mistyped name would be ignored), unless a loaded file references it as ${NAME}.")
+	return b.String()
 }
 
 // notifyGrace is how long a stopping daemon waits for notifications still queued.
@@ -80,7 +103,9 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 
 	ln, err := net.Listen("tcp", d.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w (is another daemon running? set --listen or ORCH_LISTEN)", d.Listen, err)
+		// The address comes from the config, the environment or a flag: a port in use or
+		// not allowed is a configuration problem (exit 2), like an address that is no address.
+		return usageError("listen on %s: %w (is another daemon running? set --listen or ORCH_LISTEN)", d.Listen, err)
 	}
 	instance := instanceID(c.getenv, ln.Addr().String())
 	notifier := notify.New(notify.Options{Default: d.Notify, PublicURL: publicURL(d, ln.Addr().String()), Recorder: b.store,
@@ -127,6 +152,14 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	trusted, _ := config.ParseTrustedProxies(d.TrustedProxies) // validated by LoadDaemon
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(api.LimitListener(ln, d.Connections, trusted, log)) }()
+	if d.Tokens.None() {
+		closed := "triggers, cancels, lock operations and reads"
+		if d.PublicRead {
+			closed = "triggers, cancels and lock operations"
+		}
+		log.LogAttrs(ctx, slog.LevelWarn, "no API token is configured: every route that needs one ("+closed+") answers 403; "+
+			"set ORCH_TRIGGER_TOKEN, ORCH_ADMIN_TOKEN or ORCH_READ_TOKEN (tokens.trigger, tokens.admin, tokens.read in the config file)")
+	}
 	log.LogAttrs(ctx, slog.LevelInfo, "daemon listening", slog.String("addr", ln.Addr().String()),
 		slog.String("backend", string(d.Backend())), slog.String("instance", instance), slog.Int("pipelines", len(pipelines)))
 	if ready != nil {

@@ -9,11 +9,14 @@ import (
 
 func cmdValidate(_ context.Context, c *cli, args []string) error {
 	fs := c.flags("validate", "FILE|DIR…",
-		"Checks pipeline files, pipeline directories and daemon config files, and prints every\n"+
-			"problem as \"file: field: what is wrong\". ${NAME} references are resolved from the\n"+
+		"Checks pipeline files and daemon config files, and prints every problem as \"file: field:\n"+
+			"what is wrong\". A file is a daemon config when its top-level keys are a daemon config's;\n"+
+			"a directory is checked file by file (its *.yaml and *.yml), the pipelines in it together.\n"+
+			"A daemon config's pipelines_dir is checked with it. ${NAME} references are resolved from the\n"+
 			"environment (values are never printed). Warns about every env-source secret the pipelines\n"+
 			"read (ORCH_SECRET_<KEY>) that this environment lacks: `serve` refuses to start without\n"+
-			"them unless --allow-missing-secrets. Exits 2 when anything is wrong, 0 otherwise.")
+			"them unless --allow-missing-secrets, and about every ORCH_* variable set that nothing reads\n"+
+			"(a mistyped setting). Exits 2 when anything is wrong, 0 otherwise.")
 	if done, err := parse(fs, args); done {
 		return err
 	}
@@ -26,6 +29,9 @@ func cmdValidate(_ context.Context, c *cli, args []string) error {
 	}
 	for _, line := range warnings.Lines() {
 		fmt.Fprintln(c.stdout, "warning: "+line)
+	}
+	for _, u := range c.unknownEnv() {
+		fmt.Fprintln(c.stdout, "warning: "+u.String())
 	}
 	if len(problems) > 0 {
 		return &exitError{code: exitUsage, err: fmt.Errorf("%d problem(s) found", len(problems))}

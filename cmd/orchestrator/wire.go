@@ -92,7 +92,7 @@ func openBackends(ctx context.Context, d *config.Daemon, log *slog.Logger, obs l
 		log.Warn("state directory is open to other users; the run history and locks are in it (chmod 700 it)",
 			slog.String("state_dir", stateDir), slog.String("open_bits", open.String()))
 	}
-	drv, err := sqlitelock.Open(filepath.Join(stateDir, "locks.db"))
+	drv, err := sqlitelock.Open(filepath.Join(stateDir, lockDBName))
 	if err != nil {
 		return nil, fmt.Errorf("embedded lock backend in %s: %w", stateDir, err)
 	}
@@ -107,6 +107,9 @@ func openBackends(ctx context.Context, d *config.Daemon, log *slog.Logger, obs l
 	}}, nil
 }
 
+// lockDBName is the embedded lock backend's file in the state directory.
+const lockDBName = "locks.db"
+
 // redactRedisURL names a Redis URL for humans: scheme, host, port and database, without the
 // user, password or query.
 func redactRedisURL(raw string) string {
@@ -117,12 +120,21 @@ func redactRedisURL(raw string) string {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }
 
-// redisLogger sends go-redis's own log lines (pool and reconnect notices) to the command's
-// slog logger, so they share its format instead of printing plain text to stderr.
+// redisLogger sends go-redis's own log lines to the command's slog logger, so they share its
+// format instead of printing plain text to stderr. Most are the client's inner workings (each
+// failed dial of its pool, retried; a connection closed), at debug level: what they come to
+// is reported once by the code that called Redis (an unreachable server is one error, exit 3;
+// the daemon's failures name the store or lock call). A Sentinel's switch to a new master or
+// a newly found sentinel is news to an operator: info.
 type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.WarnContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+	msg := fmt.Sprintf(format, v...)
+	level := slog.LevelDebug
+	if strings.HasPrefix(msg, "sentinel: new master") || strings.HasPrefix(msg, "sentinel: discovered new sentinel") {
+		level = slog.LevelInfo
+	}
+	l.log.Log(ctx, level, "redis client: "+msg)
 }
 
 // clients builds the outside-API clients with the daemon's logger, version and metrics.

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReadOnlyCommandsCreateNoState: on the embedded backend, the commands that only read
+// (runs list, show and watch; locks list and audit) create no state directory or database
+// where there is none, and say why they found nothing; a command that writes (locks freeze)
+// still creates it, and the readers then read it.
+func TestReadOnlyCommandsCreateNoState(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	env := map[string]string{"ORCH_STATE_DIR": state}
+	ctx := context.Background()
+	why := "(no state directory at " + state + ")"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"runs", "list"}, "no runs " + why},
+		{[]string{"locks", "list"}, "no locks held " + why},
+		{[]string{"locks", "audit"}, "no operator actions recorded " + why},
+	} {
+		out, errOut, err := invoke(ctx, env, c.args...)
+		if err != nil || !strings.Contains(out, "from state dir "+state+"\n") || !strings.Contains(out, c.want+"\n") {
+			t.Errorf("%v: %v, output:\n%s%s\nwant %q", c.args, err, out, errOut, c.want)
+		}
+	}
+	for _, sub := range []string{"show", "watch"} {
+		_, _, err := invoke(ctx, env, "runs", sub, "01M8X5XAXQK5Z5S7E2N0BBESNN")
+		if exitCode(err) != exitUsage || err == nil || !strings.Contains(err.Error(), "not found "+why) {
+			t.Errorf("runs %s of an unknown run: exit %d, %v", sub, exitCode(err), err)
+		}
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Fatalf("a read-only command created the state directory (stat: %v)", err)
+	}
+
+	if _, _, err := invoke(ctx, env, "locks", "freeze", "coolify:phase2", "--message", "m", "--for", "1m"); err != nil {
+		t.Fatalf("locks freeze: %v", err)
+	}
+	if out, _, err := invoke(ctx, env, "locks", "list"); err != nil || !strings.Contains(out, "coolify:phase2") {
+		t.Errorf("locks list after a freeze: %v\n%s", err, out)
+	}
+	if out, _, err := invoke(ctx, env, "runs", "list"); err != nil || !strings.Contains(out, "no runs\n") {
+		t.Errorf("runs list on a state dir without runs: %v\n%s", err, out)
+	}
+}
