@@ -193,8 +193,8 @@ func (s *streamSlots) give(client string) {
 	}
 }
 
-// streamClient names the client of a stream: its address and its token's role.
+// streamClient names the client of a stream: its address (clientKey) and its token's role.
 func streamClient(r *http.Request) string {
 	rl, _ := r.Context().Value(roleKey{}).(role)
-	return clientIP(r) + " " + rl.String()
+	return clientKey(r) + " " + rl.String()
 }

@@ -111,7 +111,8 @@ func (s *server) observe(next http.Handler) http.Handler {
 		}
 		w.Header().Set(requestIDHeader, id)
 		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
-		r = r.WithContext(context.WithValue(ctx, clientKey{}, s.client(r)))
+		ip := s.client(r)
+		r = r.WithContext(context.WithValue(ctx, clientCtxKey{}, clientAddr{ip: ip, key: clientKeyOf(ip)}))
 		sw := &statusWriter{ResponseWriter: w}
 		d := bodyTimeout
 		if strings.HasPrefix(r.URL.Path, "/v1/webhooks/") {
@@ -187,17 +188,29 @@ func limitBody(n int64, next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-type clientKey struct{}
+type clientCtxKey struct{}
+
+// clientAddr is a request's client: its address, and what per-client caps count it as.
+type clientAddr struct{ ip, key string }
 
 // clientIP is the client's address without its port: the peer's, or, when the peer is one
 // of trusted_proxies, the one its X-Forwarded-For names (see forwardedClient). Behind a
 // proxy that is not listed, every client shares the proxy's address, which errs on the safe
-// side.
+// side. Logs name it; per-client caps and buckets count by clientKey.
 func clientIP(r *http.Request) string {
-	if c, ok := r.Context().Value(clientKey{}).(string); ok {
-		return c
+	if c, ok := r.Context().Value(clientCtxKey{}).(clientAddr); ok {
+		return c.ip
 	}
 	return remoteHost(r)
+}
+
+// clientKey is the client as per-client caps and buckets count it: its address, or for
+// IPv6 its /64 (addrKey).
+func clientKey(r *http.Request) string {
+	if c, ok := r.Context().Value(clientCtxKey{}).(clientAddr); ok {
+		return c.key
+	}
+	return clientKeyOf(remoteHost(r))
 }
 
 // client works out clientIP for a request entering the server.
@@ -290,7 +303,7 @@ func limitCredential(l *limiter, credential string) error {
 // authFailed is the answer to a request whose credentials did not check out: err, or 429
 // once the client address has used up its own bucket of failed attempts (fail).
 func authFailed(r *http.Request, fail *limiter, err error) error {
-	if ok, wait := fail.allow(clientIP(r)); !ok {
+	if ok, wait := fail.allow(clientKey(r)); !ok {
 		return tooMany(wait, "too many failed attempts from this address")
 	}
 	return err

@@ -74,7 +74,7 @@ func (s *server) routes() http.Handler {
 		r.Post("/locks/{key}/freeze", s.require(accessAdmin, limitBody(maxAPIBody, s.handleFreeze())))
 		r.Delete("/locks/{key}/freeze", s.require(accessAdmin, limitBody(maxAPIBody, s.handleUnfreeze())))
 
-		r.Post("/webhooks/{provider}", s.budgetBody(s.webhookBodyLimit(), s.handleWebhook()))
+		r.Post("/webhooks/{provider}", s.webhookBody(s.webhookBodyLimit(), s.handleWebhook()))
 	})
 	return r
 }

@@ -166,7 +166,7 @@ func NewServer(d Deps) http.Handler {
 		s.hosts[strings.ToLower(strings.TrimSuffix(h, "."))] = struct{}{}
 	}
 	limit := s.webhookBodyLimit()
-	s.bodies = newBodyBudget(max(bodyBudgetPerClient, limit), max(bodyBudgetTotal, 2*limit))
+	s.bodies = newBodyBudget(max(bodyBudgetUnverified, limit), max(bodyBudgetPerClient, limit), max(bodyBudgetTotal, 2*limit))
 	s.refusals = newLogEvery(refusalLogEvery, s.now)
 	s.pages = newPages()
 	return s.routes()

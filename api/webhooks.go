@@ -126,17 +126,20 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 			"the %s webhook has no secret configured, so every delivery is refused", provider)
 	}
 	secret := []byte(hook.Secret.Reveal())
-	// GitLab's token is a header: check it before reading a byte of the body. Signed
-	// providers' bodies are read within the body budget and to the route's limit
-	// (budgetBody), and then verified.
-	// A delivery whose signature header is missing or malformed is refused before its body
-	// is read too.
+	// GitLab's token is a header: check it before reading a byte of the body. A delivery
+	// whose signature header is missing or malformed is refused before its body is read
+	// too. Then the body is read to the route's limit (webhookBody), its bytes counted
+	// against the body budget as they arrive: a GitLab body's as its client's verified
+	// bytes, the signed providers' as bytes not verified yet (their signature covers the
+	// body), which each client may hold less of.
 	if err := verifyShape(provider, secret, r.Header); err != nil {
 		return webhookResponse{}, 0, authFailed(r, s.webhookFail, err)
 	}
 	if err := jsonContentType(r.Header); err != nil {
 		return webhookResponse{}, 0, err
 	}
+	budget := s.budgeted(r, provider == config.ProviderGitLab)
+	defer budget.release()
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return webhookResponse{}, 0, bodyError(err)
