@@ -149,10 +149,6 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 			return webhookResponse{}, 0, authFailed(r, s.webhookFail, err)
 		}
 	}
-	// Only a delivery that verified takes from its provider's bucket.
-	if err := limitCredential(s.webhookRate, "webhook:"+string(provider)); err != nil {
-		return webhookResponse{}, 0, err
-	}
 	delivery, err := deliveryID(provider, r.Header)
 	if err != nil {
 		return webhookResponse{}, 0, err
@@ -213,9 +209,21 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	}
 	t.By = "webhook:" + string(provider) + ":" + delivery
 	t.IdempotencyKey = "webhook:" + string(provider) + ":" + hex.EncodeToString(bodySum[:])
+	// The provider's bucket (rate_limits.webhook) is charged only for a delivery that starts
+	// a run: one that verified but is ignored, unmapped or a duplicate (a captured delivery
+	// replayed, GitHub's redeliver) takes nothing from what genuine deliveries need. It must
+	// hold a token for the delivery to go ahead; the token is taken once the run exists (so
+	// deliveries arriving together may leave it in debt, which the next ones pay).
+	bucket := "webhook:" + string(provider)
+	if ok, wait := s.webhookRate.ready(bucket); !ok {
+		return webhookResponse{}, 0, tooMany(wait, "too many deliveries started runs")
+	}
 	run, existing, err := s.engine.Submit(r.Context(), rule.Pipeline, t)
 	if err != nil {
 		return webhookResponse{}, 0, err
+	}
+	if !existing {
+		s.webhookRate.charge(bucket)
 	}
 	if existing {
 		reason := "this payload already started a run under another delivery ID"
