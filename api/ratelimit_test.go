@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 )
 
 // Item 2 of the attacker probe: a captured, correctly signed delivery replayed from 8
@@ -43,4 +44,32 @@ func TestReplayedDeliveriesDoNotUseTheRateLimit(t *testing.T) {
 	// The bucket still holds: a third run is one too many.
 	third := delivery("github", "workflow_run", "genuine-3", []byte(string(run)+" "), githubSecret)
 	wantError(t, f.serve(third), 429, "")
+}
+
+// Item 3: plans are rate limited per token like triggers, in a bucket of their own (a loop
+// of plans does not use up CI's triggers), and the engine plans under the lowest outbound
+// priority, so that its Coolify reads yield to runs' calls.
+func TestPlanIsRateLimitedAndYieldsToRuns(t *testing.T) {
+	f := newFixture(t, func(c *config.Daemon) { c.RateLimits.Trigger = config.Rate{PerSecond: 0.001, Burst: 2} })
+	for i := range 2 {
+		if rec := f.do("GET", "/v1/pipelines/demo/plan?image_tag=v1", triggerToken, nil); rec.Code != 200 {
+			t.Fatalf("plan %d: got %d: %s", i, rec.Code, rec.Body)
+		}
+	}
+	rec := f.do("GET", "/v1/pipelines/demo/plan?image_tag=v1", triggerToken, nil)
+	wantError(t, rec, 429, "")
+	if rec.Header().Get("Retry-After") == "" {
+		t.Error("429 without Retry-After")
+	}
+	f.trigger("demo", map[string]string{}) // its own bucket: still 202
+	f.engine.mu.Lock()
+	defer f.engine.mu.Unlock()
+	for _, p := range f.engine.planPriorities {
+		if p != outbound.PriorityLow {
+			t.Errorf("the engine planned with outbound priority %v, want PriorityLow", p)
+		}
+	}
+	if len(f.engine.planPriorities) != 2 {
+		t.Errorf("the engine planned %d times, want 2", len(f.engine.planPriorities))
+	}
 }

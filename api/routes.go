@@ -19,7 +19,7 @@ import (
 //	POST   /logout                         public    dashboard: delete the session cookie
 //	GET    /static/*                       public    embedded CSS and JS
 //	POST   /v1/pipelines/{name}/runs       trigger   start a run (Idempotency-Key), rate limited per token
-//	GET    /v1/pipelines/{name}/plan       trigger   dry run
+//	GET    /v1/pipelines/{name}/plan       trigger   dry run, rate limited per token (its own bucket); its Coolify calls yield to runs
 //	GET    /v1/pipelines                   read      pipeline names
 //	GET    /v1/runs                        read      list (pipeline, status, limit, cursor)
 //	GET    /v1/runs/{id}                   read      one run
@@ -61,7 +61,7 @@ func (s *server) routes() http.Handler {
 		r.Get("/pipelines", s.require(accessRead, s.handlePipelines()))
 		r.Post("/pipelines/{name}/runs", s.requireLimited(accessTrigger, s.triggerRate, s.triggerFail,
 			limitBody(maxAPIBody, s.handleTrigger())))
-		r.Get("/pipelines/{name}/plan", s.require(accessTrigger, s.handlePlan()))
+		r.Get("/pipelines/{name}/plan", s.requireLimited(accessTrigger, s.planRate, s.triggerFail, s.handlePlan()))
 
 		r.Get("/runs", s.require(accessRead, s.handleListRuns()))
 		r.Get("/runs/{id}", s.require(accessRead, s.handleGetRun()))

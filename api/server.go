@@ -87,6 +87,7 @@ type server struct {
 	now         func() time.Time
 	auth        *authenticator
 	triggerRate *limiter // per credential (role), after the token checked out
+	planRate    *limiter // per credential (role), after the token checked out: plans
 	webhookRate *limiter // per provider, after the signature checked out
 	triggerFail *limiter // per client address: failed trigger attempts
 	webhookFail *limiter // per client address: deliveries that did not verify
@@ -149,6 +150,7 @@ func NewServer(d Deps) http.Handler {
 	s.streams = newStreamSlots(d.MaxStreams, d.MaxStreamsPerClient)
 	s.auth = newAuthenticator(d.Config.Tokens, d.Config.PublicRead)
 	s.triggerRate = newLimiter(d.Config.RateLimits.Trigger, s.now)
+	s.planRate = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	s.webhookRate = newLimiter(d.Config.RateLimits.Webhook, s.now)
 	s.triggerFail = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	s.webhookFail = newLimiter(d.Config.RateLimits.Webhook, s.now)
