@@ -128,9 +128,15 @@ func cookieValue(tok string) string { return base64.RawURLEncoding.EncodeToStrin
 
 // check returns nil when the request may use a route of the given access, else the answer:
 // 401 when no token was presented, 403 when the token presented is wrong (unknown, or valid
-// but its role does not admit the route).
+// but its role does not admit the route). Only a caller whose token is valid is told which
+// token the route needs.
 func (a *authenticator) check(r *http.Request, acc access) (role, error) {
 	rl, presented, valid := a.identify(r)
+	return a.decide(rl, presented, valid, acc)
+}
+
+// decide is check for a token already identified.
+func (a *authenticator) decide(rl role, presented, valid bool, acc access) (role, error) {
 	if presented && !valid {
 		return roleNone, &httpError{status: http.StatusForbidden, code: "forbidden",
 			message: "the token is not valid for this daemon; send the trigger, read or admin token it was configured with"}
@@ -160,10 +166,25 @@ func (a *authenticator) check(r *http.Request, acc access) (role, error) {
 
 type roleKey struct{}
 
+// authenticate is auth.check that charges failed attempts to the client's bucket of
+// failures (s.tokenFail, shared by every route that takes a token and the login form): a
+// token presented that matches none takes from it, and so does a request without one when
+// chargeMissing; once the bucket is empty such a request is answered 429 instead. A valid
+// token is never charged nor refused by the bucket, even when its role is not enough.
+func (s *server) authenticate(r *http.Request, acc access, chargeMissing bool) (role, error) {
+	rl, presented, valid := s.auth.identify(r)
+	rl, err := s.auth.decide(rl, presented, valid, acc)
+	if err != nil && (presented && !valid || !presented && chargeMissing) {
+		return rl, authFailed(r, s.tokenFail, err)
+	}
+	return rl, err
+}
+
 // require wraps a handler with an access check; the role is in the request's context.
+// A wrong token counts as a failed attempt (authenticate).
 func (s *server) require(acc access, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		rl, err := s.auth.check(r, acc)
+		rl, err := s.authenticate(r, acc, false)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="orchestrator"`)
 			s.writeError(w, r, err)

@@ -356,13 +356,13 @@ func authFailed(r *http.Request, fail *limiter, err error) error {
 
 // requireLimited is require with rate limits in the right order: the token is checked
 // first (constant time), then a valid one takes a token from its credential's bucket in ok,
-// and an invalid or missing one from the client address's bucket of failures in fail.
-func (s *server) requireLimited(acc access, ok, fail *limiter, next http.HandlerFunc) http.HandlerFunc {
+// and an invalid or missing one from the client address's bucket of failures.
+func (s *server) requireLimited(acc access, ok *limiter, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		rl, err := s.auth.check(r, acc)
+		rl, err := s.authenticate(r, acc, true)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="orchestrator"`)
-			s.writeError(w, r, authFailed(r, fail, err))
+			s.writeError(w, r, err)
 			return
 		}
 		if err := limitCredential(ok, "token:"+rl.String()); err != nil {

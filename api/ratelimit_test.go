@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -71,5 +72,59 @@ func TestPlanIsRateLimitedAndYieldsToRuns(t *testing.T) {
 	}
 	if len(f.engine.planPriorities) != 2 {
 		t.Errorf("the engine planned %d times, want 2", len(f.engine.planPriorities))
+	}
+}
+
+// Item 4: every route that takes a token charges a wrong one to the client's bucket of
+// failures and answers 429 once it is empty, while the genuine token still works from the
+// same address; a valid token that lacks the role is authenticated, never charged, and told
+// which token the route needs.
+func TestWrongTokensAreRateLimitedOnEveryRoute(t *testing.T) {
+	f := newFixture(t, func(c *config.Daemon) { c.RateLimits.Trigger = config.Rate{PerSecond: 0.001, Burst: 3} })
+	r := f.trigger("demo", map[string]string{})
+	routes := []struct{ method, path, good string }{
+		{"GET", "/v1/locks/audit", readToken},
+		{"GET", "/metrics", readToken},
+		{"GET", "/v1/runs", readToken},
+		{"GET", "/v1/runs/" + r.ID, readToken},
+		{"GET", "/v1/pipelines", readToken},
+		{"GET", "/v1/locks", readToken},
+		{"POST", "/v1/runs/" + r.ID + "/cancel", triggerToken},
+		{"DELETE", "/v1/locks/coolify:x/freeze", adminToken},
+		{"GET", "/", readToken},
+		{"GET", "/runs/" + r.ID, readToken},
+	}
+	for i, rt := range routes {
+		addr := fmt.Sprintf("10.9.0.%d:7000", i+1)
+		try := func(tok string) int {
+			req := request(rt.method, rt.path, tok, nil)
+			req.RemoteAddr = addr
+			return f.serve(req).Code
+		}
+		for j := range 3 {
+			if got := try(fmt.Sprintf("guess-%d-xxxxxxxxxxxxxxxx", j)); got != 403 {
+				t.Fatalf("%s %s, wrong token %d: got %d, want 403", rt.method, rt.path, j, got)
+			}
+		}
+		if got := try("guess-last-xxxxxxxxxxxxxxxx"); got != 429 {
+			t.Errorf("%s %s, a fourth wrong token: got %d, want 429", rt.method, rt.path, got)
+		}
+		if got := try(rt.good); got >= 400 && got != 404 && got != 409 {
+			t.Errorf("%s %s with the genuine token from the same address: got %d", rt.method, rt.path, got)
+		}
+	}
+	// The trigger token is valid but not enough for the audit trail: 403 naming the role,
+	// however often, from an address whose bucket holds 3.
+	for i := range 10 {
+		req := request("GET", "/v1/locks/audit", triggerToken, nil)
+		req.RemoteAddr = "10.9.1.1:7000"
+		e := wantError(t, f.serve(req), 403, "")
+		if i == 0 && !strings.Contains(e.Error.Message, "trigger token is not enough") {
+			t.Errorf("a valid token lacking the role: message %q, want it to say which token is not enough", e.Error.Message)
+		}
+	}
+	req := request("GET", "/v1/locks/audit", "guess-xxxxxxxxxxxxxxxx", nil)
+	if e := wantError(t, f.serve(req), 403, ""); strings.Contains(e.Error.Message, "not enough") {
+		t.Errorf("an unknown token's message %q speaks of roles", e.Error.Message)
 	}
 }

@@ -89,9 +89,8 @@ type server struct {
 	triggerRate *limiter // per credential (role), after the token checked out
 	planRate    *limiter // per credential (role), after the token checked out: plans
 	webhookRate *limiter // per provider, after the signature checked out
-	triggerFail *limiter // per client address: failed trigger attempts
+	tokenFail   *limiter // per client address: wrong tokens (any route, the login form)
 	webhookFail *limiter // per client address: deliveries that did not verify
-	loginFail   *limiter // per client address: dashboard logins with a wrong token
 	pages       *pages
 	streams     *streamSlots
 	runJSON     *runJSON
@@ -152,9 +151,8 @@ func NewServer(d Deps) http.Handler {
 	s.triggerRate = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	s.planRate = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	s.webhookRate = newLimiter(d.Config.RateLimits.Webhook, s.now)
-	s.triggerFail = newLimiter(d.Config.RateLimits.Trigger, s.now)
+	s.tokenFail = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	s.webhookFail = newLimiter(d.Config.RateLimits.Webhook, s.now)
-	s.loginFail = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	trusted, err := config.ParseTrustedProxies(d.Config.TrustedProxies)
 	if err != nil {
 		panic("api.NewServer: " + err.Error() + " (LoadDaemon validates it)")

@@ -132,7 +132,7 @@ func (s *server) handleLogin() http.HandlerFunc {
 		}
 		rl, valid := s.auth.match(tok)
 		if !valid {
-			status, detail, retryAfter := toHTTP(authFailed(r, s.loginFail, &httpError{status: http.StatusForbidden,
+			status, detail, retryAfter := toHTTP(authFailed(r, s.tokenFail, &httpError{status: http.StatusForbidden,
 				code: "forbidden", message: "That token is not valid for this daemon."}))
 			if retryAfter > 0 {
 				w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
@@ -157,14 +157,19 @@ func (s *server) handleLogout() http.HandlerFunc {
 }
 
 // requirePage is require for the dashboard's pages: a browser without a (valid) token gets
-// the login page, with the status (401 or 403) the API would answer, instead of JSON.
+// the login page, with the status (401, 403 or 429) the API would answer, instead of JSON.
 func (s *server) requirePage(acc access, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		rl, err := s.auth.check(r, acc)
+		rl, err := s.authenticate(r, acc, false)
 		if err != nil {
-			status, _, _ := toHTTP(err)
+			status, detail, retryAfter := toHTTP(err)
 			problem := ""
-			if status != http.StatusUnauthorized {
+			switch status {
+			case http.StatusUnauthorized:
+			case http.StatusTooManyRequests:
+				w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+				problem = detail.Message
+			default:
 				problem = "The saved token is not valid for this daemon (was it rotated?): log in again."
 			}
 			s.renderLogin(w, r, status, r.URL.Path, problem) // not the query: it may hold anything
