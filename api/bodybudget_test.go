@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
@@ -223,3 +224,83 @@ type addrConn struct {
 }
 
 func (c addrConn) RemoteAddr() net.Addr { return net.TCPAddrFromAddrPort(c.remote) }
+
+// readCounter is a body that says whether anything read it.
+type readCounter struct {
+	r    io.Reader
+	mu   sync.Mutex
+	read int
+}
+
+func (c *readCounter) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	c.read++
+	c.mu.Unlock()
+	return c.r.Read(p)
+}
+
+func (c *readCounter) reads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.read
+}
+
+// Item 5: an address that used up its bucket of failed deliveries is answered 429 before a
+// byte of its next body is read (GitHub and generic, whose signature needs the body); a
+// genuine sender at another address is not concerned, and the address itself is served
+// again once its bucket refilled.
+func TestRateLimitedAddressCostsNoBodyRead(t *testing.T) {
+	f := newFixture(t, func(c *config.Daemon) { c.RateLimits.Webhook = config.Rate{PerSecond: 0.5, Burst: 2} })
+	clock := &manualClock{t: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
+	h := api.NewServer(api.Deps{Config: f.cfg, Engine: f.engine, Runs: f.store, Locks: f.locker, Now: clock.now})
+	body := payload(t, "github-workflow-run.json")
+	send := func(provider, remote, secret, id string) (int, int) {
+		secretFor := map[string]string{"github": githubSecret, "generic": genericSecret}
+		if secret == "" {
+			secret = secretFor[provider]
+		}
+		req := delivery(provider, "workflow_run", id, body, secret)
+		rc := &readCounter{r: bytes.NewReader(body)}
+		req.Body = io.NopCloser(rc)
+		req.RemoteAddr = remote
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rc.reads()
+	}
+	for _, provider := range []string{"github", "generic"} {
+		attacker := map[string]string{"github": "10.7.0.1:5000", "generic": "10.7.0.2:5000"}[provider]
+		for i := range 2 {
+			if code, _ := send(provider, attacker, "wrong-secret-xxxxxxxxxx", fmt.Sprint(provider, "-bad-", i)); code != 401 {
+				t.Fatalf("%s: wrong signature %d: got %d, want 401", provider, i, code)
+			}
+		}
+		code, reads := send(provider, attacker, "wrong-secret-xxxxxxxxxx", provider+"-bad-3")
+		if code != 429 || reads != 0 {
+			t.Errorf("%s: a third wrong signature from the address: got %d after %d reads of its body, want 429 unread", provider, code, reads)
+		}
+	}
+	if code, _ := send("github", "10.7.0.3:5000", "", "genuine-elsewhere"); code != 202 {
+		t.Errorf("a genuine delivery from another address: got %d, want 202", code)
+	}
+	clock.add(2 * time.Second) // one failure's worth refilled
+	if code, _ := send("github", "10.7.0.1:5000", "", "genuine-later"); code != 200 && code != 202 {
+		t.Errorf("a genuine delivery from the address once its bucket refilled: got %d, want 200 or 202", code)
+	}
+}
+
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}

@@ -138,6 +138,14 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	if err := jsonContentType(r.Header); err != nil {
 		return webhookResponse{}, 0, err
 	}
+	// A signed provider's delivery can only be verified once its body is read: an address
+	// that used up its bucket of failed deliveries is refused before that, so that its
+	// failures cost no body read. (GitLab's token checked out above: it is genuine.)
+	if provider != config.ProviderGitLab {
+		if ok, wait := s.webhookFail.ready(clientKey(r)); !ok {
+			return webhookResponse{}, 0, tooMany(wait, "too many failed attempts from this address")
+		}
+	}
 	budget := s.budgeted(r, provider == config.ProviderGitLab)
 	defer budget.release()
 	body, err := io.ReadAll(r.Body)
