@@ -49,8 +49,8 @@ const (
 	// ipv6ClientBits: an IPv6 client is its /64 (one subscriber's network at least), so
 	// the addresses of one network share every per-client cap and bucket.
 	ipv6ClientBits = 64
-	// refusalLogEvery: a refusal (connection cap, stream cap) is logged at most once per
-	// client per this long.
+	// refusalLogEvery: a refusal (connection cap, stream cap, body budget) is logged at
+	// most once per client per this long.
 	refusalLogEvery = time.Minute
 )
 
@@ -407,7 +407,8 @@ func (s *server) budgeted(r *http.Request, verified bool) *budgetReader {
 // errBusy is the answer to a webhook body that does not fit the body budget.
 func errBusy() error {
 	return &httpError{status: http.StatusServiceUnavailable, code: "busy",
-		message: "too many webhook bodies are being received; retry later", retryAfter: 5}
+		message: "too many webhook bodies are being received; retry later", retryAfter: 5,
+		refusal: "webhook body refused"}
 }
 
 // webhookBody caps a webhook's body at limit: one announced larger is refused at once (413),
