@@ -2,11 +2,14 @@ package api
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
 )
@@ -45,33 +48,46 @@ const (
 	accessAudit                 // read or admin token, even when reads are public
 )
 
-// authenticator checks bearer tokens in constant time. It keeps only SHA-256 digests of the
-// tokens, so comparisons take the same time whatever the lengths, and every configured token
-// is compared on every request.
+// authenticator checks bearer tokens in constant time, and the dashboard's session cookies.
+// It keeps only SHA-256 digests of the tokens, so comparisons take the same time whatever
+// the lengths, and every configured token is compared on every request; and, per role, the
+// key its sessions are signed with, derived from its token.
 type authenticator struct {
 	tokens     []tokenDigest
 	publicRead bool
 	// configured says which roles have a token: a route no configured token admits is closed.
 	configured map[role]bool
+	now        func() time.Time
 }
 
 type tokenDigest struct {
 	role role
 	sum  [sha256.Size]byte
+	// sessionKey signs the role's dashboard sessions: HMAC-SHA256(token, sessionKeyLabel),
+	// so a session is worth nothing once the token is rotated, and shows nothing of it.
+	sessionKey [sha256.Size]byte
 }
 
-// cookieName is the dashboard's session cookie: it holds the token the operator logged in
-// with, for browsers, which cannot send bearer headers from EventSource. See session.go.
+// cookieName is the dashboard's session cookie, for browsers, which cannot send bearer
+// headers from EventSource. It holds a session (role, expiry, signature), never the token.
+// See session.go.
 const cookieName = "orchestrator_token"
 
-func newAuthenticator(t config.Tokens, publicRead bool) *authenticator {
-	a := &authenticator{publicRead: publicRead, configured: map[role]bool{}}
+// sessionKeyLabel is what a role's token signs to give its session key.
+const sessionKeyLabel = "orchestrator dashboard session v1"
+
+func newAuthenticator(t config.Tokens, publicRead bool, now func() time.Time) *authenticator {
+	a := &authenticator{publicRead: publicRead, configured: map[role]bool{}, now: now}
 	for _, c := range []struct {
 		r role
 		s config.Secret
 	}{{roleRead, t.Read}, {roleTrigger, t.Trigger}, {roleAdmin, t.Admin}} {
 		if c.s.IsSet() { // an empty token disables its role: it never matches
-			a.tokens = append(a.tokens, tokenDigest{role: c.r, sum: sha256.Sum256([]byte(c.s.Reveal()))})
+			d := tokenDigest{role: c.r, sum: sha256.Sum256([]byte(c.s.Reveal()))}
+			m := hmac.New(sha256.New, []byte(c.s.Reveal()))
+			m.Write([]byte(sessionKeyLabel))
+			copy(d.sessionKey[:], m.Sum(nil))
+			a.tokens = append(a.tokens, d)
 			a.configured[c.r] = true
 		}
 	}
@@ -131,18 +147,23 @@ func orList(words []string) string {
 	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
-// identify returns the role of the token presented, whether one was presented, and whether
-// it matched a configured token. The dashboard cookie carries exactly the rights of the
-// token it holds, no more and no less than the same token as a bearer header: what keeps a
-// forged cross-site request from using it is the cookie's SameSite=Strict and the
-// cross-origin check every unsafe request passes (see session.go).
+// identify returns the role of the credential presented (a bearer token, or else the
+// dashboard's session cookie), whether one was presented, and whether it is valid. A
+// session carries exactly the rights of the token it was opened with, no more and no less
+// than that token as a bearer header: what keeps a forged cross-site request from using it
+// is the cookie's SameSite=Strict and the cross-origin check every unsafe request passes
+// (see session.go).
 func (a *authenticator) identify(r *http.Request) (rl role, presented, valid bool) {
 	tok, presented := bearer(r)
-	if !presented {
-		return roleNone, false, false
+	if presented {
+		rl, valid = a.match(tok)
+		return rl, true, valid
 	}
-	rl, valid = a.match(tok)
-	return rl, true, valid
+	if c, err := r.Cookie(cookieName); err == nil && c.Value != "" {
+		rl, valid = a.session(c.Value)
+		return rl, true, valid
+	}
+	return roleNone, false, false
 }
 
 // match returns the role of tok and whether it is a configured token. Every configured token
@@ -159,38 +180,71 @@ func (a *authenticator) match(tok string) (rl role, valid bool) {
 	return rl, found == 1
 }
 
-// bearer reads "Authorization: Bearer <token>", or else the dashboard cookie.
+// bearer reads "Authorization: Bearer <token>".
 func bearer(r *http.Request) (tok string, presented bool) {
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, tok, ok := strings.Cut(h, " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-			return "", true // presented, but not a bearer token: it matches nothing
-		}
-		return strings.TrimSpace(tok), true
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", false
 	}
-	if c, err := r.Cookie(cookieName); err == nil && c.Value != "" {
-		tok, err := base64.RawURLEncoding.DecodeString(c.Value)
-		if err != nil {
-			return "", true // presented, but not a cookie this daemon set: it matches nothing
-		}
-		return string(tok), true
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		return "", true // presented, but not a bearer token: it matches nothing
 	}
-	return "", false
+	return strings.TrimSpace(tok), true
 }
 
-// cookieValue is how the cookie holds a token: base64url, so that a token with characters a
-// cookie may not carry (space, quote, semicolon) survives the trip.
-func cookieValue(tok string) string { return base64.RawURLEncoding.EncodeToString([]byte(tok)) }
+// A session cookie's value is "<role>.<expiry, Unix seconds>.<signature>": the signature is
+// the base64url HMAC-SHA256, under the role's session key, of "v1|<role>|<expiry>". The
+// daemon checks it and the expiry on every request; it keeps no session state, so a
+// session ends when it expires or when its role's token changes (logging out deletes the
+// browser's cookie; a copy of it stays valid until it expires).
 
-// check returns nil when the request may use a route of the given access, else the answer:
-// 403 no_token_configured when no configured token admits the route, 401 when no token was
-// presented, 403 when the token presented is wrong (unknown, or valid but its role does not
-// admit the route).
-func (a *authenticator) check(r *http.Request, acc access) (role, error) {
-	if err := a.closed(acc); err != nil {
-		return roleNone, err
+// newSession returns the cookie value of a session of rl that ends at exp; "" when rl has
+// no token.
+func (a *authenticator) newSession(rl role, exp time.Time) string {
+	for _, t := range a.tokens {
+		if t.role == rl {
+			payload := rl.String() + "." + strconv.FormatInt(exp.Unix(), 10)
+			return payload + "." + base64.RawURLEncoding.EncodeToString(sessionMAC(t.sessionKey, payload))
+		}
 	}
-	rl, presented, valid := a.identify(r)
+	return ""
+}
+
+// session returns the role of a session cookie's value and whether it is valid: signed by
+// its role's current session key and not expired.
+func (a *authenticator) session(v string) (role, bool) {
+	name, rest, ok1 := strings.Cut(v, ".")
+	expText, sigText, ok2 := strings.Cut(rest, ".")
+	exp, err := strconv.ParseInt(expText, 10, 64)
+	sig, serr := base64.RawURLEncoding.DecodeString(sigText)
+	if !ok1 || !ok2 || err != nil || serr != nil {
+		return roleNone, false
+	}
+	for _, t := range a.tokens {
+		if t.role.String() != name {
+			continue
+		}
+		if !hmac.Equal(sig, sessionMAC(t.sessionKey, name+"."+expText)) || !a.now().Before(time.Unix(exp, 0)) {
+			return roleNone, false
+		}
+		return t.role, true
+	}
+	return roleNone, false
+}
+
+// sessionMAC is the signature of a session's "<role>.<expiry>" under key.
+func sessionMAC(key [sha256.Size]byte, payload string) []byte {
+	m := hmac.New(sha256.New, key[:])
+	m.Write([]byte("v1|" + strings.Replace(payload, ".", "|", 1)))
+	return m.Sum(nil)
+}
+
+// decide returns nil when a request with the credential identify found may use a route of
+// the given access, else the answer: 401 when none was presented, 403 when the one presented
+// is wrong (unknown, or valid but its role does not admit the route). Only a caller whose
+// token is valid is told which token the route needs.
+func (a *authenticator) decide(rl role, presented, valid bool, acc access) (role, error) {
 	if presented && !valid {
 		return roleNone, &httpError{status: http.StatusForbidden, code: "forbidden",
 			message: "the token is not valid for this daemon; send the trigger, read or admin token it was configured with"}
@@ -220,10 +274,31 @@ func (a *authenticator) check(r *http.Request, acc access) (role, error) {
 
 type roleKey struct{}
 
+// authenticate returns nil when the request may use a route of the given access, else the
+// answer: 403 no_token_configured when no configured token admits the route (nothing is
+// charged: there is no token to guess), else auth.decide's, charging failed attempts to the
+// client's bucket of failures (s.tokenFail, shared by every route that takes a token and the
+// login form): a token presented that matches none takes from it, and so does a request
+// without one when chargeMissing; once the bucket is empty such a request is answered 429
+// instead. A valid token is never charged nor refused by the bucket, even when its role is
+// not enough.
+func (s *server) authenticate(r *http.Request, acc access, chargeMissing bool) (role, error) {
+	if err := s.auth.closed(acc); err != nil {
+		return roleNone, err
+	}
+	rl, presented, valid := s.auth.identify(r)
+	rl, err := s.auth.decide(rl, presented, valid, acc)
+	if err != nil && (presented && !valid || !presented && chargeMissing) {
+		return rl, authFailed(r, s.tokenFail, err)
+	}
+	return rl, err
+}
+
 // require wraps a handler with an access check; the role is in the request's context.
+// A wrong token counts as a failed attempt (authenticate).
 func (s *server) require(acc access, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		rl, err := s.auth.check(r, acc)
+		rl, err := s.authenticate(r, acc, false)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="orchestrator"`)
 			s.writeError(w, r, err)

@@ -86,6 +86,9 @@ func bodyError(err error) error {
 		return &httpError{status: http.StatusRequestEntityTooLarge, code: "body_too_large",
 			message: fmt.Sprintf("the request body is larger than %d bytes", mbe.Limit)}
 	}
+	if errors.Is(err, errBodyBudget) {
+		return errBusy()
+	}
 	if isTimeout(err) {
 		return &httpError{status: http.StatusRequestTimeout, code: "body_timeout",
 			message: "the request body did not arrive in time; send it whole within a few seconds of the headers"}

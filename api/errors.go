@@ -37,6 +37,10 @@ type httpError struct {
 	message    string
 	field      string
 	retryAfter int // seconds; 0 means no Retry-After header
+	// refusal, when set, marks a refusal the daemon means to make to protect itself (a cap
+	// reached), whatever its status: it is logged with this message at WARN, at most once
+	// per client per minute, never as a failure.
+	refusal string
 }
 
 func (e *httpError) Error() string { return e.message }
@@ -136,10 +140,22 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // noteError is toHTTP for an answer about to be written (as JSON by writeError, as a page by
 // pageError). Errors that are the server's fault are logged here, once, with the request ID;
-// the client's mistakes are not logged beyond the access log.
+// the client's mistakes are not logged beyond the access log; refusals (httpError.refusal)
+// at WARN, at most once per client per minute.
 func (s *server) noteError(r *http.Request, err error) (status int, detail errorDetail, retryAfter int) {
 	status, detail, retryAfter = toHTTP(err)
+	var he *httpError
 	switch {
+	case errors.As(err, &he) && he.refusal != "":
+		if s.refusals.ok(he.refusal + " " + clientKey(r)) {
+			s.log.WarnContext(r.Context(), he.refusal,
+				slog.String(keyRequestID, requestID(r.Context())),
+				slog.String(keyRoute, routePattern(r)),
+				slog.String(keyRemote, clientIP(r)),
+				slog.Int(keyStatus, status),
+				slog.String(keyReason, he.message),
+				slog.String("note", "logged at most once a minute per client"))
+		}
 	case errors.Is(err, panics.ErrPanic):
 		s.logPanic(r, "request panicked", err)
 	case status >= 500:

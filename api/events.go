@@ -49,13 +49,9 @@ func (s *server) handleEvents() http.HandlerFunc {
 
 		client := streamClient(r)
 		if why := s.streams.take(client); why != "" {
-			if s.refusals.ok("stream " + client) {
-				s.log.WarnContext(r.Context(), "event stream refused",
-					slog.String(keyRequestID, requestID(r.Context())), slog.String(keyRemote, clientIP(r)),
-					slog.String(keyReason, why), slog.String("note", "logged at most once a minute per client"))
-			}
 			s.writeError(w, r, &httpError{status: http.StatusServiceUnavailable, code: "too_many_streams",
-				message: why + "; poll GET /v1/runs/{id} instead, or retry later", retryAfter: 5})
+				message: why + "; poll GET /v1/runs/{id} instead, or retry later", retryAfter: 5,
+				refusal: "event stream refused"})
 			return
 		}
 		defer s.streams.give(client)
@@ -193,8 +189,8 @@ func (s *streamSlots) give(client string) {
 	}
 }
 
-// streamClient names the client of a stream: its address and its token's role.
+// streamClient names the client of a stream: its address (clientKey) and its token's role.
 func streamClient(r *http.Request) string {
 	rl, _ := r.Context().Value(roleKey{}).(role)
-	return clientIP(r) + " " + rl.String()
+	return clientKey(r) + " " + rl.String()
 }

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"golang.org/x/time/rate"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/internal/panics"
@@ -111,7 +110,8 @@ func (s *server) observe(next http.Handler) http.Handler {
 		}
 		w.Header().Set(requestIDHeader, id)
 		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
-		r = r.WithContext(context.WithValue(ctx, clientKey{}, s.client(r)))
+		ip := s.client(r)
+		r = r.WithContext(context.WithValue(ctx, clientCtxKey{}, clientAddr{ip: ip, key: clientKeyOf(ip)}))
 		sw := &statusWriter{ResponseWriter: w}
 		d := bodyTimeout
 		if strings.HasPrefix(r.URL.Path, "/v1/webhooks/") {
@@ -187,17 +187,29 @@ func limitBody(n int64, next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-type clientKey struct{}
+type clientCtxKey struct{}
+
+// clientAddr is a request's client: its address, and what per-client caps count it as.
+type clientAddr struct{ ip, key string }
 
 // clientIP is the client's address without its port: the peer's, or, when the peer is one
 // of trusted_proxies, the one its X-Forwarded-For names (see forwardedClient). Behind a
 // proxy that is not listed, every client shares the proxy's address, which errs on the safe
-// side.
+// side. Logs name it; per-client caps and buckets count by clientKey.
 func clientIP(r *http.Request) string {
-	if c, ok := r.Context().Value(clientKey{}).(string); ok {
-		return c
+	if c, ok := r.Context().Value(clientCtxKey{}).(clientAddr); ok {
+		return c.ip
 	}
 	return remoteHost(r)
+}
+
+// clientKey is the client as per-client caps and buckets count it: its address, or for
+// IPv6 its /64 (addrKey).
+func clientKey(r *http.Request) string {
+	if c, ok := r.Context().Value(clientCtxKey{}).(clientAddr); ok {
+		return c.key
+	}
+	return clientKeyOf(remoteHost(r))
 }
 
 // client works out clientIP for a request entering the server.
@@ -217,8 +229,9 @@ func remoteHost(r *http.Request) string {
 	return host
 }
 
-// limiter is a token bucket per client IP. Buckets idle for longer than it takes them to
-// refill are dropped as new clients arrive, so memory stays bounded by the active clients.
+// limiter is a token bucket per key (a client, a credential). Buckets idle for longer than
+// it takes them to refill are dropped as new keys arrive, so memory stays bounded by the
+// active keys.
 type limiter struct {
 	rate  config.Rate
 	now   func() time.Time
@@ -227,9 +240,11 @@ type limiter struct {
 	sweep time.Time
 }
 
+// bucket holds tokens, refilled at the limiter's rate up to its burst. It may go into debt
+// (below zero) through charge: the next tokens then pay the debt first.
 type bucket struct {
-	lim  *rate.Limiter
-	seen time.Time
+	tokens float64
+	last   time.Time // of the last refill
 }
 
 func newLimiter(r config.Rate, now func() time.Time) *limiter {
@@ -239,35 +254,78 @@ func newLimiter(r config.Rate, now func() time.Time) *limiter {
 	return &limiter{rate: r, now: now, by: map[string]*bucket{}}
 }
 
-// allow takes a token for client; when none is left it returns how long until one is.
-func (l *limiter) allow(client string) (bool, time.Duration) {
+// bucketAt returns key's bucket refilled up to now (l.mu held).
+func (l *limiter) bucketAt(key string, now time.Time) *bucket {
+	idle := time.Duration(float64(l.rate.Burst)/l.rate.PerSecond*float64(time.Second)) + time.Minute
+	if now.Sub(l.sweep) > idle {
+		for k, b := range l.by {
+			if now.Sub(b.last) > idle {
+				delete(l.by, k)
+			}
+		}
+		l.sweep = now
+	}
+	b := l.by[key]
+	if b == nil {
+		b = &bucket{tokens: float64(l.rate.Burst), last: now}
+		l.by[key] = b
+	}
+	if d := now.Sub(b.last); d > 0 {
+		b.tokens = min(float64(l.rate.Burst), b.tokens+d.Seconds()*l.rate.PerSecond)
+		b.last = now
+	}
+	return b
+}
+
+// wait is how long until b holds a whole token (0 when it does).
+func (l *limiter) wait(b *bucket) time.Duration {
+	if b.tokens >= 1 {
+		return 0
+	}
+	return time.Duration((1 - b.tokens) / l.rate.PerSecond * float64(time.Second))
+}
+
+// allow takes a token for key; when none is left it takes nothing and returns how long
+// until one is.
+func (l *limiter) allow(key string) (bool, time.Duration) {
 	if l.rate.PerSecond <= 0 {
 		return true, 0
 	}
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	idle := time.Duration(float64(l.rate.Burst)/l.rate.PerSecond*float64(time.Second)) + time.Minute
-	if now.Sub(l.sweep) > idle {
-		for k, b := range l.by {
-			if now.Sub(b.seen) > idle {
-				delete(l.by, k)
-			}
-		}
-		l.sweep = now
-	}
-	b := l.by[client]
-	if b == nil {
-		b = &bucket{lim: rate.NewLimiter(rate.Limit(l.rate.PerSecond), l.rate.Burst)}
-		l.by[client] = b
-	}
-	b.seen = now
-	res := b.lim.ReserveN(now, 1)
-	if d := res.DelayFrom(now); d > 0 {
-		res.CancelAt(now)
+	b := l.bucketAt(key, now)
+	if d := l.wait(b); d > 0 {
 		return false, d
 	}
+	b.tokens--
 	return true, 0
+}
+
+// ready reports whether key's bucket holds a token, without taking it; when it does not, it
+// returns how long until it will.
+func (l *limiter) ready(key string) (bool, time.Duration) {
+	if l.rate.PerSecond <= 0 {
+		return true, 0
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.wait(l.bucketAt(key, now))
+	return d == 0, d
+}
+
+// charge takes a token from key's bucket whatever it holds: for work that ready allowed
+// and that turned out to count (it may leave the bucket in debt when several such went
+// ahead at once).
+func (l *limiter) charge(key string) {
+	if l.rate.PerSecond <= 0 {
+		return
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.bucketAt(key, now).tokens--
 }
 
 // tooMany is the 429 answer: Retry-After in whole seconds, at least 1.
@@ -290,7 +348,7 @@ func limitCredential(l *limiter, credential string) error {
 // authFailed is the answer to a request whose credentials did not check out: err, or 429
 // once the client address has used up its own bucket of failed attempts (fail).
 func authFailed(r *http.Request, fail *limiter, err error) error {
-	if ok, wait := fail.allow(clientIP(r)); !ok {
+	if ok, wait := fail.allow(clientKey(r)); !ok {
 		return tooMany(wait, "too many failed attempts from this address")
 	}
 	return err
@@ -298,13 +356,13 @@ func authFailed(r *http.Request, fail *limiter, err error) error {
 
 // requireLimited is require with rate limits in the right order: the token is checked
 // first (constant time), then a valid one takes a token from its credential's bucket in ok,
-// and an invalid or missing one from the client address's bucket of failures in fail.
-func (s *server) requireLimited(acc access, ok, fail *limiter, next http.HandlerFunc) http.HandlerFunc {
+// and an invalid or missing one from the client address's bucket of failures.
+func (s *server) requireLimited(acc access, ok *limiter, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		rl, err := s.auth.check(r, acc)
+		rl, err := s.authenticate(r, acc, true)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="orchestrator"`)
-			s.writeError(w, r, authFailed(r, fail, err))
+			s.writeError(w, r, err)
 			return
 		}
 		if err := limitCredential(ok, "token:"+rl.String()); err != nil {

@@ -19,7 +19,7 @@ import (
 //	POST   /logout                         public    dashboard: delete the session cookie
 //	GET    /static/*                       public    embedded CSS and JS
 //	POST   /v1/pipelines/{name}/runs       trigger   start a run (Idempotency-Key), rate limited per token
-//	GET    /v1/pipelines/{name}/plan       trigger   dry run
+//	GET    /v1/pipelines/{name}/plan       trigger   dry run, rate limited per token (its own bucket); its Coolify calls yield to runs
 //	GET    /v1/pipelines                   read      pipeline names
 //	GET    /v1/runs                        read      list (pipeline, status, limit, cursor)
 //	GET    /v1/runs/{id}                   read      one run
@@ -35,7 +35,8 @@ import (
 // Every route but /healthz and /readyz checks the Host header against allowed_hosts first;
 // every unsafe request then passes the cross-origin check (session.go).
 // Rate limits apply after the credential checked out, per credential; failed attempts take
-// from a bucket of their own, per client address.
+// from a bucket of their own, per client address: on every route that takes a token (and
+// the login form) a wrong token does, on the trigger and plan routes a missing one too.
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.observe, s.checkHost, s.crossOrigin, s.recoverPanics)
@@ -59,9 +60,9 @@ func (s *server) routes() http.Handler {
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Get("/pipelines", s.require(accessRead, s.handlePipelines()))
-		r.Post("/pipelines/{name}/runs", s.requireLimited(accessTrigger, s.triggerRate, s.triggerFail,
+		r.Post("/pipelines/{name}/runs", s.requireLimited(accessTrigger, s.triggerRate,
 			limitBody(maxAPIBody, s.handleTrigger())))
-		r.Get("/pipelines/{name}/plan", s.require(accessTrigger, s.handlePlan()))
+		r.Get("/pipelines/{name}/plan", s.requireLimited(accessTrigger, s.planRate, s.handlePlan()))
 
 		r.Get("/runs", s.require(accessRead, s.handleListRuns()))
 		r.Get("/runs/{id}", s.require(accessRead, s.handleGetRun()))
@@ -74,7 +75,7 @@ func (s *server) routes() http.Handler {
 		r.Post("/locks/{key}/freeze", s.require(accessAdmin, limitBody(maxAPIBody, s.handleFreeze())))
 		r.Delete("/locks/{key}/freeze", s.require(accessAdmin, limitBody(maxAPIBody, s.handleUnfreeze())))
 
-		r.Post("/webhooks/{provider}", s.budgetBody(s.webhookBodyLimit(), s.handleWebhook()))
+		r.Post("/webhooks/{provider}", s.webhookBody(s.webhookBodyLimit(), s.handleWebhook()))
 	})
 	return r
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/deploy-orchestrator/orchestrator"
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -112,7 +113,9 @@ func (b triggerBody) trigger() orchestrator.Trigger {
 }
 
 // handlePlan serves GET /v1/pipelines/{name}/plan: the dry run for the trigger given in the
-// query (build, image_tag, commit, app_version, param=KEY=VALUE).
+// query (build, image_tag, commit, app_version, param=KEY=VALUE). Its calls to Coolify wait
+// for the shared request budget with the lowest priority (outbound.Background), so plans
+// never take the budget a run's calls are waiting for.
 func (s *server) handlePlan() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name, err := s.pipelineParam(r)
@@ -126,7 +129,7 @@ func (s *server) handlePlan() http.HandlerFunc {
 			return
 		}
 		t.By = actor(r)
-		plan, err := s.engine.Plan(r.Context(), name, t)
+		plan, err := s.engine.Plan(outbound.Background(r.Context()), name, t)
 		if err != nil {
 			s.writeError(w, r, err)
 			return

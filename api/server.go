@@ -87,10 +87,10 @@ type server struct {
 	now         func() time.Time
 	auth        *authenticator
 	triggerRate *limiter // per credential (role), after the token checked out
+	planRate    *limiter // per credential (role), after the token checked out: plans
 	webhookRate *limiter // per provider, after the signature checked out
-	triggerFail *limiter // per client address: failed trigger attempts
+	tokenFail   *limiter // per client address: wrong tokens (any route, the login form)
 	webhookFail *limiter // per client address: deliveries that did not verify
-	loginFail   *limiter // per client address: dashboard logins with a wrong token
 	pages       *pages
 	streams     *streamSlots
 	runJSON     *runJSON
@@ -147,12 +147,12 @@ func NewServer(d Deps) http.Handler {
 		d.MaxStreamsPerClient = min(DefaultMaxStreamsPerClient, d.MaxStreams)
 	}
 	s.streams = newStreamSlots(d.MaxStreams, d.MaxStreamsPerClient)
-	s.auth = newAuthenticator(d.Config.Tokens, d.Config.PublicRead)
+	s.auth = newAuthenticator(d.Config.Tokens, d.Config.PublicRead, s.now)
 	s.triggerRate = newLimiter(d.Config.RateLimits.Trigger, s.now)
+	s.planRate = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	s.webhookRate = newLimiter(d.Config.RateLimits.Webhook, s.now)
-	s.triggerFail = newLimiter(d.Config.RateLimits.Trigger, s.now)
+	s.tokenFail = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	s.webhookFail = newLimiter(d.Config.RateLimits.Webhook, s.now)
-	s.loginFail = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	trusted, err := config.ParseTrustedProxies(d.Config.TrustedProxies)
 	if err != nil {
 		panic("api.NewServer: " + err.Error() + " (LoadDaemon validates it)")
@@ -166,7 +166,7 @@ func NewServer(d Deps) http.Handler {
 		s.hosts[strings.ToLower(strings.TrimSuffix(h, "."))] = struct{}{}
 	}
 	limit := s.webhookBodyLimit()
-	s.bodies = newBodyBudget(max(bodyBudgetPerClient, limit), max(bodyBudgetTotal, 2*limit))
+	s.bodies = newBodyBudget(max(bodyBudgetUnverified, limit), max(bodyBudgetPerClient, limit), max(bodyBudgetTotal, 2*limit))
 	s.refusals = newLogEvery(refusalLogEvery, s.now)
 	s.pages = newPages()
 	return s.routes()

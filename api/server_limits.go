@@ -19,10 +19,13 @@ import (
 //   - connections: config.Connections (per client address and in total); one more is
 //     answered 503 and closed at once, before a byte of it is read;
 //   - headers: MaxHeaderBytes, read within HeaderTimeout;
-//   - bodies: read within bodyTimeout (webhooks: webhookBodyTimeout) of the headers, and a
-//     webhook body is read only within the body budget (bodyBudgetPerClient per client
-//     address, bodyBudgetTotal in all); the API's bodies are read only after the token
-//     checked out;
+//   - bodies: read within bodyTimeout (webhooks: webhookBodyTimeout) of the headers; a
+//     webhook body is read only after what its headers can prove checked out (GitLab's
+//     token, the others' signature header's shape), and its bytes count, as they arrive,
+//     against the body budget: bodyBudgetUnverified per client for bodies whose credential
+//     is not checked yet (GitHub's and generic's, signed over the body),
+//     bodyBudgetPerClient per client for bodies whose token checked out (GitLab's), and
+//     bodyBudgetTotal in all. The API's bodies are read only after the token checked out;
 //   - event streams: Deps.MaxStreamsPerClient per client, Deps.MaxStreams in all.
 const (
 	// HeaderTimeout is how long a client has to send its request line and headers.
@@ -35,12 +38,19 @@ const (
 	// of its headers: a client that stalls mid-body is cut off, its memory freed.
 	bodyTimeout        = 5 * time.Second
 	webhookBodyTimeout = 10 * time.Second
-	// bodyBudgetTotal and bodyBudgetPerClient cap the webhook body bytes being read at once
-	// (the per-client budget is at least one body of max_body_bytes).
-	bodyBudgetTotal     = 32 << 20
-	bodyBudgetPerClient = 4 << 20
-	// refusalLogEvery: a refusal (connection cap, stream cap) is logged at most once per
-	// client per this long.
+	// bodyBudgetTotal, bodyBudgetPerClient and bodyBudgetUnverified cap the webhook body
+	// bytes being held at once: in all, per client for bodies whose token checked out, and
+	// per client for bodies not verified yet (each per-client cap is at least one body of
+	// max_body_bytes). Filling the total with unverified bodies takes bodyBudgetTotal /
+	// bodyBudgetUnverified (32) client addresses.
+	bodyBudgetTotal      = 32 << 20
+	bodyBudgetPerClient  = 4 << 20
+	bodyBudgetUnverified = 1 << 20
+	// ipv6ClientBits: an IPv6 client is its /64 (one subscriber's network at least), so
+	// the addresses of one network share every per-client cap and bucket.
+	ipv6ClientBits = 64
+	// refusalLogEvery: a refusal (connection cap, stream cap, body budget) is logged at
+	// most once per client per this long.
 	refusalLogEvery = time.Minute
 )
 
@@ -63,11 +73,11 @@ func NewHTTPServer(d Deps) *http.Server {
 	}
 }
 
-// LimitListener wraps ln so that at most c.PerClient connections per client address and
-// c.Max in total are open at once; a connection holds its slot until it is closed. A
-// connection past a cap is answered "503 Service Unavailable" and closed without being read.
-// Addresses in trusted (the trusted proxies) are held to c.Max only. Refusals are logged
-// at most once per client address per minute.
+// LimitListener wraps ln so that at most c.PerClient connections per client address (an
+// IPv6 client is its /64) and c.Max in total are open at once; a connection holds its slot
+// until it is closed. A connection past a cap is answered "503 Service Unavailable" and
+// closed without being read. Addresses in trusted (the trusted proxies) are held to c.Max
+// only. Refusals are logged at most once per client per minute.
 func LimitListener(ln net.Listener, c config.Connections, trusted []netip.Prefix, log *slog.Logger) net.Listener {
 	if c.Max < 1 {
 		c.Max = config.DefaultMaxConns
@@ -106,13 +116,13 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		addr := peerAddr(c.RemoteAddr())
 		why := l.take(addr)
 		if why == "" {
-			return &limitConn{Conn: c, l: l, addr: addr}, nil
+			return &limitConn{Conn: c, l: l, addr: addrKey(addr)}, nil
 		}
 		// A fresh socket's send buffer is empty: this write does not wait for the client.
 		_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 		_, _ = io.WriteString(c, refusal)
 		_ = c.Close()
-		if l.logged.ok(addr.String()) {
+		if l.logged.ok(addrKey(addr).String()) {
 			l.log.Warn("connection refused", slog.String(keyRemote, addr.String()), slog.String(keyReason, why),
 				slog.String("note", "logged at most once a minute per client"))
 		}
@@ -121,19 +131,21 @@ func (l *limitListener) Accept() (net.Conn, error) {
 
 // take reserves a slot for addr, or says which cap is reached.
 func (l *limitListener) take(addr netip.Addr) string {
+	key := addrKey(addr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.total >= l.max {
 		return "connections.max reached"
 	}
-	if l.by[addr] >= l.perClient && !trustedAddr(l.trusted, addr) {
+	if l.by[key] >= l.perClient && !trustedAddr(l.trusted, addr) {
 		return "connections.per_client reached"
 	}
 	l.total++
-	l.by[addr]++
+	l.by[key]++
 	return ""
 }
 
+// give frees the slot of a client; addr is its addrKey.
 func (l *limitListener) give(addr netip.Addr) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -146,7 +158,7 @@ func (l *limitListener) give(addr netip.Addr) {
 type limitConn struct {
 	net.Conn
 	l    *limitListener
-	addr netip.Addr
+	addr netip.Addr // the client's addrKey
 	once sync.Once
 }
 
@@ -167,6 +179,33 @@ func peerAddr(a net.Addr) netip.Addr {
 		return ap.Addr().Unmap()
 	}
 	return netip.Addr{}
+}
+
+// addrKey is what per-client caps and buckets count a client address as: an IPv4 address
+// itself, an IPv6 address its /64 (whoever holds one address of a /64 usually holds all of
+// it, so counting addresses would give them unlimited clients).
+func addrKey(a netip.Addr) netip.Addr {
+	a = a.Unmap()
+	if !a.Is6() {
+		return a
+	}
+	p, err := a.WithZone("").Prefix(ipv6ClientBits)
+	if err != nil {
+		return a
+	}
+	return p.Addr()
+}
+
+// clientKeyOf is addrKey of a textual client address (a non-IP one stays as it is).
+func clientKeyOf(client string) string {
+	a, err := netip.ParseAddr(client)
+	if err != nil {
+		return client
+	}
+	if k := addrKey(a); k.Is6() {
+		return netip.PrefixFrom(k, ipv6ClientBits).String()
+	}
+	return a.Unmap().String()
 }
 
 func trustedAddr(trusted []netip.Prefix, a netip.Addr) bool {
@@ -268,59 +307,119 @@ func bodyDeadline(w http.ResponseWriter, r *http.Request, d time.Duration) {
 	}
 }
 
-// bodyBudget caps the webhook body bytes being read at once, per client and in total.
+// bodyBudget caps the webhook body bytes held at once, per client and in total. A client
+// holds two amounts: the bytes of bodies whose credential is not checked yet (held to
+// unverified) and those of bodies whose token checked out before they were read (held to
+// perClient).
 type bodyBudget struct {
-	perClient, total int64
-	mu               sync.Mutex
-	used             int64
-	by               map[string]int64
+	unverified, perClient, total int64
+	mu                           sync.Mutex
+	used                         int64
+	by                           map[string]*bodyHeld
 }
 
-func newBodyBudget(perClient, total int64) *bodyBudget {
-	return &bodyBudget{perClient: perClient, total: total, by: map[string]int64{}}
+type bodyHeld struct{ unverified, verified int64 }
+
+func newBodyBudget(unverified, perClient, total int64) *bodyBudget {
+	return &bodyBudget{unverified: unverified, perClient: perClient, total: total, by: map[string]*bodyHeld{}}
 }
 
-func (b *bodyBudget) take(client string, n int64) bool {
+// take reserves n more bytes for client (an addrKey), or says no.
+func (b *bodyBudget) take(client string, verified bool, n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.used+n > b.total || b.by[client]+n > b.perClient {
+	h := b.by[client]
+	if h == nil {
+		h = &bodyHeld{}
+	}
+	mine, limit := &h.unverified, b.unverified
+	if verified {
+		mine, limit = &h.verified, b.perClient
+	}
+	if b.used+n > b.total || *mine+n > limit {
 		return false
 	}
 	b.used += n
-	b.by[client] += n
+	*mine += n
+	b.by[client] = h
 	return true
 }
 
-func (b *bodyBudget) give(client string, n int64) {
+func (b *bodyBudget) give(client string, verified bool, n int64) {
+	if n == 0 {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	h := b.by[client]
+	if h == nil {
+		return
+	}
 	b.used -= n
-	if b.by[client] -= n; b.by[client] <= 0 {
+	if verified {
+		h.verified -= n
+	} else {
+		h.unverified -= n
+	}
+	if h.verified <= 0 && h.unverified <= 0 {
 		delete(b.by, client)
 	}
 }
 
-// budgetBody reads a webhook's body only within the body budget: it reserves the body's
-// announced length (the limit when none is announced) for the request's life; a body
-// announced larger than the limit is refused at once (413), and one that does not fit the
-// budget is answered 503 with Retry-After, without reading it.
-func (s *server) budgetBody(limit int64, next http.HandlerFunc) http.HandlerFunc {
+// errBodyBudget: the body budget has no room for the bytes that arrived.
+var errBodyBudget = errors.New("webhook body budget exhausted")
+
+// budgetReader counts a body's bytes against the body budget as they arrive (never by the
+// length a client announces, which costs it nothing): a Read whose bytes do not fit fails
+// with errBodyBudget. release gives back everything it took.
+type budgetReader struct {
+	io.ReadCloser
+	b        *bodyBudget
+	client   string
+	verified bool
+	held     int64
+}
+
+func (br *budgetReader) Read(p []byte) (int, error) {
+	n, err := br.ReadCloser.Read(p)
+	if n > 0 {
+		if !br.b.take(br.client, br.verified, int64(n)) {
+			return 0, errBodyBudget
+		}
+		br.held += int64(n)
+	}
+	return n, err
+}
+
+func (br *budgetReader) release() {
+	br.b.give(br.client, br.verified, br.held)
+	br.held = 0
+}
+
+// budgeted puts r's body under the body budget of its client; the caller releases it once
+// the body's bytes are no longer held.
+func (s *server) budgeted(r *http.Request, verified bool) *budgetReader {
+	br := &budgetReader{ReadCloser: r.Body, b: s.bodies, client: clientKey(r), verified: verified}
+	r.Body = br
+	return br
+}
+
+// errBusy is the answer to a webhook body that does not fit the body budget.
+func errBusy() error {
+	return &httpError{status: http.StatusServiceUnavailable, code: "busy",
+		message: "too many webhook bodies are being received; retry later", retryAfter: 5,
+		refusal: "webhook body refused"}
+}
+
+// webhookBody caps a webhook's body at limit: one announced larger is refused at once (413),
+// before anything else; the body budget is applied by the handler (budgeted), once the
+// headers checked out.
+func (s *server) webhookBody(limit int64, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
 			s.writeError(w, r, bodyError(&http.MaxBytesError{Limit: limit}))
 			return
 		}
-		n := limit
-		if r.ContentLength >= 0 {
-			n = r.ContentLength
-		}
-		client := clientIP(r)
-		if !s.bodies.take(client, n) {
-			s.writeError(w, r, &httpError{status: http.StatusServiceUnavailable, code: "busy",
-				message: "too many webhook bodies are being received; retry later", retryAfter: 5})
-			return
-		}
-		defer s.bodies.give(client, n)
 		limitBody(limit, next)(w, r)
 	}
 }

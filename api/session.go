@@ -13,12 +13,15 @@ import (
 // The dashboard's session.
 //
 // Browsers cannot send a bearer header from EventSource, so an operator logs in: GET /login
-// is a form, POST /login checks the token and stores it in the cookie orchestrator_token
-// (HttpOnly, SameSite=Strict, Path=/, 12 hours, and Secure whenever the request came over
-// TLS, directly or through a trusted proxy's X-Forwarded-Proto). A token never travels in a
-// URL, where it would land in browser history and proxy logs. POST /logout clears the cookie.
+// is a form, POST /login checks the token and opens a session in the cookie
+// orchestrator_token (HttpOnly, SameSite=Strict, Path=/, 12 hours, and Secure whenever the
+// request came over TLS, directly or through a trusted proxy's X-Forwarded-Proto). The
+// cookie holds the token's role, the session's expiry and their HMAC under a key derived
+// from the token (auth.go), never the token: the daemon enforces the 12 hours itself, and a
+// session ends when its token is rotated. A token never travels in a URL, where it would
+// land in browser history and proxy logs. POST /logout clears the cookie.
 //
-// The cookie carries exactly the rights of its token (auth.go): a read token reads, a
+// The session carries exactly the rights of its token (auth.go): a read token reads, a
 // trigger token may cancel, an admin token may release and freeze locks. What keeps another
 // site from using a logged-in browser is, besides SameSite=Strict, crossOrigin: every
 // request with an unsafe method passes net/http's CrossOriginProtection (Sec-Fetch-Site,
@@ -66,11 +69,12 @@ func (s *server) overTLS(r *http.Request) bool {
 	return false
 }
 
-// setSession stores tok in the dashboard cookie; maxAge < 0 deletes it.
-func (s *server) setSession(w http.ResponseWriter, r *http.Request, tok string, maxAge int) {
-	value := ""
-	if maxAge >= 0 {
-		value = cookieValue(tok)
+// setSession opens a session of rl for sessionTTL in the dashboard cookie; rl == roleNone
+// deletes the cookie.
+func (s *server) setSession(w http.ResponseWriter, r *http.Request, rl role) {
+	value, maxAge := "", -1
+	if rl != roleNone {
+		value, maxAge = s.auth.newSession(rl, s.now().Add(sessionTTL)), int(sessionTTL.Seconds())
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: value, Path: "/", MaxAge: maxAge,
@@ -113,8 +117,8 @@ func (s *server) handleLoginPage() http.HandlerFunc {
 	}
 }
 
-// handleLogin serves POST /login (form: token, next): a valid token is stored in the
-// session cookie and the browser is sent on to next; anything else shows the form again
+// handleLogin serves POST /login (form: token, next): a valid token opens a session of its
+// role in the cookie and the browser is sent on to next; anything else shows the form again
 // with the reason. Failed attempts take from the client address's own bucket, as failed
 // API credentials do.
 func (s *server) handleLogin() http.HandlerFunc {
@@ -138,7 +142,7 @@ func (s *server) handleLogin() http.HandlerFunc {
 		}
 		rl, valid := s.auth.match(tok)
 		if !valid {
-			status, detail, retryAfter := toHTTP(authFailed(r, s.loginFail, &httpError{status: http.StatusForbidden,
+			status, detail, retryAfter := toHTTP(authFailed(r, s.tokenFail, &httpError{status: http.StatusForbidden,
 				code: "forbidden", message: "That token is not valid for this daemon."}))
 			if retryAfter > 0 {
 				w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
@@ -146,7 +150,7 @@ func (s *server) handleLogin() http.HandlerFunc {
 			s.renderLogin(w, r, status, next, detail.Message)
 			return
 		}
-		s.setSession(w, r, tok, int(sessionTTL.Seconds()))
+		s.setSession(w, r, rl)
 		s.log.InfoContext(r.Context(), "dashboard login",
 			slog.String(keyRequestID, requestID(r.Context())), slog.String("role", rl.String()),
 			slog.String(keyRemote, clientIP(r)))
@@ -157,24 +161,28 @@ func (s *server) handleLogin() http.HandlerFunc {
 // handleLogout serves POST /logout: the cookie is deleted, the browser sent to /login.
 func (s *server) handleLogout() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s.setSession(w, r, "", -1)
+		s.setSession(w, r, roleNone)
 		http.Redirect(w, r, "/login", http.StatusSeeOther)
 	}
 }
 
 // requirePage is require for the dashboard's pages: a browser without a (valid) token gets
-// the login page, with the status (401 or 403) the API would answer, instead of JSON.
+// the login page, with the status (401, 403 or 429) the API would answer, instead of JSON.
 func (s *server) requirePage(acc access, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		rl, err := s.auth.check(r, acc)
+		rl, err := s.authenticate(r, acc, false)
 		if err != nil {
-			status, detail, _ := toHTTP(err)
+			status, detail, retryAfter := toHTTP(err)
 			problem := ""
 			switch {
 			case detail.Code == "no_token_configured":
 				problem = sentence(detail.Message)
-			case status != http.StatusUnauthorized:
-				problem = "The saved token is not valid for this daemon (was it rotated?): log in again."
+			case status == http.StatusUnauthorized:
+			case status == http.StatusTooManyRequests:
+				w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+				problem = detail.Message
+			default:
+				problem = "The session is no longer valid (it expired, or the token was rotated): log in again."
 			}
 			s.renderLogin(w, r, status, r.URL.Path, problem) // not the query: it may hold anything
 			return

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -68,8 +69,8 @@ func TestLoginForm(t *testing.T) {
 		t.Fatalf("cookies: got %v, want one", cookies)
 	}
 	c := cookies[0]
-	if tok, err := base64.RawURLEncoding.DecodeString(c.Value); err != nil || string(tok) != readToken {
-		t.Errorf("cookie value %q does not hold the token logged in with", c.Value)
+	if !strings.HasPrefix(c.Value, "read.") {
+		t.Errorf("cookie value %q is not a session of the read token's role", c.Value)
 	}
 	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.Secure || c.MaxAge <= 0 {
 		t.Fatalf("cookie over plain HTTP: got %+v, want HttpOnly, SameSite=Strict, Path=/, not Secure, with a lifetime", c)
@@ -316,5 +317,89 @@ func TestLoginTokenWithAwkwardCharacters(t *testing.T) {
 	req.AddCookie(f.login(awkward))
 	if rec := f.serve(req); rec.Code != 200 || !strings.Contains(rec.Body.String(), "read token") {
 		t.Fatalf("dashboard with the awkward token's cookie: got %d: %s", rec.Code, rec.Body)
+	}
+}
+
+// Item 7 of the attacker probe: the session cookie is not the token. It holds the role, the
+// expiry and a signature under a key derived from the token: a copied cookie neither shows
+// the token nor outlives the session, and a changed cookie is worth nothing.
+func TestSessionCookieIsNotTheToken(t *testing.T) {
+	f := newFixture(t)
+	for _, tok := range []string{readToken, triggerToken, adminToken} {
+		c := f.login(tok)
+		for _, enc := range []string{tok, base64.RawURLEncoding.EncodeToString([]byte(tok)),
+			base64.StdEncoding.EncodeToString([]byte(tok)), base64.URLEncoding.EncodeToString([]byte(tok))} {
+			if strings.Contains(c.Value, enc) {
+				t.Errorf("the session cookie %q holds the token (as %q)", c.Value, enc)
+			}
+		}
+		if rec := f.serve(withCookie(c, "GET", "/v1/runs", nil)); rec.Code != 200 {
+			t.Errorf("the session of %s: got %d", tok[:8], rec.Code)
+		}
+	}
+	read := f.login(readToken)
+	role, rest, _ := strings.Cut(read.Value, ".")
+	exp, sig, ok := strings.Cut(rest, ".")
+	if !ok || len(sig) < 4 {
+		t.Fatalf("the session cookie %q is not <role>.<expiry>.<signature>", read.Value)
+	}
+	forged := []string{
+		"admin." + rest,                                  // another role, the read session's signature
+		role + "." + exp + "0." + sig,                    // a later expiry
+		role + "." + exp + "." + sig[:len(sig)-2] + "AA", // another signature
+		role + "." + exp,                                 // no signature
+	}
+	for _, v := range forged {
+		c := &http.Cookie{Name: read.Name, Value: v}
+		wantError(t, f.serve(withCookie(c, "GET", "/v1/runs", nil)), 403, "")
+	}
+}
+
+// The session's 12 hours are the daemon's, not only the browser's: a cookie sent after its
+// session ended (a copy, a browser that kept it) is refused.
+func TestSessionExpiresServerSide(t *testing.T) {
+	f := newFixture(t)
+	clock := &manualClock{t: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
+	h := api.NewServer(api.Deps{Config: f.cfg, Engine: f.engine, Runs: f.store, Locks: f.locker, Now: clock.now})
+	serve := func(req *http.Request) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	rec := serve(loginRequest(adminToken, "/"))
+	cs := rec.Result().Cookies()
+	if rec.Code != http.StatusSeeOther || len(cs) != 1 || cs[0].MaxAge != int((12*time.Hour).Seconds()) {
+		t.Fatalf("login: got %d, cookies %+v, want 303 and a cookie of 12 hours", rec.Code, cs)
+	}
+	clock.add(12*time.Hour - time.Second)
+	if rec := serve(withCookie(cs[0], "GET", "/v1/locks/audit", nil)); rec.Code != 200 {
+		t.Fatalf("a second before the session ends: got %d", rec.Code)
+	}
+	clock.add(time.Second)
+	if rec := serve(withCookie(cs[0], "GET", "/v1/locks/audit", nil)); rec.Code != 403 {
+		t.Errorf("the API once the session ended: got %d, want 403", rec.Code)
+	}
+	if rec := serve(withCookie(cs[0], "GET", "/", nil)); rec.Code != 403 || !strings.Contains(rec.Body.String(), "log in again") {
+		t.Errorf("the dashboard once the session ended: got %d, want 403 and the login form", rec.Code)
+	}
+}
+
+// Rotating a token ends its sessions: a daemon restarted with another read token refuses
+// the read sessions opened before, and keeps the others.
+func TestSessionEndsWhenTokenRotated(t *testing.T) {
+	f := newFixture(t)
+	read, trigger := f.login(readToken), f.login(triggerToken)
+	cfg := *f.cfg
+	cfg.Tokens.Read = "read-token-rotated-0007"
+	h := api.NewServer(api.Deps{Config: &cfg, Engine: f.engine, Runs: f.store, Locks: f.locker})
+	for _, c := range []struct {
+		cookie *http.Cookie
+		want   int
+	}{{read, 403}, {trigger, 200}} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, withCookie(c.cookie, "GET", "/v1/runs", nil))
+		if rec.Code != c.want {
+			t.Errorf("session %s after the read token was rotated: got %d, want %d", c.cookie.Value[:5], rec.Code, c.want)
+		}
 	}
 }

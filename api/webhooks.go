@@ -126,17 +126,28 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 			"the %s webhook has no secret configured, so every delivery is refused", provider)
 	}
 	secret := []byte(hook.Secret.Reveal())
-	// GitLab's token is a header: check it before reading a byte of the body. Signed
-	// providers' bodies are read within the body budget and to the route's limit
-	// (budgetBody), and then verified.
-	// A delivery whose signature header is missing or malformed is refused before its body
-	// is read too.
+	// GitLab's token is a header: check it before reading a byte of the body. A delivery
+	// whose signature header is missing or malformed is refused before its body is read
+	// too. Then the body is read to the route's limit (webhookBody), its bytes counted
+	// against the body budget as they arrive: a GitLab body's as its client's verified
+	// bytes, the signed providers' as bytes not verified yet (their signature covers the
+	// body), which each client may hold less of.
 	if err := verifyShape(provider, secret, r.Header); err != nil {
 		return webhookResponse{}, 0, authFailed(r, s.webhookFail, err)
 	}
 	if err := jsonContentType(r.Header); err != nil {
 		return webhookResponse{}, 0, err
 	}
+	// A signed provider's delivery can only be verified once its body is read: an address
+	// that used up its bucket of failed deliveries is refused before that, so that its
+	// failures cost no body read. (GitLab's token checked out above: it is genuine.)
+	if provider != config.ProviderGitLab {
+		if ok, wait := s.webhookFail.ready(clientKey(r)); !ok {
+			return webhookResponse{}, 0, tooMany(wait, "too many failed attempts from this address")
+		}
+	}
+	budget := s.budgeted(r, provider == config.ProviderGitLab)
+	defer budget.release()
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return webhookResponse{}, 0, bodyError(err)
@@ -145,10 +156,6 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 		if err := verifyDelivery(provider, secret, r.Header, body); err != nil {
 			return webhookResponse{}, 0, authFailed(r, s.webhookFail, err)
 		}
-	}
-	// Only a delivery that verified takes from its provider's bucket.
-	if err := limitCredential(s.webhookRate, "webhook:"+string(provider)); err != nil {
-		return webhookResponse{}, 0, err
 	}
 	delivery, err := deliveryID(provider, r.Header)
 	if err != nil {
@@ -210,9 +217,21 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	}
 	t.By = "webhook:" + string(provider) + ":" + delivery
 	t.IdempotencyKey = "webhook:" + string(provider) + ":" + hex.EncodeToString(bodySum[:])
+	// The provider's bucket (rate_limits.webhook) is charged only for a delivery that starts
+	// a run: one that verified but is ignored, unmapped or a duplicate (a captured delivery
+	// replayed, GitHub's redeliver) takes nothing from what genuine deliveries need. It must
+	// hold a token for the delivery to go ahead; the token is taken once the run exists (so
+	// deliveries arriving together may leave it in debt, which the next ones pay).
+	bucket := "webhook:" + string(provider)
+	if ok, wait := s.webhookRate.ready(bucket); !ok {
+		return webhookResponse{}, 0, tooMany(wait, "too many deliveries started runs")
+	}
 	run, existing, err := s.engine.Submit(r.Context(), rule.Pipeline, t)
 	if err != nil {
 		return webhookResponse{}, 0, err
+	}
+	if !existing {
+		s.webhookRate.charge(bucket)
 	}
 	if existing {
 		reason := "this payload already started a run under another delivery ID"

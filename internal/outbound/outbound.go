@@ -93,6 +93,9 @@ type Priority int
 
 // Priorities.
 const (
+	// PriorityLow is for work no run waits on (a plan's reads): it yields to every other
+	// call. Set it with Background, so that nothing below raises it.
+	PriorityLow    Priority = -10
 	PriorityNormal Priority = 0
 	// PriorityHigh is for calls that put things back (restores, cancels) or hold a lease.
 	PriorityHigh Priority = 10
@@ -100,15 +103,33 @@ const (
 
 type priorityKey struct{}
 
-// WithPriority returns a context whose calls wait on the Limiter with priority p.
-func WithPriority(ctx context.Context, p Priority) context.Context {
-	return context.WithValue(ctx, priorityKey{}, p)
+// priority is the value under priorityKey: pinned is set by Background.
+type priority struct {
+	p      Priority
+	pinned bool
 }
 
-// PriorityFrom returns the priority set by WithPriority, PriorityNormal by default.
+// WithPriority returns a context whose calls wait on the Limiter with priority p; under
+// Background it returns ctx as it is (the calls stay low).
+func WithPriority(ctx context.Context, p Priority) context.Context {
+	if v, _ := ctx.Value(priorityKey{}).(priority); v.pinned {
+		return ctx
+	}
+	return context.WithValue(ctx, priorityKey{}, priority{p: p})
+}
+
+// Background returns a context whose calls all wait with PriorityLow, whatever a client
+// does with WithPriority below it (the Coolify client raises its reads to PriorityHigh):
+// for work that must never take the budget a run needs, such as a plan.
+func Background(ctx context.Context) context.Context {
+	return context.WithValue(ctx, priorityKey{}, priority{p: PriorityLow, pinned: true})
+}
+
+// PriorityFrom returns the priority set by WithPriority or Background, PriorityNormal by
+// default.
 func PriorityFrom(ctx context.Context) Priority {
-	p, _ := ctx.Value(priorityKey{}).(Priority)
-	return p
+	v, _ := ctx.Value(priorityKey{}).(priority)
+	return v.p
 }
 
 // Limiter paces the attempts to one outside system: Wait returns when an attempt may be made,

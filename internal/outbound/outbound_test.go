@@ -236,3 +236,23 @@ func TestRetryAfterOverCapEndsTheCall(t *testing.T) {
 		t.Errorf("got %d after %d attempts, want 429 after 1", status, n.Load())
 	}
 }
+
+// Under Background every attempt waits with PriorityLow, even when a client raises the
+// context's priority below it (the Coolify client raises every read to PriorityHigh).
+func TestBackgroundPriorityIsNotRaised(t *testing.T) {
+	srv, _ := server(t, 200)
+	l := &limiter{}
+	c := outbound.New(outbound.Options{System: "coolify", Policy: fast, Limiter: l})
+	ctx := outbound.WithPriority(outbound.Background(context.Background()), outbound.PriorityHigh)
+	resp, err := c.Do(ctx, outbound.Request{Method: "GET", URL: srv.URL, Route: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(l.asked) != 1 || l.asked[0] != outbound.PriorityLow {
+		t.Errorf("limiter asked %v, want PriorityLow once", l.asked)
+	}
+	if p := outbound.PriorityFrom(context.Background()); p != outbound.PriorityNormal {
+		t.Errorf("default priority %v, want normal", p)
+	}
+}

@@ -32,6 +32,15 @@
 // normal call needs Reserve+1 tokens, a priority call one), so safety reads are never
 // starved by writes. Normal calls are not starved by priority calls either unless those alone
 // use the whole budget.
+//
+// Calls of [outbound.PriorityLow] (a plan's reads, set with [outbound.Background]) yield to
+// every other call: while a call of higher priority waits on the same Pacer, they take
+// nothing, and otherwise they take a token only from a full bucket (more than Burst − 1
+// left; with the default budget that is the normal calls' threshold, the bucket being 5). A
+// plan therefore never takes a token a run's call of this daemon is waiting for. Across
+// daemons sharing a Redis bucket the yielding is not shared: another daemon's low calls
+// compete with this one's normal calls at most as normal calls do, and never for the
+// reserve.
 package pacing
 
 import (
@@ -115,17 +124,39 @@ type Pacer struct {
 	shape  Shape
 	b      bucket
 	onWait func(context.Context, Wait)
+
+	mu sync.Mutex
+	// ahead counts the calls above PriorityLow inside Wait; clear is closed when it drops
+	// back to 0 (nil while it is 0).
+	ahead int
+	clear chan struct{}
 }
 
 // Wait returns when a call of priority p may be made, or with ctx's error (or the budget
 // store's) when it cannot; it then reports the wait, if there was one, to the pool's OnWait.
 func (p *Pacer) Wait(ctx context.Context, prio outbound.Priority) error {
 	keep := p.shape.Reserve
-	if prio >= outbound.PriorityHigh {
+	switch {
+	case prio >= outbound.PriorityHigh:
 		keep = 0
+	case prio < outbound.PriorityNormal:
+		keep = max(p.shape.Burst-1, p.shape.Reserve)
+	}
+	if prio >= outbound.PriorityNormal {
+		p.enter()
+		defer p.leave()
 	}
 	var start time.Time
 	for {
+		if prio < outbound.PriorityNormal {
+			waited, err := p.yield(ctx)
+			if err != nil {
+				return err
+			}
+			if waited && start.IsZero() {
+				start = time.Now()
+			}
+		}
 		d, err := p.b.take(ctx, keep)
 		if err != nil {
 			return fmt.Errorf("pacing: %w", err)
@@ -151,6 +182,44 @@ func (p *Pacer) Wait(ctx context.Context, prio outbound.Priority) error {
 }
 
 var _ outbound.Limiter = (*Pacer)(nil)
+
+// enter and leave count a call above PriorityLow in and out of Wait.
+func (p *Pacer) enter() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ahead == 0 {
+		p.clear = make(chan struct{})
+	}
+	p.ahead++
+}
+
+func (p *Pacer) leave() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ahead--; p.ahead == 0 {
+		close(p.clear)
+		p.clear = nil
+	}
+}
+
+// yield returns once no call above PriorityLow is in Wait (at once when none is), saying
+// whether it had to wait, or with ctx's cause.
+func (p *Pacer) yield(ctx context.Context) (waited bool, err error) {
+	for {
+		p.mu.Lock()
+		clear := p.clear
+		p.mu.Unlock()
+		if clear == nil {
+			return waited, nil
+		}
+		waited = true
+		select {
+		case <-ctx.Done():
+			return waited, context.Cause(ctx)
+		case <-clear:
+		}
+	}
+}
 
 // Options configure a Pool.
 type Options struct {
