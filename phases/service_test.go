@@ -19,19 +19,10 @@ func TestServiceDeployWaitsForTheRestartJob(t *testing.T) {
 		RunMin: 200 * time.Millisecond, RunMax: 200 * time.Millisecond}), coolifytest.WithStatusLag(100*time.Millisecond))
 	svc := h.coolify.AddService(coolifytest.Service{Name: "search"})
 	h.coolify.SetEnv(svc.UUID, coolifytest.Env{Key: "MEILI_ENV", Value: coolifytest.Str("development")})
-	h.start(fmt.Sprintf(`name: prod
-coolify:
-  url: %s
-  token: %q
-services:
-  - name: search
-    uuid: %s
-    kind: service
+	h.startService(svc.UUID, "5s", `
     env:
       - key: MEILI_ENV
-        value: production
-    deploy_timeout: 5s
-`, h.coolifyURL, h.coolifyToken, svc.UUID))
+        value: production`)
 	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", By: "test"}))
 	if r.Status != runs.StatusSucceeded {
 		t.Fatalf("run %s: %s", r.Status, r.Reason)
@@ -54,6 +45,17 @@ services:
 func TestServiceRestartThatNeverShowsFails(t *testing.T) {
 	h := newHarness(t, coolifytest.WithTiming(coolifytest.Timing{Queued: time.Hour, RunMin: time.Second, RunMax: time.Second}))
 	svc := h.coolify.AddService(coolifytest.Service{Name: "search"})
+	h.startService(svc.UUID, "300ms", "")
+	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", By: "test"}))
+	step := stepOf(t, r, runs.Phase2, "search")
+	if r.Status != runs.StatusFailed || !strings.Contains(step.Error, "never showed the service restarting") {
+		t.Fatalf("run %s (%s), step error %q; want it failed: the restart never showed", r.Status, r.Reason, step.Error)
+	}
+}
+
+// startService starts the engine over pipeline "prod" of the one Coolify service uuid, named
+// search, with the given deploy timeout and extra YAML of its service entry.
+func (h *harness) startService(uuid, deployTimeout, extra string) {
 	h.start(fmt.Sprintf(`name: prod
 coolify:
   url: %s
@@ -62,11 +64,6 @@ services:
   - name: search
     uuid: %s
     kind: service
-    deploy_timeout: 300ms
-`, h.coolifyURL, h.coolifyToken, svc.UUID))
-	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", By: "test"}))
-	step := stepOf(t, r, runs.Phase2, "search")
-	if r.Status != runs.StatusFailed || !strings.Contains(step.Error, "never showed the service restarting") {
-		t.Fatalf("run %s (%s), step error %q; want it failed: the restart never showed", r.Status, r.Reason, step.Error)
-	}
+    deploy_timeout: %s%s
+`, h.coolifyURL, h.coolifyToken, uuid, deployTimeout, extra))
 }
