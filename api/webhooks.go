@@ -40,7 +40,8 @@ import (
 // Headers read:
 //
 //	github   X-Hub-Signature-256: sha256=<hex>, X-GitHub-Event, X-GitHub-Delivery
-//	gitlab   X-Gitlab-Token, X-Gitlab-Event, X-Gitlab-Event-UUID (or Idempotency-Key)
+//	gitlab   X-Gitlab-Token, X-Gitlab-Event, Idempotency-Key (or, from a GitLab before 17.4,
+//	         X-Gitlab-Event-UUID)
 //	generic  X-Signature-256: sha256=<hex of HMAC-SHA256(secret, body)>, X-Delivery-ID
 //
 // A delivery is a replay when its body is byte for byte one that already started a run: the
@@ -57,7 +58,14 @@ const (
 	headerGitHubDelivery  = "X-GitHub-Delivery"
 	headerGitLabToken     = "X-Gitlab-Token"
 	headerGitLabEvent     = "X-Gitlab-Event"
-	headerGitLabDelivery  = "X-Gitlab-Event-UUID"
+	// headerGitLabDelivery is the ID of one GitLab hook's delivery of one event: it stays the
+	// same across GitLab's retries and the hook page's Resend (GitLab MR 160952,
+	// web_hook_service.rb).
+	headerGitLabDelivery = "Idempotency-Key"
+	// headerGitLabEventUUID is GitLab's recursion-detection UUID: shared by every hook fired
+	// in one request or job, and copied from an incoming request when another webhook
+	// triggered it. It names a delivery only for a GitLab too old to send Idempotency-Key.
+	headerGitLabEventUUID = "X-Gitlab-Event-UUID"
 	headerGenericSig      = "X-Signature-256"
 	// HeaderGenericDelivery is the delivery ID header of the generic webhook.
 	HeaderGenericDelivery = "X-Delivery-ID"
@@ -157,7 +165,7 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 			return webhookResponse{}, 0, authFailed(r, s.webhookFail, err)
 		}
 	}
-	delivery, err := deliveryID(provider, r.Header)
+	delivery, deliveryHeader, err := deliveryID(provider, r.Header)
 	if err != nil {
 		return webhookResponse{}, 0, err
 	}
@@ -236,7 +244,7 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	if existing {
 		reason := "this payload already started a run under another delivery ID"
 		if seenID {
-			reason = "this delivery was already received"
+			reason = alreadyReceived(provider, deliveryHeader)
 		}
 		log.InfoContext(r.Context(), "webhook duplicate", slog.String(keyRunID, run.ID), slog.String(keyReason, reason))
 		return webhookResponse{Status: "duplicate", Reason: reason, Pipeline: rule.Pipeline, Run: run}, http.StatusOK, nil
@@ -354,8 +362,9 @@ func signatureError(header string, err error) error {
 // webhook and tests use it.
 func Sign(secret, body []byte) string { return hmacsig.Sign(secret, body) }
 
-// deliveryID returns the delivery's ID ("" when the provider sent none).
-func deliveryID(provider config.Provider, h http.Header) (string, error) {
+// deliveryID returns the delivery's ID ("" when the provider sent none) and the header it
+// came from.
+func deliveryID(provider config.Provider, h http.Header) (id, header string, err error) {
 	var name string
 	switch provider {
 	case config.ProviderGitHub:
@@ -363,17 +372,27 @@ func deliveryID(provider config.Provider, h http.Header) (string, error) {
 	case config.ProviderGitLab:
 		name = headerGitLabDelivery
 		if h.Get(name) == "" {
-			name = "Idempotency-Key"
+			name = headerGitLabEventUUID
 		}
 	default:
 		name = HeaderGenericDelivery
 	}
-	id := h.Get(name)
+	id = h.Get(name)
 	if id != "" && !deliveryIDPattern.MatchString(id) {
-		return "", &httpError{status: http.StatusBadRequest, code: "invalid", field: name,
+		return "", name, &httpError{status: http.StatusBadRequest, code: "invalid", field: name,
 			message: "invalid " + name + ": 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'"}
 	}
-	return id, nil
+	return id, name, nil
+}
+
+// alreadyReceived is the reason answered with a duplicate whose delivery ID, read from
+// header, was seen before.
+func alreadyReceived(provider config.Provider, header string) string {
+	switch {
+	case provider == config.ProviderGitLab && header == headerGitLabDelivery:
+		return "this delivery was already received (the same " + header + ": GitLab's retry, or a Resend from the hook's page)"
+	}
+	return "this delivery was already received"
 }
 
 // parseDelivery turns a verified body into a ciEvent. A body that is not the JSON the
