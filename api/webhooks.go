@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -39,7 +40,8 @@ import (
 //
 // Headers read:
 //
-//	github   X-Hub-Signature-256: sha256=<hex>, X-GitHub-Event, X-GitHub-Delivery
+//	github   X-Hub-Signature-256: sha256=<hex> (of the body as sent, a form's too),
+//	         X-GitHub-Event, X-GitHub-Delivery
 //	gitlab   X-Gitlab-Token, X-Gitlab-Event, Idempotency-Key (or, from a GitLab before 17.4,
 //	         X-Gitlab-Event-UUID)
 //	generic  X-Signature-256: sha256=<hex of HMAC-SHA256(secret, body)>, X-Delivery-ID
@@ -143,7 +145,8 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	if err := verifyShape(provider, secret, r.Header); err != nil {
 		return webhookResponse{}, 0, authFailed(r, s.webhookFail, err)
 	}
-	if err := jsonContentType(r.Header); err != nil {
+	form, err := bodyType(provider, r.Header)
+	if err != nil {
 		return webhookResponse{}, 0, err
 	}
 	// A signed provider's delivery can only be verified once its body is read: an address
@@ -163,6 +166,12 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	if provider != config.ProviderGitLab {
 		if err := verifyDelivery(provider, secret, r.Header, body); err != nil {
 			return webhookResponse{}, 0, authFailed(r, s.webhookFail, err)
+		}
+	}
+	if form {
+		// The signature covered the form as sent; from here on the body is its JSON.
+		if body, err = formPayload(body); err != nil {
+			return webhookResponse{}, 0, err
 		}
 	}
 	delivery, deliveryHeader, err := deliveryID(provider, r.Header)
@@ -273,20 +282,53 @@ func sourceWord(p config.Provider) string {
 	return "pipeline source"
 }
 
-// jsonContentType refuses a delivery that says its body is something other than JSON (a
-// GitHub webhook set to application/x-www-form-urlencoded, say). No Content-Type is
-// allowed: the body must still be JSON.
-func jsonContentType(h http.Header) error {
+// bodyType checks the delivery's Content-Type and reports whether its body is a form
+// (application/x-www-form-urlencoded) instead of JSON. A GitHub webhook may be set to either
+// (its content type "form", the default when a hook is created, puts the JSON in the form's
+// one field, payload); GitLab and the generic webhook send JSON only. Anything else is a 415.
+// No Content-Type is allowed: the body must then be JSON.
+func bodyType(provider config.Provider, h http.Header) (form bool, err error) {
 	ct := h.Get("Content-Type")
 	if ct == "" {
-		return nil
+		return false, nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)
-	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-		return nil
+	switch {
+	case err != nil:
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		return false, nil
+	case mt == "application/x-www-form-urlencoded" && provider == config.ProviderGitHub:
+		return true, nil
 	}
-	return &httpError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type", field: "Content-Type",
-		message: "the delivery's Content-Type must be application/json; set the webhook's content type to JSON"}
+	msg := "the delivery's Content-Type must be application/json; set the webhook's content type to JSON"
+	if provider == config.ProviderGitHub {
+		msg = "the delivery's Content-Type must be application/json or application/x-www-form-urlencoded (the webhook's content type json or form)"
+	}
+	return false, &httpError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type", field: "Content-Type", message: msg}
+}
+
+// formPayload returns the JSON a form-encoded GitHub delivery carries in its one payload
+// field. A body that is not a form, holds no payload field or more than one, or whose payload
+// is not one JSON object, is a 400 naming the field.
+func formPayload(body []byte) ([]byte, error) {
+	vals, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, &httpError{status: http.StatusBadRequest, code: "invalid_form",
+			message: "the form-encoded body is malformed: " + err.Error()}
+	}
+	if n := len(vals["payload"]); n != 1 {
+		return nil, &httpError{status: http.StatusBadRequest, code: "invalid_form", field: "payload",
+			message: fmt.Sprintf("a form-encoded GitHub delivery must hold exactly one payload field, holding the JSON; it holds %d", n)}
+	}
+	payload := []byte(vals["payload"][0])
+	if err := checkObject(payload); err != nil {
+		var he *httpError
+		if errors.As(err, &he) && he.field == "" {
+			he.field = "payload"
+		}
+		return nil, err
+	}
+	return payload, nil
 }
 
 // errBadSignature is the answer to a delivery whose signature or token does not verify.
