@@ -46,12 +46,15 @@ import (
 //	         X-Gitlab-Event-UUID)
 //	generic  X-Signature-256: sha256=<hex of HMAC-SHA256(secret, body)>, X-Delivery-ID
 //
-// A delivery is a replay when its body is byte for byte one that already started a run: the
-// run's idempotency key is the body's SHA-256, recorded atomically with the run, so neither a
-// redelivery (same delivery ID) nor a captured request re-sent under a fresh delivery ID
-// starts a second run, while a delivery whose first attempt failed before any run was created
-// (say, the daemon was restarting) does run when it is sent again. Delivery IDs are recorded
-// for Deps.DeliveryTTL to say which kind of replay it was.
+// A delivery is a duplicate when its body is byte for byte one that already started a run (a
+// GitHub delivery: when its event is, its JSON but for installation, githubEventSum): the
+// run's idempotency key is that SHA-256, recorded atomically with the run, so neither a
+// redelivery (same delivery ID), nor GitHub's delivery of one event to another hook (a
+// GitHub App's, under the same X-GitHub-Delivery), nor a captured request re-sent under a
+// fresh delivery ID starts a second run, while a delivery whose first attempt failed before
+// any run was created (say, the daemon was restarting) does run when it is sent again.
+// Delivery IDs, which no signature covers, are recorded for Deps.DeliveryTTL only to say
+// which kind of duplicate it was.
 
 // Webhook headers.
 const (
@@ -216,13 +219,17 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 			message: fmt.Sprintf("the matching rule names pipeline %q, which is not loaded", rule.Pipeline)}
 	}
 
-	// The run's idempotency key is the body's digest: the store creates the run and records
-	// the key in one atomic step, so a delivery whose body already started a run (GitHub's
-	// redeliver, a GitLab resend, a captured request replayed under another delivery ID)
-	// starts nothing, and a delivery whose first attempt failed before a run was created
-	// still runs when it is sent again. The delivery ID is recorded too, to tell the two
-	// kinds of replay apart in the answer and the log.
+	// The run's idempotency key is the body's digest (GitHub's: the event's, githubEventSum):
+	// the store creates the run and records the key in one atomic step, so a delivery whose
+	// body already started a run (GitHub's redeliver or the same event through another hook, a
+	// GitLab resend, a captured request replayed under another delivery ID) starts nothing,
+	// and a delivery whose first attempt failed before a run was created still runs when it
+	// is sent again. The delivery ID is not signed, so it never decides whether a run starts;
+	// it is recorded to tell the kinds of duplicate apart in the answer and the log.
 	bodySum := sha256.Sum256(body)
+	if provider == config.ProviderGitHub {
+		bodySum = githubEventSum(body)
+	}
 	seenID := false
 	if delivery != "" {
 		seenID, err = s.deliveries.SeenDelivery(r.Context(), string(provider)+":"+delivery, s.deliveryTTL)
@@ -262,6 +269,27 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 		slog.String(keyRunID, run.ID), slog.String(keyPipeline, rule.Pipeline), slog.Int(keyRule, i),
 		slog.Bool("redelivery", seenID))
 	return webhookResponse{Status: "triggered", Pipeline: rule.Pipeline, Run: run}, http.StatusAccepted, nil
+}
+
+// githubEventSum is the digest a GitHub delivery's run is keyed on: the SHA-256 of its JSON
+// without the top-level installation member, in a canonical form (members sorted, values
+// compacted). GitHub sends one event to every hook subscribed to it (a repository's, an
+// organization's, a GitHub App's) under one X-GitHub-Delivery, with the same payload but for
+// installation, which only an App's delivery carries: so the event starts one run whichever
+// hooks deliver it, even at once. The signature still covers each body whole, so a replayed
+// body, under whatever delivery ID, is the same event too. body is a JSON object
+// (checkObject).
+func githubEventSum(body []byte) [sha256.Size]byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return sha256.Sum256(body)
+	}
+	delete(m, "installation")
+	canon, err := json.Marshal(m)
+	if err != nil {
+		return sha256.Sum256(body)
+	}
+	return sha256.Sum256(canon)
 }
 
 // hasPushRule reports whether one of the hook's rules accepts pushes (event: push).
@@ -431,6 +459,8 @@ func deliveryID(provider config.Provider, h http.Header) (id, header string, err
 // header, was seen before.
 func alreadyReceived(provider config.Provider, header string) string {
 	switch {
+	case provider == config.ProviderGitHub:
+		return "this event was already received (the same " + header + ": a redelivery, or the same event through another webhook)"
 	case provider == config.ProviderGitLab && header == headerGitLabDelivery:
 		return "this delivery was already received (the same " + header + ": GitLab's retry, or a Resend from the hook's page)"
 	}

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/deploy-orchestrator/orchestrator/api"
@@ -112,4 +115,65 @@ func TestGitHubFormDelivery(t *testing.T) {
 	f = newFixture(t, func(c *config.Daemon) { c.MaxBodyBytes = int64(len(json)) + 16 })
 	wantError(t, f.serve(formDelivery("push", "form-big", form, githubSecret)), 413, "")
 	wantHook(t, f, delivery("github", "push", "json-small", json, githubSecret), 202, "triggered")
+}
+
+// withInstallation is body as a GitHub App's hook delivers it: with installation.
+func withInstallation(t testing.TB, body []byte) []byte {
+	t.Helper()
+	out := bytes.Replace(body, []byte("{\n"), []byte("{\n  \"installation\": {\"id\": 4242, \"node_id\": \"MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uNDI0Mg==\"},\n"), 1)
+	if bytes.Equal(out, body) {
+		t.Fatal("payload does not start with {")
+	}
+	return out
+}
+
+// TestGitHubEventThroughTwoHooksRunsOnce: GitHub sends one event to every hook subscribed to
+// it under one X-GitHub-Delivery; a GitHub App's delivery adds installation. The event starts
+// one run, and the second hook's delivery is a duplicate naming it, whichever comes first
+// and when they come at once; replayed under another delivery ID it starts nothing either,
+// while the next event does run.
+func TestGitHubEventThroughTwoHooksRunsOnce(t *testing.T) {
+	f := newFixture(t)
+	repoHook := payload(t, "github-workflow-run.json")
+	appHook := withInstallation(t, repoHook)
+	a := wantHook(t, f, delivery("github", "workflow_run", "72d3162e-cc78-11e3-81ab-4c9367dc0958", repoHook, githubSecret), 202, "triggered")
+	again := wantHook(t, f, delivery("github", "workflow_run", "72d3162e-cc78-11e3-81ab-4c9367dc0958", appHook, githubSecret), 200, "duplicate")
+	if again.Run == nil || again.Run.ID != a.Run.ID || !strings.Contains(again.Reason, "another webhook") {
+		t.Errorf("the App's delivery: got %+v, want the first run %s, the same event through another webhook", again, a.Run.ID)
+	}
+	// The App's body replayed under a fresh delivery ID: the same event, nothing starts.
+	again = wantHook(t, f, delivery("github", "workflow_run", "replayed-1", appHook, githubSecret), 200, "duplicate")
+	if again.Run == nil || again.Run.ID != a.Run.ID {
+		t.Errorf("replay: got %+v, want the first run %s", again, a.Run.ID)
+	}
+	// The next event (a new run number, a new delivery ID) runs.
+	next := bytes.Replace(repoHook, []byte(`"run_number": 1234`), []byte(`"run_number": 1235`), 1)
+	if bytes.Equal(next, repoHook) {
+		t.Fatal("the sample workflow_run has no run_number to replace")
+	}
+	wantHook(t, f, delivery("github", "workflow_run", "8a1c2d3e-cc78-11e3-81ab-4c9367dc0958", withInstallation(t, next), githubSecret), 202, "triggered")
+	if n := f.runCount(); n != 2 {
+		t.Fatalf("runs: got %d, want 2", n)
+	}
+
+	// Both hooks at once, the App's form-encoded: one run.
+	f = newFixture(t)
+	appForm := []byte("payload=" + url.QueryEscape(string(appHook)))
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	for i, req := range []*http.Request{
+		delivery("github", "workflow_run", "9b2d3e4f-cc78-11e3-81ab-4c9367dc0958", repoHook, githubSecret),
+		formDelivery("workflow_run", "9b2d3e4f-cc78-11e3-81ab-4c9367dc0958", appForm, githubSecret),
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = f.serve(req).Code
+		}()
+	}
+	wg.Wait()
+	slices.Sort(codes)
+	if codes[0] != 200 || codes[1] != 202 || f.runCount() != 1 || f.engine.count() != 1 {
+		t.Fatalf("answers %v, %d runs stored, %d submitted; want 200 and 202, one run", codes, f.runCount(), f.engine.count())
+	}
 }
