@@ -3,6 +3,7 @@ package api_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -54,11 +55,20 @@ func TestIdempotencyKeyReusedWithAnotherBody(t *testing.T) {
 }
 
 // TestIdempotencyKeyCannotTakeAWebhooksKey: a trigger token sending the key a future GitHub
-// delivery will have ("webhook:github:<body digest>") does not stop that delivery's run.
+// delivery will have ("webhook:github:<event digest>": the SHA-256 of its JSON without
+// installation, members sorted) does not stop that delivery's run.
 func TestIdempotencyKeyCannotTakeAWebhooksKey(t *testing.T) {
 	f := newFixture(t)
 	body := payload(t, "github-workflow-run.json")
-	sum := sha256.Sum256(body)
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	canon, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(canon)
 	req := request("POST", "/v1/pipelines/prod/runs", triggerToken, map[string]string{"image_tag": "evil"})
 	req.Header.Set("Idempotency-Key", "webhook:github:"+hex.EncodeToString(sum[:]))
 	if rec := f.serve(req); rec.Code != http.StatusAccepted {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -39,16 +40,21 @@ import (
 //
 // Headers read:
 //
-//	github   X-Hub-Signature-256: sha256=<hex>, X-GitHub-Event, X-GitHub-Delivery
-//	gitlab   X-Gitlab-Token, X-Gitlab-Event, X-Gitlab-Event-UUID (or Idempotency-Key)
+//	github   X-Hub-Signature-256: sha256=<hex> (of the body as sent, a form's too),
+//	         X-GitHub-Event, X-GitHub-Delivery
+//	gitlab   X-Gitlab-Token, X-Gitlab-Event, Idempotency-Key (or, from a GitLab before 17.4,
+//	         X-Gitlab-Event-UUID)
 //	generic  X-Signature-256: sha256=<hex of HMAC-SHA256(secret, body)>, X-Delivery-ID
 //
-// A delivery is a replay when its body is byte for byte one that already started a run: the
-// run's idempotency key is the body's SHA-256, recorded atomically with the run, so neither a
-// redelivery (same delivery ID) nor a captured request re-sent under a fresh delivery ID
-// starts a second run, while a delivery whose first attempt failed before any run was created
-// (say, the daemon was restarting) does run when it is sent again. Delivery IDs are recorded
-// for Deps.DeliveryTTL to say which kind of replay it was.
+// A delivery is a duplicate when its body is byte for byte one that already started a run (a
+// GitHub delivery: when its event is, its JSON but for installation, githubEventSum): the
+// run's idempotency key is that SHA-256, recorded atomically with the run, so neither a
+// redelivery (same delivery ID), nor GitHub's delivery of one event to another hook (a
+// GitHub App's, under the same X-GitHub-Delivery), nor a captured request re-sent under a
+// fresh delivery ID starts a second run, while a delivery whose first attempt failed before
+// any run was created (say, the daemon was restarting) does run when it is sent again.
+// Delivery IDs, which no signature covers, are recorded for Deps.DeliveryTTL only to say
+// which kind of duplicate it was.
 
 // Webhook headers.
 const (
@@ -57,7 +63,14 @@ const (
 	headerGitHubDelivery  = "X-GitHub-Delivery"
 	headerGitLabToken     = "X-Gitlab-Token"
 	headerGitLabEvent     = "X-Gitlab-Event"
-	headerGitLabDelivery  = "X-Gitlab-Event-UUID"
+	// headerGitLabDelivery is the ID of one GitLab hook's delivery of one event: it stays the
+	// same across GitLab's retries and the hook page's Resend (GitLab MR 160952,
+	// web_hook_service.rb).
+	headerGitLabDelivery = "Idempotency-Key"
+	// headerGitLabEventUUID is GitLab's recursion-detection UUID: shared by every hook fired
+	// in one request or job, and copied from an incoming request when another webhook
+	// triggered it. It names a delivery only for a GitLab too old to send Idempotency-Key.
+	headerGitLabEventUUID = "X-Gitlab-Event-UUID"
 	headerGenericSig      = "X-Signature-256"
 	// HeaderGenericDelivery is the delivery ID header of the generic webhook.
 	HeaderGenericDelivery = "X-Delivery-ID"
@@ -135,7 +148,8 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	if err := verifyShape(provider, secret, r.Header); err != nil {
 		return webhookResponse{}, 0, authFailed(r, s.webhookFail, err)
 	}
-	if err := jsonContentType(r.Header); err != nil {
+	form, err := bodyType(provider, r.Header)
+	if err != nil {
 		return webhookResponse{}, 0, err
 	}
 	// A signed provider's delivery can only be verified once its body is read: an address
@@ -157,7 +171,13 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 			return webhookResponse{}, 0, authFailed(r, s.webhookFail, err)
 		}
 	}
-	delivery, err := deliveryID(provider, r.Header)
+	if form {
+		// The signature covered the form as sent; from here on the body is its JSON.
+		if body, err = formPayload(body); err != nil {
+			return webhookResponse{}, 0, err
+		}
+	}
+	delivery, deliveryHeader, err := deliveryID(provider, r.Header)
 	if err != nil {
 		return webhookResponse{}, 0, err
 	}
@@ -199,13 +219,17 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 			message: fmt.Sprintf("the matching rule names pipeline %q, which is not loaded", rule.Pipeline)}
 	}
 
-	// The run's idempotency key is the body's digest: the store creates the run and records
-	// the key in one atomic step, so a delivery whose body already started a run (GitHub's
-	// redeliver, a GitLab resend, a captured request replayed under another delivery ID)
-	// starts nothing, and a delivery whose first attempt failed before a run was created
-	// still runs when it is sent again. The delivery ID is recorded too, to tell the two
-	// kinds of replay apart in the answer and the log.
+	// The run's idempotency key is the body's digest (GitHub's: the event's, githubEventSum):
+	// the store creates the run and records the key in one atomic step, so a delivery whose
+	// body already started a run (GitHub's redeliver or the same event through another hook, a
+	// GitLab resend, a captured request replayed under another delivery ID) starts nothing,
+	// and a delivery whose first attempt failed before a run was created still runs when it
+	// is sent again. The delivery ID is not signed, so it never decides whether a run starts;
+	// it is recorded to tell the kinds of duplicate apart in the answer and the log.
 	bodySum := sha256.Sum256(body)
+	if provider == config.ProviderGitHub {
+		bodySum = githubEventSum(body)
+	}
 	seenID := false
 	if delivery != "" {
 		seenID, err = s.deliveries.SeenDelivery(r.Context(), string(provider)+":"+delivery, s.deliveryTTL)
@@ -236,7 +260,7 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	if existing {
 		reason := "this payload already started a run under another delivery ID"
 		if seenID {
-			reason = "this delivery was already received"
+			reason = alreadyReceived(provider, deliveryHeader)
 		}
 		log.InfoContext(r.Context(), "webhook duplicate", slog.String(keyRunID, run.ID), slog.String(keyReason, reason))
 		return webhookResponse{Status: "duplicate", Reason: reason, Pipeline: rule.Pipeline, Run: run}, http.StatusOK, nil
@@ -245,6 +269,27 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 		slog.String(keyRunID, run.ID), slog.String(keyPipeline, rule.Pipeline), slog.Int(keyRule, i),
 		slog.Bool("redelivery", seenID))
 	return webhookResponse{Status: "triggered", Pipeline: rule.Pipeline, Run: run}, http.StatusAccepted, nil
+}
+
+// githubEventSum is the digest a GitHub delivery's run is keyed on: the SHA-256 of its JSON
+// without the top-level installation member, in a canonical form (members sorted, values
+// compacted). GitHub sends one event to every hook subscribed to it (a repository's, an
+// organization's, a GitHub App's) under one X-GitHub-Delivery, with the same payload but for
+// installation, which only an App's delivery carries: so the event starts one run whichever
+// hooks deliver it, even at once. The signature still covers each body whole, so a replayed
+// body, under whatever delivery ID, is the same event too. body is a JSON object
+// (checkObject).
+func githubEventSum(body []byte) [sha256.Size]byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return sha256.Sum256(body)
+	}
+	delete(m, "installation")
+	canon, err := json.Marshal(m)
+	if err != nil {
+		return sha256.Sum256(body)
+	}
+	return sha256.Sum256(canon)
 }
 
 // hasPushRule reports whether one of the hook's rules accepts pushes (event: push).
@@ -265,20 +310,53 @@ func sourceWord(p config.Provider) string {
 	return "pipeline source"
 }
 
-// jsonContentType refuses a delivery that says its body is something other than JSON (a
-// GitHub webhook set to application/x-www-form-urlencoded, say). No Content-Type is
-// allowed: the body must still be JSON.
-func jsonContentType(h http.Header) error {
+// bodyType checks the delivery's Content-Type and reports whether its body is a form
+// (application/x-www-form-urlencoded) instead of JSON. A GitHub webhook may be set to either
+// (its content type "form", the default when a hook is created, puts the JSON in the form's
+// one field, payload); GitLab and the generic webhook send JSON only. Anything else is a 415.
+// No Content-Type is allowed: the body must then be JSON.
+func bodyType(provider config.Provider, h http.Header) (form bool, err error) {
 	ct := h.Get("Content-Type")
 	if ct == "" {
-		return nil
+		return false, nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)
-	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-		return nil
+	switch {
+	case err != nil:
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		return false, nil
+	case mt == "application/x-www-form-urlencoded" && provider == config.ProviderGitHub:
+		return true, nil
 	}
-	return &httpError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type", field: "Content-Type",
-		message: "the delivery's Content-Type must be application/json; set the webhook's content type to JSON"}
+	msg := "the delivery's Content-Type must be application/json; set the webhook's content type to JSON"
+	if provider == config.ProviderGitHub {
+		msg = "the delivery's Content-Type must be application/json or application/x-www-form-urlencoded (the webhook's content type json or form)"
+	}
+	return false, &httpError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type", field: "Content-Type", message: msg}
+}
+
+// formPayload returns the JSON a form-encoded GitHub delivery carries in its one payload
+// field. A body that is not a form, holds no payload field or more than one, or whose payload
+// is not one JSON object, is a 400 naming the field.
+func formPayload(body []byte) ([]byte, error) {
+	vals, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, &httpError{status: http.StatusBadRequest, code: "invalid_form",
+			message: "the form-encoded body is malformed: " + err.Error()}
+	}
+	if n := len(vals["payload"]); n != 1 {
+		return nil, &httpError{status: http.StatusBadRequest, code: "invalid_form", field: "payload",
+			message: fmt.Sprintf("a form-encoded GitHub delivery must hold exactly one payload field, holding the JSON; it holds %d", n)}
+	}
+	payload := []byte(vals["payload"][0])
+	if err := checkObject(payload); err != nil {
+		var he *httpError
+		if errors.As(err, &he) && he.field == "" {
+			he.field = "payload"
+		}
+		return nil, err
+	}
+	return payload, nil
 }
 
 // errBadSignature is the answer to a delivery whose signature or token does not verify.
@@ -354,8 +432,9 @@ func signatureError(header string, err error) error {
 // webhook and tests use it.
 func Sign(secret, body []byte) string { return hmacsig.Sign(secret, body) }
 
-// deliveryID returns the delivery's ID ("" when the provider sent none).
-func deliveryID(provider config.Provider, h http.Header) (string, error) {
+// deliveryID returns the delivery's ID ("" when the provider sent none) and the header it
+// came from.
+func deliveryID(provider config.Provider, h http.Header) (id, header string, err error) {
 	var name string
 	switch provider {
 	case config.ProviderGitHub:
@@ -363,17 +442,29 @@ func deliveryID(provider config.Provider, h http.Header) (string, error) {
 	case config.ProviderGitLab:
 		name = headerGitLabDelivery
 		if h.Get(name) == "" {
-			name = "Idempotency-Key"
+			name = headerGitLabEventUUID
 		}
 	default:
 		name = HeaderGenericDelivery
 	}
-	id := h.Get(name)
+	id = h.Get(name)
 	if id != "" && !deliveryIDPattern.MatchString(id) {
-		return "", &httpError{status: http.StatusBadRequest, code: "invalid", field: name,
+		return "", name, &httpError{status: http.StatusBadRequest, code: "invalid", field: name,
 			message: "invalid " + name + ": 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'"}
 	}
-	return id, nil
+	return id, name, nil
+}
+
+// alreadyReceived is the reason answered with a duplicate whose delivery ID, read from
+// header, was seen before.
+func alreadyReceived(provider config.Provider, header string) string {
+	switch {
+	case provider == config.ProviderGitHub:
+		return "this event was already received (the same " + header + ": a redelivery, or the same event through another webhook)"
+	case provider == config.ProviderGitLab && header == headerGitLabDelivery:
+		return "this delivery was already received (the same " + header + ": GitLab's retry, or a Resend from the hook's page)"
+	}
+	return "this delivery was already received"
 }
 
 // parseDelivery turns a verified body into a ciEvent. A body that is not the JSON the

@@ -266,3 +266,44 @@ func gitlabDeploySignal(event string, body []byte) bool {
 		oa.Status == "success" && oa.Ref == "main" && oa.Tag != true && p.MergeRequest == nil &&
 		slices.Contains(acceptedSources, src) && strings.EqualFold(path, "acme/web")
 }
+
+// TestGitLabDeliveryIDIsIdempotencyKey: GitLab's per-delivery ID is Idempotency-Key (the same
+// across retries and a Resend); X-Gitlab-Event-UUID is shared by every hook fired in one
+// request and read only when Idempotency-Key is missing (an older GitLab).
+func TestGitLabDeliveryIDIsIdempotencyKey(t *testing.T) {
+	f := newFixture(t)
+	body := payload(t, "gitlab-pipeline.json")
+	send := func(key, uuid string) *http.Request {
+		r := delivery("gitlab", "Pipeline Hook", uuid, body, gitlabSecret)
+		if key != "" {
+			r.Header.Set("Idempotency-Key", key)
+		}
+		return r
+	}
+	a := wantHook(t, f, send("5b8a7c3e-0001-4e0f-9d3c-1f2e3d4c5b6a", "recursion-uuid-1"), 202, "triggered")
+	if a.Run.Trigger.By != "webhook:gitlab:5b8a7c3e-0001-4e0f-9d3c-1f2e3d4c5b6a" {
+		t.Errorf("by: got %q, want the Idempotency-Key", a.Run.Trigger.By)
+	}
+	// A Resend from the hook's page: the same Idempotency-Key, another X-Gitlab-Event-UUID.
+	again := wantHook(t, f, send("5b8a7c3e-0001-4e0f-9d3c-1f2e3d4c5b6a", "recursion-uuid-2"), 200, "duplicate")
+	if again.Run == nil || again.Run.ID != a.Run.ID || !strings.Contains(again.Reason, "already received") ||
+		!strings.Contains(again.Reason, "Resend") {
+		t.Errorf("resend: got %+v, want the first run %s, already received (a Resend)", again, a.Run.ID)
+	}
+	// An older GitLab without Idempotency-Key: X-Gitlab-Event-UUID names the delivery.
+	other := bytes.Replace(body, []byte(`"id": 31337`), []byte(`"id": 31338`), 1)
+	if bytes.Equal(other, body) {
+		t.Fatal("the sample pipeline payload has no id to replace")
+	}
+	if d := wantHook(t, f, send("", "old-gitlab-uuid"), 200, "duplicate"); d.Reason != "this payload already started a run under another delivery ID" {
+		t.Errorf("same body under another ID: got %q", d.Reason)
+	}
+	b := wantHook(t, f, send("", "old-gitlab-uuid-2"), 200, "duplicate")
+	if b.Run == nil || b.Run.ID != a.Run.ID {
+		t.Errorf("same body under another ID: got %+v, want the first run", b)
+	}
+	b = wantHook(t, f, delivery("gitlab", "Pipeline Hook", "old-gitlab-uuid-3", other, gitlabSecret), 202, "triggered")
+	if b.Run.Trigger.By != "webhook:gitlab:old-gitlab-uuid-3" {
+		t.Errorf("by: got %q, want the X-Gitlab-Event-UUID", b.Run.Trigger.By)
+	}
+}

@@ -75,7 +75,7 @@ func TestGitHubWorkflowRunTriggersOnce(t *testing.T) {
 
 	// GitHub's "redeliver" sends the same delivery ID: nothing new starts.
 	again := wantHook(t, f, delivery("github", "workflow_run", "d-1", body, githubSecret), 200, "duplicate")
-	if again.Run == nil || again.Run.ID != r.ID || again.Reason != "this delivery was already received" {
+	if again.Run == nil || again.Run.ID != r.ID || !strings.Contains(again.Reason, "already received") {
 		t.Errorf("redelivery: got %+v, want the first run %s, already received", again, r.ID)
 	}
 	// A captured body re-sent under a fresh delivery ID starts nothing either.

@@ -72,7 +72,7 @@ func TestSampleWebhooksMapToSampleRules(t *testing.T) {
 			return map[string]string{"X-GitHub-Event": "workflow_run", "X-GitHub-Delivery": "d-gh-1", "X-Hub-Signature-256": sign(ghSecret, b)}
 		}, "demo-web", "1234"},
 		{"gitlab-pipeline.json", "gitlab", func([]byte) map[string]string {
-			return map[string]string{"X-Gitlab-Event": "Pipeline Hook", "X-Gitlab-Event-UUID": "d-gl-1", "X-Gitlab-Token": glToken}
+			return map[string]string{"X-Gitlab-Event": "Pipeline Hook", "Idempotency-Key": "d-gl-1", "X-Gitlab-Token": glToken}
 		}, "demo-web", "31337"},
 		{"generic.json", "generic", func(b []byte) map[string]string {
 			return map[string]string{"X-Delivery-ID": "d-gen-1", "X-Signature-256": sign(genSecret, b)}
