@@ -19,7 +19,6 @@ import (
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
-	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
 	"github.com/deploy-orchestrator/orchestrator/metrics"
@@ -53,8 +52,6 @@ type testEngine struct {
 	mu        sync.Mutex
 	submitted int
 	closed    bool // Submit answers ErrShuttingDown, as the engine does while it stops
-	// planPriorities is the outbound priority of each Plan's context.
-	planPriorities []outbound.Priority
 }
 
 var _ orchestrator.Engine[*runs.Run] = (*testEngine)(nil)
@@ -126,9 +123,6 @@ func (e *testEngine) Plan(ctx context.Context, pipeline string, t orchestrator.T
 		var m map[string]int
 		m[t.ImageTag]++ // a bug: assignment to a nil map
 	}
-	e.mu.Lock()
-	e.planPriorities = append(e.planPriorities, outbound.PriorityFrom(ctx))
-	e.mu.Unlock()
 	services, ok := e.pipelines[pipeline]
 	if !ok {
 		return nil, fmt.Errorf("plan %q: %w", pipeline, orchestrator.ErrUnknownPipeline)

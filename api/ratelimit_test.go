@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
-	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 )
 
 // Item 2 of the attacker probe: a captured, correctly signed delivery replayed from 8
@@ -48,8 +47,8 @@ func TestReplayedDeliveriesDoNotUseTheRateLimit(t *testing.T) {
 }
 
 // Item 3: plans are rate limited per token like triggers, in a bucket of their own (a loop
-// of plans does not use up CI's triggers), and the engine plans under the lowest outbound
-// priority, so that its Coolify reads yield to runs' calls.
+// of plans does not use up CI's triggers). That a plan's Coolify calls yield to runs' is the
+// engine's: TestPlanCallsTakeTheLowestPriority (phases).
 func TestPlanIsRateLimitedAndYieldsToRuns(t *testing.T) {
 	f := newFixture(t, func(c *config.Daemon) { c.RateLimits.Trigger = config.Rate{PerSecond: 0.001, Burst: 2} })
 	for i := range 2 {
@@ -63,16 +62,6 @@ func TestPlanIsRateLimitedAndYieldsToRuns(t *testing.T) {
 		t.Error("429 without Retry-After")
 	}
 	f.trigger("demo", map[string]string{}) // its own bucket: still 202
-	f.engine.mu.Lock()
-	defer f.engine.mu.Unlock()
-	for _, p := range f.engine.planPriorities {
-		if p != outbound.PriorityLow {
-			t.Errorf("the engine planned with outbound priority %v, want PriorityLow", p)
-		}
-	}
-	if len(f.engine.planPriorities) != 2 {
-		t.Errorf("the engine planned %d times, want 2", len(f.engine.planPriorities))
-	}
 }
 
 // Item 4: every route that takes a token charges a wrong one to the client's bucket of

@@ -14,7 +14,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/deploy-orchestrator/orchestrator"
-	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -113,9 +112,8 @@ func (b triggerBody) trigger() orchestrator.Trigger {
 }
 
 // handlePlan serves GET /v1/pipelines/{name}/plan: the dry run for the trigger given in the
-// query (build, image_tag, commit, app_version, param=KEY=VALUE). Its calls to Coolify wait
-// for the shared request budget with the lowest priority (outbound.Background), so plans
-// never take the budget a run's calls are waiting for.
+// query (build, image_tag, commit, app_version, param=KEY=VALUE). Its calls to Coolify take
+// the lowest priority (see phases.Engine.Plan).
 func (s *server) handlePlan() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name, err := s.pipelineParam(r)
@@ -129,7 +127,7 @@ func (s *server) handlePlan() http.HandlerFunc {
 			return
 		}
 		t.By = actor(r)
-		plan, err := s.engine.Plan(outbound.Background(r.Context()), name, t)
+		plan, err := s.engine.Plan(r.Context(), name, t)
 		if err != nil {
 			s.writeError(w, r, err)
 			return

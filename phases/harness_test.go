@@ -17,6 +17,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/internal/pacing"
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -55,6 +56,8 @@ type harness struct {
 	secrets func(name string, src config.SecretSource) (secrets.Source, error)
 	// pace paces the engine's Coolify clients to the fake's throttle, as the daemon does.
 	pace *pacing.Pool
+	// limiter, when set, paces the engine's Coolify clients instead of pace.
+	limiter outbound.Limiter
 	// rdb is the Redis client of the redis backend.
 	rdb redis.UniversalClient
 	// instance is the engine's instance ID (default "test-instance").
@@ -228,7 +231,9 @@ func (h *harness) start(pipelines ...string) {
 		Coolify: func(url, token string) phases.Coolify {
 			opts := []coolify.Option{coolify.WithPollInterval(10 * time.Millisecond),
 				coolify.WithRetry(coolify.RetryPolicy{MaxRetries: 3, MinWait: 5 * time.Millisecond, MaxWait: 50 * time.Millisecond, MaxRetryAfter: time.Second})}
-			if p := h.pace.For(url, token); p != nil {
+			if h.limiter != nil {
+				opts = append(opts, coolify.WithLimiter(h.limiter))
+			} else if p := h.pace.For(url, token); p != nil {
 				opts = append(opts, coolify.WithLimiter(p))
 			}
 			return coolify.New(url, token, opts...)

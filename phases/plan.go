@@ -10,6 +10,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/secrets"
@@ -17,12 +18,15 @@ import (
 
 // Plan reads the current state of every service of the pipeline and reports what a run with
 // trigger t would change, which locks it would take and who holds them now. Nothing is
-// written and no lock is taken.
+// written and no lock is taken. Its calls to Coolify wait for the shared request budget with
+// the lowest priority (outbound.Background), so a plan, from the API or the CLI, never takes
+// the budget a run's calls are waiting for.
 //
 // Errors: orchestrator.ErrUnknownPipeline; config.Problems for an invalid trigger (see
 // Submit); secret resolution errors (naming keys, never
 // values).
 func (e *Engine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigger) (*orchestrator.Plan, error) {
+	ctx = outbound.Background(ctx)
 	p := e.d.Pipelines[pipeline]
 	if p == nil {
 		return nil, fmt.Errorf("pipeline %q: %w", pipeline, orchestrator.ErrUnknownPipeline)
