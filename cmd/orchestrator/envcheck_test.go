@@ -26,18 +26,9 @@ services:
 	if err := os.WriteFile(filepath.Join(env["ORCH_PIPELINES_DIR"], "team.yaml"), []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env["ORCH_LISTEN"] = freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	var serveLog string
-	var serveErr error
-	go func() {
-		_, serveLog, serveErr = invoke(ctx, env, "serve")
-		close(done)
-	}()
-	waitHealthy(t, "http://"+env["ORCH_LISTEN"], done)
-	cancel()
-	<-done
+	d := serveDaemon(t, env)
+	d.stop()
+	serveLog, serveErr := d.log, d.err
 	if serveErr != nil {
 		t.Fatalf("serve: %v\n%s", serveErr, serveLog)
 	}

@@ -124,19 +124,8 @@ locks: { ttl: 30s }
 
 func TestServeTriggerAndGracefulShutdown(t *testing.T) {
 	env, cf := daemonEnv(t)
-	addr := freeAddr(t)
-	env["ORCH_LISTEN"] = addr
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var serveErr error
-	var serveOut, serveLog string
-	done := make(chan struct{})
-	go func() {
-		serveOut, serveLog, serveErr = invoke(ctx, env, "serve")
-		close(done)
-	}()
-	base := "http://" + addr
-	waitHealthy(t, base, done)
+	d := serveDaemon(t, env)
+	base := d.base
 
 	out, errOut, err := invoke(context.Background(), map[string]string{"ORCH_TRIGGER_TOKEN": env["ORCH_TRIGGER_TOKEN"]},
 		"trigger", "prod", "--url", base, "--image-tag", "v2", "--build", "42")
@@ -161,20 +150,20 @@ func TestServeTriggerAndGracefulShutdown(t *testing.T) {
 		t.Errorf("trigger without the image tag prod needs: got %d naming %q, want 400 naming image_tag", code, field)
 	}
 
-	cancel()
+	d.cancel()
 	select {
-	case <-done:
+	case <-d.done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not stop within 30s of its context ending")
 	}
-	if serveErr != nil {
-		t.Errorf("serve: %v\n%s", serveErr, serveLog)
+	if d.err != nil {
+		t.Errorf("serve: %v\n%s", d.err, d.log)
 	}
-	if strings.Contains(serveOut+serveLog+out, "sentinel-db-password-42") {
+	if strings.Contains(d.out+d.log+out, "sentinel-db-password-42") {
 		t.Errorf("a secret value reached the daemon's output or the trigger's")
 	}
-	if !strings.Contains(serveLog, "daemon stopped") {
-		t.Errorf("serve log lacks the clean stop:\n%s", serveLog)
+	if !strings.Contains(d.log, "daemon stopped") {
+		t.Errorf("serve log lacks the clean stop:\n%s", d.log)
 	}
 }
 
@@ -200,6 +189,39 @@ func postTrigger(t *testing.T, base, token, body string) (int, string) {
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&answer)
 	return resp.StatusCode, answer.Error.Field
+}
+
+// inProcess is `serve` run in the process (invoke) on a free address.
+type inProcess struct {
+	base   string
+	cancel context.CancelFunc
+	done   chan struct{}
+	// out, log and err are serve's, set once done is closed.
+	out, log string
+	err      error
+}
+
+// serveDaemon runs serve with env (its ORCH_LISTEN set to a free address) and waits until
+// the daemon is healthy; the test's cleanup stops it.
+func serveDaemon(t *testing.T, env map[string]string) *inProcess {
+	t.Helper()
+	addr := freeAddr(t)
+	env["ORCH_LISTEN"] = addr
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &inProcess{base: "http://" + addr, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		d.out, d.log, d.err = invoke(ctx, env, "serve")
+		close(d.done)
+	}()
+	t.Cleanup(d.stop)
+	waitHealthy(t, d.base, d.done)
+	return d
+}
+
+// stop ends serve's context and waits for it to return.
+func (d *inProcess) stop() {
+	d.cancel()
+	<-d.done
 }
 
 func waitHealthy(t *testing.T, base string, done <-chan struct{}) {
@@ -318,19 +340,8 @@ services:
 	if err := os.WriteFile(filepath.Join(env["ORCH_PIPELINES_DIR"], "production.yaml"), []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
-	env["ORCH_LISTEN"] = addr
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	var serveLog string
-	var serveErr error
-	go func() {
-		_, serveLog, serveErr = invoke(ctx, env, "serve")
-		close(done)
-	}()
-	base := "http://" + addr
-	waitHealthy(t, base, done)
+	d := serveDaemon(t, env)
+	base := d.base
 
 	req, _ := http.NewRequest("GET", base+"/v1/pipelines/production/plan?build=1", nil)
 	req.Header.Set("Authorization", "Bearer "+env["ORCH_TRIGGER_TOKEN"])
@@ -344,7 +355,7 @@ services:
 		!strings.Contains(string(body), `source \"vault\"`) || !strings.Contains(string(body), "connection refused") {
 		t.Errorf("GET plan: got %d %s, want 502 secrets_unavailable naming source vault and the refused connection", resp.StatusCode, body)
 	}
-	waitHealthy(t, base, done) // still serving
+	waitHealthy(t, base, d.done) // still serving
 
 	// Every attempt at Infisical is counted, as for Coolify and Flagsmith (status "error":
 	// no answer arrived).
@@ -362,12 +373,11 @@ services:
 	if err == nil || !strings.Contains(err.Error(), `source "vault"`) || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("orchestrator plan: got %v, want an error naming source vault and the refused connection", err)
 	}
-	cancel()
-	<-done
-	if serveErr != nil {
-		t.Errorf("serve: %v", serveErr)
+	d.stop()
+	if d.err != nil {
+		t.Errorf("serve: %v", d.err)
 	}
-	if strings.Contains(serveLog+string(body), "sentinel-client-secret-77") {
+	if strings.Contains(d.log+string(body), "sentinel-client-secret-77") {
 		t.Errorf("the Infisical client secret reached the log or the answer")
 	}
 }

@@ -24,29 +24,17 @@ import (
 // With quiet, the shutdown (nothing running by then) must log no warning.
 func serveInProcess(t *testing.T, env map[string]string, quiet bool) string {
 	t.Helper()
-	addr := freeAddr(t)
-	env["ORCH_LISTEN"] = addr
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	var serveErr error
-	var serveLog string
-	go func() {
-		_, serveLog, serveErr = invoke(ctx, env, "serve")
-		close(done)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		if serveErr != nil {
-			t.Errorf("serve: %v\n%s", serveErr, serveLog)
+	d := serveDaemon(t, env)
+	t.Cleanup(func() { // before serveDaemon's: stop first
+		d.stop()
+		if d.err != nil {
+			t.Errorf("serve: %v\n%s", d.err, d.log)
 		}
-		if _, tail, _ := strings.Cut(serveLog, `"msg":"shutting down"`); quiet && strings.Contains(tail, `"level":"WARN"`) {
+		if _, tail, _ := strings.Cut(d.log, `"msg":"shutting down"`); quiet && strings.Contains(tail, `"level":"WARN"`) {
 			t.Errorf("a clean shutdown logged a warning:\n%s", tail)
 		}
 	})
-	base := "http://" + addr
-	waitHealthy(t, base, done)
-	return base
+	return d.base
 }
 
 // slowDeploys makes every deployment take 2 s, so a run is still going when a test acts.

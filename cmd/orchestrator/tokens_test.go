@@ -13,20 +13,11 @@ func TestServeWithoutTokensSaysSo(t *testing.T) {
 	env, _ := daemonEnv(t)
 	delete(env, "ORCH_TRIGGER_TOKEN")
 	delete(env, "ORCH_ADMIN_TOKEN")
-	env["ORCH_LISTEN"] = freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	var serveLog string
-	go func() {
-		_, serveLog, _ = invoke(ctx, env, "serve")
-		close(done)
-	}()
-	base := "http://" + env["ORCH_LISTEN"]
-	waitHealthy(t, base, done)
+	d := serveDaemon(t, env)
 	_, _, err := invoke(context.Background(), map[string]string{"ORCH_TRIGGER_TOKEN": "some-token-0123456789"},
-		"trigger", "prod", "--url", base, "--image-tag", "v2", "--build", "1")
-	cancel()
-	<-done
+		"trigger", "prod", "--url", d.base, "--image-tag", "v2", "--build", "1")
+	d.stop()
+	serveLog := d.log
 	if !strings.Contains(serveLog, `"level":"WARN","msg":"no API token is configured: every route that needs one (triggers, cancels and lock operations) answers 403; set ORCH_TRIGGER_TOKEN, ORCH_ADMIN_TOKEN or ORCH_READ_TOKEN`) {
 		t.Errorf("serve without tokens does not warn at start:\n%s", serveLog)
 	}
