@@ -6,10 +6,10 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // routes is the map of the fake's API: every route with the ability it needs. Paths are below
@@ -328,9 +328,12 @@ func decodeObject(c *reqCtx, strict bool) (map[string]any, *response) {
 	return m, nil
 }
 
-// laravelTrim is what Laravel's TrimStrings middleware strips from both ends of every string
-// of a request (PHP's \s under the u modifier, plus BOM, ZWSP and LRM).
-var laravelTrim = regexp.MustCompile(`^[\pZ\t\n\v\f\r\x{85}\x{FEFF}\x{200B}\x{200E}\x00]+|[\pZ\t\n\v\f\r\x{85}\x{FEFF}\x{200B}\x{200E}\x00]+$`)
+// laravelSpace is what Laravel's TrimStrings middleware strips from both ends of every string
+// of a request: PHP's \s under the u modifier (Unicode's White_Space), NUL, and the BOM, ZWSP
+// and LRM it adds.
+func laravelSpace(r rune) bool {
+	return unicode.Is(unicode.White_Space, r) || r == 0 || r == '\uFEFF' || r == '\u200B' || r == '\u200E'
+}
 
 // laravelInput is a request value as Coolify's controllers see it, after the global
 // middleware: TrimStrings trims every string, then ConvertEmptyStringsToNull turns an empty
@@ -338,7 +341,7 @@ var laravelTrim = regexp.MustCompile(`^[\pZ\t\n\v\f\r\x{85}\x{FEFF}\x{200B}\x{20
 func laravelInput(v any) any {
 	switch x := v.(type) {
 	case string:
-		if t := laravelTrim.ReplaceAllString(x, ""); t != "" {
+		if t := strings.TrimFunc(x, laravelSpace); t != "" {
 			return t
 		}
 		return nil
