@@ -35,6 +35,8 @@ func FuzzWebhookDelivery(f *testing.F) {
 	f.Add(uint8(0), "push", []byte(`{"ref":"refs/heads/release/1.2","after":"abc","repository":{"full_name":"acme/api"}}`), "sha256=00")
 	f.Add(uint8(1), "Pipeline Hook", []byte(`{"object_kind":"pipeline","object_attributes":{"id":1,"ref":"main","sha":"abc","status":"success"},"builds":[{"stage":"publish"}]}`), "")
 	f.Add(uint8(2), "", []byte(`{"event":"build.succeeded","build":"12","params":{"a":"b"}}`), "sha256=zz")
+	f.Add(uint8(0), "push", []byte("payload=%7B%22ref%22%3A%22refs%2Fheads%2Fmain%22%7D"), "")
+	f.Add(uint8(0), "push", []byte("payload=%5B%5D&x=1"), "") // a form whose payload is an array
 	secret := []byte("fuzz-secret-0123456789")
 	f.Fuzz(func(t *testing.T, which uint8, event string, body []byte, sig string) {
 		provider := []config.Provider{config.ProviderGitHub, config.ProviderGitLab, config.ProviderGeneric}[int(which)%3]
@@ -64,6 +66,16 @@ func FuzzWebhookDelivery(f *testing.F) {
 			}
 		} else if !is4xx(err) {
 			t.Fatalf("%s: signature refusal is not a 4xx: %v", provider, err)
+		}
+
+		// A GitHub delivery set to form: its payload field, when it holds one, is a JSON
+		// object; any other form is a clear 4xx.
+		if payload, err := formPayload(body); err != nil {
+			if !is4xx(err) || err.Error() == "" {
+				t.Fatalf("form body refused without a clear 4xx: %v", err)
+			}
+		} else if err := checkObject(payload); err != nil {
+			t.Fatalf("form payload %q taken, but it is not a JSON object: %v", payload, err)
 		}
 
 		ev, err := parseDelivery(provider, signed, body)
