@@ -547,59 +547,6 @@ func (c *Client) cancelStuck(ctx context.Context, id string, timeout time.Durati
 	return last, timeoutErr
 }
 
-// WaitService polls a service (every [WithPollInterval]) until its (re)start is done (see
-// [Service]: the status has shown the service not running, then "running:*") and returns
-// it; use it after [Client.DeployService] or [Client.RestartService], which give no deployment
-// to follow. After timeout (<= 0: none) it returns the last state read and an error wrapping
-// [ErrDeploymentTimeout]. Errors while polling are handled as in [Client.WaitDeployment].
-func (c *Client) WaitService(ctx context.Context, serviceUUID string, timeout time.Duration) (*Service, error) {
-	var deadline time.Time
-	if timeout > 0 {
-		deadline = time.Now().Add(timeout)
-	}
-	var last *Service
-	began := false // the status showed the service not running
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return last, fmt.Errorf("wait service %s: %w", serviceUUID, ctx.Err())
-		case <-timer.C:
-		}
-		s, err := c.GetService(ctx, serviceUUID)
-		switch {
-		case err == nil:
-			last = s
-			if !s.Running() {
-				began = true
-			} else if began {
-				return s, nil
-			}
-		case ctx.Err() != nil:
-			return last, fmt.Errorf("wait service %s: %w", serviceUUID, ctx.Err())
-		case errors.Is(err, ErrNotFound), errors.Is(err, ErrUnauthorized), errors.Is(err, ErrForbidden):
-			return last, fmt.Errorf("wait service: %w", err)
-		}
-		wait := c.poll
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				status := "unknown"
-				if last != nil {
-					status = last.Status
-				}
-				if !began {
-					status += ", the (re)start never showed"
-				}
-				return last, fmt.Errorf("wait service %s: %w after %s (status %s)", serviceUUID, ErrDeploymentTimeout, timeout, status)
-			}
-			wait = min(wait, left)
-		}
-		timer.Reset(wait)
-	}
-}
-
 // Err says how the deployment ended: nil when it finished (or has not ended yet), an error
 // wrapping [ErrDeploymentFailed] or [ErrDeploymentCancelled] otherwise, as [Client.WaitDeployment]
 // reports them.

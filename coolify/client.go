@@ -101,7 +101,7 @@ var DefaultRetryPolicy = RetryPolicy{
 	MaxRetryAfter: 60 * time.Second,
 }
 
-// DefaultPollInterval is how often [Client.WaitDeployment] and [Client.WaitService] poll
+// DefaultPollInterval is how often [Client.WaitDeployment] polls
 // unless [WithPollInterval] says otherwise.
 const DefaultPollInterval = 2 * time.Second
 
@@ -153,7 +153,7 @@ func WithLimiter(l outbound.Limiter) Option { return func(c *Client) { c.limiter
 // WithMetrics registers fn to be told about every HTTP attempt.
 func WithMetrics(fn MetricsFunc) Option { return func(c *Client) { c.metrics = fn } }
 
-// WithPollInterval sets how often [Client.WaitDeployment] and [Client.WaitService] poll.
+// WithPollInterval sets how often [Client.WaitDeployment] polls.
 // Default (and for d <= 0): [DefaultPollInterval].
 func WithPollInterval(d time.Duration) Option {
 	return func(c *Client) {

@@ -135,7 +135,7 @@ func (w *wireApplication) application() Application {
 // and until it starts the status reads as before ("running:*" for a running service); the job
 // shows "starting:*", and the containers read "exited" until Coolify's next status check sees
 // them run. The (re)start is done once the status, having shown the service not running,
-// reads "running:*" ([Client.WaitService]).
+// reads "running:*" (the phases' deploy step waits so).
 type Service struct {
 	UUID        string
 	Name        string

@@ -141,9 +141,11 @@ func envDiff(kind config.ServiceKind, current []coolify.EnvVar, desired []wantEn
 				*cur = *want
 			}
 		}
-		if c := d.entry.Comment; c != nil && coolify.Stored(*c) != w.Comment {
-			ch.Comment = &orchestrator.CommentChange{Old: w.Comment, New: coolify.Stored(*c)}
-			w.Comment = ch.Comment.New
+		if c := d.entry.Comment; c != nil {
+			if want := coolify.Stored(*c); want != w.Comment {
+				ch.Comment = &orchestrator.CommentChange{Old: w.Comment, New: want}
+				w.Comment = want
+			}
 		}
 		if ch.Action == orchestrator.EnvUpdate && !ch.ValueChanged && !ch.ValueUnknown && len(ch.Flags) == 0 && ch.Comment == nil {
 			continue
