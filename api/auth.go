@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,8 +56,6 @@ const (
 type authenticator struct {
 	tokens     []tokenDigest
 	publicRead bool
-	// configured says which roles have a token: a route no configured token admits is closed.
-	configured map[role]bool
 	now        func() time.Time
 }
 
@@ -77,7 +76,7 @@ const cookieName = "orchestrator_token"
 const sessionKeyLabel = "orchestrator dashboard session v1"
 
 func newAuthenticator(t config.Tokens, publicRead bool, now func() time.Time) *authenticator {
-	a := &authenticator{publicRead: publicRead, configured: map[role]bool{}, now: now}
+	a := &authenticator{publicRead: publicRead, now: now}
 	for _, c := range []struct {
 		r role
 		s config.Secret
@@ -88,25 +87,26 @@ func newAuthenticator(t config.Tokens, publicRead bool, now func() time.Time) *a
 			m.Write([]byte(sessionKeyLabel))
 			copy(d.sessionKey[:], m.Sum(nil))
 			a.tokens = append(a.tokens, d)
-			a.configured[c.r] = true
 		}
 	}
 	return a
 }
 
+// admitted lists, per access, the roles whose token passes a route of it: the one table
+// decide, closed and the answers' wording read.
+var admitted = map[access][]role{
+	accessRead:    {roleRead, roleTrigger, roleAdmin},
+	accessTrigger: {roleTrigger, roleAdmin},
+	accessAdmin:   {roleAdmin},
+	accessAudit:   {roleRead, roleAdmin},
+}
+
 // admits lists the roles whose token passes a route of the given access.
-func admits(acc access) []role {
-	switch acc {
-	case accessRead:
-		return []role{roleRead, roleTrigger, roleAdmin}
-	case accessTrigger:
-		return []role{roleTrigger, roleAdmin}
-	case accessAdmin:
-		return []role{roleAdmin}
-	case accessAudit:
-		return []role{roleRead, roleAdmin}
-	}
-	return nil
+func admits(acc access) []role { return admitted[acc] }
+
+// has reports whether rl has a configured token.
+func (a *authenticator) has(rl role) bool {
+	return slices.ContainsFunc(a.tokens, func(t tokenDigest) bool { return t.role == rl })
 }
 
 // closed returns the answer to a request for a route that no configured token admits (and
@@ -121,17 +121,17 @@ func (a *authenticator) closed(acc access) error {
 
 // noToken returns the no_token_configured answer when none of roles has a token, else nil.
 func (a *authenticator) noToken(roles []role) error {
+	if slices.ContainsFunc(roles, a.has) {
+		return nil
+	}
 	var names, envs, keys []string
 	for _, rl := range roles {
-		if a.configured[rl] {
-			return nil
-		}
 		names = append(names, rl.String())
 		keys = append(keys, "tokens."+rl.String())
 		envs = append(envs, config.EnvFor("tokens."+rl.String()))
 	}
 	what := "no " + orList(names) + " token is configured on this daemon"
-	if len(a.configured) == 0 {
+	if len(a.tokens) == 0 {
 		what = "no API token is configured on this daemon"
 	}
 	return &httpError{status: http.StatusForbidden, code: "no_token_configured",
@@ -249,27 +249,19 @@ func (a *authenticator) decide(rl role, presented, valid bool, acc access) (role
 		return roleNone, &httpError{status: http.StatusForbidden, code: "forbidden",
 			message: "the token is not valid for this daemon; send the trigger, read or admin token it was configured with"}
 	}
-	ok := false
-	switch acc {
-	case accessRead:
-		ok = rl >= roleRead || a.publicRead
-	case accessTrigger:
-		ok = rl >= roleTrigger
-	case accessAdmin:
-		ok = rl == roleAdmin
-	case accessAudit:
-		ok = rl == roleRead || rl == roleAdmin
-	}
-	if ok {
+	if slices.Contains(admits(acc), rl) || acc == accessRead && a.publicRead {
 		return rl, nil
 	}
 	if !presented {
 		return roleNone, &httpError{status: http.StatusUnauthorized, code: "unauthenticated",
 			message: "this route needs a token; send Authorization: Bearer <token>"}
 	}
-	need := map[access]string{accessRead: "a read", accessTrigger: "the trigger or admin", accessAdmin: "the admin", accessAudit: "the read or admin"}[acc]
+	var need []string
+	for _, r := range admits(acc) {
+		need = append(need, r.String())
+	}
 	return rl, &httpError{status: http.StatusForbidden, code: "forbidden",
-		message: "this route needs " + need + " token; the " + rl.String() + " token is not enough"}
+		message: "this route needs the " + orList(need) + " token; the " + rl.String() + " token is not enough"}
 }
 
 type roleKey struct{}

@@ -268,7 +268,7 @@ func (c *Client) ListSecrets(ctx context.Context, scope Scope) (Listing, error) 
 	if err := c.authed(ctx, http.MethodGet, listPath, q, &out); err != nil {
 		return Listing{}, fmt.Errorf("list secrets of %s: %w", scope, err)
 	}
-	l := out.merge(q.Get("expandSecretReferences") == "true")
+	l := out.merge()
 	c.log.LogAttrs(ctx, slog.LevelDebug, "infisical secrets listed",
 		slog.String(attrProject, scope.ProjectID), slog.String(attrEnv, scope.Environment),
 		slog.String(attrFolder, scope.path()), slog.Int(attrCount, l.Values.Len()+len(l.Hidden)+len(l.Unresolved)),
@@ -310,10 +310,10 @@ func references(v string) []string {
 }
 
 // merge applies the precedence documented on Listing: own secrets first, then imports from
-// the last to the first; the first occurrence of a key wins. When expanded (the server was
-// asked to expand references), a readable value still holding a reference goes to
+// the last to the first; the first occurrence of a key wins. The server was asked to expand
+// references (ListSecrets always does), so a readable value still holding one goes to
 // Unresolved instead of Values.
-func (r *listResponse) merge(expanded bool) Listing {
+func (r *listResponse) merge() Listing {
 	vals := make(map[string]string, len(r.Secrets))
 	seen := make(map[string]bool, len(r.Secrets))
 	var hidden []string
@@ -327,7 +327,7 @@ func (r *listResponse) merge(expanded bool) Listing {
 			hidden = append(hidden, s.SecretKey)
 			return
 		}
-		if refs := references(s.SecretValue); expanded && len(refs) > 0 {
+		if refs := references(s.SecretValue); len(refs) > 0 {
 			if unresolved == nil {
 				unresolved = make(map[string][]string)
 			}

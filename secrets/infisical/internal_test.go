@@ -115,20 +115,15 @@ func TestRefreshMargin(t *testing.T) {
 	}
 }
 
-// A value holding ${...} is a value when the server was not asked to expand references, and
-// when the text is not Infisical's reference syntax; with expansion asked, a reference left
-// in a readable value makes the key unresolved (a hidden one is only hidden).
-func TestMergeFlagsReferencesOnlyWhenExpanded(t *testing.T) {
+// A value holding ${...} is a value when the text is not Infisical's reference syntax; a
+// reference left in a readable value makes the key unresolved (a hidden one is only hidden).
+func TestMergeFlagsUnresolvedReferences(t *testing.T) {
 	r := listResponse{Secrets: []rawSecret{
 		{SecretKey: "TPL", SecretValue: "a ${prod.X} b ${Y} ${prod.X}"},
 		{SecretKey: "SHELL", SecretValue: "${HOME:-/} ${a b} $Y ${}"},
 		{SecretKey: "HID", SecretValue: "<hidden-by-infisical>", SecretValueHidden: true},
 	}}
-	l := r.merge(false)
-	if v, ok := l.Values.Get("TPL"); !ok || v != "a ${prod.X} b ${Y} ${prod.X}" || l.Unresolved != nil {
-		t.Errorf("without expansion: TPL = %q (%v), Unresolved = %v", v, ok, l.Unresolved)
-	}
-	l = r.merge(true)
+	l := r.merge()
 	if _, ok := l.Values.Get("TPL"); ok {
 		t.Errorf("with expansion: TPL is in Values")
 	}
