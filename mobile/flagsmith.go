@@ -282,13 +282,19 @@ func (c *Client) FeatureState(ctx context.Context, envKey string, featureID int6
 			found = append(found, fs)
 		}
 	}
+	return theDefault(found, fmt.Sprintf("feature %d in environment %q", featureID, envKey))
+}
+
+// theDefault returns the one environment default state found among a listing's states:
+// ErrNotFound when there is none, an error when there are several. where names the listing.
+func theDefault(found []FeatureState, where string) (FeatureState, error) {
 	switch len(found) {
 	case 0:
-		return FeatureState{}, fmt.Errorf("default state of feature %d in environment %q: %w", featureID, envKey, ErrNotFound)
+		return FeatureState{}, fmt.Errorf("default state of %s: %w", where, ErrNotFound)
 	case 1:
 		return found[0], nil
 	}
-	return FeatureState{}, fmt.Errorf("default state of feature %d in environment %q: %d states listed, want 1", featureID, envKey, len(found))
+	return FeatureState{}, fmt.Errorf("default state of %s: %d states listed, want 1", where, len(found))
 }
 
 func isNullJSON(b json.RawMessage) bool {
@@ -430,13 +436,7 @@ func (c *Client) VersionState(ctx context.Context, envID, featureID int64, uuid 
 		}
 		found = append(found, fs)
 	}
-	switch len(found) {
-	case 0:
-		return FeatureState{}, fmt.Errorf("default state of feature %d in version %s: %w", featureID, uuid, ErrNotFound)
-	case 1:
-		return found[0], nil
-	}
-	return FeatureState{}, fmt.Errorf("default state of feature %d in version %s: %d states listed, want 1", featureID, uuid, len(found))
+	return theDefault(found, fmt.Sprintf("feature %d in version %s", featureID, uuid))
 }
 
 // versionsRoute is the versions path's template, for metrics.
