@@ -99,16 +99,40 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 	}
 	if o.Replicas > 0 {
 		// Every master's replicas acknowledge a write: replication flows, not just the link.
-		for _, m := range c.Nodes[:o.Masters] {
+		// The write matters: after a diskless sync the master holds its command stream back
+		// until the replica's first REPLCONF ACK (up to a second later), and a WAIT with
+		// nothing written on its connection is answered by that link at offset 0, so a
+		// master killed in that second took every write with it (seen in
+		// TestClusterMasterKilledInPhase2: the promoted replica had none of the runs).
+		for i, m := range c.Nodes[:o.Masters] {
+			key := c.keyIn(ctx, m, i*slots/o.Masters, (i+1)*slots/o.Masters-1)
 			waitUntil(ctx, t, "the replicas of "+m.Addr+" to acknowledge a write", func() (bool, string) {
 				conn := m.client().Conn()
 				defer conn.Close()
+				if err := conn.Set(ctx, key, "1", 0).Err(); err != nil {
+					return false, err.Error()
+				}
 				n, err := conn.Wait(ctx, o.Replicas, time.Second).Result()
 				return err == nil && int(n) == o.Replicas, fmt.Sprintf("%d acknowledged, %v", n, err)
 			})
 		}
 	}
 	return c
+}
+
+// keyIn returns a key whose slot lies in first..last, as node computes slots.
+func (c *Cluster) keyIn(ctx context.Context, node *Server, first, last int) string {
+	c.t.Helper()
+	for i := 0; ; i++ {
+		key := "redistest:replicated:{" + strconv.Itoa(i) + "}"
+		slot, err := node.client().ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			c.t.Fatalf("redistest: CLUSTER KEYSLOT %q: %v", key, err)
+		}
+		if int64(first) <= slot && slot <= int64(last) {
+			return key
+		}
+	}
 }
 
 // URL is the cluster URL naming every node (redis+cluster://…?addr=…), as the daemon's
