@@ -87,7 +87,7 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 	if _, err := x.e.d.Marks.PutMark(ctx, x.mark(s.UUID, lease.Fence(), runs.Phase2)); err != nil {
 		return "", fmt.Errorf("record deploy mark: %w", err)
 	}
-	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeploymentUUID = depUUID },
+	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeploymentUUID, step.DeployRequestedAt = depUUID, time.Time{} },
 		runs.Event{Type: runs.EventDeployStarted, Phase: runs.Phase2, Service: s.Name, LockKey: lease.Key(), Fence: lease.Fence(),
 			Data: map[string]string{"deployment_uuid": depUUID}})
 
@@ -213,6 +213,9 @@ func (x *execution) trigger(ctx context.Context, s config.Service, phase runs.Ph
 		if err := x.clearDeployments(ctx, s, phase, true); err != nil {
 			return "", nil, err
 		}
+		// Stored before the request: a daemon that dies before the deployment is recorded
+		// leaves its takeover a trace of it (the guard above left no other running).
+		x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = time.Now().UTC() })
 		res, err := x.cl.Deploy(ctx, s.UUID, false)
 		if errors.Is(err, coolify.ErrDeployDeduplicated) {
 			last = err

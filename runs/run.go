@@ -178,6 +178,10 @@ type Step struct {
 	DeploymentUUID string `json:"deployment_uuid,omitempty"`
 	// RestoredAt is when the Phase-1 snapshot was put back (zero if never).
 	RestoredAt time.Time `json:"restored_at,omitzero"`
+	// DeployRequestedAt is when the step last asked Coolify for a deployment whose UUID is not
+	// recorded yet (zero once DeploymentUUID names it): if the daemon dies in between, the
+	// takeover looks for that deployment among the application's active ones.
+	DeployRequestedAt time.Time `json:"deploy_requested_at,omitzero"`
 	// Error is the failure, as text for humans (never containing secret values).
 	Error string `json:"error,omitempty"`
 	// Note says why a step that did not fail was not done, e.g. for a stale step "build 5
