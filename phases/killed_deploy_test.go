@@ -3,8 +3,10 @@ package phases_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -186,4 +188,79 @@ func mustGet(t *testing.T, h *harness, id string) runs.Run {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// failedSyncChildEnv marks the child process of TestKilledWhileRestoringAFailedSync.
+const failedSyncChildEnv = "PHASES_TEST_FAILED_SYNC_CHILD"
+
+// Phase 1 writes api's env vars, then its image tag write keeps failing (500), which fails
+// the run; the daemon is killed (SIGKILL) before the restore of api has written anything
+// back. Restarted, the daemon takes its run over, and the run must not say api was left
+// untouched: it carries this run's env vars.
+func TestKilledWhileRestoringAFailedSync(t *testing.T) {
+	if os.Getenv(failedSyncChildEnv) != "" {
+		h := adoptHarness(t)
+		h.start(h.pipelineYAML("prod", []string{"api"}, ""))
+		fmt.Println(h.submit("prod", orchestrator.Trigger{Build: "10", ImageTag: "v5"}))
+		<-make(chan struct{})
+		return
+	}
+	h := newHarness(t)
+	h.coolify.FailNext(100, coolifytest.Fault{Method: "PATCH", Route: "/applications/{uuid}", Status: http.StatusInternalServerError})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledWhileRestoringAFailedSync$", "-test.v=false")
+	cmd.Env = append(os.Environ(), failedSyncChildEnv+"=1", "PHASES_TEST_DIR="+h.dir, "PHASES_TEST_COOLIFY="+h.coolify.URL)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var id string
+	if _, err := fmt.Fscanln(out, &id); err != nil {
+		t.Fatalf("child did not print its run ID: %v", err)
+	}
+	// Once the env vars are written and the tag write has failed once, the restore's first
+	// call (the guard's look for deployments in progress) is made to hang; kill the child
+	// while it hangs.
+	waitRequests := func(what string, ok func([]coolifytest.Request) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !ok(h.coolify.Requests()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("never saw %s", what)
+			}
+			time.Sleep(time.Millisecond) // polling the fake's log, not waiting out a race
+		}
+	}
+	waitRequests("the tag write fail", func(reqs []coolifytest.Request) bool {
+		return slices.ContainsFunc(reqs, func(q coolifytest.Request) bool { return q.Route == "PATCH /applications/{uuid}" })
+	})
+	h.coolify.SetRouteLatency("GET", "/deployments/applications/{uuid}", time.Minute, time.Minute)
+	if v, _ := h.coolify.EnvValue(uuidAPI, "LOG_LEVEL", false); v != "info" {
+		t.Fatalf("LOG_LEVEL = %q when the tag write failed, want this run's info", v)
+	}
+	waitRequests("the restore start", func([]coolifytest.Request) bool {
+		r := mustGet(t, h, id)
+		return r.Status.Terminal() || stepOf(t, r, runs.Phase1, "api").Status == runs.StepFailed
+	})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	h.coolify.SetRouteLatency("GET", "/deployments/applications/{uuid}", 0, 0)
+	if v, _ := h.coolify.EnvValue(uuidAPI, "LOG_LEVEL", false); v != "info" {
+		t.Fatalf("LOG_LEVEL = %q when the child died, want this run's info (the restore must not have run)", v)
+	}
+
+	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
+	r := mustGet(t, h, id)
+	if r.Status != runs.StatusInterrupted {
+		t.Fatalf("after restart: status %s (%s), want interrupted", r.Status, r.Reason)
+	}
+	if len(r.Left) != 1 || r.Left[0].State == runs.LeftUntouched {
+		t.Errorf("left = %+v; api carries this run's env vars, not untouched", r.Left)
+	}
 }

@@ -391,6 +391,9 @@ func leftStates(r runs.Run, ends map[string]deployEnd) []runs.Left {
 			l.State, l.Detail = runs.LeftUntouched, "already carried this run's config"
 		case s.Status == runs.StepSynced:
 			l.State = runs.LeftSyncedNotDeployed
+		case s.Status == runs.StepFailed && !s.Changes.Empty():
+			// Changes on a failed sync are what may have been written before it failed.
+			l.State, l.Detail = runs.LeftSyncedNotDeployed, "the sync failed part way and was not restored: it may carry part of this run's config"
 		case s.Status == runs.StepRunning:
 			l.State, l.Detail = runs.LeftSyncedNotDeployed, "the sync was under way: it may carry part of this run's config"
 		}

@@ -171,7 +171,8 @@ type Step struct {
 	LockKey  string        `json:"lock_key,omitempty"`
 	LockWait time.Duration `json:"lock_wait_ns,omitempty"`
 	Fence    int64         `json:"fence,omitempty"`
-	// Changes is what the step wrote (Phase 1, mobile): names, never values.
+	// Changes is what the step wrote (Phase 1, mobile): names, never values. On a Phase-1 step
+	// that failed, what may have been written before it failed.
 	Changes Changes `json:"changes,omitzero"`
 	// DeploymentUUID is the Coolify deployment this step started (Phase 2), or the one that
 	// redeployed the previous tag when the step was restored.
