@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -220,6 +222,23 @@ func (x *execution) trigger(ctx context.Context, s config.Service, phase runs.Ph
 		if errors.Is(err, coolify.ErrDeployDeduplicated) {
 			last = err
 			continue
+		}
+		if errors.Is(err, outbound.ErrOutcomeUnknown) {
+			// Sent, answer lost: read whether it was queued instead of deploying on a guess.
+			// The guard above left no other deployment running, so one running now is this
+			// request's (the newest, should a person have started another meanwhile).
+			active, aerr := x.cl.ActiveDeployments(ctx, s.UUID)
+			switch {
+			case aerr != nil:
+				return "", nil, fmt.Errorf("%w; reading its deployments to learn whether it was queued failed too: %w", err, aerr)
+			case len(active) == 0:
+				return "", nil, fmt.Errorf("%w; no deployment of it is queued or running", err)
+			}
+			d := active[len(active)-1]
+			x.log.LogAttrs(ctx, slog.LevelInfo, "deploy answer lost; found its deployment by reading",
+				slog.String(logService, s.Name), slog.String("deployment_uuid", d.UUID))
+			x.noteStarted(d.UUID)
+			return d.UUID, nil, nil
 		}
 		if err != nil {
 			return "", nil, err

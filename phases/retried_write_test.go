@@ -43,3 +43,37 @@ func TestRetriedWriteEndingOn429IsStillRestored(t *testing.T) {
 		t.Errorf("LOG_LEVEL = %q, want debug restored", v)
 	}
 }
+
+// Coolify queues the deployment but its answer to POST /deploy is lost (a 500 after the
+// change was made): the deploy is not sent again blindly; the engine reads the application's
+// deployments, finds the one it started, and follows it like any other. The run succeeds with
+// one deployment, recorded on its step.
+func TestDeployOfUnknownOutcomeIsFoundByReading(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.onePipeline(uuidAPI, "      - { key: LOG_LEVEL, value: info }\n", false, ""))
+	h.coolify.FailNext(1, coolifytest.Fault{Method: "POST", Route: "/deploy", Status: http.StatusInternalServerError, AfterEffect: true})
+	r := h.wait(h.submit("prod", orchestrator.Trigger{ImageTag: "v2"}))
+	deps := h.coolify.Deployments(uuidAPI)
+	if r.Status != runs.StatusSucceeded {
+		t.Fatalf("run %s (%s), want succeeded: its deployment was queued", r.Status, r.Reason)
+	}
+	if len(deps) != 1 || deps[0].Status != "finished" || stepOf(t, r, runs.Phase2, "app").DeploymentUUID != deps[0].UUID {
+		t.Errorf("deployments %d, step %+v; want the one deployment, finished and recorded", len(deps), stepOf(t, r, runs.Phase2, "app"))
+	}
+}
+
+// The same 500 when Coolify did not queue anything: the engine finds no deployment, does not
+// deploy again on a guess, and the run fails saying the outcome is unknown and what it read.
+func TestDeployOfUnknownOutcomeNotFound(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.onePipeline(uuidAPI, "      - { key: LOG_LEVEL, value: info }\n", false, "on_failure: halt\n"))
+	h.coolify.FailNext(1, coolifytest.Fault{Method: "POST", Route: "/deploy", Status: http.StatusInternalServerError})
+	r := h.wait(h.submit("prod", orchestrator.Trigger{ImageTag: "v2"}))
+	if r.Status != runs.StatusFailed || !strings.Contains(r.Reason, "whether it took effect is unknown") ||
+		!strings.Contains(r.Reason, "no deployment of it is queued or running") {
+		t.Errorf("run %s (%s), want failed saying the outcome is unknown and no deployment was found", r.Status, r.Reason)
+	}
+	if n := len(h.coolify.RequestsTo("POST /deploy")); n != 1 {
+		t.Errorf("POST /deploy sent %d times, want once", n)
+	}
+}
