@@ -210,6 +210,19 @@ func (x *execution) trigger(ctx context.Context, s config.Service, phase runs.Ph
 		}
 		return "", nil, nil
 	}
+	// A request whose outcome is still unknown when trigger fails keeps its DeployRequestedAt
+	// (a takeover looks for its deployment); any other failure queued nothing: it is cleared.
+	requested, unknown := false, false
+	uuid, seen, err := x.deploy(ctx, s, phase, &requested, &unknown)
+	if err != nil && requested && !unknown {
+		x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = time.Time{} })
+	}
+	return uuid, seen, err
+}
+
+// deploy is trigger for an application; it sets requested once a deploy request is stored as
+// sent, and unknown when it fails without knowing whether one was queued.
+func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Phase, requested, unknown *bool) (string, *coolify.Deployment, error) {
 	var last error
 	for range maxDeployTries {
 		if err := x.clearDeployments(ctx, s, phase, true); err != nil {
@@ -218,6 +231,7 @@ func (x *execution) trigger(ctx context.Context, s config.Service, phase runs.Ph
 		// Stored before the request: a daemon that dies before the deployment is recorded
 		// leaves its takeover a trace of it (the guard above left no other running).
 		x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = time.Now().UTC() })
+		*requested = true
 		res, err := x.cl.Deploy(ctx, s.UUID, false)
 		if errors.Is(err, coolify.ErrDeployDeduplicated) {
 			last = err
@@ -230,6 +244,7 @@ func (x *execution) trigger(ctx context.Context, s config.Service, phase runs.Ph
 			active, aerr := x.cl.ActiveDeployments(ctx, s.UUID)
 			switch {
 			case aerr != nil:
+				*unknown = true
 				return "", nil, fmt.Errorf("%w; reading its deployments to learn whether it was queued failed too: %w", err, aerr)
 			case len(active) == 0:
 				return "", nil, fmt.Errorf("%w; no deployment of it is queued or running", err)
@@ -240,8 +255,14 @@ func (x *execution) trigger(ctx context.Context, s config.Service, phase runs.Ph
 			x.noteStarted(d.UUID)
 			return d.UUID, nil, nil
 		}
-		if err != nil {
+		if err != nil && (res == nil || res.DeploymentUUID == "") {
 			return "", nil, err
+		}
+		if err != nil {
+			// Queued as far as Coolify said, but its confirming read failed: it is this run's
+			// deployment, followed like any other (the wait rides out transient failures).
+			x.log.LogAttrs(ctx, slog.LevelWarn, "deployment queued but not confirmed; following it",
+				slog.String(logService, s.Name), slog.String("deployment_uuid", res.DeploymentUUID), slog.String(logError, err.Error()))
 		}
 		x.noteStarted(res.DeploymentUUID)
 		return res.DeploymentUUID, res.Deployment, nil

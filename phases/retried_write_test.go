@@ -77,3 +77,22 @@ func TestDeployOfUnknownOutcomeNotFound(t *testing.T) {
 		t.Errorf("POST /deploy sent %d times, want once", n)
 	}
 }
+
+// Coolify queues the deployment and answers with its UUID, but every try of the deploy's
+// confirming read of it fails (500): the deployment is this run's all the same, and the run
+// follows it instead of failing with it left running unwatched.
+func TestDeployQueuedButNotConfirmedIsFollowed(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.onePipeline(uuidAPI, "      - { key: LOG_LEVEL, value: info }\n", false, "on_failure: halt\n"))
+	// The guard's reads use other routes: the first reads of /deployments/{uuid} are the
+	// confirmation's (the client tries 4 times).
+	h.coolify.FailNext(4, coolifytest.Fault{Method: "GET", Route: "/deployments/{uuid}", Status: http.StatusInternalServerError})
+	r := h.wait(h.submit("prod", orchestrator.Trigger{ImageTag: "v2"}))
+	deps := h.coolify.Deployments(uuidAPI)
+	if r.Status != runs.StatusSucceeded {
+		t.Fatalf("run %s (%s), want succeeded: its deployment was queued", r.Status, r.Reason)
+	}
+	if len(deps) != 1 || stepOf(t, r, runs.Phase2, "app").DeploymentUUID != deps[0].UUID {
+		t.Errorf("%d deployments, step %+v; want one, recorded on the step", len(deps), stepOf(t, r, runs.Phase2, "app"))
+	}
+}
