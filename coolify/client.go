@@ -277,7 +277,7 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 	}
 	c.logger.LogAttrs(ctx, slog.LevelDebug, "coolify request", attrs...)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return c.out.Settle(req, resp.StatusCode, c.apiError(k.method, fullPath, resp))
+		return c.out.Settle(req, resp, c.apiError(k.method, fullPath, resp))
 	}
 	if out == nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))

@@ -18,6 +18,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/coolify/internal/spec"
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 )
 
 // fastRetry keeps retry tests quick while still exercising backoff.
@@ -909,6 +910,22 @@ func TestRetriesAndTheirLimits(t *testing.T) {
 		}
 		if v, _ := e.srv.EnvValue(e.app.UUID, "K", false); v != "v" {
 			t.Errorf("K = %q", v)
+		}
+	})
+	t.Run("a delete applied before its answer was lost ends on a 404 that still reads as not found", func(t *testing.T) {
+		e := setup(t, nil)
+		ref := coolify.AppRef(e.app.UUID)
+		uuid, err := e.c.CreateEnv(ctx, ref, coolify.NewEnvVar("GONE", "v"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.srv.FailNext(1, coolifytest.Fault{Method: http.MethodDelete, Route: "/applications/{uuid}/envs/{env_uuid}", Status: http.StatusBadGateway, AfterEffect: true})
+		err = e.c.DeleteEnv(ctx, ref, uuid)
+		if !errors.Is(err, coolify.ErrNotFound) || !errors.Is(err, outbound.ErrMaybeApplied) || coolify.NotApplied(err) {
+			t.Errorf("got %v; want a not-found that says the first attempt may have taken effect", err)
+		}
+		if _, ok := e.srv.EnvValue(e.app.UUID, "GONE", false); ok {
+			t.Error("GONE is still there")
 		}
 	})
 	t.Run("a deploy is not retried after an ambiguous failure", func(t *testing.T) {

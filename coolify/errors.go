@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 )
 
 // Sentinel errors. An *APIError matches the one for its status with errors.Is; the others are
@@ -201,9 +203,10 @@ func flattenList(raw json.RawMessage) []string {
 // [ErrBadBaseURL]), or the server answered with a 4xx status, which it sends before changing
 // anything. The exception is a 422 from the bulk env route, which comes after the items before the
 // invalid one were saved. A 5xx, a dropped connection or a timeout are ambiguous (the change
-// may have been made): NotApplied is false for them, as for nil.
+// may have been made): NotApplied is false for them, as for nil, and for a 4xx that answered a
+// retry of an attempt that failed so (the error then matches outbound.ErrMaybeApplied).
 func NotApplied(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, outbound.ErrMaybeApplied) {
 		return false
 	}
 	if errors.Is(err, ErrInvalidTag) || errors.Is(err, ErrInvalidEnv) || errors.Is(err, ErrValueHidden) || errors.Is(err, ErrBadBaseURL) {

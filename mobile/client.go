@@ -233,7 +233,7 @@ func (c *Client) do(ctx context.Context, method, route, path string, query url.V
 		return fmt.Errorf("flagsmith %s %s: read response: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return c.out.Settle(req, resp.StatusCode, newAPIError(method, path, resp.StatusCode, data))
+		return c.out.Settle(req, resp, newAPIError(method, path, resp.StatusCode, data))
 	}
 	if out == nil {
 		return nil

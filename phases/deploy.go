@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -87,7 +89,7 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 	if _, err := x.e.d.Marks.PutMark(ctx, x.mark(s.UUID, lease.Fence(), runs.Phase2)); err != nil {
 		return "", fmt.Errorf("record deploy mark: %w", err)
 	}
-	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeploymentUUID = depUUID },
+	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeploymentUUID, step.DeployRequestedAt = depUUID, time.Time{} },
 		runs.Event{Type: runs.EventDeployStarted, Phase: runs.Phase2, Service: s.Name, LockKey: lease.Key(), Fence: lease.Fence(),
 			Data: map[string]string{"deployment_uuid": depUUID}})
 
@@ -208,18 +210,59 @@ func (x *execution) trigger(ctx context.Context, s config.Service, phase runs.Ph
 		}
 		return "", nil, nil
 	}
+	// A request whose outcome is still unknown when trigger fails keeps its DeployRequestedAt
+	// (a takeover looks for its deployment); any other failure queued nothing: it is cleared.
+	requested, unknown := false, false
+	uuid, seen, err := x.deploy(ctx, s, phase, &requested, &unknown)
+	if err != nil && requested && !unknown {
+		x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = time.Time{} })
+	}
+	return uuid, seen, err
+}
+
+// deploy is trigger for an application; it sets requested once a deploy request is stored as
+// sent, and unknown when it fails without knowing whether one was queued.
+func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Phase, requested, unknown *bool) (string, *coolify.Deployment, error) {
 	var last error
 	for range maxDeployTries {
 		if err := x.clearDeployments(ctx, s, phase, true); err != nil {
 			return "", nil, err
 		}
+		// Stored before the request: a daemon that dies before the deployment is recorded
+		// leaves its takeover a trace of it (the guard above left no other running).
+		x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = time.Now().UTC() })
+		*requested = true
 		res, err := x.cl.Deploy(ctx, s.UUID, false)
 		if errors.Is(err, coolify.ErrDeployDeduplicated) {
 			last = err
 			continue
 		}
-		if err != nil {
+		if errors.Is(err, outbound.ErrOutcomeUnknown) {
+			// Sent, answer lost: read whether it was queued instead of deploying on a guess.
+			// The guard above left no other deployment running, so one running now is this
+			// request's (the newest, should a person have started another meanwhile).
+			active, aerr := x.cl.ActiveDeployments(ctx, s.UUID)
+			switch {
+			case aerr != nil:
+				*unknown = true
+				return "", nil, fmt.Errorf("%w; reading its deployments to learn whether it was queued failed too: %w", err, aerr)
+			case len(active) == 0:
+				return "", nil, fmt.Errorf("%w; no deployment of it is queued or running", err)
+			}
+			d := active[len(active)-1]
+			x.log.LogAttrs(ctx, slog.LevelInfo, "deploy answer lost; found its deployment by reading",
+				slog.String(logService, s.Name), slog.String("deployment_uuid", d.UUID))
+			x.noteStarted(d.UUID)
+			return d.UUID, nil, nil
+		}
+		if err != nil && (res == nil || res.DeploymentUUID == "") {
 			return "", nil, err
+		}
+		if err != nil {
+			// Queued as far as Coolify said, but its confirming read failed: it is this run's
+			// deployment, followed like any other (the wait rides out transient failures).
+			x.log.LogAttrs(ctx, slog.LevelWarn, "deployment queued but not confirmed; following it",
+				slog.String(logService, s.Name), slog.String("deployment_uuid", res.DeploymentUUID), slog.String(logError, err.Error()))
 		}
 		x.noteStarted(res.DeploymentUUID)
 		return res.DeploymentUUID, res.Deployment, nil

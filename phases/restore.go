@@ -212,6 +212,9 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 	if _, err := x.e.d.Marks.PutMark(ctx, back); err != nil {
 		return res, fmt.Errorf("record restore mark: %w", err)
 	}
+	// Recorded at once, not only when the restore ends: a daemon that dies from here on
+	// leaves the service carrying its previous config, and a takeover must say so.
+	x.setStep(runs.Phase1, s.Name, func(sp *runs.Step) { sp.Status, sp.RestoredAt = runs.StepRestored, time.Now().UTC() })
 	if !redeploy {
 		return res, nil
 	}
@@ -223,6 +226,11 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 	if res.deployment, seen, err = x.trigger(ctx, s, runs.Phase2); err != nil {
 		return res, fmt.Errorf("redeploy previous config: %w", err)
 	}
+	// The redeploy is this run's deployment until it ends: recorded before the wait, so that a
+	// takeover after this daemon's death finds it and cancels it.
+	x.setStep(runs.Phase2, s.Name, func(sp *runs.Step) {
+		sp.RestoredAt, sp.DeploymentUUID, sp.DeployRequestedAt = time.Now().UTC(), res.deployment, time.Time{}
+	})
 	if err := x.waitDeployed(ctx, s, res.deployment, seen); err != nil {
 		return res, fmt.Errorf("redeploy previous config: %w", err)
 	}

@@ -29,6 +29,25 @@ type snapshot struct {
 	// Coolify: set before each call, cleared when its error proves it was not applied
 	// (coolify.NotApplied). Restore puts back only what may have been written.
 	envsWritten, tagWritten bool
+	// envChanges and tagChange are the changes the env write and the tag write make.
+	envChanges []orchestrator.EnvChange
+	tagChange  *orchestrator.TagChange
+}
+
+// mayHaveWritten is what may have reached Coolify, by name: recorded on a step that failed
+// part way, so that a takeover after the daemon's death says the service may carry it.
+func (s *snapshot) mayHaveWritten() runs.Changes {
+	var c runs.Changes
+	if s == nil {
+		return c
+	}
+	if s.envsWritten {
+		c.Env = s.envChanges
+	}
+	if s.tagWritten {
+		c.ImageTag = s.tagChange
+	}
+	return c
 }
 
 // written reports whether anything may have been written.
@@ -199,7 +218,12 @@ func (x *execution) syncService(pctx context.Context, st *svcState) error {
 		err = rerr // the writes may have raced with another holder
 	}
 	if err != nil {
-		x.failStep(runs.Phase1, s.Name, err)
+		// What may have been written is recorded with the failure, before the restore: a
+		// daemon that dies before the restore has ended leaves a takeover to say so.
+		may := st.snap.mayHaveWritten()
+		x.setStep(runs.Phase1, s.Name, func(step *runs.Step) {
+			step.Status, step.EndedAt, step.Error, step.Changes = runs.StepFailed, time.Now().UTC(), err.Error(), may
+		}, runs.Event{Type: runs.EventServiceFailed, Phase: runs.Phase1, Service: s.Name, Message: err.Error()})
 		x.stepDone(runs.Phase1, runs.StepFailed, start)
 		return fmt.Errorf("sync %s: %w", s.Name, err)
 	}
@@ -274,7 +298,11 @@ func (x *execution) sync(ctx context.Context, st *svcState, recorded func()) (ru
 	if err := x.clearDeployments(ctx, s, runs.Phase1, false); err != nil {
 		return changes, err
 	}
-	st.snap = &snapshot{ref: ref, envs: prev, tag: oldTag, tagChanged: tagChange}
+	st.snap = &snapshot{ref: ref, envs: prev, tag: oldTag, tagChanged: tagChange, envChanges: envChanges}
+	slices.SortFunc(st.snap.envChanges, func(a, b orchestrator.EnvChange) int { return strings.Compare(a.Key, b.Key) })
+	if tagChange {
+		st.snap.tagChange = &orchestrator.TagChange{Old: oldTag, New: s.ImageTag}
+	}
 
 	if len(writes) > 0 {
 		st.snap.envsWritten = true
@@ -282,8 +310,7 @@ func (x *execution) sync(ctx context.Context, st *svcState, recorded func()) (ru
 			st.snap.envsWritten = !coolify.NotApplied(err)
 			return changes, err
 		}
-		changes.Env = envChanges
-		slices.SortFunc(changes.Env, func(a, b orchestrator.EnvChange) int { return strings.Compare(a.Key, b.Key) })
+		changes.Env = st.snap.envChanges
 	}
 	if tagChange {
 		st.snap.tagWritten = true
@@ -291,7 +318,7 @@ func (x *execution) sync(ctx context.Context, st *svcState, recorded func()) (ru
 			st.snap.tagWritten = !coolify.NotApplied(err)
 			return changes, err
 		}
-		changes.ImageTag = &orchestrator.TagChange{Old: oldTag, New: s.ImageTag}
+		changes.ImageTag = st.snap.tagChange
 	}
 	return changes, x.verify(ctx, st, writes)
 }

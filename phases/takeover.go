@@ -237,7 +237,29 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 	var evs []runs.Event
 	ends := map[string]deployEnd{} // service name → how its deployment ended
 	for _, s := range r.Steps {
-		if s.Phase != runs.Phase2 || s.DeploymentUUID == "" || (s.Status != runs.StepRunning && s.Status != runs.StepDeployed) {
+		if s.Phase == runs.Phase2 && !s.DeployRequestedAt.IsZero() && cl != nil {
+			// The daemon died between sending a deploy and recording its deployment: the
+			// guard had cleared every other before the request, so what runs now is its.
+			active, err := cl.ActiveDeployments(ctx, s.UUID)
+			if err != nil {
+				return nil, fmt.Errorf("take over run %s: deployments of %s: %w", r.ID, s.Name, err)
+			}
+			for _, d := range active {
+				ev, err := e.cancelLeftDeployment(ctx, cl, r, s, d.UUID, reason, "its deploy was sent but not recorded before the daemon died")
+				if err != nil {
+					return nil, err
+				}
+				ends[s.Name] = deployEnd{uuid: d.UUID, status: coolify.StatusCancelledByUser}
+				evs = append(evs, ev)
+			}
+			if len(active) > 0 {
+				continue
+			}
+		}
+		// A step's own deployment while the step runs, and the redeploy of the previous
+		// config once a rollback restored the service (RestoredAt), whatever the step's status.
+		if s.Phase != runs.Phase2 || s.DeploymentUUID == "" ||
+			(s.Status != runs.StepRunning && s.Status != runs.StepDeployed && s.RestoredAt.IsZero()) {
 			continue
 		}
 		if cl == nil {
@@ -256,14 +278,12 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 			ends[s.Name] = deployEnd{uuid: d.UUID, status: d.Status}
 			continue
 		}
-		if err := cl.CancelDeployment(ctx, d.UUID); err != nil && !errors.Is(err, coolify.ErrBadRequest) {
-			return nil, fmt.Errorf("take over run %s: cancel deployment %s of %s: %w", r.ID, d.UUID, s.Name, err)
+		ev, err := e.cancelLeftDeployment(ctx, cl, r, s, d.UUID, reason, "")
+		if err != nil {
+			return nil, err
 		}
-		msg := fmt.Sprintf("canceled: deployment %s of %s was left running by the dead daemon %s (%s)", d.UUID, s.Name, r.Instance, reason)
 		ends[s.Name] = deployEnd{uuid: d.UUID, status: coolify.StatusCancelledByUser}
-		evs = append(evs, runs.Event{Type: runs.EventDeployCanceled, Phase: runs.Phase2, Service: s.Name, LockKey: orchestrator.ServiceLockKey(s.UUID),
-			Message: msg, Data: map[string]string{"deployment_uuid": d.UUID}})
-		e.audit(ctx, "cancel_deployment", orchestrator.ServiceLockKey(s.UUID), fmt.Sprintf("run %s: %s", r.ID, msg))
+		evs = append(evs, ev)
 	}
 
 	released := e.releaseRunLeases(ctx, r, reason)
@@ -295,6 +315,21 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 	}
 	e.notifyEnd(out)
 	return &out, nil
+}
+
+// cancelLeftDeployment cancels deployment depUUID of step s, left running by the dead run r,
+// audits it and returns the deploy.canceled event to record (how says how it was found).
+func (e *Engine) cancelLeftDeployment(ctx context.Context, cl Coolify, r runs.Run, s runs.Step, depUUID, reason, how string) (runs.Event, error) {
+	if err := cl.CancelDeployment(ctx, depUUID); err != nil && !errors.Is(err, coolify.ErrBadRequest) {
+		return runs.Event{}, fmt.Errorf("take over run %s: cancel deployment %s of %s: %w", r.ID, depUUID, s.Name, err)
+	}
+	msg := fmt.Sprintf("canceled: deployment %s of %s was left running by the dead daemon %s (%s)", depUUID, s.Name, r.Instance, reason)
+	if how != "" {
+		msg += "; " + how
+	}
+	e.audit(ctx, "cancel_deployment", orchestrator.ServiceLockKey(s.UUID), fmt.Sprintf("run %s: %s", r.ID, msg))
+	return runs.Event{Type: runs.EventDeployCanceled, Phase: runs.Phase2, Service: s.Name, LockKey: orchestrator.ServiceLockKey(s.UUID),
+		Message: msg, Data: map[string]string{"deployment_uuid": depUUID}}, nil
 }
 
 // releaseRunLeases force-releases every lease still held under the run's holder prefix: the
@@ -339,6 +374,11 @@ func leftStates(r runs.Run, ends map[string]deployEnd) []runs.Left {
 		p2 := r.Step(runs.Phase2, s.Name)
 		end, waited := ends[s.Name]
 		switch {
+		case s.Status == runs.StepRestored:
+			l.State = runs.LeftRestored
+			if waited && p2 != nil && (!p2.RestoredAt.IsZero() || !p2.DeployRequestedAt.IsZero()) {
+				l.Detail = "previous config put back; its redeploy, deployment " + end.uuid + ", ended " + string(end.status)
+			}
 		case waited && end.status == coolify.StatusFinished:
 			l.State, l.Detail = runs.LeftDeployed, "deployment "+end.uuid+" finished after the daemon died; health not checked"
 		case waited && end.status == coolify.StatusFailed:
@@ -347,12 +387,13 @@ func leftStates(r runs.Run, ends map[string]deployEnd) []runs.Left {
 			l.State, l.Detail = runs.LeftDeployCanceled, "deployment "+end.uuid+" canceled; the service carries this run's config, not deployed"
 		case p2 != nil && (p2.Status == runs.StepHealthy || p2.Status == runs.StepDeployed):
 			l.State = runs.LeftDeployed
-		case s.Status == runs.StepRestored:
-			l.State = runs.LeftRestored
 		case s.Status == runs.StepSynced && s.Changes.Empty():
 			l.State, l.Detail = runs.LeftUntouched, "already carried this run's config"
 		case s.Status == runs.StepSynced:
 			l.State = runs.LeftSyncedNotDeployed
+		case s.Status == runs.StepFailed && !s.Changes.Empty():
+			// Changes on a failed sync are what may have been written before it failed.
+			l.State, l.Detail = runs.LeftSyncedNotDeployed, "the sync failed part way and was not restored: it may carry part of this run's config"
 		case s.Status == runs.StepRunning:
 			l.State, l.Detail = runs.LeftSyncedNotDeployed, "the sync was under way: it may carry part of this run's config"
 		}

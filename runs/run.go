@@ -171,13 +171,18 @@ type Step struct {
 	LockKey  string        `json:"lock_key,omitempty"`
 	LockWait time.Duration `json:"lock_wait_ns,omitempty"`
 	Fence    int64         `json:"fence,omitempty"`
-	// Changes is what the step wrote (Phase 1, mobile): names, never values.
+	// Changes is what the step wrote (Phase 1, mobile): names, never values. On a Phase-1 step
+	// that failed, what may have been written before it failed.
 	Changes Changes `json:"changes,omitzero"`
 	// DeploymentUUID is the Coolify deployment this step started (Phase 2), or the one that
 	// redeployed the previous tag when the step was restored.
 	DeploymentUUID string `json:"deployment_uuid,omitempty"`
 	// RestoredAt is when the Phase-1 snapshot was put back (zero if never).
 	RestoredAt time.Time `json:"restored_at,omitzero"`
+	// DeployRequestedAt is when the step last asked Coolify for a deployment whose UUID is not
+	// recorded yet (zero once DeploymentUUID names it): if the daemon dies in between, the
+	// takeover looks for that deployment among the application's active ones.
+	DeployRequestedAt time.Time `json:"deploy_requested_at,omitzero"`
 	// Error is the failure, as text for humans (never containing secret values).
 	Error string `json:"error,omitempty"`
 	// Note says why a step that did not fail was not done, e.g. for a stale step "build 5

@@ -17,6 +17,11 @@
 //
 // A Retry-After longer than Policy.MaxRetryAfter ends the call at once with that answer, so a
 // caller holding a lease does not sleep through it.
+//
+// A retried call's last answer speaks for its last attempt only: when an earlier attempt of an
+// Idempotent call failed ambiguously and the last was refused (a 4xx), Settle says so
+// (*MaybeAppliedError, errors.Is ErrMaybeApplied), so that nobody reads the refusal as proof
+// that nothing was done.
 package outbound
 
 import (
@@ -30,6 +35,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -256,6 +262,36 @@ type meta struct {
 	method string
 	route  string
 	kind   Kind
+	// hist collects what the call's attempts showed; shared by them all.
+	hist *history
+}
+
+// history is what the attempts of one call showed.
+type history struct {
+	mu sync.Mutex
+	// ambiguous describes the first attempt that may have been acted on without the caller
+	// learning it ("" if none): a 5xx but 501 and 503, or a transport failure after sending.
+	ambiguous string
+}
+
+func (h *history) noteAmbiguous(what string) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ambiguous == "" {
+		h.ambiguous = what
+	}
+}
+
+func (h *history) earlierAmbiguous() string {
+	if h == nil {
+		return ""
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ambiguous
 }
 
 func metaOf(ctx context.Context) meta {
@@ -269,7 +305,7 @@ func metaOf(ctx context.Context) meta {
 // the transport error of the last attempt (without the URL, which may carry a query).
 func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	kind := r.Kind.of(r.Method)
-	ctx = context.WithValue(ctx, metaKey{}, meta{method: r.Method, route: r.Route, kind: kind})
+	ctx = context.WithValue(ctx, metaKey{}, meta{method: r.Method, route: r.Route, kind: kind, hist: &history{}})
 	var body any
 	if r.Body != nil {
 		body = r.Body
@@ -304,16 +340,55 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	return nil, err
 }
 
-// Settle wraps err, the error a client built from a non-2xx answer to r, in an
-// *OutcomeUnknownError when r is a Creating call and the status leaves open whether the server
-// acted (5xx but 501 and 503). Otherwise it returns err as it is.
-func (c *Client) Settle(r Request, status int, err error) error {
-	if r.Kind.of(r.Method) == Creating && status >= 500 &&
-		status != http.StatusNotImplemented && status != http.StatusServiceUnavailable {
+// Settle wraps err, the error a client built from resp, the non-2xx last answer Do returned
+// for r: in an *OutcomeUnknownError when r is a Creating call and the status leaves open
+// whether the server acted (5xx but 501 and 503); in a *MaybeAppliedError when the answer is a
+// 4xx but an earlier attempt of the same call may have been acted on. Otherwise it returns err
+// as it is.
+func (c *Client) Settle(r Request, resp *http.Response, err error) error {
+	status := resp.StatusCode
+	if r.Kind.of(r.Method) == Creating && ambiguousStatus(status) {
 		return &OutcomeUnknownError{System: c.o.System, Method: r.Method, Route: r.Route, Err: err}
+	}
+	if status >= 400 && status < 500 && resp.Request != nil {
+		if earlier := metaOf(resp.Request.Context()).hist.earlierAmbiguous(); earlier != "" {
+			return &MaybeAppliedError{System: c.o.System, Method: r.Method, Route: r.Route, Earlier: earlier, Err: err}
+		}
 	}
 	return err
 }
+
+// ambiguousStatus reports whether an answer with this status leaves open whether the server
+// acted on the request: a 5xx but 501 (not implemented) and 503 (turned away).
+func ambiguousStatus(status int) bool {
+	return status >= 500 && status != http.StatusNotImplemented && status != http.StatusServiceUnavailable
+}
+
+// ErrMaybeApplied is matched by every *MaybeAppliedError.
+var ErrMaybeApplied = errors.New("an earlier attempt may have taken effect")
+
+// MaybeAppliedError is the last answer of a retried call that refused it (a 4xx, Err, of the
+// client's own type: errors.Is and errors.As reach it) while an earlier attempt, Earlier,
+// failed in a way that leaves open whether the server acted on it. The refusal proves only
+// that the last attempt did nothing.
+type MaybeAppliedError struct {
+	System  string
+	Method  string
+	Route   string
+	Earlier string
+	Err     error
+}
+
+func (e *MaybeAppliedError) Error() string {
+	return fmt.Sprintf("%s %s %s: an earlier attempt may have taken effect (%s), then: %v",
+		e.System, e.Method, e.Route, e.Earlier, e.Err)
+}
+
+// Unwrap returns the last answer's error.
+func (e *MaybeAppliedError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrMaybeApplied) true.
+func (e *MaybeAppliedError) Is(target error) bool { return target == ErrMaybeApplied }
 
 // checkRetry is the policy of the package comment; it logs each retry it decides on.
 func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
@@ -337,6 +412,12 @@ func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error)
 
 func (c *Client) retryable(ctx context.Context, resp *http.Response, err error) bool {
 	m := metaOf(ctx)
+	switch {
+	case err != nil && !notSent(err):
+		m.hist.noteAmbiguous("attempt failed after it was sent: " + stripURL(err).Error())
+	case err == nil && ambiguousStatus(resp.StatusCode):
+		m.hist.noteAmbiguous("attempt answered " + strconv.Itoa(resp.StatusCode))
+	}
 	if err != nil {
 		var le *limitError
 		if errors.As(err, &le) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -63,7 +64,7 @@ func do(t *testing.T, c *outbound.Client, method, url string, kind outbound.Kind
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	if resp.StatusCode >= 300 {
-		return resp.StatusCode, c.Settle(r, resp.StatusCode, errors.New(http.StatusText(resp.StatusCode)))
+		return resp.StatusCode, c.Settle(r, resp, errors.New(http.StatusText(resp.StatusCode)))
 	}
 	return resp.StatusCode, nil
 }
@@ -256,3 +257,37 @@ func TestBackgroundPriorityIsNotRaised(t *testing.T) {
 		t.Errorf("default priority %v, want normal", p)
 	}
 }
+
+// The last answer of a retried call speaks for its last attempt only: a 4xx after an attempt
+// that failed ambiguously (a 5xx but 501 and 503) is a *MaybeAppliedError naming that
+// attempt, and still the client's own error underneath; a 4xx after attempts that were only
+// turned away (429, 503), or at once, is returned as it is.
+func TestRefusalAfterAmbiguousAttemptMayHaveApplied(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		statuses []int
+		maybe    bool
+	}{
+		{"PATCH 500 then 409", []int{500, 409}, true},
+		{"PATCH 502 then 404", []int{502, 404}, true},
+		{"PATCH 503 then 409", []int{503, 409}, false},
+		{"PATCH 429 then 409", []int{429, 409}, false},
+		{"PATCH 409", []int{409}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := server(t, tc.statuses...)
+			c := outbound.New(outbound.Options{System: "fake", Policy: fast})
+			_, err := do(t, c, "PATCH", srv.URL, outbound.Auto)
+			var me *outbound.MaybeAppliedError
+			if got := errors.As(err, &me); got != tc.maybe {
+				t.Fatalf("maybe applied: got %v (%v), want %v", got, err, tc.maybe)
+			}
+			if tc.maybe && (me.Earlier != "attempt answered "+itoa(tc.statuses[0]) || err.Error() == "" ||
+				errors.Unwrap(err).Error() != http.StatusText(tc.statuses[1])) {
+				t.Errorf("err = %v (earlier %q)", err, me.Earlier)
+			}
+		})
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
