@@ -511,3 +511,27 @@ func TestLocksOnRedisNameTheServer(t *testing.T) {
 		t.Errorf("runs list on a Redis that is not there: exit %d %v, want 3", exitCode(err), err)
 	}
 }
+
+// Lifting a freeze that is not there, or force-releasing a key nobody holds, is a refusal
+// (exit 1, as for a stale fence), through the daemon as on the local backend: the lease the
+// operator saw is gone, not the key misspelt.
+func TestLockRefusalsExitOneThroughTheDaemonToo(t *testing.T) {
+	env, _ := daemonEnv(t)
+	base := serveInProcess(t, env, true)
+	remote := map[string]string{"ORCH_URL": base, "ORCH_ADMIN_TOKEN": env["ORCH_ADMIN_TOKEN"], "USER": "ops"}
+	local := map[string]string{"ORCH_STATE_DIR": t.TempDir(), "USER": "ops"}
+	ctx := context.Background()
+	for name, e := range map[string]map[string]string{"daemon": remote, "local": local} {
+		for _, args := range [][]string{
+			{"locks", "unfreeze", "coolify:phase2", "--reason", "done"},
+			{"locks", "release", "coolify:phase1", "--fence", "7", "--reason", "crashed"},
+			{"locks", "release", "coolify:phase1", "--holder", "prod#3/phase1", "--reason", "crashed"},
+		} {
+			_, _, err := invoke(ctx, e, args...)
+			if exitCode(err) != exitFailed || strings.Contains(fmt.Sprint(err), "check the name") {
+				t.Errorf("%s: %s: exit %d %v, want 1 saying the key is not held (or not frozen)",
+					name, strings.Join(args, " "), exitCode(err), err)
+			}
+		}
+	}
+}
