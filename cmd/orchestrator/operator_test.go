@@ -535,3 +535,29 @@ func TestLockRefusalsExitOneThroughTheDaemonToo(t *testing.T) {
 		}
 	}
 }
+
+// `runs show --json` prints the run as one JSON object (no events: show does not read
+// them), and its --help says so instead of promising events first.
+func TestRunsShowJSONIsWhatItsHelpSays(t *testing.T) {
+	env, _ := daemonEnv(t)
+	base := serveInProcess(t, env, false) // the run may still be going at the end
+	remote := map[string]string{"ORCH_URL": base, "ORCH_TRIGGER_TOKEN": env["ORCH_TRIGGER_TOKEN"]}
+	ctx := context.Background()
+	id, _, err := invoke(ctx, remote, "trigger", "prod", "--image-tag", "v3", "--build", "3", "--no-follow", "-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = strings.TrimSpace(id)
+	out, _, err := invoke(ctx, remote, "runs", "show", id, "--json")
+	var r runs.Run
+	if err != nil || strings.Count(out, "\n") != 1 || json.Unmarshal([]byte(out), &r) != nil || r.ID != id {
+		t.Fatalf("runs show --json: %v\n%s", err, out)
+	}
+	help, _, _ := invoke(ctx, nil, "runs", "show", "--help")
+	for _, l := range strings.Split(help, "\n") {
+		if strings.Contains(l, "--json") && !strings.Contains(l, "Usage") &&
+			(strings.Contains(l, "events") || !strings.Contains(l, "the run as one JSON object")) {
+			t.Errorf("runs show --help describes --json as %q; it prints the run as one JSON object", strings.TrimSpace(l))
+		}
+	}
+}

@@ -129,7 +129,7 @@ func cmdRun(ctx context.Context, c *cli, args []string) error {
 			"(Redis when ORCH_REDIS_URL is set, else the state dir), and shows its progress. The exit\n"+
 			"code is 0 only when the run succeeds. Ctrl-C cancels it: it stops at the next safe point\n"+
 			"and puts back what it changed.")
-	out := addOutputFlags(fs)
+	out := addOutputFlags(fs, jsonFollowUsage)
 	lc := addLocalFlags(c, fs)
 	if done, err := parse(fs, args); done {
 		return err

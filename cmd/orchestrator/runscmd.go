@@ -308,7 +308,7 @@ func cmdRunsShow(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("runs show", "ID [--json] [-v]", "Shows one run: its trigger, status, reason and every step.")
 	t := addTargetFlags(c, fs)
 	t.readOnly = true
-	out := addOutputFlags(fs)
+	out := addOutputFlags(fs, "print the run as one JSON object (as GET /v1/runs/{id} answers) instead of text")
 	if done, err := parse(fs, args); done {
 		return err
 	}
@@ -341,7 +341,7 @@ func cmdRunsWatch(ctx context.Context, c *cli, args []string) error {
 		"Follows a run live until it ends, then prints its steps. Exits 0 only when it succeeded.")
 	t := addTargetFlags(c, fs)
 	t.readOnly = true
-	out := addOutputFlags(fs)
+	out := addOutputFlags(fs, jsonFollowUsage)
 	if done, err := parse(fs, args); done {
 		return err
 	}
