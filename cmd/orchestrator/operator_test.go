@@ -561,3 +561,20 @@ func TestRunsShowJSONIsWhatItsHelpSays(t *testing.T) {
 		}
 	}
 }
+
+// -q is documented as "with --no-follow": without it trigger refuses before asking for a run,
+// instead of ignoring -q and following (a script's run=$(… -q) would hold the whole log).
+func TestTriggerQuietNeedsNoFollow(t *testing.T) {
+	env, _ := daemonEnv(t)
+	base := serveInProcess(t, env, true)
+	remote := map[string]string{"ORCH_URL": base, "ORCH_TRIGGER_TOKEN": env["ORCH_TRIGGER_TOKEN"]}
+	ctx := context.Background()
+	out, _, err := invoke(ctx, remote, "trigger", "prod", "--image-tag", "v3", "--build", "3", "-q")
+	if exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), "--no-follow") {
+		t.Errorf("trigger -q without --no-follow: exit %d %v, want 2 naming --no-follow\n%s", exitCode(err), err, out)
+	}
+	list, _, err := invoke(ctx, remote, "runs", "list", "--json")
+	if err != nil || strings.TrimSpace(list) != "" {
+		t.Errorf("a refused trigger -q asked for a run: %v\n%s", err, list)
+	}
+}

@@ -44,6 +44,9 @@ func cmdTrigger(ctx context.Context, c *cli, args []string) error {
 	if fs.NArg() != 1 {
 		return usageError("trigger: want one PIPELINE argument (see --help)")
 	}
+	if *quiet && !*noFollow {
+		return usageError("trigger: -q/--quiet prints only the run ID, so it needs --no-follow (a followed run prints its progress)")
+	}
 	if *base == "" {
 		return usageError("trigger: --url (or ORCH_URL) is required")
 	}
