@@ -578,3 +578,36 @@ func TestTriggerQuietNeedsNoFollow(t *testing.T) {
 		t.Errorf("a refused trigger -q asked for a run: %v\n%s", err, list)
 	}
 }
+
+// locks freeze checks --for and --until itself, naming the flag the operator gave, and holds
+// the local backend to the API's longest freeze: the same command is refused the same way
+// with and without --url.
+func TestLocksFreezeChecksItsFlags(t *testing.T) {
+	env, _ := daemonEnv(t)
+	base := serveInProcess(t, env, true)
+	remote := map[string]string{"ORCH_URL": base, "ORCH_ADMIN_TOKEN": env["ORCH_ADMIN_TOKEN"], "USER": "ops"}
+	local := map[string]string{"ORCH_STATE_DIR": t.TempDir(), "USER": "ops"}
+	ctx := context.Background()
+	soon := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
+	for name, e := range map[string]map[string]string{"daemon": remote, "local": local} {
+		for _, c := range []struct {
+			flags []string
+			want  string
+		}{
+			{[]string{"--for", "-1h"}, "--for"},
+			{[]string{"--for", "0s"}, "--for"},
+			{[]string{"--for", "1h", "--until", soon}, "not both"},
+			{[]string{"--for", "1000h"}, "720h"},
+		} {
+			args := append([]string{"locks", "freeze", "coolify:phase2", "--message", "m"}, c.flags...)
+			_, _, err := invoke(ctx, e, args...)
+			if exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), c.want) {
+				t.Errorf("%s: %s: exit %d %v, want 2 saying %q", name, strings.Join(c.flags, " "), exitCode(err), err, c.want)
+			}
+		}
+		out, _, err := invoke(ctx, e, "locks", "list", "--prefix", "coolify:")
+		if err != nil || strings.Contains(out, "coolify:phase2") {
+			t.Errorf("%s: a refused freeze froze the key: %v\n%s", name, err, out)
+		}
+	}
+}
