@@ -611,3 +611,24 @@ func TestLocksFreezeChecksItsFlags(t *testing.T) {
 		}
 	}
 }
+
+// A run the engine refuses (unknown pipeline, a trigger missing what the pipeline needs) is
+// one error, printed once: the engine stops before the backend closes, so its liveness
+// watch does not log the closed locker as a lost lease.
+func TestRunRefusedSaysOnlyWhy(t *testing.T) {
+	env, _ := daemonEnv(t)
+	delete(env, "ORCH_LOG_FORMAT")
+	ctx := context.Background()
+	for _, args := range [][]string{
+		{"run", "nope", "--build", "1"},
+		{"run", "prod", "--build", "1"}, // no --image-tag
+	} {
+		_, errOut, err := invoke(ctx, env, args...)
+		if exitCode(err) != exitUsage {
+			t.Errorf("%s: exit %d %v, want 2", strings.Join(args, " "), exitCode(err), err)
+		}
+		if errOut != "" {
+			t.Errorf("%s: besides the error, stderr got:\n%s", strings.Join(args, " "), errOut)
+		}
+	}
+}
