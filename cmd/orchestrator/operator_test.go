@@ -632,3 +632,22 @@ func TestRunRefusedSaysOnlyWhy(t *testing.T) {
 		}
 	}
 }
+
+// runs list --help names every status --status accepts (runs.Statuses), none left out.
+func TestRunsListHelpNamesEveryStatus(t *testing.T) {
+	help, _, err := invoke(context.Background(), nil, "runs", "list", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(help, "\n") {
+		if strings.Contains(l, "--status") && !strings.Contains(l, "Usage") {
+			line = l
+		}
+	}
+	for _, s := range runs.Statuses {
+		if !strings.Contains(line, string(s)) {
+			t.Errorf("runs list --help does not name status %q: %q", s, strings.TrimSpace(line))
+		}
+	}
+}

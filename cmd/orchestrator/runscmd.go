@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -241,7 +242,11 @@ func cmdRunsList(ctx context.Context, c *cli, args []string) error {
 	t := addTargetFlags(c, fs)
 	t.readOnly = true
 	pipeline := fs.String("pipeline", "", "only runs of this pipeline")
-	status := fs.StringSlice("status", nil, "only runs in these statuses (queued, phase1, phase2, succeeded, failed, canceled, superseded, interrupted); repeatable")
+	names := make([]string, len(runs.Statuses))
+	for i, s := range runs.Statuses {
+		names[i] = string(s)
+	}
+	status := fs.StringSlice("status", nil, "only runs in these statuses ("+strings.Join(names, ", ")+"); repeatable")
 	limit := fs.Int("limit", 20, "how many runs")
 	asJSON := fs.Bool("json", false, "print one JSON run per line")
 	if done, err := parse(fs, args); done {
