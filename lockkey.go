@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Lock namespaces: each remote mutator's key prefix (DESIGN.md, "Namespaces"). Every lock key
@@ -128,6 +129,10 @@ func StepHolder(pipeline, build, runID, step string) string {
 // DaemonHolder is the holder of a daemon's own leases (liveness, takeover):
 // "daemon/<instance>".
 func DaemonHolder(instance string) string { return "daemon/" + instance }
+
+// MaxFreeze is the longest operator freeze, from now to its end: the API refuses a longer
+// one, and so does the CLI's `locks freeze` on the local backend.
+const MaxFreeze = 30 * 24 * time.Hour
 
 // OperatorHolder is the holder of an operator's freeze: "operator:<by>", or
 // "operator:unknown" when nobody is named.

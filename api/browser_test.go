@@ -374,6 +374,15 @@ func TestDashboardActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A daemon's liveness lease is listed, but no operator action can take it (the API refuses
+	// every key outside the operator namespaces): no button for it.
+	daemonKey := orchestrator.DaemonLiveKey("vm/:8080")
+	live, err := f.locker.Acquire(bg, locks.Request{Key: daemonKey, Holder: orchestrator.DaemonHolder("vm/:8080"), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Release(bg)
+	noDaemonButton := `document.querySelector('tr[data-lock="` + daemonKey + `"]') !== null && document.querySelector('tr[data-lock="` + daemonKey + `"] button') === null`
 
 	// A wrong token is refused on the form; the admin token logs in.
 	if st := load(t, ctx, "open the index", chromedp.Navigate(srv.URL+"/")); st != 401 {
@@ -401,7 +410,10 @@ func TestDashboardActions(t *testing.T) {
 	}
 
 	// The layout fits a laptop and a phone.
-	within(t, ctx, "see both locks", chromedp.Poll[chromedp.Void](`document.querySelectorAll("tr[data-lock] button[data-act]").length === 2`))
+	within(t, ctx, "see both locks", chromedp.Poll[chromedp.Void](`document.querySelectorAll("tr[data-lock]").length === 3`))
+	if !evalBool(t, ctx, noDaemonButton) {
+		t.Errorf("the index offers an action on the daemon's lease %s, which the API refuses", daemonKey)
+	}
 	checkFits(t, ctx, "index", 1280, false)
 	screenshot(t, ctx, "dashboard-index-1280.png")
 	checkFits(t, ctx, "index", 400, true)
@@ -433,6 +445,9 @@ func TestDashboardActions(t *testing.T) {
 		t.Fatalf("audit after the release: %+v", audit)
 	}
 	within(t, ctx, "the row goes", chromedp.Poll[chromedp.Void](`document.querySelector('tr[data-lock="coolify:phase1"]') === null`))
+	if !evalBool(t, ctx, noDaemonButton) {
+		t.Errorf("redrawn, the locks offer an action on the daemon's lease %s, which the API refuses", daemonKey)
+	}
 
 	// A stale fence: the lock changed hands after the page read it. The API refuses, the
 	// page says why, and the new holder keeps the lock.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -66,6 +67,11 @@ var pageFuncs = template.FuncMap{
 		return s
 	},
 	"detail": stepDetail,
+	// operable: whether the lock actions (release, freeze, unfreeze) can take key; the API
+	// refuses every other key (a daemon's own leases), so the page offers none for it.
+	"operable": func(key string) bool { return orchestrator.CheckLockKey(key) == nil },
+	// namespaces: the operator namespaces, for index.js's copy of that choice.
+	"namespaces": func() string { return strings.Join(orchestrator.Namespaces(), " ") },
 }
 
 func newPages() *pages {

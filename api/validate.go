@@ -29,9 +29,8 @@ var (
 
 // Limits on the lock routes' values (a trigger's are orchestrator.Trigger.Validate's).
 const (
-	maxName      = 256 // holder, by
-	maxReason    = 1024
-	maxFreezeFor = 30 * 24 * time.Hour
+	maxName   = 256 // holder, by
+	maxReason = 1024
 )
 
 // pathParam returns a path parameter unescaped. chi routes on the escaped path, so "%2F" and
@@ -255,8 +254,8 @@ func validFreeze(b freezeBody, now time.Time) (time.Time, error) {
 	if !until.After(now) {
 		return time.Time{}, fieldErr("until", "must be in the future")
 	}
-	if until.Sub(now) > maxFreezeFor {
-		return time.Time{}, fieldErr("until", "at most %s from now", maxFreezeFor)
+	if until.Sub(now) > orchestrator.MaxFreeze {
+		return time.Time{}, fieldErr("until", "at most %s from now", orchestrator.MaxFreeze)
 	}
 	return until, nil
 }

@@ -155,6 +155,10 @@ func apiFailure(method, path string, level access, resp *http.Response) error {
 	switch s := resp.StatusCode; {
 	case e.Error.Code == "no_token_configured":
 		code = exitUsage // the daemon's side: no token of ours would do, its message says what to set
+	case e.Error.Code == "lock_not_found":
+		// A refusal, as on the local backend (lockRefusal): the lease seen or the freeze is
+		// gone (a well-formed key was checked before sending); the message says to list again.
+		code = exitFailed
 	case s == http.StatusUnauthorized || s == http.StatusForbidden:
 		code, hint = exitUsage, " (check --token or "+strings.Join(tokenEnv[level], " / ")+")"
 	case s == http.StatusNotFound:

@@ -220,13 +220,25 @@ func cmdLocksFreeze(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	who := orDefault(*by, "cli:"+userName(c.getenv))
-	end := time.Now().Add(*dur)
-	if *until != "" {
+	now := time.Now()
+	end := now.Add(*dur)
+	switch {
+	case *until != "" && fs.Changed("for"):
+		return usageError("locks freeze: give --for or --until, not both")
+	case *until != "":
 		t, err := time.Parse(time.RFC3339, *until)
 		if err != nil {
 			return usageError("locks freeze: --until %q: want RFC 3339, e.g. 2026-12-24T18:00:00Z", *until)
 		}
+		if !t.After(now) {
+			return usageError("locks freeze: --until %s: must be in the future", *until)
+		}
 		end = t
+	case *dur <= 0:
+		return usageError("locks freeze: --for %s: want a positive duration, e.g. 30m or 2h", *dur)
+	}
+	if end.Sub(now) > orchestrator.MaxFreeze {
+		return usageError("locks freeze: the freeze would last %s: at most %s", end.Sub(now).Round(time.Second), orchestrator.MaxFreeze)
 	}
 	if *message == "" {
 		return usageError("locks freeze: --message is required")

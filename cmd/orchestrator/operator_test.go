@@ -511,3 +511,143 @@ func TestLocksOnRedisNameTheServer(t *testing.T) {
 		t.Errorf("runs list on a Redis that is not there: exit %d %v, want 3", exitCode(err), err)
 	}
 }
+
+// Lifting a freeze that is not there, or force-releasing a key nobody holds, is a refusal
+// (exit 1, as for a stale fence), through the daemon as on the local backend: the lease the
+// operator saw is gone, not the key misspelt.
+func TestLockRefusalsExitOneThroughTheDaemonToo(t *testing.T) {
+	env, _ := daemonEnv(t)
+	base := serveInProcess(t, env, true)
+	remote := map[string]string{"ORCH_URL": base, "ORCH_ADMIN_TOKEN": env["ORCH_ADMIN_TOKEN"], "USER": "ops"}
+	local := map[string]string{"ORCH_STATE_DIR": t.TempDir(), "USER": "ops"}
+	ctx := context.Background()
+	for name, e := range map[string]map[string]string{"daemon": remote, "local": local} {
+		for _, args := range [][]string{
+			{"locks", "unfreeze", "coolify:phase2", "--reason", "done"},
+			{"locks", "release", "coolify:phase1", "--fence", "7", "--reason", "crashed"},
+			{"locks", "release", "coolify:phase1", "--holder", "prod#3/phase1", "--reason", "crashed"},
+		} {
+			_, _, err := invoke(ctx, e, args...)
+			if exitCode(err) != exitFailed || strings.Contains(fmt.Sprint(err), "check the name") {
+				t.Errorf("%s: %s: exit %d %v, want 1 saying the key is not held (or not frozen)",
+					name, strings.Join(args, " "), exitCode(err), err)
+			}
+		}
+	}
+}
+
+// `runs show --json` prints the run as one JSON object (no events: show does not read
+// them), and its --help says so instead of promising events first.
+func TestRunsShowJSONIsWhatItsHelpSays(t *testing.T) {
+	env, _ := daemonEnv(t)
+	base := serveInProcess(t, env, false) // the run may still be going at the end
+	remote := map[string]string{"ORCH_URL": base, "ORCH_TRIGGER_TOKEN": env["ORCH_TRIGGER_TOKEN"]}
+	ctx := context.Background()
+	id, _, err := invoke(ctx, remote, "trigger", "prod", "--image-tag", "v3", "--build", "3", "--no-follow", "-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = strings.TrimSpace(id)
+	out, _, err := invoke(ctx, remote, "runs", "show", id, "--json")
+	var r runs.Run
+	if err != nil || strings.Count(out, "\n") != 1 || json.Unmarshal([]byte(out), &r) != nil || r.ID != id {
+		t.Fatalf("runs show --json: %v\n%s", err, out)
+	}
+	help, _, _ := invoke(ctx, nil, "runs", "show", "--help")
+	for _, l := range strings.Split(help, "\n") {
+		if strings.Contains(l, "--json") && !strings.Contains(l, "Usage") &&
+			(strings.Contains(l, "events") || !strings.Contains(l, "the run as one JSON object")) {
+			t.Errorf("runs show --help describes --json as %q; it prints the run as one JSON object", strings.TrimSpace(l))
+		}
+	}
+}
+
+// -q is documented as "with --no-follow": without it trigger refuses before asking for a run,
+// instead of ignoring -q and following (a script's run=$(… -q) would hold the whole log).
+func TestTriggerQuietNeedsNoFollow(t *testing.T) {
+	env, _ := daemonEnv(t)
+	base := serveInProcess(t, env, true)
+	remote := map[string]string{"ORCH_URL": base, "ORCH_TRIGGER_TOKEN": env["ORCH_TRIGGER_TOKEN"]}
+	ctx := context.Background()
+	out, _, err := invoke(ctx, remote, "trigger", "prod", "--image-tag", "v3", "--build", "3", "-q")
+	if exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), "--no-follow") {
+		t.Errorf("trigger -q without --no-follow: exit %d %v, want 2 naming --no-follow\n%s", exitCode(err), err, out)
+	}
+	list, _, err := invoke(ctx, remote, "runs", "list", "--json")
+	if err != nil || strings.TrimSpace(list) != "" {
+		t.Errorf("a refused trigger -q asked for a run: %v\n%s", err, list)
+	}
+}
+
+// locks freeze checks --for and --until itself, naming the flag the operator gave, and holds
+// the local backend to the API's longest freeze: the same command is refused the same way
+// with and without --url.
+func TestLocksFreezeChecksItsFlags(t *testing.T) {
+	env, _ := daemonEnv(t)
+	base := serveInProcess(t, env, true)
+	remote := map[string]string{"ORCH_URL": base, "ORCH_ADMIN_TOKEN": env["ORCH_ADMIN_TOKEN"], "USER": "ops"}
+	local := map[string]string{"ORCH_STATE_DIR": t.TempDir(), "USER": "ops"}
+	ctx := context.Background()
+	soon := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
+	for name, e := range map[string]map[string]string{"daemon": remote, "local": local} {
+		for _, c := range []struct {
+			flags []string
+			want  string
+		}{
+			{[]string{"--for", "-1h"}, "--for"},
+			{[]string{"--for", "0s"}, "--for"},
+			{[]string{"--for", "1h", "--until", soon}, "not both"},
+			{[]string{"--for", "1000h"}, "720h"},
+		} {
+			args := append([]string{"locks", "freeze", "coolify:phase2", "--message", "m"}, c.flags...)
+			_, _, err := invoke(ctx, e, args...)
+			if exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), c.want) {
+				t.Errorf("%s: %s: exit %d %v, want 2 saying %q", name, strings.Join(c.flags, " "), exitCode(err), err, c.want)
+			}
+		}
+		out, _, err := invoke(ctx, e, "locks", "list", "--prefix", "coolify:")
+		if err != nil || strings.Contains(out, "coolify:phase2") {
+			t.Errorf("%s: a refused freeze froze the key: %v\n%s", name, err, out)
+		}
+	}
+}
+
+// A run the engine refuses (unknown pipeline, a trigger missing what the pipeline needs) is
+// one error, printed once: the engine stops before the backend closes, so its liveness
+// watch does not log the closed locker as a lost lease.
+func TestRunRefusedSaysOnlyWhy(t *testing.T) {
+	env, _ := daemonEnv(t)
+	delete(env, "ORCH_LOG_FORMAT")
+	ctx := context.Background()
+	for _, args := range [][]string{
+		{"run", "nope", "--build", "1"},
+		{"run", "prod", "--build", "1"}, // no --image-tag
+	} {
+		_, errOut, err := invoke(ctx, env, args...)
+		if exitCode(err) != exitUsage {
+			t.Errorf("%s: exit %d %v, want 2", strings.Join(args, " "), exitCode(err), err)
+		}
+		if errOut != "" {
+			t.Errorf("%s: besides the error, stderr got:\n%s", strings.Join(args, " "), errOut)
+		}
+	}
+}
+
+// runs list --help names every status --status accepts (runs.Statuses), none left out.
+func TestRunsListHelpNamesEveryStatus(t *testing.T) {
+	help, _, err := invoke(context.Background(), nil, "runs", "list", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(help, "\n") {
+		if strings.Contains(l, "--status") && !strings.Contains(l, "Usage") {
+			line = l
+		}
+	}
+	for _, s := range runs.Statuses {
+		if !strings.Contains(line, string(s)) {
+			t.Errorf("runs list --help does not name status %q: %q", s, strings.TrimSpace(line))
+		}
+	}
+}

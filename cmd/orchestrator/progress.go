@@ -26,9 +26,13 @@ const (
 // outputFlags are --json and -v, shared by the commands that show runs.
 type outputFlags struct{ json, verbose *bool }
 
-func addOutputFlags(fs *pflag.FlagSet) *outputFlags {
+// jsonFollowUsage is --json of the commands that follow a run (trigger, run, runs watch).
+const jsonFollowUsage = "print one JSON object per line (events, then the run) instead of text"
+
+// addOutputFlags adds --json, described by jsonUsage, and -v.
+func addOutputFlags(fs *pflag.FlagSet, jsonUsage string) *outputFlags {
 	return &outputFlags{
-		json:    fs.Bool("json", false, "print one JSON object per line (events, then the run) instead of text"),
+		json:    fs.Bool("json", false, jsonUsage),
 		verbose: fs.BoolP("verbose", "v", false, "also show every lock wait, grant and release with its fence"),
 	}
 }

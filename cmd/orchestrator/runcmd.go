@@ -129,7 +129,7 @@ func cmdRun(ctx context.Context, c *cli, args []string) error {
 			"(Redis when ORCH_REDIS_URL is set, else the state dir), and shows its progress. The exit\n"+
 			"code is 0 only when the run succeeds. Ctrl-C cancels it: it stops at the next safe point\n"+
 			"and puts back what it changed.")
-	out := addOutputFlags(fs)
+	out := addOutputFlags(fs, jsonFollowUsage)
 	lc := addLocalFlags(c, fs)
 	if done, err := parse(fs, args); done {
 		return err
@@ -151,6 +151,19 @@ func cmdRun(ctx context.Context, c *cli, args []string) error {
 	if _, err := eng.Start(ctx); err != nil {
 		return err
 	}
+	// Every way out stops the engine (its liveness watch included) before the deferred
+	// b.Close closes the locker under it.
+	stopped := false
+	shutdown := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = eng.Shutdown(sctx)
+	}
+	defer shutdown()
 	r, _, err := eng.Submit(context.WithoutCancel(ctx), fs.Arg(0), t)
 	if err != nil {
 		return engineError(err)
@@ -170,10 +183,10 @@ func cmdRun(ctx context.Context, c *cli, args []string) error {
 	if err := runs.Follow(context.Background(), b.store, r.ID, 0, p.event); err != nil {
 		return err
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	shutdown()
+	gctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_ = eng.Shutdown(sctx)
-	final, err := b.store.Get(sctx, r.ID)
+	final, err := b.store.Get(gctx, r.ID)
 	if err != nil {
 		return err
 	}

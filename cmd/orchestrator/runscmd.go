@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -241,7 +242,11 @@ func cmdRunsList(ctx context.Context, c *cli, args []string) error {
 	t := addTargetFlags(c, fs)
 	t.readOnly = true
 	pipeline := fs.String("pipeline", "", "only runs of this pipeline")
-	status := fs.StringSlice("status", nil, "only runs in these statuses (queued, phase1, phase2, succeeded, failed, canceled, superseded, interrupted); repeatable")
+	names := make([]string, len(runs.Statuses))
+	for i, s := range runs.Statuses {
+		names[i] = string(s)
+	}
+	status := fs.StringSlice("status", nil, "only runs in these statuses ("+strings.Join(names, ", ")+"); repeatable")
 	limit := fs.Int("limit", 20, "how many runs")
 	asJSON := fs.Bool("json", false, "print one JSON run per line")
 	if done, err := parse(fs, args); done {
@@ -308,7 +313,7 @@ func cmdRunsShow(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("runs show", "ID [--json] [-v]", "Shows one run: its trigger, status, reason and every step.")
 	t := addTargetFlags(c, fs)
 	t.readOnly = true
-	out := addOutputFlags(fs)
+	out := addOutputFlags(fs, "print the run as one JSON object (as GET /v1/runs/{id} answers) instead of text")
 	if done, err := parse(fs, args); done {
 		return err
 	}
@@ -341,7 +346,7 @@ func cmdRunsWatch(ctx context.Context, c *cli, args []string) error {
 		"Follows a run live until it ends, then prints its steps. Exits 0 only when it succeeded.")
 	t := addTargetFlags(c, fs)
 	t.readOnly = true
-	out := addOutputFlags(fs)
+	out := addOutputFlags(fs, jsonFollowUsage)
 	if done, err := parse(fs, args); done {
 		return err
 	}

@@ -36,13 +36,16 @@ func cmdTrigger(ctx context.Context, c *cli, args []string) error {
 	key := fs.String("idempotency-key", "", "idempotency key (default: from the CI job's identity, random outside CI)")
 	noFollow := fs.Bool("no-follow", false, "return once the run is queued")
 	quiet := fs.BoolP("quiet", "q", false, "with --no-follow, print only the run ID (for scripts: run=$(orchestrator trigger … --no-follow -q))")
-	out := addOutputFlags(fs)
+	out := addOutputFlags(fs, jsonFollowUsage)
 	tf := addTriggerFlags(fs)
 	if done, err := parse(fs, args); done {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usageError("trigger: want one PIPELINE argument (see --help)")
+	}
+	if *quiet && !*noFollow {
+		return usageError("trigger: -q/--quiet prints only the run ID, so it needs --no-follow (a followed run prints its progress)")
 	}
 	if *base == "" {
 		return usageError("trigger: --url (or ORCH_URL) is required")

@@ -185,6 +185,8 @@ func (h *hub) receive(ps *redis.PubSub, done chan struct{}) {
 			switch {
 			case errors.Is(err, redis.ErrClosed):
 				return
+			case h.stopping():
+				return // close closed the connection under the read: not an interruption
 			case errors.As(err, &ne) && ne.Timeout():
 				_ = ps.Ping(ctx) // a write error makes go-redis reconnect
 				continue
@@ -216,6 +218,16 @@ func (h *hub) receive(ps *redis.PubSub, done chan struct{}) {
 				h.confirmed(m.Channel)
 			}
 		}
+	}
+}
+
+// stopping reports whether close has begun.
+func (h *hub) stopping() bool {
+	select {
+	case <-h.stop:
+		return true
+	default:
+		return false
 	}
 }
 

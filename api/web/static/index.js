@@ -68,8 +68,17 @@
     body.replaceChildren(rows);
   }
 
-  // actionButton mirrors index.html: Unfreeze for a frozen key, else Release at the fence.
+  // The operator namespaces (data-namespaces, from the server): the lock actions take only
+  // keys in them; the API refuses the others (a daemon's own leases).
+  var namespaces = ((locksSection && locksSection.getAttribute("data-namespaces")) || "").split(" ").filter(Boolean);
+  function operable(key) {
+    return namespaces.some(function (ns) { return key.length > ns.length && key.indexOf(ns) === 0; });
+  }
+
+  // actionButton mirrors index.html: nothing for a key no action takes, Unfreeze for a
+  // frozen key, else Release at the fence.
   function actionButton(l) {
+    if (!operable(l.key)) return "";
     var b = el("button");
     b.type = "button";
     b.setAttribute("data-key", l.key);
