@@ -239,7 +239,18 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 	for _, s := range r.Steps {
 		if s.Phase == runs.Phase2 && !s.DeployRequestedAt.IsZero() && cl != nil {
 			// The daemon died between sending a deploy and recording its deployment: the
-			// guard had cleared every other before the request, so what runs now is its.
+			// guard had cleared every other before the request, so what runs now is its,
+			// as long as the run still holds the service's lease (else another run may
+			// have deployed since, and nothing tells the deployments apart).
+			own, err := e.holdsLease(ctx, r, orchestrator.ServiceLockKey(s.UUID))
+			if err != nil {
+				return nil, fmt.Errorf("take over run %s: lease of %s: %w", r.ID, s.Name, err)
+			}
+			if !own {
+				e.log.LogAttrs(ctx, slog.LevelWarn, "deploy of a dead run not looked for: its service lease is gone",
+					slog.String(logRunID, r.ID), slog.String(logService, s.Name))
+				continue
+			}
 			active, err := cl.ActiveDeployments(ctx, s.UUID)
 			if err != nil {
 				return nil, fmt.Errorf("take over run %s: deployments of %s: %w", r.ID, s.Name, err)
@@ -315,6 +326,18 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 	}
 	e.notifyEnd(out)
 	return &out, nil
+}
+
+// holdsLease reports whether one of r's step leases holds key now (a live lease).
+func (e *Engine) holdsLease(ctx context.Context, r runs.Run, key string) (bool, error) {
+	in, err := e.d.Locker.Get(ctx, key)
+	if errors.Is(err, locks.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return isRunsHolder(in.Holder, r), nil
 }
 
 // cancelLeftDeployment cancels deployment depUUID of step s, left running by the dead run r,

@@ -193,6 +193,48 @@ func TestDeadDaemonsRunIsTakenOver(t *testing.T) {
 	})
 }
 
+// A dead run that sent a deploy without recording it no longer holds the service's lease
+// (it expired, a short lock TTL): another run holds it now and deploys. The takeover cannot
+// tell that deployment from the dead run's, so it leaves it running.
+func TestTakeoverLeavesADeploymentItCannotTellIsItsOwn(t *testing.T) {
+	h := newHarnessOn(t, "sqlite")
+	ctx := context.Background()
+	h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Hang)
+	dep, err := coolify.New(h.coolifyURL, h.coolifyToken).Deploy(ctx, uuidAPI, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, _, err := h.store.Create(ctx, runs.Run{Pipeline: "prod", Instance: "dead-daemon", Trigger: orchestrator.Trigger{Build: "7"},
+		Steps: []runs.Step{
+			{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced, Changes: runs.Changes{Env: []orchestrator.EnvChange{{Key: "BUILD", Action: orchestrator.EnvUpdate, ValueChanged: true}}}},
+			{Phase: runs.Phase2, Name: "api", UUID: uuidAPI, Status: runs.StepRunning, DeployRequestedAt: time.Now().UTC()},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.store.Update(ctx, dead.ID, func(r *runs.Run) error { r.Status = runs.StatusPhase2; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	other, err := h.locker.Acquire(ctx, locks.Request{Key: "coolify:" + uuidAPI, Holder: "prod#8/api", Owner: "another-run", TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release(ctx)
+
+	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := runs.Follow(wctx, h.store, dead.ID, 0, func(runs.Event) error { return nil }); err != nil {
+		t.Fatalf("the dead daemon's run was not taken over: %v", err)
+	}
+	if d, _ := h.coolify.Deployment(dep.DeploymentUUID); d.Status == "cancelled-by-user" {
+		t.Errorf("the takeover canceled deployment %s, which the run holding the service's lease may have started", dep.DeploymentUUID)
+	}
+	if ev := findEvent(h.events(dead.ID), runs.EventDeployCanceled); ev != nil {
+		t.Errorf("deploy.canceled event = %+v, want none", ev)
+	}
+}
+
 // A second daemon started with an instance name whose liveness lease is held refuses to
 // start, and takes nothing over.
 func TestSecondDaemonWithTheSameInstanceRefusesToStart(t *testing.T) {
