@@ -23,7 +23,18 @@ func checkToken(ctx context.Context, cl Coolify, p *config.Pipeline) error {
 	if len(p.Services) == 0 {
 		return nil
 	}
-	a, err := cl.Abilities(ctx, refOf(p.Services[0]))
+	first := p.Services[0]
+	a, err := cl.Abilities(ctx, refOf(first))
+	var ae *coolify.APIError
+	if errors.Is(err, coolify.ErrNotFound) && errors.As(err, &ae) {
+		// The probe reads the first service: its 404 is about the pipeline, not the token.
+		kind := "application"
+		if first.Kind == config.KindService {
+			kind = "service"
+		}
+		return fmt.Errorf("service %s: %s %s not found on %s (check its uuid in the pipeline); nothing was written: %w",
+			first.Name, kind, first.UUID, p.Coolify.URL, ae)
+	}
 	if err != nil {
 		return err
 	}

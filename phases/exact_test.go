@@ -237,6 +237,23 @@ func TestTokenLackingAbilitiesWritesNothing(t *testing.T) {
 	}
 }
 
+// A pipeline whose first service names no resource on Coolify fails naming the service and its
+// uuid, not the token (the ability probe reads that service first).
+func TestUnknownFirstServiceIsNamed(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.pipelineYAML("prod", []string{"ghost", "api"}, ""))
+	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"}))
+	if r.Status != runs.StatusFailed || !containsAll(r.Reason, "service ghost", uuidGhost, "not found", "check its uuid", "nothing was written") ||
+		strings.Contains(r.Reason, "abilities") {
+		t.Errorf("run = %s %q, want failed naming service ghost, its uuid, and that nothing was written, not the token", r.Status, r.Reason)
+	}
+	for _, req := range h.coolify.Requests() {
+		if req.Method != http.MethodGet {
+			t.Errorf("sent %s %s", req.Method, req.Path)
+		}
+	}
+}
+
 func containsAll(s string, subs ...string) bool {
 	for _, x := range subs {
 		if !strings.Contains(s, x) {
