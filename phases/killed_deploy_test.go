@@ -4,20 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
-
-// rollbackChildEnv marks the child process of TestKilledDuringRollbackRedeploy.
-const rollbackChildEnv = "PHASES_TEST_ROLLBACK_CHILD"
 
 // rollbackPipeline deploys api with a short deploy_timeout and rolls back on failure.
 func rollbackPipeline(h *harness) string {
@@ -40,32 +34,14 @@ on_failure: rollback
 // its run over: the redeploy it left running is canceled like any deployment a dead run
 // started, and the run does not say the service carries this run's config (it was put back).
 func TestKilledDuringRollbackRedeploy(t *testing.T) {
-	if os.Getenv(rollbackChildEnv) != "" {
-		h := adoptHarness(t)
-		h.start(rollbackPipeline(h))
-		fmt.Println(h.submit("prod", orchestrator.Trigger{Build: "10", ImageTag: "v5"}))
-		<-make(chan struct{})
+	if runInChild(t, rollbackPipeline) {
 		return
 	}
 	h := newHarness(t)
 	// Every deployment hangs: the run's own is canceled at its deploy_timeout, which fails
 	// Phase 2 and starts the rollback, whose redeploy hangs too.
 	h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Hang)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledDuringRollbackRedeploy$", "-test.v=false")
-	cmd.Env = append(os.Environ(), rollbackChildEnv+"=1", "PHASES_TEST_DIR="+h.dir, "PHASES_TEST_COOLIFY="+h.coolify.URL)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	var id string
-	if _, err := fmt.Fscanln(out, &id); err != nil {
-		t.Fatalf("child did not print its run ID: %v", err)
-	}
+	cmd, id := startChild(t, h)
 
 	// Kill the child once the rollback's redeploy is queued: the run's own deployment was
 	// canceled at its timeout, and the previous config is written back and being deployed.
@@ -109,39 +85,18 @@ func TestKilledDuringRollbackRedeploy(t *testing.T) {
 	}
 }
 
-// unrecordedChildEnv marks the child process of TestKilledBeforeDeploymentRecorded.
-const unrecordedChildEnv = "PHASES_TEST_UNRECORDED_CHILD"
-
 // A daemon killed (SIGKILL) after Coolify queued its Phase-2 deployment but before the run
 // recorded it (here: while the deploy's confirming read of the deployment hangs). Restarted,
 // the daemon takes its run over and cancels that deployment too, as one the dead run started,
 // and says the service was left with its deployment canceled.
 func TestKilledBeforeDeploymentRecorded(t *testing.T) {
-	if os.Getenv(unrecordedChildEnv) != "" {
-		h := adoptHarness(t)
-		h.start(h.pipelineYAML("prod", []string{"api"}, ""))
-		fmt.Println(h.submit("prod", orchestrator.Trigger{Build: "10", ImageTag: "v5"}))
-		<-make(chan struct{})
+	if runInChild(t, apiPipeline) {
 		return
 	}
 	h := newHarness(t)
 	h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Hang)
 	h.coolify.SetRouteLatency("GET", "/deployments/{uuid}", time.Minute, time.Minute)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledBeforeDeploymentRecorded$", "-test.v=false")
-	cmd.Env = append(os.Environ(), unrecordedChildEnv+"=1", "PHASES_TEST_DIR="+h.dir, "PHASES_TEST_COOLIFY="+h.coolify.URL)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	var id string
-	if _, err := fmt.Fscanln(out, &id); err != nil {
-		t.Fatalf("child did not print its run ID: %v", err)
-	}
+	cmd, id := startChild(t, h)
 	// Kill the child once Coolify has the deployment: its confirming read hangs, so the run
 	// cannot have recorded it.
 	deadline := time.Now().Add(30 * time.Second)
@@ -190,38 +145,17 @@ func mustGet(t *testing.T, h *harness, id string) runs.Run {
 	return r
 }
 
-// failedSyncChildEnv marks the child process of TestKilledWhileRestoringAFailedSync.
-const failedSyncChildEnv = "PHASES_TEST_FAILED_SYNC_CHILD"
-
 // Phase 1 writes api's env vars, then its image tag write keeps failing (500), which fails
 // the run; the daemon is killed (SIGKILL) before the restore of api has written anything
 // back. Restarted, the daemon takes its run over, and the run must not say api was left
 // untouched: it carries this run's env vars.
 func TestKilledWhileRestoringAFailedSync(t *testing.T) {
-	if os.Getenv(failedSyncChildEnv) != "" {
-		h := adoptHarness(t)
-		h.start(h.pipelineYAML("prod", []string{"api"}, ""))
-		fmt.Println(h.submit("prod", orchestrator.Trigger{Build: "10", ImageTag: "v5"}))
-		<-make(chan struct{})
+	if runInChild(t, apiPipeline) {
 		return
 	}
 	h := newHarness(t)
 	h.coolify.FailNext(100, coolifytest.Fault{Method: "PATCH", Route: "/applications/{uuid}", Status: http.StatusInternalServerError})
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledWhileRestoringAFailedSync$", "-test.v=false")
-	cmd.Env = append(os.Environ(), failedSyncChildEnv+"=1", "PHASES_TEST_DIR="+h.dir, "PHASES_TEST_COOLIFY="+h.coolify.URL)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	var id string
-	if _, err := fmt.Fscanln(out, &id); err != nil {
-		t.Fatalf("child did not print its run ID: %v", err)
-	}
+	cmd, id := startChild(t, h)
 	// Once the env vars are written and the tag write has failed once, the restore's first
 	// call (the guard's look for deployments in progress) is made to hang; kill the child
 	// while it hangs.

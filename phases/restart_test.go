@@ -16,25 +16,34 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
-// childEnv marks the child process of TestRestartMarksInterrupted: an engine in its own OS
-// process, on the parent's state files and fake Coolify, killed with SIGKILL mid-deploy.
+// childEnv names, in a child process of a kill test, the test it runs: an engine in its own
+// OS process, on the parent's state files and fake Coolify, killed with SIGKILL.
 const childEnv = "PHASES_TEST_CHILD"
 
-func TestRestartMarksInterrupted(t *testing.T) {
-	if os.Getenv(childEnv) != "" {
-		// The child: an engine on the parent's files that submits one run, then blocks
-		// until it is killed.
-		h := adoptHarness(t)
-		h.start(h.pipelineYAML("prod", []string{"api"}, ""))
-		id := h.submit("prod", orchestrator.Trigger{Build: "10", ImageTag: "v5"})
-		fmt.Println(id)
-		<-make(chan struct{})
-		return
+// apiPipeline is the pipeline prod with the one service api.
+func apiPipeline(h *harness) string { return h.pipelineYAML("prod", []string{"api"}, "") }
+
+// runInChild is the child side of a kill test: in the process startChild started for this
+// test, it starts an engine on the parent's files with pipeline, submits one run of prod,
+// prints its ID and blocks until it is killed. In the parent it returns false at once.
+func runInChild(t *testing.T, pipeline func(*harness) string) bool {
+	if os.Getenv(childEnv) != t.Name() {
+		return false
 	}
-	h := newHarness(t)
-	h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Hang)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRestartMarksInterrupted$", "-test.v=false")
-	cmd.Env = append(os.Environ(), childEnv+"=1", "PHASES_TEST_DIR="+h.dir, "PHASES_TEST_COOLIFY="+h.coolify.URL)
+	h := adoptHarness(t)
+	h.start(pipeline(h))
+	fmt.Println(h.submit("prod", orchestrator.Trigger{Build: "10", ImageTag: "v5"}))
+	<-make(chan struct{})
+	return true
+}
+
+// startChild runs the current test again in a child process (see runInChild) on h's state
+// files and fake Coolify, and returns it with the ID of the run it submitted. The child is
+// killed when the test ends, if it is still running.
+func startChild(t *testing.T, h *harness) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v=false")
+	cmd.Env = append(os.Environ(), childEnv+"="+t.Name(), "PHASES_TEST_DIR="+h.dir, "PHASES_TEST_COOLIFY="+h.coolify.URL)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +57,16 @@ func TestRestartMarksInterrupted(t *testing.T) {
 	if _, err := fmt.Fscanln(out, &id); err != nil {
 		t.Fatalf("child did not print its run ID: %v", err)
 	}
+	return cmd, id
+}
+
+func TestRestartMarksInterrupted(t *testing.T) {
+	if runInChild(t, apiPipeline) {
+		return
+	}
+	h := newHarness(t)
+	h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Hang)
+	cmd, id := startChild(t, h)
 
 	// Kill the child once its run deploys, holding the service lock.
 	h.waitEvent(id, runs.EventDeployStarted, "api")
