@@ -552,7 +552,9 @@ func (x *execution) takeLock(ctx context.Context, key string, phase runs.Phase, 
 	recorded := make(chan struct{})
 	timer := time.AfterFunc(quickGrant, func() {
 		defer close(recorded)
-		x.update(waiting, waitEv)
+		ev := waitEv
+		ev.Message = x.heldBy(key)
+		x.update(waiting, ev)
 	})
 	lease, err := x.e.d.Locker.Acquire(ctx, locks.Request{
 		Key: key, Holder: x.holder(step), Owner: x.run.ID,
@@ -593,6 +595,27 @@ func (x *execution) takeLock(ctx context.Context, key string, phase runs.Phase, 
 			}
 		}, granted...)
 	}, nil
+}
+
+// heldByTimeout bounds heldBy's read: the wait is recorded without a holder rather than late.
+const heldByTimeout = time.Second
+
+// heldBy says who holds key, for a wait that lasts: "held by <holder> (<message>)", or for an
+// operator freeze "frozen by <holder> until <time>: <message>"; "" when it cannot be read (the
+// key was released meanwhile, or the backend did not answer in time).
+func (x *execution) heldBy(key string) string {
+	ctx, cancel := context.WithTimeout(x.ctx, heldByTimeout)
+	defer cancel()
+	info, err := x.e.d.Locker.Get(ctx, key)
+	switch {
+	case err != nil:
+		return ""
+	case info.Frozen:
+		return fmt.Sprintf("frozen by %s until %s: %s", info.Holder, info.ExpiresAt.UTC().Format(time.RFC3339), info.Message)
+	case info.Message != "":
+		return fmt.Sprintf("held by %s (%s)", info.Holder, info.Message)
+	}
+	return "held by " + info.Holder
 }
 
 // release gives a lease back and records (with the run's next store write, which follows at

@@ -249,3 +249,34 @@ func TestPlanShowsChangesAndLocksWithoutWriting(t *testing.T) {
 		t.Errorf("plan shows values: %s", b)
 	}
 }
+
+// A wait that lasts says who holds the key, and for an operator freeze, until when and why
+// (the message `locks freeze` asks for is "shown to waiting runs").
+func TestLockWaitSaysWhoHoldsTheKey(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
+	blocker := holdPhase1(t, h)
+	first := h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
+	if ev := h.waitEvent(first, runs.EventLockWaiting, ""); !strings.Contains(ev.Message, "held by test#0/blocker") {
+		t.Errorf("lock.waiting message %q, want it to name the holder test#0/blocker", ev.Message)
+	}
+	if _, err := h.engine.Cancel(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(first)
+	_ = blocker.Release(context.Background())
+
+	if _, err := h.locker.Freeze(context.Background(), locks.FreezeRequest{Key: "coolify:phase1", Message: "db migration, ask #ops", By: "alice",
+		Until: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	second := h.submit("prod", orchestrator.Trigger{Build: "2", ImageTag: "v3"})
+	if ev := h.waitEvent(second, runs.EventLockWaiting, ""); !strings.Contains(ev.Message, "frozen by operator:alice until ") ||
+		!strings.Contains(ev.Message, "db migration, ask #ops") {
+		t.Errorf("lock.waiting message %q, want the freeze's holder, end and message", ev.Message)
+	}
+	if _, err := h.engine.Cancel(context.Background(), second); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(second)
+}

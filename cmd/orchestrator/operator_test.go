@@ -414,6 +414,26 @@ func TestProgressOnATerminalRewritesSteps(t *testing.T) {
 	}
 }
 
+// A wait recorded with who holds the key (one that lasted) is shown without -v; the quick
+// waits recorded with their grant are not.
+func TestProgressShowsALastingWaitWithoutVerbose(t *testing.T) {
+	var out strings.Builder
+	p := newProgress(&out, modePlain, false)
+	for _, e := range []runs.Event{
+		{Type: runs.EventLockWaiting, Phase: runs.Phase1, LockKey: "coolify:phase1",
+			Message: "frozen by operator:alice until 2026-12-03T20:00:00Z: db migration"},
+		{Type: runs.EventLockWaiting, Phase: runs.Phase1, Service: "api", LockKey: "coolify:u1"},
+		{Type: runs.EventLockAcquired, Phase: runs.Phase1, Service: "api", LockKey: "coolify:u1", Fence: 3},
+	} {
+		if err := p.event(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Count(out.String(), "\n") != 1 || !strings.Contains(out.String(), "coolify:phase1  frozen by operator:alice") {
+		t.Errorf("output without -v: %q, want only the lasting wait, with its key and holder", out.String())
+	}
+}
+
 // The commands the demo prints work when pasted (run here through a shell-like split).
 func TestDemoHintsWorkWhenPasted(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())

@@ -33,7 +33,7 @@ const jsonFollowUsage = "print one JSON object per line (events, then the run) i
 func addOutputFlags(fs *pflag.FlagSet, jsonUsage string) *outputFlags {
 	return &outputFlags{
 		json:    fs.Bool("json", false, jsonUsage),
-		verbose: fs.BoolP("verbose", "v", false, "also show every lock wait, grant and release with its fence"),
+		verbose: fs.BoolP("verbose", "v", false, "also show every lock wait, grant and release with its fence (a wait that lasts is shown without -v, naming who holds the key)"),
 	}
 }
 
@@ -65,10 +65,17 @@ func newProgress(w io.Writer, mode outputMode, verbose bool) *progress {
 	return &progress{w: w, mode: mode, verbose: verbose, lines: map[string]int{}}
 }
 
-// lockDetail are the events shown only with -v: the lock traffic every step has (a long
-// wait shows in the summary as waited=…).
-func lockDetail(t runs.EventType) bool {
-	return t == runs.EventLockWaiting || t == runs.EventLockAcquired || t == runs.EventLockReleased
+// lockDetail reports whether e is shown only with -v: the lock traffic every step has (a
+// long wait shows in the summary as waited=…). A wait that lasted long enough to be recorded
+// with who holds the key (its message) is shown without -v: it says why the run stands still.
+func lockDetail(e runs.Event) bool {
+	switch e.Type {
+	case runs.EventLockWaiting:
+		return e.Message == ""
+	case runs.EventLockAcquired, runs.EventLockReleased:
+		return true
+	}
+	return false
 }
 
 // event shows one event.
@@ -82,7 +89,7 @@ func (p *progress) event(e runs.Event) error {
 	if p.mode == modeJSON {
 		return json.NewEncoder(p.w).Encode(e)
 	}
-	if lockDetail(e.Type) && !p.verbose {
+	if lockDetail(e) && !p.verbose {
 		return nil
 	}
 	text := describe(e, p.verbose)
