@@ -386,7 +386,8 @@ type deployEnd struct {
 	status coolify.DeploymentStatus
 }
 
-// leftStates says, per service of the run, what state the run left it in.
+// leftStates says, per service of the run, what state the run left it in, and names each
+// mobile step whose write was under way.
 func leftStates(r runs.Run, ends map[string]deployEnd) []runs.Left {
 	var out []runs.Left
 	for _, s := range r.Steps {
@@ -421,6 +422,13 @@ func leftStates(r runs.Run, ends map[string]deployEnd) []runs.Left {
 			l.State, l.Detail = runs.LeftSyncedNotDeployed, "the sync was under way: it may carry part of this run's config"
 		}
 		out = append(out, l)
+	}
+	for _, s := range r.Steps {
+		if s.Phase == runs.PhaseMobile && s.Status == runs.StepRunning {
+			// Past its lock, the step reads, then writes: nothing tells whether the write landed.
+			out = append(out, runs.Left{Service: s.Name, State: runs.LeftWriteUnknown,
+				Detail: "the Flagsmith update was under way: it may have been written; read the feature's value before running again"})
+		}
 	}
 	return out
 }

@@ -235,6 +235,42 @@ func TestTakeoverLeavesADeploymentItCannotTellIsItsOwn(t *testing.T) {
 	}
 }
 
+// A dead run whose mobile step was past its lock (reading or writing Flagsmith) leaves the
+// feature in an unknown state, and its left says so beside the services.
+func TestTakeoverNamesAMobileWriteUnderWay(t *testing.T) {
+	h := newHarnessOn(t, "sqlite")
+	ctx := context.Background()
+	dead, _, err := h.store.Create(ctx, runs.Run{Pipeline: "prod", Instance: "dead-daemon", Trigger: orchestrator.Trigger{Build: "7"},
+		Steps: []runs.Step{
+			{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced},
+			{Phase: runs.Phase2, Name: "api", UUID: uuidAPI, Status: runs.StepHealthy},
+			{Phase: runs.PhaseMobile, Name: "min-version", Status: runs.StepRunning, LockKey: "mobile:flagsmith:min_version"},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.store.Update(ctx, dead.ID, func(r *runs.Run) error { r.Status = runs.StatusMobile; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := runs.Follow(wctx, h.store, dead.ID, 0, func(runs.Event) error { return nil }); err != nil {
+		t.Fatalf("the dead daemon's run was not taken over: %v", err)
+	}
+	r, err := h.store.Get(ctx, dead.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]string{}
+	for _, l := range r.Left {
+		left[l.Service] = l.State
+	}
+	if left["api"] != runs.LeftDeployed || left["min-version"] != runs.LeftWriteUnknown {
+		t.Errorf("left = %+v, want api %s and min-version %s", r.Left, runs.LeftDeployed, runs.LeftWriteUnknown)
+	}
+}
+
 // A second daemon started with an instance name whose liveness lease is held refuses to
 // start, and takes nothing over.
 func TestSecondDaemonWithTheSameInstanceRefusesToStart(t *testing.T) {

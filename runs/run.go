@@ -111,9 +111,10 @@ const (
 	LeftRestored          = "restored"            // this run's changes were put back
 	LeftUntouched         = "untouched"           // this run changed nothing on it
 	LeftDeployCanceled    = "deploy_canceled"     // its deployment was canceled; it carries this run's config
+	LeftWriteUnknown      = "write_unknown"       // a mobile step's Flagsmith write was under way: it may have landed
 )
 
-// Left is the state a taken-over run left one service in.
+// Left is the state a taken-over run left one service (or one mobile step's feature) in.
 type Left struct {
 	Service string `json:"service"`
 	UUID    string `json:"uuid,omitempty"`
