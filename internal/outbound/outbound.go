@@ -35,7 +35,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -266,21 +265,17 @@ type meta struct {
 	hist *history
 }
 
-// history is what the attempts of one call showed.
+// history is what the attempts of one call showed. The attempts run one after another on the
+// caller's goroutine (retryablehttp calls CheckRetry between them, Settle comes after), so it
+// needs no lock.
 type history struct {
-	mu sync.Mutex
 	// ambiguous describes the first attempt that may have been acted on without the caller
 	// learning it ("" if none): a 5xx but 501 and 503, or a transport failure after sending.
 	ambiguous string
 }
 
 func (h *history) noteAmbiguous(what string) {
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.ambiguous == "" {
+	if h != nil && h.ambiguous == "" {
 		h.ambiguous = what
 	}
 }
@@ -289,8 +284,6 @@ func (h *history) earlierAmbiguous() string {
 	if h == nil {
 		return ""
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	return h.ambiguous
 }
 
