@@ -212,26 +212,24 @@ func (x *execution) trigger(ctx context.Context, s config.Service, phase runs.Ph
 	}
 	// A request whose outcome is still unknown when trigger fails keeps its DeployRequestedAt
 	// (a takeover looks for its deployment); any other failure queued nothing: it is cleared.
-	requested, unknown := false, false
-	uuid, seen, err := x.deploy(ctx, s, phase, &requested, &unknown)
-	if err != nil && requested && !unknown {
+	uuid, seen, unknown, err := x.deploy(ctx, s, phase)
+	if err != nil && !unknown {
 		x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = time.Time{} })
 	}
 	return uuid, seen, err
 }
 
-// deploy is trigger for an application; it sets requested once a deploy request is stored as
-// sent, and unknown when it fails without knowing whether one was queued.
-func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Phase, requested, unknown *bool) (string, *coolify.Deployment, error) {
+// deploy is trigger for an application; unknown is set with an error that leaves open whether
+// a deployment was queued.
+func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Phase) (_ string, _ *coolify.Deployment, unknown bool, _ error) {
 	var last error
 	for range maxDeployTries {
 		if err := x.clearDeployments(ctx, s, phase, true); err != nil {
-			return "", nil, err
+			return "", nil, false, err
 		}
 		// Stored before the request: a daemon that dies before the deployment is recorded
 		// leaves its takeover a trace of it (the guard above left no other running).
 		x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = time.Now().UTC() })
-		*requested = true
 		res, err := x.cl.Deploy(ctx, s.UUID, false)
 		if errors.Is(err, coolify.ErrDeployDeduplicated) {
 			last = err
@@ -244,19 +242,18 @@ func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Pha
 			active, aerr := x.cl.ActiveDeployments(ctx, s.UUID)
 			switch {
 			case aerr != nil:
-				*unknown = true
-				return "", nil, fmt.Errorf("%w; reading its deployments to learn whether it was queued failed too: %w", err, aerr)
+				return "", nil, true, fmt.Errorf("%w; reading its deployments to learn whether it was queued failed too: %w", err, aerr)
 			case len(active) == 0:
-				return "", nil, fmt.Errorf("%w; no deployment of it is queued or running", err)
+				return "", nil, false, fmt.Errorf("%w; no deployment of it is queued or running", err)
 			}
 			d := active[len(active)-1]
 			x.log.LogAttrs(ctx, slog.LevelInfo, "deploy answer lost; found its deployment by reading",
 				slog.String(logService, s.Name), slog.String("deployment_uuid", d.UUID))
 			x.noteStarted(d.UUID)
-			return d.UUID, nil, nil
+			return d.UUID, nil, false, nil
 		}
 		if err != nil && (res == nil || res.DeploymentUUID == "") {
-			return "", nil, err
+			return "", nil, false, err
 		}
 		if err != nil {
 			// Queued as far as Coolify said, but its confirming read failed: it is this run's
@@ -265,9 +262,9 @@ func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Pha
 				slog.String(logService, s.Name), slog.String("deployment_uuid", res.DeploymentUUID), slog.String(logError, err.Error()))
 		}
 		x.noteStarted(res.DeploymentUUID)
-		return res.DeploymentUUID, res.Deployment, nil
+		return res.DeploymentUUID, res.Deployment, false, nil
 	}
-	return "", nil, fmt.Errorf("deploy dropped %d times by Coolify's dedup: %w", maxDeployTries, last)
+	return "", nil, false, fmt.Errorf("deploy dropped %d times by Coolify's dedup: %w", maxDeployTries, last)
 }
 
 // waitDeployed waits for the deployment to end (canceling it past the service's deploy
