@@ -93,6 +93,54 @@ func findEvent(evs []runs.Event, typ runs.EventType) *runs.Event {
 	return nil
 }
 
+// buildChanged is a Phase-1 step's record of one changed env var.
+var buildChanged = runs.Changes{Env: []orchestrator.EnvChange{{Key: "BUILD", Action: orchestrator.EnvUpdate, ValueChanged: true}}}
+
+// deadRun stores a run of prod build 7 as the daemon "dead-daemon" left it when it died: in
+// status st, holding the lock keys held (as recorded in the run; nil for none), with steps.
+func (h *harness) deadRun(t *testing.T, st runs.Status, held []string, steps ...runs.Step) runs.Run {
+	t.Helper()
+	ctx := context.Background()
+	r, _, err := h.store.Create(ctx, runs.Run{Pipeline: "prod", Instance: "dead-daemon", Trigger: orchestrator.Trigger{Build: "7"}, Steps: steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = h.store.Update(ctx, r.ID, func(r *runs.Run) error {
+		r.Status, r.HeldLocks = st, held
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// takeOver starts this harness's daemon with pipeline prod on services, waits until it has
+// ended the dead daemon's run id, and returns that run as it ended.
+func (h *harness) takeOver(t *testing.T, id string, services ...string) runs.Run {
+	t.Helper()
+	h.start(h.pipelineYAML("prod", services, ""))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := runs.Follow(ctx, h.store, id, 0, func(runs.Event) error { return nil }); err != nil {
+		t.Fatalf("the dead daemon's run was not taken over: %v", err)
+	}
+	r, err := h.store.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// leftStates maps each service (or mobile step) of a taken-over run's Left to its state.
+func leftStates(r runs.Run) map[string]string {
+	left := map[string]string{}
+	for _, l := range r.Left {
+		left[l.Service] = l.State
+	}
+	return left
+}
+
 // A daemon that died mid-deploy and does not come back: another daemon on the same store
 // finds its liveness lease expired, cancels the deployment the dead run started, releases
 // its lease, ends the run as interrupted with every step finished, and says what state each
@@ -107,22 +155,11 @@ func TestDeadDaemonsRunIsTakenOver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dead, _, err := h.store.Create(ctx, runs.Run{Pipeline: "prod", Instance: "dead-daemon", Trigger: orchestrator.Trigger{Build: "7"},
-			Steps: []runs.Step{
-				{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced, Changes: runs.Changes{Env: []orchestrator.EnvChange{{Key: "BUILD", Action: orchestrator.EnvUpdate, ValueChanged: true}}}},
-				{Phase: runs.Phase1, Name: "worker", UUID: uuidWorker, Status: runs.StepSynced, Changes: runs.Changes{Env: []orchestrator.EnvChange{{Key: "BUILD", Action: orchestrator.EnvUpdate, ValueChanged: true}}}},
-				{Phase: runs.Phase2, Name: "api", UUID: uuidAPI, Status: runs.StepRunning, DeploymentUUID: dep.DeploymentUUID},
-				{Phase: runs.Phase2, Name: "worker", UUID: uuidWorker, Status: runs.StepPending},
-			}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := h.store.Update(ctx, dead.ID, func(r *runs.Run) error {
-			r.Status, r.HeldLocks = runs.StatusPhase2, []string{"coolify:phase2", "coolify:" + uuidAPI}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		dead := h.deadRun(t, runs.StatusPhase2, []string{"coolify:phase2", "coolify:" + uuidAPI},
+			runs.Step{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced, Changes: buildChanged},
+			runs.Step{Phase: runs.Phase1, Name: "worker", UUID: uuidWorker, Status: runs.StepSynced, Changes: buildChanged},
+			runs.Step{Phase: runs.Phase2, Name: "api", UUID: uuidAPI, Status: runs.StepRunning, DeploymentUUID: dep.DeploymentUUID},
+			runs.Step{Phase: runs.Phase2, Name: "worker", UUID: uuidWorker, Status: runs.StepPending})
 		// Its leases, still on the backend (held here only so they exist; the takeover must
 		// force-release them).
 		for _, key := range []string{"coolify:phase2", "coolify:" + uuidAPI} {
@@ -133,16 +170,7 @@ func TestDeadDaemonsRunIsTakenOver(t *testing.T) {
 			defer l.Release(ctx)
 		}
 
-		h.start(h.pipelineYAML("prod", []string{"api", "worker"}, ""))
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := runs.Follow(wctx, h.store, dead.ID, 0, func(runs.Event) error { return nil }); err != nil {
-			t.Fatalf("the dead daemon's run was not taken over: %v", err)
-		}
-		r, err := h.store.Get(ctx, dead.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := h.takeOver(t, dead.ID, "api", "worker")
 		if r.Status != runs.StatusInterrupted || !strings.Contains(r.Reason, "dead-daemon") || len(r.HeldLocks) != 0 {
 			t.Fatalf("taken-over run: %s (%s), held %v", r.Status, r.Reason, r.HeldLocks)
 		}
@@ -154,11 +182,7 @@ func TestDeadDaemonsRunIsTakenOver(t *testing.T) {
 		if s := stepOf(t, r, runs.Phase2, "api"); s.Status != runs.StepInterrupted {
 			t.Errorf("phase-2 api step %s, want interrupted", s.Status)
 		}
-		left := map[string]string{}
-		for _, l := range r.Left {
-			left[l.Service] = l.State
-		}
-		if left["api"] != runs.LeftDeployCanceled || left["worker"] != runs.LeftSyncedNotDeployed {
+		if left := leftStates(r); left["api"] != runs.LeftDeployCanceled || left["worker"] != runs.LeftSyncedNotDeployed {
 			t.Errorf("left = %+v, want api %s, worker %s", r.Left, runs.LeftDeployCanceled, runs.LeftSyncedNotDeployed)
 		}
 		if d, _ := h.coolify.Deployment(dep.DeploymentUUID); d.Status != "cancelled-by-user" {
@@ -173,6 +197,8 @@ func TestDeadDaemonsRunIsTakenOver(t *testing.T) {
 		}
 		// The takeover's audit entry is written after the run's end, under the takeover
 		// lease: once that lease is free, the takeover is over.
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
 		done, err := h.locker.Acquire(wctx, locks.Request{Key: orchestrator.DaemonTakeoverKey("dead-daemon"), Holder: "test#0/observer",
 			Budget: locks.Budget{Timeout: 30 * time.Second}})
 		if err != nil {
@@ -204,29 +230,16 @@ func TestTakeoverLeavesADeploymentItCannotTellIsItsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead, _, err := h.store.Create(ctx, runs.Run{Pipeline: "prod", Instance: "dead-daemon", Trigger: orchestrator.Trigger{Build: "7"},
-		Steps: []runs.Step{
-			{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced, Changes: runs.Changes{Env: []orchestrator.EnvChange{{Key: "BUILD", Action: orchestrator.EnvUpdate, ValueChanged: true}}}},
-			{Phase: runs.Phase2, Name: "api", UUID: uuidAPI, Status: runs.StepRunning, DeployRequestedAt: time.Now().UTC()},
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.store.Update(ctx, dead.ID, func(r *runs.Run) error { r.Status = runs.StatusPhase2; return nil }); err != nil {
-		t.Fatal(err)
-	}
+	dead := h.deadRun(t, runs.StatusPhase2, nil,
+		runs.Step{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced, Changes: buildChanged},
+		runs.Step{Phase: runs.Phase2, Name: "api", UUID: uuidAPI, Status: runs.StepRunning, DeployRequestedAt: time.Now().UTC()})
 	other, err := h.locker.Acquire(ctx, locks.Request{Key: "coolify:" + uuidAPI, Holder: "prod#8/api", Owner: "another-run", TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Release(ctx)
 
-	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := runs.Follow(wctx, h.store, dead.ID, 0, func(runs.Event) error { return nil }); err != nil {
-		t.Fatalf("the dead daemon's run was not taken over: %v", err)
-	}
+	h.takeOver(t, dead.ID, "api")
 	if d, _ := h.coolify.Deployment(dep.DeploymentUUID); d.Status == "cancelled-by-user" {
 		t.Errorf("the takeover canceled deployment %s, which the run holding the service's lease may have started", dep.DeploymentUUID)
 	}
@@ -239,34 +252,12 @@ func TestTakeoverLeavesADeploymentItCannotTellIsItsOwn(t *testing.T) {
 // feature in an unknown state, and its left says so beside the services.
 func TestTakeoverNamesAMobileWriteUnderWay(t *testing.T) {
 	h := newHarnessOn(t, "sqlite")
-	ctx := context.Background()
-	dead, _, err := h.store.Create(ctx, runs.Run{Pipeline: "prod", Instance: "dead-daemon", Trigger: orchestrator.Trigger{Build: "7"},
-		Steps: []runs.Step{
-			{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced},
-			{Phase: runs.Phase2, Name: "api", UUID: uuidAPI, Status: runs.StepHealthy},
-			{Phase: runs.PhaseMobile, Name: "min-version", Status: runs.StepRunning, LockKey: "mobile:flagsmith:min_version"},
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.store.Update(ctx, dead.ID, func(r *runs.Run) error { r.Status = runs.StatusMobile; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := runs.Follow(wctx, h.store, dead.ID, 0, func(runs.Event) error { return nil }); err != nil {
-		t.Fatalf("the dead daemon's run was not taken over: %v", err)
-	}
-	r, err := h.store.Get(ctx, dead.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left := map[string]string{}
-	for _, l := range r.Left {
-		left[l.Service] = l.State
-	}
-	if left["api"] != runs.LeftDeployed || left["min-version"] != runs.LeftWriteUnknown {
+	dead := h.deadRun(t, runs.StatusMobile, nil,
+		runs.Step{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced},
+		runs.Step{Phase: runs.Phase2, Name: "api", UUID: uuidAPI, Status: runs.StepHealthy},
+		runs.Step{Phase: runs.PhaseMobile, Name: "min-version", Status: runs.StepRunning, LockKey: "mobile:flagsmith:min_version"})
+	r := h.takeOver(t, dead.ID, "api")
+	if left := leftStates(r); left["api"] != runs.LeftDeployed || left["min-version"] != runs.LeftWriteUnknown {
 		t.Errorf("left = %+v, want api %s and min-version %s", r.Left, runs.LeftDeployed, runs.LeftWriteUnknown)
 	}
 }
