@@ -143,6 +143,15 @@ func daemonDefaults() map[string]any {
 // Errors: Problems listing everything wrong, each naming the file (or the ORCH_* variable
 // or flag that set the field), the field path and what is wrong.
 func LoadDaemon(path string, getenv func(string) string, fs *pflag.FlagSet) (*Daemon, error) {
+	if path == "" {
+		return loadDaemon(source{}, getenv, fs)
+	}
+	return loadDaemon(readSource(path), getenv, fs)
+}
+
+// loadDaemon is LoadDaemon on the file already read and parsed (src.path "": no file).
+func loadDaemon(src source, getenv func(string) string, fs *pflag.FlagSet) (*Daemon, error) {
+	path := src.path
 	c := &problems{file: path}
 	ko := koanf.New(".")
 	if err := ko.Load(confmap.Provider(daemonDefaults(), "."), nil); err != nil {
@@ -155,13 +164,9 @@ func LoadDaemon(path string, getenv func(string) string, fs *pflag.FlagSet) (*Da
 	// are not checked again (an unset ${ADMIN_TOKEN} is not also "too short").
 	var unexpanded Problems
 	if path != "" {
-		data, err := readFile(path)
-		if err != nil {
-			return nil, Problems{{File: path, Message: err.Error()}}
-		}
-		raw, ok := parseYAML(data, c)
-		if !ok {
-			return nil, c.list
+		raw := src.raw
+		if raw == nil {
+			return nil, src.problems
 		}
 		x := &loadExpander{getenv: getenv, runtime: daemonRuntime, fromEnv: fromEnv}
 		walkStrings(raw, "", c, x.expand)

@@ -22,11 +22,7 @@ import (
 // Errors: Problems listing everything wrong with the file (unreadable, invalid YAML, unknown
 // fields, unset variables, invalid values), each naming the file and the field.
 func LoadPipelineFile(path string, getenv func(string) string) (*Pipeline, error) {
-	data, err := readFile(path)
-	if err != nil {
-		return nil, Problems{{File: path, Message: err.Error()}}
-	}
-	return LoadPipelineBytes(path, data, getenv)
+	return loadPipeline(readSource(path), getenv)
 }
 
 // LoadPipelineBytes is LoadPipelineFile on data already read; file names it in problems and
@@ -34,11 +30,17 @@ func LoadPipelineFile(path string, getenv func(string) string) (*Pipeline, error
 //
 // Errors: Problems, as for LoadPipelineFile.
 func LoadPipelineBytes(file string, data []byte, getenv func(string) string) (*Pipeline, error) {
-	c := &problems{file: file}
-	raw, ok := parseYAML(data, c)
-	if !ok {
-		return nil, c.list
+	return loadPipeline(parseSource(file, data), getenv)
+}
+
+// loadPipeline loads and validates the pipeline of a file read and parsed (or the problems
+// that kept it from being parsed).
+func loadPipeline(src source, getenv func(string) string) (*Pipeline, error) {
+	if src.raw == nil {
+		return nil, src.problems
 	}
+	file, raw := src.path, src.raw
+	c := &problems{file: file}
 	x := &loadExpander{getenv: getenv, runtime: pipelineRuntime, fromEnv: map[string]bool{}}
 	walkStrings(raw, "", c, x.expand)
 	// Values whose ${NAME} could not be filled are not checked again.
@@ -72,14 +74,18 @@ func LoadPipelineBytes(file string, data []byte, getenv func(string) string) (*P
 // Errors: Problems: an unreadable directory, every problem of every file, and two files
 // defining the same pipeline name.
 //
-// A daemon config among them (see isDaemonFile) is one problem saying so, instead of every
+// A daemon config among them (see source.isDaemon) is one problem saying so, instead of every
 // daemon key reported as an unknown pipeline field.
 func LoadPipelines(dir string, getenv func(string) string) (map[string]*Pipeline, error) {
 	files, err := configFiles(dir)
 	if err != nil {
 		return nil, Problems{{File: dir, Message: "read pipelines directory: " + unwrapPathError(err)}}
 	}
-	return loadPipelineFiles(files, getenv, nil)
+	srcs := make([]source, len(files))
+	for i, path := range files {
+		srcs[i] = readSource(path)
+	}
+	return loadPipelineSources(srcs, getenv)
 }
 
 // configFiles lists the *.yaml and *.yml files directly in dir, hidden ones left out, in name
@@ -101,19 +107,17 @@ func configFiles(dir string) ([]string, error) {
 	return out, nil
 }
 
-// loadPipelineFiles is LoadPipelines on a list of files; a file for which skip (when set)
-// returns true is left out.
-func loadPipelineFiles(files []string, getenv func(string) string, skip func(path string) bool) (map[string]*Pipeline, error) {
+// loadPipelineSources is LoadPipelines on files already read and parsed.
+func loadPipelineSources(srcs []source, getenv func(string) string) (map[string]*Pipeline, error) {
 	out := map[string]*Pipeline{}
 	var all Problems
-	for _, path := range files {
-		if skip != nil && skip(path) {
-			continue
-		}
-		p, err := LoadPipelineFile(path, getenv)
+	for _, src := range srcs {
+		// Classified before loading, which adds a pipeline's defaults to the tree.
+		daemon := src.isDaemon()
+		p, err := loadPipeline(src, getenv)
 		if err != nil {
-			if isDaemonFile(path) {
-				all = append(all, Problem{File: path, Message: "is a daemon config (its top-level keys are the daemon's), not a pipeline: " +
+			if daemon {
+				all = append(all, Problem{File: src.path, Message: "is a daemon config (its top-level keys are the daemon's), not a pipeline: " +
 					"keep it out of the pipelines directory and give it to serve with --config"})
 				continue
 			}
@@ -121,12 +125,43 @@ func loadPipelineFiles(files []string, getenv func(string) string, skip func(pat
 			continue
 		}
 		if prev, dup := out[p.Name]; dup {
-			all = append(all, Problem{File: path, Field: "name", Message: fmt.Sprintf("pipeline %q is already defined in %s", p.Name, prev.File)})
+			all = append(all, Problem{File: src.path, Field: "name", Message: fmt.Sprintf("pipeline %q is already defined in %s", p.Name, prev.File)})
 			continue
 		}
 		out[p.Name] = p
 	}
 	return out, all.Err()
+}
+
+// source is a config file read and parsed once: its tree, or the problems that kept it from
+// having one (unreadable, too large, invalid YAML, nested too deep), as every loader reports
+// them. Telling a daemon config from a pipeline (isDaemon) and loading the file both use it,
+// so each file is read and parsed once. Loading changes the tree: load a source once, and
+// classify it before.
+type source struct {
+	path string
+	// raw is the parsed tree; nil when the file could not be read or parsed (problems).
+	raw      map[string]any
+	problems Problems
+}
+
+// readSource reads and parses the config file at path.
+func readSource(path string) source {
+	data, err := readFile(path)
+	if err != nil {
+		return source{path: path, problems: Problems{{File: path, Message: err.Error()}}}
+	}
+	return parseSource(path, data)
+}
+
+// parseSource parses data, read from file.
+func parseSource(file string, data []byte) source {
+	c := &problems{file: file}
+	raw, ok := parseYAML(data, c)
+	if !ok {
+		return source{path: file, problems: c.list}
+	}
+	return source{path: file, raw: raw}
 }
 
 // readFile reads a config file of at most maxFileSize bytes.

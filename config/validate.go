@@ -59,45 +59,48 @@ func validatePath(getenv func(string) string, path string) (Problems, []map[stri
 	if st.IsDir() {
 		return validateDir(getenv, path)
 	}
-	probs, pipelines := validateFile(getenv, path)
+	probs, pipelines := validateSource(getenv, readSource(path))
 	return probs, []map[string]*Pipeline{pipelines}
 }
 
 // validateDir checks the files of a directory as validatePath checks each file: the daemon
-// configs as daemon configs, the pipelines together as LoadPipelines loads them.
+// configs as daemon configs, the pipelines together as LoadPipelines loads them. Each file is
+// read and parsed once, then classified and checked from that.
 func validateDir(getenv func(string) string, dir string) (Problems, []map[string]*Pipeline) {
 	files, err := configFiles(dir)
 	if err != nil {
 		return Problems{{File: dir, Message: "read directory: " + unwrapPathError(err)}}, nil
 	}
-	var daemons []string
-	pipelines, err := loadPipelineFiles(files, getenv, func(path string) bool {
-		if isDaemonFile(path) {
-			daemons = append(daemons, path)
-			return true
+	var pipelineSrcs, daemons []source
+	for _, path := range files {
+		src := readSource(path)
+		if src.isDaemon() {
+			daemons = append(daemons, src)
+		} else {
+			pipelineSrcs = append(pipelineSrcs, src)
 		}
-		return false
-	})
+	}
+	pipelines, err := loadPipelineSources(pipelineSrcs, getenv)
 	out, loaded := AsProblems(err), []map[string]*Pipeline{pipelines}
-	for _, path := range daemons {
-		probs, ps := validateFile(getenv, path)
+	for _, src := range daemons {
+		probs, ps := validateSource(getenv, src)
 		out = append(out, probs...)
 		loaded = append(loaded, ps)
 	}
 	return out, loaded
 }
 
-// validateFile checks one file, a pipeline or a daemon config (isDaemonFile), and returns its
+// validateSource checks one file, a pipeline or a daemon config (isDaemon), and returns its
 // problems and the pipelines it loaded.
-func validateFile(getenv func(string) string, path string) (Problems, map[string]*Pipeline) {
-	if !isDaemonFile(path) {
-		p, err := LoadPipelineFile(path, getenv)
+func validateSource(getenv func(string) string, src source) (Problems, map[string]*Pipeline) {
+	if !src.isDaemon() {
+		p, err := loadPipeline(src, getenv)
 		if err != nil {
 			return AsProblems(err), nil
 		}
 		return nil, map[string]*Pipeline{p.Name: p}
 	}
-	d, err := LoadDaemon(path, getenv, nil)
+	d, err := loadDaemon(src, getenv, nil)
 	if err != nil {
 		return AsProblems(err), nil
 	}
@@ -109,16 +112,12 @@ func validateFile(getenv func(string) string, path string) (Problems, map[string
 	return out, pipelines
 }
 
-// isDaemonFile reports whether a file's top-level keys are a daemon config's rather than a
+// isDaemon reports whether a file's top-level keys are a daemon config's rather than a
 // pipeline's. Keys both kinds have (coolify) decide nothing. A file that can't be read or
 // parsed counts as a pipeline, whose loader then reports why.
-func isDaemonFile(path string) bool {
-	data, err := readFile(path)
-	if err != nil {
-		return false
-	}
-	raw, ok := parseYAML(data, &problems{})
-	if !ok {
+func (s source) isDaemon() bool {
+	raw := s.raw
+	if raw == nil {
 		return false
 	}
 	daemonKeys := structFields(reflect.TypeFor[Daemon]())

@@ -61,6 +61,9 @@ func (t *triggerFlags) trigger(by string) (orchestrator.Trigger, error) {
 type localCmd struct {
 	cfgPath, file *string
 	trigger       *triggerFlags
+	// readOnly is set by plan: it opens the backend with openBackendsToRead, creating no
+	// state directory or database.
+	readOnly bool
 }
 
 func addLocalFlags(c *cli, fs *pflag.FlagSet) *localCmd {
@@ -110,7 +113,12 @@ func (lc *localCmd) engine(ctx context.Context, c *cli, fs *pflag.FlagSet, insta
 		return nil, nil, pipelinesError(d.PipelinesDir, err)
 	}
 	c.warnUnknownEnv(ctx, log)
-	b, err := openBackends(ctx, d, log, nil)
+	var b *backends
+	if lc.readOnly {
+		b, err = openBackendsToRead(ctx, d, log)
+	} else {
+		b, err = openBackends(ctx, d, log, nil)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -201,6 +209,7 @@ func cmdPlan(ctx context.Context, c *cli, args []string) error {
 			"Nothing is written and no lock is taken.")
 	asJSON := fs.Bool("json", false, "print the plan as one JSON object")
 	lc := addLocalFlags(c, fs)
+	lc.readOnly = true
 	if done, err := parse(fs, args); done {
 		return err
 	}
@@ -220,10 +229,18 @@ func cmdPlan(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return engineError(err)
 	}
+	backend := b.where
+	if b.absent != "" {
+		backend += " (" + b.absent + ")"
+	}
 	if *asJSON {
+		// stdout stays one JSON object; what the plan could not read goes to stderr.
+		if b.absent != "" {
+			fmt.Fprintf(c.stderr, "backend: %s\n", backend)
+		}
 		return json.NewEncoder(c.stdout).Encode(plan)
 	}
-	fmt.Fprintf(c.stdout, "backend: %s\n", b.where)
+	fmt.Fprintf(c.stdout, "backend: %s\n", backend)
 	printPlan(c.stdout, plan)
 	return nil
 }

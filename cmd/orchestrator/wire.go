@@ -51,7 +51,10 @@ type backends struct {
 	// where names the backend for humans: "redis://host:port/db" (never a password) or
 	// "state dir <path>".
 	where string
-	close func() error
+	// absent, set only by openBackendsToRead, says which part of the embedded backend does
+	// not exist and what that means for what a command reading it can tell.
+	absent string
+	close  func() error
 }
 
 func (b *backends) Close() error { return b.close() }
@@ -92,19 +95,92 @@ func openBackends(ctx context.Context, d *config.Daemon, log *slog.Logger, obs l
 		log.Warn("state directory is open to other users; the run history and locks are in it (chmod 700 it)",
 			slog.String("state_dir", stateDir), slog.String("open_bits", open.String()))
 	}
-	drv, err := sqlitelock.Open(filepath.Join(stateDir, lockDBName))
+	drv, err := openLockDB(stateDir)
 	if err != nil {
-		return nil, fmt.Errorf("embedded lock backend in %s: %w", stateDir, err)
+		return nil, err
 	}
 	locker := locks.New(drv, lopts)
-	st, err := sqlitestore.Open(ctx, filepath.Join(stateDir, sqlitestore.FileName))
+	st, err := openRunStore(ctx, stateDir)
 	if err != nil {
 		locker.Close()
-		return nil, fmt.Errorf("embedded run store in %s: %w", stateDir, err)
+		return nil, err
 	}
 	return &backends{locker: locker, store: st, where: "state dir " + stateDir, close: func() error {
 		return errors.Join(locker.Close(), st.Close())
 	}}, nil
+}
+
+// openLockDB opens (creating it if missing) the embedded lock database in stateDir.
+func openLockDB(stateDir string) (*sqlitelock.Driver, error) {
+	drv, err := sqlitelock.Open(filepath.Join(stateDir, lockDBName))
+	if err != nil {
+		return nil, fmt.Errorf("embedded lock backend in %s: %w", stateDir, err)
+	}
+	return drv, nil
+}
+
+// openRunStore opens (creating it if missing) the embedded run store in stateDir.
+func openRunStore(ctx context.Context, stateDir string) (*sqlitestore.Store, error) {
+	st, err := sqlitestore.Open(ctx, filepath.Join(stateDir, sqlitestore.FileName))
+	if err != nil {
+		return nil, fmt.Errorf("embedded run store in %s: %w", stateDir, err)
+	}
+	return st, nil
+}
+
+// openBackendsToRead opens the configured backend for a command that only reads (plan)
+// without creating anything on disk: Redis as openBackends does; on the embedded backend, a
+// state directory or database that does not exist is not created but stood in for by an
+// empty one (noLocks: no lock held; noRuns: no run and no service mark), and the backends'
+// absent says which. A database that exists is opened as openBackends opens it (the stores
+// have no read-only open: opening one may still write to it, e.g. its schema version).
+func openBackendsToRead(ctx context.Context, d *config.Daemon, log *slog.Logger) (*backends, error) {
+	if d.RedisURL.IsSet() {
+		return openBackends(ctx, d, log, nil)
+	}
+	dir, why := absentState(d.StateDir)
+	lockDB, runDB := why == "" && exists(filepath.Join(dir, lockDBName)), why == "" && exists(filepath.Join(dir, sqlitestore.FileName))
+	if lockDB && runDB {
+		return openBackends(ctx, d, log, nil)
+	}
+	b := &backends{where: "state dir " + dir}
+	var drv locks.Driver = noLocks{}
+	var st store = noRuns{}
+	switch {
+	case why != "":
+		b.absent = why + ": " + noLocksMeans + ", " + noMarksMeans
+	case !lockDB:
+		b.absent = "no lock database in " + dir + ": " + noLocksMeans
+		s, err := openRunStore(ctx, dir)
+		if err != nil {
+			return nil, err
+		}
+		st = s
+	default:
+		b.absent = "no run store in " + dir + ": " + noMarksMeans
+		ld, err := openLockDB(dir)
+		if err != nil {
+			return nil, err
+		}
+		drv = ld
+	}
+	b.locker = locks.New(drv, locks.Options{Logger: log, DefaultBudget: defaultBudget})
+	b.store = st
+	b.close = func() error { return errors.Join(b.locker.Close(), st.Close()) }
+	return b, nil
+}
+
+// What a missing lock database and a missing run store mean for a command that reads them.
+const (
+	noLocksMeans = "no lock held"
+	noMarksMeans = "no build marks for the stale-build check"
+)
+
+// exists reports whether path exists (an error other than "does not exist" counts as
+// existing: opening it then says what is wrong).
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, os.ErrNotExist)
 }
 
 // lockDBName is the embedded lock backend's file in the state directory.
