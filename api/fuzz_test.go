@@ -74,7 +74,7 @@ func FuzzWebhookDelivery(f *testing.F) {
 			if !is4xx(err) || err.Error() == "" {
 				t.Fatalf("form body refused without a clear 4xx: %v", err)
 			}
-		} else if err := checkObject(payload); err != nil {
+		} else if _, err := decodeObject(payload, nameFormPayload); err != nil {
 			t.Fatalf("form payload %q taken, but it is not a JSON object: %v", payload, err)
 		}
 

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -278,7 +277,7 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 // installation, which only an App's delivery carries: so the event starts one run whichever
 // hooks deliver it, even at once. The signature still covers each body whole, so a replayed
 // body, under whatever delivery ID, is the same event too. body is a JSON object
-// (checkObject).
+// (decodeObject).
 func githubEventSum(body []byte) [sha256.Size]byte {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {
@@ -349,7 +348,7 @@ func formPayload(body []byte) ([]byte, error) {
 			message: fmt.Sprintf("a form-encoded GitHub delivery must hold exactly one payload field, holding the JSON; it holds %d", n)}
 	}
 	payload := []byte(vals["payload"][0])
-	if err := checkObject(payload); err != nil {
+	if _, err := decodeObject(payload, nameFormPayload); err != nil {
 		var he *httpError
 		if errors.As(err, &he) && he.field == "" {
 			he.field = "payload"
@@ -470,7 +469,7 @@ func alreadyReceived(provider config.Provider, header string) string {
 // parseDelivery turns a verified body into a ciEvent. A body that is not the JSON the
 // provider documents is a 400 naming the field.
 func parseDelivery(provider config.Provider, h http.Header, body []byte) (ciEvent, error) {
-	if err := checkObject(body); err != nil {
+	if _, err := decodeObject(body, nameRequestBody); err != nil {
 		return ciEvent{}, err
 	}
 	switch provider {
@@ -481,26 +480,6 @@ func parseDelivery(provider config.Provider, h http.Header, body []byte) (ciEven
 	default:
 		return parseGeneric(body)
 	}
-}
-
-// checkObject checks that a body is exactly one JSON object.
-func checkObject(body []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var v map[string]json.RawMessage
-	if err := dec.Decode(&v); err != nil {
-		var typ *json.UnmarshalTypeError
-		if errors.As(err, &typ) {
-			return &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "the payload must be a JSON object"}
-		}
-		return jsonError(err)
-	}
-	if v == nil {
-		return &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "the payload must be a JSON object"}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "unexpected data after the JSON payload"}
-	}
-	return nil
 }
 
 // decodeLenient decodes body into v, ignoring fields v does not name; a known field of the
@@ -719,7 +698,7 @@ type genericDelivery struct {
 	Params     map[string]string `json:"params"`
 }
 
-// parseGeneric reads a generic delivery (a JSON object: checkObject). A field it reads that
+// parseGeneric reads a generic delivery (a JSON object: decodeObject). A field it reads that
 // holds a value of the wrong type is a 400 naming it, every such field at once.
 func parseGeneric(body []byte) (ciEvent, error) {
 	var p genericDelivery
