@@ -39,44 +39,90 @@ func writeJSONHeader(w http.ResponseWriter, status int) {
 	w.WriteHeader(status)
 }
 
-// decode reads the request body as one JSON value into v. Unknown fields, trailing data, a
-// wrong type, a body that is not JSON or too large are errors that answer 400 or 413 and name
-// the field when there is one. An empty body decodes as {} when allowEmpty is set.
+// decode reads the request body (readJSON) as one JSON value into v (decodeValue): unknown
+// fields, a wrong type, malformed JSON or data after the value answer 400 naming the field
+// when there is one. An empty body decodes as {} when allowEmpty is set, else answers 400.
 func decode(r *http.Request, v any, allowEmpty bool) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return &httpError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type",
-				message: "the body must be JSON (Content-Type: application/json)", field: "Content-Type"}
-		}
-	}
-	body, err := io.ReadAll(r.Body)
+	body, err := readJSON(r)
 	if err != nil {
-		return bodyError(err)
+		return err
 	}
 	return decodeBytes(body, v, allowEmpty)
 }
 
 // decodeBytes is decode on a body already read.
 func decodeBytes(body []byte, v any, allowEmpty bool) error {
-	if len(bytes.TrimSpace(body)) == 0 {
+	if isBlank(body) {
 		if allowEmpty {
 			return nil
 		}
-		return &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "the request body is empty; send a JSON object"}
+		return errEmpty(nameRequestBody)
 	}
+	return decodeValue(body, v)
+}
+
+// readJSON reads the body of a request that must be JSON: a Content-Type other than JSON
+// (none is taken as JSON) answers 415, a body over the route's limit 413.
+func readJSON(r *http.Request) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return nil, &httpError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type",
+				message: "the body must be JSON (Content-Type: application/json)", field: "Content-Type"}
+		}
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, bodyError(err)
+	}
+	return body, nil
+}
+
+// What the answers of decodeObject call the JSON they judge.
+const (
+	nameRequestBody = "request body"
+	nameFormPayload = "payload field" // a form-encoded GitHub delivery's
+)
+
+// decodeObject is the rule for a body that must be exactly one JSON object (a trigger, a
+// webhook delivery): it returns the object's members, raw. An empty body, another kind of
+// value (null included), malformed JSON or data after the object is a 400 invalid_json;
+// name is what the answer calls the body (nameRequestBody, nameFormPayload).
+func decodeObject(body []byte, name string) (map[string]json.RawMessage, error) {
+	if isBlank(body) {
+		return nil, errEmpty(name)
+	}
+	if bytes.TrimLeft(body, " \t\r\n")[0] != '{' {
+		return nil, &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "the " + name + " must be a JSON object"}
+	}
+	var obj map[string]json.RawMessage
+	if err := decodeValue(body, &obj); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// decodeValue decodes body, which must hold exactly one JSON value, into v. Malformed JSON, a
+// member of the wrong type or one v does not name (v a struct), and data after the value are
+// errors that answer 400 and name the field when there is one.
+func decodeValue(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
-	if dec.More() {
-		return &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "the body holds more than one JSON value"}
-	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "unexpected data after the JSON value"}
 	}
 	return nil
+}
+
+// isBlank reports whether a body holds nothing but white space.
+func isBlank(body []byte) bool { return len(bytes.TrimSpace(body)) == 0 }
+
+// errEmpty is the answer to an empty body, called name.
+func errEmpty(name string) error {
+	return &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "the " + name + " is empty; send a JSON object"}
 }
 
 // bodyError turns a failed body read into its answer: 413 when the body was over the limit.

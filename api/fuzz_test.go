@@ -70,15 +70,22 @@ func FuzzWebhookDelivery(f *testing.F) {
 
 		// A GitHub delivery set to form: its payload field, when it holds one, is a JSON
 		// object; any other form is a clear 4xx.
-		if payload, err := formPayload(body); err != nil {
+		if payload, obj, err := formPayload(body); err != nil {
 			if !is4xx(err) || err.Error() == "" {
 				t.Fatalf("form body refused without a clear 4xx: %v", err)
 			}
-		} else if err := checkObject(payload); err != nil {
+		} else if _, err := decodeObject(payload, nameFormPayload); err != nil || obj == nil {
 			t.Fatalf("form payload %q taken, but it is not a JSON object: %v", payload, err)
 		}
 
-		ev, err := parseDelivery(provider, signed, body)
+		obj, err := decodeObject(body, nameRequestBody)
+		if err != nil {
+			if !is4xx(err) || err.Error() == "" {
+				t.Fatalf("%s: a body refused without a clear 4xx: %v", provider, err)
+			}
+			return
+		}
+		ev, err := parseDelivery(provider, signed, obj)
 		if err != nil {
 			if !is4xx(err) || err.Error() == "" {
 				t.Fatalf("%s: parse error is not a clear 4xx: %v", provider, err)

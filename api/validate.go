@@ -105,18 +105,14 @@ func decodeTrigger(r *http.Request) (triggerBody, error) {
 	return b, es.Err()
 }
 
-// readJSONObject reads a request body that must be one JSON object (Content-Type JSON or
-// none) and returns its members: an empty body, malformed JSON, another kind of value or
-// trailing data answer 400, a body over the limit 413.
+// readJSONObject reads a request body that must be one JSON object (readJSON, decodeObject)
+// and returns its members.
 func readJSONObject(r *http.Request) (map[string]json.RawMessage, error) {
-	var obj map[string]json.RawMessage
-	if err := decode(r, &obj, false); err != nil {
+	body, err := readJSON(r)
+	if err != nil {
 		return nil, err
 	}
-	if obj == nil {
-		return nil, &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "the body must be a JSON object"}
-	}
-	return obj, nil
+	return decodeObject(body, nameRequestBody)
 }
 
 // validIdempotencyKey checks the Idempotency-Key header ("" when absent).

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -10,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -171,17 +171,22 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 			return webhookResponse{}, 0, authFailed(r, s.webhookFail, err)
 		}
 	}
+	// The delivery's JSON object, decoded once here: the body, or a form's payload field (the
+	// signature covered the form as sent; from here on the body is its payload's JSON).
+	var obj map[string]json.RawMessage
 	if form {
-		// The signature covered the form as sent; from here on the body is its JSON.
-		if body, err = formPayload(body); err != nil {
-			return webhookResponse{}, 0, err
-		}
+		body, obj, err = formPayload(body)
+	} else {
+		obj, err = decodeObject(body, nameRequestBody)
+	}
+	if err != nil {
+		return webhookResponse{}, 0, err
 	}
 	delivery, deliveryHeader, err := deliveryID(provider, r.Header)
 	if err != nil {
 		return webhookResponse{}, 0, err
 	}
-	ev, err := parseDelivery(provider, r.Header, body)
+	ev, err := parseDelivery(provider, r.Header, obj)
 	if err != nil {
 		return webhookResponse{}, 0, err
 	}
@@ -228,7 +233,7 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	// it is recorded to tell the kinds of duplicate apart in the answer and the log.
 	bodySum := sha256.Sum256(body)
 	if provider == config.ProviderGitHub {
-		bodySum = githubEventSum(body)
+		bodySum = githubEventSum(body, obj)
 	}
 	seenID := false
 	if delivery != "" {
@@ -277,15 +282,14 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 // organization's, a GitHub App's) under one X-GitHub-Delivery, with the same payload but for
 // installation, which only an App's delivery carries: so the event starts one run whichever
 // hooks deliver it, even at once. The signature still covers each body whole, so a replayed
-// body, under whatever delivery ID, is the same event too. body is a JSON object
-// (checkObject).
-func githubEventSum(body []byte) [sha256.Size]byte {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		return sha256.Sum256(body)
+// body, under whatever delivery ID, is the same event too. obj is body's JSON object
+// (decodeObject); body's own digest is the fallback should it not marshal again.
+func githubEventSum(body []byte, obj map[string]json.RawMessage) [sha256.Size]byte {
+	if _, ok := obj["installation"]; ok {
+		obj = maps.Clone(obj)
+		delete(obj, "installation")
 	}
-	delete(m, "installation")
-	canon, err := json.Marshal(m)
+	canon, err := json.Marshal(obj)
 	if err != nil {
 		return sha256.Sum256(body)
 	}
@@ -336,27 +340,28 @@ func bodyType(provider config.Provider, h http.Header) (form bool, err error) {
 }
 
 // formPayload returns the JSON a form-encoded GitHub delivery carries in its one payload
-// field. A body that is not a form, holds no payload field or more than one, or whose payload
-// is not one JSON object, is a 400 naming the field.
-func formPayload(body []byte) ([]byte, error) {
+// field, and that JSON's object (decodeObject). A body that is not a form, holds no payload
+// field or more than one, or whose payload is not one JSON object, is a 400 naming the field.
+func formPayload(body []byte) ([]byte, map[string]json.RawMessage, error) {
 	vals, err := url.ParseQuery(string(body))
 	if err != nil {
-		return nil, &httpError{status: http.StatusBadRequest, code: "invalid_form",
+		return nil, nil, &httpError{status: http.StatusBadRequest, code: "invalid_form",
 			message: "the form-encoded body is malformed: " + err.Error()}
 	}
 	if n := len(vals["payload"]); n != 1 {
-		return nil, &httpError{status: http.StatusBadRequest, code: "invalid_form", field: "payload",
+		return nil, nil, &httpError{status: http.StatusBadRequest, code: "invalid_form", field: "payload",
 			message: fmt.Sprintf("a form-encoded GitHub delivery must hold exactly one payload field, holding the JSON; it holds %d", n)}
 	}
 	payload := []byte(vals["payload"][0])
-	if err := checkObject(payload); err != nil {
+	obj, err := decodeObject(payload, nameFormPayload)
+	if err != nil {
 		var he *httpError
 		if errors.As(err, &he) && he.field == "" {
 			he.field = "payload"
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	return payload, nil
+	return payload, obj, nil
 }
 
 // errBadSignature is the answer to a delivery whose signature or token does not verify.
@@ -467,54 +472,52 @@ func alreadyReceived(provider config.Provider, header string) string {
 	return "this delivery was already received"
 }
 
-// parseDelivery turns a verified body into a ciEvent. A body that is not the JSON the
-// provider documents is a 400 naming the field.
-func parseDelivery(provider config.Provider, h http.Header, body []byte) (ciEvent, error) {
-	if err := checkObject(body); err != nil {
-		return ciEvent{}, err
-	}
+// parseDelivery turns a verified delivery, its JSON object's members (obj, from
+// decodeObject), into a ciEvent. A body that is not the JSON the provider documents is a 400
+// naming the field.
+func parseDelivery(provider config.Provider, h http.Header, obj map[string]json.RawMessage) (ciEvent, error) {
 	switch provider {
 	case config.ProviderGitHub:
-		return parseGitHub(h.Get(headerGitHubEvent), body)
+		return parseGitHub(h.Get(headerGitHubEvent), obj)
 	case config.ProviderGitLab:
-		return parseGitLab(h.Get(headerGitLabEvent), body)
+		return parseGitLab(h.Get(headerGitLabEvent), obj)
 	default:
-		return parseGeneric(body)
+		return parseGeneric(obj)
 	}
 }
 
-// checkObject checks that a body is exactly one JSON object.
-func checkObject(body []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var v map[string]json.RawMessage
-	if err := dec.Decode(&v); err != nil {
-		var typ *json.UnmarshalTypeError
-		if errors.As(err, &typ) {
-			return &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "the payload must be a JSON object"}
+// member is a member of a delivery's JSON object that a parser reads, and where its value
+// goes.
+type member struct {
+	name string
+	dst  any
+}
+
+// decodeMembers decodes members of a JSON object (obj, from decodeObject) into their
+// destinations, in the order given, ignoring the fields a destination does not name; an
+// absent member leaves its destination as it is. The first value of the wrong type is a 400
+// naming it by its path in the object ("workflow_run.run_number").
+func decodeMembers(obj map[string]json.RawMessage, ms ...member) error {
+	for _, m := range ms {
+		raw, ok := obj[m.name]
+		if !ok {
+			continue
 		}
-		return jsonError(err)
-	}
-	if v == nil {
-		return &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "the payload must be a JSON object"}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return &httpError{status: http.StatusBadRequest, code: "invalid_json", message: "unexpected data after the JSON payload"}
-	}
-	return nil
-}
-
-// decodeLenient decodes body into v, ignoring fields v does not name; a known field of the
-// wrong type is a 400 naming it.
-func decodeLenient(body []byte, v any) error {
-	if err := json.Unmarshal(body, v); err != nil {
-		return jsonError(err)
+		if err := json.Unmarshal(raw, m.dst); err != nil {
+			var typ *json.UnmarshalTypeError
+			if errors.As(err, &typ) {
+				typ.Field = strings.TrimSuffix(m.name+"."+typ.Field, ".")
+			}
+			return jsonError(err)
+		}
 	}
 	return nil
 }
 
-// githubWorkflowRun is the part of a GitHub workflow_run delivery the daemon reads.
+// githubWorkflowRun is the part of a GitHub workflow_run delivery the daemon reads: its
+// members action, workflow_run and repository (decodeMembers).
 type githubWorkflowRun struct {
-	Action      string `json:"action"`
+	Action      string
 	WorkflowRun *struct {
 		Name       string `json:"name"`
 		HeadBranch string `json:"head_branch"`
@@ -527,29 +530,31 @@ type githubWorkflowRun struct {
 		// HeadRepository is where the run's code came from: another repository's (a fork's
 		// pull request) never deploys.
 		HeadRepository *githubRepo `json:"head_repository"`
-	} `json:"workflow_run"`
-	Repository githubRepo `json:"repository"`
+	}
+	Repository githubRepo
 }
 
-// githubPush is the part of a GitHub push delivery the daemon reads.
+// githubPush is the part of a GitHub push delivery the daemon reads: its members ref, after,
+// deleted and repository (decodeMembers).
 type githubPush struct {
-	Ref        string     `json:"ref"`
-	After      string     `json:"after"`
-	Deleted    bool       `json:"deleted"`
-	Repository githubRepo `json:"repository"`
+	Ref        string
+	After      string
+	Deleted    bool
+	Repository githubRepo
 }
 
 type githubRepo struct {
 	FullName string `json:"full_name"`
 }
 
-func parseGitHub(event string, body []byte) (ciEvent, error) {
+func parseGitHub(event string, obj map[string]json.RawMessage) (ciEvent, error) {
 	switch event {
 	case "ping":
 		return ciEvent{Event: event, Ignore: "ping: the webhook is set up"}, nil
 	case "workflow_run":
 		var p githubWorkflowRun
-		if err := decodeLenient(body, &p); err != nil {
+		if err := decodeMembers(obj, member{"action", &p.Action}, member{"workflow_run", &p.WorkflowRun},
+			member{"repository", &p.Repository}); err != nil {
 			return ciEvent{}, err
 		}
 		if p.WorkflowRun == nil {
@@ -577,7 +582,8 @@ func parseGitHub(event string, body []byte) (ciEvent, error) {
 		return ev, nil
 	case "push":
 		var p githubPush
-		if err := decodeLenient(body, &p); err != nil {
+		if err := decodeMembers(obj, member{"ref", &p.Ref}, member{"after", &p.After}, member{"deleted", &p.Deleted},
+			member{"repository", &p.Repository}); err != nil {
 			return ciEvent{}, err
 		}
 		if p.Ref == "" {
@@ -614,7 +620,8 @@ var gitlabKinds = map[string]string{
 	"release": "Release Hook", "note": "Note Hook", "issue": "Issue Hook",
 }
 
-// gitlabPipeline is the part of a GitLab pipeline event the daemon reads.
+// gitlabPipeline is the part of a GitLab pipeline event the daemon reads: its members
+// object_attributes, merge_request and project (decodeMembers).
 type gitlabPipeline struct {
 	ObjectAttributes *struct {
 		ID     int64   `json:"id"`
@@ -624,17 +631,18 @@ type gitlabPipeline struct {
 		SHA    string  `json:"sha"`
 		Source string  `json:"source"`
 		Status string  `json:"status"`
-	} `json:"object_attributes"`
+	}
 	// MergeRequest is set on a merge-request pipeline.
-	MergeRequest json.RawMessage `json:"merge_request"`
-	Project      gitlabProject   `json:"project"`
+	MergeRequest json.RawMessage
+	Project      gitlabProject
 }
 
-// gitlabPush is the part of a GitLab push or tag push event the daemon reads.
+// gitlabPush is the part of a GitLab push or tag push event the daemon reads: its members
+// ref, after and project (decodeMembers).
 type gitlabPush struct {
-	Ref     string        `json:"ref"`
-	After   string        `json:"after"`
-	Project gitlabProject `json:"project"`
+	Ref     string
+	After   string
+	Project gitlabProject
 }
 
 type gitlabProject struct {
@@ -647,14 +655,12 @@ const zeroSHA = "0000000000000000000000000000000000000000"
 // parseGitLab reduces a GitLab event to a ciEvent. GitLab disables a hook whose deliveries
 // keep failing, so nothing here is an error: an event of a kind that is not a deploy signal,
 // or of an unexpected shape, is ignored with the reason, whatever else the body holds.
-func parseGitLab(event string, body []byte) (ciEvent, error) {
+func parseGitLab(event string, obj map[string]json.RawMessage) (ciEvent, error) {
 	kind := event
 	if kind == "" {
-		var k struct {
-			ObjectKind string `json:"object_kind"`
-		}
-		_ = json.Unmarshal(body, &k) // a kind of the wrong type stays unknown
-		kind = gitlabKinds[k.ObjectKind]
+		var k string
+		_ = json.Unmarshal(obj["object_kind"], &k) // a kind missing or of the wrong type stays unknown
+		kind = gitlabKinds[k]
 	}
 	notUnderstood := func(err error) (ciEvent, error) {
 		return ciEvent{Event: kind, Ignore: fmt.Sprintf("GitLab %s not understood, so not a deploy signal: %v", truncate(kind, 64), err)}, nil
@@ -662,7 +668,8 @@ func parseGitLab(event string, body []byte) (ciEvent, error) {
 	switch kind {
 	case "Pipeline Hook":
 		var p gitlabPipeline
-		if err := decodeLenient(body, &p); err != nil {
+		if err := decodeMembers(obj, member{"object_attributes", &p.ObjectAttributes},
+			member{"merge_request", &p.MergeRequest}, member{"project", &p.Project}); err != nil {
 			return notUnderstood(err)
 		}
 		oa := p.ObjectAttributes
@@ -686,7 +693,7 @@ func parseGitLab(event string, body []byte) (ciEvent, error) {
 		return ev, nil
 	case "Push Hook", "Tag Push Hook":
 		var p gitlabPush
-		if err := decodeLenient(body, &p); err != nil {
+		if err := decodeMembers(obj, member{"ref", &p.Ref}, member{"after", &p.After}, member{"project", &p.Project}); err != nil {
 			return notUnderstood(err)
 		}
 		ev := ciEvent{Event: "push", Repository: p.Project.PathWithNamespace, Source: "push",
@@ -719,15 +726,12 @@ type genericDelivery struct {
 	Params     map[string]string `json:"params"`
 }
 
-// parseGeneric reads a generic delivery (a JSON object: checkObject). A field it reads that
-// holds a value of the wrong type is a 400 naming it, every such field at once.
-func parseGeneric(body []byte) (ciEvent, error) {
+// parseGeneric reads a generic delivery, its JSON object's members (obj, from decodeObject). A
+// field it reads that holds a value of the wrong type is a 400 naming it, every such field at
+// once.
+func parseGeneric(obj map[string]json.RawMessage) (ciEvent, error) {
 	var p genericDelivery
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return ciEvent{}, jsonError(err)
-	}
-	if es := decodeFields(raw, false, stringField("event", &p.Event), stringField("repository", &p.Repository),
+	if es := decodeFields(obj, false, stringField("event", &p.Event), stringField("repository", &p.Repository),
 		stringField("branch", &p.Branch), stringField("workflow", &p.Workflow), buildField(&p.Build),
 		stringField("image_tag", &p.ImageTag), stringField("commit", &p.Commit), stringField("app_version", &p.AppVersion),
 		paramsField(&p.Params)); len(es) > 0 {

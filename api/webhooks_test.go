@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -284,6 +285,29 @@ func TestWebhookBadPayloads(t *testing.T) {
 	wantError(t, f.serve(gh), 400, "workflow_run")
 	gh = delivery("github", "", "gh-noevent", []byte(`{}`), githubSecret)
 	wantError(t, f.serve(gh), 400, "X-GitHub-Event")
+	if n := f.runCount(); n != 0 {
+		t.Fatalf("runs: got %d, want 0", n)
+	}
+}
+
+// TestBodyMustBeOneJSONObject: the trigger route and the webhooks hold their bodies to one
+// rule: an empty body, another kind of value (null included), malformed JSON or data after
+// the object answers 400 invalid_json naming no field, with the same message on both.
+func TestBodyMustBeOneJSONObject(t *testing.T) {
+	f := newFixture(t)
+	for i, body := range []string{``, " \n", `null`, `[]`, `[{"build":"1"}]`, `"x"`, `12`, `true`, `build=1`,
+		`{"build":`, `{"build":"1",}`, `{} {}`, `{"build":"1"} x`, `{}]`} {
+		t.Run(fmt.Sprintf("%q", body), func(t *testing.T) {
+			trigger := wantError(t, f.serve(request("POST", "/v1/pipelines/demo/runs", triggerToken, body)), 400, "")
+			hook := wantError(t, f.serve(delivery("generic", "", fmt.Sprintf("shape-%d", i), []byte(body), genericSecret)), 400, "")
+			if trigger.Error.Code != "invalid_json" || trigger.Error.Field != "" {
+				t.Errorf("trigger: got %+v, want invalid_json naming no field", trigger.Error)
+			}
+			if hook != trigger {
+				t.Errorf("webhook: got %+v, want the trigger route's %+v", hook.Error, trigger.Error)
+			}
+		})
+	}
 	if n := f.runCount(); n != 0 {
 		t.Fatalf("runs: got %d, want 0", n)
 	}
