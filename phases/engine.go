@@ -46,6 +46,7 @@ type Coolify interface {
 	SetImageTag(ctx context.Context, appUUID, tag string) error
 	Deploy(ctx context.Context, appUUID string, force bool) (*coolify.DeployResult, error)
 	ActiveDeployments(ctx context.Context, appUUID string) ([]coolify.Deployment, error)
+	ListDeployments(ctx context.Context, appUUID string, skip, take int) (int, []coolify.Deployment, error)
 	GetDeployment(ctx context.Context, deploymentUUID string) (*coolify.Deployment, error)
 	WaitDeployment(ctx context.Context, deploymentUUID string, timeout time.Duration) (*coolify.Deployment, error)
 	CancelDeployment(ctx context.Context, deploymentUUID string) error

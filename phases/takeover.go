@@ -266,6 +266,11 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 			if len(active) > 0 {
 				continue
 			}
+			// Nothing runs: the deploy was dropped, or its deployment has ended since.
+			if d, ok := e.requestedDeployment(ctx, cl, r, s); ok {
+				ends[s.Name] = deployEnd{uuid: d.UUID, status: d.Status}
+			}
+			continue
 		}
 		// A step's own deployment while the step runs, and the redeploy of the previous
 		// config once a rollback restored the service (RestoredAt), whatever the step's status.
@@ -378,6 +383,27 @@ func (e *Engine) releaseRunLeases(ctx context.Context, r runs.Run, reason string
 		}
 	}
 	return released
+}
+
+// requestedDeployment finds the deployment a dead run's unrecorded deploy request started,
+// once it has ended: the application's newest deployment, if Coolify created it no earlier
+// than the second the request was stamped in (its created_at has whole seconds). The guard
+// had let no other run before the request, and the run held the service's lease since, so a
+// newer deployment is the request's (or one a person started meanwhile, which nothing tells
+// apart). Coolify's clock is compared with the stamp's: behind by a second or more, it finds
+// none (the service reads not deployed); ahead, it may take an earlier deployment, one that
+// ended before the guard's read, for the request's. A failed read is logged and finds none.
+func (e *Engine) requestedDeployment(ctx context.Context, cl Coolify, r runs.Run, s runs.Step) (coolify.Deployment, bool) {
+	_, ds, err := cl.ListDeployments(ctx, s.UUID, 0, 1)
+	if err != nil {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "deployments of a dead run's service not read; its deploy request is reported as not deployed",
+			slog.String(logRunID, r.ID), slog.String(logService, s.Name), slog.String(logError, err.Error()))
+		return coolify.Deployment{}, false
+	}
+	if len(ds) == 0 || ds[0].CreatedAt.Before(s.DeployRequestedAt.Truncate(time.Second)) {
+		return coolify.Deployment{}, false
+	}
+	return ds[0], true
 }
 
 // deployEnd is how a deployment a dead run was waiting for ended.

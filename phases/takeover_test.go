@@ -248,6 +248,64 @@ func TestTakeoverLeavesADeploymentItCannotTellIsItsOwn(t *testing.T) {
 	}
 }
 
+// A dead run that sent a deploy without recording it, and still holds the service's lease:
+// by the takeover the deployment has ended. The application's newest deployment, created no
+// earlier than the request, is the run's, and its end is what the service was left in; one
+// created before the request is someone else's and says nothing of it.
+func TestTakeoverFindsTheEndOfAnUnrecordedDeployment(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		outcome coolifytest.Outcome
+		before  bool // the deployment was created a second before the request
+		want    string
+	}{
+		{"finished", coolifytest.Succeed, false, runs.LeftDeployed},
+		{"failed", coolifytest.Fail, false, runs.LeftSyncedNotDeployed},
+		{"an earlier one", coolifytest.Succeed, true, runs.LeftSyncedNotDeployed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarnessOn(t, "sqlite")
+			ctx := context.Background()
+			h.coolify.SetDeployOutcome(uuidAPI, tc.outcome)
+			cl := coolify.New(h.coolifyURL, h.coolifyToken)
+			requested := time.Now().UTC()
+			dep, err := cl.Deploy(ctx, uuidAPI, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := cl.WaitDeployment(ctx, dep.DeploymentUUID, 10*time.Second)
+			if d == nil || !d.Status.Terminal() {
+				t.Fatalf("deployment %s did not end: %v", dep.DeploymentUUID, err)
+			}
+			if tc.before {
+				requested = d.CreatedAt.Truncate(time.Second).Add(time.Second)
+			}
+			dead := h.deadRun(t, runs.StatusPhase2, []string{"coolify:" + uuidAPI},
+				runs.Step{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced, Changes: buildChanged},
+				runs.Step{Phase: runs.Phase2, Name: "api", UUID: uuidAPI, Status: runs.StepRunning, DeployRequestedAt: requested})
+			l, err := h.locker.Acquire(ctx, locks.Request{Key: "coolify:" + uuidAPI, Holder: "prod#7/api", Owner: "dead-run", TTL: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(ctx)
+
+			r := h.takeOver(t, dead.ID, "api")
+			var got runs.Left
+			for _, x := range r.Left {
+				if x.Service == "api" {
+					got = x
+				}
+			}
+			if got.State != tc.want {
+				t.Errorf("api left %+v, want %s", got, tc.want)
+			}
+			if names := strings.Contains(got.Detail, dep.DeploymentUUID); names == tc.before {
+				t.Errorf("api left %+v: naming deployment %s is %v, want %v", got, dep.DeploymentUUID, names, !tc.before)
+			}
+		})
+	}
+}
+
 // A dead run whose mobile step was past its lock (reading or writing Flagsmith) leaves the
 // feature in an unknown state, and its left says so beside the services.
 func TestTakeoverNamesAMobileWriteUnderWay(t *testing.T) {
