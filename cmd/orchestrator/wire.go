@@ -132,8 +132,8 @@ func openRunStore(ctx context.Context, stateDir string) (*sqlitestore.Store, err
 // without creating anything on disk: Redis as openBackends does; on the embedded backend, a
 // state directory or database that does not exist is not created but stood in for by an
 // empty one (noLocks: no lock held; noRuns: no run and no service mark), and the backends'
-// absent says which. A database that exists is opened as openBackends opens it (the stores
-// have no read-only open: opening one may still write to it, e.g. its schema version).
+// absent says which. A database that exists is opened as openBackends opens it: opening one
+// of this build's schema writes nothing to it (one of an older schema is migrated).
 func openBackendsToRead(ctx context.Context, d *config.Daemon, log *slog.Logger) (*backends, error) {
 	if d.RedisURL.IsSet() {
 		return openBackends(ctx, d, log, nil)

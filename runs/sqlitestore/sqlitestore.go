@@ -206,6 +206,9 @@ func (s *driver) migrate(ctx context.Context) error {
 				return fmt.Errorf("migrate schema 1 to 2: %w", err)
 			}
 		}
+		if v == schemaVersion {
+			return nil // a file of this schema is not written to: a read-only command leaves it as it was
+		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err
 	})

@@ -1,6 +1,7 @@
 package sqlitestore_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -55,6 +56,36 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	_, err = sqlitestore.Open(context.Background(), path)
 	if !errors.Is(err, runs.ErrUnavailable) {
 		t.Errorf("Open of a newer schema: %v, want ErrUnavailable", err)
+	}
+}
+
+// TestReopenWritesNothing: opening a file of this build's schema and closing it again leaves
+// it byte for byte as it was, so a command that only reads (plan) does not write to the state.
+func TestReopenWritesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), sqlitestore.FileName)
+	s, err := sqlitestore.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Create(context.Background(), runs.Run{Pipeline: "prod"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = sqlitestore.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Errorf("opening and closing %s changed it", path)
 	}
 }
 
