@@ -231,7 +231,7 @@ func cmdPlan(ctx context.Context, c *cli, args []string) error {
 	}
 	backend := b.where
 	if b.absent != "" {
-		backend += " (" + b.absent + ")"
+		backend += " (" + b.absent + ": " + b.lacks + ")"
 	}
 	if *asJSON {
 		// stdout stays one JSON object; what the plan could not read goes to stderr.

@@ -48,8 +48,8 @@ type endpoint struct {
 	runs   runService
 	client *apiClient // nil on the local backend
 	close  func() error
-	// absent, when set, says why there is nothing to read ("no state directory at …"): a
-	// read-only command on an embedded backend that was never created.
+	// absent, when set, says what of the embedded backend a read-only command found missing
+	// ("no state directory at …"; see openBackendsToRead).
 	absent string
 }
 
@@ -93,23 +93,21 @@ func (t *target) open(ctx context.Context, c *cli) (*endpoint, error) {
 		return nil, err
 	}
 	c.warnUnknownEnv(ctx, log)
-	if t.readOnly && !d.RedisURL.IsSet() {
-		if dir, why := absentState(d.StateDir); why != "" {
-			return &endpoint{source: "state dir " + dir, locks: absentLocks{}, runs: absentRuns{why}, absent: why,
-				close: func() error { return nil }}, nil
-		}
+	var b *backends
+	if t.readOnly {
+		b, err = openBackendsToRead(ctx, d, log)
+	} else {
+		b, err = openBackends(ctx, d, log, nil)
 	}
-	b, err := openBackends(ctx, d, log, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &endpoint{source: b.where, locks: b.locker, runs: localRuns{b.store}, close: b.Close}, nil
+	return &endpoint{source: b.where, locks: b.locker, runs: localRuns{b.store, b.absent}, absent: b.absent, close: b.Close}, nil
 }
 
 // absentState says why the embedded backend in stateDir holds nothing, or "" when it exists:
-// the directory is missing, or holds neither database. A command that only reads then opens
-// nothing, rather than create the directory and empty databases. dir is stateDir made
-// absolute.
+// the directory is missing, or holds neither database (see openBackendsToRead). dir is
+// stateDir made absolute.
 func absentState(stateDir string) (dir, why string) {
 	dir = stateDir
 	if abs, err := filepath.Abs(stateDir); err == nil {
@@ -124,36 +122,6 @@ func absentState(stateDir string) (dir, why string) {
 		}
 	}
 	return dir, "no state in " + dir
-}
-
-// absentRuns is the run store of an embedded backend that does not exist: it has no runs.
-type absentRuns struct{ why string }
-
-func (a absentRuns) get(_ context.Context, id string) (runs.Run, error) {
-	return runs.Run{}, usageError("run %s: not found (%s)", id, a.why)
-}
-
-func (a absentRuns) list(context.Context, runs.Filter) (runs.Page, error) { return runs.Page{}, nil }
-
-func (a absentRuns) follow(ctx context.Context, id string, _ func(runs.Event) error) error {
-	_, err := a.get(ctx, id)
-	return err
-}
-
-// absentLocks is the lock service of an embedded backend that does not exist: no lock is
-// held and nothing was audited. It is only used by commands that read.
-type absentLocks struct{}
-
-func (absentLocks) List(context.Context, string) ([]locks.Info, error)     { return nil, nil }
-func (absentLocks) Audit(context.Context, int) ([]locks.AuditEntry, error) { return nil, nil }
-func (absentLocks) ForceRelease(context.Context, locks.ForceRequest) (locks.Info, error) {
-	return locks.Info{}, errors.New("no lock backend to act on")
-}
-func (absentLocks) Freeze(context.Context, locks.FreezeRequest) (locks.Info, error) {
-	return locks.Info{}, errors.New("no lock backend to act on")
-}
-func (absentLocks) Unfreeze(context.Context, string, string, string) error {
-	return errors.New("no lock backend to act on")
 }
 
 // header names what the output was read from, first: on stdout for people, on stderr with
@@ -184,11 +152,18 @@ func (r remoteRuns) follow(ctx context.Context, id string, fn func(runs.Event) e
 	return r.a.follow(ctx, id, fn)
 }
 
-type localRuns struct{ s runs.Store }
+// localRuns reads a local run store; absent is the backends' (see openBackendsToRead).
+type localRuns struct {
+	s      runs.Store
+	absent string
+}
 
 func (l localRuns) get(ctx context.Context, id string) (runs.Run, error) {
 	r, err := l.s.Get(ctx, id)
-	if errors.Is(err, runs.ErrNotFound) {
+	switch {
+	case errors.Is(err, runs.ErrNotFound) && l.absent != "":
+		return r, usageError("run %s: not found (%s)", id, l.absent)
+	case errors.Is(err, runs.ErrNotFound):
 		return r, usageError("run %s: not found in this backend", id)
 	}
 	return r, err

@@ -52,9 +52,10 @@ type backends struct {
 	// "state dir <path>".
 	where string
 	// absent, set only by openBackendsToRead, says which part of the embedded backend does
-	// not exist and what that means for what a command reading it can tell.
-	absent string
-	close  func() error
+	// not exist ("no state directory at …"), and lacks what a command reading it therefore
+	// cannot find ("no lock held, …").
+	absent, lacks string
+	close         func() error
 }
 
 func (b *backends) Close() error { return b.close() }
@@ -128,11 +129,11 @@ func openRunStore(ctx context.Context, stateDir string) (*sqlitestore.Store, err
 	return st, nil
 }
 
-// openBackendsToRead opens the configured backend for a command that only reads (plan)
-// without creating anything on disk: Redis as openBackends does; on the embedded backend, a
+// openBackendsToRead opens the configured backend for a command that only reads (plan, runs
+// list|show|watch, locks list|audit) without creating anything on disk: Redis as openBackends does; on the embedded backend, a
 // state directory or database that does not exist is not created but stood in for by an
 // empty one (noLocks: no lock held; noRuns: no run and no service mark), and the backends'
-// absent says which. A database that exists is opened as openBackends opens it: opening one
+// absent and lacks say which. A database that exists is opened as openBackends opens it: opening one
 // of this build's schema writes nothing to it (one of an older schema is migrated).
 func openBackendsToRead(ctx context.Context, d *config.Daemon, log *slog.Logger) (*backends, error) {
 	if d.RedisURL.IsSet() {
@@ -148,16 +149,16 @@ func openBackendsToRead(ctx context.Context, d *config.Daemon, log *slog.Logger)
 	var st store = noRuns{}
 	switch {
 	case why != "":
-		b.absent = why + ": " + noLocksMeans + ", " + noMarksMeans
+		b.absent, b.lacks = why, noLocksMeans+", "+noMarksMeans
 	case !lockDB:
-		b.absent = "no lock database in " + dir + ": " + noLocksMeans
+		b.absent, b.lacks = "no lock database in "+dir, noLocksMeans
 		s, err := openRunStore(ctx, dir)
 		if err != nil {
 			return nil, err
 		}
 		st = s
 	default:
-		b.absent = "no run store in " + dir + ": " + noMarksMeans
+		b.absent, b.lacks = "no run store in "+dir, noMarksMeans
 		ld, err := openLockDB(dir)
 		if err != nil {
 			return nil, err
