@@ -6,12 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/deploy-orchestrator/orchestrator/runs/sqlitestore"
 )
 
 // TestReadOnlyCommandsCreateNoState: on the embedded backend, the commands that only read
 // (runs list, show and watch; locks list and audit) create no state directory or database
 // where there is none, and say why they found nothing; a command that writes (locks freeze)
-// still creates it, and the readers then read it.
+// still creates it, and the readers then read it; with one database removed, they read the
+// other and create none.
 func TestReadOnlyCommandsCreateNoState(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	env := map[string]string{"ORCH_STATE_DIR": state}
@@ -48,5 +51,20 @@ func TestReadOnlyCommandsCreateNoState(t *testing.T) {
 	}
 	if out, _, err := invoke(ctx, env, "runs", "list"); err != nil || !strings.Contains(out, "no runs\n") {
 		t.Errorf("runs list on a state dir without runs: %v\n%s", err, out)
+	}
+
+	// One database gone: the readers read the other and do not create it again.
+	runsDB := filepath.Join(state, sqlitestore.FileName)
+	if err := os.Remove(runsDB); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := invoke(ctx, env, "runs", "list"); err != nil || !strings.Contains(out, "no runs (no run store in "+state+")\n") {
+		t.Errorf("runs list without the run store: %v\n%s", err, out)
+	}
+	if out, _, err := invoke(ctx, env, "locks", "list"); err != nil || !strings.Contains(out, "coolify:phase2") {
+		t.Errorf("locks list without the run store: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(runsDB); !os.IsNotExist(err) {
+		t.Errorf("a read-only command created the run store again (stat: %v)", err)
 	}
 }
