@@ -85,7 +85,7 @@ func FuzzWebhookDelivery(f *testing.F) {
 			}
 			return
 		}
-		ev, err := parseDelivery(provider, signed, obj)
+		ev, err := parseDelivery(provider, signed, body, obj)
 		if err != nil {
 			if !is4xx(err) || err.Error() == "" {
 				t.Fatalf("%s: parse error is not a clear 4xx: %v", provider, err)

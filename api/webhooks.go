@@ -186,7 +186,7 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	if err != nil {
 		return webhookResponse{}, 0, err
 	}
-	ev, err := parseDelivery(provider, r.Header, obj)
+	ev, err := parseDelivery(provider, r.Header, body, obj)
 	if err != nil {
 		return webhookResponse{}, 0, err
 	}
@@ -472,52 +472,32 @@ func alreadyReceived(provider config.Provider, header string) string {
 	return "this delivery was already received"
 }
 
-// parseDelivery turns a verified delivery, its JSON object's members (obj, from
+// parseDelivery turns a verified delivery, body and its JSON object's members (obj, from
 // decodeObject), into a ciEvent. A body that is not the JSON the provider documents is a 400
 // naming the field.
-func parseDelivery(provider config.Provider, h http.Header, obj map[string]json.RawMessage) (ciEvent, error) {
+func parseDelivery(provider config.Provider, h http.Header, body []byte, obj map[string]json.RawMessage) (ciEvent, error) {
 	switch provider {
 	case config.ProviderGitHub:
-		return parseGitHub(h.Get(headerGitHubEvent), obj)
+		return parseGitHub(h.Get(headerGitHubEvent), body)
 	case config.ProviderGitLab:
-		return parseGitLab(h.Get(headerGitLabEvent), obj)
+		return parseGitLab(h.Get(headerGitLabEvent), body, obj)
 	default:
 		return parseGeneric(obj)
 	}
 }
 
-// member is a member of a delivery's JSON object that a parser reads, and where its value
-// goes.
-type member struct {
-	name string
-	dst  any
-}
-
-// decodeMembers decodes members of a JSON object (obj, from decodeObject) into their
-// destinations, in the order given, ignoring the fields a destination does not name; an
-// absent member leaves its destination as it is. The first value of the wrong type is a 400
-// naming it by its path in the object ("workflow_run.run_number").
-func decodeMembers(obj map[string]json.RawMessage, ms ...member) error {
-	for _, m := range ms {
-		raw, ok := obj[m.name]
-		if !ok {
-			continue
-		}
-		if err := json.Unmarshal(raw, m.dst); err != nil {
-			var typ *json.UnmarshalTypeError
-			if errors.As(err, &typ) {
-				typ.Field = strings.TrimSuffix(m.name+"."+typ.Field, ".")
-			}
-			return jsonError(err)
-		}
+// decodeLenient decodes body into v, ignoring fields v does not name; a known field of the
+// wrong type is a 400 naming it.
+func decodeLenient(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return jsonError(err)
 	}
 	return nil
 }
 
-// githubWorkflowRun is the part of a GitHub workflow_run delivery the daemon reads: its
-// members action, workflow_run and repository (decodeMembers).
+// githubWorkflowRun is the part of a GitHub workflow_run delivery the daemon reads.
 type githubWorkflowRun struct {
-	Action      string
+	Action      string `json:"action"`
 	WorkflowRun *struct {
 		Name       string `json:"name"`
 		HeadBranch string `json:"head_branch"`
@@ -530,31 +510,29 @@ type githubWorkflowRun struct {
 		// HeadRepository is where the run's code came from: another repository's (a fork's
 		// pull request) never deploys.
 		HeadRepository *githubRepo `json:"head_repository"`
-	}
-	Repository githubRepo
+	} `json:"workflow_run"`
+	Repository githubRepo `json:"repository"`
 }
 
-// githubPush is the part of a GitHub push delivery the daemon reads: its members ref, after,
-// deleted and repository (decodeMembers).
+// githubPush is the part of a GitHub push delivery the daemon reads.
 type githubPush struct {
-	Ref        string
-	After      string
-	Deleted    bool
-	Repository githubRepo
+	Ref        string     `json:"ref"`
+	After      string     `json:"after"`
+	Deleted    bool       `json:"deleted"`
+	Repository githubRepo `json:"repository"`
 }
 
 type githubRepo struct {
 	FullName string `json:"full_name"`
 }
 
-func parseGitHub(event string, obj map[string]json.RawMessage) (ciEvent, error) {
+func parseGitHub(event string, body []byte) (ciEvent, error) {
 	switch event {
 	case "ping":
 		return ciEvent{Event: event, Ignore: "ping: the webhook is set up"}, nil
 	case "workflow_run":
 		var p githubWorkflowRun
-		if err := decodeMembers(obj, member{"action", &p.Action}, member{"workflow_run", &p.WorkflowRun},
-			member{"repository", &p.Repository}); err != nil {
+		if err := decodeLenient(body, &p); err != nil {
 			return ciEvent{}, err
 		}
 		if p.WorkflowRun == nil {
@@ -582,8 +560,7 @@ func parseGitHub(event string, obj map[string]json.RawMessage) (ciEvent, error) 
 		return ev, nil
 	case "push":
 		var p githubPush
-		if err := decodeMembers(obj, member{"ref", &p.Ref}, member{"after", &p.After}, member{"deleted", &p.Deleted},
-			member{"repository", &p.Repository}); err != nil {
+		if err := decodeLenient(body, &p); err != nil {
 			return ciEvent{}, err
 		}
 		if p.Ref == "" {
@@ -620,8 +597,7 @@ var gitlabKinds = map[string]string{
 	"release": "Release Hook", "note": "Note Hook", "issue": "Issue Hook",
 }
 
-// gitlabPipeline is the part of a GitLab pipeline event the daemon reads: its members
-// object_attributes, merge_request and project (decodeMembers).
+// gitlabPipeline is the part of a GitLab pipeline event the daemon reads.
 type gitlabPipeline struct {
 	ObjectAttributes *struct {
 		ID     int64   `json:"id"`
@@ -631,18 +607,17 @@ type gitlabPipeline struct {
 		SHA    string  `json:"sha"`
 		Source string  `json:"source"`
 		Status string  `json:"status"`
-	}
+	} `json:"object_attributes"`
 	// MergeRequest is set on a merge-request pipeline.
-	MergeRequest json.RawMessage
-	Project      gitlabProject
+	MergeRequest json.RawMessage `json:"merge_request"`
+	Project      gitlabProject   `json:"project"`
 }
 
-// gitlabPush is the part of a GitLab push or tag push event the daemon reads: its members
-// ref, after and project (decodeMembers).
+// gitlabPush is the part of a GitLab push or tag push event the daemon reads.
 type gitlabPush struct {
-	Ref     string
-	After   string
-	Project gitlabProject
+	Ref     string        `json:"ref"`
+	After   string        `json:"after"`
+	Project gitlabProject `json:"project"`
 }
 
 type gitlabProject struct {
@@ -655,7 +630,8 @@ const zeroSHA = "0000000000000000000000000000000000000000"
 // parseGitLab reduces a GitLab event to a ciEvent. GitLab disables a hook whose deliveries
 // keep failing, so nothing here is an error: an event of a kind that is not a deploy signal,
 // or of an unexpected shape, is ignored with the reason, whatever else the body holds.
-func parseGitLab(event string, obj map[string]json.RawMessage) (ciEvent, error) {
+// obj is body's JSON object (decodeObject), where the kind is read when the header is missing.
+func parseGitLab(event string, body []byte, obj map[string]json.RawMessage) (ciEvent, error) {
 	kind := event
 	if kind == "" {
 		var k string
@@ -668,8 +644,7 @@ func parseGitLab(event string, obj map[string]json.RawMessage) (ciEvent, error) 
 	switch kind {
 	case "Pipeline Hook":
 		var p gitlabPipeline
-		if err := decodeMembers(obj, member{"object_attributes", &p.ObjectAttributes},
-			member{"merge_request", &p.MergeRequest}, member{"project", &p.Project}); err != nil {
+		if err := decodeLenient(body, &p); err != nil {
 			return notUnderstood(err)
 		}
 		oa := p.ObjectAttributes
@@ -693,7 +668,7 @@ func parseGitLab(event string, obj map[string]json.RawMessage) (ciEvent, error) 
 		return ev, nil
 	case "Push Hook", "Tag Push Hook":
 		var p gitlabPush
-		if err := decodeMembers(obj, member{"ref", &p.Ref}, member{"after", &p.After}, member{"project", &p.Project}); err != nil {
+		if err := decodeLenient(body, &p); err != nil {
 			return notUnderstood(err)
 		}
 		ev := ciEvent{Event: "push", Repository: p.Project.PathWithNamespace, Source: "push",
