@@ -89,6 +89,54 @@ func TestReopenWritesNothing(t *testing.T) {
 	}
 }
 
+// TestUpdateWritesFewPages: a step's update that changes neither the run's status nor its
+// owner (most of the engine's writes) rewrites the run's row and the step's row, not the
+// indexes on status and owner: 2 pages to the WAL, where setting those columns to their same
+// values wrote 5. A status change still reaches the index List filters on.
+func TestUpdateWritesFewPages(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), sqlitestore.FileName)).(*sqlitestore.Store)
+	var id string
+	for range 50 { // enough runs that the indexes are not all on the table's page
+		r := runs.Run{Pipeline: "prod"}
+		for i := range 100 {
+			r.Steps = append(r.Steps, runs.Step{Phase: runs.Phase1, Name: fmt.Sprintf("svc-%d", i)})
+		}
+		c, _, err := s.Create(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = c.ID
+	}
+	if _, err := sqlitestore.WALFrames(s, "TRUNCATE"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		if _, err := s.Update(ctx, id, func(r *runs.Run) error { r.Steps[i].Status = runs.StepRunning; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	frames, err := sqlitestore.WALFrames(s, "PASSIVE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perUpdate := float64(frames) / n; perUpdate > 2 {
+		t.Errorf("an update of one step wrote %.1f pages, want 2", perUpdate)
+	}
+
+	if _, err := s.Update(ctx, id, func(r *runs.Run) error { r.Status = runs.StatusPhase1; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.List(ctx, runs.Filter{Status: []runs.Status{runs.StatusPhase1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Runs) != 1 || page.Runs[0].ID != id {
+		t.Errorf("List(phase1) after the status changed: %d runs, want only %s", len(page.Runs), id)
+	}
+}
+
 func TestOpenUnwritableDir(t *testing.T) {
 	// A path below a regular file cannot be created, not even by root.
 	dir := t.TempDir()
