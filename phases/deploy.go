@@ -210,26 +210,30 @@ func (x *execution) trigger(ctx context.Context, s config.Service, phase runs.Ph
 		}
 		return "", nil, nil
 	}
-	// A request whose outcome is still unknown when trigger fails keeps its DeployRequestedAt
-	// (a takeover looks for its deployment); any other failure queued nothing: it is cleared.
-	uuid, seen, unknown, err := x.deploy(ctx, s, phase)
-	if err != nil && !unknown {
-		x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = time.Time{} })
-	}
-	return uuid, seen, err
+	return x.deploy(ctx, s, phase)
 }
 
-// deploy is trigger for an application; unknown is set with an error that leaves open whether
-// a deployment was queued.
-func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Phase) (_ string, _ *coolify.Deployment, unknown bool, _ error) {
+// deploy is trigger for an application.
+//
+// It stores the step's DeployRequestedAt before each request. When it fails after a request,
+// the field is cleared again if nothing was queued; a request whose outcome is still unknown
+// keeps it (a takeover looks for its deployment).
+func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Phase) (_ string, _ *coolify.Deployment, err error) {
+	requested, unknown := false, false
+	defer func() {
+		if err != nil && requested && !unknown {
+			x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = time.Time{} })
+		}
+	}()
 	var last error
 	for range maxDeployTries {
 		if err := x.clearDeployments(ctx, s, phase, true); err != nil {
-			return "", nil, false, err
+			return "", nil, err
 		}
 		// Stored before the request: a daemon that dies before the deployment is recorded
 		// leaves its takeover a trace of it (the guard above left no other running).
 		x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = time.Now().UTC() })
+		requested = true
 		res, err := x.cl.Deploy(ctx, s.UUID, false)
 		if errors.Is(err, coolify.ErrDeployDeduplicated) {
 			last = err
@@ -242,18 +246,19 @@ func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Pha
 			active, aerr := x.cl.ActiveDeployments(ctx, s.UUID)
 			switch {
 			case aerr != nil:
-				return "", nil, true, fmt.Errorf("%w; reading its deployments to learn whether it was queued failed too: %w", err, aerr)
+				unknown = true
+				return "", nil, fmt.Errorf("%w; reading its deployments to learn whether it was queued failed too: %w", err, aerr)
 			case len(active) == 0:
-				return "", nil, false, fmt.Errorf("%w; no deployment of it is queued or running", err)
+				return "", nil, fmt.Errorf("%w; no deployment of it is queued or running", err)
 			}
 			d := active[len(active)-1]
 			x.log.LogAttrs(ctx, slog.LevelInfo, "deploy answer lost; found its deployment by reading",
 				slog.String(logService, s.Name), slog.String("deployment_uuid", d.UUID))
 			x.noteStarted(d.UUID)
-			return d.UUID, nil, false, nil
+			return d.UUID, nil, nil
 		}
 		if err != nil && (res == nil || res.DeploymentUUID == "") {
-			return "", nil, false, err
+			return "", nil, err
 		}
 		if err != nil {
 			// Queued as far as Coolify said, but its confirming read failed: it is this run's
@@ -262,9 +267,9 @@ func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Pha
 				slog.String(logService, s.Name), slog.String("deployment_uuid", res.DeploymentUUID), slog.String(logError, err.Error()))
 		}
 		x.noteStarted(res.DeploymentUUID)
-		return res.DeploymentUUID, res.Deployment, false, nil
+		return res.DeploymentUUID, res.Deployment, nil
 	}
-	return "", nil, false, fmt.Errorf("deploy dropped %d times by Coolify's dedup: %w", maxDeployTries, last)
+	return "", nil, fmt.Errorf("deploy dropped %d times by Coolify's dedup: %w", maxDeployTries, last)
 }
 
 // waitDeployed waits for the deployment to end (canceling it past the service's deploy

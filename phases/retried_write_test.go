@@ -76,6 +76,11 @@ func TestDeployOfUnknownOutcomeNotFound(t *testing.T) {
 	if n := len(h.coolify.RequestsTo("POST /deploy")); n != 1 {
 		t.Errorf("POST /deploy sent %d times, want once", n)
 	}
+	// Nothing was queued: the step no longer says a deploy was requested, so a takeover
+	// does not look for its deployment.
+	if at := stepOf(t, r, runs.Phase2, "app").DeployRequestedAt; !at.IsZero() {
+		t.Errorf("step's deploy_requested_at = %s after a deploy found not queued, want it cleared", at)
+	}
 }
 
 // Coolify queues the deployment and answers with its UUID, but every try of the deploy's
