@@ -2,6 +2,8 @@ package redislock
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,4 +219,82 @@ func numSub(t *testing.T, srv *redistest.Server, channel string) int64 {
 		t.Fatal(err)
 	}
 	return n[channel]
+}
+
+// TestHandoverIsPublishedToTheWaitersDriver: a release that hands the key over publishes
+// the handover on the channel of the waiter's driver for the key, so the connections of
+// other drivers subscribed to the key do not read it; what follows on the key's channel
+// comes next (a watcher of the key's channel sees the message published after it first).
+func TestHandoverIsPublishedToTheWaitersDriver(t *testing.T) {
+	ctx := t.Context()
+	srv := redistest.Start(t)
+	holder, waiter := newTestDriver(t, srv, Options{}), newTestDriver(t, srv, Options{})
+	const key = "coolify:inbox"
+	channel := waiter.keys(key).channel
+
+	watcher := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer watcher.Close()
+	ps := watcher.Subscribe(ctx, channel, waiter.hub.inbox(channel))
+	defer ps.Close()
+	for range 2 {
+		if _, err := ps.Receive(ctx); err != nil { // the two subscriptions' confirmations
+			t.Fatal(err)
+		}
+	}
+
+	if _, err := holder.TryAcquire(ctx, grant(key, "p#1/a")); err != nil {
+		t.Fatal(err)
+	}
+	g := locks.Grant{Key: key, Token: "try-T1", Holder: "p#2/T1", TTL: time.Minute,
+		Ticket: "T1", TicketDeadline: time.Now().Add(5 * time.Second), Handover: "hand-T1"}
+	if _, err := waiter.TryAcquire(ctx, g); !errors.Is(err, locks.ErrHeld) {
+		t.Fatalf("queue: got %v, want ErrHeld", err)
+	}
+	if err := holder.Release(ctx, key, "tok-p#1/a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := watcher.Publish(ctx, channel, "after").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for range 2 {
+		m, err := ps.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m.Channel+" "+strings.Fields(m.Payload+" -")[0])
+	}
+	want := []string{waiter.hub.inbox(channel) + " T1", channel + " after"}
+	if !slices.Equal(got, want) {
+		t.Errorf("messages read: %q, want the handover on the waiter's driver's channel, then the next message of the key's channel: %q", got, want)
+	}
+
+	// A claim queued by an older build names no driver: its handover goes out on the key's
+	// channel, where the waiter's driver reads it too.
+	sub, err := waiter.Subscribe(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	k := waiter.keys(key)
+	waiter.hub.noteTicket(k.channel, "T2", time.Now().Add(5*time.Second))
+	res, err := acquireScript.Run(ctx, watcher, []string{k.lock, k.queue, k.deadlines, k.claims},
+		"try-T2", "p#2/T2", "", 60000, "T2", 5000, "hand-T2").Slice()
+	if err != nil || reply(res).int(0) != 0 {
+		t.Fatalf("queue T2 as an older build: %v, %v", res, err)
+	}
+	if err := waiter.Release(ctx, key, "hand-T1"); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := ps.ReceiveMessage(ctx); err != nil || m.Channel != channel || !strings.HasPrefix(m.Payload, "T2 ") {
+		t.Errorf("handover to an older build's claim: read %+v, %v; want it on the key's channel", m, err)
+	}
+	select {
+	case <-sub.C():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter's driver was not signalled")
+	}
+	if _, ok := sub.(locks.Handover).Handed("T2"); !ok {
+		t.Error("the waiter's driver did not take the handover of an older build's claim")
+	}
 }

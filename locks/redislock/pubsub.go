@@ -32,11 +32,12 @@ const retryPause = 100 * time.Millisecond
 // released, force-released or unfrozen. A release names the waiter at the head of the
 // key's queue, and wakes only the Driver that queued it (through TryAcquire), since no
 // other waiter can be granted the key next; when the release handed the key to that
-// waiter, the subscription's Handed returns the lease (it implements locks.Handover).
-// With no live waiter in the queue, and on a forced release or an unfreeze, every
-// subscriber is signalled. All subscriptions of a
-// Driver share one pub/sub connection, with one Redis subscription per key however many
-// waiters ask for it.
+// waiter, the subscription's Handed returns the lease (it implements locks.Handover), and
+// the release was published on that Driver's own channel for the key (hub.inbox), so no
+// other Driver's connection even reads it. With no live waiter in the queue, and on a
+// forced release or an unfreeze, every subscriber is signalled. All subscriptions of a
+// Driver share one pub/sub connection, with one Redis subscription per key (the key's
+// channel and the Driver's channel for it) however many waiters ask for it.
 // Subscribe returns once Redis has confirmed the subscription, so a release published
 // after it returns is delivered unless the connection drops; after a reconnect every
 // subscriber is signalled once, since a release may have been missed meanwhile.
@@ -80,6 +81,8 @@ const (
 // current connection (after a reconnect, go-redis resubscribes both). A confirmation of a
 // channel that is already active means the connection was re-established.
 type hub struct {
+	// id names this driver's handover channels (see inbox).
+	id     string
 	client redis.UniversalClient
 	prefix string
 	log    *slog.Logger
@@ -113,6 +116,7 @@ type topic struct {
 
 func newHub(client redis.UniversalClient, prefix string, log *slog.Logger) *hub {
 	return &hub{
+		id:       newToken(),
 		client:   client,
 		prefix:   prefix,
 		log:      log,
@@ -122,6 +126,11 @@ func newHub(client redis.UniversalClient, prefix string, log *slog.Logger) *hub 
 		stop:     make(chan struct{}),
 	}
 }
+
+// inbox is the channel on which a release hands channel's key to a waiter of this driver:
+// the key's channel and the driver's id. The waiter's claim names the id (see luaWake), so
+// a handover wakes that driver's connection alone, not every driver waiting for the key.
+func (h *hub) inbox(channel string) string { return channel + ":" + h.id }
 
 func (h *hub) subscribe(ctx context.Context, channel string) (*subscription, error) {
 	h.mu.Lock()
@@ -144,12 +153,13 @@ func (h *hub) subscribe(ctx context.Context, channel string) (*subscription, err
 		}
 		// Sent under h.mu so SUBSCRIBE and UNSUBSCRIBE of one channel reach Redis in the
 		// order the topics map changes.
-		if err := h.ps.Subscribe(ctx, channel, t.barrier); err != nil {
-			_ = h.ps.Unsubscribe(context.WithoutCancel(ctx), channel, t.barrier)
+		if err := h.ps.Subscribe(ctx, channel, h.inbox(channel), t.barrier); err != nil {
+			_ = h.ps.Unsubscribe(context.WithoutCancel(ctx), channel, h.inbox(channel), t.barrier)
 			h.mu.Unlock()
 			return nil, err
 		}
 		h.topics[channel] = t
+		h.topics[h.inbox(channel)] = t
 		h.barriers[t.barrier] = t
 	}
 	s := &subscription{h: h, t: t, c: make(chan struct{}, 1)}
@@ -209,7 +219,7 @@ func (h *hub) receive(ps *redis.PubSub, done chan struct{}) {
 		switch m := msg.(type) {
 		case *redis.Message:
 			h.mu.Lock()
-			if t := h.topics[m.Channel]; t != nil && (m.Payload == "" || h.ours(m.Channel, m.Payload)) {
+			if t := h.topics[m.Channel]; t != nil && (m.Payload == "" || h.ours(t.channel, m.Payload)) {
 				t.signal()
 			}
 			h.mu.Unlock()
@@ -244,7 +254,7 @@ func (h *hub) confirmed(channel string) {
 		cancel()
 		return
 	}
-	if t := h.topics[channel]; t != nil && t.barrier == "" {
+	if t := h.topics[channel]; t != nil && t.barrier == "" && channel == t.channel {
 		// Confirmed again: go-redis reconnected and resubscribed. A release may have been
 		// published while the connection was down, so let every waiter look again.
 		h.log.Info("lock release subscription restored", attrChannel, channel, attrWaiters, len(t.subs))
@@ -382,7 +392,8 @@ func (s *subscription) Close() error {
 			return
 		}
 		delete(h.topics, s.t.channel)
-		channels := []string{s.t.channel}
+		delete(h.topics, h.inbox(s.t.channel))
+		channels := []string{s.t.channel, h.inbox(s.t.channel)}
 		if s.t.barrier != "" {
 			delete(h.barriers, s.t.barrier)
 			channels = append(channels, s.t.barrier)

@@ -292,7 +292,7 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 	// be published after the script queued it, and must find it noted.
 	d.hub.noteTicket(k.channel, g.Ticket, g.TicketDeadline)
 	res, err := d.runScript(ctx, acquireScript, []string{k.lock, k.queue, k.deadlines, k.claims},
-		[]any{g.Token, g.Holder, g.Message, ms(g.TTL), g.Ticket, ticketTTL, handover}, granted)
+		[]any{g.Token, g.Holder, g.Message, ms(g.TTL), g.Ticket, ticketTTL, handover, d.hub.id}, granted)
 	if errors.Is(err, errUnconfirmed) {
 		// Nobody may rely on a grant a failover can take back: give it up (the Locker
 		// retries within its budget). If the release is lost too, the lease expires.

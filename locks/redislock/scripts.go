@@ -66,12 +66,13 @@ end
 // and reads the queue only through EXISTS: Redis deletes an empty sorted set, so a queue
 // key that does not exist is an empty queue. Everything else goes through the full path.
 //
-// A newly queued ticket's claim (its handover token, holder, message and TTL) is kept
-// beside it, so that a release can hand the key straight to it (see luaWake); a try that
+// A newly queued ticket's claim (its handover token, holder, message, TTL and the id of the
+// driver that queued it) is kept beside it, so that a release can hand the key straight to
+// it (see luaWake); a try that
 // finds the key held under its own handover token takes the lease over with its own token.
 //
 // KEYS: lock queue deadlines claims
-// ARGV: token holder message ttl_ms ticket ticket_ttl_ms handover_token
+// ARGV: token holder message ttl_ms ticket ticket_ttl_ms handover_token driver_id
 //
 // Returns {1, fence, acquired_ms, expires_ms} on a grant, or
 // {0, kind, holder, fence, acquired_ms, expires_ms, message, frozen, closed_until_ms}
@@ -97,7 +98,7 @@ local function wait(kind, info, closedUntil)
       if last[2] then seq = tonumber(last[2]) + 1 end
       redis.call('ZADD', KEYS[2], seq, ticket)
       if ARGV[7] ~= '' then
-        redis.call('HSET', KEYS[4], ticket, cjson.encode({ARGV[7], ARGV[2], ARGV[3], ARGV[4]}))
+        redis.call('HSET', KEYS[4], ticket, cjson.encode({ARGV[7], ARGV[2], ARGV[3], ARGV[4], ARGV[8]}))
       end
     end
   end
@@ -179,8 +180,10 @@ return {1, exp}
 // expiring at its TTL or its ticket's deadline, whichever comes first (so a waiter that
 // died just before cannot keep the key longer than its ticket would have blocked the
 // queue), with the lock field 'handed' naming the ticket and the token; the payload is
-// then "<ticket> <fence> <acquired_ms> <expires_ms>", and the woken waiter holds the lease
-// without another round trip. Otherwise the payload names the head waiter, so that only
+// then "<ticket> <fence> <acquired_ms> <expires_ms>", published on the channel of the
+// waiter's driver for the key ("<channel>:<driver id>", from the claim; on the key's
+// channel for a claim without an id, left by an older build), and the woken waiter holds
+// the lease without another round trip. Otherwise the payload names the head waiter, so that only
 // the driver that queued it wakes its subscribers, or is empty (wake everyone) when the
 // queue is empty or its head has passed its deadline (their attempts drop it). An empty
 // queue (the uncontended release) is found by EXISTS, the cheapest read.
@@ -208,7 +211,9 @@ local function wake(channel)
       redis.call('ZREM', KEYS[2], head)
       redis.call('ZREM', KEYS[3], head)
       redis.call('HDEL', KEYS[4], head)
-      redis.call('PUBLISH', channel, head .. ' ' .. r[2] .. ' ' .. r[3] .. ' ' .. r[4])
+      local to = channel
+      if c[5] and c[5] ~= '' then to = channel .. ':' .. c[5] end
+      redis.call('PUBLISH', to, head .. ' ' .. r[2] .. ' ' .. r[3] .. ' ' .. r[4])
       return
     end
   end
