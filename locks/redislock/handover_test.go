@@ -262,7 +262,8 @@ func TestHandoverIsPublishedToTheWaitersDriver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, m.Channel+" "+strings.Fields(m.Payload+" -")[0])
+		first, _, _ := strings.Cut(m.Payload, " ")
+		got = append(got, m.Channel+" "+first)
 	}
 	want := []string{waiter.hub.inbox(channel) + " T1", channel + " after"}
 	if !slices.Equal(got, want) {

@@ -89,7 +89,7 @@ type hub struct {
 
 	mu       sync.Mutex
 	ps       *redis.PubSub     // created by the first subscribe
-	topics   map[string]*topic // by channel
+	topics   map[string]*topic // by channel, and by its inbox (the same topic)
 	barriers map[string]*topic // pending barrier channel -> its topic
 	// tickets are the waiters this driver queued, by channel: a release that names one of
 	// them as the next in line wakes this driver's subscribers.
