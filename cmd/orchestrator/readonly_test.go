@@ -43,6 +43,17 @@ func TestReadOnlyCommandsCreateNoState(t *testing.T) {
 		t.Fatalf("a read-only command created the state directory (stat: %v)", err)
 	}
 
+	// A state directory without either database: nothing is created in it either.
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := invoke(ctx, env, "runs", "list"); err != nil || !strings.Contains(out, "no runs (no state in "+state+")\n") {
+		t.Errorf("runs list on an empty state dir: %v\n%s", err, out)
+	}
+	if entries, err := os.ReadDir(state); err != nil || len(entries) != 0 {
+		t.Fatalf("a read-only command wrote to the empty state directory: %v, %d entries", err, len(entries))
+	}
+
 	if _, _, err := invoke(ctx, env, "locks", "freeze", "coolify:phase2", "--message", "m", "--for", "1m"); err != nil {
 		t.Fatalf("locks freeze: %v", err)
 	}

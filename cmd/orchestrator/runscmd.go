@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,7 +14,6 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
-	"github.com/deploy-orchestrator/orchestrator/runs/sqlitestore"
 )
 
 // target is where the `runs` and `locks` commands read and act: a daemon's API when --url
@@ -103,25 +100,6 @@ func (t *target) open(ctx context.Context, c *cli) (*endpoint, error) {
 		return nil, err
 	}
 	return &endpoint{source: b.where, locks: b.locker, runs: localRuns{b.store, b.absent}, absent: b.absent, close: b.Close}, nil
-}
-
-// absentState says why the embedded backend in stateDir holds nothing, or "" when it exists:
-// the directory is missing, or holds neither database (see openBackendsToRead). dir is
-// stateDir made absolute.
-func absentState(stateDir string) (dir, why string) {
-	dir = stateDir
-	if abs, err := filepath.Abs(stateDir); err == nil {
-		dir = abs
-	}
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return dir, "no state directory at " + dir
-	}
-	for _, f := range []string{sqlitestore.FileName, lockDBName} {
-		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
-			return dir, ""
-		}
-	}
-	return dir, "no state in " + dir
 }
 
 // header names what the output was read from, first: on stdout for people, on stderr with

@@ -63,7 +63,7 @@ func (b *backends) Close() error { return b.close() }
 // openBackends opens the configured backend: Redis when d.RedisURL is set (with d.Locks'
 // replica confirmation), else the SQLite files in d.StateDir (created if missing).
 func openBackends(ctx context.Context, d *config.Daemon, log *slog.Logger, obs locks.Observer) (*backends, error) {
-	lopts := locks.Options{Logger: log, Observer: obs, DefaultBudget: defaultBudget}
+	lopts := lockerOptions(log, obs)
 	redisURL, stateDir := d.RedisURL.Reveal(), d.StateDir
 	if redisURL != "" {
 		redis.SetLogger(redisLogger{log})
@@ -130,17 +130,21 @@ func openRunStore(ctx context.Context, stateDir string) (*sqlitestore.Store, err
 }
 
 // openBackendsToRead opens the configured backend for a command that only reads (plan, runs
-// list|show|watch, locks list|audit) without creating anything on disk: Redis as openBackends does; on the embedded backend, a
-// state directory or database that does not exist is not created but stood in for by an
-// empty one (noLocks: no lock held; noRuns: no run and no service mark), and the backends'
-// absent and lacks say which. A database that exists is opened as openBackends opens it: opening one
-// of this build's schema writes nothing to it (one of an older schema is migrated).
+// list|show|watch, locks list|audit) without creating anything on disk: Redis as
+// openBackends does; on the embedded backend, a state directory or database that does not
+// exist is not created but stood in for by an empty one (noLocks: no lock held; noRuns: no
+// run and no service mark), and the backends' absent and lacks say which. A database that
+// exists is opened as openBackends opens it: opening one of this build's schema writes
+// nothing to it (one of an older schema is migrated).
 func openBackendsToRead(ctx context.Context, d *config.Daemon, log *slog.Logger) (*backends, error) {
 	if d.RedisURL.IsSet() {
 		return openBackends(ctx, d, log, nil)
 	}
-	dir, why := absentState(d.StateDir)
-	lockDB, runDB := why == "" && exists(filepath.Join(dir, lockDBName)), why == "" && exists(filepath.Join(dir, sqlitestore.FileName))
+	dir := d.StateDir
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	lockDB, runDB := exists(filepath.Join(dir, lockDBName)), exists(filepath.Join(dir, sqlitestore.FileName))
 	if lockDB && runDB {
 		return openBackends(ctx, d, log, nil)
 	}
@@ -148,8 +152,11 @@ func openBackendsToRead(ctx context.Context, d *config.Daemon, log *slog.Logger)
 	var drv locks.Driver = noLocks{}
 	var st store = noRuns{}
 	switch {
-	case why != "":
-		b.absent, b.lacks = why, noLocksMeans+", "+noMarksMeans
+	case !lockDB && !runDB:
+		b.absent, b.lacks = "no state in "+dir, noLocksMeans+", "+noMarksMeans
+		if !exists(dir) {
+			b.absent = "no state directory at " + dir
+		}
 	case !lockDB:
 		b.absent, b.lacks = "no lock database in "+dir, noLocksMeans
 		s, err := openRunStore(ctx, dir)
@@ -165,10 +172,16 @@ func openBackendsToRead(ctx context.Context, d *config.Daemon, log *slog.Logger)
 		}
 		drv = ld
 	}
-	b.locker = locks.New(drv, locks.Options{Logger: log, DefaultBudget: defaultBudget})
+	b.locker = locks.New(drv, lockerOptions(log, nil))
 	b.store = st
 	b.close = func() error { return errors.Join(b.locker.Close(), st.Close()) }
 	return b, nil
+}
+
+// lockerOptions are the Locker's options in every command; obs (may be nil) observes its
+// waits.
+func lockerOptions(log *slog.Logger, obs locks.Observer) locks.Options {
+	return locks.Options{Logger: log, Observer: obs, DefaultBudget: defaultBudget}
 }
 
 // What a missing lock database and a missing run store mean for a command that reads them.
