@@ -110,8 +110,7 @@ func (s *server) observe(next http.Handler) http.Handler {
 		}
 		w.Header().Set(requestIDHeader, id)
 		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
-		ip := s.client(r)
-		r = r.WithContext(context.WithValue(ctx, clientCtxKey{}, clientAddr{ip: ip, key: clientKeyOf(ip)}))
+		r = r.WithContext(context.WithValue(ctx, clientCtxKey{}, s.client(r)))
 		sw := &statusWriter{ResponseWriter: w}
 		d := bodyTimeout
 		if strings.HasPrefix(r.URL.Path, "/v1/webhooks/") {
@@ -212,13 +211,15 @@ func clientKey(r *http.Request) string {
 	return clientKeyOf(remoteHost(r))
 }
 
-// client works out clientIP for a request entering the server.
-func (s *server) client(r *http.Request) string {
+// client works out clientIP and clientKey for a request entering the server.
+func (s *server) client(r *http.Request) clientAddr {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
-		return remoteHost(r)
+		host := remoteHost(r)
+		return clientAddr{ip: host, key: clientKeyOf(host)}
 	}
-	return forwardedClient(r, ap.Addr().Unmap(), s.trusted).String()
+	a := forwardedClient(r, ap.Addr().Unmap(), s.trusted)
+	return clientAddr{ip: a.String(), key: addrKeyString(a)}
 }
 
 func remoteHost(r *http.Request) string {

@@ -202,6 +202,11 @@ func clientKeyOf(client string) string {
 	if err != nil {
 		return client
 	}
+	return addrKeyString(a)
+}
+
+// addrKeyString spells addrKey(a): an IPv4 address, or an IPv6 /64 as a prefix.
+func addrKeyString(a netip.Addr) string {
 	if k := addrKey(a); k.Is6() {
 		return netip.PrefixFrom(k, ipv6ClientBits).String()
 	}
