@@ -82,10 +82,8 @@ func (le *Lease) Done() <-chan struct{} { return le.ctx.Done() }
 // so, even if the heartbeat goroutine has not run yet to find out (a process starved of CPU).
 // So Err never reports a lease held past the instant it must be presumed expired.
 func (le *Lease) Err() error {
-	select {
-	case <-le.ctx.Done():
+	if le.ctx.Err() != nil { // not Done(), which would allocate the channel of every lease
 		return context.Cause(le.ctx)
-	default:
 	}
 	le.mu.Lock()
 	deadline := le.deadline
