@@ -133,31 +133,21 @@ func globMatch(pattern, s string) bool {
 //
 // Errors: Problems with Field "trigger.<field>" for a reference the payload can't fill (a
 // missing path, an object or list where a scalar is wanted) or an invalid result; a payload
-// that is not JSON, when a reference reads it, is a single problem on "payload". Payload
-// values are not shown.
+// that is not JSON is a single problem on "payload". Payload values are not shown.
 func (r *WebhookRule) TriggerFor(payload []byte) (orchestrator.Trigger, error) {
 	c := &problems{}
-	// The body is decoded at the first reference: a template without any (the common rule)
-	// costs no second decode of a body the handler has already read.
-	var (
-		doc    any
-		docErr error
-		read   bool
-	)
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		c.add("payload", "not a JSON document")
+		return orchestrator.Trigger{}, c.list
+	}
 	fill := func(field, s string) string {
 		out, err := expandRefs(s, false, func(ref string) (string, error) {
-			if !read {
-				read = true
-				dec := json.NewDecoder(bytes.NewReader(payload))
-				dec.UseNumber()
-				docErr = dec.Decode(&doc)
-			}
-			if docErr != nil {
-				return "", docErr
-			}
 			return payloadValue(doc, ref)
 		})
-		if err != nil && docErr == nil {
+		if err != nil {
 			c.add(field, "%v", err)
 		}
 		return out
@@ -173,9 +163,6 @@ func (r *WebhookRule) TriggerFor(payload []byte) (orchestrator.Trigger, error) {
 		for _, k := range sortedKeys(r.Trigger.Params) {
 			t.Params[k] = fill("trigger.params."+k, r.Trigger.Params[k])
 		}
-	}
-	if docErr != nil {
-		return orchestrator.Trigger{}, Problems{{Field: "payload", Message: "not a JSON document"}}
 	}
 	if len(c.list) > 0 {
 		return orchestrator.Trigger{}, c.list
