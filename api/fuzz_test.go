@@ -105,7 +105,7 @@ func FuzzWebhookDelivery(f *testing.F) {
 			}
 			return
 		}
-		tr, err := ruleTrigger(i, rule, ev, body)
+		tr, err := ruleTrigger(i, rule, ev, obj)
 		if err != nil {
 			var he *httpError
 			if !errors.As(err, &he) || he.status != http.StatusUnprocessableEntity {

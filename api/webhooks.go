@@ -214,7 +214,7 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 		log.InfoContext(r.Context(), "webhook unmapped", slog.String(keyReason, reason))
 		return webhookResponse{Status: "unmapped", Reason: reason}, http.StatusAccepted, nil
 	}
-	t, err := ruleTrigger(i, rule, ev, body)
+	t, err := ruleTrigger(i, rule, ev, obj)
 	if err != nil {
 		return webhookResponse{}, 0, err
 	}
@@ -739,11 +739,11 @@ func matchEvent(provider config.Provider, ev ciEvent) config.Event {
 
 // ruleTrigger builds the run's trigger: the event's defaults, overridden by the values of the
 // rule's template (config.WebhookRule.TriggerFor fills its ${payload.…} references from the
-// body). The result passes the same validation as a trigger sent to the API; a rule that
+// delivery's object, obj). The result passes the same validation as a trigger sent to the API; a rule that
 // yields an invalid trigger answers 422 naming the rule's field.
-func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent, body []byte) (orchestrator.Trigger, error) {
+func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent, obj map[string]json.RawMessage) (orchestrator.Trigger, error) {
 	field := func(name string) string { return fmt.Sprintf("webhooks rules[%d].%s", i, name) }
-	tt, err := rule.TriggerFor(body)
+	tt, err := rule.TriggerFor(obj)
 	if err != nil {
 		if es := orchestrator.AsFieldErrors(err); len(es) > 0 {
 			return orchestrator.Trigger{}, unprocessable(field(es[0].Field), ruleProblems(field, es))

@@ -127,26 +127,19 @@ func globMatch(pattern, s string) bool {
 	return err == nil && ok
 }
 
-// TriggerFor builds the run's parameters from the rule's template and a delivery's JSON body,
-// filling each ${payload.a.b} reference with the scalar at that path (a numeric segment
-// indexes a list) and turning $${ into ${. The result has passed orchestrator.Trigger.Validate.
+// TriggerFor builds the run's parameters from the rule's template and a delivery's JSON
+// object (its members undecoded, as the API split the body), filling each ${payload.a.b}
+// reference with the scalar at that path (a numeric segment indexes a list) and turning $${
+// into ${. Only the members on a reference's path are decoded. The result has passed
+// orchestrator.Trigger.Validate.
 //
 // Errors: Problems with Field "trigger.<field>" for a reference the payload can't fill (a
-// missing path, an object or list where a scalar is wanted) or an invalid result; a payload
-// that is not JSON is a single problem on "payload". Payload values are not shown.
-func (r *WebhookRule) TriggerFor(payload []byte) (orchestrator.Trigger, error) {
-	c := &problems{}
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
-		c.add("payload", "not a JSON document")
-		return orchestrator.Trigger{}, c.list
-	}
+// missing path, an object or list where a scalar is wanted) or an invalid result. Payload
+// values are not shown.
+func (r *WebhookRule) TriggerFor(payload map[string]json.RawMessage) (orchestrator.Trigger, error) {
+	c, doc := &problems{}, &payloadDoc{root: payload}
 	fill := func(field, s string) string {
-		out, err := expandRefs(s, false, func(ref string) (string, error) {
-			return payloadValue(doc, ref)
-		})
+		out, err := expandRefs(s, false, doc.value)
 		if err != nil {
 			c.add(field, "%v", err)
 		}
@@ -176,41 +169,79 @@ func (r *WebhookRule) TriggerFor(payload []byte) (orchestrator.Trigger, error) {
 	return t, nil
 }
 
-// payloadValue returns the scalar at a ${payload.a.b} reference in doc.
-func payloadValue(doc any, ref string) (string, error) {
+// payloadDoc reads the values of ${payload.…} references out of a delivery's object,
+// splitting each object or list on their paths once (references often share a prefix, as
+// workflow_run in ${payload.workflow_run.head_sha} and ${payload.workflow_run.run_number}).
+type payloadDoc struct {
+	root  map[string]json.RawMessage
+	split map[string]any // by path: map[string]json.RawMessage, []json.RawMessage, or nil for neither
+}
+
+// value returns the scalar at a ${payload.a.b} reference.
+func (d *payloadDoc) value(ref string) (string, error) {
 	rest, ok := strings.CutPrefix(ref, payloadRef)
 	if !ok {
 		return "", fmt.Errorf("unknown reference %s", showRef(ref))
 	}
-	cur := doc
-	for seg := range strings.SplitSeq(rest, ".") {
-		switch node := cur.(type) {
-		case map[string]any:
-			next, ok := node[seg]
-			if !ok {
-				return "", fmt.Errorf("the payload has no %s", showRef(ref))
-			}
-			cur = next
-		case []any:
-			i, err := strconv.Atoi(seg)
-			if err != nil || i < 0 || i >= len(node) {
-				return "", fmt.Errorf("the payload has no %s", showRef(ref))
-			}
-			cur = node[i]
-		default:
-			return "", fmt.Errorf("the payload has no %s", showRef(ref))
-		}
+	seg, _, more := strings.Cut(rest, ".")
+	cur, ok := d.root[seg]
+	for end := len(seg); ok && more; {
+		next := rest[end+1:]
+		seg, _, more = strings.Cut(next, ".")
+		cur, ok = d.member(rest[:end], cur, seg)
+		end += 1 + len(seg)
 	}
-	switch v := cur.(type) {
-	case string:
-		return v, nil
-	case json.Number:
-		return v.String(), nil
-	case bool:
-		return strconv.FormatBool(v), nil
-	case nil:
+	if cur = bytes.TrimSpace(cur); !ok || len(cur) == 0 {
+		return "", fmt.Errorf("the payload has no %s", showRef(ref))
+	}
+	switch {
+	case cur[0] == '"':
+		var s string
+		if err := json.Unmarshal(cur, &s); err != nil {
+			return "", fmt.Errorf("%s in the payload is not a readable string", showRef(ref))
+		}
+		return s, nil
+	case cur[0] == '{' || cur[0] == '[':
+		return "", fmt.Errorf("%s is an object or list in the payload, not a value", showRef(ref))
+	case string(cur) == "null":
 		return "", fmt.Errorf("%s is null in the payload", showRef(ref))
 	default:
-		return "", fmt.Errorf("%s is an object or list in the payload, not a value", showRef(ref))
+		return string(cur), nil // a number or a boolean, as the payload spells it
 	}
+}
+
+// member returns the member seg of the JSON object at path (raw), or the element at index
+// seg of the JSON list there; ok is false when raw is neither or has no such member.
+func (d *payloadDoc) member(path string, raw json.RawMessage, seg string) (json.RawMessage, bool) {
+	split, done := d.split[path]
+	if !done {
+		switch raw = bytes.TrimSpace(raw); {
+		case len(raw) > 0 && raw[0] == '{':
+			var m map[string]json.RawMessage
+			if json.Unmarshal(raw, &m) == nil {
+				split = m
+			}
+		case len(raw) > 0 && raw[0] == '[':
+			var l []json.RawMessage
+			if json.Unmarshal(raw, &l) == nil {
+				split = l
+			}
+		}
+		if d.split == nil {
+			d.split = make(map[string]any)
+		}
+		d.split[path] = split
+	}
+	switch node := split.(type) {
+	case map[string]json.RawMessage:
+		v, ok := node[seg]
+		return v, ok
+	case []json.RawMessage:
+		i, err := strconv.Atoi(seg)
+		if err != nil || i < 0 || i >= len(node) {
+			return nil, false
+		}
+		return node[i], true
+	}
+	return nil, false
 }

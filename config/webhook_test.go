@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"testing"
 )
 
@@ -96,7 +97,7 @@ func TestWebhookRuleTriggerFor(t *testing.T) {
 		Params:   map[string]string{"actor": "${payload.sender.login}", "first": "${payload.commits.0.id}", "fixed": "16", "lit": "$${x}", "flag": "${payload.ok}"},
 	}}
 	payload := `{"workflow_run":{"run_number":12345678901,"head_sha":"0a1b2c3d"},"sender":{"login":"octocat"},"commits":[{"id":"c1"}],"ok":true}`
-	tr, err := r.TriggerFor([]byte(payload))
+	tr, err := r.TriggerFor(object(t, payload))
 	if err != nil {
 		t.Fatalf("TriggerFor: %v", err)
 	}
@@ -115,17 +116,41 @@ func TestWebhookRuleTriggerFor(t *testing.T) {
 		Commit: "${payload.workflow_run}",
 		Params: map[string]string{"n": "${payload.commits.5.id}", "z": "${payload.nothing}"},
 	}}
-	_, err = bad.TriggerFor([]byte(`{"workflow_run":{"x":1},"commits":[],"nothing":null}`))
+	_, err = bad.TriggerFor(object(t, `{"workflow_run":{"x":1},"commits":[],"nothing":null}`))
 	ps := mustProblems(t, err)
 	wantProblem(t, ps, "trigger.build", "has no")
 	wantProblem(t, ps, "trigger.commit", "object or list")
 	wantProblem(t, ps, "trigger.params.n", "has no")
 	wantProblem(t, ps, "trigger.params.z", "null")
 
-	_, err = r.TriggerFor([]byte("not json"))
-	wantProblem(t, mustProblems(t, err), "payload", "not a JSON")
+	// A path through a scalar, or a list indexed by a name, finds nothing; a string is
+	// unescaped, and white space around a member does not matter.
+	deep := &WebhookRule{Trigger: TriggerTemplate{
+		Build:  "${payload.ok.x}",
+		Commit: "${payload.commits.id}",
+		Params: map[string]string{"s": "${payload.w.s}", "n": "${payload.w.n}"},
+	}}
+	_, err = deep.TriggerFor(object(t, `{"ok":true,"commits":[{"id":"c1"}]}`))
+	ps = mustProblems(t, err)
+	wantProblem(t, ps, "trigger.build", "has no")
+	wantProblem(t, ps, "trigger.commit", "has no")
+	tr, err = (&WebhookRule{Trigger: TriggerTemplate{Commit: "${payload.w.s}", Params: map[string]string{"n": "${payload.w.n}"}}}).
+		TriggerFor(object(t, `{"w": { "s" : "c\u0031d" , "n":  -1.5e3 } }`))
+	if err != nil || tr.Commit != "c1d" || tr.Params["n"] != "-1.5e3" {
+		t.Errorf("trigger = %+v, %v; want commit c1d, param n -1.5e3", tr, err)
+	}
 
 	// A payload value that makes an invalid trigger is refused, without showing it.
-	_, err = (&WebhookRule{Trigger: TriggerTemplate{ImageTag: "${payload.tag}"}}).TriggerFor([]byte(`{"tag":"` + sentinel + ` bad"}`))
+	_, err = (&WebhookRule{Trigger: TriggerTemplate{ImageTag: "${payload.tag}"}}).TriggerFor(object(t, `{"tag":"`+sentinel+` bad"}`))
 	wantProblem(t, mustProblems(t, err), "trigger.image_tag", "not a valid image tag")
+}
+
+// object splits a JSON object into its members, as the API hands a delivery to TriggerFor.
+func object(t *testing.T, s string) map[string]json.RawMessage {
+	t.Helper()
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &obj); err != nil {
+		t.Fatalf("test payload %s: %v", s, err)
+	}
+	return obj
 }
