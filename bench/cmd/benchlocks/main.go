@@ -111,7 +111,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.rounds, "rounds", 15, "handoff rounds per arrival pattern")
 	fs.DurationVar(&cfg.idle, "idle", 5*time.Second, "how long the key is held while waiters idle")
 	fs.StringVar(&only, "only", "", "comma-separated implementations to run (default all)")
-	fs.IntVar(&cfg.price, "price", 3000, "uncontended script pairs per variant pricing the Redis backend's guarantees (0: skip)")
+	fs.IntVar(&cfg.price, "price", 3000, "uncontended pairs per variant pricing the Redis backend's layers and guarantees (0: skip)")
 	fs.StringVar(&cfg.jsonPath, "json", "", "also write the figures to this file for benchreport")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err

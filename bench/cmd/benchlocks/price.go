@@ -50,6 +50,8 @@ redis.call('PUBLISH', ARGV[2], head)`
 type priceVariant struct {
 	name     string
 	acq, rel *redis.Script
+	// client, when set, takes the pair through the product's code instead of scripts.
+	client client
 }
 
 func newPriceVariant(name, now, queue, meta, wake string) priceVariant {
@@ -88,18 +90,38 @@ type priceResult struct {
 // price measures n pairs of each variant, taking turns, for their p50s, and then, variant
 // by variant, the time Redis itself spends on a pair (INFO commandstats over n pairs after
 // CONFIG RESETSTAT): a figure of work, which the machine's round-trip time does not
-// dilute. The results are in the order of priceVariants; the last is bsm/redislock's.
+// dilute. The first two variants are the product's own layers, the Locker over the driver
+// and the driver alone, so that the table splits the paired ratio into what each layer adds
+// to the scripts; the rest are in the order of priceVariants, the last bsm/redislock's.
 func price(ctx context.Context, srv *redisServer, n int) ([]priceResult, error) {
 	rc := redis.NewClient(&redis.Options{Addr: srv.addr})
 	defer rc.Close()
-	vs := priceVariants()
+	ld, err := redislockDriver(srv.addr)
+	if err != nil {
+		return nil, err
+	}
+	locker, err := newOrchClient(ld, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer locker.close()
+	d, err := redislockDriver(srv.addr)
+	if err != nil {
+		return nil, err
+	}
+	driver := &driverClient{d: d}
+	defer driver.close()
+	vs := append([]priceVariant{
+		{name: "the product: Locker over the driver", client: locker},
+		{name: "the driver alone (TryAcquire, Release)", client: driver},
+	}, priceVariants()...)
 	const warmup = 100
 	samples := make([][]time.Duration, len(vs))
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range warmup + n {
 		for _, j := range rng.Perm(len(vs)) {
 			start := time.Now()
-			if err := pricePair(ctx, rc, vs[j], fmt.Sprintf("{bench:price:%d:%d}", j, i)); err != nil {
+			if err := pricePair(ctx, rc, vs[j], fmt.Sprintf("bench:price:%d:%d", j, i)); err != nil {
 				return nil, err
 			}
 			if i >= warmup {
@@ -116,7 +138,7 @@ func price(ctx context.Context, srv *redisServer, n int) ([]priceResult, error) 
 			return nil, fmt.Errorf("CONFIG RESETSTAT: %w", err)
 		}
 		for i := range n {
-			if err := pricePair(ctx, rc, v, fmt.Sprintf("{bench:price:server:%d:%d}", j, i)); err != nil {
+			if err := pricePair(ctx, rc, v, fmt.Sprintf("bench:price:server:%d:%d", j, i)); err != nil {
 				return nil, err
 			}
 		}
@@ -131,21 +153,31 @@ func price(ctx context.Context, srv *redisServer, n int) ([]priceResult, error) 
 	return out, nil
 }
 
-// pricePair runs one acquire+release pair of v (two PINGs for the variant without scripts)
-// on key's hash tag.
+// pricePair runs one acquire+release pair of v (two PINGs for the variant without scripts
+// or a client) on key.
 func pricePair(ctx context.Context, rc *redis.Client, v priceVariant, key string) error {
+	if v.client != nil {
+		h, err := v.client.acquire(ctx, key)
+		if err != nil {
+			return fmt.Errorf("%s: acquire: %w", v.name, err)
+		}
+		if _, _, err := h.release(ctx); err != nil {
+			return fmt.Errorf("%s: release: %w", v.name, err)
+		}
+		return nil
+	}
 	if v.acq == nil {
 		if err := errors.Join(rc.Ping(ctx).Err(), rc.Ping(ctx).Err()); err != nil {
 			return fmt.Errorf("PING: %w", err)
 		}
 		return nil
 	}
-	keys := []string{key + ":lock", key + ":q"}
+	keys := []string{"{" + key + "}:lock", "{" + key + "}:q"}
 	now := time.Now().UnixMicro()
 	if err := v.acq.Run(ctx, rc, keys, "token", "bench#1/step", "", leaseTTL.Milliseconds(), now).Err(); err != nil {
 		return fmt.Errorf("%s: acquire: %w", v.name, err)
 	}
-	if err := v.rel.Run(ctx, rc, keys, "token", key+":released", "", 0, now).Err(); err != nil {
+	if err := v.rel.Run(ctx, rc, keys, "token", "{"+key+"}:released", "", 0, now).Err(); err != nil {
 		return fmt.Errorf("%s: release: %w", v.name, err)
 	}
 	return nil

@@ -97,13 +97,15 @@ func addPriceFigures(rep *figures.Report, pr []priceResult, cfg config) {
 		return
 	}
 	rep.About += fmt.Sprintf(`
-- **price of guarantees**: the Redis driver's uncontended acquire and release scripts (measurement
-  copies of their fast paths), then with one guarantee taken out at a time, against
-  bsm/redislock's scripts and two bare PINGs, %[1]d pairs each in turn in a random order, straight on
-  go-redis (no Locker). The ratio is to bsm/redislock's pair in the same run. **Redis time**: what
-  the server spends on one pair (INFO commandstats over %[1]d more pairs of that variant alone,
-  scripts with the commands they call), work that a slow round trip hides.`, cfg.price)
-	const table = "price of guarantees (uncontended script pair)"
+- **price of guarantees**: the product's uncontended acquire+release layer by layer (the Locker
+  over the driver, as the paired table times it; the driver alone), the driver's two scripts
+  (measurement copies of their fast paths, straight on go-redis), then those scripts with one
+  guarantee taken out at a time, against bsm/redislock's scripts and two bare PINGs, %[1]d pairs
+  each in turn in a random order. The ratio is to bsm/redislock's pair in the same run, so the
+  steps between rows are what each layer and each guarantee adds. **Redis time**: what the server
+  spends on one pair (INFO commandstats over %[1]d more pairs of that variant alone, scripts with
+  the commands they call), work that a slow round trip hides.`, cfg.price)
+	const table = "price of guarantees (uncontended pair)"
 	bsm := pr[len(pr)-1].p50
 	for _, r := range pr {
 		rep.Add(figures.Figure{Table: table, Row: r.name, Column: "p50", Unit: "µs", Value: float64(r.p50.Nanoseconds()) / 1e3})
