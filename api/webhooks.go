@@ -739,8 +739,8 @@ func matchEvent(provider config.Provider, ev ciEvent) config.Event {
 
 // ruleTrigger builds the run's trigger: the event's defaults, overridden by the values of the
 // rule's template (config.WebhookRule.TriggerFor fills its ${payload.…} references from the
-// delivery's object, obj). The result passes the same validation as a trigger sent to the API; a rule that
-// yields an invalid trigger answers 422 naming the rule's field.
+// delivery's object, obj). The result passes the same validation as a trigger sent to the
+// API; a rule that yields an invalid trigger answers 422 naming the rule's field.
 func ruleTrigger(i int, rule *config.WebhookRule, ev ciEvent, obj map[string]json.RawMessage) (orchestrator.Trigger, error) {
 	field := func(name string) string { return fmt.Sprintf("webhooks rules[%d].%s", i, name) }
 	tt, err := rule.TriggerFor(obj)

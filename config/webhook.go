@@ -183,13 +183,12 @@ func (d *payloadDoc) value(ref string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("unknown reference %s", showRef(ref))
 	}
-	seg, _, more := strings.Cut(rest, ".")
+	seg, tail, more := strings.Cut(rest, ".")
 	cur, ok := d.root[seg]
-	for end := len(seg); ok && more; {
-		next := rest[end+1:]
-		seg, _, more = strings.Cut(next, ".")
-		cur, ok = d.member(rest[:end], cur, seg)
-		end += 1 + len(seg)
+	for ok && more {
+		path := rest[:len(rest)-len(tail)-1] // the segments that led to cur
+		seg, tail, more = strings.Cut(tail, ".")
+		cur, ok = d.member(path, cur, seg)
 	}
 	if cur = bytes.TrimSpace(cur); !ok || len(cur) == 0 {
 		return "", fmt.Errorf("the payload has no %s", showRef(ref))

@@ -125,11 +125,7 @@ func TestWebhookRuleTriggerFor(t *testing.T) {
 
 	// A path through a scalar, or a list indexed by a name, finds nothing; a string is
 	// unescaped, and white space around a member does not matter.
-	deep := &WebhookRule{Trigger: TriggerTemplate{
-		Build:  "${payload.ok.x}",
-		Commit: "${payload.commits.id}",
-		Params: map[string]string{"s": "${payload.w.s}", "n": "${payload.w.n}"},
-	}}
+	deep := &WebhookRule{Trigger: TriggerTemplate{Build: "${payload.ok.x}", Commit: "${payload.commits.id}"}}
 	_, err = deep.TriggerFor(object(t, `{"ok":true,"commits":[{"id":"c1"}]}`))
 	ps = mustProblems(t, err)
 	wantProblem(t, ps, "trigger.build", "has no")
