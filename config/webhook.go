@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -190,7 +189,7 @@ func (d *payloadDoc) value(ref string) (string, error) {
 		seg, tail, more = strings.Cut(tail, ".")
 		cur, ok = d.member(path, cur, seg)
 	}
-	if cur = bytes.TrimSpace(cur); !ok || len(cur) == 0 {
+	if !ok || len(cur) == 0 {
 		return "", fmt.Errorf("the payload has no %s", showRef(ref))
 	}
 	switch {
@@ -214,7 +213,7 @@ func (d *payloadDoc) value(ref string) (string, error) {
 func (d *payloadDoc) member(path string, raw json.RawMessage, seg string) (json.RawMessage, bool) {
 	split, done := d.split[path]
 	if !done {
-		switch raw = bytes.TrimSpace(raw); {
+		switch {
 		case len(raw) > 0 && raw[0] == '{':
 			var m map[string]json.RawMessage
 			if json.Unmarshal(raw, &m) == nil {

@@ -124,7 +124,8 @@ func TestWebhookRuleTriggerFor(t *testing.T) {
 	wantProblem(t, ps, "trigger.params.z", "null")
 
 	// A path through a scalar, or a list indexed by a name, finds nothing; a string is
-	// unescaped, and white space around a member does not matter.
+	// unescaped, and a number keeps its spelling (encoding/json leaves the white space around
+	// a member out of its raw value).
 	deep := &WebhookRule{Trigger: TriggerTemplate{Build: "${payload.ok.x}", Commit: "${payload.commits.id}"}}
 	_, err = deep.TriggerFor(object(t, `{"ok":true,"commits":[{"id":"c1"}]}`))
 	ps = mustProblems(t, err)
