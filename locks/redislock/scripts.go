@@ -18,18 +18,27 @@ import "github.com/redis/go-redis/v9"
 // Fences and times are written with string.format('%d') since Lua numbers are doubles
 // and tostring would print large ones in exponent form.
 
-// luaPrelude is shared by every script but renew and release: now (ms), nowUS (µs), fmt,
-// the lock's fields, whether its lease is live and its lock-delay. It defines one Lua
-// function (fmt); lease and clear are defined by luaLease, for the scripts that use them.
-const luaPrelude = `
+// luaClock reads the server's clock: now (ms), nowUS (µs), and fmt, which spells a number
+// with every digit.
+const luaClock = `
 local t = redis.call('TIME')
 local nowUS = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowUS / 1000)
 local fmt = function(n) return string.format('%d', n) end
+`
+
+// luaFields reads the lock's fields into l, whether its lease is live and its lock-delay.
+// It needs now.
+const luaFields = `
 local l = redis.call('HMGET', KEYS[1], 'tok', 'holder', 'fence', 'acq', 'exp', 'msg', 'frozen', 'closed')
 local live = l[1] and l[1] ~= '' and tonumber(l[5] or '0') > now
 local closed = tonumber(l[8] or '0')
 `
+
+// luaPrelude is shared by every script but acquire, renew and the releases: luaClock and
+// luaFields. It defines one Lua function (fmt); lease and clear are defined by luaLease,
+// for the scripts that use them.
+const luaPrelude = luaClock + luaFields
 
 // luaLease reads the lease fields of l (holder fence acq exp msg frozen) and clears the
 // lease.
@@ -62,9 +71,10 @@ end
 // dead waiters), then grant or queue the ticket.
 //
 // The uncontended grant (no live lease, no lock-delay, nobody queued) is taken first and
-// kept to four calls: TIME, HMGET, EXISTS on the queue, HSET. It defines no Lua function
-// and reads the queue only through EXISTS: Redis deletes an empty sorted set, so a queue
-// key that does not exist is an empty queue. Everything else goes through the full path.
+// kept to four calls: TIME, HMGET of the four fields it needs, EXISTS on the queue, HSET.
+// It defines no Lua function but fmt and reads the queue only through EXISTS: Redis
+// deletes an empty sorted set, so a queue key that does not exist is an empty queue.
+// Everything else goes through the full path, which reads every field again.
 //
 // A newly queued ticket's claim (its handover token, holder, message, TTL and the id of the
 // driver that queued it) is kept beside it, so that a release can hand the key straight to
@@ -77,16 +87,18 @@ end
 // Returns {1, fence, acquired_ms, expires_ms} on a grant, or
 // {0, kind, holder, fence, acquired_ms, expires_ms, message, frozen, closed_until_ms}
 // where kind is held, frozen, delay or queue.
-var acquireScript = redis.NewScript(luaPrelude + `
-if not live and closed <= now and redis.call('EXISTS', KEYS[2]) == 0 then
-  local fence = tonumber(l[3] or '0') + 1
+var acquireScript = redis.NewScript(luaClock + `
+local f = redis.call('HMGET', KEYS[1], 'tok', 'exp', 'closed', 'fence')
+if not (f[1] and f[1] ~= '' and tonumber(f[2] or '0') > now) and tonumber(f[3] or '0') <= now
+    and redis.call('EXISTS', KEYS[2]) == 0 then
+  local fence = tonumber(f[4] or '0') + 1
   if nowUS > fence then fence = nowUS end
   local fs, acq, exp = fmt(fence), fmt(now), fmt(now + tonumber(ARGV[4]))
   redis.call('HSET', KEYS[1], 'tok', ARGV[1], 'holder', ARGV[2], 'fence', fs,
     'acq', acq, 'exp', exp, 'msg', ARGV[3], 'frozen', '0')
   return {1, fs, acq, exp}
 end
-` + luaLease + luaGrant + `
+` + luaFields + luaLease + luaGrant + `
 local token, ticket = ARGV[1], ARGV[5]
 
 local function wait(kind, info, closedUntil)
@@ -175,59 +187,58 @@ redis.call('HSET', KEYS[1], 'exp', exp)
 return {1, exp}
 `)
 
-// luaWake publishes a release. When the waiter at the head of the queue is live and left
-// its claim, the key is handed to it: granted to its handover token, holder and message,
+// luaWake ends a script that has just cleared a lease: it publishes the release and
+// returns 1. An empty queue (the uncontended release) is found by EXISTS, the cheapest
+// read, and the release is published to everyone; only past it are the functions the
+// handover needs defined. When the waiter at the head of the queue is live and left its
+// claim, the key is handed to it: granted to its handover token, holder and message,
 // expiring at its TTL or its ticket's deadline, whichever comes first (so a waiter that
 // died just before cannot keep the key longer than its ticket would have blocked the
 // queue), with the lock field 'handed' naming the ticket and the token; the payload is
 // then "<ticket> <fence> <acquired_ms> <expires_ms>", published on the channel of the
 // waiter's driver for the key ("<channel>:<driver id>", from the claim; on the key's
 // channel for a claim without an id, left by an older build), and the woken waiter holds
-// the lease without another round trip. Otherwise the payload names the head waiter, so that only
-// the driver that queued it wakes its subscribers, or is empty (wake everyone) when the
-// queue is empty or its head has passed its deadline (their attempts drop it). An empty
-// queue (the uncontended release) is found by EXISTS, the cheapest read.
+// the lease without another round trip. Otherwise the payload names the head waiter, so
+// that only the driver that queued it wakes its subscribers, or is empty (wake everyone)
+// when its head has passed its deadline (their attempts drop it).
 //
-// It needs l (the lock's fields, for grant), now, nowUS and fmt.
+// It needs l (a table, for grant), now, nowUS and fmt.
 //
-// KEYS[1], KEYS[2], KEYS[3], KEYS[4]: lock queue deadlines claims
-const luaWake = luaGrant + `
-local function wake(channel)
-  if redis.call('EXISTS', KEYS[2]) == 0 then
-    redis.call('PUBLISH', channel, '')
-    return
-  end
-  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
-  local dl = redis.call('ZSCORE', KEYS[3], head)
-  if not dl or tonumber(dl) <= now then
-    head = ''
-  else
-    local claim = redis.call('HGET', KEYS[4], head)
-    if claim then
-      local c = cjson.decode(claim)
-      l[3] = redis.call('HGET', KEYS[1], 'fence')
-      local r = grant(c[1], c[2], c[3], math.min(tonumber(c[4]), tonumber(dl) - now), '0')
-      redis.call('HSET', KEYS[1], 'handed', head .. ' ' .. c[1])
-      redis.call('ZREM', KEYS[2], head)
-      redis.call('ZREM', KEYS[3], head)
-      redis.call('HDEL', KEYS[4], head)
-      local to = channel
-      if c[5] and c[5] ~= '' then to = channel .. ':' .. c[5] end
-      redis.call('PUBLISH', to, head .. ' ' .. r[2] .. ' ' .. r[3] .. ' ' .. r[4])
-      return
-    end
-  end
-  redis.call('PUBLISH', channel, head)
+// KEYS: lock queue deadlines claims
+// ARGV[2]: the key's channel
+const luaWake = `
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  redis.call('PUBLISH', ARGV[2], '')
+  return 1
 end
+` + luaGrant + `
+local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
+local dl = redis.call('ZSCORE', KEYS[3], head)
+if not dl or tonumber(dl) <= now then
+  head = ''
+else
+  local claim = redis.call('HGET', KEYS[4], head)
+  if claim then
+    local c = cjson.decode(claim)
+    l[3] = redis.call('HGET', KEYS[1], 'fence')
+    local r = grant(c[1], c[2], c[3], math.min(tonumber(c[4]), tonumber(dl) - now), '0')
+    redis.call('HSET', KEYS[1], 'handed', head .. ' ' .. c[1])
+    redis.call('ZREM', KEYS[2], head)
+    redis.call('ZREM', KEYS[3], head)
+    redis.call('HDEL', KEYS[4], head)
+    local to = ARGV[2]
+    if c[5] and c[5] ~= '' then to = ARGV[2] .. ':' .. c[5] end
+    redis.call('PUBLISH', to, head .. ' ' .. r[2] .. ' ' .. r[3] .. ' ' .. r[4])
+    return 1
+  end
+end
+redis.call('PUBLISH', ARGV[2], head)
+return 1
 `
 
-// luaRelease is the prelude of the release scripts: now, nowUS and fmt for luaWake, and
-// the lease's token and expiry in l[1] and l[2].
-const luaRelease = `
-local t = redis.call('TIME')
-local nowUS = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local now = math.floor(nowUS / 1000)
-local fmt = function(n) return string.format('%d', n) end
+// luaRelease is the prelude of the release scripts: luaClock for luaWake, and the lease's
+// token and expiry in l[1] and l[2].
+const luaRelease = luaClock + `
 local l = redis.call('HMGET', KEYS[1], 'tok', 'exp')
 `
 
@@ -238,20 +249,16 @@ local l = redis.call('HMGET', KEYS[1], 'tok', 'exp')
 // ARGV: token channel
 //
 // Returns 1 when released, 0 when token does not hold a live lease.
-var releaseScript = redis.NewScript(luaRelease + luaWake + `
+var releaseScript = redis.NewScript(luaRelease + `
 if l[1] ~= ARGV[1] or tonumber(l[2] or '0') <= now then return 0 end
 redis.call('HSET', KEYS[1], 'tok', '')
-wake(ARGV[2])
-return 1
-`)
+` + luaWake)
 
 // unsafeReleaseScript is the bug the fault-injection test must catch: clear the lease
 // whoever holds it now, as a DEL by name would. Only tests enable it.
-var unsafeReleaseScript = redis.NewScript(luaRelease + luaWake + `
+var unsafeReleaseScript = redis.NewScript(luaRelease + `
 redis.call('HSET', KEYS[1], 'tok', '')
-wake(ARGV[2])
-return 1
-`)
+` + luaWake)
 
 // leaveScript takes a waiter's ticket out of the queue. If a release handed the key to
 // the ticket and the lease is still live under the token it was handed under, the waiter
@@ -260,16 +267,15 @@ return 1
 //
 // KEYS: lock queue deadlines claims
 // ARGV: ticket channel
-var leaveScript = redis.NewScript(luaRelease + luaWake + `
+var leaveScript = redis.NewScript(luaRelease + `
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
-if l[1] and l[1] ~= '' and tonumber(l[2] or '0') > now and redis.call('HGET', KEYS[1], 'handed') == ARGV[1] .. ' ' .. l[1] then
-  redis.call('HSET', KEYS[1], 'tok', '')
-  wake(ARGV[2])
+if not (l[1] and l[1] ~= '' and tonumber(l[2] or '0') > now and redis.call('HGET', KEYS[1], 'handed') == ARGV[1] .. ' ' .. l[1]) then
+  return 1
 end
-return 1
-`)
+redis.call('HSET', KEYS[1], 'tok', '')
+` + luaWake)
 
 // luaAudit appends one audit entry (strings only, so cjson keeps every digit) and caps
 // the key's audit list.
