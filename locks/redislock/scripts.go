@@ -7,7 +7,7 @@ import "github.com/redis/go-redis/v9"
 // time from the server (TIME), so every expiry and deadline is on the server's clock.
 //
 // A lock is one hash that is never deleted: the fence counter, the lease (empty when
-// free) and the lock-delay. Fields, in the order every script reads them with HMGET:
+// free) and the lock-delay. Fields, in the order luaFields reads them into l:
 //
 //	tok holder fence acq exp msg frozen closed
 //
