@@ -18,14 +18,20 @@ import "github.com/redis/go-redis/v9"
 // Fences and times are written with string.format('%d') since Lua numbers are doubles
 // and tostring would print large ones in exponent form.
 
-// luaClock reads the server's clock: now (ms), nowUS (µs), and fmt, which spells a number
-// with every digit.
-const luaClock = `
+// luaTime reads the server's clock: now (ms) and nowUS (µs).
+const luaTime = `
 local t = redis.call('TIME')
 local nowUS = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowUS / 1000)
+`
+
+// luaFmt defines fmt, which spells a number with every digit.
+const luaFmt = `
 local fmt = function(n) return string.format('%d', n) end
 `
+
+// luaClock is luaTime and luaFmt.
+const luaClock = luaTime + luaFmt
 
 // luaFields reads the lock's fields into l, whether its lease is live and its lock-delay.
 // It needs now.
@@ -190,7 +196,7 @@ return {1, exp}
 // luaWake ends a script that has just cleared a lease: it publishes the release and
 // returns 1. An empty queue (the uncontended release) is found by EXISTS, the cheapest
 // read, and the release is published to everyone; only past it are the functions the
-// handover needs defined. When the waiter at the head of the queue is live and left its
+// handover needs (fmt, grant) defined. When the waiter at the head of the queue is live and left its
 // claim, the key is handed to it: granted to its handover token, holder and message,
 // expiring at its TTL or its ticket's deadline, whichever comes first (so a waiter that
 // died just before cannot keep the key longer than its ticket would have blocked the
@@ -202,7 +208,7 @@ return {1, exp}
 // that only the driver that queued it wakes its subscribers, or is empty (wake everyone)
 // when its head has passed its deadline (their attempts drop it).
 //
-// It needs l (a table, for grant), now, nowUS and fmt.
+// It needs l (a table, for grant), now and nowUS.
 //
 // KEYS: lock queue deadlines claims
 // ARGV[2]: the key's channel
@@ -211,7 +217,7 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('PUBLISH', ARGV[2], '')
   return 1
 end
-` + luaGrant + `
+` + luaFmt + luaGrant + `
 local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
 local dl = redis.call('ZSCORE', KEYS[3], head)
 if not dl or tonumber(dl) <= now then
@@ -236,9 +242,9 @@ redis.call('PUBLISH', ARGV[2], head)
 return 1
 `
 
-// luaRelease is the prelude of the release scripts: luaClock for luaWake, and the lease's
-// token and expiry in l[1] and l[2].
-const luaRelease = luaClock + `
+// luaRelease is the prelude of the release scripts: luaTime for luaWake, and the lease's
+// token and expiry in l[1] and l[2]. It defines no Lua function.
+const luaRelease = luaTime + `
 local l = redis.call('HMGET', KEYS[1], 'tok', 'exp')
 `
 
@@ -349,9 +355,7 @@ return 1
 //
 // KEYS: audit
 // ARGV: action key by reason audit_cap
-var recordScript = redis.NewScript(luaNow + `
-local fmt = function(n) return string.format('%d', n) end
-` + luaAudit + `
+var recordScript = redis.NewScript(luaNow + luaFmt + luaAudit + `
 audit(KEYS[1], ARGV[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4], nil)
 return 1
 `)
