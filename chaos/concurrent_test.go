@@ -177,7 +177,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 		return err == nil && info.Waiters > 0 && d.run(r3.ID).Status == runs.StatusPhase1
 	})
 	const future = int64(1) << 62
-	w.allowLeftSynced(appA, "run 3 must not touch a once a newer fence is recorded on it, not even to restore it")
+	w.allowLeftSynced(appA, "", "run 3 must not touch a once a newer fence is recorded on it, not even to restore it")
 	if _, err := w.store().PutMark(t.Context(), runs.Mark{UUID: appA, RunID: "intruder", Fence: future, Phase: runs.Phase2, At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

@@ -32,19 +32,24 @@ type world struct {
 	redis *redistest.Server
 	url   string
 	cf    *coolifytest.Server
-	// leftSynced are applications the scenario lets end carrying a config they do not run
-	// (app → why), left out of the newest-config check.
-	leftSynced map[string]string
+	// leftSynced are applications the scenario lets end carrying a config they do not run,
+	// left out of the newest-config check.
+	leftSynced map[string]leftSynced
 }
 
-// allowLeftSynced lets app end carrying a config it does not run, for the reason given: a
-// scenario that forbids the last run to touch it again (a newer fence recorded by a stand-in
-// for another run) cannot expect that run to deploy or restore it.
-func (w *world) allowLeftSynced(app, why string) {
+// leftSynced is why an application may end carrying a config it does not run, and the run
+// that must have written that config last ("" for any).
+type leftSynced struct{ run, why string }
+
+// allowLeftSynced lets app end carrying a config it does not run, when run (any run if "")
+// wrote it last, for the reason given: a scenario that forbids the last run to touch it
+// again (a newer fence recorded by a stand-in for another run) cannot expect that run to
+// deploy or restore it, nor can a run that could not take the lock its restore needs.
+func (w *world) allowLeftSynced(app, run, why string) {
 	if w.leftSynced == nil {
-		w.leftSynced = map[string]string{}
+		w.leftSynced = map[string]leftSynced{}
 	}
-	w.leftSynced[app] = why
+	w.leftSynced[app] = leftSynced{run: run, why: why}
 }
 
 // chaosRateLimit is the fake Coolify's throttle and the daemons' coolify.rate_limit (requests
@@ -72,9 +77,11 @@ func newWorldAt(t *testing.T, url string, opts ...coolifytest.Option) *world {
 			t.Errorf("the fake Coolify's throttle answered 429 %d times: the daemons did not share its budget", n)
 		}
 		h := w.cf.History()
-		for app, why := range w.leftSynced {
-			t.Logf("%s may end synced but not deployed: %s", app, why)
-			delete(h.Apps, app)
+		for app, left := range w.leftSynced {
+			if left.run == "" || h.Apps[app].LastWriter == left.run {
+				t.Logf("%s may end synced but not deployed: %s", app, left.why)
+				delete(h.Apps, app)
+			}
 		}
 		runChecks(t, h)
 	})
