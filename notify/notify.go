@@ -128,7 +128,7 @@ func New(o Options) *Notifier {
 	}
 	next := hc.Transport
 	if next == nil {
-		next = http.DefaultTransport
+		next = outbound.DefaultTransport
 	}
 	n := &Notifier{o: o, queue: make(chan job, o.QueueSize)}
 	hc.Transport = &recordTransport{n: n, next: next}

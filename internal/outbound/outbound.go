@@ -176,8 +176,9 @@ func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcom
 type Options struct {
 	// System names the outside system in metrics, logs and errors ("coolify").
 	System string
-	// HTTPClient sends the attempts; its Transport and Timeout are used. Default: a pooled
-	// client with a 30 s timeout.
+	// HTTPClient sends the attempts; its Transport and Timeout are used. Default: a client
+	// with a 30 s timeout. Without a Transport, a shared one keeps up to 32 idle connections
+	// per host (Go's default keeps 2).
 	HTTPClient *http.Client
 	Policy     Policy
 	// Version goes into "User-Agent: orchestrator/<Version>"; "dev" when empty.
@@ -194,6 +195,20 @@ type Options struct {
 	// Now is the clock for HTTP-date Retry-After values. Default time.Now.
 	Now func() time.Time
 }
+
+// maxIdlePerHost is how many idle connections to one host the default transport keeps: as
+// many as calls to one system overlap (a wave deploying in parallel, several runs, their
+// deployment polls). Go's default of 2 closes the others after every burst, and the next
+// burst dials, and on HTTPS handshakes, again.
+const maxIdlePerHost = 32
+
+// DefaultTransport sends the attempts of the clients built without a Transport of their own:
+// Go's default transport, keeping maxIdlePerHost idle connections per host.
+var DefaultTransport = func() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = maxIdlePerHost
+	return t
+}()
 
 // Client sends the requests of one outside-system client. It is safe for concurrent use.
 type Client struct {
@@ -222,7 +237,7 @@ func New(o Options) *Client {
 	}
 	next := hc.Transport
 	if next == nil {
-		next = http.DefaultTransport
+		next = DefaultTransport
 	}
 	c := &Client{o: o}
 	hc.Transport = &attemptTransport{c: c, next: next}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -291,3 +292,51 @@ func TestRefusalAfterAmbiguousAttemptMayHaveApplied(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// Calls that overlap keep their connections: after a burst of concurrent calls to one host,
+// the next burst reuses them instead of dialing (and, on HTTPS, handshaking) again. Go's
+// default transport keeps only 2 idle connections per host and closes the rest.
+func TestConcurrentCallsReuseConnections(t *testing.T) {
+	const width, bursts = 8, 4
+	var dials atomic.Int32
+	var arrived sync.WaitGroup
+	arrived.Add(width)
+	all := make(chan struct{})
+	var mu sync.Mutex
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every call of a burst is in flight at once: each answers when all have arrived.
+		mu.Lock()
+		wait := all
+		mu.Unlock()
+		arrived.Done()
+		<-wait
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c := outbound.New(outbound.Options{System: "test", Policy: fast})
+	for range bursts {
+		var calls sync.WaitGroup
+		for range width {
+			calls.Go(func() {
+				if _, err := do(t, c, http.MethodGet, srv.URL, outbound.Idempotent); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		arrived.Wait()
+		mu.Lock()
+		arrived.Add(width)
+		close(all)
+		all = make(chan struct{})
+		mu.Unlock()
+		calls.Wait()
+	}
+	if got := dials.Load(); got != width {
+		t.Errorf("%d bursts of %d concurrent calls opened %d connections, want %d (one per call in flight)", bursts, width, got, width)
+	}
+}
