@@ -1,7 +1,7 @@
 // Package infisical is a client for the parts of the Infisical API that Phase 1 needs: log in
 // as a machine identity (universal auth) and list the secrets of one folder of a project
-// environment, with secret references expanded and imported secrets merged. Source adapts it
-// to secrets.Source.
+// environment, with secret references expanded and imported secrets merged, or read them one
+// by name when Infisical refuses the list. Source adapts it to secrets.Source.
 //
 // The client runs on internal/outbound, the retry policy of every outside client: it retries
 // transport errors, 5xx and 429 (waiting the seconds named in the 429 message, since Infisical
@@ -45,6 +45,9 @@ import (
 const (
 	loginPath = "/api/v1/auth/universal-auth/login"
 	listPath  = "/api/v3/secrets/raw"
+	// getRoute is the route of one secret by name, below listPath (a template: metrics and
+	// logs name the route, not the key).
+	getRoute = listPath + "/{secretName}"
 )
 
 // Defaults for Config fields left zero.
@@ -255,17 +258,10 @@ func (c *Client) ListSecrets(ctx context.Context, scope Scope) (Listing, error) 
 	if scope.ProjectID == "" || scope.Environment == "" {
 		return Listing{}, fmt.Errorf("list secrets of %s: project id and environment are required", scope)
 	}
-	q := url.Values{
-		"workspaceId":            {scope.ProjectID},
-		"environment":            {scope.Environment},
-		"secretPath":             {scope.path()},
-		"expandSecretReferences": {"true"},
-		"include_imports":        {"true"}, // snake_case: includeImports is silently ignored
-		"recursive":              {"false"},
-		"viewSecretValue":        {"true"},
-	}
+	q := scope.query()
+	q.Set("recursive", "false")
 	var out listResponse
-	if err := c.authed(ctx, http.MethodGet, listPath, q, &out); err != nil {
+	if err := c.authed(ctx, http.MethodGet, listPath, listPath, q, &out); err != nil {
 		return Listing{}, fmt.Errorf("list secrets of %s: %w", scope, err)
 	}
 	l := out.merge()
@@ -274,6 +270,36 @@ func (c *Client) ListSecrets(ctx context.Context, scope Scope) (Listing, error) 
 		slog.String(attrFolder, scope.path()), slog.Int(attrCount, l.Values.Len()+len(l.Hidden)+len(l.Unresolved)),
 		slog.Int(attrImports, len(out.Imports)))
 	return l, nil
+}
+
+// query is the query of the list and the single-secret routes for scope: values asked for,
+// references expanded, imports included.
+func (s Scope) query() url.Values {
+	return url.Values{
+		"workspaceId":            {s.ProjectID},
+		"environment":            {s.Environment},
+		"secretPath":             {s.path()},
+		"expandSecretReferences": {"true"},
+		"include_imports":        {"true"}, // snake_case: includeImports is silently ignored
+		"viewSecretValue":        {"true"},
+	}
+}
+
+// getSecret reads one secret of scope by name, as the server resolves it for the folder: the
+// folder's own secret, else the last import that has it, with references expanded. It
+// returns an error wrapping *APIError for a non-2xx answer: ErrNotFound when neither the
+// folder nor its imports have the key, ErrForbidden when the identity may not read its value
+// (error "ForbiddenReadSecretError", see readRefused) or a secret it references.
+func (c *Client) getSecret(ctx context.Context, scope Scope, key string) (rawSecret, error) {
+	q := scope.query()
+	q.Set("type", "shared")
+	var out struct {
+		Secret rawSecret `json:"secret"`
+	}
+	if err := c.authed(ctx, http.MethodGet, getRoute, listPath+"/"+url.PathEscape(key), q, &out); err != nil {
+		return rawSecret{}, fmt.Errorf("read secret %s of %s: %w", key, scope, err)
+	}
+	return out.Secret, nil
 }
 
 type rawSecret struct {
@@ -350,13 +376,13 @@ func (r *listResponse) merge() Listing {
 
 // authed makes a request with the access token, logging in first when there is none or it
 // is about to expire, and once more when the server refuses the token.
-func (c *Client) authed(ctx context.Context, method, path string, q url.Values, out any) error {
+func (c *Client) authed(ctx context.Context, method, route, path string, q url.Values, out any) error {
 	for attempt := 0; ; attempt++ {
 		tok, err := c.accessToken(ctx)
 		if err != nil {
 			return err
 		}
-		err = c.do(ctx, method, path, q, nil, tok, out)
+		err = c.do(ctx, method, route, path, q, nil, tok, out)
 		var apiErr *APIError
 		if attempt == 0 && errors.As(err, &apiErr) && apiErr.tokenRejected() {
 			c.log.LogAttrs(ctx, slog.LevelInfo, "infisical token refused, logging in again",
@@ -422,7 +448,7 @@ type loginResponse struct {
 func (c *Client) login(ctx context.Context) (string, error) {
 	start := c.now()
 	var out loginResponse
-	err := c.do(ctx, http.MethodPost, loginPath, nil, loginRequest{ClientID: c.clientID, ClientSecret: c.clientSecret}, "", &out)
+	err := c.do(ctx, http.MethodPost, loginPath, loginPath, nil, loginRequest{ClientID: c.clientID, ClientSecret: c.clientSecret}, "", &out)
 	if err != nil {
 		return "", fmt.Errorf("log in as identity %q: %w", c.clientID, err)
 	}
@@ -441,11 +467,13 @@ func (c *Client) login(ctx context.Context) (string, error) {
 	return out.AccessToken, nil
 }
 
-// do sends one request (retried by retryablehttp) and decodes a 2xx JSON answer into out, or
-// returns an *APIError for any other status.
-func (c *Client) do(ctx context.Context, method, path string, q url.Values, in any, token string, out any) error {
+// do sends one request to path (escaped; retried by retryablehttp) and decodes a 2xx JSON
+// answer into out, or returns an *APIError for any other status. route is path's template,
+// for metrics.
+func (c *Client) do(ctx context.Context, method, route, path string, q url.Values, in any, token string, out any) error {
 	u := *c.base
-	u.Path += path
+	u.RawPath = c.base.EscapedPath() + path // path is escaped: a key may hold any character
+	u.Path, _ = url.PathUnescape(u.RawPath)
 	u.RawQuery = q.Encode()
 	var body []byte
 	if in != nil {
@@ -455,7 +483,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in a
 		}
 		body = b
 	}
-	req := outbound.Request{Method: method, URL: u.String(), Route: path, Body: body,
+	req := outbound.Request{Method: method, URL: u.String(), Route: route, Body: body,
 		Header: http.Header{"Accept": {"application/json"}}, Kind: outbound.Idempotent}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")

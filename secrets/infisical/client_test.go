@@ -358,24 +358,33 @@ func TestHiddenValueIsAnError(t *testing.T) {
 
 // Infisical refuses the whole list (403 ForbiddenRequestError "Failed to expand one or more
 // secret references") when a secret of the folder references one whose value the identity may
-// not read; the client reports it as ErrForbidden, naming the secrets involved, and neither
-// logs in again nor retries.
+// not read. The client then reads the keys asked for one by one: the others resolve, and the
+// referencing key fails with the server's refusal (ErrForbidden), naming the secrets involved
+// and never the value; no 403 makes it log in again.
 func TestReferenceToUnreadableSecretIsForbidden(t *testing.T) {
 	opts := fixture(infisicaltest.WithIdentity(infisicaltest.Identity{
 		ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"MAIL_HOST"}, // CROSS references it
 	}))
 	e := setup(t, infisical.Config{}, opts...)
-	_, err := e.client.Source(apiScope).Fetch(context.Background(), []string{"OVERRIDDEN"})
-	if err == nil {
-		t.Fatal("Fetch succeeded, want the server's 403")
+	ctx := context.Background()
+	got, err := e.client.Source(apiScope).Fetch(ctx, []string{"OVERRIDDEN", "DATABASE_URL", "IN_BOTH_IMPORTS"})
+	if err != nil {
+		t.Fatalf("Fetch of keys that reference nothing unreadable: %v", err)
 	}
+	for k, want := range map[string]string{"OVERRIDDEN": "own", "DATABASE_URL": "postgres://app:" + dbPassword + "@db:5432/app", "IN_BOTH_IMPORTS": "second"} {
+		if v, _ := got.Get(k); v != want {
+			t.Errorf("%s = %q, want the folder's value (own wins, then the last import)", k, v)
+		}
+	}
+
+	_, err = e.client.Source(apiScope).Fetch(ctx, []string{"CROSS", "OVERRIDDEN"})
 	var apiErr *infisical.APIError
 	if !errors.Is(err, infisical.ErrForbidden) || errors.Is(err, infisical.ErrUnauthorized) ||
 		!errors.As(err, &apiErr) || apiErr.StatusCode != 403 || apiErr.Name != "ForbiddenError" {
 		t.Fatalf("err = %v, want ErrForbidden from a 403 ForbiddenError", err)
 	}
 	msg := err.Error()
-	for _, want := range []string{"Failed to expand one or more secret references", "'MAIL_HOST'", "'CROSS'", `"/api"`} {
+	for _, want := range []string{"'MAIL_HOST'", "'CROSS'", `"/api"`, "read secret CROSS"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not mention %q", msg, want)
 		}
@@ -384,8 +393,64 @@ func TestReferenceToUnreadableSecretIsForbidden(t *testing.T) {
 		t.Errorf("error shows the value the identity may not read: %s", msg)
 	}
 	assertNoSecret(t, "error", msg)
-	if n, m := e.srv.Count(http.MethodPost, loginPath), e.srv.Count(http.MethodGet, listPath); n != 1 || m != 1 {
-		t.Errorf("%d logins and %d list calls, want 1 and 1 (a 403 other than TokenError is final)", n, m)
+	if m, g := e.srv.Count(http.MethodGet, listPath), getCount(e.srv); m != 2 || g != 5 {
+		t.Errorf("%d lists and %d single reads, want 2 and 5 (one list per Fetch, one read per key)", m, g)
+	}
+	if n := e.srv.Count(http.MethodPost, loginPath); n != 1 {
+		t.Errorf("%d logins, want 1 (a 403 other than TokenError is final)", n)
+	}
+}
+
+// getCount counts the reads of one secret by name.
+func getCount(srv *infisicaltest.Server) int {
+	n := 0
+	for _, r := range srv.Requests() {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.Path, listPath+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+// Releases that check read-value permission on the list refuse it whole when the folder holds
+// a secret the identity may see but not read. The keys asked for are then read one by one: the
+// readable ones resolve (the folder's own, imported, with references expanded), the unreadable
+// one is reported hidden, an absent one missing, and no value shows in the error or the log.
+func TestListRefusedForUnreadableSecret(t *testing.T) {
+	opts := fixture(infisicaltest.WithListRefusingUnreadable(), infisicaltest.WithIdentity(infisicaltest.Identity{
+		ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"OVERRIDDEN"},
+	}))
+	e := setup(t, infisical.Config{}, opts...)
+	ctx := context.Background()
+	if _, err := e.client.ListSecrets(ctx, apiScope); !errors.Is(err, infisical.ErrForbidden) {
+		t.Fatalf("ListSecrets = %v, want the server's 403", err)
+	}
+	got, err := e.client.Source(apiScope).Fetch(ctx, []string{"DATABASE_URL", "OVERRIDDEN", "MAIL_KEY", "NOPE", "OVERRIDDEN"})
+	var hv *infisical.HiddenValueError
+	var me *secrets.MissingError
+	if !errors.As(err, &hv) || !errors.As(err, &me) || errors.Is(err, infisical.ErrForbidden) {
+		t.Fatalf("Fetch = %v, %v; want OVERRIDDEN hidden and NOPE missing, nothing else", got, err)
+	}
+	if strings.Join(hv.Keys, ",") != "OVERRIDDEN" || strings.Join(me.Keys, ",") != "NOPE" {
+		t.Errorf("hidden %v, missing %v; want [OVERRIDDEN] and [NOPE]", hv.Keys, me.Keys)
+	}
+	assertNoSecret(t, "error", err.Error())
+	if strings.Contains(err.Error(), "own") {
+		t.Errorf("error shows the hidden value: %s", err)
+	}
+
+	got, err = e.client.Source(apiScope).Fetch(ctx, []string{"DATABASE_URL", "MAIL_KEY"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := got.Get("DATABASE_URL"); v != "postgres://app:"+dbPassword+"@db:5432/app" {
+		t.Errorf("DATABASE_URL is not the expanded value")
+	}
+	if v, _ := got.Get("MAIL_KEY"); v != mailKey {
+		t.Errorf("MAIL_KEY (imported) is not the imported value")
+	}
+	if g := getCount(e.srv); g != 6 {
+		t.Errorf("%d single reads, want 6 (each distinct key asked, once per Fetch)", g)
 	}
 }
 

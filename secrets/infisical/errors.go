@@ -18,7 +18,8 @@ var (
 	// ErrForbidden: the identity lacks a permission (403 other than TokenError), including a
 	// listed secret that references one whose value the identity may not read (Infisical
 	// refuses the whole list: "Failed to expand one or more secret references", with a detail
-	// naming both secrets).
+	// naming both secrets; a Source then reads the keys asked for one by one, and only the
+	// referencing key fails).
 	ErrForbidden = errors.New("infisical: permission denied")
 	// ErrNotFound: the project, environment or folder does not exist or is out of the
 	// identity's scope (Infisical answers 404 for both).

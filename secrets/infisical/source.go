@@ -3,6 +3,8 @@ package infisical
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net/http"
 	"slices"
 
 	"github.com/deploy-orchestrator/orchestrator/secrets"
@@ -12,6 +14,13 @@ import (
 // however many keys it asks for, and keeps only the keys asked for. It is also a
 // secrets.Snapshotter, so a secrets.Resolver lists the scope once per run. Build it with
 // Client.Source.
+//
+// Infisical refuses a whole list (403) for one secret of the folder: one the identity may
+// describe but not read (releases that check read-value permission on the list), or one that
+// references a secret the identity may not read ("Failed to expand one or more secret
+// references"). The other secrets of the folder are still readable one by one, so when the
+// list is refused Source reads each key asked for with a request of its own (the route of one
+// secret by name) and reports the refused keys alone.
 type Source struct {
 	c     *Client
 	scope Scope
@@ -30,8 +39,9 @@ func (c *Client) Source(scope Scope) *Source { return &Source{c: c, scope: scope
 // It returns a *HiddenValueError (ErrHiddenValue) naming the keys whose value the identity may
 // not read, an *UnresolvedReferenceError (ErrUnresolvedReference) naming the keys whose value
 // holds a reference Infisical could not resolve, a *secrets.MissingError (secrets.ErrMissing)
-// naming the keys the folder and its imports do not have (joined when several happen), or the
-// error of ListSecrets. Only the keys asked for are checked.
+// naming the keys the folder and its imports do not have, the server's refusal of a key that
+// references a secret the identity may not read (ErrForbidden; joined when several happen),
+// or the error of a request. Only the keys asked for are checked.
 func (s *Source) Fetch(ctx context.Context, keys []string) (secrets.Values, error) {
 	if len(keys) == 0 {
 		return secrets.Values{}, nil
@@ -47,8 +57,14 @@ func (s *Source) Fetch(ctx context.Context, keys []string) (secrets.Values, erro
 // in memory, with the errors Fetch documents. It returns the error of ListSecrets.
 func (s *Source) Snapshot(ctx context.Context) (secrets.Source, error) { return s.snapshot(ctx) }
 
-func (s *Source) snapshot(ctx context.Context) (*snapshot, error) {
+func (s *Source) snapshot(ctx context.Context) (secrets.Source, error) {
 	l, err := s.c.ListSecrets(ctx, s.scope)
+	if errors.Is(err, ErrForbidden) {
+		s.c.log.LogAttrs(ctx, slog.LevelInfo, "infisical refused the list of the folder; reading the keys asked for one by one",
+			slog.String(attrProject, s.scope.ProjectID), slog.String(attrEnv, s.scope.Environment),
+			slog.String(attrFolder, s.scope.path()), slog.String(attrError, err.Error()))
+		return &byKey{c: s.c, scope: s.scope}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -72,33 +88,106 @@ func (s *snapshot) Fetch(ctx context.Context, keys []string) (secrets.Values, er
 	if len(missing) == 0 {
 		return vals, nil
 	}
-	var hidden, absent []string
-	var unresolved map[string][]string
+	var p problems
 	for _, k := range missing {
 		switch refs, ok := s.l.Unresolved[k]; {
 		case slices.Contains(s.l.Hidden, k):
-			hidden = append(hidden, k)
+			p.hidden = append(p.hidden, k)
 		case ok:
-			if unresolved == nil {
-				unresolved = make(map[string][]string)
-			}
-			unresolved[k] = refs
+			p.unresolve(k, refs)
 		default:
-			absent = append(absent, k)
+			p.absent = append(p.absent, k)
 		}
 	}
-	var errs []error
-	if len(hidden) > 0 {
-		errs = append(errs, &HiddenValueError{Scope: s.scope, Keys: hidden})
-	}
-	if len(unresolved) > 0 {
-		errs = append(errs, &UnresolvedReferenceError{Scope: s.scope, Refs: unresolved})
-	}
-	if len(absent) > 0 {
-		errs = append(errs, &secrets.MissingError{Source: s.scope.String(), Keys: absent})
-	}
-	return secrets.Values{}, errors.Join(errs...)
+	return secrets.Values{}, p.err(s.scope)
 }
 
 // String describes the scope; never a value.
 func (s *snapshot) String() string { return "snapshot of " + s.scope.String() }
+
+// byKey serves a scope whose list Infisical refused: one request per key asked for.
+type byKey struct {
+	c     *Client
+	scope Scope
+}
+
+// Fetch reads each key of keys with a request of its own, in order, and returns the values
+// with the errors Source.Fetch documents.
+func (b *byKey) Fetch(ctx context.Context, keys []string) (secrets.Values, error) {
+	vals := make(map[string]string, len(keys))
+	seen := make(map[string]bool, len(keys))
+	var p problems
+	for _, k := range keys {
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		s, err := b.c.getSecret(ctx, b.scope, k)
+		switch {
+		case ctx.Err() != nil:
+			return secrets.Values{}, ctx.Err()
+		case secretNotFound(err):
+			p.absent = append(p.absent, k)
+		case readRefused(err) || (err == nil && s.SecretValueHidden):
+			p.hidden = append(p.hidden, k)
+		case err != nil:
+			p.others = append(p.others, err)
+		default:
+			if refs := references(s.SecretValue); len(refs) > 0 {
+				p.unresolve(k, refs)
+			} else {
+				vals[k] = s.SecretValue
+			}
+		}
+	}
+	if err := p.err(b.scope); err != nil {
+		return secrets.Values{}, err
+	}
+	return secrets.NewValues(vals), nil
+}
+
+// String describes the scope; never a value.
+func (b *byKey) String() string { return "keys of " + b.scope.String() }
+
+// secretNotFound reports the server's answer for a key that neither the folder nor its imports
+// have (404 "NotFound"; a server without the route answers 404 "Not Found", an error).
+func secretNotFound(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound && e.Name == "NotFound"
+}
+
+// readRefused reports the server's refusal to show the value of one secret the identity may
+// describe but not read (403 "ForbiddenReadSecretError").
+func readRefused(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.StatusCode == http.StatusForbidden && e.Name == "ForbiddenReadSecretError"
+}
+
+// problems are the keys of one Fetch that have no value, by reason.
+type problems struct {
+	hidden, absent []string
+	unresolved     map[string][]string
+	others         []error
+}
+
+func (p *problems) unresolve(key string, refs []string) {
+	if p.unresolved == nil {
+		p.unresolved = make(map[string][]string)
+	}
+	p.unresolved[key] = refs
+}
+
+// err joins one error per reason, or returns nil when every key has its value.
+func (p *problems) err(scope Scope) error {
+	errs := slices.Clone(p.others)
+	if len(p.hidden) > 0 {
+		errs = append(errs, &HiddenValueError{Scope: scope, Keys: p.hidden})
+	}
+	if len(p.unresolved) > 0 {
+		errs = append(errs, &UnresolvedReferenceError{Scope: scope, Refs: p.unresolved})
+	}
+	if len(p.absent) > 0 {
+		errs = append(errs, &secrets.MissingError{Source: scope.String(), Keys: p.absent})
+	}
+	return errors.Join(errs...)
+}

@@ -22,6 +22,16 @@
 //     identity may not read makes the whole list a 403 ForbiddenError "Failed to expand one or
 //     more secret references" with one detail per such secret; an imported one keeps its raw,
 //     unexpanded value (the server drops that refusal for imports).
+//     With WithListRefusingUnreadable, a list asking for values of a folder holding a secret the
+//     identity may not read is refused whole instead (403 ForbiddenError "You do not have
+//     permission to read secret values"), as newer releases do.
+//   - GET /api/v3/secrets/raw/{secretName} (workspaceId, environment, secretPath, type,
+//     expandSecretReferences, include_imports, viewSecretValue): {secret: S}, the folder's own
+//     secret or else the last import that has it, expanded like the list (an imported secret
+//     keeps a reference it may not expand). A secret whose value the identity may not read →
+//     403 ForbiddenReadSecretError; a reference in the folder's own secret to one it may not
+//     read → 403 ForbiddenError naming both; no such secret → 404 NotFound "Secret with name
+//     'K' not found"; unknown folder → 404 NotFound.
 //   - Errors use the body {reqId, statusCode, message, error}: no bearer → 401
 //     UnauthorizedError; expired token → 403 TokenError "Your token has expired. Please
 //     re-authenticate."; unknown token → 403 TokenError; missing project or environment → 400;
@@ -130,6 +140,14 @@ func WithClock(now func() time.Time) Option { return func(h *Handler) { h.now = 
 // WithLatency delays every answer by d (or until the request's context ends).
 func WithLatency(d time.Duration) Option { return func(h *Handler) { h.latency = d } }
 
+// WithListRefusingUnreadable makes the list routes answer as Infisical releases that check
+// read-value permission on every listed secret (getSecrets' throwOnMissingReadValuePermission,
+// on by default there): a list asking for values (viewSecretValue=true) of a folder holding a
+// secret the identity may see but not read is refused whole, 403 ForbiddenError "You do not
+// have permission to read secret values". Without it such a secret comes back hidden, as
+// ../shared/reference/flagsmith/NOTES.md (section 2.3) describes.
+func WithListRefusingUnreadable() Option { return func(h *Handler) { h.refuseUnreadable = true } }
+
 // Handler is the fake server as an http.Handler. All methods are safe for concurrent use.
 type Handler struct {
 	mux *http.ServeMux
@@ -146,6 +164,8 @@ type Handler struct {
 	requests   []Request
 	onRequest  func(Request)
 	reqSeq     int
+	// refuseUnreadable: see WithListRefusingUnreadable.
+	refuseUnreadable bool
 }
 
 type token struct {

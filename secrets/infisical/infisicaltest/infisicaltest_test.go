@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -407,5 +408,74 @@ func TestStateChanges(t *testing.T) {
 	_, out = call(t, h, "GET", "/api/v3/secrets/raw?workspaceId=p1&environment=prod&include_imports=true", tok, "")
 	if imps, _ := out["imports"].([]any); len(imps) != 1 {
 		t.Errorf("root imports = %v, want the added one", out["imports"])
+	}
+}
+
+// The route of one secret by name answers as getSecretByName: the folder's own secret, else
+// the last import that has it (with include_imports), expanded when asked; 403
+// ForbiddenReadSecretError for a value the identity may not read; 403 ForbiddenError for a
+// reference to one; 404 for a key neither has.
+func TestGetOneSecret(t *testing.T) {
+	h := newHandler(infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: "id1", ClientSecret: "sec1", HiddenKeys: []string{"USER", "NAME"}}))
+	tok := login(t, h)
+	get := func(key string, extra url.Values) (int, map[string]any) {
+		q := url.Values{"workspaceId": {"p1"}, "environment": {"prod"}, "secretPath": {"/api"}, "include_imports": {"true"}}
+		for k, v := range extra {
+			q[k] = v
+		}
+		return call(t, h, "GET", "/api/v3/secrets/raw/"+key+"?"+q.Encode(), tok, "")
+	}
+	secretOf := func(body map[string]any) map[string]any { s, _ := body["secret"].(map[string]any); return s }
+
+	code, body := get("SHARED", nil)
+	if s := secretOf(body); code != 200 || s["secretValue"] != "s" || s["secretPath"] != "/shared" || s["secretValueHidden"] != false {
+		t.Errorf("imported SHARED: %d %v, want 200 with /shared's value", code, body)
+	}
+	code, body = get("GHOST", url.Values{"expandSecretReferences": {"true"}})
+	if s := secretOf(body); code != 200 || s["secretValue"] != "x${NOPE}y" {
+		t.Errorf("GHOST: %d %v, want its unresolvable reference left as written", code, body)
+	}
+	code, body = get("USER", nil)
+	if code != 403 || body["error"] != "ForbiddenReadSecretError" || body["message"] != "You do not have permission to view secret value on secret with name 'USER'" {
+		t.Errorf("unreadable USER: %d %v, want 403 ForbiddenReadSecretError", code, body)
+	}
+	code, body = get("USER", url.Values{"viewSecretValue": {"false"}})
+	if s := secretOf(body); code != 200 || s["secretValue"] != infisicaltest.HiddenValue || s["secretValueHidden"] != true {
+		t.Errorf("USER without its value: %d %v, want 200 hidden", code, body)
+	}
+	code, body = get("URL", url.Values{"expandSecretReferences": {"true"}})
+	if code != 403 || body["error"] != "ForbiddenError" || !strings.Contains(body["message"].(string), "'USER'") ||
+		strings.Contains(fmt.Sprint(body), "app@") {
+		t.Errorf("URL, which references USER: %d %v, want 403 ForbiddenError naming USER", code, body)
+	}
+	code, body = get("NOPE", nil)
+	if code != 404 || body["error"] != "NotFound" || body["message"] != "Secret with name 'NOPE' not found" {
+		t.Errorf("NOPE: %d %v, want 404 NotFound", code, body)
+	}
+	code, _ = get("SHARED", url.Values{"include_imports": {"false"}})
+	if code != 404 {
+		t.Errorf("SHARED without imports: %d, want 404", code)
+	}
+}
+
+// With WithListRefusingUnreadable, a list asking for values of a folder with a secret the
+// identity may not read is refused whole; without values it is served, every value hidden.
+func TestListRefusingUnreadable(t *testing.T) {
+	h := newHandler(infisicaltest.WithListRefusingUnreadable(),
+		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: "id1", ClientSecret: "sec1", HiddenKeys: []string{"USER"}}))
+	tok := login(t, h)
+	q := url.Values{"workspaceId": {"p1"}, "environment": {"prod"}, "secretPath": {"/api"}}
+	code, body := call(t, h, "GET", listURL(q), tok, "")
+	if code != 403 || body["error"] != "ForbiddenError" || body["message"] != "You do not have permission to read secret values" {
+		t.Errorf("list of /api: %d %v, want 403 ForbiddenError", code, body)
+	}
+	q.Set("viewSecretValue", "false")
+	if code, body = call(t, h, "GET", listURL(q), tok, ""); code != 200 || values(body["secrets"])["USER"] != infisicaltest.HiddenValue {
+		t.Errorf("list of /api without values: %d %v, want 200, values hidden", code, body)
+	}
+	q.Set("viewSecretValue", "true")
+	q.Set("secretPath", "/shared")
+	if code, _ = call(t, h, "GET", listURL(q), tok, ""); code != 200 {
+		t.Errorf("list of /shared, all readable: %d, want 200", code)
 	}
 }

@@ -20,6 +20,7 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("POST /api/v1/auth/universal-auth/login", h.handleLogin)
 	h.mux.HandleFunc("GET /api/v3/secrets/raw", h.handleList("workspaceId"))
 	h.mux.HandleFunc("GET /api/v4/secrets", h.handleList("projectId"))
+	h.mux.HandleFunc("GET /api/v3/secrets/raw/{secretName}", h.handleGet)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		_, reqID := fromContext(r.Context())
 		writeErrorNamed(w, reqID, http.StatusNotFound, "Not Found", fmt.Sprintf("Route %s:%s not found", r.Method, r.URL.Path))
@@ -249,6 +250,11 @@ func (h *Handler) handleList(projectParam string) http.HandlerFunc {
 				fmt.Sprintf("Folder with path '%s' in environment with slug '%s' not found", f.Path, f.Environment))
 			return
 		}
+		if view && h.refuseUnreadable && slices.ContainsFunc(fo.order, func(k string) bool { return !id.canRead(f, k) }) {
+			// getSecrets checks read-value permission on each secret it lists, before expanding.
+			writeErrorNamed(w, reqID, http.StatusForbidden, "ForbiddenError", "You do not have permission to read secret values")
+			return
+		}
 		own, denied := h.render(f, fo, id, listing{expand: expand, view: view})
 		if len(denied) > 0 {
 			// The server expands each secret and, when any expansion was refused, answers
@@ -276,6 +282,75 @@ func (h *Handler) handleList(projectParam string) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, out)
 	}
+}
+
+// handleGet serves one secret by name, as the server's getSecretByName does: the folder's own
+// secret, else the last import of the folder that has it (with include_imports).
+func (h *Handler) handleGet(w http.ResponseWriter, r *http.Request) {
+	_, reqID := fromContext(r.Context())
+	id, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	name := r.PathValue("secretName")
+	f := Folder{ProjectID: q.Get("workspaceId"), Environment: q.Get("environment"), Path: q.Get("secretPath")}.norm()
+	if f.ProjectID == "" || f.Environment == "" {
+		writeError(w, reqID, http.StatusBadRequest, "Missing project id or environment")
+		return
+	}
+	expand := q.Get("expandSecretReferences") == "true"
+	withImports := q.Get("include_imports") == "true"
+	view := q.Get("viewSecretValue") != "false" // the server's default is true
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fo, ok := h.folders[f]
+	if !ok {
+		writeError(w, reqID, http.StatusNotFound,
+			fmt.Sprintf("Folder with path '%s' in environment with slug '%s' not found", f.Path, f.Environment))
+		return
+	}
+	at, s := f, fo.secrets[name]
+	imported := false
+	for i := len(fo.imports) - 1; s == nil && withImports && i >= 0; i-- {
+		if ifo, ok := h.folders[fo.imports[i]]; ok && ifo.secrets[name] != nil {
+			at, s, imported = fo.imports[i], ifo.secrets[name], true
+		}
+	}
+	if s == nil {
+		writeError(w, reqID, http.StatusNotFound, fmt.Sprintf("Secret with name '%s' not found", name))
+		return
+	}
+	v := s.value
+	if expand && view {
+		ev, err := h.expandValue(at, name, v, id)
+		switch {
+		case err == nil:
+			v = ev
+		case !imported: // an imported secret keeps its raw value, as in the list
+			writeErrorNamed(w, reqID, http.StatusForbidden, "ForbiddenError", err.Error())
+			return
+		}
+	}
+	if view && !id.canRead(at, name) {
+		what := "secret value"
+		if imported {
+			what = "secret import value"
+		}
+		writeErrorNamed(w, reqID, http.StatusForbidden, "ForbiddenReadSecretError",
+			fmt.Sprintf("You do not have permission to view %s on secret with name '%s'", what, name))
+		return
+	}
+	if !view {
+		v = HiddenValue
+	}
+	writeJSON(w, http.StatusOK, map[string]secretJSON{"secret": {
+		ID: s.id, ID2: s.id, Workspace: at.ProjectID, Environment: at.Environment,
+		Version: s.version, Type: "shared", SecretKey: name, SecretValue: v,
+		SecretValueHidden: !view, SecretPath: at.Path,
+		CreatedAt: s.createdAt, UpdatedAt: s.updatedAt, Tags: []any{}, SecretMetadata: []any{},
+	}})
 }
 
 // listing is how a folder is rendered: the list's expandSecretReferences and viewSecretValue,
