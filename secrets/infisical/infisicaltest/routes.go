@@ -220,22 +220,43 @@ type importJSON struct {
 	Secrets     []secretJSON `json:"secrets"`
 }
 
+// secretsRequest is what the secrets routes read from a request: its id, the identity, the
+// folder and the flags.
+type secretsRequest struct {
+	reqID                     string
+	id                        *Identity
+	f                         Folder
+	expand, withImports, view bool
+}
+
+// secretsQuery authenticates r and reads its folder (the project from projectParam) and its
+// flags, or writes the error the server answers.
+func (h *Handler) secretsQuery(w http.ResponseWriter, r *http.Request, projectParam string) (secretsRequest, bool) {
+	_, reqID := fromContext(r.Context())
+	id, ok := h.authenticate(w, r)
+	if !ok {
+		return secretsRequest{}, false
+	}
+	q := r.URL.Query()
+	f := Folder{ProjectID: q.Get(projectParam), Environment: q.Get("environment"), Path: q.Get("secretPath")}.norm()
+	if f.ProjectID == "" || f.Environment == "" {
+		writeError(w, reqID, http.StatusBadRequest, "Missing project id or environment")
+		return secretsRequest{}, false
+	}
+	return secretsRequest{reqID: reqID, id: id, f: f,
+		expand:      q.Get("expandSecretReferences") == "true",
+		withImports: q.Get("include_imports") == "true",
+		view:        q.Get("viewSecretValue") != "false", // the server's default is true
+	}, true
+}
+
 func (h *Handler) handleList(projectParam string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		_, reqID := fromContext(r.Context())
-		id, ok := h.authenticate(w, r)
+		sq, ok := h.secretsQuery(w, r, projectParam)
 		if !ok {
 			return
 		}
-		q := r.URL.Query()
-		f := Folder{ProjectID: q.Get(projectParam), Environment: q.Get("environment"), Path: q.Get("secretPath")}.norm()
-		if f.ProjectID == "" || f.Environment == "" {
-			writeError(w, reqID, http.StatusBadRequest, "Missing project id or environment")
-			return
-		}
-		expand := q.Get("expandSecretReferences") == "true"
-		withImports := q.Get("include_imports") == "true"
-		view := q.Get("viewSecretValue") != "false" // the server's default is true
+		reqID, id, f, expand, withImports, view := sq.reqID, sq.id, sq.f, sq.expand, sq.withImports, sq.view
 
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -287,21 +308,11 @@ func (h *Handler) handleList(projectParam string) http.HandlerFunc {
 // handleGet serves one secret by name, as the server's getSecretByName does: the folder's own
 // secret, else the last import of the folder that has it (with include_imports).
 func (h *Handler) handleGet(w http.ResponseWriter, r *http.Request) {
-	_, reqID := fromContext(r.Context())
-	id, ok := h.authenticate(w, r)
+	sq, ok := h.secretsQuery(w, r, "workspaceId")
 	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	name := r.PathValue("secretName")
-	f := Folder{ProjectID: q.Get("workspaceId"), Environment: q.Get("environment"), Path: q.Get("secretPath")}.norm()
-	if f.ProjectID == "" || f.Environment == "" {
-		writeError(w, reqID, http.StatusBadRequest, "Missing project id or environment")
-		return
-	}
-	expand := q.Get("expandSecretReferences") == "true"
-	withImports := q.Get("include_imports") == "true"
-	view := q.Get("viewSecretValue") != "false" // the server's default is true
+	reqID, id, f, name := sq.reqID, sq.id, sq.f, r.PathValue("secretName")
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -313,7 +324,7 @@ func (h *Handler) handleGet(w http.ResponseWriter, r *http.Request) {
 	}
 	at, s := f, fo.secrets[name]
 	imported := false
-	for i := len(fo.imports) - 1; s == nil && withImports && i >= 0; i-- {
+	for i := len(fo.imports) - 1; s == nil && sq.withImports && i >= 0; i-- {
 		if ifo, ok := h.folders[fo.imports[i]]; ok && ifo.secrets[name] != nil {
 			at, s, imported = fo.imports[i], ifo.secrets[name], true
 		}
@@ -323,7 +334,7 @@ func (h *Handler) handleGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := s.value
-	if expand && view {
+	if sq.expand && sq.view {
 		ev, err := h.expandValue(at, name, v, id)
 		switch {
 		case err == nil:
@@ -333,7 +344,7 @@ func (h *Handler) handleGet(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if view && !id.canRead(at, name) {
+	if sq.view && !id.canRead(at, name) {
 		what := "secret value"
 		if imported {
 			what = "secret import value"
@@ -342,13 +353,13 @@ func (h *Handler) handleGet(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("You do not have permission to view %s on secret with name '%s'", what, name))
 		return
 	}
-	if !view {
+	if !sq.view {
 		v = HiddenValue
 	}
 	writeJSON(w, http.StatusOK, map[string]secretJSON{"secret": {
 		ID: s.id, ID2: s.id, Workspace: at.ProjectID, Environment: at.Environment,
 		Version: s.version, Type: "shared", SecretKey: name, SecretValue: v,
-		SecretValueHidden: !view, SecretPath: at.Path,
+		SecretValueHidden: !sq.view, SecretPath: at.Path,
 		CreatedAt: s.createdAt, UpdatedAt: s.updatedAt, Tags: []any{}, SecretMetadata: []any{},
 	}})
 }
