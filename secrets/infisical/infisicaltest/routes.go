@@ -256,7 +256,7 @@ func (h *Handler) handleList(projectParam string) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		reqID, id, f, expand, withImports, view := sq.reqID, sq.id, sq.f, sq.expand, sq.withImports, sq.view
+		reqID, id, f := sq.reqID, sq.id, sq.f
 
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -271,12 +271,12 @@ func (h *Handler) handleList(projectParam string) http.HandlerFunc {
 				fmt.Sprintf("Folder with path '%s' in environment with slug '%s' not found", f.Path, f.Environment))
 			return
 		}
-		if view && h.refuseUnreadable && slices.ContainsFunc(fo.order, func(k string) bool { return !id.canRead(f, k) }) {
+		if sq.view && h.refuseUnreadable && slices.ContainsFunc(fo.order, func(k string) bool { return !id.canRead(f, k) }) {
 			// getSecrets checks read-value permission on each secret it lists, before expanding.
 			writeErrorNamed(w, reqID, http.StatusForbidden, "ForbiddenError", "You do not have permission to read secret values")
 			return
 		}
-		own, denied := h.render(f, fo, id, listing{expand: expand, view: view})
+		own, denied := h.render(f, fo, id, listing{expand: sq.expand, view: sq.view})
 		if len(denied) > 0 {
 			// The server expands each secret and, when any expansion was refused, answers
 			// ForbiddenRequestError with one detail per refused secret.
@@ -288,14 +288,14 @@ func (h *Handler) handleList(projectParam string) http.HandlerFunc {
 			Secrets []secretJSON `json:"secrets"`
 			Imports []importJSON `json:"imports,omitempty"`
 		}{Secrets: own}
-		if withImports {
+		if sq.withImports {
 			out.Imports = []importJSON{}
 			for _, imp := range fo.imports {
 				ifo, ok := h.folders[imp]
 				if !ok {
 					continue
 				}
-				secs, _ := h.render(imp, ifo, id, listing{expand: expand, view: view, imported: true})
+				secs, _ := h.render(imp, ifo, id, listing{expand: sq.expand, view: sq.view, imported: true})
 				out.Imports = append(out.Imports, importJSON{
 					SecretPath: imp.Path, Environment: imp.Environment, FolderID: ifo.id, Secrets: secs,
 				})
@@ -356,12 +356,17 @@ func (h *Handler) handleGet(w http.ResponseWriter, r *http.Request) {
 	if !sq.view {
 		v = HiddenValue
 	}
-	writeJSON(w, http.StatusOK, map[string]secretJSON{"secret": {
-		ID: s.id, ID2: s.id, Workspace: at.ProjectID, Environment: at.Environment,
-		Version: s.version, Type: "shared", SecretKey: name, SecretValue: v,
-		SecretValueHidden: !sq.view, SecretPath: at.Path,
+	writeJSON(w, http.StatusOK, map[string]secretJSON{"secret": s.json(at, name, v, !sq.view)})
+}
+
+// json is secret key of folder f as the routes return it, with value v.
+func (s *secret) json(f Folder, key, v string, hidden bool) secretJSON {
+	return secretJSON{
+		ID: s.id, ID2: s.id, Workspace: f.ProjectID, Environment: f.Environment,
+		Version: s.version, Type: "shared", SecretKey: key, SecretValue: v,
+		SecretValueHidden: hidden, SecretPath: f.Path,
 		CreatedAt: s.createdAt, UpdatedAt: s.updatedAt, Tags: []any{}, SecretMetadata: []any{},
-	}})
+	}
 }
 
 // listing is how a folder is rendered: the list's expandSecretReferences and viewSecretValue,
@@ -397,12 +402,7 @@ func (h *Handler) render(f Folder, fo *folder, id *Identity, l listing) ([]secre
 				v = ev
 			}
 		}
-		out = append(out, secretJSON{
-			ID: s.id, ID2: s.id, Workspace: f.ProjectID, Environment: f.Environment,
-			Version: s.version, Type: "shared", SecretKey: k, SecretValue: v,
-			SecretValueHidden: hidden, SecretPath: f.Path,
-			CreatedAt: s.createdAt, UpdatedAt: s.updatedAt, Tags: []any{}, SecretMetadata: []any{},
-		})
+		out = append(out, s.json(f, k, v, hidden))
 	}
 	return out, denied
 }
