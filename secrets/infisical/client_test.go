@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -798,5 +800,52 @@ func TestResolverWithInfisicalUnreachable(t *testing.T) {
 			t.Fatalf("resolve %s: got %v, want a secrets source error naming vault and the refused connection", key, err)
 		}
 		assertNoSecret(t, "error", err.Error())
+	}
+}
+
+// When the list is refused, the keys are read a few at once: 4 reads are in flight together
+// (each waits until the fourth has arrived), never more. The first half is certain: reads one
+// by one never reach the fourth. The second depends on when a fifth read would arrive, so a
+// looser bound fails it only most of the time.
+func TestKeysReadFourAtOnce(t *testing.T) {
+	h := infisicaltest.NewHandler(fixture(infisicaltest.WithListRefusingUnreadable(), infisicaltest.WithIdentity(infisicaltest.Identity{
+		ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"CROSS"},
+	}))...)
+	const width = 4
+	var inFlight, most, arrived atomic.Int32
+	fourth := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, listPath+"/") {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			if arrived.Add(1) == width {
+				close(fourth)
+			}
+			select {
+			case <-fourth:
+			case <-r.Context().Done():
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := infisical.New(infisical.Config{BaseURL: srv.URL, ClientID: clientID, ClientSecret: clientSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // bounds a failure: reads one by one never reach the fourth
+	defer cancel()
+	keys := []string{"DB_PASSWORD", "DATABASE_URL", "OVERRIDDEN", "IN_BOTH_IMPORTS", "ONLY_SHARED", "MAIL_KEY"}
+	got, err := c.Source(apiScope).Fetch(ctx, keys)
+	if err != nil {
+		t.Fatalf("Fetch: %v", err)
+	}
+	if got.Len() != len(keys) {
+		t.Errorf("%d values, want %d", got.Len(), len(keys))
+	}
+	if m := most.Load(); m != width {
+		t.Errorf("at most %d reads in flight at once, want %d", m, width)
 	}
 }

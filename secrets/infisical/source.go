@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 
 	"github.com/deploy-orchestrator/orchestrator/secrets"
 )
@@ -20,7 +21,7 @@ import (
 // references a secret the identity may not read ("Failed to expand one or more secret
 // references"). The other secrets of the folder are still readable one by one, so when the
 // list is refused Source reads each key asked for with a request of its own (the route of one
-// secret by name) and reports the refused keys alone.
+// secret by name, a few at once) and reports the refused keys alone.
 type Source struct {
 	c     *Client
 	scope Scope
@@ -111,21 +112,44 @@ type byKey struct {
 	scope Scope
 }
 
-// Fetch reads each key of keys with a request of its own, in order, and returns the values
-// with the errors Source.Fetch documents.
+// maxKeyReads bounds how many keys byKey reads at once.
+const maxKeyReads = 4
+
+// Fetch reads each distinct key of keys with a request of its own, up to maxKeyReads at
+// once, and returns the values with the errors Source.Fetch documents (keys in the order
+// asked).
 func (b *byKey) Fetch(ctx context.Context, keys []string) (secrets.Values, error) {
-	vals := make(map[string]string, len(keys))
+	type read struct {
+		s   rawSecret
+		err error
+	}
+	var distinct []string
 	seen := make(map[string]bool, len(keys))
-	var p problems
 	for _, k := range keys {
-		if seen[k] {
-			continue
+		if !seen[k] {
+			seen[k] = true
+			distinct = append(distinct, k)
 		}
-		seen[k] = true
-		s, err := b.c.getSecret(ctx, b.scope, k)
+	}
+	reads := make([]read, len(distinct))
+	turns := make(chan struct{}, maxKeyReads)
+	var wg sync.WaitGroup
+	for i, k := range distinct {
+		turns <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-turns }()
+			reads[i].s, reads[i].err = b.c.getSecret(ctx, b.scope, k)
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return secrets.Values{}, err
+	}
+	vals := make(map[string]string, len(distinct))
+	var p problems
+	for i, k := range distinct {
+		s, err := reads[i].s, reads[i].err
 		switch {
-		case ctx.Err() != nil:
-			return secrets.Values{}, ctx.Err()
 		case secretNotFound(err):
 			p.absent = append(p.absent, k)
 		case readRefused(err) || (err == nil && s.SecretValueHidden):
