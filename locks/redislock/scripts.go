@@ -41,8 +41,8 @@ local live = l[1] and l[1] ~= '' and tonumber(l[5] or '0') > now
 local closed = tonumber(l[8] or '0')
 `
 
-// luaPrelude is shared by every script but acquire, renew and the releases: luaClock and
-// luaFields. It defines one Lua function (fmt); lease and clear are defined by luaLease,
+// luaPrelude is the prelude of the scripts that read the whole lock (force release, freeze,
+// unfreeze, get): luaClock and luaFields. It defines one Lua function (fmt); lease and clear are defined by luaLease,
 // for the scripts that use them.
 const luaPrelude = luaClock + luaFields
 
@@ -51,12 +51,6 @@ const luaPrelude = luaClock + luaFields
 const luaLease = `
 local function lease() return {l[2] or '', l[3] or '', l[4] or '', l[5] or '', l[6] or '', l[7] or ''} end
 local function clear() redis.call('HSET', KEYS[1], 'tok', '') end
-`
-
-// luaNow is the prelude of the scripts on the hot path, which read only what they need.
-const luaNow = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `
 
 // luaGrant writes a new lease. The fence never goes below the server's clock in
@@ -185,7 +179,7 @@ return grant(token, ARGV[2], ARGV[3], ARGV[4], '0')
 // ARGV: token ttl_ms
 //
 // Returns {1, expires_ms}, or {0} when token does not hold a live lease.
-var renewScript = redis.NewScript(luaNow + `
+var renewScript = redis.NewScript(luaTime + `
 local l = redis.call('HMGET', KEYS[1], 'tok', 'exp')
 if l[1] ~= ARGV[1] or tonumber(l[2] or '0') <= now then return {0} end
 local exp = string.format('%d', now + tonumber(ARGV[2]))
@@ -196,8 +190,8 @@ return {1, exp}
 // luaWake ends a script that has just cleared a lease: it publishes the release and
 // returns 1. An empty queue (the uncontended release) is found by EXISTS, the cheapest
 // read, and the release is published to everyone; only past it are the functions the
-// handover needs (fmt, grant) defined. When the waiter at the head of the queue is live and left its
-// claim, the key is handed to it: granted to its handover token, holder and message,
+// handover needs (fmt, grant) defined. When the waiter at the head of the queue is live and
+// left its claim, the key is handed to it: granted to its handover token, holder and message,
 // expiring at its TTL or its ticket's deadline, whichever comes first (so a waiter that
 // died just before cannot keep the key longer than its ticket would have blocked the
 // queue), with the lock field 'handed' naming the ticket and the token; the payload is
@@ -355,7 +349,7 @@ return 1
 //
 // KEYS: audit
 // ARGV: action key by reason audit_cap
-var recordScript = redis.NewScript(luaNow + luaFmt + luaAudit + `
+var recordScript = redis.NewScript(luaClock + luaAudit + `
 audit(KEYS[1], ARGV[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4], nil)
 return 1
 `)
