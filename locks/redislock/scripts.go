@@ -42,8 +42,8 @@ local closed = tonumber(l[8] or '0')
 `
 
 // luaPrelude is the prelude of the scripts that read the whole lock (force release, freeze,
-// unfreeze, get): luaClock and luaFields. It defines one Lua function (fmt); lease and clear are defined by luaLease,
-// for the scripts that use them.
+// unfreeze, get): luaClock and luaFields. It defines one Lua function (fmt); lease and
+// clear are defined by luaLease, for the scripts that use them.
 const luaPrelude = luaClock + luaFields
 
 // luaLease reads the lease fields of l (holder fence acq exp msg frozen) and clears the
