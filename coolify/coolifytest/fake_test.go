@@ -437,6 +437,41 @@ func TestDeploymentQueue(t *testing.T) {
 	wantStatus(t, h.do("GET", "/deployments/applications/nope", nil), http.StatusNotFound)
 }
 
+// GET /deployments is an array while the rows' database order is their id order, and an
+// object keyed by database position once a row was written after a newer one was created, as
+// Laravel encodes the key-preserving sort of the real controller.
+func TestActiveDeploymentsKeepTheirDatabaseKeys(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	h := newHarness(t, coolifytest.WithClock(clock), coolifytest.WithConcurrentBuilds(1),
+		coolifytest.WithTiming(coolifytest.Timing{RunMin: 10 * time.Second, RunMax: 10 * time.Second}))
+	deploy := func(name string) string {
+		app := h.srv.AddApplication(coolifytest.Application{Name: name})
+		return h.do("POST", "/deploy?uuid="+app.UUID, nil).json(t)["deployments"].([]any)[0].(map[string]any)["deployment_uuid"].(string)
+	}
+	a := deploy("a")
+	clock.Advance(time.Millisecond) // a starts
+	b := deploy("b")                // queued behind a (one build at a time)
+	clock.Advance(time.Second)
+	c := deploy("c")
+	var rows []string
+	for _, d := range h.do("GET", "/deployments", nil).list(t) {
+		rows = append(rows, d["deployment_uuid"].(string))
+	}
+	if fmt.Sprint(rows) != fmt.Sprint([]string{a, b, c}) {
+		t.Fatalf("before b starts: got %v, want the array [a b c]", rows)
+	}
+
+	clock.Advance(10 * time.Second) // a ends, b starts: b's row is now written after c's
+	ans := h.do("GET", "/deployments", nil)
+	byPos := ans.json(t)
+	if len(byPos) != 2 || byPos["1"].(map[string]any)["deployment_uuid"] != b || byPos["0"].(map[string]any)["deployment_uuid"] != c {
+		t.Fatalf("after b starts: got %s, want {\"1\": b, \"0\": c}", ans.body)
+	}
+	if bytes.Index(ans.body, []byte(b)) > bytes.Index(ans.body, []byte(c)) {
+		t.Errorf("got %s, want the rows in id order (b first)", ans.body)
+	}
+}
+
 func TestConcurrentBuildsAndQueueLimit(t *testing.T) {
 	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	h := newHarness(t, coolifytest.WithClock(clock), coolifytest.WithConcurrentBuilds(1), coolifytest.WithQueueLimit(2, 60*time.Second),

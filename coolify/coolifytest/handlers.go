@@ -1,11 +1,14 @@
 package coolifytest
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -768,14 +771,48 @@ func (f *Fake) getDeployment(c *reqCtx) response {
 	return jsonResponse(http.StatusOK, f.deploymentJSON(d, c.sensitive))
 }
 
+// listDeployments is GET /deployments: the team's queued and in_progress rows, logs
+// included for a read:sensitive token. Coolify reads them in the database's order, which
+// after an UPDATE is no longer the id's (PostgreSQL writes the new row version after the
+// others), then sorts them by id with Collection::sortBy, which keeps each row's key from the
+// first order. Laravel encodes a collection whose keys are not 0, 1, 2… as a JSON object, so
+// when a row was updated after a newer one was created (a queued deployment started after
+// another was queued) the answer is {"1": {...}, "0": {...}}, rows in id order under their
+// database positions; otherwise an array. The fake orders the database by each row's last
+// change.
 func (f *Fake) listDeployments(c *reqCtx) response {
-	out := []map[string]any{}
+	var db []*deployment
 	for _, d := range f.deployments {
 		if d.Status == "queued" || d.Status == "in_progress" {
-			out = append(out, f.deploymentJSON(d, false))
+			db = append(db, d)
 		}
 	}
-	return jsonResponse(http.StatusOK, out)
+	slices.SortStableFunc(db, func(a, b *deployment) int { return a.updatedAt.Compare(b.updatedAt) })
+	keys := make([]int, len(db)) // the database position of each row, in id order
+	for i := range keys {
+		keys[i] = i
+	}
+	slices.SortStableFunc(keys, func(a, b int) int { return cmp.Compare(db[a].ID, db[b].ID) })
+	rows := make([]json.RawMessage, len(keys))
+	list := true
+	for i, k := range keys {
+		rows[i] = mustJSON(f.deploymentJSON(db[k], c.sensitive))
+		list = list && k == i
+	}
+	if list {
+		return jsonResponse(http.StatusOK, rows)
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%q:", strconv.Itoa(k))
+		b.Write(rows[i])
+	}
+	b.WriteByte('}')
+	return response{status: http.StatusOK, body: b.Bytes()}
 }
 
 func (f *Fake) listAppDeployments(c *reqCtx) response {

@@ -93,6 +93,23 @@ var specPatches = []struct {
 			return nil
 		},
 	},
+	{
+		reason: "GET /deployments sorts its rows with Laravel's Collection::sortBy, which keeps each row's " +
+			"key: when that reorders them (a row updated after a newer one was created) the answer is a " +
+			"JSON object of rows keyed by position, not the array the spec says",
+		apply: func(doc *openapi3.T) error {
+			op := doc.Paths.Find("/deployments")
+			if op == nil || op.Get == nil {
+				return fmt.Errorf("no GET /deployments")
+			}
+			queue := doc.Components.Schemas["ApplicationDeploymentQueue"]
+			byPosition := openapi3.NewObjectSchema()
+			byPosition.AdditionalProperties = openapi3.AdditionalProperties{Schema: queue}
+			op.Get.Responses.Status(200).Value.Content["application/json"].Schema = openapi3.NewSchemaRef("",
+				openapi3.NewOneOfSchema(openapi3.NewArraySchema().WithItems(queue.Value), byPosition))
+			return nil
+		},
+	},
 }
 
 // undocumentedStatuses are answers the real server gives that the spec does not list for the
