@@ -1,6 +1,7 @@
 package coolify
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -358,6 +359,7 @@ func (c *Client) confirm(ctx context.Context, op, appUUID string, item deployIte
 		return res, fmt.Errorf("%s %s: confirm deployment %s: %w", op, appUUID, item.DeploymentUUID, err)
 	}
 	res.Deployment = d
+	c.noteAppID(appUUID, d.ApplicationID)
 	return res, nil
 }
 
@@ -428,19 +430,33 @@ func (c *Client) ListDeployments(ctx context.Context, appUUID string, skip, take
 	return out.Count, ds, nil
 }
 
-// ActiveDeployments returns the application's queued and in_progress deployments, oldest first.
-// It pages through the application's deployments (GET /deployments/applications/{uuid}, newest
-// first) while pages still hold active ones: Coolify runs one deployment per application at a
-// time and starts queued ones in order, so the active rows are the newest. It needs no numeric
-// application id (GET /applications/{uuid} does not show it). Errors as
+// ActiveDeployments returns the application's queued and in_progress deployments, oldest
+// first (preview deployments of pull requests included).
+//
+// Once the client knows the application's numeric id, it reads the team's active
+// deployments (GET /deployments, queued and in_progress rows only) and keeps the
+// application's: exact, and light, since finished rows are not sent at all. Coolify names
+// the application there only by that id, which GET /applications/{uuid} does not show, so
+// until the client has seen it on one of the application's deployments (a page read here,
+// or the deployment a deploy started) it pages through the application's own deployments
+// instead (GET /deployments/applications/{uuid}, newest first) while pages still hold active
+// ones. That way costs more: with read:sensitive, which reading env values needs, every row
+// of a page carries its whole build log; and a page of ended rows (newer pull-request
+// previews, canceled deploys) can hide an older active one. Errors as
 // [Client.GetApplication].
 func (c *Client) ActiveDeployments(ctx context.Context, appUUID string) ([]Deployment, error) {
+	if id, ok := c.appIDs.Load(appUUID); ok {
+		return c.activeOf(ctx, id.(string))
+	}
 	const take, maxPages = 20, 10
 	var out []Deployment
 	for page := range maxPages {
 		count, ds, err := c.ListDeployments(ctx, appUUID, page*take, take)
 		if err != nil {
 			return nil, fmt.Errorf("active deployments: %w", err)
+		}
+		if page == 0 && len(ds) > 0 {
+			c.noteAppID(appUUID, ds[0].ApplicationID)
 		}
 		active := 0
 		for _, d := range ds {
@@ -455,6 +471,30 @@ func (c *Client) ActiveDeployments(ctx context.Context, appUUID string) ([]Deplo
 	}
 	slices.Reverse(out)
 	return out, nil
+}
+
+// activeOf returns the active deployments of the application whose numeric id is appID,
+// oldest first, from GET /deployments.
+func (c *Client) activeOf(ctx context.Context, appID string) ([]Deployment, error) {
+	var rows deploymentRows
+	if err := c.do(ctx, call{method: http.MethodGet, route: "/deployments", path: "/deployments"}, &rows); err != nil {
+		return nil, fmt.Errorf("active deployments: %w", err)
+	}
+	var out []Deployment
+	for i := range rows {
+		if string(rows[i].ApplicationID) == appID && rows[i].Status.Active() {
+			out = append(out, rows[i].deployment())
+		}
+	}
+	slices.SortFunc(out, func(a, b Deployment) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// noteAppID remembers the numeric id of application appUUID, as a deployment of it showed.
+func (c *Client) noteAppID(appUUID, appID string) {
+	if appID != "" {
+		c.appIDs.Store(appUUID, appID)
+	}
 }
 
 // CancelDeployment cancels a queued or in_progress deployment (POST /deployments/{uuid}/cancel).

@@ -52,6 +52,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
@@ -119,6 +120,9 @@ type Client struct {
 	poll    time.Duration
 	// abilities caches the answer of Abilities.
 	abilities abilityCache
+	// appIDs maps an application's uuid to its numeric id, as its deployments show it (see
+	// ActiveDeployments). An id never changes.
+	appIDs sync.Map
 }
 
 // Option configures a [Client].

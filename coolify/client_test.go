@@ -536,6 +536,90 @@ func TestDeployWaitFinished(t *testing.T) {
 	}
 }
 
+// Once the client knows the application's id, its active deployments come from the team's
+// active list: exact, with no ended row sent. Before that, the application's own pages are
+// read, which 25 newer ended rows (canceled here) would hide an older active one behind.
+func TestActiveDeploymentsOnceTheAppIDIsKnown(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	e := setup(t, []coolifytest.Option{coolifytest.WithClock(clock),
+		coolifytest.WithTiming(coolifytest.Timing{RunMin: time.Hour, RunMax: time.Hour})})
+	ctx := context.Background()
+	fresh := newClient(t, e.srv, e.srv.Token) // knows no application id yet
+	if active, err := fresh.ActiveDeployments(ctx, e.app.UUID); err != nil || len(active) != 0 {
+		t.Fatalf("no deployment yet: got %+v, %v", active, err)
+	}
+	first, err := e.c.Deploy(ctx, e.app.UUID, false) // its confirming read shows the id
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Millisecond) // first starts
+	for range 25 {
+		d, err := e.c.Deploy(ctx, e.app.UUID, true) // queued behind first
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.c.CancelDeployment(ctx, d.DeploymentUUID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := e.srv.AddApplication(coolifytest.Application{Name: "worker", ImageName: "acme/worker", ImageTag: "v1"})
+	if _, err := e.c.Deploy(ctx, other.UUID, false); err != nil { // another application's: not ours
+		t.Fatal(err)
+	}
+
+	e.srv.ResetRequests()
+	active, err := e.c.ActiveDeployments(ctx, e.app.UUID)
+	if err != nil || len(active) != 1 || active[0].UUID != first.DeploymentUUID || active[0].Status != coolify.StatusInProgress {
+		t.Fatalf("got %+v, %v; want only the first deployment, in progress", active, err)
+	}
+	if n, pages := len(e.srv.RequestsTo("GET /deployments")), len(e.srv.RequestsTo("GET /deployments/applications/{uuid}")); n != 1 || pages != 0 {
+		t.Errorf("read GET /deployments %d times and the application's pages %d times, want 1 and 0", n, pages)
+	}
+
+	// A client that has not seen the id reads the application's page, learns it from its
+	// rows, and reads the active list from then on.
+	if _, err := fresh.ActiveDeployments(ctx, e.app.UUID); err != nil {
+		t.Fatal(err)
+	}
+	active, err = fresh.ActiveDeployments(ctx, e.app.UUID)
+	if err != nil || len(active) != 1 || active[0].UUID != first.DeploymentUUID {
+		t.Fatalf("second read of a fresh client: got %+v, %v; want the first deployment", active, err)
+	}
+}
+
+// GET /deployments answers a JSON object of rows once a row was written after a newer one
+// was created (see coolifytest); the client reads it all the same.
+func TestActiveDeploymentsReadTheListAsAnObject(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	e := setup(t, []coolifytest.Option{coolifytest.WithClock(clock), coolifytest.WithConcurrentBuilds(1),
+		coolifytest.WithTiming(coolifytest.Timing{RunMin: 10 * time.Second, RunMax: 10 * time.Second})})
+	ctx := context.Background()
+	deploy := func(app string) string {
+		res, err := e.c.Deploy(ctx, app, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.DeploymentUUID
+	}
+	b := e.srv.AddApplication(coolifytest.Application{Name: "b", ImageName: "acme/b", ImageTag: "v1"})
+	c := e.srv.AddApplication(coolifytest.Application{Name: "c", ImageName: "acme/c", ImageTag: "v1"})
+	deploy(e.app.UUID)
+	clock.Advance(time.Millisecond)
+	onB := deploy(b.UUID) // queued: one build at a time
+	clock.Advance(time.Second)
+	onC := deploy(c.UUID)
+	clock.Advance(10 * time.Second) // the first ends and b's starts, after c's was queued
+	for app, want := range map[string]string{b.UUID: onB, c.UUID: onC} {
+		active, err := e.c.ActiveDeployments(ctx, app)
+		if err != nil || len(active) != 1 || active[0].UUID != want {
+			t.Errorf("%s: got %+v, %v; want %s", app, active, err, want)
+		}
+	}
+	if active, err := e.c.ActiveDeployments(ctx, e.app.UUID); err != nil || len(active) != 0 {
+		t.Errorf("ended: got %+v, %v; want none", active, err)
+	}
+}
+
 func TestDeployDeduplicatedIsNeverReportedAsStarted(t *testing.T) {
 	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	e := setup(t, []coolifytest.Option{coolifytest.WithClock(clock),

@@ -447,6 +447,36 @@ func (w *wireDeployment) deployment() Deployment {
 	}
 }
 
+// deploymentRows is the answer of GET /deployments. Coolify sorts the rows by id with
+// Laravel's Collection::sortBy, which keeps each row's key from the database's order: when
+// the two orders differ (a row updated after a newer one was created), the answer is a JSON
+// object keyed by those positions ({"1": {...}, "0": {...}}) instead of an array. Both
+// decode here, in the order they came.
+type deploymentRows []wireDeployment
+
+func (r *deploymentRows) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return json.Unmarshal(data, (*[]wireDeployment)(r))
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil { // {
+		return err
+	}
+	for dec.More() {
+		if _, err := dec.Token(); err != nil { // the key
+			return err
+		}
+		var w wireDeployment
+		if err := dec.Decode(&w); err != nil {
+			return err
+		}
+		*r = append(*r, w)
+	}
+	_, err := dec.Token() // }
+	return err
+}
+
 // DeployResult is a deployment Coolify accepted and stored.
 type DeployResult struct {
 	DeploymentUUID string

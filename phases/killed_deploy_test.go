@@ -172,7 +172,11 @@ func TestKilledWhileRestoringAFailedSync(t *testing.T) {
 	waitRequests("the tag write fail", func(reqs []coolifytest.Request) bool {
 		return slices.ContainsFunc(reqs, func(q coolifytest.Request) bool { return q.Route == "PATCH /applications/{uuid}" })
 	})
-	h.coolify.SetRouteLatency("GET", "/deployments/applications/{uuid}", time.Minute, time.Minute)
+	// Both routes the guard may read: the application's pages until the client has seen its
+	// id, the team's active list after.
+	for _, route := range []string{"/deployments/applications/{uuid}", "/deployments"} {
+		h.coolify.SetRouteLatency("GET", route, time.Minute, time.Minute)
+	}
 	if v, _ := h.coolify.EnvValue(uuidAPI, "LOG_LEVEL", false); v != "info" {
 		t.Fatalf("LOG_LEVEL = %q when the tag write failed, want this run's info", v)
 	}
@@ -184,7 +188,9 @@ func TestKilledWhileRestoringAFailedSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	h.coolify.SetRouteLatency("GET", "/deployments/applications/{uuid}", 0, 0)
+	for _, route := range []string{"/deployments/applications/{uuid}", "/deployments"} {
+		h.coolify.SetRouteLatency("GET", route, 0, 0)
+	}
 	if v, _ := h.coolify.EnvValue(uuidAPI, "LOG_LEVEL", false); v != "info" {
 		t.Fatalf("LOG_LEVEL = %q when the child died, want this run's info (the restore must not have run)", v)
 	}
