@@ -28,12 +28,21 @@ var fuzzStatuses = []int{200, 201, 204, 400, 401, 403, 404, 409, 422, 429, 500, 
 // fuzzClient is a client whose every request gets the answer (status picked by sel).
 func fuzzClient(sel uint8, body []byte) (*coolify.Client, int) {
 	status := fuzzStatuses[int(sel)%len(fuzzStatuses)]
-	c := coolify.New("http://coolify.invalid", "1|fuzz-token",
-		coolify.WithHTTPClient(&http.Client{Transport: cannedhttp.Transport{Status: status, Body: body}}),
+	return fuzzClientOn(cannedhttp.Transport{Status: status, Body: body}), status
+}
+
+// fuzzClientOn is a client sending through rt, with no retries and 1ms polls.
+func fuzzClientOn(rt http.RoundTripper) *coolify.Client {
+	return coolify.New("http://coolify.invalid", "1|fuzz-token",
+		coolify.WithHTTPClient(&http.Client{Transport: rt}),
 		coolify.WithRetry(coolify.RetryPolicy{MaxRetries: 0, MinWait: time.Millisecond, MaxWait: time.Millisecond, MaxRetryAfter: time.Millisecond}),
 		coolify.WithPollInterval(time.Millisecond))
-	return c, status
 }
+
+// roundTripFunc is a function as an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // checkErr asserts that err, from an operation named op on an answer with status, is clear.
 func checkErr(t *testing.T, op string, status int, err error) {
@@ -113,6 +122,38 @@ func FuzzDecodeCoolifyDeployment(f *testing.F) {
 		}
 		// The waiter on the same answers ends too: terminal, or its 5ms deadline cancels.
 		_, _ = c.WaitDeployment(fuzzCtx(t), "d1", 5*time.Millisecond)
+	})
+}
+
+// FuzzDecodeCoolifyActiveDeployments answers the application's deployment pages with page
+// and GET /deployments with list: the first read pages and may learn the application's id
+// from a row, the second then reads list.
+func FuzzDecodeCoolifyActiveDeployments(f *testing.F) {
+	row := `{"id":3,"deployment_uuid":"d1","application_id":"1","status":"in_progress"}`
+	f.Add(uint8(0), []byte(`{"count":1,"deployments":[`+row+`]}`), []byte(`[`+row+`]`))
+	f.Add(uint8(0), []byte(`{"count":1,"deployments":[`+row+`]}`),
+		[]byte(`{"1":{"id":4,"deployment_uuid":"d2","application_id":1,"status":"queued"},"0":{"id":5,"deployment_uuid":"d3","application_id":"2","status":"queued"}}`))
+	f.Add(uint8(0), []byte(`{"count":1,"deployments":[`+row+`]}`), []byte(`{"0":`))
+	f.Add(uint8(0), []byte(`{"count":0,"deployments":[]}`), []byte(`null`))
+	f.Add(uint8(6), []byte(`{"message":"Application not found"}`), []byte(`{"message":"Not found."}`))
+	f.Fuzz(func(t *testing.T, sel uint8, page, list []byte) {
+		status := fuzzStatuses[int(sel)%len(fuzzStatuses)]
+		pages, lists := cannedhttp.Transport{Status: status, Body: page}, cannedhttp.Transport{Status: status, Body: list}
+		c := fuzzClientOn(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if strings.HasPrefix(r.URL.Path, "/api/v1/deployments/applications/") {
+				return pages.RoundTrip(r)
+			}
+			return lists.RoundTrip(r)
+		}))
+		for range 2 {
+			ds, err := c.ActiveDeployments(fuzzCtx(t), "abc")
+			checkErr(t, "active deployments", status, err)
+			for _, d := range ds {
+				if !d.Status.Active() {
+					t.Fatalf("active deployments: got %q among them", d.Status)
+				}
+			}
+		}
 	})
 }
 
