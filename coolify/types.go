@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -451,30 +453,19 @@ func (w *wireDeployment) deployment() Deployment {
 // Laravel's Collection::sortBy, which keeps each row's key from the database's order: when
 // the two orders differ (a row updated after a newer one was created), the answer is a JSON
 // object keyed by those positions ({"1": {...}, "0": {...}}) instead of an array. Both
-// decode here, in the order they came.
+// decode here; the object's rows in no particular order (the caller sorts by id).
 type deploymentRows []wireDeployment
 
 func (r *deploymentRows) UnmarshalJSON(data []byte) error {
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 || data[0] != '{' {
-		return json.Unmarshal(data, (*[]wireDeployment)(r))
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if _, err := dec.Token(); err != nil { // {
-		return err
-	}
-	for dec.More() {
-		if _, err := dec.Token(); err != nil { // the key
+	if d := bytes.TrimSpace(data); len(d) > 0 && d[0] == '{' {
+		var byPosition map[string]wireDeployment
+		if err := json.Unmarshal(d, &byPosition); err != nil {
 			return err
 		}
-		var w wireDeployment
-		if err := dec.Decode(&w); err != nil {
-			return err
-		}
-		*r = append(*r, w)
+		*r = slices.Collect(maps.Values(byPosition))
+		return nil
 	}
-	_, err := dec.Token() // }
-	return err
+	return json.Unmarshal(data, (*[]wireDeployment)(r))
 }
 
 // DeployResult is a deployment Coolify accepted and stored.
