@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptrace"
 	"slices"
 	"strings"
 	"sync"
@@ -1054,15 +1053,22 @@ func TestCancellation(t *testing.T) {
 	t.Run("during server latency", func(t *testing.T) {
 		e := setup(t, nil)
 		e.srv.SetLatency(time.Minute, time.Minute)
-		// Cancel once the request is on the wire: the server is then sitting in its latency.
+		// Cancel once the fake holds the request: it is then sitting in its latency. (The
+		// client's WroteRequest trace is too early: it fires before the transport flushes its
+		// buffer, and a cancel then can close the connection with the request still unsent.)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { cancel() }})
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.c.GetApplication(ctx, e.app.UUID)
+			done <- err
+		}()
+		waitFor(t, func() bool { return e.srv.InFlight() == 1 })
 		start := time.Now()
-		_, err := e.c.GetApplication(ctx, e.app.UUID)
-		wantErr(t, err, context.Canceled)
+		cancel()
+		wantErr(t, <-done, context.Canceled)
 		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("returned after %s", d)
+			t.Errorf("returned %s after the cancel", d)
 		}
 		// The server logs the request once its handler sees the client gone.
 		var got []coolifytest.Request

@@ -398,9 +398,10 @@ type Fake struct {
 	stalled     bool // the queue no longer starts deployments (WithCancelBug)
 	hist        history
 
-	logMu sync.Mutex
-	seq   uint64
-	reqs  []Request
+	logMu    sync.Mutex
+	seq      uint64
+	reqs     []Request
+	inFlight int // requests received and not yet answered
 }
 
 // New returns a fake with no resources and [DefaultToken].
@@ -599,6 +600,16 @@ func (f *Fake) Requests() []Request {
 	out := slices.Clone(f.reqs)
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	return out
+}
+
+// InFlight returns how many requests the fake has received and not yet answered: a test
+// that must act while a request sits in the fake (in its latency, say) waits for it here,
+// rather than on the client's side, where a request can be "written" and still be in a
+// buffer.
+func (f *Fake) InFlight() int {
+	f.logMu.Lock()
+	defer f.logMu.Unlock()
+	return f.inFlight
 }
 
 // RequestsTo returns the completed requests whose Route is route (e.g. "POST /deploy").

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httptrace"
 	"strings"
 	"sync"
 	"testing"
@@ -670,14 +669,24 @@ func TestFaultKnobs(t *testing.T) {
 	}
 	// Latency, and a client that gives up during it.
 	h.srv.SetRouteLatency("GET", "/applications/{uuid}", time.Minute, time.Minute)
-	// The client gives up once its request is on the wire (not on a timer, which could fire
-	// before the request is even sent).
+	// The client gives up once the fake holds its request (not on a timer, which could fire
+	// before the request is even sent, nor on the client's WroteRequest trace, which fires
+	// before the transport flushes its buffer).
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { cancel() }})
 	req, _ = http.NewRequestWithContext(ctx, "GET", h.srv.URL+"/api/v1/applications/"+app.UUID, nil)
 	req.Header.Set("Authorization", "Bearer "+h.srv.Token)
-	if _, err := h.hc.Do(req); !errors.Is(err, context.Canceled) {
+	done := make(chan error, 1)
+	go func() {
+		resp, err := h.hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	waitFor(t, func() bool { return h.srv.InFlight() == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want the cancellation", err)
 	}
 	waitFor(t, func() bool {

@@ -282,6 +282,7 @@ func (f *Fake) begin(r *http.Request, route string) *Request {
 	f.logMu.Lock()
 	f.seq++
 	rec.Seq = f.seq
+	f.inFlight++
 	f.logMu.Unlock()
 	return rec
 }
@@ -290,6 +291,7 @@ func (f *Fake) end(rec *Request) {
 	rec.End = time.Now()
 	f.logMu.Lock()
 	f.reqs = append(f.reqs, *rec)
+	f.inFlight--
 	f.logMu.Unlock()
 }
 
