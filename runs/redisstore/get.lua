@@ -1,13 +1,18 @@
--- Read a run unless the caller already holds its stored version.
--- KEYS: run
--- ARGV: the version the caller holds ('' for none)
--- Returns nil when the run does not exist, its version (a string) when it is the one the
--- caller holds, else the whole hash as HGETALL gives it.
-local v = redis.call('HGET', KEYS[1], 'v')
-if not v then
-  return false
+-- Read runs, each unless the caller already holds its stored version: a page of the API's
+-- list is one call, not one per run.
+-- KEYS: the runs
+-- ARGV: for each run, the version the caller holds ('' for none)
+-- Returns one entry per run, in order: nil when the run does not exist, its version (a
+-- string) when it is the one the caller holds, else the whole hash as HGETALL gives it.
+local out = {}
+for i, key in ipairs(KEYS) do
+  local v = redis.call('HGET', key, 'v')
+  if not v then
+    out[i] = false
+  elseif v == ARGV[i] then
+    out[i] = v
+  else
+    out[i] = redis.call('HGETALL', key)
+  end
 end
-if v == ARGV[1] then
-  return v
-end
-return redis.call('HGETALL', KEYS[1])
+return out

@@ -41,6 +41,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,7 +82,14 @@ type driver struct {
 	mu sync.Mutex     // guards ps
 	ps *redis.PubSub  // the pattern subscription, started by Watch
 	wg sync.WaitGroup // the goroutine forwarding ps messages
+
+	pagesMu sync.Mutex
+	pages   map[string][]string // list query → the run IDs of the page it answered last
 }
+
+// maxPages bounds driver.pages: the dashboard and API clients poll a handful of pages; past
+// that many distinct queries the map starts over.
+const maxPages = 64
 
 // New returns a store on rdb. The caller keeps ownership of rdb: Close does not close it.
 // New does not contact the server; use Ping for that.
@@ -157,9 +165,14 @@ func (d *driver) Insert(ctx context.Context, r runs.Run, e runs.Encoded) (string
 //go:embed get.lua
 var getLua string
 
-// getScript: KEYS run; ARGV the version the caller holds. Returns nil (no run), the version
-// (the caller's copy is current) or the run's hash.
+// getScript: KEYS runs; ARGV for each the version the caller holds. Returns for each nil
+// (no run), the version (the caller's copy is current) or the run's hash.
 var getScript = redis.NewScript(getLua)
+
+// getBatch is how many runs one getScript call reads: a page of the API's list (50 by
+// default) in one, and a longer read in several calls of one pipeline, so no single call
+// holds Redis for long.
+const getBatch = 64
 
 // heldArg is the held version as getScript takes it ("" for none).
 func heldArg(v int64) string {
@@ -174,18 +187,21 @@ func (d *driver) Read(ctx context.Context, id string, held int64) (runs.Record, 
 	if err := d.open("read"); err != nil {
 		return runs.Record{}, err
 	}
-	return record(id, getScript.Run(ctx, d.rdb, []string{d.runKey(id)}, heldArg(held)))
-}
-
-// record turns getScript's answer into the run's record: the version only when the caller
-// holds it, else its hash. ErrNotFound when the run does not exist.
-func record(id string, res *redis.Cmd) (runs.Record, error) {
-	v, err := res.Result()
-	if errors.Is(err, redis.Nil) {
-		return runs.Record{}, runs.ErrNotFound
-	}
+	res, err := getScript.Run(ctx, d.rdb, []string{d.runKey(id)}, heldArg(held)).Slice()
 	if err != nil {
 		return runs.Record{}, err
+	}
+	if len(res) != 1 {
+		return runs.Record{}, fmt.Errorf("run %q: %d answers to one read", id, len(res))
+	}
+	return record(id, res[0])
+}
+
+// record turns getScript's answer for one run into its record: the version only when the
+// caller holds it, else its hash. ErrNotFound when the run does not exist.
+func record(id string, v any) (runs.Record, error) {
+	if v == nil {
+		return runs.Record{}, runs.ErrNotFound
 	}
 	if vs, ok := v.(string); ok {
 		version, err := strconv.ParseInt(vs, 10, 64)
@@ -260,26 +276,29 @@ func (d *driver) List(ctx context.Context, q runs.Query, held func(string) int64
 	if q.After != "" {
 		max = "(" + q.After
 	}
-	// One more than the page tells whether there is a next page.
+	// One more than the page tells whether there is a next page. The reads of the runs this
+	// query answered last go in the same round trip: a page polled again, mostly the same
+	// runs, then costs one round trip, not two, and only runs new to it need a second.
+	pageKey := strings.Join(idx, " ") + " " + max + " " + strconv.Itoa(q.Limit)
+	guess := d.lastPage(pageKey)
 	pipe := d.rdb.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, len(idx))
 	for i, key := range idx {
 		cmds[i] = pipe.ZRevRangeByLex(ctx, key, &redis.ZRangeBy{Max: max, Min: "-", Count: int64(q.Limit + 1)})
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, "", err
-	}
+	guessed := d.queueGets(ctx, pipe, guess, held)
+	_, _ = pipe.Exec(ctx) // each command's error is checked below
 	var sks []string
 	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return nil, "", err
+		}
 		sks = append(sks, c.Val()...)
 	}
 	slices.SortFunc(sks, func(a, b string) int { return strings.Compare(b, a) })
 	more := len(sks) > q.Limit
 	if more {
 		sks = sks[:q.Limit]
-	}
-	if len(sks) == 0 {
-		return nil, "", nil
 	}
 	ids := make([]string, len(sks))
 	for i, sk := range sks {
@@ -289,29 +308,79 @@ func (d *driver) List(ctx context.Context, q runs.Query, held func(string) int64
 		}
 		ids[i] = id
 	}
-	recs, err := d.getMany(ctx, ids, held)
+	d.setLastPage(pageKey, ids)
+
+	// The guessed reads, unless they failed (NOSCRIPT: getMany loads the script); then the
+	// runs they did not cover.
+	got, err := records(guess, guessed)
 	if err != nil {
-		return nil, "", err
+		got = nil
+	}
+	var missing []string
+	for _, id := range ids {
+		if _, ok := got[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		fetched, err := d.getMany(ctx, missing, held)
+		if err != nil {
+			return nil, "", err
+		}
+		if got == nil {
+			got = fetched
+		} else {
+			maps.Copy(got, fetched)
+		}
 	}
 	next := ""
 	if more {
 		// From the last index entry considered, so a skipped run does not repeat a page.
 		next = sks[len(sks)-1]
 	}
-	return recs, next, nil
+	return found(ids, got), next, nil
 }
 
-// getMany reads the records of runs ids in one pipeline (loading the script first if Redis
-// lost it: EVALSHA cannot fall back to EVAL inside a pipeline), skipping runs that are gone.
-func (d *driver) getMany(ctx context.Context, ids []string, held func(string) int64) ([]runs.Record, error) {
+// found returns the records of runs ids that got holds and that exist, in the order of ids.
+func found(ids []string, got map[string]runs.Record) []runs.Record {
+	recs := make([]runs.Record, 0, len(ids))
+	for _, id := range ids {
+		if rec := got[id]; rec.ID != "" { // an index entry without run: the scripts never leave one; skip defensively
+			recs = append(recs, rec)
+		}
+	}
+	return recs
+}
+
+// lastPage returns the run IDs the list query pageKey answered last.
+func (d *driver) lastPage(pageKey string) []string {
+	d.pagesMu.Lock()
+	defer d.pagesMu.Unlock()
+	return d.pages[pageKey]
+}
+
+// setLastPage remembers the run IDs the list query pageKey answered.
+func (d *driver) setLastPage(pageKey string, ids []string) {
+	d.pagesMu.Lock()
+	defer d.pagesMu.Unlock()
+	if _, ok := d.pages[pageKey]; !ok && len(d.pages) >= maxPages {
+		clear(d.pages)
+	}
+	if d.pages == nil {
+		d.pages = make(map[string][]string)
+	}
+	d.pages[pageKey] = ids
+}
+
+// getMany reads the records of runs ids in one round trip (loading the script first if Redis
+// lost it: EVALSHA cannot fall back to EVAL inside a pipeline). A run that is gone has a
+// zero record, with an empty ID.
+func (d *driver) getMany(ctx context.Context, ids []string, held func(string) int64) (map[string]runs.Record, error) {
 	for attempt := 0; ; attempt++ {
 		pipe := d.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(ids))
-		for i, id := range ids {
-			cmds[i] = getScript.EvalSha(ctx, pipe, []string{d.runKey(id)}, heldArg(held(id)))
-		}
+		cmds := d.queueGets(ctx, pipe, ids, held)
 		_, err := pipe.Exec(ctx)
-		if err != nil && !errors.Is(err, redis.Nil) {
+		if err != nil {
 			if attempt > 0 || !redis.HasErrorPrefix(err, "NOSCRIPT") {
 				return nil, err
 			}
@@ -320,19 +389,47 @@ func (d *driver) getMany(ctx context.Context, ids []string, held func(string) in
 			}
 			continue
 		}
-		out := make([]runs.Record, 0, len(ids))
-		for i, c := range cmds {
-			rec, err := record(ids[i], c)
-			if errors.Is(err, runs.ErrNotFound) {
-				continue // an index entry without run: the scripts never leave one; skip defensively
-			}
-			if err != nil {
+		return records(ids, cmds)
+	}
+}
+
+// queueGets adds to pipe the getScript calls that read runs ids, getBatch runs each: a page
+// of the API's list (50 by default) in one call, a longer read in several, so no single call
+// holds Redis for long.
+func (d *driver) queueGets(ctx context.Context, pipe redis.Pipeliner, ids []string, held func(string) int64) []*redis.Cmd {
+	var cmds []*redis.Cmd
+	for batch := range slices.Chunk(ids, getBatch) {
+		keys, versions := make([]string, len(batch)), make([]any, len(batch))
+		for i, id := range batch {
+			keys[i], versions[i] = d.runKey(id), heldArg(held(id))
+		}
+		cmds = append(cmds, getScript.EvalSha(ctx, pipe, keys, versions...))
+	}
+	return cmds
+}
+
+// records reads the answers of queueGets(ids): every run's record by ID, a zero one (empty
+// ID) for a run that is gone.
+func records(ids []string, cmds []*redis.Cmd) (map[string]runs.Record, error) {
+	out := make(map[string]runs.Record, len(ids))
+	for k, c := range cmds {
+		batch := ids[k*getBatch : min(len(ids), (k+1)*getBatch)]
+		res, err := c.Slice()
+		if err == nil && len(res) != len(batch) {
+			err = fmt.Errorf("%d answers to a read of %d runs", len(res), len(batch))
+		}
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range res {
+			rec, err := record(batch[i], v)
+			if err != nil && !errors.Is(err, runs.ErrNotFound) {
 				return nil, err
 			}
-			out = append(out, rec)
+			out[batch[i]] = rec
 		}
-		return out, nil
 	}
+	return out, nil
 }
 
 //go:embed update.lua
@@ -512,7 +609,8 @@ func (d *driver) Unfinished(ctx context.Context, instance string, held func(stri
 		if err != nil || len(ids) == 0 {
 			return nil, err
 		}
-		return d.getMany(ctx, ids, held)
+		got, err := d.getMany(ctx, ids, held)
+		return found(ids, got), err
 	}
 	var active []runs.Status
 	for _, st := range runs.Statuses {

@@ -294,7 +294,9 @@ func TestListAfterScriptFlush(t *testing.T) {
 	}
 	b := redisstore.New(rdb, redisstore.Options{}) // nothing cached: reads the whole run
 	defer b.Close()
-	for _, s := range []runs.Store{a, b} {
+	// Each store twice: the second read of a page sends the reads of the runs the first
+	// answered along with its index read, in the same pipeline.
+	for _, s := range []runs.Store{a, b, a, b} {
 		page, err := s.List(ctx, runs.Filter{})
 		if err != nil || len(page.Runs) != 1 || page.Runs[0].ID != r.ID || len(page.Runs[0].Steps) != 1 {
 			t.Fatalf("List after SCRIPT FLUSH: %+v, %v; want the run with its step", page, err)
@@ -302,6 +304,89 @@ func TestListAfterScriptFlush(t *testing.T) {
 		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestListPolledAgain: a page read again sends the reads of the runs it answered last with
+// its index read, so polling an unchanged page is one round trip; what changed in between
+// (a run updated, one new, one gone) still shows, at the cost of a second.
+func TestListPolledAgain(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}})
+	defer rdb.Close()
+	trips := &roundTrips{}
+	rdb.AddHook(trips)
+	ctx := t.Context()
+	s := redisstore.New(rdb, redisstore.Options{})
+	defer s.Close()
+	var created []runs.Run
+	for range 3 {
+		r, _, err := s.Create(ctx, runs.Run{Pipeline: "prod", Steps: []runs.Step{{Phase: runs.Phase1, Name: "api", Status: runs.StepPending}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created = append(created, r)
+	}
+	list := func(wantTrips int64, want ...runs.Run) { // wantTrips 0: not checked
+		t.Helper()
+		before := trips.n.Load()
+		page, err := s.List(ctx, runs.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := trips.n.Load() - before; wantTrips > 0 && n != wantTrips {
+			t.Errorf("List took %d round trips, want %d", n, wantTrips)
+		}
+		var got, wantIDs []string
+		for i, r := range page.Runs {
+			got = append(got, r.ID+" "+string(r.Status))
+			if i < len(want) && r.Version != want[i].Version {
+				t.Errorf("run %s at version %d, want %d", r.ID, r.Version, want[i].Version)
+			}
+		}
+		for _, r := range want {
+			wantIDs = append(wantIDs, r.ID+" "+string(r.Status))
+		}
+		if !slices.Equal(got, wantIDs) {
+			t.Errorf("List = %v, want %v", got, wantIDs)
+		}
+	}
+	a, b, c := created[0], created[1], created[2]
+	list(0, c, b, a) // not counted: the first read also loads the script
+	list(1, c, b, a)
+
+	b, err := s.Update(ctx, b.ID, func(r *runs.Run) error { r.Status = runs.StatusPhase1; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := s.Create(ctx, runs.Run{Pipeline: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Gone behind the store's back, index entries left: List skips it.
+	if err := rdb.Del(ctx, redisstore.DefaultPrefix+"{runs}:run:"+a.ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	list(2, d, c, b) // d is new to the page: a second round trip for it
+	list(1, d, c, b)
+}
+
+// roundTrips counts the commands and pipelines a go-redis client sends.
+type roundTrips struct{ n atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
 	}
 }
 
