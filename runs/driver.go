@@ -29,6 +29,9 @@ type Driver interface {
 	// the version only (Header nil): the caller holds that run decoded. ErrNotFound.
 	Read(ctx context.Context, id string, held int64) (Record, error)
 
+	// ReadStatus returns run id's status as stored, without reading the run. ErrNotFound.
+	ReadStatus(ctx context.Context, id string) (Status, error)
+
 	// Write replaces the stored run cur by next if cur.Version is still the stored version:
 	// next's header (e.Header), the steps e.Steps (those that differ from cur's; a run stored
 	// whole by an older build gets EncodeRun(next).Steps instead), dropping the steps past next's end;

@@ -36,7 +36,7 @@ func Follow(ctx context.Context, s Store, id string, afterSeq int64, fn func(Eve
 	for {
 		// Read the status before the log: if it is terminal, every event written with or
 		// before it is in the log read next.
-		r, err := s.Get(ctx, id)
+		st, err := s.Status(ctx, id)
 		if err != nil {
 			return fmt.Errorf("follow run %q: %w", id, err)
 		}
@@ -55,7 +55,7 @@ func Follow(ctx context.Context, s Store, id string, afterSeq int64, fn func(Eve
 				break
 			}
 		}
-		if r.Status.Terminal() {
+		if st.Terminal() {
 			return nil
 		}
 

@@ -127,6 +127,15 @@ func (s *Portable) Get(ctx context.Context, id string) (Run, error) {
 	return s.get(ctx, id, false)
 }
 
+// Status implements Store.
+func (s *Portable) Status(ctx context.Context, id string) (Status, error) {
+	st, err := s.d.ReadStatus(ctx, id)
+	if err != nil {
+		return "", Fail(fmt.Sprintf("status of run %q", id), err)
+	}
+	return st, nil
+}
+
 func (s *Portable) get(ctx context.Context, id string, shared bool) (Run, error) {
 	op := fmt.Sprintf("get run %q", id)
 	held := s.held(id)

@@ -34,6 +34,11 @@ type Store interface {
 	// Get returns the run. Errors: ErrNotFound; ErrUnavailable.
 	Get(ctx context.Context, id string) (Run, error)
 
+	// Status returns the run's status alone, for a caller that needs no more: Follow asks
+	// it on every wake-up, where a Get would read and decode every step of the run each time
+	// an event is appended. Errors: ErrNotFound; ErrUnavailable.
+	Status(ctx context.Context, id string) (Status, error)
+
 	// List returns runs newest first (by CreatedAt, then ID), filtered by f, at most f.Limit
 	// of them, with a cursor for the next page (empty on the last page). Runs created after
 	// the first page was read do not shift later pages.

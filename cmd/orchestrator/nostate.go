@@ -60,6 +60,9 @@ func (noRuns) Create(context.Context, runs.Run) (runs.Run, bool, error) {
 func (noRuns) Get(_ context.Context, id string) (runs.Run, error) {
 	return runs.Run{}, fmt.Errorf("run %s: %w", id, runs.ErrNotFound)
 }
+func (noRuns) Status(_ context.Context, id string) (runs.Status, error) {
+	return "", fmt.Errorf("run %s: %w", id, runs.ErrNotFound)
+}
 func (noRuns) List(context.Context, runs.Filter) (runs.Page, error) { return runs.Page{}, nil }
 func (noRuns) Update(_ context.Context, id string, _ func(*runs.Run) error, _ ...runs.Event) (runs.Run, error) {
 	return runs.Run{}, fmt.Errorf("run %s: %w", id, runs.ErrNotFound)

@@ -197,6 +197,18 @@ func (d *driver) Read(ctx context.Context, id string, held int64) (runs.Record, 
 	return record(id, res[0])
 }
 
+// ReadStatus implements runs.Driver.
+func (d *driver) ReadStatus(ctx context.Context, id string) (runs.Status, error) {
+	if err := d.open("read status"); err != nil {
+		return "", err
+	}
+	st, err := d.rdb.HGet(ctx, d.runKey(id), "st").Result()
+	if errors.Is(err, redis.Nil) {
+		return "", runs.ErrNotFound
+	}
+	return runs.Status(st), err
+}
+
 // record turns getScript's answer for one run into its record: the version only when the
 // caller holds it, else its hash. ErrNotFound when the run does not exist.
 func record(id string, v any) (runs.Record, error) {

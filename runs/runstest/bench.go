@@ -19,7 +19,12 @@ import (
 //   - Append: one event alone (lock.waiting and friends);
 //   - List: the first page of 50 runs out of 200 (5 pipelines, 20 services each, with
 //     events), read by parallel clients; reports p50 and p99 latency;
-//   - ListWhileWriting: the same while a writer keeps updating steps, as during a deploy.
+//   - ListWhileWriting: the same while a writer keeps updating steps, as during a deploy;
+//   - Follow: Follow of a 100-service run while 300 step updates are written to it, the last
+//     one ending it; FollowFromOtherStore, the same with the writes going through another
+//     Store, as another daemon's would (on Redis: such a Store's signals reach the follower;
+//     on SQLite, stores of one process do not signal each other, so the follower sees the
+//     run's end at its FollowPoll and that is what the figure measures).
 //
 // newBackend is called once per sub-benchmark, as in Run.
 func Bench(b *testing.B, newBackend func(tb testing.TB) Opener) {
@@ -27,6 +32,14 @@ func Bench(b *testing.B, newBackend func(tb testing.TB) Opener) {
 	b.Run("Append", func(b *testing.B) { benchAppend(b, newBackend(b)(b)) })
 	b.Run("List", func(b *testing.B) { benchList(b, newBackend(b)(b), false) })
 	b.Run("ListWhileWriting", func(b *testing.B) { benchList(b, newBackend(b)(b), true) })
+	b.Run("Follow", func(b *testing.B) {
+		s := newBackend(b)(b)
+		benchFollow(b, s, s)
+	})
+	b.Run("FollowFromOtherStore", func(b *testing.B) {
+		open := newBackend(b)
+		benchFollow(b, open(b), open(b))
+	})
 }
 
 // bigRun is a run of services steps in Phase 1 and Phase 2.
@@ -60,6 +73,37 @@ func benchUpdateStep(b *testing.B, s runs.Store) {
 			return nil
 		}, runs.Event{Type: runs.EventServiceSynced, Phase: runs.Phase1, Service: name, Fence: int64(i)})
 		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchFollow: an iteration is one run of 100 services that w updates 300 times (one step
+// and one event each, the last one ending the run) while f follows it to its end.
+func benchFollow(b *testing.B, w, f runs.Store) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		r, _, err := w.Create(ctx, bigRun("bench", 100))
+		if err != nil {
+			b.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- runs.Follow(ctx, f, r.ID, 0, func(runs.Event) error { return nil }) }()
+		for i := range 300 {
+			name := fmt.Sprintf("service-%03d", i%100)
+			_, err := w.Update(ctx, r.ID, func(x *runs.Run) error {
+				x.Step(runs.Phase1, name).Status = runs.StepSynced
+				if i == 299 {
+					x.Status = runs.StatusSucceeded
+				}
+				return nil
+			}, runs.Event{Type: runs.EventServiceSynced, Phase: runs.Phase1, Service: name})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := <-done; err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -57,6 +57,7 @@ func Run(t *testing.T, newBackend func(tb testing.TB) Opener) {
 		{"Update", testUpdate},
 		{"UpdateConcurrent", testUpdateConcurrent},
 		{"UpdateTwoStores", testUpdateTwoStores},
+		{"StatusTwoStores", testStatusTwoStores},
 		{"UpdateStepsConcurrent", testUpdateStepsConcurrent},
 		{"UpdateReshapesSteps", testUpdateReshapesSteps},
 		{"UpdateEnded", testUpdateEnded},
@@ -227,6 +228,8 @@ func testNotFound(t *testing.T, open Opener) {
 	ctx := ctxFor(t)
 	_, err := s.Get(ctx, "nope")
 	wantErr(t, "Get", err, runs.ErrNotFound)
+	_, err = s.Status(ctx, "nope")
+	wantErr(t, "Status", err, runs.ErrNotFound)
 	_, err = s.Update(ctx, "nope", func(*runs.Run) error { return nil })
 	wantErr(t, "Update", err, runs.ErrNotFound)
 	_, err = s.Append(ctx, "nope", runs.Event{Type: runs.EventRunStarted})
@@ -666,6 +669,25 @@ func testUpdateConcurrent(t *testing.T, open Opener) {
 
 // testUpdateTwoStores alternates writers on two stores, so a store that remembers what it
 // wrote last must notice the other's writes.
+// testStatusTwoStores: Status reads the stored status, not a copy the store holds: a run
+// another store moves on reads moved on here.
+func testStatusTwoStores(t *testing.T, open Opener) {
+	a, b := open(t), open(t)
+	ctx := ctxFor(t)
+	r := mustCreate(t, a, runs.Run{Pipeline: "prod"})
+	for _, want := range []runs.Status{runs.StatusPhase1, runs.StatusPhase2, runs.StatusSucceeded} {
+		mustUpdate(t, a, r.ID, func(x *runs.Run) error { x.Status = want; return nil })
+		if _, err := b.Get(ctx, r.ID); err != nil { // b holds the run decoded at this version
+			t.Fatal(err)
+		}
+		for _, s := range []runs.Store{a, b} {
+			if got, err := s.Status(ctx, r.ID); err != nil || got != want {
+				t.Errorf("Status = %q, %v; want %q", got, err, want)
+			}
+		}
+	}
+}
+
 func testUpdateTwoStores(t *testing.T, open Opener) {
 	a, b := open(t), open(t)
 	ctx := ctxFor(t)

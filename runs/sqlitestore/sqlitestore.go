@@ -109,11 +109,12 @@ const (
 	qAddEvent    = `INSERT INTO events (run_id, seq, data) VALUES (?, ?, ?)`
 	qMark        = `SELECT data FROM marks WHERE uuid = ?`
 	qSortKey     = `SELECT sort_key FROM runs WHERE id = ?`
+	qStatus      = `SELECT status FROM runs WHERE id = ?`
 	qPutMark     = `INSERT INTO marks (uuid, data) VALUES (?, ?) ON CONFLICT (uuid) DO UPDATE SET data = excluded.data`
 )
 
 var (
-	readQueries  = []string{qHead, qStepsOf, qMark, qSortKey}
+	readQueries  = []string{qHead, qStepsOf, qMark, qSortKey, qStatus}
 	writeQueries = []string{qHead, qStepsOf, qVersion, qWriteHeader, qWriteData, qWriteStep, qDropSteps, qReserveSeqs, qAddEvent, qMark, qPutMark}
 )
 
@@ -408,6 +409,19 @@ func (d *driver) Read(ctx context.Context, id string, held int64) (runs.Record, 
 		return err
 	})
 	return rec, err
+}
+
+// ReadStatus implements runs.Driver.
+func (d *driver) ReadStatus(ctx context.Context, id string) (runs.Status, error) {
+	var st string
+	err := d.read(ctx, func(tx sqlitestmt.Tx) error {
+		err := tx.QueryRow(ctx, qStatus, id).Scan(&st)
+		if errors.Is(err, sql.ErrNoRows) {
+			return runs.ErrNotFound
+		}
+		return err
+	})
+	return runs.Status(st), err
 }
 
 // records returns the records of heads, in order: the version only for those the caller
