@@ -174,7 +174,8 @@ func TestKilledWhileRestoringAFailedSync(t *testing.T) {
 	})
 	// Both routes the guard may read: the application's pages until the client has seen its
 	// id, the team's active list after.
-	for _, route := range []string{"/deployments/applications/{uuid}", "/deployments"} {
+	guardReads := []string{"/deployments/applications/{uuid}", "/deployments"}
+	for _, route := range guardReads {
 		h.coolify.SetRouteLatency("GET", route, time.Minute, time.Minute)
 	}
 	if v, _ := h.coolify.EnvValue(uuidAPI, "LOG_LEVEL", false); v != "info" {
@@ -188,7 +189,7 @@ func TestKilledWhileRestoringAFailedSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	for _, route := range []string{"/deployments/applications/{uuid}", "/deployments"} {
+	for _, route := range guardReads {
 		h.coolify.SetRouteLatency("GET", route, 0, 0)
 	}
 	if v, _ := h.coolify.EnvValue(uuidAPI, "LOG_LEVEL", false); v != "info" {
