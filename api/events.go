@@ -41,8 +41,8 @@ func (s *server) handleEvents() http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		// Answer 404 as JSON before the stream starts.
-		if _, err := s.runs.Get(r.Context(), id); err != nil {
+		// Answer 404 as JSON before the stream starts (the status alone says the run exists).
+		if _, err := s.runs.Status(r.Context(), id); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
