@@ -119,6 +119,7 @@ func prepareCreate(r Run, now time.Time) (Run, error) {
 		r.ID = NewID(r.CreatedAt)
 	}
 	r.Version = 1
+	r.Epoch = 1
 	return r, nil
 }
 
@@ -134,6 +135,16 @@ func (s *Portable) Status(ctx context.Context, id string) (Status, error) {
 		return "", Fail(fmt.Sprintf("status of run %q", id), err)
 	}
 	return st, nil
+}
+
+// Owner implements Store: the run as this store holds it decoded, after a read that costs
+// its version when it has not changed.
+func (s *Portable) Owner(ctx context.Context, id string) (Ownership, error) {
+	r, err := s.get(ctx, id, true)
+	if err != nil {
+		return Ownership{}, err
+	}
+	return OwnershipOf(r), nil
 }
 
 func (s *Portable) get(ctx context.Context, id string, shared bool) (Run, error) {
@@ -311,6 +322,7 @@ func applyUpdate(stored Run, fn func(*Run) error) (Run, error) {
 	next.Pipeline = stored.Pipeline
 	next.Trigger = stored.Trigger
 	next.CreatedAt = stored.CreatedAt
+	next.Epoch = max(next.Epoch, stored.Epoch)
 	next.Version = stored.Version + 1
 	if !next.Status.Valid() {
 		return Run{}, fmt.Errorf("update run %q: unknown status %q: %w", stored.ID, next.Status, ErrInvalid)

@@ -99,6 +99,17 @@ type Run struct {
 	// Left says, for a run whose daemon died and that another daemon took over, what state
 	// each service was left in.
 	Left []Left `json:"left,omitempty"`
+	// Epoch is the run's ownership epoch: 1 when it is created, advanced by a takeover
+	// before the takeover touches anything. The execution that created the run confirms,
+	// before each outside write, that the run is still at that epoch and has not ended
+	// (Store.Owner), so a daemon cut off from the store acts on nothing another daemon took
+	// over. Only grows (Update keeps the stored value when fn lowers it); 0 in runs stored by
+	// builds before it, which count as epoch 1.
+	Epoch int64 `json:"epoch,omitempty"`
+	// TakenOverBy names the daemon instance that took the run over (Instance stays the one
+	// that executed it), TakenOverAt when; empty unless a takeover advanced the epoch.
+	TakenOverBy string    `json:"taken_over_by,omitempty"`
+	TakenOverAt time.Time `json:"taken_over_at,omitzero"`
 	// Version counts the writes of the run; the store sets it (1 after Create, +1 on every
 	// Update). Clients can use it as an ETag.
 	Version int64 `json:"version"`
@@ -113,6 +124,20 @@ const (
 	LeftDeployCanceled    = "deploy_canceled"     // its deployment was canceled; it carries this run's config
 	LeftWriteUnknown      = "write_unknown"       // a mobile step's Flagsmith write was under way: it may have landed
 )
+
+// Ownership is who executes a run now, as Store.Owner reads it.
+type Ownership struct {
+	Status      Status
+	Instance    string
+	Epoch       int64
+	TakenOverBy string
+	TakenOverAt time.Time
+}
+
+// OwnershipOf returns r's ownership: its status, instance, epoch (0 read as 1) and takeover.
+func OwnershipOf(r Run) Ownership {
+	return Ownership{Status: r.Status, Instance: r.Instance, Epoch: max(r.Epoch, 1), TakenOverBy: r.TakenOverBy, TakenOverAt: r.TakenOverAt}
+}
 
 // Left is the state a taken-over run left one service (or one mobile step's feature) in.
 type Left struct {

@@ -19,7 +19,7 @@ type Store interface {
 	// Create stores a new run and returns it as stored, with created == true.
 	//
 	// The store fills what is missing: ID (NewID), Status (queued) and CreatedAt (now, UTC);
-	// it sets Version to 1. Steps may be given (the engine lists every step as pending).
+	// it sets Version and Epoch to 1. Steps may be given (the engine lists every step as pending).
 	//
 	// When r.Trigger.IdempotencyKey is set and a run of the same pipeline was created with
 	// that key, nothing is written and that run is returned with created == false. The check
@@ -39,6 +39,12 @@ type Store interface {
 	// an event is appended. Errors: ErrNotFound; ErrUnavailable.
 	Status(ctx context.Context, id string) (Status, error)
 
+	// Owner returns who executes the run now: its status, instance, ownership epoch (see
+	// Run.Epoch) and who took it over. When the store holds the run decoded and it has not
+	// changed, that costs one read of the stored version: an execution asks it before each
+	// outside write. Errors: ErrNotFound; ErrUnavailable.
+	Owner(ctx context.Context, id string) (Ownership, error)
+
 	// List returns runs newest first (by CreatedAt, then ID), filtered by f, at most f.Limit
 	// of them, with a cursor for the next page (empty on the last page). Runs created after
 	// the first page was read do not shift later pages.
@@ -53,7 +59,7 @@ type Store interface {
 	//
 	// fn may be called more than once (when another writer got in between, the store reads
 	// again and retries), so it must only change *Run. fn cannot change ID, Pipeline,
-	// Trigger, CreatedAt or Version: the store puts them back. If fn returns an error,
+	// Trigger, CreatedAt or Version, nor lower Epoch: the store puts them back. If fn returns an error,
 	// nothing is written and Update returns that error, wrapped.
 	//
 	// The run returned may be shared with the store's cache of decoded runs (Portable's

@@ -63,6 +63,9 @@ func (noRuns) Get(_ context.Context, id string) (runs.Run, error) {
 func (noRuns) Status(_ context.Context, id string) (runs.Status, error) {
 	return "", fmt.Errorf("run %s: %w", id, runs.ErrNotFound)
 }
+func (noRuns) Owner(_ context.Context, id string) (runs.Ownership, error) {
+	return runs.Ownership{}, fmt.Errorf("run %s: %w", id, runs.ErrNotFound)
+}
 func (noRuns) List(context.Context, runs.Filter) (runs.Page, error) { return runs.Page{}, nil }
 func (noRuns) Update(_ context.Context, id string, _ func(*runs.Run) error, _ ...runs.Event) (runs.Run, error) {
 	return runs.Run{}, fmt.Errorf("run %s: %w", id, runs.ErrNotFound)

@@ -58,6 +58,7 @@ func Run(t *testing.T, newBackend func(tb testing.TB) Opener) {
 		{"UpdateConcurrent", testUpdateConcurrent},
 		{"UpdateTwoStores", testUpdateTwoStores},
 		{"StatusTwoStores", testStatusTwoStores},
+		{"OwnershipEpoch", testOwnershipEpoch},
 		{"UpdateStepsConcurrent", testUpdateStepsConcurrent},
 		{"UpdateReshapesSteps", testUpdateReshapesSteps},
 		{"UpdateEnded", testUpdateEnded},
@@ -175,11 +176,11 @@ func testCreateGet(t *testing.T, open Opener) {
 	if r.CreatedAt.Before(before) || r.CreatedAt.After(time.Now().Add(time.Second)) {
 		t.Errorf("Create: created_at %s, want about now", r.CreatedAt)
 	}
-	if r.Version != 1 {
-		t.Errorf("Create: version %d, want 1", r.Version)
+	if r.Version != 1 || r.Epoch != 1 {
+		t.Errorf("Create: version %d, epoch %d, want 1 and 1", r.Version, r.Epoch)
 	}
 	want := in.Clone()
-	want.ID, want.Status, want.CreatedAt, want.Version = r.ID, runs.StatusQueued, r.CreatedAt, 1
+	want.ID, want.Status, want.CreatedAt, want.Version, want.Epoch = r.ID, runs.StatusQueued, r.CreatedAt, 1, 1
 	sameJSON(t, "Create result", r, want)
 
 	got, err := s.Get(ctx, r.ID)
@@ -230,6 +231,8 @@ func testNotFound(t *testing.T, open Opener) {
 	wantErr(t, "Get", err, runs.ErrNotFound)
 	_, err = s.Status(ctx, "nope")
 	wantErr(t, "Status", err, runs.ErrNotFound)
+	_, err = s.Owner(ctx, "nope")
+	wantErr(t, "Owner", err, runs.ErrNotFound)
 	_, err = s.Update(ctx, "nope", func(*runs.Run) error { return nil })
 	wantErr(t, "Update", err, runs.ErrNotFound)
 	_, err = s.Append(ctx, "nope", runs.Event{Type: runs.EventRunStarted})
@@ -685,6 +688,47 @@ func testStatusTwoStores(t *testing.T, open Opener) {
 				t.Errorf("Status = %q, %v; want %q", got, err, want)
 			}
 		}
+	}
+}
+
+// testOwnershipEpoch: a run is created at epoch 1; a takeover through another store (another
+// daemon) advances it, and the first store's Owner sees that at once, though it holds the
+// run decoded; no Update lowers it; Owner says when the run ended and who took it over.
+func testOwnershipEpoch(t *testing.T, open Opener) {
+	a, b := open(t), open(t)
+	ctx := ctxFor(t)
+	r := mustCreate(t, a, runs.Run{Pipeline: "prod", Instance: "node-a"})
+	if r.Epoch != 1 {
+		t.Errorf("Create: epoch %d, want 1", r.Epoch)
+	}
+	want := runs.Ownership{Status: runs.StatusQueued, Instance: "node-a", Epoch: 1}
+	if got, err := a.Owner(ctx, r.ID); err != nil || got != want {
+		t.Errorf("Owner after Create = %+v, %v; want %+v", got, err, want)
+	}
+	mustUpdate(t, a, r.ID, func(x *runs.Run) error { x.Status = runs.StatusPhase1; return nil })
+	if _, err := a.Owner(ctx, r.ID); err != nil { // a holds the run decoded at this version
+		t.Fatal(err)
+	}
+	at := t0.Add(time.Minute)
+	mustUpdate(t, b, r.ID, func(x *runs.Run) error {
+		x.Epoch, x.TakenOverBy, x.TakenOverAt = x.Epoch+1, "node-b", at
+		return nil
+	})
+	want = runs.Ownership{Status: runs.StatusPhase1, Instance: "node-a", Epoch: 2, TakenOverBy: "node-b", TakenOverAt: at}
+	for name, s := range map[string]runs.Store{"the first store": a, "the taker's store": b} {
+		if got, err := s.Owner(ctx, r.ID); err != nil || got != want {
+			t.Errorf("Owner through %s after the takeover = %+v, %v; want %+v", name, got, err, want)
+		}
+	}
+	// A late writer that lowers the epoch (it read the run before the takeover) changes it
+	// not: the epoch only grows.
+	got := mustUpdate(t, a, r.ID, func(x *runs.Run) error { x.Epoch = 1; x.Reason = "late"; return nil })
+	if got.Epoch != 2 || got.Reason != "late" {
+		t.Errorf("Update lowering the epoch: epoch %d, reason %q; want 2, %q", got.Epoch, got.Reason, "late")
+	}
+	mustUpdate(t, b, r.ID, func(x *runs.Run) error { x.Status = runs.StatusInterrupted; return nil })
+	if got, err := a.Owner(ctx, r.ID); err != nil || got.Status != runs.StatusInterrupted || got.Epoch != 2 {
+		t.Errorf("Owner after the end = %+v, %v; want interrupted at epoch 2", got, err)
 	}
 }
 
