@@ -148,6 +148,21 @@ type noLimit struct{}
 
 func (noLimit) Wait(context.Context, Priority) error { return nil }
 
+// A Gate is asked, right before each attempt goes out (after the Limiter's wait, so a
+// call that waited for the budget is asked at the moment it would be sent, and again before
+// each retry), whether the caller may still send it. An error stops the call with that error,
+// the attempt unsent and not retried. The engine puts one in the context of each run's work,
+// so that a run another daemon took over sends nothing more (see WithGate).
+type Gate func(ctx context.Context, method string) error
+
+type gateKey struct{}
+
+// WithGate returns a context whose calls are each asked of g before they go out. A context
+// derived from it keeps g, also one that context.WithoutCancel made.
+func WithGate(ctx context.Context, g Gate) context.Context {
+	return context.WithValue(ctx, gateKey{}, g)
+}
+
 // ErrOutcomeUnknown is matched by every *OutcomeUnknownError.
 var ErrOutcomeUnknown = errors.New("outcome unknown")
 
@@ -428,7 +443,8 @@ func (c *Client) retryable(ctx context.Context, resp *http.Response, err error) 
 	}
 	if err != nil {
 		var le *limitError
-		if errors.As(err, &le) {
+		var ge *gateError
+		if errors.As(err, &le) || errors.As(err, &ge) {
 			return false
 		}
 		return m.kind != Creating || notSent(err)
@@ -483,10 +499,12 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 }
 
 // notSent reports whether a transport error shows that no request reached the server: the
-// connection was refused, the name did not resolve, or the Limiter refused the attempt.
+// connection was refused, the name did not resolve, or the Limiter or the Gate refused the
+// attempt.
 func notSent(err error) bool {
 	var le *limitError
-	if errors.As(err, &le) {
+	var ge *gateError
+	if errors.As(err, &le) || errors.As(err, &ge) {
 		return true
 	}
 	var op *net.OpError
@@ -512,7 +530,14 @@ type limitError struct{ err error }
 func (e *limitError) Error() string { return "outbound limiter: " + e.err.Error() }
 func (e *limitError) Unwrap() error { return e.err }
 
-// attemptTransport paces each attempt on the Limiter and reports it to Metrics.
+// gateError is a Gate's refusal, as it said it; the attempt was not made and is not retried.
+type gateError struct{ err error }
+
+func (e *gateError) Error() string { return e.err.Error() }
+func (e *gateError) Unwrap() error { return e.err }
+
+// attemptTransport paces each attempt on the Limiter, asks the context's Gate, and reports
+// the attempt to Metrics.
 type attemptTransport struct {
 	c    *Client
 	next http.RoundTripper
@@ -525,6 +550,14 @@ func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Body.Close()
 		}
 		return nil, &limitError{err: err}
+	}
+	if g, _ := ctx.Value(gateKey{}).(Gate); g != nil {
+		if err := g(ctx, r.Method); err != nil {
+			if r.Body != nil {
+				r.Body.Close()
+			}
+			return nil, &gateError{err: err}
+		}
 	}
 	start := time.Now()
 	resp, err := t.next.RoundTrip(r)

@@ -223,6 +223,45 @@ func TestLimiterPacesEveryAttempt(t *testing.T) {
 	}
 }
 
+// A Gate in the context is asked before every attempt, retries included, after the
+// Limiter; its refusal ends the call with its error, nothing sent, nothing retried, not
+// reported as of unknown outcome (a creating call it stopped was never sent).
+func TestGateAsksBeforeEveryAttempt(t *testing.T) {
+	srv, n := server(t, 502, 200)
+	l := &limiter{}
+	c := outbound.New(outbound.Options{System: "coolify", Policy: fast, Limiter: l})
+	var asked []string
+	var refuse error
+	gate := func(_ context.Context, method string) error {
+		asked = append(asked, method)
+		return refuse
+	}
+	// A context made from the gated one by WithoutCancel keeps the gate.
+	ctx := context.WithoutCancel(outbound.WithGate(context.Background(), gate))
+	resp, err := c.Do(ctx, outbound.Request{Method: "GET", URL: srv.URL, Route: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(asked) != 2 || len(l.asked) != 2 {
+		t.Errorf("gate asked %v and limiter %d times for a call retried once; want twice each", asked, len(l.asked))
+	}
+
+	refuse = errors.New("run taken over by node-b")
+	n.Store(0)
+	asked = nil
+	_, err = c.Do(ctx, outbound.Request{Method: "POST", URL: srv.URL, Route: "/"})
+	if !errors.Is(err, refuse) || errors.Is(err, outbound.ErrOutcomeUnknown) || n.Load() != 0 || len(asked) != 1 || asked[0] != "POST" {
+		t.Errorf("refused: err %v, %d requests sent, gate asked %v; want the gate's error (not of unknown outcome), 0 sent, asked once for POST",
+			err, n.Load(), asked)
+	}
+	if resp, err := c.Do(context.Background(), outbound.Request{Method: "POST", URL: srv.URL, Route: "/"}); err != nil {
+		t.Errorf("a call without the gate: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+}
+
 // A Retry-After beyond the policy's cap ends the call at once with that answer.
 func TestRetryAfterOverCapEndsTheCall(t *testing.T) {
 	var n atomic.Int32
