@@ -15,9 +15,9 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/faultproxy"
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
-	"github.com/deploy-orchestrator/orchestrator/locks/redislock/internal/faultproxy"
 )
 
 // The fault-injection check: 8 clients, each with its own connection pool and Driver, take

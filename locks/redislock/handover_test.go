@@ -9,9 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/faultproxy"
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
-	"github.com/deploy-orchestrator/orchestrator/locks/redislock/internal/faultproxy"
 )
 
 // TestReleaseHandsOver: a release hands the key to the live waiter at the head of the

@@ -9,9 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/faultproxy"
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
-	"github.com/deploy-orchestrator/orchestrator/locks/redislock/internal/faultproxy"
 )
 
 // openDriver opens a driver on url with opts, closed when the test ends.

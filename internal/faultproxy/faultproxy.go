@@ -1,7 +1,8 @@
 // Package faultproxy is a loopback TCP proxy for fault-injection tests: it forwards every
 // connection to one target and, on command, delays the bytes in both directions, cuts
-// every connection (FIN) or resets it (RST). Connections opened after a cut go through
-// again, as after a real network blip.
+// every connection (FIN) or resets it (RST), or partitions its clients from the target
+// until told to heal. Connections opened after a cut go through again, as after a real
+// network blip.
 package faultproxy
 
 import (
@@ -21,7 +22,14 @@ type Proxy struct {
 	mu     sync.Mutex
 	links  map[*link]struct{}
 	closed bool
+	part   *partition // nil when not partitioned
 	wg     sync.WaitGroup
+}
+
+// partition is one Partition, until Heal closes healed.
+type partition struct {
+	reset  bool
+	healed chan struct{}
 }
 
 // Start listens on a free loopback port and forwards each accepted connection to target.
@@ -49,6 +57,41 @@ func (p *Proxy) Cut() { p.closeAll(false) }
 
 // Reset aborts every open connection on both sides with a RST.
 func (p *Proxy) Reset() { p.closeAll(true) }
+
+// Partition cuts the clients off from the target until Heal. Silent (reset false), as a
+// network that drops every packet: open connections and new ones (still accepted, as a
+// client's kernel would keep trying) forward nothing; the bytes are held and go through after
+// Heal on a connection still open then, as retransmissions would. Reset, as a firewall that
+// answers with RST: every open connection is reset now, and every new one at once, until
+// Heal. Calling it while partitioned changes the kind.
+func (p *Proxy) Partition(reset bool) {
+	p.mu.Lock()
+	if p.part == nil {
+		p.part = &partition{healed: make(chan struct{})}
+	}
+	p.part.reset = reset
+	p.mu.Unlock()
+	if reset {
+		p.closeAll(true)
+	}
+}
+
+// Heal ends a Partition: held bytes flow again, new connections go through.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.part != nil {
+		close(p.part.healed)
+		p.part = nil
+	}
+}
+
+// partitioned returns the current partition, nil when there is none.
+func (p *Proxy) partitioned() *partition {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.part
+}
 
 // Close stops accepting, closes every connection and waits for the proxy's goroutines.
 func (p *Proxy) Close() error {
@@ -79,6 +122,10 @@ func (p *Proxy) accept() {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return // closed
+		}
+		if part := p.partitioned(); part != nil && part.reset {
+			abort(c)
+			continue
 		}
 		s, err := net.DialTimeout("tcp", p.target, time.Second)
 		if err != nil {
@@ -151,6 +198,13 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 		timer := time.NewTimer(0)
 		defer timer.Stop()
 		for c := range q {
+			if part := p.partitioned(); part != nil {
+				select {
+				case <-part.healed:
+				case <-l.done:
+					continue // drain until the reader stops
+				}
+			}
 			if wait := time.Until(c.due); wait > 0 {
 				timer.Reset(wait)
 				select {
