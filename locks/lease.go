@@ -31,10 +31,13 @@ type Lease struct {
 	deadline time.Time // local monotonic instant the lease must be presumed expired
 
 	// ctx is the lease's own lifetime, not a caller's context: it is canceled when the
-	// lease ends, with Err as its cause, and backs Done, Err and Context.
-	ctx   context.Context
-	end   context.CancelCauseFunc
-	ended atomic.Bool
+	// lease ends, with Err as its cause, and backs Done and Context.
+	ctx context.Context
+	end context.CancelCauseFunc
+	// ended is the cause the lease ended with, set first thing by the one call of finish
+	// that ends it, before anything else is done (ctx is canceled last): Err reads it, so a
+	// lease being ended by another goroutine is never reported held.
+	ended atomic.Pointer[error]
 
 	// The heartbeat goroutine does not exist while the lease is young: the Locker's
 	// starter starts it when the first renewal or the forced-release watch is due (or
@@ -82,8 +85,8 @@ func (le *Lease) Done() <-chan struct{} { return le.ctx.Done() }
 // so, even if the heartbeat goroutine has not run yet to find out (a process starved of CPU).
 // So Err never reports a lease held past the instant it must be presumed expired.
 func (le *Lease) Err() error {
-	if le.ctx.Err() != nil { // not Done(), which would allocate the channel of every lease
-		return context.Cause(le.ctx)
+	if cause := le.ended.Load(); cause != nil {
+		return *cause
 	}
 	le.mu.Lock()
 	deadline := le.deadline
@@ -92,7 +95,7 @@ func (le *Lease) Err() error {
 		return nil
 	}
 	le.finish(le.lostErr("it expired by the local clock before a renewal confirmed it", nil), true)
-	return context.Cause(le.ctx)
+	return *le.ended.Load() // this call's cause, or that of a finish that got there first
 }
 
 // Context returns a context derived from parent that is canceled when the lease ends, with
@@ -194,7 +197,7 @@ func (le *Lease) lostErr(reason string, cause error) error {
 // the log record and the observer come first, then derived contexts are canceled, then
 // Done closes: whoever sees Done sees everything else settled.
 func (le *Lease) finish(cause error, lost bool) bool {
-	if !le.ended.CompareAndSwap(false, true) {
+	if !le.ended.CompareAndSwap(nil, &cause) {
 		return false
 	}
 	// An ended lease is renewed no more: its heartbeat never starts, or is told to stop

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,6 +71,9 @@ func (f *faulty) Release(ctx context.Context, key, token string) error {
 type recorder struct {
 	mu     sync.Mutex
 	events []string
+	// stall, when set, holds every Released of a lost lease until it is closed: the lease
+	// is then half way through ending (its cause set, its context not yet canceled).
+	stall chan struct{}
 }
 
 func (r *recorder) add(s string) {
@@ -80,6 +84,9 @@ func (r *recorder) add(s string) {
 func (r *recorder) Acquired(key string, waited time.Duration) { r.add("acquired " + key) }
 func (r *recorder) Released(key string, held time.Duration, lost bool) {
 	r.add(fmt.Sprintf("released %s lost=%v", key, lost))
+	if r.stall != nil && lost {
+		<-r.stall
+	}
 }
 func (r *recorder) ForceReleased(key string) { r.add("forced " + key) }
 func (r *recorder) list() []string {
@@ -194,6 +201,43 @@ func TestLeaseLostWhenRenewalsFailUntilLocalExpiry(t *testing.T) {
 // come back (its renewal is held past the deadline, as on a CPU too busy to run it): Err
 // never reports a lease held after the backend may have let someone else in. The lease's
 // heartbeat stops then, and Release reports the loss.
+// While one goroutine ends a lease past its local deadline (here held half way, in the
+// observer), Err on another never reports it held: a run's work that asks in that instant
+// must not act on a lease that is gone (seen: a daemon woken from SIGSTOP sent a request in
+// the instant its heartbeat was ending the lease).
+func TestErrSaysLostWhileAnotherGoroutineEndsIt(t *testing.T) {
+	fx := newFixture(t)
+	gate := make(chan struct{})
+	fx.f.renewGate, fx.f.renewHeld = gate, make(chan struct{}, 1)
+	fx.obs.stall = make(chan struct{})
+	var opened sync.Once
+	open := func() { opened.Do(func() { close(gate); close(fx.obs.stall) }) }
+	t.Cleanup(open)
+	ctx := t.Context()
+	const ttl = 60 * time.Millisecond
+	sent := time.Now()
+	le, err := fx.l.Acquire(ctx, locks.Request{Key: "svc:s", Holder: "p#1/s", TTL: ttl, Budget: quick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-fx.f.renewHeld // the heartbeat's first renewal, at TTL/3, is stuck
+	if err := sleepUntil(ctx, sent.Add(ttl)); err != nil {
+		t.Fatal(err)
+	}
+	ending := make(chan error, 1)
+	go func() { ending <- le.Err() }() // ends the lease, and stalls in the observer
+	for !slices.Contains(fx.obs.list(), "released svc:s lost=true") {
+		time.Sleep(time.Millisecond) // polling the observer, which has no signal of its own
+	}
+	if err := le.Err(); !errors.Is(err, locks.ErrLost) {
+		t.Errorf("Err while another goroutine ends the lease past its deadline: got %v, want ErrLost", err)
+	}
+	open()
+	if err := <-ending; !errors.Is(err, locks.ErrLost) {
+		t.Errorf("Err of the goroutine that ended it: got %v, want ErrLost", err)
+	}
+}
+
 func TestErrSaysLostPastLocalDeadline(t *testing.T) {
 	fx := newFixture(t)
 	gate := make(chan struct{})
