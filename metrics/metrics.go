@@ -1,6 +1,6 @@
 // Package metrics is the daemon's Prometheus registry and the hooks that feed it. One
 // Metrics is built in cmd/orchestrator and handed to everyone who reports: the engine
-// (RunEnded, PhaseDone, StepDone: phases.Observer), the Locker (Acquired, Released,
+// (RunEnded, RunTakenOver, PhaseDone, StepDone: phases.Observer), the Locker (Acquired, Released,
 // ForceReleased: locks.Observer), the outside-API clients (OutsideRequest, the shape of
 // coolify.MetricsFunc and outbound.MetricsFunc), the notifier (Notification) and the HTTP
 // server (HTTPRequest, Webhook), which also serves the registry at /metrics (Handler).
@@ -29,6 +29,7 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	runs          *prometheus.CounterVec
+	takenOver     *prometheus.CounterVec
 	phaseDuration *prometheus.HistogramVec
 	stepDuration  *prometheus.HistogramVec
 	lockWait      *prometheus.HistogramVec
@@ -60,6 +61,10 @@ func New() *Metrics {
 			Name: "orchestrator_runs_total",
 			Help: "Runs that ended, by pipeline and final status.",
 		}, []string{"pipeline", "status"}),
+		takenOver: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_runs_taken_over_total",
+			Help: `Runs of this daemon that were taken over, by pipeline and by whom: "other" (another daemon, after this one lost its liveness lease or stopped) or "self" (this daemon, once it held its liveness lease again, after stopping the run).`,
+		}, []string{"pipeline", "by"}),
 		phaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "orchestrator_phase_duration_seconds",
 			Help:    "Time a run spent in a phase (phase1, phase2, mobile), by pipeline.",
@@ -118,7 +123,7 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.runs, m.phaseDuration, m.stepDuration,
+		m.runs, m.takenOver, m.phaseDuration, m.stepDuration,
 		m.lockWait, m.lockHold, m.lockLost, m.lockForced,
 		m.outside, m.outsideDur, m.httpRequests, m.httpDuration, m.webhooks,
 		m.notifications,
@@ -140,6 +145,18 @@ func (m *Metrics) RunEnded(pipeline string, status runs.Status) {
 		return
 	}
 	m.runs.WithLabelValues(pipeline, string(status)).Inc()
+}
+
+// RunTakenOver counts a run of this daemon that was taken over, by itself (self) or another.
+func (m *Metrics) RunTakenOver(pipeline string, self bool) {
+	if m == nil {
+		return
+	}
+	by := "other"
+	if self {
+		by = "self"
+	}
+	m.takenOver.WithLabelValues(pipeline, by).Inc()
 }
 
 // PhaseDone records how long a run spent in a phase.

@@ -124,7 +124,9 @@ func (x *execution) cancelOrphan(ctx context.Context, s config.Service, depUUID 
 	if ctx.Err() == nil || depUUID == "" {
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
+	// Protective: sent while the daemon holds its liveness lease, without waiting for the
+	// store, which may be what cost the lease (ownership.go).
+	cctx, cancel := context.WithTimeout(protective(context.WithoutCancel(ctx)), finalWriteTimeout)
 	defer cancel()
 	err := x.cl.CancelDeployment(cctx, depUUID)
 	msg := "deployment " + depUUID + " canceled: the run no longer holds the service lock"

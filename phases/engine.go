@@ -59,6 +59,9 @@ type Observer interface {
 	RunEnded(pipeline string, status runs.Status)
 	PhaseDone(pipeline string, phase runs.Phase, d time.Duration)
 	StepDone(pipeline string, phase runs.Phase, status runs.StepStatus, d time.Duration)
+	// RunTakenOver counts a run of this daemon that was taken over: by another daemon, or
+	// (self) by this one after it lost its liveness lease and stopped the run.
+	RunTakenOver(pipeline string, self bool)
 }
 
 // Deps are the engine's collaborators. Store, Marks, Locker, Pipelines and Coolify are
@@ -105,6 +108,10 @@ var (
 	errSuperseded = errors.New("superseded by a newer run")
 )
 
+// errCutOff refuses a run while this daemon stops its runs after the loss of its liveness
+// lease (answered 503, like a store that cannot be reached: ask again shortly).
+var errCutOff = fmt.Errorf("this daemon lost its liveness lease and is stopping its runs before it takes it again: %w", runs.ErrUnavailable)
+
 // Engine executes runs. It is safe for concurrent use. It implements the front doors'
 // contract, orchestrator.Engine.
 type Engine struct {
@@ -122,9 +129,16 @@ type Engine struct {
 	// runs of this engine enter Phase 1 in the order they were submitted.
 	lastGate <-chan struct{}
 
-	live        *locks.Lease // this instance's liveness lease
-	startedAt   time.Time    // when Start began: runs of this instance created before are leftovers
-	leftovers   bool         // leftovers of this instance's previous life remain to take over
+	live      *locks.Lease // this instance's liveness lease
+	startedAt time.Time    // when Start began: runs of this instance created before are leftovers
+	leftovers bool         // leftovers of this instance (a previous life's, disowned runs) remain to take over
+	// cutOff is set from the loss of the liveness lease until the runs it stopped are taken
+	// over: no run is started meanwhile.
+	cutOff bool
+	// disowned are the runs whose executions stopped because this daemon no longer owned
+	// them, until they are seen ended; reported, those said to be taken over (once each).
+	disowned    map[string]runs.Run
+	reported    map[string]bool
 	watchCancel context.CancelFunc
 	watchDone   chan struct{}
 }
@@ -168,6 +182,8 @@ func New(d Deps) (*Engine, error) {
 		coolifys: map[string]Coolify{},
 		sources:  map[string]secrets.Source{},
 		flags:    map[string]*mobile.Client{},
+		disowned: map[string]runs.Run{},
+		reported: map[string]bool{},
 	}, nil
 }
 
@@ -265,10 +281,13 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Tri
 	}
 
 	e.mu.Lock()
-	closed := e.closed
+	closed, cutOff := e.closed, e.cutOff
 	e.mu.Unlock()
 	if closed {
 		return nil, false, orchestrator.ErrShuttingDown
+	}
+	if cutOff {
+		return nil, false, errCutOff
 	}
 
 	r, created, err := e.d.Store.Create(ctx, runs.Run{Pipeline: pipeline, Trigger: t, Instance: e.d.Instance, Steps: initialSteps(resolved)})
@@ -297,6 +316,11 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Tri
 		e.mu.Unlock()
 		x.finish(context.Background(), runs.StatusInterrupted, "daemon shutting down before the run started")
 		return nil, false, orchestrator.ErrShuttingDown
+	}
+	if e.cutOff {
+		e.mu.Unlock()
+		e.noteDisowned(r) // never started: the takeover after the liveness lease is back ends it
+		return nil, false, errCutOff
 	}
 	x.prevGate, e.lastGate = e.lastGate, x.gate
 	e.execs[r.ID] = x

@@ -14,6 +14,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/secrets"
@@ -38,6 +39,9 @@ const (
 func (x *execution) writeRun(ctx context.Context, fn func(*runs.Run) error, evs ...runs.Event) (runs.Run, error) {
 	pause := storeRetryFirst
 	for {
+		if err := x.notOwned(); err != nil {
+			return runs.Run{}, err // a disowned execution writes nothing more: the run is its takeover's
+		}
 		r, err := x.e.d.Store.Update(ctx, x.run.ID, fn, evs...)
 		if err == nil || !errors.Is(err, runs.ErrUnavailable) {
 			return r, err
@@ -75,7 +79,13 @@ type execution struct {
 	stopCtx    context.Context
 	stopCancel context.CancelCauseFunc
 
+	// live is the daemon's liveness lease when the run was created, epoch the run's
+	// ownership epoch then: the run is this execution's while both hold (ownership.go).
+	live  *locks.Lease
+	epoch int64
+
 	mu       sync.Mutex
+	disowned error // why the run is no longer this execution's (ownership.go); nil while it is
 	stopErr  error // the first stop request, checked at safe points
 	inPhase  bool  // entered a phase: it can no longer be superseded
 	resolver *secrets.Resolver
@@ -109,18 +119,18 @@ type svcState struct {
 }
 
 func (e *Engine) newExecution(r runs.Run, p *config.Pipeline) *execution {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	waitCtx, waitCancel := context.WithCancelCause(ctx)
-	stopCtx, stopCancel := context.WithCancelCause(ctx)
 	x := &execution{
 		e: e, run: r, p: p, cl: e.coolifyFor(p),
-		log: e.log.With(slog.String(logRunID, r.ID), slog.String(logPipeline, r.Pipeline)),
-		ctx: ctx, cancel: cancel,
-		waitCtx: waitCtx, waitCancel: waitCancel,
-		stopCtx: stopCtx, stopCancel: stopCancel,
-		done: make(chan struct{}),
-		gate: make(chan struct{}),
+		log:   e.log.With(slog.String(logRunID, r.ID), slog.String(logPipeline, r.Pipeline)),
+		live:  e.liveLease(),
+		epoch: max(r.Epoch, 1),
+		done:  make(chan struct{}),
+		gate:  make(chan struct{}),
 	}
+	// Every outside request of the run's work, compensation included, passes its gate.
+	x.ctx, x.cancel = context.WithCancelCause(outbound.WithGate(context.Background(), x.allowed))
+	x.waitCtx, x.waitCancel = context.WithCancelCause(x.ctx)
+	x.stopCtx, x.stopCancel = context.WithCancelCause(x.ctx)
 	for _, s := range p.Services {
 		x.services = append(x.services, &svcState{svc: s})
 	}
@@ -294,7 +304,7 @@ func (x *execution) execute() {
 	}
 	status, reason := x.runPipeline()
 	x.finish(x.ctx, status, reason)
-	if o := x.e.d.Observer; o != nil {
+	if o := x.e.d.Observer; o != nil && x.notOwned() == nil {
 		o.RunEnded(x.run.Pipeline, status)
 	}
 }
@@ -378,6 +388,10 @@ func (x *execution) outcome(err error, where string) (runs.Status, string) {
 
 // finish records the final status (unless the run already ended) with its end event.
 func (x *execution) finish(ctx context.Context, status runs.Status, reason string) {
+	if x.notOwned() != nil {
+		x.reportDisowned(status, reason)
+		return
+	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
 	defer cancel()
 	now := time.Now().UTC()
@@ -416,7 +430,7 @@ func (x *execution) update(fn func(*runs.Run), evs ...runs.Event) {
 	defer cancel()
 	fn, evs = x.withPending(fn, evs)
 	_, err := x.writeRun(ctx, func(r *runs.Run) error { fn(r); return nil }, evs...)
-	if err != nil && !errors.Is(err, runs.ErrEnded) {
+	if err != nil && !errors.Is(err, runs.ErrEnded) && !errors.Is(err, ErrNotOwned) {
 		x.log.LogAttrs(ctx, slog.LevelWarn, "run record not updated", slog.String(logError, err.Error()))
 	}
 }

@@ -68,6 +68,9 @@ type harness struct {
 	observer phases.Observer
 	// notifier, when set, is the engine's Notifier.
 	notifier phases.Notifier
+	// version, when set, is the engine's Coolify clients' version: their requests carry
+	// User-Agent orchestrator/<version>, which tells two engines' requests apart in the fake.
+	version string
 }
 
 // harnessRateLimit is the fake's throttle in end-to-end tests (requests per minute per
@@ -229,7 +232,7 @@ func (h *harness) start(pipelines ...string) {
 	e, err := phases.New(phases.Deps{
 		Store: h.store, Marks: h.store, Locker: h.locker, Pipelines: ps,
 		Coolify: func(url, token string) phases.Coolify {
-			opts := []coolify.Option{coolify.WithPollInterval(10 * time.Millisecond),
+			opts := []coolify.Option{coolify.WithPollInterval(10 * time.Millisecond), coolify.WithVersion(cmpOr(h.version, "dev")),
 				coolify.WithRetry(coolify.RetryPolicy{MaxRetries: 3, MinWait: 5 * time.Millisecond, MaxWait: 50 * time.Millisecond, MaxRetryAfter: time.Second})}
 			if h.limiter != nil {
 				opts = append(opts, coolify.WithLimiter(h.limiter))
@@ -266,9 +269,13 @@ func (h *harness) start(pipelines ...string) {
 // peer is a second daemon sharing h's store and locks: its own connections to h's backends
 // (on SQLite, the same files, as a second process on the host opens them) and its own
 // instance ID, over the same fake Coolify. Start it with start.
-func (h *harness) peer(instance string) *harness {
+func (h *harness) peer(instance string) *harness { return h.peerVia(instance, h.redisURL) }
+
+// peerVia is peer on the redis backend reached at redisURL instead of h's: the same server
+// through a fault proxy, say.
+func (h *harness) peerVia(instance, redisURL string) *harness {
 	p := &harness{t: h.t, coolify: h.coolify, coolifyURL: h.coolifyURL, coolifyToken: h.coolifyToken, dir: h.dir,
-		env: h.env, health: h.health, backend: h.backend, secrets: h.secrets, instance: instance, redisURL: h.redisURL}
+		env: h.env, health: h.health, backend: h.backend, secrets: h.secrets, instance: instance, redisURL: redisURL}
 	p.openBackends()
 	return p
 }

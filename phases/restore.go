@@ -23,6 +23,9 @@ import (
 // run's config without having been deployed. A service to which nothing was written (every
 // write refused before it was applied) needs no restore.
 func (x *execution) compensate(phase runs.Phase, rollback bool) {
+	if x.notOwned() != nil {
+		return // the run is its takeover's now, which records what was left
+	}
 	for _, st := range x.services {
 		switch {
 		case st.snap == nil || !st.snap.written() || st.superseded || st.deployed:

@@ -55,7 +55,11 @@ func (e *Engine) liveLease() *locks.Lease {
 }
 
 // keepLive takes the liveness lease again whenever it is lost (the lock backend stalled or
-// was unreachable past the TTL), so a daemon that lives on is not taken for dead.
+// was unreachable past the TTL, or the process was stopped), so a daemon that lives on is not
+// taken for dead. Before it does, it stops every execution it owns: from the moment the lease
+// was lost, the other daemons may take their runs over, and an execution that went on after
+// that would act on runs that are not its own. Once the lease is held again, it takes over
+// the runs it stopped that nobody else took over meanwhile (takeOverDisowned).
 func (e *Engine) keepLive(ctx context.Context) {
 	for {
 		lease := e.liveLease()
@@ -67,7 +71,9 @@ func (e *Engine) keepLive(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		e.log.LogAttrs(ctx, slog.LevelWarn, "liveness lease lost; taking it again", slog.String(logError, fmt.Sprint(lease.Err())))
+		lost := lease.Err()
+		e.log.LogAttrs(ctx, slog.LevelWarn, "liveness lease lost; stopping this daemon's runs before taking it again", slog.String(logError, fmt.Sprint(lost)))
+		e.stopOwned(ctx, fmt.Errorf("%w: daemon %s lost its liveness lease (%v), so the other daemons presume it dead", ErrNotOwned, e.d.Instance, lost))
 		for {
 			err := e.holdLiveness(ctx)
 			if err == nil {
@@ -85,6 +91,8 @@ func (e *Engine) keepLive(ctx context.Context) {
 			case <-t.C:
 			}
 		}
+		e.log.LogAttrs(ctx, slog.LevelInfo, "liveness lease taken again")
+		e.takeOverDisowned(ctx)
 	}
 }
 
@@ -129,6 +137,7 @@ func (e *Engine) takeOverDead(ctx context.Context, suspects map[string]bool) map
 			e.mu.Lock()
 			e.leftovers = false
 			e.mu.Unlock()
+			e.forgetEndedDisowned(ctx)
 		} else if ctx.Err() == nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "previous life's runs still not taken over", slog.String(logError, err.Error()))
 		}
@@ -162,10 +171,12 @@ func (e *Engine) takeOverDead(ctx context.Context, suspects map[string]bool) map
 }
 
 // takeover ends the unfinished runs of owner under the lock daemon:takeover:<owner>: each
-// run's deployments still running are canceled, its leases released, its steps finished as
-// interrupted, and the state it left each service in written (Run.Left). With wait, the lock
-// is waited for (this instance's own leftovers at start); without, a takeover under way
-// elsewhere is left to finish. It returns the runs it ended.
+// run's ownership epoch is advanced, its deployments still running are canceled, its leases
+// released, its steps finished as interrupted, and the state it left each service in written
+// (Run.Left). With wait, the lock is waited for (this instance's own leftovers at start);
+// without, a takeover under way elsewhere is left to finish. Of this instance's own runs,
+// only leftovers are taken (see leftover): those of a previous life, with reason, and those
+// whose executions were disowned, with disownedReason. It returns the runs it ended.
 func (e *Engine) takeover(ctx context.Context, owner, reason string, wait bool) ([]runs.Run, error) {
 	budget := locks.Budget{Timeout: 10 * time.Millisecond, MaxRetries: 0}
 	if wait {
@@ -202,15 +213,24 @@ func (e *Engine) takeover(ctx context.Context, owner, reason string, wait bool) 
 	}
 	var ended []runs.Run
 	for _, r := range list {
-		if owner == e.d.Instance && (!r.CreatedAt.Before(e.startedAt) || e.ownerAlive(lctx, owner, r.ID)) {
-			continue // a run of this life
+		why := reason
+		if owner == e.d.Instance {
+			if !e.leftover(r) {
+				continue // a run of this life
+			}
+			if !r.CreatedAt.Before(e.startedAt) {
+				why = e.disownedReason()
+			}
 		}
-		done, err := e.takeOverRun(lctx, r, reason, lease.Fence())
+		done, err := e.takeOverRun(lctx, r, why, lease.Fence())
 		if err != nil {
 			return ended, err
 		}
 		if done != nil {
 			ended = append(ended, *done)
+			if owner == e.d.Instance && !r.CreatedAt.Before(e.startedAt) {
+				e.reportTakenOver(*done, e.d.Instance, true)
+			}
 		}
 	}
 	if len(ended) > 0 {
@@ -229,6 +249,21 @@ func (e *Engine) takeover(ctx context.Context, owner, reason string, wait bool) 
 // finds the dead run's deployment running.
 // Its Coolify calls carry the run's ID and the takeover lease's fence.
 func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fence int64) (*runs.Run, error) {
+	// The epoch first, before anything is touched: from this write on, the run's old
+	// execution (a daemon cut off from the store, or frozen, that comes back) confirms its
+	// writes against it and finds the run no longer its own.
+	r, err := e.d.Store.Update(ctx, r.ID, func(cur *runs.Run) error {
+		cur.Epoch = max(cur.Epoch, 1) + 1
+		cur.TakenOverBy, cur.TakenOverAt = e.d.Instance, time.Now().UTC()
+		return nil
+	}, runs.Event{Type: runs.EventRunTakeover, Message: fmt.Sprintf("daemon %s takes the run over from daemon %s: %s", e.d.Instance, r.Instance, reason),
+		Data: map[string]string{runs.DataInstance: r.Instance, runs.DataTakenOverBy: e.d.Instance}})
+	if errors.Is(err, runs.ErrEnded) {
+		return nil, nil // it ended meanwhile: its daemon was not dead after all
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take over run %s: %w", r.ID, err)
+	}
 	ctx = coolify.WithTrace(ctx, r.ID, fence)
 	var cl Coolify
 	if p := e.d.Pipelines[r.Pipeline]; p != nil {

@@ -54,6 +54,10 @@ const (
 	EventRunSuperseded  EventType = "run.superseded"
 	EventRunCanceled    EventType = "run.canceled"
 	EventRunInterrupted EventType = "run.interrupted"
+
+	// EventRunTakeover: another daemon (or this one, after it lost its liveness lease) takes
+	// the run over: it advanced the run's ownership epoch and goes on to end it interrupted.
+	EventRunTakeover EventType = "run.takeover"
 )
 
 // EndsRun reports whether the event is the last word on a run: run.succeeded, run.failed,
@@ -105,9 +109,11 @@ const (
 	// DataHeldLocks is a run.interrupted event's comma-separated list of the keys the run
 	// held when its daemon stopped.
 	DataHeldLocks = "held_locks"
-	// DataInstance is the daemon instance (Run.Instance) a run.interrupted event was marked
-	// for.
+	// DataInstance is the daemon instance (Run.Instance) a run.interrupted or run.takeover
+	// event was marked for.
 	DataInstance = "owner"
+	// DataTakenOverBy is the daemon instance that takes the run over (run.takeover).
+	DataTakenOverBy = "taken_over_by"
 	// DataCalls, DataPriorityCalls, DataWaitedMS and DataLongestMS are a coolify.paced
 	// event's number of calls that waited, how many of them were priority calls, their total
 	// wait and the longest one, in milliseconds.
