@@ -126,13 +126,21 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	w.redis.Restart()
 	restarted := time.Now()
 
-	// Run 1 notices at its next renewal (the token is gone), stops and fails; its record
-	// went with Redis, so the daemon's log and the fake's are the witnesses.
+	// Run 1 notices at the next renewal of a lease (the tokens are gone) and stops: failed,
+	// when its own lease goes first, or stopped for a takeover, when the daemon's liveness
+	// lease does (its daemon may be presumed dead). Its record went with Redis, so the
+	// daemon's log and the fake's are the witnesses.
 	waitFor(t, 30*time.Second, "run 1 to stop after the restart", func() bool {
 		for _, l := range strings.Split(d.log.String(), "\n") {
+			if !strings.Contains(l, r1.ID) {
+				continue
+			}
 			// The record is gone with Redis, so the end is logged as not recorded.
-			if (strings.Contains(l, `"msg":"run ended"`) || strings.Contains(l, `"msg":"run end not recorded"`)) && strings.Contains(l, r1.ID) {
+			if strings.Contains(l, `"msg":"run ended"`) || strings.Contains(l, `"msg":"run end not recorded"`) {
 				return strings.Contains(l, `"status":"failed"`)
+			}
+			if strings.Contains(l, `"msg":"run stopped: no longer this daemon's`) {
+				return true
 			}
 		}
 		return false

@@ -33,8 +33,16 @@ func TestRedisStalledPastTTL(t *testing.T) {
 	w := newWorld(t)
 	dir := pipelineDir(t, map[string]string{"prod": w.pipelineYAML(
 		[]svc{{name: "a", uuid: appA}}, "locks: { ttl: 3s }\non_failure: rollback\n")})
-	d1 := startDaemon(t, "d1", w.env("chaos-stall-1", dir))
-	d2 := startDaemon(t, "d2", w.env("chaos-stall-2", dir))
+	// The daemons' liveness leases outlast the stall: this is the lock lease's promise. A
+	// daemon that loses its liveness lease too stops its runs for a takeover instead
+	// (TestCutOffDaemonActsOnNothingTakenOver).
+	env := func(instance string) map[string]string {
+		e := w.env(instance, dir)
+		e["ORCH_LIVENESS_TTL"] = "15s"
+		return e
+	}
+	d1 := startDaemon(t, "d1", env("chaos-stall-1"))
+	d2 := startDaemon(t, "d2", env("chaos-stall-2"))
 
 	w.cf.SetDeployOutcome(appA, coolifytest.Hang)
 	r1 := d1.trigger("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
