@@ -2,6 +2,7 @@ package phases_test
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -348,6 +349,12 @@ func TestStaleOnASharedService(t *testing.T) {
 		if n := len(h.coolify.Deployments(uuidAPI)); n != 2 {
 			t.Errorf("api deployed %d times, want 2 (late's build 43, ops' build 7)", n)
 		}
+		api := serviceOf(t, h, uuidAPI)
+		if m := api.Mark; len(api.Names) != 1 || api.Names[0] != "api" || m == nil || m.RunID != r7 || m.Phase != string(runs.Phase2) {
+			t.Errorf("api in the services view: names %v, mark %+v; want api, deployed by run %s", api.Names, m, r7)
+		}
+		wantNewest(t, api, map[string]string{"late": "43 " + r43, "ops": "7 " + r7})
+		wantNewest(t, serviceOf(t, h, uuidWorker), map[string]string{"late": "43 " + r43})
 
 		r44 := h.submit("late", orchestrator.Trigger{Build: "44", ImageTag: "v44"})
 		if r := h.wait(r44); r.Status != runs.StatusSucceeded || r.Reason != "" {
@@ -441,6 +448,7 @@ func TestRestoreKeepsEachPipelinesBuild(t *testing.T) {
 		}
 		broken := h.peer("test-instance-b")
 		broken.start(h.pipelineYAML("late", []string{"api", "ghost"}, ""), h.pipelineYAML("web", []string{"api", "ghost"}, ""))
+		var r50 string
 		for _, tr := range []struct{ pipeline, build string }{{"late", "44"}, {"web", "50"}} {
 			id := broken.submit(tr.pipeline, orchestrator.Trigger{Build: tr.build, ImageTag: "v" + tr.build})
 			r := broken.wait(id)
@@ -449,7 +457,15 @@ func TestRestoreKeepsEachPipelinesBuild(t *testing.T) {
 					stepOf(t, r, runs.Phase1, "api").Status)
 			}
 			wantCarries(t, h, uuidAPI, "hotfix-7", "7")
+			r50 = id
 		}
+		// The services view: api's mark names web's run, which restored ops' build 7 last;
+		// each pipeline's newest build is its own run's, and web has none.
+		api := serviceOf(t, h, uuidAPI)
+		if m := api.Mark; m == nil || m.RunID != r50 || m.Pipeline != "ops" || m.Build != "7" {
+			t.Errorf("api's mark %+v, want run %s carrying ops' build 7", m, r50)
+		}
+		wantNewest(t, api, map[string]string{"late": "43 " + r43, "ops": "7 " + r7, "web": ""})
 
 		r42 := h.submit("late", orchestrator.Trigger{Build: "42", ImageTag: "v42"})
 		r := h.wait(r42)
@@ -470,6 +486,37 @@ func TestRestoreKeepsEachPipelinesBuild(t *testing.T) {
 		}
 		wantCarries(t, h, uuidAPI, "v49", "49")
 	})
+}
+
+// serviceOf returns uuid's entry in the engine's services view.
+func serviceOf(t *testing.T, h *harness, uuid string) orchestrator.Service {
+	t.Helper()
+	list, err := h.engine.Services(context.Background())
+	if err != nil {
+		t.Fatalf("Services: %v", err)
+	}
+	for _, s := range list {
+		if s.UUID == uuid {
+			return s
+		}
+	}
+	t.Fatalf("Services: no %s in %+v", uuid, list)
+	return orchestrator.Service{}
+}
+
+// wantNewest checks each pipeline's newest build on s: "build run", or "" for none.
+func wantNewest(t *testing.T, s orchestrator.Service, want map[string]string) {
+	t.Helper()
+	got := map[string]string{}
+	for _, p := range s.Pipelines {
+		got[p.Pipeline] = ""
+		if p.Newest != nil {
+			got[p.Pipeline] = p.Newest.Build + " " + p.Newest.RunID
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("%s: newest build per pipeline %v, want %v", s.UUID, got, want)
+	}
 }
 
 // A run taken over from a dead daemon keeps its pipeline's build on the services it synced:
