@@ -27,6 +27,51 @@ type Engine[Run any] interface {
 	Plan(ctx context.Context, pipeline string, t Trigger) (*Plan, error)
 	// Pipelines lists the loaded pipelines' names, sorted.
 	Pipelines() []string
+	// Services lists the Coolify resources the loaded pipelines deploy: which pipelines
+	// deploy each, who wrote it last, and each pipeline's newest build on it. Errors: the
+	// store's.
+	Services(ctx context.Context) ([]Service, error)
+}
+
+// Service is one Coolify resource as the services view shows it (GET /v1/services,
+// `orchestrator services`). A resource several pipelines deploy has two records: its mark,
+// the last run that synced or deployed it, whatever its pipeline (Phase 2's write guard reads
+// it), and per pipeline the newest build that pipeline synced or deployed there (the
+// stale-build guard compares a run with its own pipeline's only).
+type Service struct {
+	UUID string `json:"uuid"`
+	// Names are the names the pipelines give it, sorted, each once.
+	Names []string `json:"names"`
+	// Pipelines are the loaded pipelines that deploy it, by name, then the pipelines no
+	// longer loaded that have a build recorded on it.
+	Pipelines []ServicePipeline `json:"pipelines"`
+	// Mark is the last run that synced or deployed it; nil when none has.
+	Mark *ServiceMark `json:"mark,omitempty"`
+}
+
+// ServicePipeline is one pipeline's part in a Service.
+type ServicePipeline struct {
+	Pipeline string `json:"pipeline"`
+	// Service is the name the pipeline gives the resource ("" for a pipeline not loaded).
+	Service string `json:"service,omitempty"`
+	// Newest is the newest build the pipeline synced or deployed on the resource and the run
+	// whose build it is (a restore puts back the run whose build it restores); nil when none.
+	Newest *ServiceMark `json:"newest,omitempty"`
+}
+
+// ServiceMark is what a mark records: run RunID synced (phase1) or deployed (phase2) the
+// resource under Fence at At, with build Build of pipeline Pipeline (created at RunCreated,
+// a rollback or not). Package runs calls it runs.Mark. A resource's mark written by a restore
+// names the restoring run, with the build it put back.
+type ServiceMark struct {
+	RunID      string    `json:"run_id"`
+	Fence      int64     `json:"fence"`
+	Phase      string    `json:"phase"`
+	At         time.Time `json:"at"`
+	Pipeline   string    `json:"pipeline,omitempty"`
+	Build      string    `json:"build,omitempty"`
+	RunCreated time.Time `json:"run_created,omitzero"`
+	Rollback   bool      `json:"rollback,omitempty"`
 }
 
 // Plan is a dry run: what a run of a pipeline with some trigger would change and which locks

@@ -9,7 +9,8 @@
 //     ServiceLockKey, MobileLockKey, DaemonLiveKey and DaemonTakeoverKey, CheckNamespaces,
 //     CheckLockKey, and LeaseInfo, what a lease on a key says;
 //   - the Engine contract that package api serves and package phases implements, with its
-//     Plan and the changes a plan and a run list (EnvChange, TagChange).
+//     Plan and the changes a plan and a run list (EnvChange, TagChange), and its services
+//     view (Service, ServicePipeline, ServiceMark).
 //
 // It imports nothing of this module, so every package can import it; cmd/orchestrator's
 // architecture test keeps it so.

@@ -3,9 +3,11 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -175,6 +177,7 @@ func TestBadInput(t *testing.T) {
 		{"audit no token", "GET", "/v1/locks/audit", "", nil, nil, 401, ""},
 		{"audit bad limit", "GET", "/v1/locks/audit?limit=0", adminToken, nil, nil, 400, "limit"},
 		{"locks no token", "GET", "/v1/locks", "", nil, nil, 401, ""},
+		{"services no token", "GET", "/v1/services", "", nil, nil, 401, ""},
 		// routing
 		{"unknown route", "GET", "/v1/nothing", readToken, nil, nil, 404, ""},
 		{"wrong method", "PUT", "/v1/runs", readToken, nil, nil, 405, ""},
@@ -300,6 +303,39 @@ func TestPlan(t *testing.T) {
 	if f.runCount() != 0 {
 		t.Error("a plan created a run")
 	}
+}
+
+// GET /v1/services answers the engine's services view with the read token; a store the
+// engine cannot read is a 503, and no service an empty list, not null.
+func TestServices(t *testing.T) {
+	f := newFixture(t)
+	at := time.Date(2026, 12, 3, 5, 26, 58, 0, time.UTC)
+	f.engine.services = []orchestrator.Service{{
+		UUID: "uuid-api", Names: []string{"api"},
+		Pipelines: []orchestrator.ServicePipeline{
+			{Pipeline: "late", Service: "api", Newest: &orchestrator.ServiceMark{RunID: "r43", Fence: 10, Phase: "phase2", At: at, Pipeline: "late", Build: "43"}},
+			{Pipeline: "ops", Service: "api", Newest: &orchestrator.ServiceMark{RunID: "r7", Fence: 12, Phase: "phase2", At: at, Pipeline: "ops", Build: "7"}},
+		},
+		Mark: &orchestrator.ServiceMark{RunID: "r7", Fence: 12, Phase: "phase2", At: at, Pipeline: "ops", Build: "7"},
+	}}
+	rec := f.do("GET", "/v1/services", readToken, nil)
+	if rec.Code != 200 {
+		t.Fatalf("services: got %d, want 200: %s", rec.Code, rec.Body)
+	}
+	got := decodeJSON[struct{ Services []orchestrator.Service }](t, rec)
+	if !reflect.DeepEqual(got.Services, f.engine.services) {
+		t.Errorf("services: got %+v, want %+v", got.Services, f.engine.services)
+	}
+	if b := rec.Body.String(); !strings.Contains(b, `"newest":{"run_id":"r43"`) || !strings.Contains(b, `"mark":{"run_id":"r7"`) {
+		t.Errorf("services body %s, want each pipeline's newest build and the mark by their JSON names", b)
+	}
+
+	f.engine.services = nil
+	if rec := f.do("GET", "/v1/services", readToken, nil); rec.Code != 200 || !strings.Contains(rec.Body.String(), `"services":[]`) {
+		t.Errorf("no services: got %d %s, want 200 with an empty list", rec.Code, rec.Body)
+	}
+	f.engine.servicesErr = fmt.Errorf("services: get mark of %q: %w", "uuid-api", runs.ErrUnavailable)
+	wantError(t, f.do("GET", "/v1/services", readToken, nil), 503, "")
 }
 
 // A handler that panics answers 500 with a JSON error, the panic and its stack are logged

@@ -49,6 +49,10 @@ type testEngine struct {
 	// pipelines maps a name to its services.
 	pipelines map[string][]string
 
+	// services and servicesErr are what Services answers.
+	services    []orchestrator.Service
+	servicesErr error
+
 	mu        sync.Mutex
 	submitted int
 	closed    bool // Submit answers ErrShuttingDown, as the engine does while it stops
@@ -142,6 +146,10 @@ func (e *testEngine) Pipelines() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+func (e *testEngine) Services(context.Context) ([]orchestrator.Service, error) {
+	return e.services, e.servicesErr
 }
 
 func (e *testEngine) count() int {

@@ -78,6 +78,7 @@ func TestWrongTokensAreRateLimitedOnEveryRoute(t *testing.T) {
 		{"GET", "/v1/runs/" + r.ID, readToken},
 		{"GET", "/v1/pipelines", readToken},
 		{"GET", "/v1/locks", readToken},
+		{"GET", "/v1/services", readToken},
 		{"POST", "/v1/runs/" + r.ID + "/cancel", triggerToken},
 		{"DELETE", "/v1/locks/coolify:x/freeze", adminToken},
 		{"GET", "/", readToken},

@@ -25,6 +25,7 @@ import (
 //	GET    /v1/runs/{id}                   read      one run
 //	GET    /v1/runs/{id}/events            read      SSE: the log so far, then live (Last-Event-ID)
 //	POST   /v1/runs/{id}/cancel            trigger   cancel a run
+//	GET    /v1/services                    read      the services the pipelines deploy: who wrote each last, each pipeline's newest build
 //	GET    /v1/locks                       read      current leases (never tokens)
 //	GET    /v1/locks/audit                 audit     operator actions (read or admin token)
 //	POST   /v1/locks/{key}/release         admin     forced release (fence or holder, reason)
@@ -68,6 +69,8 @@ func (s *server) routes() http.Handler {
 		r.Get("/runs/{id}", s.require(accessRead, s.handleGetRun()))
 		r.Get("/runs/{id}/events", s.require(accessRead, s.handleEvents()))
 		r.Post("/runs/{id}/cancel", s.require(accessTrigger, limitBody(maxAPIBody, s.handleCancel())))
+
+		r.Get("/services", s.require(accessRead, s.handleListServices()))
 
 		r.Get("/locks", s.require(accessRead, s.handleListLocks()))
 		r.Get("/locks/audit", s.require(accessAudit, s.handleAudit()))

@@ -148,7 +148,7 @@ on_failure: rollback
 		}
 		seen[fmt.Sprintf("GET %s (%d)", path, code)] = string(b)
 	}
-	for _, p := range []string{"/", "/healthz", "/readyz", "/metrics", "/v1/runs", "/v1/locks", "/v1/locks/audit",
+	for _, p := range []string{"/", "/healthz", "/readyz", "/metrics", "/v1/runs", "/v1/locks", "/v1/locks/audit", "/v1/services",
 		"/v1/pipelines", "/v1/pipelines/prod/plan?image_tag=v9&build=9&app_version=3.0.0"} {
 		get(p, http.StatusOK)
 	}

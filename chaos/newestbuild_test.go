@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -224,5 +226,97 @@ func TestSupersedeAcrossDaemons(t *testing.T) {
 		if st := h.Apps[app]; st.Running.ImageTag != "v4" || len(w.cf.Deployments(app)) != 1 {
 			t.Errorf("%s runs %q after %d deployments, want v4 after 1", app, st.Running.ImageTag, len(w.cf.Deployments(app)))
 		}
+	}
+}
+
+// Scenario (issue 43, promise 4 on a shared service): two daemons on one Redis, two
+// pipelines deploying application a: late (a and b, the main lane) and ops (a alone, a
+// hotfix lane). Build 43 of late deploys a and b; build 7 of ops then deploys a; build 42 of
+// late arrives late, to the other daemon. It is stale on a as on b: it ends superseded, its
+// steps name build 43 and its run, the fake's log shows no write of it, and a keeps running
+// ops' build. GET /v1/services shows each pipeline's newest build on a.
+//
+// In "late's daemon killed", build 43's daemon is killed (kill -9) while its deployment of a
+// runs: the other daemon takes the run over (interrupted, nothing rolled back), ops' build 7
+// deploys a over it, and build 42 is still stale where build 43 was synced.
+func TestSharedServiceKeepsEachPipelinesBuild(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kill bool
+	}{{"in turn", false}, {"late's daemon killed", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, coolifytest.WithTiming(coolifytest.Timing{Queued: 10 * time.Millisecond, RunMin: 1500 * time.Millisecond, RunMax: 1500 * time.Millisecond}))
+			budgets := "locks:\n  ttl: 30s\n  phase: { timeout: 120s, max_retries: 1 }\n  service: { timeout: 120s, max_retries: 1 }\n"
+			dir := pipelineDir(t, map[string]string{
+				"late": w.pipelineYAML([]svc{{name: "a", uuid: appA}, {name: "b", uuid: appB}}, budgets),
+				"ops":  w.pipelineYAML([]svc{{name: "a", uuid: appA}}, budgets),
+			})
+			d1 := startDaemon(t, "d1", w.env("chaos-shared-1", dir))
+			d2 := startDaemon(t, "d2", w.env("chaos-shared-2", dir))
+
+			r43 := d1.trigger("late", orchestrator.Trigger{Build: "43", ImageTag: "v43"})
+			if tc.kill {
+				waitFor(t, 30*time.Second, "build 43's deployment of a to start", func() bool {
+					_, ok := startedDeployment(w.cf, appA, r43.ID)
+					return ok
+				})
+				d1.kill()
+				waitFor(t, 30*time.Second, "d2 to take build 43's run over", func() bool {
+					return d2.run(r43.ID).Status == runs.StatusInterrupted
+				})
+				// Nothing is rolled back by a takeover: b keeps build 43's sync, not deployed.
+				w.allowLeftSynced(appB, r43.ID, "build 43's daemon was killed before it deployed b, and build 42 is stale there")
+			} else if r := d1.waitEnded(r43.ID, 60*time.Second); r.Status != runs.StatusSucceeded {
+				t.Fatalf("late build 43: %s (%s)", r.Status, r.Reason)
+			}
+			r7 := d2.trigger("ops", orchestrator.Trigger{Build: "7", ImageTag: "hotfix-7"})
+			if r := d2.waitEnded(r7.ID, 60*time.Second); r.Status != runs.StatusSucceeded {
+				t.Fatalf("ops build 7: %s (%s)", r.Status, r.Reason)
+			}
+
+			r42 := d2.waitEnded(d2.trigger("late", orchestrator.Trigger{Build: "42", ImageTag: "v42"}).ID, 60*time.Second)
+			if r42.Status != runs.StatusSuperseded || !strings.Contains(r42.Reason, "newer build") {
+				t.Errorf("late build 42: %s (%q), want superseded: every service carries a newer build of late", r42.Status, r42.Reason)
+			}
+			for _, st := range r42.Steps {
+				if st.Status != runs.StepStale || !strings.Contains(st.Note, "build 43") || !strings.Contains(st.Note, r43.ID) {
+					t.Errorf("build 42's %s step %s: %s (%q), want stale naming build 43 and run %s", st.Phase, st.Name, st.Status, st.Note, r43.ID)
+				}
+			}
+			h := w.cf.History()
+			for _, c := range h.Calls {
+				if c.Run == r42.ID && c.Mutating() {
+					t.Errorf("build 42 reached Coolify with a write: %s", c)
+				}
+			}
+			for what, c := range map[string]coolifytest.Config{"runs": h.Apps[appA].Running, "carries": h.Apps[appA].Current} {
+				if c.ImageTag != "hotfix-7" || c.Env["BUILD"] != "7" {
+					t.Errorf("a %s tag %q BUILD=%q, want ops' hotfix-7 and 7", what, c.ImageTag, c.Env["BUILD"])
+				}
+			}
+
+			// The services view, from the daemon that did not run build 43.
+			code, b := d2.do(http.MethodGet, "/v1/services", nil, nil)
+			var view struct{ Services []orchestrator.Service }
+			if err := json.Unmarshal(b, &view); code != http.StatusOK || err != nil {
+				t.Fatalf("GET /v1/services: %d %s (%v)", code, b, err)
+			}
+			newest := map[string]string{}
+			var mark *orchestrator.ServiceMark
+			for _, s := range view.Services {
+				if s.UUID != appA {
+					continue
+				}
+				mark = s.Mark
+				for _, p := range s.Pipelines {
+					if p.Newest != nil {
+						newest[p.Pipeline] = p.Newest.Build + " " + p.Newest.RunID
+					}
+				}
+			}
+			if want := map[string]string{"late": "43 " + r43.ID, "ops": "7 " + r7.ID}; !maps.Equal(newest, want) || mark == nil || mark.RunID != r7.ID {
+				t.Errorf("GET /v1/services, a: newest builds %v and mark %+v; want %v, ops' run %s last", newest, mark, want, r7.ID)
+			}
+		})
 	}
 }

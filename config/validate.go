@@ -1,8 +1,12 @@
 package config
 
 import (
+	"fmt"
+	"maps"
 	"os"
 	"reflect"
+	"slices"
+	"strings"
 )
 
 // Validate checks configuration files the way the daemon loads them and returns every
@@ -26,7 +30,16 @@ func Validate(getenv func(string) string, paths ...string) Problems {
 // environment although the files are valid: env-source secrets that are not set (see
 // MissingEnvSecrets).
 func ValidateWithWarnings(getenv func(string) string, paths ...string) (problems, warnings Problems) {
+	problems, warnings, _ = ValidateAll(getenv, paths...)
+	return problems, warnings
+}
+
+// ValidateAll is ValidateWithWarnings, plus notes: what is worth knowing about the pipelines
+// and wrong in no way, the service UUIDs several of them deploy (SharedServices, over every
+// pipeline the paths hold).
+func ValidateAll(getenv func(string) string, paths ...string) (problems, warnings, notes Problems) {
 	seen := map[string]bool{}
+	all := map[string]*Pipeline{}
 	for _, p := range paths {
 		probs, loaded := validatePath(getenv, p)
 		// A daemon config and the directory it names may both be given (or a directory
@@ -44,9 +57,47 @@ func ValidateWithWarnings(getenv func(string) string, paths ...string) (problems
 					warnings = append(warnings, w)
 				}
 			}
+			for name, pl := range pipelines {
+				if all[name] == nil {
+					all[name] = pl
+				}
+			}
 		}
 	}
-	return problems, warnings
+	return problems, warnings, SharedServices(all)
+}
+
+// SharedServices notes each service UUID that several of pipelines deploy, naming them, the
+// name each gives it and its file. That is allowed: the stale-build guard compares each
+// pipeline's builds with its own only (README, promise 4), and between the pipelines the last
+// to deploy wins, one at a time under the service's lock.
+func SharedServices(pipelines map[string]*Pipeline) Problems {
+	type use struct{ pipeline, name, file string }
+	uses := map[string][]use{}
+	for _, name := range slices.Sorted(maps.Keys(pipelines)) {
+		p := pipelines[name]
+		for _, s := range p.Services {
+			uses[s.UUID] = append(uses[s.UUID], use{name, s.Name, p.File})
+		}
+	}
+	var out Problems
+	for _, uuid := range slices.Sorted(maps.Keys(uses)) {
+		us := uses[uuid]
+		if len(us) < 2 {
+			continue
+		}
+		by := make([]string, len(us))
+		for i, u := range us {
+			by[i] = fmt.Sprintf("%s (as %s", u.pipeline, u.name)
+			if u.file != "" {
+				by[i] += ", " + u.file
+			}
+			by[i] += ")"
+		}
+		out = append(out, Problem{Message: fmt.Sprintf("service UUID %s is deployed by %d pipelines: %s; each pipeline's builds are "+
+			"compared with its own only, and between them the last to deploy wins", uuid, len(us), strings.Join(by, ", "))})
+	}
+	return out
 }
 
 // validatePath checks one path and returns its problems and the pipelines it loaded (one

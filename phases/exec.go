@@ -116,6 +116,9 @@ type svcState struct {
 	stale      string    // the guard left it: a newer build is on it (the note says which)
 	before     runs.Mark // its mark when Phase 1 took its lock (zero if none): the build a restore puts back
 	failed     bool      // its Phase-2 step failed
+	// beforeOwn is this run's pipeline's mark on it when Phase 1 took its lock (nil if none):
+	// what a restore puts back as the pipeline's.
+	beforeOwn *runs.Mark
 }
 
 func (e *Engine) newExecution(r runs.Run, p *config.Pipeline) *execution {

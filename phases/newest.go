@@ -16,10 +16,12 @@ import (
 // newer: by build number (the default for numeric builds), by submission time, or not at all.
 // Three rules follow from it:
 //
-//   - The stale-build guard: a run does not write or deploy a service whose mark (the last
-//     run of the same pipeline that synced or deployed it) names a newer build. The step ends
-//     stale, naming that build and run; a run whose every service is stale ends superseded
-//     without touching Coolify.
+//   - The stale-build guard: a run does not write or deploy a service on which its pipeline's
+//     mark (the newest build of the same pipeline that synced or deployed it, whatever other
+//     pipelines wrote there since) names a newer build. The step ends stale, naming that
+//     build and its run; a run whose every service is stale ends superseded without touching
+//     Coolify. Between pipelines that deploy one service there is no order: the last to
+//     deploy wins, one at a time under the service's lock.
 //   - A rollback (Trigger.Rollback) deploys an older build on purpose: it passes the guard and
 //     is recorded, with who and why, in the run and the audit.
 //   - Under concurrency: supersede, the newest pending run (not yet in Phase 1) of a pipeline
@@ -39,9 +41,10 @@ func standingOf(p *config.Pipeline, r runs.Run) standing {
 		created: r.CreatedAt, rollback: r.Trigger.Rollback}
 }
 
-// olderThanMark reports whether the build that mark m records for a service is newer than
-// this run's (so this run's build would be stale there). Marks of other pipelines, and marks
-// that carry nothing to compare (no numeric build, no creation time), never are.
+// olderThanMark reports whether the build that mark m, this run's pipeline's mark on a
+// service, records is newer than this run's (so this run's build would be stale there).
+// Marks that carry nothing to compare (no numeric build, no creation time) never are, nor
+// are marks of other pipelines (staleOn reads the pipeline's own; this is a guard).
 func (s standing) olderThanMark(m runs.Mark) bool {
 	if m.Pipeline != s.pipeline {
 		return false
@@ -89,21 +92,31 @@ func (x *execution) mark(uuid string, fence int64, phase runs.Phase) runs.Mark {
 }
 
 // staleOn returns the note that makes service uuid stale for this run ("" when it is not):
-// its mark names a newer build of this pipeline than this run's, and this run is no rollback.
-// It also returns the mark read (zero when there is none).
-func (x *execution) staleOn(ctx context.Context, uuid string) (string, runs.Mark, error) {
-	m, err := x.e.d.Marks.GetMark(ctx, uuid)
+// this pipeline's mark on it names a newer build than this run's, and this run is no
+// rollback. It also returns that mark (nil when the pipeline has none there).
+func (x *execution) staleOn(ctx context.Context, uuid string) (string, *runs.Mark, error) {
+	m, err := x.e.d.Marks.PipelineMark(ctx, uuid, x.run.Pipeline)
 	switch {
 	case errors.Is(err, runs.ErrNotFound):
-		return "", runs.Mark{}, nil
+		return "", nil, nil
 	case err != nil:
-		return "", runs.Mark{}, fmt.Errorf("read the mark of %s: %w", uuid, err)
+		return "", nil, fmt.Errorf("read the mark of pipeline %s on %s: %w", x.run.Pipeline, uuid, err)
 	}
 	st := standingOf(x.p, x.run)
 	if x.run.Trigger.Rollback || m.RunID == x.run.ID || !st.olderThanMark(m) {
-		return "", m, nil
+		return "", &m, nil
 	}
-	return st.newerNote(m), m, nil
+	return st.newerNote(m), &m, nil
+}
+
+// serviceMark returns service uuid's mark, whichever pipeline wrote it (zero when it has
+// none).
+func (x *execution) serviceMark(ctx context.Context, uuid string) (runs.Mark, error) {
+	m, err := x.e.d.Marks.GetMark(ctx, uuid)
+	if err != nil && !errors.Is(err, runs.ErrNotFound) {
+		return runs.Mark{}, fmt.Errorf("read the mark of %s: %w", uuid, err)
+	}
+	return m, nil
 }
 
 // allStale returns each service's stale note when every service of the run already carries

@@ -2,6 +2,7 @@ package phases_test
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -273,4 +275,291 @@ func TestStaleServicesLeftOthersDeployed(t *testing.T) {
 	if api, worker := runsOn(t, h, uuidAPI), runsOn(t, h, uuidWorker); api != "v5" || worker != "v4" {
 		t.Errorf("api runs %q, worker %q; want v5 and v4", api, worker)
 	}
+}
+
+// sharedPipelines are two pipelines that deploy the same application, api: late (api and
+// worker, a main lane) and ops (api alone, a hotfix lane), with extra appended to late's.
+func sharedPipelines(h *harness, extra string) []string {
+	late := h.pipelineYAML("late", []string{"api", "worker"}, extra)
+	ops := h.pipelineYAML("ops", []string{"api"}, "")
+	return []string{late, ops}
+}
+
+// wantCarries checks, from the fake Coolify, that app uuid runs and carries build b of tag.
+func wantCarries(t *testing.T, h *harness, uuid, tag, build string) {
+	t.Helper()
+	app, _ := h.coolify.App(uuid)
+	v, _ := h.coolify.EnvValue(uuid, "BUILD", false)
+	if app.ImageTag != tag || app.DeployedImageTag != tag || v != build {
+		t.Errorf("%s carries tag %q, runs %q, BUILD=%q; want %s and build %s", uuid, app.ImageTag, app.DeployedImageTag, v, tag, build)
+	}
+}
+
+// wantStale checks that run r left service name alone in both phases, its steps naming what
+// and run by.
+func wantStale(t *testing.T, r runs.Run, name, what, by string) {
+	t.Helper()
+	for _, ph := range []runs.Phase{runs.Phase1, runs.Phase2} {
+		st := stepOf(t, r, ph, name)
+		if st.Status != runs.StepStale || !strings.Contains(st.Note, what) || !strings.Contains(st.Note, "run "+by) {
+			t.Errorf("run %s's %s step %s: %s (%q), want stale naming %s of run %s", r.ID, ph, name, st.Status, st.Note, what, by)
+		}
+	}
+}
+
+// Two pipelines deploy api (issue 43). Build 43 of late deploys it, then build 7 of ops:
+// build 42 of late, arriving late, is stale on api as on worker. It ends superseded without a
+// single call to Coolify, naming build 43 and its run, and api keeps ops' build. Each
+// pipeline's builds compare with its own only: a newer build of late still deploys over ops'.
+func TestStaleOnASharedService(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		h := newHarnessOn(t, backend)
+		h.start(sharedPipelines(h, "")...)
+		r43 := h.submit("late", orchestrator.Trigger{Build: "43", ImageTag: "v43"})
+		if r := h.wait(r43); r.Status != runs.StatusSucceeded {
+			t.Fatalf("late build 43: %s (%s)", r.Status, r.Reason)
+		}
+		r7 := h.submit("ops", orchestrator.Trigger{Build: "7", ImageTag: "hotfix-7"})
+		if r := h.wait(r7); r.Status != runs.StatusSucceeded || r.Reason != "" {
+			t.Fatalf("ops build 7: %s (%q), want succeeded: late's builds do not make ops' stale", r.Status, r.Reason)
+		}
+
+		plan, err := h.engine.Plan(context.Background(), "late", orchestrator.Trigger{Build: "42", ImageTag: "v42"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sp := range plan.Services {
+			if !strings.Contains(sp.Stale, "build 43") || !strings.Contains(sp.Stale, r43) {
+				t.Errorf("plan of late build 42, %s: stale %q, want it to name build 43 and run %s", sp.Name, sp.Stale, r43)
+			}
+		}
+
+		r42 := h.submit("late", orchestrator.Trigger{Build: "42", ImageTag: "v42"})
+		r := h.wait(r42)
+		if r.Status != runs.StatusSuperseded || !strings.Contains(r.Reason, "newer build") {
+			t.Errorf("late build 42: %s (%q), want superseded: every service carries a newer build of late", r.Status, r.Reason)
+		}
+		wantStale(t, r, "api", "build 43", r43)
+		wantStale(t, r, "worker", "build 43", r43)
+		if n := requestsBy(h.coolify, r42); n != 0 {
+			t.Errorf("late build 42 made %d requests to Coolify, want none", n)
+		}
+		wantCarries(t, h, uuidAPI, "hotfix-7", "7")
+		wantCarries(t, h, uuidWorker, "v43", "43")
+		if n := len(h.coolify.Deployments(uuidAPI)); n != 2 {
+			t.Errorf("api deployed %d times, want 2 (late's build 43, ops' build 7)", n)
+		}
+		api := serviceOf(t, h, uuidAPI)
+		if m := api.Mark; len(api.Names) != 1 || api.Names[0] != "api" || m == nil || m.RunID != r7 || m.Phase != string(runs.Phase2) {
+			t.Errorf("api in the services view: names %v, mark %+v; want api, deployed by run %s", api.Names, m, r7)
+		}
+		wantNewest(t, api, map[string]string{"late": "43 " + r43, "ops": "7 " + r7})
+		wantNewest(t, serviceOf(t, h, uuidWorker), map[string]string{"late": "43 " + r43})
+
+		r44 := h.submit("late", orchestrator.Trigger{Build: "44", ImageTag: "v44"})
+		if r := h.wait(r44); r.Status != runs.StatusSucceeded || r.Reason != "" {
+			t.Errorf("late build 44: %s (%q), want succeeded", r.Status, r.Reason)
+		}
+		wantCarries(t, h, uuidAPI, "v44", "44")
+	})
+}
+
+// The guard under the service lock in Phase 1: the late run passed the check before Phase 1
+// (nothing was marked then) and finds the newer run of its pipeline, and the other
+// pipeline's after it, once it holds api's lock. Runs of one engine enter Phase 1 in the
+// order they were submitted, so the older run (created first, on daemon b) waits behind a
+// run of b's on worker, while the newer run (daemon a) and then ops' (daemon c) take
+// coolify:phase1 before it. With order: created the older run is stale even with a higher
+// build number.
+func TestStaleOnASharedServiceUnderItsLock(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra  string
+		older, newer string // late's builds
+		what         string // what the stale note names
+	}{
+		{"order build", "", "42", "43", "build 43"},
+		{"order created", "order: created\n", "44", "43", "a run created at"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, backend string) {
+				a := newHarnessOn(t, backend)
+				pipelines := append(sharedPipelines(a, tc.extra), a.pipelineYAML("other", []string{"worker"}, ""))
+				a.start(pipelines...)
+				b, c := a.peer("test-instance-b"), a.peer("test-instance-c")
+				b.start(pipelines...)
+				c.start(pipelines...)
+				blocker := holdPhase1(t, a)
+
+				first := b.submit("other", orchestrator.Trigger{Build: "1", ImageTag: "o1"})
+				b.waitEvent(first, runs.EventLockWaiting, "")
+				older := b.submit("late", orchestrator.Trigger{Build: tc.older, ImageTag: "v" + tc.older})
+				newer := a.submit("late", orchestrator.Trigger{Build: tc.newer, ImageTag: "v" + tc.newer})
+				a.waitEvent(newer, runs.EventLockWaiting, "")
+				hotfix := c.submit("ops", orchestrator.Trigger{Build: "7", ImageTag: "hotfix-7"})
+				c.waitEvent(hotfix, runs.EventLockWaiting, "")
+				// Past the Locker's handover window (3 poll intervals from the start of an
+				// Acquire), a waiter does not take the lease a release hands it but takes the
+				// key over with a try of its own, with the whole TTL: a lease handed inside the
+				// window lives only what is left of it, which a loaded machine may fail to renew.
+				time.Sleep(200 * time.Millisecond)
+				_ = blocker.Release(context.Background())
+
+				for _, w := range []struct {
+					h  *harness
+					id string
+				}{{b, first}, {a, newer}, {c, hotfix}} {
+					if r := w.h.wait(w.id); r.Status != runs.StatusSucceeded {
+						t.Fatalf("run %s of %s: %s (%s)", w.id, r.Pipeline, r.Status, r.Reason)
+					}
+				}
+				r := b.wait(older)
+				if r.Status != runs.StatusSuperseded {
+					t.Errorf("late's older run: %s (%q), want superseded", r.Status, r.Reason)
+				}
+				wantStale(t, r, "api", tc.what, newer)
+				wantStale(t, r, "worker", tc.what, newer)
+				if w := writesBy(a.coolify, older); len(w) > 0 {
+					t.Errorf("late's older run wrote to Coolify: %v", w)
+				}
+				wantCarries(t, a, uuidAPI, "hotfix-7", "7")
+			})
+		})
+	}
+}
+
+// A restore after a failed run puts its own pipeline's build back and leaves the other
+// pipeline's alone; the service's mark names the restoring run (the write guard's), but the
+// stale notes name the run whose build was put back. Build 44 of late (on a daemon whose late
+// also deploys a service Coolify does not have) syncs api over ops' build 7 and fails: api
+// carries ops' build 7 again, late's build 42 is stale naming build 43 of its run, ops' build
+// 6 is stale naming build 7 of ops' run (not late's run that restored it). A pipeline whose
+// first build on api failed has no build there afterwards: its older build is not stale.
+func TestRestoreKeepsEachPipelinesBuild(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		h := newHarnessOn(t, backend)
+		web := h.pipelineYAML("web", []string{"api"}, "")
+		h.start(append(sharedPipelines(h, ""), web)...)
+		r43 := h.submit("late", orchestrator.Trigger{Build: "43", ImageTag: "v43"})
+		r7 := h.submit("ops", orchestrator.Trigger{Build: "7", ImageTag: "hotfix-7"})
+		for _, id := range []string{r43, r7} {
+			if r := h.wait(id); r.Status != runs.StatusSucceeded {
+				t.Fatalf("run %s of %s: %s (%s)", id, r.Pipeline, r.Status, r.Reason)
+			}
+		}
+		broken := h.peer("test-instance-b")
+		broken.start(h.pipelineYAML("late", []string{"api", "ghost"}, ""), h.pipelineYAML("web", []string{"api", "ghost"}, ""))
+		var r50 string
+		for _, tr := range []struct{ pipeline, build string }{{"late", "44"}, {"web", "50"}} {
+			id := broken.submit(tr.pipeline, orchestrator.Trigger{Build: tr.build, ImageTag: "v" + tr.build})
+			r := broken.wait(id)
+			if r.Status != runs.StatusFailed || stepOf(t, r, runs.Phase1, "api").Status != runs.StepRestored {
+				t.Fatalf("%s build %s: %s (%s), api %s; want failed at ghost with api restored", tr.pipeline, tr.build, r.Status, r.Reason,
+					stepOf(t, r, runs.Phase1, "api").Status)
+			}
+			wantCarries(t, h, uuidAPI, "hotfix-7", "7")
+			r50 = id
+		}
+		// The services view: api's mark names web's run, which restored ops' build 7 last;
+		// each pipeline's newest build is its own run's, and web has none.
+		api := serviceOf(t, h, uuidAPI)
+		if m := api.Mark; m == nil || m.RunID != r50 || m.Pipeline != "ops" || m.Build != "7" {
+			t.Errorf("api's mark %+v, want run %s carrying ops' build 7", m, r50)
+		}
+		wantNewest(t, api, map[string]string{"late": "43 " + r43, "ops": "7 " + r7, "web": ""})
+
+		r42 := h.submit("late", orchestrator.Trigger{Build: "42", ImageTag: "v42"})
+		r := h.wait(r42)
+		if r.Status != runs.StatusSuperseded {
+			t.Errorf("late build 42: %s (%q), want superseded", r.Status, r.Reason)
+		}
+		wantStale(t, r, "api", "build 43", r43)
+		r6 := h.submit("ops", orchestrator.Trigger{Build: "6", ImageTag: "hotfix-6"})
+		r = h.wait(r6)
+		if r.Status != runs.StatusSuperseded {
+			t.Errorf("ops build 6: %s (%q), want superseded", r.Status, r.Reason)
+		}
+		wantStale(t, r, "api", "build 7", r7)
+		wantCarries(t, h, uuidAPI, "hotfix-7", "7")
+		r49 := h.submit("web", orchestrator.Trigger{Build: "49", ImageTag: "v49"})
+		if r := h.wait(r49); r.Status != runs.StatusSucceeded || r.Reason != "" {
+			t.Errorf("web build 49 after web's build 50 failed and was restored: %s (%q), want succeeded", r.Status, r.Reason)
+		}
+		wantCarries(t, h, uuidAPI, "v49", "49")
+	})
+}
+
+// serviceOf returns uuid's entry in the engine's services view.
+func serviceOf(t *testing.T, h *harness, uuid string) orchestrator.Service {
+	t.Helper()
+	list, err := h.engine.Services(context.Background())
+	if err != nil {
+		t.Fatalf("Services: %v", err)
+	}
+	for _, s := range list {
+		if s.UUID == uuid {
+			return s
+		}
+	}
+	t.Fatalf("Services: no %s in %+v", uuid, list)
+	return orchestrator.Service{}
+}
+
+// wantNewest checks each pipeline's newest build on s: "build run", or "" for none.
+func wantNewest(t *testing.T, s orchestrator.Service, want map[string]string) {
+	t.Helper()
+	got := map[string]string{}
+	for _, p := range s.Pipelines {
+		got[p.Pipeline] = ""
+		if p.Newest != nil {
+			got[p.Pipeline] = p.Newest.Build + " " + p.Newest.RunID
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("%s: newest build per pipeline %v, want %v", s.UUID, got, want)
+	}
+}
+
+// A run taken over from a dead daemon keeps its pipeline's build on the services it synced:
+// late's build 43 synced api and its daemon died; the run is taken over (interrupted, nothing
+// rolled back), ops' build 7 deploys api, and late's build 42 is still stale there.
+func TestStaleOnASharedServiceAfterTakeover(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		h := newHarnessOn(t, backend)
+		ctx := context.Background()
+		dead, _, err := h.store.Create(ctx, runs.Run{Pipeline: "late", Instance: "dead-daemon", Trigger: orchestrator.Trigger{Build: "43", ImageTag: "v43"},
+			Steps: []runs.Step{{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepSynced, Changes: buildChanged},
+				{Phase: runs.Phase2, Name: "api", UUID: uuidAPI, Status: runs.StepPending}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.store.Update(ctx, dead.ID, func(r *runs.Run) error { r.Status = runs.StatusPhase1; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		// Its sync of api, as the dead daemon recorded it under api's lease.
+		l, err := h.locker.Acquire(ctx, locks.Request{Key: "coolify:" + uuidAPI, Holder: "late#43/api", Owner: dead.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.store.PutMark(ctx, runs.Mark{UUID: uuidAPI, RunID: dead.ID, Fence: l.Fence(), Phase: runs.Phase1, At: time.Now().UTC(),
+			Pipeline: "late", Build: "43", RunCreated: dead.CreatedAt}); err != nil {
+			t.Fatal(err)
+		}
+		_ = l.Release(ctx)
+
+		h.start(sharedPipelines(h, "")...)
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := runs.Follow(wctx, h.store, dead.ID, 0, func(runs.Event) error { return nil }); err != nil {
+			t.Fatalf("the dead daemon's run was not taken over: %v", err)
+		}
+		if r, _ := h.store.Get(ctx, dead.ID); r.Status != runs.StatusInterrupted {
+			t.Fatalf("the dead daemon's run: %s (%s), want interrupted", r.Status, r.Reason)
+		}
+		if r := h.wait(h.submit("ops", orchestrator.Trigger{Build: "7", ImageTag: "hotfix-7"})); r.Status != runs.StatusSucceeded {
+			t.Fatalf("ops build 7: %s (%s)", r.Status, r.Reason)
+		}
+		r := h.wait(h.submit("late", orchestrator.Trigger{Build: "42", ImageTag: "v42"}))
+		wantStale(t, r, "api", "build 43", dead.ID)
+		wantCarries(t, h, uuidAPI, "hotfix-7", "7")
+	})
 }

@@ -209,10 +209,13 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 	}
 	res.restored = true
 	res.note = strings.Join(res.left, "; ")
-	// The service carries the build it had before this run again: the mark says so.
+	// The service carries the build it had before this run again: its mark says so, under
+	// this run's name (a redeploy follows, and the write guard must know whose it is), and
+	// this pipeline's mark is what it was, naming the run whose build it is. Other
+	// pipelines' marks are left alone.
 	back := x.mark(s.UUID, lease.Fence(), runs.Phase1)
 	back.Pipeline, back.Build, back.RunCreated, back.Rollback = st.before.Pipeline, st.before.Build, st.before.RunCreated, st.before.Rollback
-	if _, err := x.e.d.Marks.PutMark(ctx, back); err != nil {
+	if _, err := x.e.d.Marks.RestoreMark(ctx, back, x.run.Pipeline, st.beforeOwn); err != nil {
 		return res, fmt.Errorf("record restore mark: %w", err)
 	}
 	// Recorded at once, not only when the restore ends: a daemon that dies from here on

@@ -197,9 +197,13 @@ func (x *execution) syncService(pctx context.Context, st *svcState) error {
 	st.fence = lease.Fence()
 	sctx, cancel := lease.Context(pctx)
 	sctx = coolify.WithTrace(sctx, x.run.ID, lease.Fence())
-	// The stale-build guard, under the lock: no write over a newer build.
-	stale, before, err := x.staleOn(sctx, s.UUID)
-	st.before = before
+	// The stale-build guard, under the lock: no write over a newer build of this pipeline.
+	// The service's mark, whichever pipeline wrote it, is what a restore puts back and a
+	// rollback replaces: both are read at once.
+	var stale string
+	readOwn := func() (err error) { stale, st.beforeOwn, err = x.staleOn(sctx, s.UUID); return err }
+	readMark := func() (err error) { st.before, err = x.serviceMark(sctx, s.UUID); return err }
+	err = cmp.Or(readAtOnce(readOwn, readMark))
 	var changes runs.Changes
 	if err == nil && stale == "" {
 		changes, err = x.sync(sctx, st, recorded)
@@ -233,7 +237,7 @@ func (x *execution) syncService(pctx context.Context, st *svcState) error {
 		return nil
 	}
 	if x.run.Trigger.Rollback {
-		x.recordRollback(pctx, s, before)
+		x.recordRollback(pctx, s, st.before)
 	}
 	st.synced = true
 	evType, msg := runs.EventServiceSynced, describeChanges(changes)

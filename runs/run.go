@@ -7,8 +7,8 @@
 // over a small Driver (like locks.Locker over locks.Driver): creation defaults, Update's rules
 // and retry, event stamping, filters and cursors, the cache of decoded runs and in-process
 // signals are Portable's; a driver only stores and reads, one atomic step per method. Beside
-// them are MarkStore (which run last changed each Coolify resource, under which fence),
-// Pruner (retention) and Deliveries (webhook de-duplication), small contracts the backends
+// them are MarkStore (which run last changed each Coolify resource, under which fence, and
+// each pipeline's newest build on it), Pruner (retention) and Deliveries (webhook de-duplication), small contracts the backends
 // implement directly. Backends live below: runs/sqlitestore (the embedded single-host
 // default, one SQLite file in the state dir) and runs/redisstore (multi-host, next to the
 // Redis lock backend); runs/runstest is the conformance suite both pass. Follow, written

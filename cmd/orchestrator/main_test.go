@@ -290,6 +290,35 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestValidateNamesSharedServices: a service UUID that two pipelines deploy is allowed, and
+// validate says so, naming the pipelines, the name each gives it and its file, as
+// information: the exit code stays 0.
+func TestValidateNamesSharedServices(t *testing.T) {
+	dir := t.TempDir()
+	pipeline := func(services string) string {
+		return "coolify: { url: 'https://coolify.example.com', token: t }\nservices:\n" + services
+	}
+	files := map[string]string{
+		"late.yaml":  pipeline("  - { name: api, uuid: sharedapi001, image_tag: v1 }\n  - { name: worker, uuid: worker001, image_tag: v1 }\n"),
+		"ops.yaml":   pipeline("  - { name: backend, uuid: sharedapi001, image_tag: v1 }\n"),
+		"other.yaml": pipeline("  - { name: web, uuid: web001, image_tag: v1 }\n"),
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _, err := invoke(context.Background(), nil, "validate", dir)
+	if err != nil {
+		t.Fatalf("validate: %v\n%s", err, out)
+	}
+	want := fmt.Sprintf("info: service UUID sharedapi001 is deployed by 2 pipelines: late (as api, %s), ops (as backend, %s);",
+		filepath.Join(dir, "late.yaml"), filepath.Join(dir, "ops.yaml"))
+	if !strings.Contains(out, want) || strings.Count(out, "info:") != 1 || !strings.HasSuffix(out, "ok: 1 path(s) valid\n") {
+		t.Errorf("validate output:\n%s\nwant one info line starting %q, then ok", out, want)
+	}
+}
+
 func TestLocksCommands(t *testing.T) {
 	env := map[string]string{"ORCH_STATE_DIR": t.TempDir(), "USER": "ops"}
 	ctx := context.Background()

@@ -85,10 +85,17 @@ func (noRuns) Close() error                                           { return n
 func (noRuns) PutMark(context.Context, runs.Mark) (runs.Mark, error) {
 	return runs.Mark{}, errNoState
 }
+func (noRuns) RestoreMark(context.Context, runs.Mark, string, *runs.Mark) (runs.Mark, error) {
+	return runs.Mark{}, errNoState
+}
 func (noRuns) GetMark(_ context.Context, uuid string) (runs.Mark, error) {
 	return runs.Mark{}, fmt.Errorf("mark of %q: %w", uuid, runs.ErrNotFound)
 }
-func (noRuns) Prune(context.Context, runs.Retention) (int, error) { return 0, errNoState }
+func (noRuns) PipelineMark(_ context.Context, uuid, pipeline string) (runs.Mark, error) {
+	return runs.Mark{}, fmt.Errorf("mark of pipeline %q on %q: %w", pipeline, uuid, runs.ErrNotFound)
+}
+func (noRuns) PipelineMarks(context.Context, string) ([]runs.Mark, error) { return nil, nil }
+func (noRuns) Prune(context.Context, runs.Retention) (int, error)         { return 0, errNoState }
 func (noRuns) SeenDelivery(context.Context, string, time.Duration) (bool, error) {
 	return false, errNoState
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -347,6 +348,81 @@ func TestRunsAndLocksCommands(t *testing.T) {
 	}
 	if out, _, err := invoke(ctx, map[string]string{"ORCH_URL": base}, "health"); err != nil || !strings.Contains(out, "ready") {
 		t.Errorf("health of a ready daemon: %v %s", err, out)
+	}
+}
+
+// TestServicesCommand: two pipelines deploy api; `services` shows, through the daemon and
+// from the state dir it writes (with its pipelines), the pipelines that deploy api, the run
+// that wrote it last and each pipeline's newest build there; --json prints the API's form.
+// Without a state directory it reads the pipelines, says no run wrote anything and creates
+// nothing.
+func TestServicesCommand(t *testing.T) {
+	env, _ := daemonEnv(t)
+	prod, err := os.ReadFile(filepath.Join(env["ORCH_PIPELINES_DIR"], "prod.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hotfix := strings.Replace(string(prod), "  - name: api\n", "  - name: backend\n", 1)
+	if err := os.WriteFile(filepath.Join(env["ORCH_PIPELINES_DIR"], "hotfix.yaml"), []byte(hotfix), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := serveInProcess(t, env, true)
+	remote := map[string]string{"ORCH_URL": base, "ORCH_TRIGGER_TOKEN": env["ORCH_TRIGGER_TOKEN"], "USER": "ops"}
+	ctx := context.Background()
+	ids := map[string]string{}
+	for _, tr := range []struct{ pipeline, build string }{{"prod", "3"}, {"hotfix", "7"}} {
+		out, _, err := invoke(ctx, remote, "trigger", tr.pipeline, "--image-tag", "v"+tr.build, "--build", tr.build, "--no-follow", "-q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[tr.pipeline] = strings.TrimSpace(out)
+		if out, _, err := invoke(ctx, remote, "runs", "watch", ids[tr.pipeline]); err != nil {
+			t.Fatalf("%s build %s: %v\n%s", tr.pipeline, tr.build, err, out)
+		}
+	}
+
+	local := map[string]string{"ORCH_STATE_DIR": env["ORCH_STATE_DIR"], "ORCH_PIPELINES_DIR": env["ORCH_PIPELINES_DIR"],
+		"COOLIFY_TOKEN": env["COOLIFY_TOKEN"]}
+	for from, e := range map[string]map[string]string{"from daemon " + base: remote, "from state dir ": local} {
+		out, _, err := invoke(ctx, e, "services")
+		if err != nil || !strings.HasPrefix(out, from) {
+			t.Errorf("services (%s): %v\n%s", from, err, out)
+			continue
+		}
+		for _, want := range []string{
+			"api, backend (app-api-uuid-000000000001): deployed by hotfix, prod\n",
+			"last written: run " + ids["hotfix"] + " deployed it at ",
+			"carrying build 7 of hotfix\n",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("services (%s) lacks %q:\n%s", from, want, out)
+			}
+		}
+		for _, want := range [][]string{{"hotfix", "backend", "7", ids["hotfix"], "deployed"}, {"prod", "api", "3", ids["prod"], "deployed"}} {
+			if !regexp.MustCompile(`(?m)^  ` + strings.Join(want, `\s+`) + `\s`).MatchString(out) {
+				t.Errorf("services (%s): no line %q:\n%s", from, want, out)
+			}
+		}
+	}
+	out, errOut, err := invoke(ctx, remote, "services", "--json")
+	var s orchestrator.Service
+	if err != nil || json.Unmarshal([]byte(out), &s) != nil || !strings.Contains(errOut, "from daemon") {
+		t.Fatalf("services --json: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	if len(s.Pipelines) != 2 || s.Pipelines[0].Newest == nil || s.Pipelines[0].Newest.RunID != ids["hotfix"] ||
+		s.Pipelines[1].Newest == nil || s.Pipelines[1].Newest.Build != "3" || s.Mark == nil || s.Mark.RunID != ids["hotfix"] {
+		t.Errorf("services --json: %+v, want hotfix's build 7 and prod's build 3, hotfix's run last", s)
+	}
+
+	state := filepath.Join(t.TempDir(), "state")
+	fresh := map[string]string{"ORCH_STATE_DIR": state, "ORCH_PIPELINES_DIR": env["ORCH_PIPELINES_DIR"], "COOLIFY_TOKEN": env["COOLIFY_TOKEN"]}
+	out, _, err = invoke(ctx, fresh, "services")
+	if err != nil || !strings.Contains(out, "no run has written any (no state directory at "+state+")\n") ||
+		!strings.Contains(out, "last written: by no recorded run\n") {
+		t.Errorf("services without a state directory: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("services created the state directory (stat: %v)", err)
 	}
 }
 

@@ -44,6 +44,10 @@ type endpoint struct {
 	locks  lockService
 	runs   runService
 	client *apiClient // nil on the local backend
+	// daemon and marks are the daemon config and the mark store of the local backend (nil
+	// through a daemon's API).
+	daemon *config.Daemon
+	marks  runs.MarkStore
 	close  func() error
 	// absent, when set, says what of the embedded backend a read-only command found missing
 	// ("no state directory at …"; see openBackendsToRead).
@@ -99,7 +103,8 @@ func (t *target) open(ctx context.Context, c *cli) (*endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &endpoint{source: b.where, locks: b.locker, runs: localRuns{b.store, b.absent}, absent: b.absent, close: b.Close}, nil
+	return &endpoint{source: b.where, locks: b.locker, runs: localRuns{b.store, b.absent}, absent: b.absent,
+		daemon: d, marks: b.store, close: b.Close}, nil
 }
 
 // header names what the output was read from, first: on stdout for people, on stderr with

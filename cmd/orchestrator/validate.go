@@ -16,14 +16,15 @@ func cmdValidate(_ context.Context, c *cli, args []string) error {
 			"environment (values are never printed). Warns about every env-source secret the pipelines\n"+
 			"read (ORCH_SECRET_<KEY>) that this environment lacks: `serve` refuses to start without\n"+
 			"them unless --allow-missing-secrets, and about every ORCH_* variable set that nothing reads\n"+
-			"(a mistyped setting). Exits 2 when anything is wrong, 0 otherwise.")
+			"(a mistyped setting). Says which service UUIDs several pipelines deploy (allowed: each\n"+
+			"pipeline's builds are compared with its own only). Exits 2 when anything is wrong, 0 otherwise.")
 	if done, err := parse(fs, args); done {
 		return err
 	}
 	if fs.NArg() == 0 {
 		return usageError("validate: name at least one pipeline file, directory or daemon config (see --help)")
 	}
-	problems, warnings := config.ValidateWithWarnings(c.getenv, fs.Args()...)
+	problems, warnings, notes := config.ValidateAll(c.getenv, fs.Args()...)
 	for _, line := range problems.Lines() {
 		fmt.Fprintln(c.stdout, line)
 	}
@@ -32,6 +33,9 @@ func cmdValidate(_ context.Context, c *cli, args []string) error {
 	}
 	for _, u := range c.unknownEnv() {
 		fmt.Fprintln(c.stdout, "warning: "+u.String())
+	}
+	for _, line := range notes.Lines() {
+		fmt.Fprintln(c.stdout, "info: "+line)
 	}
 	if len(problems) > 0 {
 		return &exitError{code: exitUsage, err: fmt.Errorf("%d problem(s) found", len(problems))}

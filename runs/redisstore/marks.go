@@ -1,38 +1,79 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
+// A resource's marks are one hash, so that a script writes them together (and on a Cluster
+// they share the store's slot anyway): d and f are the resource's mark and its fence, and
+// p:<pipeline> each pipeline's mark on it.
 func (d *driver) markKey(uuid string) string { return d.k + "mark:" + uuid }
+
+const pipelineField = "p:"
 
 //go:embed putmark.lua
 var putMarkLua string
 
 var putMarkScript = redis.NewScript(putMarkLua)
 
-// PutMark implements runs.MarkStore: one script compares the fences and writes.
+// PutMark implements runs.MarkStore: one script compares the fences and writes the mark and
+// the pipeline's mark.
 func (s *Store) PutMark(ctx context.Context, m runs.Mark) (runs.Mark, error) {
 	if m.UUID == "" || m.RunID == "" {
 		return runs.Mark{}, fmt.Errorf("put mark: empty uuid or run id: %w", runs.ErrInvalid)
 	}
 	op := fmt.Sprintf("put mark of %q", m.UUID)
-	if err := s.d.open(op); err != nil {
-		return runs.Mark{}, err
-	}
 	data, err := json.Marshal(m)
 	if err != nil {
 		return runs.Mark{}, fmt.Errorf("%s: encode: %w", op, err)
 	}
-	res, err := putMarkScript.Run(ctx, s.d.rdb, []string{s.d.markKey(m.UUID)}, data, m.Fence).Slice()
+	field, own := "", ""
+	if m.Pipeline != "" {
+		field, own = pipelineField+m.Pipeline, string(data)
+	}
+	return s.putMark(ctx, op, m, data, field, own)
+}
+
+// RestoreMark implements runs.MarkStore: PutMark's script, with pipeline's mark set to prev
+// or deleted.
+func (s *Store) RestoreMark(ctx context.Context, m runs.Mark, pipeline string, prev *runs.Mark) (runs.Mark, error) {
+	if m.UUID == "" || m.RunID == "" || pipeline == "" {
+		return runs.Mark{}, fmt.Errorf("restore mark: empty uuid, run id or pipeline: %w", runs.ErrInvalid)
+	}
+	op := fmt.Sprintf("restore mark of %q for pipeline %q", m.UUID, pipeline)
+	data, err := json.Marshal(m)
+	if err != nil {
+		return runs.Mark{}, fmt.Errorf("%s: encode: %w", op, err)
+	}
+	own := ""
+	if prev != nil {
+		b, err := json.Marshal(prev)
+		if err != nil {
+			return runs.Mark{}, fmt.Errorf("%s: encode the pipeline's mark: %w", op, err)
+		}
+		own = string(b)
+	}
+	return s.putMark(ctx, op, m, data, pipelineField+pipeline, own)
+}
+
+// putMark runs putmark.lua: m (encoded as data) as the resource's mark, and field set to own
+// ("" deletes it) unless field is "".
+func (s *Store) putMark(ctx context.Context, op string, m runs.Mark, data []byte, field, own string) (runs.Mark, error) {
+	if err := s.d.open(op); err != nil {
+		return runs.Mark{}, err
+	}
+	res, err := putMarkScript.Run(ctx, s.d.rdb, []string{s.d.markKey(m.UUID)}, data, m.Fence, field, own).Slice()
 	if err != nil {
 		return runs.Mark{}, runs.Fail(op, err)
 	}
@@ -60,6 +101,71 @@ func (s *Store) GetMark(ctx context.Context, uuid string) (runs.Mark, error) {
 	if err != nil {
 		return runs.Mark{}, runs.Fail(op, err)
 	}
+	return decodeMark(op, raw)
+}
+
+// PipelineMark implements runs.MarkStore: the pipeline's field and the resource's mark, in
+// one read.
+func (s *Store) PipelineMark(ctx context.Context, uuid, pipeline string) (runs.Mark, error) {
+	op := fmt.Sprintf("get mark of pipeline %q on %q", pipeline, uuid)
+	if err := s.d.open(op); err != nil {
+		return runs.Mark{}, err
+	}
+	vals, err := s.d.rdb.HMGet(ctx, s.d.markKey(uuid), pipelineField+pipeline, "d").Result()
+	if err != nil {
+		return runs.Mark{}, runs.Fail(op, err)
+	}
+	if own, ok := vals[0].(string); ok {
+		return decodeMark(op, own)
+	}
+	if raw, ok := vals[1].(string); ok {
+		m, err := decodeMark(op, raw)
+		if err != nil || m.Pipeline == pipeline {
+			return m, err
+		}
+	}
+	return runs.Mark{}, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
+}
+
+// PipelineMarks implements runs.MarkStore: the resource's hash in one read.
+func (s *Store) PipelineMarks(ctx context.Context, uuid string) ([]runs.Mark, error) {
+	op := fmt.Sprintf("get pipeline marks of %q", uuid)
+	if err := s.d.open(op); err != nil {
+		return nil, err
+	}
+	h, err := s.d.rdb.HGetAll(ctx, s.d.markKey(uuid)).Result()
+	if err != nil {
+		return nil, runs.Fail(op, err)
+	}
+	var out []runs.Mark
+	seen := map[string]bool{}
+	for f, raw := range h {
+		p, ok := strings.CutPrefix(f, pipelineField)
+		if !ok {
+			continue
+		}
+		m, err := decodeMark(op, raw)
+		if err != nil {
+			return nil, err
+		}
+		seen[p] = true
+		m.Pipeline = cmp.Or(m.Pipeline, p)
+		out = append(out, m)
+	}
+	if raw, ok := h["d"]; ok {
+		m, err := decodeMark(op, raw)
+		if err != nil {
+			return nil, err
+		}
+		if m.Pipeline != "" && !seen[m.Pipeline] {
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b runs.Mark) int { return strings.Compare(a.Pipeline, b.Pipeline) })
+	return out, nil
+}
+
+func decodeMark(op, raw string) (runs.Mark, error) {
 	var m runs.Mark
 	if err := json.Unmarshal([]byte(raw), &m); err != nil {
 		return runs.Mark{}, runs.Fail(op, fmt.Errorf("decode: %w", err))

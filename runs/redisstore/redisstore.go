@@ -17,7 +17,8 @@
 //	P{runs}:idx:ps:<status>:<pipeline> … of one pipeline in one status
 //	P{runs}:owner:<instance>          set of the unfinished run IDs an instance executes
 //	P{runs}:dl:<delivery id>          webhook delivery marker, with the TTL
-//	P{runs}:mark:<uuid>               hash: d (runs.Mark JSON), f (its fence)
+//	P{runs}:mark:<uuid>               hash: d (runs.Mark JSON), f (its fence), p:<pipeline>
+//	                                  (the pipeline's mark on the resource, runs.Mark JSON)
 //
 // The store is runs.Portable over this package's runs.Driver; the package adds
 // runs.MarkStore, runs.Pruner and runs.Deliveries. Run writes are optimistic: Portable

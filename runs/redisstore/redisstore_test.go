@@ -275,6 +275,35 @@ func TestReadsWholeRuns(t *testing.T) {
 	}
 }
 
+// TestReadsMarksWithoutPipelineMarks: a resource's mark as builds before pipeline marks
+// stored it (the hash's d and f, no p:<pipeline> field) stands for its pipeline's mark, and
+// stays that pipeline's mark once other pipelines write the resource.
+func TestReadsMarksWithoutPipelineMarks(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}})
+	defer rdb.Close()
+	m := runstest.LegacyMark()
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := redisstore.DefaultPrefix + "{runs}:mark:" + m.UUID
+	if err := rdb.HSet(t.Context(), key, "d", data, "f", m.Fence).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := redisstore.New(rdb, redisstore.Options{})
+	defer s.Close()
+	runstest.CheckLegacyMark(t, s)
+	fields, err := rdb.HKeys(t.Context(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(fields)
+	if want := []string{"d", "f", "p:late", "p:ops"}; !slices.Equal(fields, want) {
+		t.Errorf("fields of the resource's marks: %v, want %v", fields, want)
+	}
+}
+
 // TestListAfterScriptFlush: List reads runs with a script inside a pipeline, where EVALSHA
 // cannot fall back to EVAL; after Redis lost its scripts (a restart, SCRIPT FLUSH) it must
 // load the script again rather than fail.

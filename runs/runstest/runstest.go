@@ -2,8 +2,8 @@
 // get, idempotent create under concurrency, list filters and pagination order, gap-free
 // event sequences under concurrent writers, live follow, interrupted marking across a
 // restart, webhook delivery de-duplication (runs.Deliveries) and fenced resource marks
-// (runs.MarkStore), both of which every store must implement, and not-found errors. Run it
-// with -race.
+// (runs.MarkStore, each pipeline's mark on a resource included), both of which every store
+// must implement, and not-found errors. Run it with -race.
 //
 // A backend's test calls Run with a function that prepares an empty backend for one test
 // and returns an Opener for it:
@@ -75,6 +75,10 @@ func Run(t *testing.T, newBackend func(tb testing.TB) Opener) {
 		{"SeenDeliveryExpires", testSeenDeliveryExpires},
 		{"Marks", testMarks},
 		{"MarksConcurrent", testMarksConcurrent},
+		{"PipelineMarks", testPipelineMarks},
+		{"PipelineMarksRestore", testPipelineMarksRestore},
+		{"PipelineMarksFenceBehind", testPipelineMarksFenceBehind},
+		{"PipelineMarksConcurrent", testPipelineMarksConcurrent},
 		{"Ping", testPing},
 		{"Prune", testPrune},
 	}
@@ -1386,6 +1390,245 @@ func testMarksConcurrent(t *testing.T, open Opener) {
 	if got.Fence != n || got.RunID != "r"+strconv.Itoa(n-1) {
 		t.Errorf("after %d concurrent PutMarks: mark of %s at fence %d, want r%d at fence %d", n, got.RunID, got.Fence, n-1, n)
 	}
+}
+
+// pipelineMark is the mark run id of pipeline p records on u-api at fence f for build b.
+func pipelineMark(p, id, b string, f int64) runs.Mark {
+	return runs.Mark{UUID: "u-api", RunID: id, Fence: f, Phase: runs.Phase1, At: t0.Add(time.Duration(f) * time.Second),
+		Pipeline: p, Build: b, RunCreated: t0.Add(time.Duration(f) * time.Minute)}
+}
+
+// wantPipelineMarks checks what ms says of u-api: its mark, and each pipeline's mark
+// (PipelineMark of each pipeline of want, and of one that has none; PipelineMarks).
+func wantPipelineMarks(t *testing.T, what string, ms runs.MarkStore, mark runs.Mark, want ...runs.Mark) {
+	t.Helper()
+	ctx := ctxFor(t)
+	got, err := ms.GetMark(ctx, "u-api")
+	if err != nil {
+		t.Fatalf("%s: GetMark: %v", what, err)
+	}
+	sameJSON(t, what+": GetMark", got, mark)
+	for _, w := range want {
+		got, err := ms.PipelineMark(ctx, "u-api", w.Pipeline)
+		if err != nil {
+			t.Errorf("%s: PipelineMark(%s): %v, want build %s of run %s", what, w.Pipeline, err, w.Build, w.RunID)
+			continue
+		}
+		sameJSON(t, what+": PipelineMark("+w.Pipeline+")", got, w)
+	}
+	_, err = ms.PipelineMark(ctx, "u-api", "never")
+	wantErr(t, what+": PipelineMark of a pipeline that never wrote", err, runs.ErrNotFound)
+	all, err := ms.PipelineMarks(ctx, "u-api")
+	if err != nil {
+		t.Fatalf("%s: PipelineMarks: %v", what, err)
+	}
+	sameJSON(t, what+": PipelineMarks", all, want)
+}
+
+// Each pipeline that writes a resource keeps its own mark there, whatever other pipelines
+// write after it: the stale-build guard compares a run with its own pipeline's mark.
+func testPipelineMarks(t *testing.T, open Opener) {
+	ms, other := markStore(t, open(t)), markStore(t, open(t))
+	ctx := ctxFor(t)
+	if all, err := ms.PipelineMarks(ctx, "u-api"); err != nil || len(all) != 0 {
+		t.Errorf("PipelineMarks of an unmarked resource: %+v, %v; want none", all, err)
+	}
+	_, err := ms.PipelineMark(ctx, "u-api", "late")
+	wantErr(t, "PipelineMark of an unmarked resource", err, runs.ErrNotFound)
+
+	late43 := pipelineMark("late", "r43", "43", 10)
+	if _, err := ms.PutMark(ctx, late43); err != nil {
+		t.Fatal(err)
+	}
+	wantPipelineMarks(t, "after late's build 43", other, late43, late43)
+	ops7 := pipelineMark("ops", "r7", "7", 11)
+	if _, err := other.PutMark(ctx, ops7); err != nil {
+		t.Fatal(err)
+	}
+	wantPipelineMarks(t, "after ops' build 7", ms, ops7, late43, ops7)
+	// Phase 2 of the same run, at its own fence: the pipeline's mark follows.
+	ops7d := ops7
+	ops7d.Fence, ops7d.Phase = 12, runs.Phase2
+	if _, err := ms.PutMark(ctx, ops7d); err != nil {
+		t.Fatal(err)
+	}
+	wantPipelineMarks(t, "after ops' deploy of build 7", other, ops7d, late43, ops7d)
+	// A mark naming no pipeline (a stand-in, a test) keeps nobody's mark but the resource's.
+	anon := runs.Mark{UUID: "u-api", RunID: "intruder", Fence: 13, Phase: runs.Phase2, At: t0}
+	if _, err := ms.PutMark(ctx, anon); err != nil {
+		t.Fatal(err)
+	}
+	wantPipelineMarks(t, "after a mark of no pipeline", other, anon, late43, ops7d)
+	if all, err := ms.PipelineMarks(ctx, "u-web"); err != nil || len(all) != 0 {
+		t.Errorf("PipelineMarks of another resource: %+v, %v; want none", all, err)
+	}
+}
+
+// RestoreMark puts the restoring pipeline's mark back as it was before the run (or removes
+// it), records the resource's mark under the restoring run's name, and leaves the other
+// pipelines' marks alone.
+func testPipelineMarksRestore(t *testing.T, open Opener) {
+	ms := markStore(t, open(t))
+	ctx := ctxFor(t)
+	_, err := ms.RestoreMark(ctx, runs.Mark{UUID: "u-api", RunID: "r1", Fence: 1}, "", nil)
+	wantErr(t, "RestoreMark without pipeline", err, runs.ErrInvalid)
+
+	late43 := pipelineMark("late", "r43", "43", 10)
+	ops7 := pipelineMark("ops", "r7", "7", 11)
+	late44 := pipelineMark("late", "r44", "44", 12)
+	for _, m := range []runs.Mark{late43, ops7, late44} {
+		if _, err := ms.PutMark(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Build 44 fails and restores: the service carries ops' build 7 again, under run r44's
+	// name (its restore wrote last); late's own mark is build 43 of run r43 again.
+	back := ops7
+	back.RunID, back.Fence, back.At = "r44", 13, t0.Add(time.Hour)
+	got, err := ms.RestoreMark(ctx, back, "late", &late43)
+	if err != nil {
+		t.Fatalf("RestoreMark: %v", err)
+	}
+	sameJSON(t, "RestoreMark result", got, back)
+	wantPipelineMarks(t, "after late's build 44 restored", ms, back, late43, ops7)
+
+	// web's first build on the resource fails and restores: web has no mark there again,
+	// and the service carries ops' build 7, now under run r1's name.
+	web1 := pipelineMark("web", "r1", "1", 14)
+	if _, err := ms.PutMark(ctx, web1); err != nil {
+		t.Fatal(err)
+	}
+	wantPipelineMarks(t, "after web's build 1", ms, web1, late43, ops7, web1)
+	back.RunID, back.Fence, back.At = "r1", 15, t0.Add(2*time.Hour)
+	if _, err := ms.RestoreMark(ctx, back, "web", nil); err != nil {
+		t.Fatalf("RestoreMark to none: %v", err)
+	}
+	wantPipelineMarks(t, "after web's build 1 restored to none", ms, back, late43, ops7)
+}
+
+// A write refused for its fence writes no pipeline's mark either, nor does a refused
+// restore put one back or remove one.
+func testPipelineMarksFenceBehind(t *testing.T, open Opener) {
+	ms := markStore(t, open(t))
+	ctx := ctxFor(t)
+	late43 := pipelineMark("late", "r43", "43", 10)
+	ops7 := pipelineMark("ops", "r7", "7", 20)
+	for _, m := range []runs.Mark{late43, ops7} {
+		if _, err := ms.PutMark(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur, err := ms.PutMark(ctx, pipelineMark("late", "r44", "44", 15))
+	wantErr(t, "PutMark of a pipeline with a lower fence", err, runs.ErrFenceBehind)
+	sameJSON(t, "current mark returned with ErrFenceBehind", cur, ops7)
+	_, err = ms.PutMark(ctx, pipelineMark("new", "r1", "1", 15))
+	wantErr(t, "PutMark of a new pipeline with a lower fence", err, runs.ErrFenceBehind)
+	back := late43
+	back.RunID, back.Fence = "r45", 19
+	_, err = ms.RestoreMark(ctx, back, "ops", nil)
+	wantErr(t, "RestoreMark to none with a lower fence", err, runs.ErrFenceBehind)
+	_, err = ms.RestoreMark(ctx, back, "late", &ops7)
+	wantErr(t, "RestoreMark with a lower fence", err, runs.ErrFenceBehind)
+	wantPipelineMarks(t, "after the refused writes", ms, ops7, late43, ops7)
+}
+
+// Writes of two pipelines through two stores at once: each pipeline's mark is its accepted
+// write with the highest fence, and a refused write changed nothing.
+func testPipelineMarksConcurrent(t *testing.T, open Opener) {
+	stores := []runs.MarkStore{markStore(t, open(t)), markStore(t, open(t))}
+	ctx := ctxFor(t)
+	const n = 24
+	pipelines := []string{"late", "ops", "web"}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		accepted = map[string]int64{}
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := pipelines[i%len(pipelines)]
+			_, err := stores[i%2].PutMark(ctx, pipelineMark(p, "r"+strconv.Itoa(i), strconv.Itoa(i), int64(i+1)))
+			switch {
+			case err == nil:
+				mu.Lock()
+				accepted[p] = max(accepted[p], int64(i+1))
+				mu.Unlock()
+			case !errors.Is(err, runs.ErrFenceBehind):
+				t.Errorf("PutMark %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, p := range pipelines {
+		got, err := stores[1].PipelineMark(ctx, "u-api", p)
+		switch {
+		case accepted[p] == 0:
+			wantErr(t, "PipelineMark of "+p+", none of whose writes was accepted", err, runs.ErrNotFound)
+		case err != nil:
+			t.Errorf("PipelineMark(%s): %v", p, err)
+		case got.Fence != accepted[p]:
+			t.Errorf("after %d concurrent PutMarks: %s's mark of %s at fence %d, want fence %d (its accepted write with the highest fence)",
+				n, p, got.RunID, got.Fence, accepted[p])
+		}
+	}
+	if got, err := stores[0].GetMark(ctx, "u-api"); err != nil || got.Fence != n {
+		t.Errorf("after %d concurrent PutMarks: mark at fence %d (%v), want %d", n, got.Fence, err, n)
+	}
+}
+
+// LegacyMark is a mark of pipeline "late" on resource u-legacy as builds before pipeline
+// marks stored it: a backend's upgrade test stores it in the old form, by hand (the
+// resource's mark alone), and then calls CheckLegacyMark.
+func LegacyMark() runs.Mark {
+	return runs.Mark{UUID: "u-legacy", RunID: "r43", Fence: 10, Phase: runs.Phase2, At: t0, Pipeline: "late", Build: "43", RunCreated: t0}
+}
+
+// CheckLegacyMark checks that LegacyMark, stored in a backend's old form, stands for its
+// pipeline's mark, and that after another pipeline's mark (which replaces it as the
+// resource's mark) and a restore of a third pipeline's, its pipeline still has it: an upgrade
+// loses no pipeline's history.
+func CheckLegacyMark(t *testing.T, ms runs.MarkStore) {
+	t.Helper()
+	ctx := ctxFor(t)
+	old := LegacyMark()
+	got, err := ms.PipelineMark(ctx, old.UUID, "late")
+	if err != nil {
+		t.Fatalf("PipelineMark of a mark in the old form: %v", err)
+	}
+	sameJSON(t, "PipelineMark of a mark in the old form", got, old)
+	_, err = ms.PipelineMark(ctx, old.UUID, "ops")
+	wantErr(t, "PipelineMark of another pipeline than the old mark's", err, runs.ErrNotFound)
+	all, err := ms.PipelineMarks(ctx, old.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "PipelineMarks of a mark in the old form", all, []runs.Mark{old})
+
+	ops7 := runs.Mark{UUID: old.UUID, RunID: "r7", Fence: 11, Phase: runs.Phase1, At: t0, Pipeline: "ops", Build: "7"}
+	if _, err := ms.PutMark(ctx, ops7); err != nil {
+		t.Fatal(err)
+	}
+	got, err = ms.PipelineMark(ctx, old.UUID, "late")
+	if err != nil {
+		t.Fatalf("PipelineMark of the old mark's pipeline after another pipeline's mark: %v", err)
+	}
+	sameJSON(t, "PipelineMark of the old mark's pipeline after another pipeline's mark", got, old)
+	web1 := runs.Mark{UUID: old.UUID, RunID: "r1", Fence: 12, Phase: runs.Phase1, At: t0, Pipeline: "web", Build: "1"}
+	if _, err := ms.PutMark(ctx, web1); err != nil {
+		t.Fatal(err)
+	}
+	back := ops7
+	back.RunID, back.Fence = "r1", 13
+	if _, err := ms.RestoreMark(ctx, back, "web", nil); err != nil {
+		t.Fatal(err)
+	}
+	all, err = ms.PipelineMarks(ctx, old.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "PipelineMarks after other pipelines wrote", all, []runs.Mark{old, ops7})
 }
 
 // LegacyRun is a run as an older build would have stored it whole (version 3, two steps,

@@ -8,14 +8,16 @@
 // run without its steps, as JSON) plus the columns List filters and sorts on; its steps are
 // rows keyed by (run, position), so an Update rewrites the header and only the steps that
 // changed, not the whole run; events are rows keyed by (run, seq); resource marks are rows
-// keyed by UUID. Reads of a run take its header and steps in one read transaction (one WAL
+// keyed by UUID, and each pipeline's mark on a resource a row keyed by (UUID, pipeline). Reads of a run take its header and steps in one read transaction (one WAL
 // snapshot), so they never see a half-written Update. All writes go through one connection
 // in BEGIN IMMEDIATE transactions; a write checks the run's version (another process may
 // have written it since this one read it), and across processes SQLite's lock (with a busy
 // timeout) serializes them.
 //
-// A file written by builds that stored each run whole (schema 1) is migrated when it is
-// opened; builds older than this one refuse a migrated file (its schema is newer).
+// A file written by builds that stored each run whole (schema 1), or that kept no pipeline
+// marks (schema 2), is migrated when it is opened; builds older than this one refuse a
+// migrated file (its schema is newer): one that did not write pipeline marks would leave them
+// behind the resources' marks, and the stale-build guard trusts them.
 //
 // Durability: WAL with synchronous=NORMAL, so a crash of the process loses nothing and a
 // power cut can lose the last transactions but never corrupts the file.
@@ -50,7 +52,9 @@ const FileName = "runs.db"
 //
 //	1: runs.data held the whole run, steps included.
 //	2: runs.data holds the header, steps are rows of steps (splitSteps migrates 1 to 2).
-const schemaVersion = 2
+//	3: pipeline_marks holds each pipeline's mark on a resource (created empty: a mark of
+//	   marks stands for its pipeline's until it is replaced, see runs.MarkStore).
+const schemaVersion = 3
 
 const schema = `
 CREATE TABLE IF NOT EXISTS runs (
@@ -91,6 +95,12 @@ CREATE TABLE IF NOT EXISTS marks (
 	uuid TEXT PRIMARY KEY,
 	data BLOB NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS pipeline_marks (
+	uuid     TEXT NOT NULL,
+	pipeline TEXT NOT NULL,
+	data     BLOB NOT NULL,
+	PRIMARY KEY (uuid, pipeline)
+) WITHOUT ROWID;
 `
 
 // The queries of the hot paths, prepared at Open (see sqlitestmt).
@@ -111,11 +121,19 @@ const (
 	qSortKey     = `SELECT sort_key FROM runs WHERE id = ?`
 	qStatus      = `SELECT status FROM runs WHERE id = ?`
 	qPutMark     = `INSERT INTO marks (uuid, data) VALUES (?, ?) ON CONFLICT (uuid) DO UPDATE SET data = excluded.data`
+	// qPipelineMark reads a pipeline's mark and the resource's (its stand-in when the
+	// pipeline has none) at once: uuid, pipeline, uuid.
+	qPipelineMark     = `SELECT (SELECT data FROM pipeline_marks WHERE uuid = ? AND pipeline = ?), (SELECT data FROM marks WHERE uuid = ?)`
+	qPipelineMarks    = `SELECT data FROM pipeline_marks WHERE uuid = ? ORDER BY pipeline`
+	qPutPipelineMark  = `INSERT INTO pipeline_marks (uuid, pipeline, data) VALUES (?, ?, ?) ON CONFLICT (uuid, pipeline) DO UPDATE SET data = excluded.data`
+	qAdoptMark        = `INSERT INTO pipeline_marks (uuid, pipeline, data) VALUES (?, ?, ?) ON CONFLICT (uuid, pipeline) DO NOTHING`
+	qDropPipelineMark = `DELETE FROM pipeline_marks WHERE uuid = ? AND pipeline = ?`
 )
 
 var (
-	readQueries  = []string{qHead, qStepsOf, qMark, qSortKey, qStatus}
-	writeQueries = []string{qHead, qStepsOf, qVersion, qWriteHeader, qWriteData, qWriteStep, qDropSteps, qReserveSeqs, qAddEvent, qMark, qPutMark}
+	readQueries  = []string{qHead, qStepsOf, qMark, qSortKey, qStatus, qPipelineMark}
+	writeQueries = []string{qHead, qStepsOf, qVersion, qWriteHeader, qWriteData, qWriteStep, qDropSteps, qReserveSeqs, qAddEvent, qMark, qPutMark,
+		qPutPipelineMark, qAdoptMark, qDropPipelineMark}
 )
 
 // activeStatuses is the SQL list of statuses that have not ended.

@@ -196,8 +196,55 @@ func TestMigratesWholeRuns(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM steps WHERE run_id = ?`, r.ID).Scan(&steps); err != nil {
 		t.Fatal(err)
 	}
-	if version != 2 || steps != len(r.Steps) {
-		t.Errorf("after the migration: schema %d with %d step rows, want schema 2 with %d", version, steps, len(r.Steps))
+	if version != 3 || steps != len(r.Steps) {
+		t.Errorf("after the migration: schema %d with %d step rows, want schema 3 with %d", version, steps, len(r.Steps))
+	}
+}
+
+// TestMigratesMarksWithoutPipelineMarks: a file of schema 2 (a resource's mark alone, as
+// builds before pipeline marks wrote it) is migrated on Open; the mark stands for its
+// pipeline's, and stays that pipeline's mark once other pipelines write the resource.
+func TestMigratesMarksWithoutPipelineMarks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), sqlitestore.FileName)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := runstest.LegacyMark()
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The schema-2 table marks lived in, as that build created it.
+	for _, q := range []string{
+		`CREATE TABLE marks (uuid TEXT PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID`,
+		`PRAGMA user_version = 2`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, err := db.Exec(`INSERT INTO marks (uuid, data) VALUES (?, ?)`, m.UUID, data); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	runstest.CheckLegacyMark(t, open(t, path).(runs.MarkStore))
+
+	db, err = sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var version, rows int
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT count(*) FROM pipeline_marks WHERE uuid = ?`, m.UUID).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if version != 3 || rows != 2 {
+		t.Errorf("after the migration and the writes: schema %d with %d pipeline marks, want schema 3 with 2 (late's and ops')", version, rows)
 	}
 }
 
