@@ -276,25 +276,8 @@ func (o *object) set(c Change) (*Skipped, error) {
 	if err != nil {
 		return nil, err
 	}
-	parent := o
-	for i, s := range segs[:len(segs)-1] {
-		next, ok := parent.vals[s]
-		if !ok || next == nil {
-			child := &object{vals: map[string]any{}}
-			parent.put(s, child)
-			parent = child
-			continue
-		}
-		child, ok := next.(*object)
-		if !ok {
-			return nil, fmt.Errorf("%q is not an object", strings.Join(segs[:i+1], "."))
-		}
-		parent = child
-	}
-	last := segs[len(segs)-1]
 	if c.NeverDowngrade {
-		curRaw, ok := parent.vals[last]
-		if ok && curRaw != nil {
+		if curRaw, ok := o.get(segs); ok && curRaw != nil {
 			cur, ok1 := curRaw.(string)
 			want, ok2 := nv.(string)
 			if !ok1 || !ok2 {
@@ -309,8 +292,7 @@ func (o *object) set(c Change) (*Skipped, error) {
 			}
 		}
 	}
-	parent.put(last, nv)
-	return nil, nil
+	return nil, o.putPath(segs, nv)
 }
 
 func (o *object) put(k string, v any) {

@@ -107,3 +107,39 @@ func TestValueJSON(t *testing.T) {
 		t.Fatal("a fraction decoded without error")
 	}
 }
+
+func TestRevert(t *testing.T) {
+	cases := []struct {
+		name    string
+		rv      Revert
+		cur     Value
+		want    Value
+		changed bool
+		kept    int
+	}{
+		{"a whole value still as written goes back",
+			Revert{Old: IntValue(3), New: IntValue(4), Paths: []string{""}}, IntValue(4), IntValue(3), true, 0},
+		{"a whole value changed since is kept",
+			Revert{Old: IntValue(3), New: IntValue(4), Paths: []string{""}}, IntValue(5), IntValue(5), false, 1},
+		{"a field the step created is removed, its parent kept",
+			Revert{Old: StringValue(`{"a":{}}`), New: StringValue(`{"a":{"b":1}}`), Paths: []string{"a.b"}},
+			StringValue(`{"a":{"b":1},"c":true}`), StringValue(`{"a":{},"c":true}`), true, 0},
+		{"a field removed since stays removed",
+			Revert{Old: StringValue(`{"a":1}`), New: StringValue(`{"a":2}`), Paths: []string{"a"}},
+			StringValue(`{}`), StringValue(`{}`), false, 1},
+		{"an object value compares whole",
+			Revert{Old: StringValue(`{"a":{"x":1}}`), New: StringValue(`{"a":{"x":2}}`), Paths: []string{"a"}},
+			StringValue(`{"a":{"x":2}}`), StringValue(`{"a":{"x":1}}`), true, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, kept, changed, err := c.rv.apply(c.cur)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want || changed != c.changed || len(kept) != c.kept {
+				t.Fatalf("got %v changed=%v kept=%v; want %v changed=%v kept=%d", got, changed, kept, c.want, c.changed, c.kept)
+			}
+		})
+	}
+}

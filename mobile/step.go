@@ -80,6 +80,8 @@ type Request struct {
 	Feature string
 	// Changes are applied in order to the value read.
 	Changes []Change
+	// Revert, when set instead of Changes, puts back what an earlier step wrote: see Revert.
+	Revert *Revert
 	// RunID goes into the X-Orchestrator-Run header of every Flagsmith call.
 	RunID string
 	// Fence is the fence of the caller's lease on orchestrator.MobileLockKey(Feature); it goes into the
@@ -128,8 +130,8 @@ type Result struct {
 func (s *Step) Run(ctx context.Context, r Request) (Result, error) {
 	key := orchestrator.MobileLockKey(r.Feature)
 	res := Result{Environment: r.Environment, Feature: r.Feature, LockKey: key, Fence: r.Fence}
-	if r.Environment == "" || r.Feature == "" || len(r.Changes) == 0 {
-		return res, fmt.Errorf("mobile step %q: %w: environment, feature and at least one change are required", key, ErrInvalid)
+	if r.Environment == "" || r.Feature == "" || (len(r.Changes) == 0) == (r.Revert == nil) {
+		return res, fmt.Errorf("mobile step %q: %w: environment, feature and at least one change (or a revert, not both) are required", key, ErrInvalid)
 	}
 	runID := r.RunID
 	if runID == "" {
@@ -193,7 +195,7 @@ func (s *Step) rmw(ctx context.Context, r Request, res *Result) error {
 	}
 	for attempt := 1; attempt <= s.maxAttempts; attempt++ {
 		res.Attempts = attempt
-		next, skipped, changed, err := apply(snap.state.Value, r.Changes)
+		next, skipped, changed, err := r.next(snap.state.Value)
 		if err != nil {
 			return fmt.Errorf("mobile step %q: %w", r.Feature, err)
 		}
@@ -317,7 +319,7 @@ func (s *Step) publish(ctx context.Context, env Environment, feat Feature, r Req
 		return lost("reading it failed: %w", err)
 	}
 	res.Attempts = attempt + 1
-	redo, skipped, _, err := apply(theirs.Value, r.Changes)
+	redo, skipped, _, err := r.next(theirs.Value)
 	if err != nil {
 		return lost("the changes do not apply to its value: %w", err)
 	}

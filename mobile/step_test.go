@@ -600,3 +600,41 @@ func TestStepFailsWhenItCannotLearnWhatItsVersionReplaced(t *testing.T) {
 		t.Fatalf("stored %v, want the step's value written", v)
 	}
 }
+
+// A revert puts back what a step wrote, field by field, as long as each field still holds
+// what the step wrote: a field a person changed since keeps the person's value (reported as
+// skipped), a field the step created is removed, the others go back.
+func TestStepRevertKeepsEditsMadeSince(t *testing.T) {
+	forBoth(t, func(t *testing.T, v2 bool) {
+		srv := newFake(t)
+		addEnv(t, srv, "env", v2)
+		check(t, srv.SetValue("env", "version_state", `{"ios":{"latest_version":"2.3.0"},"android":{"latest_version":"2.3.1"}}`))
+		step := mobile.NewStep(newClient(srv))
+		changes := []mobile.Change{latest("ios", "2.4.0"), latest("android", "2.4.0"), {Path: "ios.min_version", Value: "2.1.0"}}
+		res, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state", Changes: changes})
+		check(t, err)
+		// A person raises android by hand after the run wrote it.
+		check(t, srv.SetValue("env", "version_state", `{"ios":{"latest_version":"2.4.0","min_version":"2.1.0"},"android":{"latest_version":"2.5.0"}}`))
+
+		back, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
+			Revert: &mobile.Revert{Old: res.Old, New: res.New, Paths: []string{"ios.latest_version", "android.latest_version", "ios.min_version"}}})
+		check(t, err)
+		info, err := srv.State("env", "version_state")
+		check(t, err)
+		want := `{"ios":{"latest_version":"2.3.0"},"android":{"latest_version":"2.5.0"}}`
+		if info.Value != want || !back.Changed {
+			t.Errorf("after the revert: %v (changed %v), want %s", info.Value, back.Changed, want)
+		}
+		if len(back.Skipped) != 1 || back.Skipped[0].Path != "android.latest_version" || back.Skipped[0].Current != `"2.5.0"` {
+			t.Errorf("skipped %+v, want android.latest_version kept at the person's 2.5.0", back.Skipped)
+		}
+		// Reverting again finds nothing of the step's left: no write.
+		writes := len(srv.Writes())
+		again, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
+			Revert: &mobile.Revert{Old: res.Old, New: res.New, Paths: []string{"ios.latest_version", "android.latest_version", "ios.min_version"}}})
+		check(t, err)
+		if again.Changed || len(srv.Writes()) != writes {
+			t.Errorf("a second revert wrote again: %+v", again)
+		}
+	})
+}
