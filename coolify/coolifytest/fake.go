@@ -328,6 +328,7 @@ type app struct {
 	createdAt, updatedAt time.Time
 	unhealthy            bool
 	outcome              Outcome
+	next                 []Outcome  // outcomes of the next deployments, one each (SetDeployOutcomes)
 	history              []statusAt // real status changes, for WithStatusLag
 }
 
@@ -528,7 +529,18 @@ func (f *Fake) SetDeployOutcome(appUUID string, o Outcome) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if a := f.apps[appUUID]; a != nil {
-		a.outcome = o
+		a.outcome, a.next = o, nil
+	}
+}
+
+// SetDeployOutcomes sets how the application's next deployments end, one outcome each in
+// order; the deployments after them end as the last one (a new version's deployment fails,
+// the redeploy of the previous one succeeds: Fail, Succeed).
+func (f *Fake) SetDeployOutcomes(appUUID string, outcomes ...Outcome) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if a := f.apps[appUUID]; a != nil && len(outcomes) > 0 {
+		a.outcome, a.next = outcomes[len(outcomes)-1], outcomes[:len(outcomes)-1]
 	}
 }
 

@@ -113,6 +113,10 @@ func (f *Fake) queueLocked(a *app, force, restartOnly bool, runID, fence string)
 	}
 	now := f.clock.Now()
 	f.nextID++
+	outcome := a.outcome
+	if len(a.next) > 0 {
+		outcome, a.next = a.next[0], a.next[1:]
+	}
 	d := &deployment{
 		Deployment: Deployment{
 			ID: f.nextID, UUID: newUUID(), AppUUID: a.UUID, AppName: a.Name, Status: "queued",
@@ -122,7 +126,7 @@ func (f *Fake) queueLocked(a *app, force, restartOnly bool, runID, fence string)
 		appID:     a.ID,
 		readyAt:   now.Add(f.timing.Queued),
 		runFor:    f.drawRunLocked(),
-		outcome:   a.outcome,
+		outcome:   outcome,
 		updatedAt: now,
 		isAPI:     true,
 	}
