@@ -30,7 +30,8 @@
 //	    health:
 //	      coolify_status: running:healthy   # exact; "running" matches any running:<health>
 //	      http: { url: https://api.example.com/healthz, expect_status: 200, timeout: 30s }
-//	    deploy_timeout: 10m
+//	    deploy_timeout: 10m                 # the wait for one deployment; a stuck one is canceled then
+//	    cancel_timeout: 2m                  # how long a deployment of the run's own that will not end is canceled again
 //	    wave: 0                             # Phase-2 wave (default 0); or after:
 //	  - name: web
 //	    uuid: def456
@@ -48,7 +49,7 @@
 //	  service: { timeout: 30s, max_retries: 2 }
 //	  on_frozen: wait                       # wait (default) | fail
 //	phase2: { parallel: 4 }                 # services of one wave deployed at once (default 1)
-//	on_failure: rollback                    # rollback (default) | halt
+//	on_failure: rollback                    # rollback (default: the whole release, Flagsmith too) | rollback-failed | halt
 //	concurrency: queue                      # queue (default) | supersede
 //	order: build                            # build | created | none; default: build for a numeric build, else none
 //	notify:                                 # default: the daemon's notify block; {targets: []} for none

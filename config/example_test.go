@@ -46,6 +46,6 @@ func ExampleValidate() {
 	// testdata/bad-pipeline.yaml: coolify.token: environment variable COOLIFY_TOKEN is not set
 	// testdata/bad-pipeline.yaml: services[1].uuid: duplicate service UUID "abc123" (also services[0].uuid)
 	// testdata/bad-pipeline.yaml: services[1].env[0].key: "1DB" is not a valid env key (Coolify rule ^[A-Za-z_][A-Za-z0-9_.]*$, at most 255 characters)
-	// testdata/bad-pipeline.yaml: services[1].timeout: unknown field (known here: after, deploy_timeout, env, health, image_tag, kind, name, uuid, wave)
+	// testdata/bad-pipeline.yaml: services[1].timeout: unknown field (known here: after, cancel_timeout, deploy_timeout, env, health, image_tag, kind, name, uuid, wave)
 	// testdata/bad-pipeline.yaml: locks.ttl: invalid duration (write a number with a unit, e.g. 30s or 10m)
 }

@@ -29,7 +29,7 @@ type Pipeline struct {
 	Locks    LockPolicy              `koanf:"locks"`
 	// Phase2 says how many services of one wave Phase 2 deploys at once (see Waves).
 	Phase2 Phase2Policy `koanf:"phase2"`
-	// OnFailure says what a Phase-2 failure does (default OnFailureRollback).
+	// OnFailure says what a failure after Phase 1 does (default OnFailureRollback).
 	OnFailure OnFailure `koanf:"on_failure"`
 	// Concurrency says how runs of this pipeline queue (default ConcurrencyQueue).
 	Concurrency Concurrency `koanf:"concurrency"`
@@ -102,6 +102,11 @@ type Service struct {
 	// DeployTimeout bounds waiting for one deployment to end (default DefaultDeployTimeout);
 	// a deployment still running then is canceled.
 	DeployTimeout time.Duration `koanf:"deploy_timeout"`
+	// CancelTimeout bounds how long a run goes on canceling a deployment of its own that did
+	// not end (a cancel Coolify refused, or whose answer was lost) before it gives up on it
+	// (default DefaultCancelTimeout): nothing is written to the application meanwhile, and a
+	// deployment still queued or in progress then fails the run, naming it.
+	CancelTimeout time.Duration `koanf:"cancel_timeout"`
 	// Wave is the Phase-2 wave the service deploys in (0 or more, default 0); wave n+1 starts
 	// when every service of wave n is deployed. A loaded pipeline holds the effective wave:
 	// for a service with After, one more than the latest wave After names, unless the file
@@ -115,6 +120,9 @@ type Service struct {
 
 // DefaultDeployTimeout is Service.DeployTimeout when the file names none.
 const DefaultDeployTimeout = 10 * time.Minute
+
+// DefaultCancelTimeout is Service.CancelTimeout when the file names none.
+const DefaultCancelTimeout = 2 * time.Minute
 
 // EnvVar is one environment variable to sync. Exactly one of Value and Secret is set (an
 // explicitly empty value: `value: ""`).
@@ -260,14 +268,22 @@ func DefaultBackoff() []time.Duration {
 	return []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
 }
 
-// OnFailure says what a Phase-2 failure does.
+// OnFailure says what a failure after Phase 1 (in Phase 2, or in a mobile step after it)
+// does. A failure in Phase 1 always restores what Phase 1 wrote.
 type OnFailure string
 
 // Failure policies.
 const (
-	// OnFailureRollback restores the Phase-1 snapshot of every service this run changed but did
-	// not deploy successfully, and redeploys the failed one on its previous tag.
+	// OnFailureRollback returns the whole release: every service this run changed goes back
+	// to what it had before the run, in reverse wave order (deployed and failed services are
+	// restored and their previous config redeployed; services synced but not deployed are
+	// restored), and the Flagsmith keys the run changed are put back (those a person changed
+	// since are kept). No mixed release.
 	OnFailureRollback OnFailure = "rollback"
+	// OnFailureRollbackFailed restores and redeploys only the failed services, and restores
+	// the services synced but not deployed; the services this run deployed keep its config,
+	// and Flagsmith is left as it is (a mixed release, asked for by name).
+	OnFailureRollbackFailed OnFailure = "rollback-failed"
 	// OnFailureHalt stops and leaves everything as it is, with a report.
 	OnFailureHalt OnFailure = "halt"
 )

@@ -85,7 +85,7 @@ func TestLoadPipelineProblems(t *testing.T) {
 		{"bad duration", minimal + "locks: { ttl: 10 minutes }\n", nil, "locks.ttl", "invalid duration"},
 		{"duration without unit", minimal + "locks: { phase: { timeout: 30 } }\n", nil, "locks.phase.timeout", "needs a unit"},
 		{"negative duration", strings.Replace(minimal, "uuid: abc123", "uuid: abc123\n    deploy_timeout: -1m", 1), nil, "services[0].deploy_timeout", "positive"},
-		{"bad on_failure", minimal + "on_failure: retry\n", nil, "on_failure", `"retry" is not one of: rollback, halt`},
+		{"bad on_failure", minimal + "on_failure: retry\n", nil, "on_failure", `"retry" is not one of: rollback, rollback-failed, halt`},
 		{"bad concurrency", minimal + "concurrency: parallel\n", nil, "concurrency", "not one of"},
 		{"bad order", minimal + "order: newest\n", nil, "order", `"newest" is not one of: build, created, none`},
 		{"bad kind", strings.Replace(minimal, "uuid: abc123", "uuid: abc123\n    kind: database", 1), nil, "services[0].kind", "not one of"},

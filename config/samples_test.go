@@ -114,7 +114,7 @@ func TestValidateReportsLines(t *testing.T) {
 	ps := Validate(testEnv(), bad, daemon, filepath.Join(dir, "missing.yaml"))
 	lines := ps.Lines()
 	want := []string{
-		bad + `: on_failure: "never" is not one of: rollback, halt`,
+		bad + `: on_failure: "never" is not one of: rollback, rollback-failed, halt`,
 		daemon + `: webhooks.generic.rules[0].pipeline: no pipeline "ghost" in ` + filepath.Join(dir, "pipes"),
 		filepath.Join(dir, "missing.yaml") + ": no such file or directory",
 	}
@@ -145,7 +145,7 @@ func TestValidateDirectoryClassifiesEachFile(t *testing.T) {
 	got := Validate(testEnv(), dir).Lines()
 	want := []string{
 		filepath.Join(dir, "good.yaml") + `: name: pipeline "good" is already defined in ` + filepath.Join(dir, "again.yml"),
-		bad + `: on_failure: "never" is not one of: rollback, halt`,
+		bad + `: on_failure: "never" is not one of: rollback, rollback-failed, halt`,
 		daemon + `: connections.per_client: must be between 1 and connections.max (1024)`,
 	}
 	slices.Sort(got)
@@ -177,7 +177,7 @@ func TestValidateReportsEachProblemOnce(t *testing.T) {
 	bad := write(t, dir, "bad.yaml", minimal+"on_failure: never\n")
 	got := Validate(testEnv(), dir, daemon).Lines()
 	want := []string{
-		bad + `: on_failure: "never" is not one of: rollback, halt`,
+		bad + `: on_failure: "never" is not one of: rollback, rollback-failed, halt`,
 		daemon + `: is a daemon config (its top-level keys are the daemon's), not a pipeline: keep it out of the pipelines directory and give it to serve with --config`,
 	}
 	if !slices.Equal(got, want) {

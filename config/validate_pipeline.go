@@ -167,6 +167,9 @@ func applyPipelineDefaults(p *Pipeline, fromEnv map[string]bool) {
 		if s.DeployTimeout == 0 {
 			s.DeployTimeout = DefaultDeployTimeout
 		}
+		if s.CancelTimeout == 0 {
+			s.CancelTimeout = DefaultCancelTimeout
+		}
 		if h := s.Health.HTTP; h != nil {
 			if h.ExpectStatus == 0 {
 				h.ExpectStatus = 200
@@ -283,7 +286,7 @@ func (v *validator) pipeline(p *Pipeline) {
 
 	v.waves(p)
 	v.locks("locks", &p.Locks)
-	oneOf(v, "on_failure", p.OnFailure, OnFailureRollback, OnFailureHalt)
+	oneOf(v, "on_failure", p.OnFailure, OnFailureRollback, OnFailureRollbackFailed, OnFailureHalt)
 	oneOf(v, "concurrency", p.Concurrency, ConcurrencyQueue, ConcurrencySupersede)
 	if p.Order != "" {
 		oneOf(v, "order", p.Order, OrderBuild, OrderCreated, OrderNone)
@@ -363,6 +366,7 @@ func (v *validator) service(field string, s *Service, sources map[string]SecretS
 	}
 	v.health(field+".health", &s.Health)
 	v.positive(field+".deploy_timeout", s.DeployTimeout)
+	v.positive(field+".cancel_timeout", s.CancelTimeout)
 }
 
 // imageTagTemplate checks an image tag that may still hold trigger references: the literal

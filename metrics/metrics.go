@@ -1,6 +1,6 @@
 // Package metrics is the daemon's Prometheus registry and the hooks that feed it. One
 // Metrics is built in cmd/orchestrator and handed to everyone who reports: the engine
-// (RunEnded, RunTakenOver, PhaseDone, StepDone: phases.Observer), the Locker (Acquired, Released,
+// (RunEnded, RunTakenOver, DeploymentStillBuilding, PhaseDone, StepDone: phases.Observer), the Locker (Acquired, Released,
 // ForceReleased: locks.Observer), the outside-API clients (OutsideRequest, the shape of
 // coolify.MetricsFunc and outbound.MetricsFunc), the notifier (Notification) and the HTTP
 // server (HTTPRequest, Webhook), which also serves the registry at /metrics (Handler).
@@ -30,6 +30,7 @@ type Metrics struct {
 
 	runs          *prometheus.CounterVec
 	takenOver     *prometheus.CounterVec
+	stillBuilding *prometheus.CounterVec
 	phaseDuration *prometheus.HistogramVec
 	stepDuration  *prometheus.HistogramVec
 	lockWait      *prometheus.HistogramVec
@@ -65,6 +66,10 @@ func New() *Metrics {
 			Name: "orchestrator_runs_taken_over_total",
 			Help: `Runs of this daemon that were taken over, by pipeline and by whom: "other" (another daemon, after this one lost its liveness lease or stopped) or "self" (this daemon, once it held its liveness lease again, after stopping the run).`,
 		}, []string{"pipeline", "by"}),
+		stillBuilding: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_deployments_still_building_total",
+			Help: "Deployments a run left queued or in progress in Coolify because they did not end when canceled for the service's cancel_timeout, by pipeline (the run failed naming each).",
+		}, []string{"pipeline"}),
 		phaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "orchestrator_phase_duration_seconds",
 			Help:    "Time a run spent in a phase (phase1, phase2, mobile), by pipeline.",
@@ -123,7 +128,7 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.runs, m.takenOver, m.phaseDuration, m.stepDuration,
+		m.runs, m.takenOver, m.stillBuilding, m.phaseDuration, m.stepDuration,
 		m.lockWait, m.lockHold, m.lockLost, m.lockForced,
 		m.outside, m.outsideDur, m.httpRequests, m.httpDuration, m.webhooks,
 		m.notifications,
@@ -157,6 +162,14 @@ func (m *Metrics) RunTakenOver(pipeline string, self bool) {
 		by = "self"
 	}
 	m.takenOver.WithLabelValues(pipeline, by).Inc()
+}
+
+// DeploymentStillBuilding counts a deployment a run left building after canceling it in vain.
+func (m *Metrics) DeploymentStillBuilding(pipeline string) {
+	if m == nil {
+		return
+	}
+	m.stillBuilding.WithLabelValues(pipeline).Inc()
 }
 
 // PhaseDone records how long a run spent in a phase.

@@ -94,7 +94,19 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 			Data: map[string]string{"deployment_uuid": depUUID}})
 
 	if err := x.waitDeployed(ctx, s, depUUID, seen); err != nil {
-		x.cancelOrphan(ctx, s, depUUID)
+		if ctx.Err() != nil {
+			x.cancelOrphan(ctx, s, depUUID)
+			return "", err
+		}
+		// A deployment that failed or was canceled has ended; any other failure of the wait
+		// (a stuck deployment whose cancel was refused, reads that kept failing) may leave
+		// it building: it is canceled until Coolify shows it ended before anything more is
+		// written to the application, by this run's rollback or the next run.
+		if s.Kind != config.KindService && !errors.Is(err, coolify.ErrDeploymentFailed) && !errors.Is(err, coolify.ErrDeploymentCancelled) {
+			if eerr := x.endOwnDeployment(ctx, s, depUUID); eerr != nil {
+				return "", x.stillBuilding(st, lease, err, eerr)
+			}
+		}
 		return "", err
 	}
 	deployed := withStep(runs.Phase2, s.Name, func(step *runs.Step) { step.Status = runs.StepDeployed })
@@ -115,6 +127,27 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 		step.Status, step.EndedAt = runs.StepHealthy, time.Now().UTC()
 	}, runs.Event{Type: runs.EventHealthOK, Phase: runs.Phase2, Service: s.Name, Fence: lease.Fence()})
 	return runs.StepHealthy, nil
+}
+
+// stillBuilding records that the run leaves the service with a deployment of its own that
+// would not end (eerr, a *StillBuildingError, or ctx's error): the service's state is unknown
+// (compensation leaves it alone), and the release of its lock that follows is made loud: an
+// event, an error log, the metric; the run's failure, and so its notification, names the
+// deployment. It returns the step's error: the wait's, then why nothing more was written.
+func (x *execution) stillBuilding(st *svcState, lease *locks.Lease, waitErr, eerr error) error {
+	var sb *StillBuildingError
+	if !errors.As(eerr, &sb) {
+		return fmt.Errorf("%w; whether its deployment ended is unknown: %w", waitErr, eerr)
+	}
+	st.stillBuilding = sb
+	x.log.LogAttrs(context.Background(), slog.LevelError, "deployment left building; service lock released with it",
+		slog.String(logService, st.svc.Name), slog.String("deployment_uuid", sb.Deployment), slog.String(logLockKey, lease.Key()))
+	x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventDeployStillRunning, Phase: runs.Phase2, Service: st.svc.Name,
+		LockKey: lease.Key(), Fence: lease.Fence(), Message: sb.Error(), Data: map[string]string{"deployment_uuid": sb.Deployment}})
+	if o := x.e.d.Observer; o != nil {
+		o.DeploymentStillBuilding(x.run.Pipeline)
+	}
+	return fmt.Errorf("%w; %w", waitErr, sb)
 }
 
 // cancelOrphan cancels this run's deployment when the wait for it stopped because the run's
@@ -234,7 +267,8 @@ func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Pha
 		}
 		// Stored before the request: a daemon that dies before the deployment is recorded
 		// leaves its takeover a trace of it (the guard above left no other running).
-		x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = time.Now().UTC() })
+		stamp := time.Now().UTC()
+		x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = stamp })
 		requested = true
 		res, err := x.cl.Deploy(ctx, s.UUID, false)
 		if errors.Is(err, coolify.ErrDeployDeduplicated) {
@@ -242,22 +276,24 @@ func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Pha
 			continue
 		}
 		if errors.Is(err, outbound.ErrOutcomeUnknown) {
-			// Sent, answer lost: read whether it was queued instead of deploying on a guess.
-			// The guard above left no other deployment running, so one running now is this
-			// request's (the newest, should a person have started another meanwhile).
-			active, aerr := x.cl.ActiveDeployments(ctx, s.UUID)
+			// Sent, answer lost: read what it did before anything else, instead of deploying
+			// again on a guess or giving up while its deployment may build unseen.
+			d, found, rerr := x.requestedDeployment(ctx, s, stamp)
 			switch {
-			case aerr != nil:
+			case rerr != nil:
 				unknown = true
-				return "", nil, fmt.Errorf("%w; reading its deployments to learn whether it was queued failed too: %w", err, aerr)
-			case len(active) == 0:
-				return "", nil, fmt.Errorf("%w; no deployment of it is queued or running", err)
+				return "", nil, fmt.Errorf("%w; reading its deployments to learn whether it was queued failed too: %w", err, rerr)
+			case !found:
+				// Nothing was queued: ask again (the loop's bound counts it).
+				x.log.LogAttrs(ctx, slog.LevelInfo, "deploy answer lost and nothing queued; deploying again",
+					slog.String(logService, s.Name))
+				last = fmt.Errorf("%w; no deployment of it was queued", err)
+				continue
 			}
-			d := active[len(active)-1]
 			x.log.LogAttrs(ctx, slog.LevelInfo, "deploy answer lost; found its deployment by reading",
 				slog.String(logService, s.Name), slog.String("deployment_uuid", d.UUID))
 			x.noteStarted(d.UUID)
-			return d.UUID, nil, nil
+			return d.UUID, d, nil
 		}
 		if err != nil && (res == nil || res.DeploymentUUID == "") {
 			return "", nil, err
@@ -271,7 +307,55 @@ func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Pha
 		x.noteStarted(res.DeploymentUUID)
 		return res.DeploymentUUID, res.Deployment, nil
 	}
-	return "", nil, fmt.Errorf("deploy dropped %d times by Coolify's dedup: %w", maxDeployTries, last)
+	return "", nil, fmt.Errorf("deploy not queued after %d tries: %w", maxDeployTries, last)
+}
+
+// Reads of a deploy request whose answer was lost: up to lostAnswerReads tries, the first
+// right away, then after lostAnswerPause, doubled each time.
+const (
+	lostAnswerReads = 4
+	lostAnswerPause = 250 * time.Millisecond
+)
+
+// requestedDeployment learns what a deploy request stamped requested, whose answer was
+// lost, did: the deployment it queued (queued or running now: the newest, since the guard
+// left none running before the request; or ended already: endedSince), and whether it found
+// one. Failed reads are tried again a few times: a run must not give up while the
+// deployment its request started builds unseen. A deployment it returns that has ended is
+// returned as read.
+func (x *execution) requestedDeployment(ctx context.Context, s config.Service, requested time.Time) (*coolify.Deployment, bool, error) {
+	pause := lostAnswerPause
+	var err error
+	for try := range lostAnswerReads {
+		if try > 0 {
+			t := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, false, ctx.Err()
+			case <-t.C:
+			}
+			pause *= 2
+		}
+		var active []coolify.Deployment
+		if active, err = x.cl.ActiveDeployments(ctx, s.UUID); err != nil {
+			continue
+		}
+		if len(active) > 0 {
+			d := active[len(active)-1]
+			return &d, true, nil
+		}
+		var d coolify.Deployment
+		var found bool
+		if d, found, err = endedSince(ctx, x.cl, s.UUID, requested); err != nil {
+			continue
+		}
+		if !found {
+			return nil, false, nil
+		}
+		return &d, true, nil
+	}
+	return nil, false, err
 }
 
 // waitDeployed waits for the deployment to end (canceling it past the service's deploy

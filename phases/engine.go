@@ -62,6 +62,9 @@ type Observer interface {
 	// RunTakenOver counts a run of this daemon that was taken over: by another daemon, or
 	// (self) by this one after it lost its liveness lease and stopped the run.
 	RunTakenOver(pipeline string, self bool)
+	// DeploymentStillBuilding counts a deployment a run left queued or in progress in
+	// Coolify because it would not end when canceled (the run failed naming it).
+	DeploymentStillBuilding(pipeline string)
 }
 
 // Deps are the engine's collaborators. Store, Marks, Locker, Pipelines and Coolify are

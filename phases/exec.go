@@ -92,7 +92,10 @@ type execution struct {
 	started  map[string]bool // deployment UUIDs this run started
 
 	services []*svcState
-	done     chan struct{}
+	// mobileDone are the mobile steps that wrote, in order (a whole-release rollback puts
+	// them back, the last first).
+	mobileDone []mobileDone
+	done       chan struct{}
 
 	// pendMu guards pending: records written with the run's next store write (updateLater).
 	pendMu  sync.Mutex
@@ -116,6 +119,13 @@ type svcState struct {
 	stale      string    // the guard left it: a newer build is on it (the note says which)
 	before     runs.Mark // its mark when Phase 1 took its lock (zero if none): the build a restore puts back
 	failed     bool      // its Phase-2 step failed
+	// stillBuilding: a deployment of the run's own would not end (StillBuildingError); the
+	// service's state is unknown, and nothing more is written to it.
+	stillBuilding *StillBuildingError
+	// restored and redeployed say what a compensation did (restore); restoreErr why it
+	// stopped short.
+	restored, redeployed bool
+	restoreErr           error
 	// beforeOwn is this run's pipeline's mark on it when Phase 1 took its lock (nil if none):
 	// what a restore puts back as the pipeline's.
 	beforeOwn *runs.Mark
@@ -327,24 +337,22 @@ func (x *execution) runPipeline() (runs.Status, string) {
 		return x.outcome(err, "before phase 1")
 	}
 	if err := x.mobileSteps(config.WhenBeforePhase1); err != nil {
+		x.compensate(runs.Phase1, x.compensationFor(x.stoppedBy(err)))
 		return x.outcome(err, "mobile step")
 	}
 	if err := x.phase1(); err != nil {
-		x.compensate(runs.Phase1, true)
+		x.compensate(runs.Phase1, x.compensationFor(x.stoppedBy(err)))
 		return x.outcome(err, "phase 1")
 	}
 	if len(x.services) > 0 && len(x.staleServices()) == len(x.services) {
 		return x.allStaleOutcome() // every service turned out stale under its lock: nothing written
 	}
 	if err := x.phase2(); err != nil {
-		rollback := x.p.OnFailure != config.OnFailureHalt
-		if stop := x.stopping(); stop != nil && errors.Is(err, stop) {
-			rollback = true // a canceled or stopped run compensates whatever the policy
-		}
-		x.compensate(runs.Phase2, rollback)
+		x.compensate(runs.Phase2, x.compensationFor(x.stoppedBy(err)))
 		return x.outcome(err, "phase 2")
 	}
 	if err := x.mobileSteps(config.WhenAfterPhase2); err != nil {
+		x.compensate(runs.Phase2, x.compensationFor(x.stoppedBy(err)))
 		return x.outcome(err, "mobile step")
 	}
 	var superseded []string
@@ -361,6 +369,12 @@ func (x *execution) runPipeline() (runs.Status, string) {
 		why = append(why, fmt.Sprintf("stale, left alone (a newer build is on them): %s", strings.Join(stale, ", ")))
 	}
 	return runs.StatusSucceeded, strings.Join(why, "; ")
+}
+
+// stoppedBy reports whether err is the run's stop request (cancel, shutdown) taking effect.
+func (x *execution) stoppedBy(err error) bool {
+	stop := x.stopping()
+	return stop != nil && errors.Is(err, stop)
 }
 
 // allStaleOutcome is the end of a run whose every service is stale: superseded, naming
@@ -399,9 +413,16 @@ func (x *execution) finish(ctx context.Context, status runs.Status, reason strin
 	defer cancel()
 	now := time.Now().UTC()
 	pending, evs := x.withPending(nil, []runs.Event{{Type: runs.EndEvent(status), Message: reason}})
+	var left []runs.Left
+	if status != runs.StatusSucceeded {
+		left = x.leftReport()
+	}
 	end := func(r *runs.Run) error {
 		pending(r)
 		r.Status, r.Reason, r.EndedAt, r.HeldLocks = status, reason, now, nil
+		if left != nil {
+			r.Left = left
+		}
 		for i := range r.Steps {
 			if !r.Steps[i].Status.Done() {
 				r.Steps[i].Status = runs.StepSkipped

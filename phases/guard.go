@@ -20,6 +20,89 @@ import (
 // write.
 var ErrDeploymentInProgress = errors.New("another deployment of the application is in progress")
 
+// ErrStillBuilding: a deployment of the run's own is still queued or in progress after the
+// run canceled it again and again for the service's cancel_timeout (Coolify refused the
+// cancels, or their answers were lost). Nothing more is written to the application: Coolify
+// reads its env vars and image tag while it builds. A *StillBuildingError says which.
+var ErrStillBuilding = errors.New("a deployment of the run's own is still building")
+
+// StillBuildingError names the deployment that would not end, and what was last seen of it.
+type StillBuildingError struct {
+	Service, AppUUID, Deployment string
+	Status                       coolify.DeploymentStatus // as last read ("" when it could not be read)
+	Cancels                      int                      // cancels sent
+	For                          time.Duration
+	Last                         error // the last cancel's or read's failure
+}
+
+func (e *StillBuildingError) Error() string {
+	status := string(e.Status)
+	if status == "" {
+		status = "queued or in progress, as far as it could be read"
+	}
+	msg := fmt.Sprintf("deployment %s of %s (%s) is still %s in Coolify after %d cancel(s) over %s", e.Deployment, e.Service, e.AppUUID,
+		status, e.Cancels, e.For.Round(time.Second))
+	if e.Last != nil {
+		msg += " (last: " + firstLine(e.Last.Error()) + ")"
+	}
+	return msg + "; nothing more was written to " + e.Service + " after it, and its state is unknown: cancel the deployment in Coolify (or let it end), then run again"
+}
+
+// Is makes errors.Is(err, ErrStillBuilding) true.
+func (e *StillBuildingError) Is(target error) bool { return target == ErrStillBuilding }
+
+// Pauses between two looks at a deployment of the run's own that did not end when canceled:
+// the first, doubled after each look up to the last.
+const (
+	endOwnFirst = time.Second
+	endOwnMax   = 10 * time.Second
+)
+
+// endOwnDeployment makes sure that dep, a deployment of this run's own, has ended before
+// anything more is written to the application: while Coolify shows it queued or in
+// progress, it is canceled and read again, with backoff, for up to the service's
+// cancel_timeout. A cancel that answered 200 counts only once a read shows the deployment
+// ended (a cancel can fail, or its answer can be lost, with the deployment going on). It
+// returns nil once the deployment has ended (or Coolify no longer knows it), a
+// *StillBuildingError when it never did, or ctx's error.
+func (x *execution) endOwnDeployment(ctx context.Context, s config.Service, dep string) error {
+	start := time.Now()
+	pause := min(endOwnFirst, s.CancelTimeout)
+	serr := &StillBuildingError{Service: s.Name, AppUUID: s.UUID, Deployment: dep}
+	for {
+		d, err := x.cl.GetDeployment(ctx, dep)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, coolify.ErrNotFound):
+			return nil // gone: it builds nothing
+		case err != nil:
+			serr.Last = err
+		case d.Status.Terminal():
+			return nil
+		default:
+			serr.Status = d.Status
+			serr.Cancels++
+			// 400: it ended between the read and the cancel; the next read says so.
+			if cerr := x.cl.CancelDeployment(ctx, dep); cerr != nil && !errors.Is(cerr, coolify.ErrBadRequest) {
+				serr.Last = cerr
+			}
+		}
+		serr.For = time.Since(start)
+		if serr.For >= s.CancelTimeout {
+			return serr
+		}
+		t := time.NewTimer(min(pause, s.CancelTimeout-serr.For))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, endOwnMax)
+	}
+}
+
 // guardRounds bounds how often clearDeployments looks again after waiting or canceling.
 const guardRounds = 3
 
@@ -34,10 +117,12 @@ const guardRounds = 3
 //     deploy_timeout; one still running then is canceled.
 //
 // Every cancel is recorded as a deploy.canceled event of this run and a cancel_deployment
-// audit entry. With ownToo, deployments this run started are waited for too (a deploy would
-// be dropped by Coolify's dedup while one runs). Coolify services have no deployments to
-// list: nothing to do.
-func (x *execution) clearDeployments(ctx context.Context, s config.Service, phase runs.Phase, ownToo bool) error {
+// audit entry. The run's own deployments stand in the way too: before a deploy (forDeploy)
+// they are waited for (a deploy would be dropped by Coolify's dedup while one runs); before a
+// write they are canceled and seen to end (endOwnDeployment: Coolify reads the env vars and
+// the tag while it builds, so a write must not leak into a build the run meant to stop).
+// Coolify services have no deployments to list: nothing to do.
+func (x *execution) clearDeployments(ctx context.Context, s config.Service, phase runs.Phase, forDeploy bool) error {
 	if s.Kind == config.KindService {
 		return nil
 	}
@@ -46,17 +131,16 @@ func (x *execution) clearDeployments(ctx context.Context, s config.Service, phas
 		if err != nil {
 			return fmt.Errorf("check for deployments in progress: %w", err)
 		}
-		var foreign []coolify.Deployment
-		for _, d := range active {
-			if ownToo || !x.startedDeployment(d.UUID) {
-				foreign = append(foreign, d)
-			}
-		}
-		if len(foreign) == 0 {
+		if len(active) == 0 {
 			return nil
 		}
-		for _, d := range foreign {
-			if err := x.settle(ctx, s, phase, d); err != nil {
+		for _, d := range active {
+			if !forDeploy && x.startedDeployment(d.UUID) {
+				err = x.endOwnDeployment(ctx, s, d.UUID)
+			} else {
+				err = x.settle(ctx, s, phase, d)
+			}
+			if err != nil {
 				return err
 			}
 		}

@@ -80,6 +80,11 @@ func (x *execution) mobileStep(m config.MobileStep) error {
 		return fmt.Errorf("mobile %s: %w", m.Name, err)
 	}
 	var fields []string
+	defer func() {
+		if res.Changed {
+			x.mobileDone = append(x.mobileDone, mobileDone{step: m, res: res, paths: fields})
+		}
+	}()
 	if res.Changed {
 		skipped := map[string]bool{}
 		for _, s := range res.Skipped {
@@ -102,5 +107,66 @@ func (x *execution) mobileStep(m config.MobileStep) error {
 		s.Status, s.EndedAt, s.Fence, s.Changes = runs.StepUpdated, time.Now().UTC(), res.Fence, runs.Changes{Fields: fields}
 	}, runs.Event{Type: runs.EventMobileUpdated, Phase: runs.PhaseMobile, Service: m.Name, LockKey: res.LockKey, Fence: res.Fence, Message: msg})
 	x.stepDone(runs.PhaseMobile, runs.StepUpdated, start)
+	return nil
+}
+
+// mobileDone is a mobile step this run wrote: what a whole-release rollback puts back.
+type mobileDone struct {
+	step  config.MobileStep
+	res   mobile.Result
+	paths []string // the fields it changed ("" for the whole value)
+}
+
+// revertMobile puts back, the last first, what the run's mobile steps wrote to Flagsmith,
+// each under its feature's lock like the step itself: every field still holding what the
+// step wrote goes back to what it was before; a field changed since (a person's edit, another
+// run's) is kept, and the event says so. A revert that fails is recorded on the step.
+func (x *execution) revertMobile() {
+	for i := len(x.mobileDone) - 1; i >= 0; i-- {
+		d := x.mobileDone[i]
+		m := d.step
+		err := x.revertMobileStep(d)
+		if err != nil {
+			x.setStep(runs.PhaseMobile, m.Name, func(s *runs.Step) { s.Error = joinNote(s.Error, "NOT reverted: "+err.Error()) },
+				runs.Event{Type: runs.EventServiceFailed, Phase: runs.PhaseMobile, Service: m.Name, Message: "revert failed: " + err.Error()})
+		}
+	}
+}
+
+func (x *execution) revertMobileStep(d mobileDone) error {
+	m := d.step
+	client, err := x.e.flagsmithFor(m.Flagsmith)
+	if err != nil {
+		return err
+	}
+	lease, err := x.acquire(x.ctx, m.LockKey(), runs.PhaseMobile, m.Name, false, nil)
+	if err != nil {
+		return err
+	}
+	lctx, cancel := lease.Context(x.ctx)
+	res, err := mobile.NewStep(client, mobile.WithStepLogger(x.log)).Run(lctx, mobile.Request{
+		Environment: m.Flagsmith.Environment, Feature: m.Feature, RunID: x.run.ID, Fence: lease.Fence(),
+		Revert: &mobile.Revert{Old: d.res.Old, New: d.res.New, Paths: d.paths},
+	})
+	err = leaseErr(lease, lctx, err)
+	cancel()
+	_ = x.release(lease, runs.PhaseMobile, m.Name, false)
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("%s put back as it was before the run", m.Feature)
+	if !res.Changed {
+		msg = m.Feature + ": nothing of this run's left to put back"
+	}
+	if len(res.Skipped) > 0 {
+		kept := make([]string, len(res.Skipped))
+		for i, s := range res.Skipped {
+			kept[i] = s.Path
+		}
+		msg += fmt.Sprintf("; kept, as changed since the run wrote them: %v", kept)
+	}
+	now := time.Now().UTC()
+	x.setStep(runs.PhaseMobile, m.Name, func(s *runs.Step) { s.Status, s.RestoredAt = runs.StepRestored, now },
+		runs.Event{Type: runs.EventMobileReverted, Phase: runs.PhaseMobile, Service: m.Name, LockKey: lease.Key(), Fence: lease.Fence(), Message: msg})
 	return nil
 }

@@ -24,6 +24,7 @@ type takeovers struct {
 func (*takeovers) RunEnded(string, runs.Status)                                {}
 func (*takeovers) PhaseDone(string, runs.Phase, time.Duration)                 {}
 func (*takeovers) StepDone(string, runs.Phase, runs.StepStatus, time.Duration) {}
+func (*takeovers) DeploymentStillBuilding(string)                              {}
 func (o *takeovers) RunTakenOver(_ string, self bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

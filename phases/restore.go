@@ -8,40 +8,104 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
+// compensation is what compensate puts back after a failure.
+type compensation int
+
+const (
+	// compensateNothing leaves everything as it is (on_failure: halt).
+	compensateNothing compensation = iota
+	// compensateFailed restores and redeploys the failed services and restores those synced
+	// but not deployed (on_failure: rollback-failed; and a stopped run under halt).
+	compensateFailed
+	// compensateRelease returns the whole release: every service the run changed, deployed
+	// or not, and the Flagsmith keys it changed (on_failure: rollback).
+	compensateRelease
+)
+
+// compensationFor is what a failure after Phase 1 puts back under the pipeline's
+// on_failure; a stopped (canceled, shut down) run puts back at least what rollback-failed
+// does, whatever the policy.
+func (x *execution) compensationFor(stopped bool) compensation {
+	c := compensateRelease
+	switch x.p.OnFailure {
+	case config.OnFailureRollbackFailed:
+		c = compensateFailed
+	case config.OnFailureHalt:
+		c = compensateNothing
+	}
+	if stopped {
+		c = max(c, compensateFailed)
+	}
+	return c
+}
+
 // compensate puts back what the run changed after a failure.
 //
-// After a Phase-1 failure every service the run wrote is restored from its snapshot. After a
-// Phase-2 failure with rollback, each failed service (more than one when several of a wave
-// deployed at once) is restored and redeployed on its previous config, and services synced
-// but not yet deployed are restored (they never ran this run's config, so they need no
-// deploy). With halt nothing is touched: the run's report says which services carry this
-// run's config without having been deployed. A service to which nothing was written (every
-// write refused before it was applied) needs no restore.
-func (x *execution) compensate(phase runs.Phase, rollback bool) {
+// After a Phase-1 failure every service the run wrote is restored from its snapshot (none
+// was deployed). After a later failure (Phase 2, or a mobile step after it), c says what:
+// the whole release goes back, the last wave first (deployed and failed services restored
+// and their previous config redeployed, services synced but not deployed restored, then the
+// Flagsmith keys the run changed); or only the failed services (restored and redeployed) and
+// those synced but not deployed; or nothing, in which case the report says which services
+// carry this run's config without having been deployed. A service to which nothing was
+// written (every write refused before it was applied) needs no restore; a service whose
+// deployment would not end (stillBuilding) is left alone: its state is unknown. A run no
+// longer this daemon's puts back nothing: its takeover records what it left.
+func (x *execution) compensate(phase runs.Phase, c compensation) {
 	if x.notOwned() != nil {
-		return // the run is its takeover's now, which records what was left
+		return
 	}
-	for _, st := range x.services {
+	if phase == runs.Phase1 {
+		for _, st := range x.services {
+			if st.snap != nil && st.snap.written() && st.stillBuilding == nil {
+				x.restore(st, runs.Phase1, false)
+			}
+		}
+		if c == compensateRelease {
+			x.revertMobile()
+		}
+		return
+	}
+	for _, st := range x.rollbackOrder() {
 		switch {
-		case st.snap == nil || !st.snap.written() || st.superseded || st.deployed:
+		case st.snap == nil || !st.snap.written() || st.superseded || st.stillBuilding != nil:
 			continue
-		case phase == runs.Phase1:
-			x.restore(st, runs.Phase1, false)
-		case !rollback:
-			if !st.failed {
+		case c == compensateNothing:
+			if !st.failed && !st.deployed {
 				x.setStep(runs.Phase2, st.svc.Name, func(step *runs.Step) {
 					step.Status, step.Error = runs.StepSkipped, "not deployed (on_failure: halt); the service carries this run's synced config"
 				})
 			}
+		case st.deployed && c == compensateRelease:
+			x.restore(st, runs.Phase2, true)
+		case st.deployed:
+			// rollback-failed keeps what deployed.
 		default:
 			x.restore(st, runs.Phase2, st.failed)
 		}
 	}
+	if c == compensateRelease {
+		x.revertMobile()
+	}
+}
+
+// rollbackOrder is the run's services in the order a rollback goes through them: the last
+// wave first, and within a wave the reverse of the file's order.
+func (x *execution) rollbackOrder() []*svcState {
+	var out []*svcState
+	waves := x.p.Waves()
+	for w := len(waves) - 1; w >= 0; w-- {
+		for i := len(waves[w]) - 1; i >= 0; i-- {
+			out = append(out, x.services[waves[w][i]])
+		}
+	}
+	return out
 }
 
 // restore puts one service back to its Phase-1 snapshot under its lock, unless a newer run
@@ -71,6 +135,7 @@ func (x *execution) restore(st *svcState, phase runs.Phase, redeploy bool) {
 		x.restoreFailed(phase, st, res, err)
 		return
 	}
+	st.restored, st.redeployed = res.restored, res.redeployed
 	now := time.Now().UTC()
 	x.setStep(runs.Phase1, s.Name, func(sp *runs.Step) {
 		if res.restored {
@@ -140,6 +205,7 @@ func (x *execution) restoreFailed(phase runs.Phase, st *svcState, res restoreRes
 			left = append(left, fmt.Sprintf("image tag (left at %s)", orNone(st.svc.ImageTag)))
 		}
 	}
+	st.restoreErr = err
 	var msg string
 	switch {
 	case len(left) > 0:
@@ -264,4 +330,53 @@ func (x *execution) deleteCreated(ctx context.Context, ref coolify.ResourceRef, 
 		}
 	}
 	return nil
+}
+
+// leftReport says, per service, what state this run leaves it in (Run.Left), for a run that
+// did not succeed: what it carries and runs, as far as this run knows. Nil when the run
+// changed nothing.
+func (x *execution) leftReport() []runs.Left {
+	var out []runs.Left
+	touched := false
+	for _, st := range x.services {
+		s := st.svc
+		l := runs.Left{Service: s.Name, UUID: s.UUID, State: runs.LeftUntouched}
+		written := st.snap != nil && st.snap.written()
+		prev, next := "its previous config", "this run's config"
+		if s.ImageTag != "" && st.snap != nil && st.snap.tagChanged {
+			prev, next = "tag "+orNone(st.snap.tag), "tag "+s.ImageTag
+		}
+		switch {
+		case st.stillBuilding != nil:
+			l.State, l.Detail = runs.LeftUnknown, fmt.Sprintf("deployment %s may still be building in Coolify: nothing more was written to it; its state is unknown", st.stillBuilding.Deployment)
+		case st.restored && st.redeployed:
+			l.State, l.Detail = runs.LeftRestored, fmt.Sprintf("carries and runs %s again (redeployed)", prev)
+		case st.restored && st.deployed:
+			l.State, l.Detail = runs.LeftRestored, fmt.Sprintf("carries %s again, but still runs %s: the redeploy did not finish", prev, next)
+		case st.restored:
+			l.State, l.Detail = runs.LeftRestored, fmt.Sprintf("carries %s again; it never ran %s", prev, next)
+		case written && st.deployed:
+			l.State, l.Detail = runs.LeftDeployed, fmt.Sprintf("carries and runs %s", next)
+		case written:
+			l.State, l.Detail = runs.LeftSyncedNotDeployed, fmt.Sprintf("carries %s, runs %s", next, prev)
+			if st.failed {
+				l.Detail = fmt.Sprintf("carries %s; its deployment failed, so it still runs %s", next, prev)
+			}
+		case st.deployed:
+			l.State, l.Detail = runs.LeftDeployed, "already carried this run's config; redeployed"
+		case st.stale != "":
+			l.Detail = "stale: " + st.stale
+		}
+		if st.restoreErr != nil && !st.restored {
+			l.Detail += "; NOT restored: " + firstLine(st.restoreErr.Error())
+		}
+		if l.State != runs.LeftUntouched {
+			touched = true
+		}
+		out = append(out, l)
+	}
+	if !touched {
+		return nil
+	}
+	return out
 }

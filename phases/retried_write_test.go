@@ -62,24 +62,53 @@ func TestDeployOfUnknownOutcomeIsFoundByReading(t *testing.T) {
 	}
 }
 
-// The same 500 when Coolify did not queue anything: the engine finds no deployment, does not
-// deploy again on a guess, and the run fails saying the outcome is unknown and what it read.
-func TestDeployOfUnknownOutcomeNotFound(t *testing.T) {
+// The same 500 when Coolify did not queue anything: the engine reads the application's
+// deployments, finds none queued, running or created since its request, and only then asks
+// again; the run succeeds with the one deployment of the second request.
+func TestDeployOfUnknownOutcomeNotQueuedIsAskedAgain(t *testing.T) {
 	h := newHarness(t)
 	h.start(h.onePipeline(uuidAPI, "      - { key: LOG_LEVEL, value: info }\n", false, "on_failure: halt\n"))
 	h.coolify.FailNext(1, coolifytest.Fault{Method: "POST", Route: "/deploy", Status: http.StatusInternalServerError})
 	r := h.wait(h.submit("prod", orchestrator.Trigger{ImageTag: "v2"}))
-	if r.Status != runs.StatusFailed || !strings.Contains(r.Reason, "whether it took effect is unknown") ||
-		!strings.Contains(r.Reason, "no deployment of it is queued or running") {
-		t.Errorf("run %s (%s), want failed saying the outcome is unknown and no deployment was found", r.Status, r.Reason)
+	if r.Status != runs.StatusSucceeded {
+		t.Fatalf("run %s (%s), want succeeded after asking again", r.Status, r.Reason)
 	}
-	if n := len(h.coolify.RequestsTo("POST /deploy")); n != 1 {
-		t.Errorf("POST /deploy sent %d times, want once", n)
+	deploys := h.coolify.RequestsTo("POST /deploy")
+	if len(deploys) != 2 {
+		t.Fatalf("POST /deploy sent %d times, want twice (the second after reading that the first queued nothing)", len(deploys))
 	}
-	// Nothing was queued: the step no longer says a deploy was requested, so a takeover
-	// does not look for its deployment.
-	if at := stepOf(t, r, runs.Phase2, "app").DeployRequestedAt; !at.IsZero() {
-		t.Errorf("step's deploy_requested_at = %s after a deploy found not queued, want it cleared", at)
+	var read bool
+	for _, q := range h.coolify.Requests() {
+		if q.Method == http.MethodGet && strings.HasPrefix(q.Route, "GET /deployments") && q.Start.After(deploys[0].End) && q.Start.Before(deploys[1].Start) {
+			read = true
+		}
+	}
+	if !read {
+		t.Error("the second deploy was sent without reading the application's deployments after the first")
+	}
+	if deps := h.coolify.Deployments(uuidAPI); len(deps) != 1 || stepOf(t, r, runs.Phase2, "app").DeploymentUUID != deps[0].UUID {
+		t.Errorf("%d deployments, step %+v; want one, recorded", len(deps), stepOf(t, r, runs.Phase2, "app"))
+	}
+}
+
+// A deploy whose answer was lost (the connection dropped after Coolify queued it) and whose
+// deployment ended before the engine read: not running any more, it is found among the
+// application's deployments as the one created since the request, and followed to its end.
+// One deployment, not two.
+func TestDeployOfUnknownOutcomeThatEndedIsAdopted(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.onePipeline(uuidAPI, "      - { key: LOG_LEVEL, value: info }\n", false, "on_failure: halt\n"))
+	// The deployment ends before the engine's first read of the active ones: that read is
+	// delayed past the fake's 60 ms deployment.
+	h.coolify.SetRouteLatency("GET", "/deployments/applications/{uuid}", 150*time.Millisecond, 150*time.Millisecond)
+	h.coolify.FailNext(1, coolifytest.Fault{Method: "POST", Route: "/deploy", Status: coolifytest.DropConnection, AfterEffect: true})
+	r := h.wait(h.submit("prod", orchestrator.Trigger{ImageTag: "v2"}))
+	deps := h.coolify.Deployments(uuidAPI)
+	if r.Status != runs.StatusSucceeded || len(deps) != 1 || len(h.coolify.RequestsTo("POST /deploy")) != 1 {
+		t.Fatalf("run %s (%s) with %d deployments from %d deploys; want succeeded, one of each", r.Status, r.Reason, len(deps), len(h.coolify.RequestsTo("POST /deploy")))
+	}
+	if stepOf(t, r, runs.Phase2, "app").DeploymentUUID != deps[0].UUID {
+		t.Errorf("step %+v, want deployment %s recorded", stepOf(t, r, runs.Phase2, "app"), deps[0].UUID)
 	}
 }
 

@@ -421,24 +421,33 @@ func (e *Engine) releaseRunLeases(ctx context.Context, r runs.Run, reason string
 }
 
 // requestedDeployment finds the deployment a dead run's unrecorded deploy request started,
-// once it has ended: the application's newest deployment, if Coolify created it no earlier
-// than the second the request was stamped in (its created_at has whole seconds). The guard
-// had let no other run before the request, and the run held the service's lease since, so a
-// newer deployment is the request's (or one a person started meanwhile, which nothing tells
-// apart). Coolify's clock is compared with the stamp's: behind by a second or more, it finds
-// none (the service reads not deployed); ahead, it may take an earlier deployment, one that
-// ended before the guard's read, for the request's. A failed read is logged and finds none.
+// once it has ended (see endedSince). A failed read is logged and finds none.
 func (e *Engine) requestedDeployment(ctx context.Context, cl Coolify, r runs.Run, s runs.Step) (coolify.Deployment, bool) {
-	_, ds, err := cl.ListDeployments(ctx, s.UUID, 0, 1)
+	d, ok, err := endedSince(ctx, cl, s.UUID, s.DeployRequestedAt)
 	if err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "deployments of a dead run's service not read; its deploy request is reported as not deployed",
 			slog.String(logRunID, r.ID), slog.String(logService, s.Name), slog.String(logError, err.Error()))
-		return coolify.Deployment{}, false
 	}
-	if len(ds) == 0 || ds[0].CreatedAt.Before(s.DeployRequestedAt.Truncate(time.Second)) {
-		return coolify.Deployment{}, false
+	return d, ok
+}
+
+// endedSince finds, among the application's deployments, the one a deploy request stamped
+// requested started, when it is no longer queued or running: the newest deployment, if
+// Coolify created it no earlier than the second the request was stamped in (its created_at
+// has whole seconds). The guard let no other deployment run before the request, and the run
+// held the service's lease since, so a newer deployment is the request's (or one a person
+// started meanwhile, which nothing tells apart). Coolify's clock is compared with the
+// stamp's: behind by a second or more, it finds none; ahead, it may take an earlier
+// deployment, one that ended before the guard's read, for the request's.
+func endedSince(ctx context.Context, cl Coolify, appUUID string, requested time.Time) (coolify.Deployment, bool, error) {
+	_, ds, err := cl.ListDeployments(ctx, appUUID, 0, 1)
+	if err != nil {
+		return coolify.Deployment{}, false, err
 	}
-	return ds[0], true
+	if len(ds) == 0 || ds[0].CreatedAt.Before(requested.Truncate(time.Second)) {
+		return coolify.Deployment{}, false, nil
+	}
+	return ds[0], true, nil
 }
 
 // deployEnd is how a deployment a dead run was waiting for ended.

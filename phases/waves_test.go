@@ -264,6 +264,7 @@ type panicOnDeploy struct{ armed atomic.Bool }
 func (*panicOnDeploy) RunEnded(string, runs.Status)                {}
 func (*panicOnDeploy) PhaseDone(string, runs.Phase, time.Duration) {}
 func (*panicOnDeploy) RunTakenOver(string, bool)                   {}
+func (*panicOnDeploy) DeploymentStillBuilding(string)              {}
 func (o *panicOnDeploy) StepDone(_ string, phase runs.Phase, _ runs.StepStatus, _ time.Duration) {
 	if phase == runs.Phase2 && o.armed.CompareAndSwap(true, false) {
 		panic("observer bug")

@@ -32,9 +32,16 @@ const (
 	// whose daemon died, or one that did not end within the deploy timeout), or by the
 	// daemon that took the run over.
 	EventDeployCanceled EventType = "deploy.canceled"
-	EventHealthOK       EventType = "health.ok"
-	EventHealthFailed   EventType = "health.failed"
-	EventMobileUpdated  EventType = "mobile.updated"
+	// EventDeployStillRunning: a deployment of the run's own did not end when canceled
+	// again and again; the run released the service's lock with it still queued or in
+	// progress, and writes nothing more to the service (its state is unknown).
+	EventDeployStillRunning EventType = "deploy.still_running"
+	EventHealthOK           EventType = "health.ok"
+	EventHealthFailed       EventType = "health.failed"
+	EventMobileUpdated      EventType = "mobile.updated"
+	// EventMobileReverted: a rollback put back what the run's mobile step wrote (the
+	// message names the fields kept because they changed since).
+	EventMobileReverted EventType = "mobile.reverted"
 	// EventCoolifyPaced: calls of the run waited for the Coolify instance's rate budget
 	// (coolify.rate_limit). One event sums the waits of a few seconds; Data holds DataCalls,
 	// DataPriorityCalls, DataWaitedMS and DataLongestMS.

@@ -96,8 +96,10 @@ type Run struct {
 	// HeldLocks are the lock keys the run holds right now. The engine keeps it current so
 	// that, when the daemon dies, the interrupted report says which locks were left behind.
 	HeldLocks []string `json:"held_locks,omitempty"`
-	// Left says, for a run whose daemon died and that another daemon took over, what state
-	// each service was left in.
+	// Left says, for a run that did not succeed, what state it left each service in: written
+	// by a takeover for a run whose daemon died, and by the run itself when it failed or was
+	// stopped after it had changed something (with the image tag each service carries and
+	// runs, where the pipeline sets one).
 	Left []Left `json:"left,omitempty"`
 	// Epoch is the run's ownership epoch: 1 when it is created, advanced by a takeover
 	// before the takeover touches anything. The execution that created the run confirms,
@@ -123,6 +125,7 @@ const (
 	LeftUntouched         = "untouched"           // this run changed nothing on it
 	LeftDeployCanceled    = "deploy_canceled"     // its deployment was canceled; it carries this run's config
 	LeftWriteUnknown      = "write_unknown"       // a mobile step's Flagsmith write was under way: it may have landed
+	LeftUnknown           = "unknown"             // a deployment of the run's own may still be building: nothing more was written
 )
 
 // Ownership is who executes a run now, as Store.Owner reads it.

@@ -85,7 +85,7 @@ func TestValidateReadsEachFileOnce(t *testing.T) {
 	if exitCode(err) != exitUsage {
 		t.Errorf("validate: exit %d (%v), want 2\n%s%s", exitCode(err), err, out, errOut)
 	}
-	want := pipeline + ": on_failure: \"never\" is not one of: rollback, halt\n" +
+	want := pipeline + ": on_failure: \"never\" is not one of: rollback, rollback-failed, halt\n" +
 		daemon + ": connections.per_client: must be between 1 and connections.max (1024)\n"
 	if out != want {
 		t.Errorf("validate output:\n%s\nwant:\n%s", out, want)
