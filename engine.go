@@ -85,9 +85,19 @@ type Plan struct {
 	Parallel int          `json:"parallel"`
 	Mobile   []MobilePlan `json:"mobile,omitempty"`
 	Locks    []LockPlan   `json:"locks"`
-	// Warnings are what would make the run fail before it writes anything, e.g. the abilities
-	// the Coolify token lacks.
+	// Problems are what would make the run fail (or end without deploying) before it writes
+	// anything, every one found: Coolify unreachable, a token refused or lacking an ability,
+	// a service Coolify does not know, a secret that cannot be read, a Flagsmith environment
+	// key or feature that does not exist or a change that does not fit its value, a build
+	// older than the one on every service, a lock key frozen. WouldFail says whether there
+	// are any; `orchestrator plan` exits non-zero then.
+	Problems  []string `json:"problems,omitempty"`
+	WouldFail bool     `json:"would_fail"`
+	// Warnings are worth knowing and fail nothing, e.g. services left alone as stale while
+	// others are deployed.
 	Warnings []string `json:"warnings,omitempty"`
+	// Timeouts are the windows that decide a run's outcome, per service: see TimeoutPlan.
+	Timeouts []TimeoutPlan `json:"timeouts,omitempty"`
 }
 
 // ServicePlan is what Phase 1 would write to one service.
@@ -108,13 +118,37 @@ type ServicePlan struct {
 	Stale string `json:"stale,omitempty"`
 }
 
-// MobilePlan is one mobile step: the fields it would set.
+// MobilePlan is one mobile step: the fields it would set, and what it would write to the
+// feature's value as it is now (remote config, not a secret: shown as it is).
 type MobilePlan struct {
 	Name    string   `json:"name"`
 	Feature string   `json:"feature"`
 	When    string   `json:"when"`
 	Fields  []string `json:"fields"`
 	LockKey string   `json:"lock_key"`
+	// Environment is the Flagsmith environment's name; Current the value there now, Next the
+	// value the step would write, Changes whether they differ; Kept the never_downgrade
+	// verdicts (a version the step would not lower). Error says why it could not be worked
+	// out (the run would fail there).
+	Environment string   `json:"environment,omitempty"`
+	Current     string   `json:"current,omitempty"`
+	Next        string   `json:"next,omitempty"`
+	Changes     bool     `json:"changes"`
+	Kept        []string `json:"kept,omitempty"`
+	Error       string   `json:"error,omitempty"`
+}
+
+// TimeoutPlan is the windows that decide a run's outcome on one service: how long a
+// deployment may take before it is canceled (Deploy), how long a deployment of the run's
+// own that will not end is canceled again before the run gives up on it (Cancel), how long
+// Coolify's status may take to match health.coolify_status (Status) and how long the HTTP
+// health check may take (HTTP); zero when the service has no such check.
+type TimeoutPlan struct {
+	Service string        `json:"service"`
+	Deploy  time.Duration `json:"deploy_timeout_ns"`
+	Cancel  time.Duration `json:"cancel_timeout_ns"`
+	Status  time.Duration `json:"status_timeout_ns,omitempty"`
+	HTTP    time.Duration `json:"http_timeout_ns,omitempty"`
 }
 
 // LockPlan is one key the run would take and its current lease, if any.

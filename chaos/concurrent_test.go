@@ -151,7 +151,9 @@ func TestRedisRestartedEmpty(t *testing.T) {
 		}
 	}
 
-	r2 := d.trigger("prod", orchestrator.Trigger{Build: "2", ImageTag: "v3"})
+	// The daemon stops its runs and takes its liveness lease again before it takes new ones
+	// (503 meanwhile): trigger as a CI job would, until accepted.
+	r2, _ := triggerUntilAccepted(t, d, "prod", orchestrator.Trigger{Build: "2", ImageTag: "v3"}, restarted)
 	if got := d.waitEnded(r2.ID, 60*time.Second); got.Status != runs.StatusSucceeded {
 		t.Fatalf("run 2 after the restart: %q (%s), want succeeded", got.Status, got.Reason)
 	}

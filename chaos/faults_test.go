@@ -109,7 +109,7 @@ func TestRedisStalledPastTTL(t *testing.T) {
 // Scenario 5: Coolify answers 500 and 502 in bursts, throttles the deploy with 429 and a
 // Retry-After, and hangs a deployment. The client retries and waits as told; the hung
 // deployment is canceled at the service's deploy_timeout; the run fails naming the service
-// and why, and rolls the failed service back.
+// and why, and rolls the whole release back.
 func TestCoolifyFaults(t *testing.T) {
 	w := newWorld(t)
 	dir := pipelineDir(t, map[string]string{"prod": w.pipelineYAML(
@@ -190,15 +190,15 @@ func TestCoolifyFaults(t *testing.T) {
 		t.Errorf("the run met %d injected faults, want 5 (2×500, 1×502, 2×429)", faults)
 	}
 
-	// Rollback: b is back on v1 with BUILD=0 and runs it; a keeps what it deployed.
-	if b, _ := w.cf.App(appB); b.ImageTag != "v1" || b.DeployedImageTag != "v1" {
-		t.Errorf("b after rollback: tag %q deployed %q, want v1 and v1", b.ImageTag, b.DeployedImageTag)
-	}
-	if v, _ := w.cf.EnvValue(appB, "BUILD", false); v != "0" {
-		t.Errorf("b's BUILD after rollback = %q, want 0", v)
-	}
-	if a, _ := w.cf.App(appA); a.DeployedImageTag != "v2" {
-		t.Errorf("a runs %q, want v2", a.DeployedImageTag)
+	// Rollback returns the whole release: b and a (which deployed fine before b hung) are
+	// back on v1 with BUILD=0 and run it.
+	for _, app := range []string{appA, appB} {
+		if st, _ := w.cf.App(app); st.ImageTag != "v1" || st.DeployedImageTag != "v1" {
+			t.Errorf("%s after rollback: tag %q deployed %q, want v1 and v1", app, st.ImageTag, st.DeployedImageTag)
+		}
+		if v, _ := w.cf.EnvValue(app, "BUILD", false); v != "0" {
+			t.Errorf("%s's BUILD after rollback = %q, want 0", app, v)
+		}
 	}
 	if held := w.heldLocks(); len(held) != 0 {
 		t.Errorf("locks still held after the run ended: %+v", held)

@@ -164,6 +164,10 @@ type Health struct {
 	// CoolifyStatus is the status the resource must reach: "running:healthy" matches exactly,
 	// "running" matches "running" and any "running:<health>". Empty: don't check.
 	CoolifyStatus string `koanf:"coolify_status"`
+	// StatusTimeout is how long, after the deployment finished, Coolify's status may take to
+	// match CoolifyStatus before the service counts as unhealthy (default: the HTTP check's
+	// timeout when there is one, else DefaultHealthTimeout).
+	StatusTimeout time.Duration `koanf:"status_timeout"`
 	// HTTP, if set, is polled until it answers ExpectStatus or its timeout passes.
 	HTTP *HTTPCheck `koanf:"http"`
 }

@@ -178,6 +178,12 @@ func applyPipelineDefaults(p *Pipeline, fromEnv map[string]bool) {
 				h.Timeout = DefaultHealthTimeout
 			}
 		}
+		if h := &s.Health; h.CoolifyStatus != "" && h.StatusTimeout == 0 {
+			h.StatusTimeout = DefaultHealthTimeout
+			if h.HTTP != nil {
+				h.StatusTimeout = h.HTTP.Timeout
+			}
+		}
 	}
 	for _, src := range p.Secrets {
 		if src.Infisical != nil && src.Infisical.Path == "" {
@@ -407,6 +413,7 @@ func (v *validator) health(field string, h *Health) {
 			v.add(field+".coolify_status", "%s is not a Coolify status (state %s, optionally :%s)",
 				v.show(field+".coolify_status", st), strings.Join(coolifyStates, "|"), strings.Join(coolifyHealth, "|"))
 		}
+		v.positive(field+".status_timeout", h.StatusTimeout)
 	}
 	if c := h.HTTP; c != nil {
 		f := field + ".http"

@@ -72,6 +72,15 @@ func (v Value) String() string {
 	return string(b)
 }
 
+// Text is the value as a person reads it: a string as it is (a JSON document shows as the
+// document), anything else as its JSON.
+func (v Value) Text() string {
+	if v.Kind == KindString {
+		return v.Str
+	}
+	return v.String()
+}
+
 // MarshalJSON encodes the value with its JSON type: the type Flagsmith's legacy write infers.
 func (v Value) MarshalJSON() ([]byte, error) {
 	switch v.Kind {

@@ -92,9 +92,12 @@ type Request struct {
 // Result says what the step did.
 type Result struct {
 	Environment string `json:"environment"`
-	Feature     string `json:"feature"`
-	LockKey     string `json:"lock_key"`
-	Fence       int64  `json:"fence"`
+	// EnvironmentName is the environment's name in Flagsmith (the key is the client-side
+	// key the request named).
+	EnvironmentName string `json:"environment_name,omitempty"`
+	Feature         string `json:"feature"`
+	LockKey         string `json:"lock_key"`
+	Fence           int64  `json:"fence"`
 	// Old is the value the applied change started from; New the value written (equal to
 	// Old when nothing changed).
 	Old Value `json:"old"`
@@ -150,6 +153,38 @@ func (s *Step) Run(ctx context.Context, r Request) (Result, error) {
 	return res, nil
 }
 
+// Preview is Run without the write: it reads the environment (its key must be valid and it
+// must take writes without change requests), the feature and its value, and works out what Run
+// would write from it (Result.Old, New, Changed and Skipped; Attempts 0). A change that does
+// not fit the value (its type, a path through a non-object, a version that does not parse)
+// is the error Run would fail with. Nothing is written; no lock is needed.
+func (s *Step) Preview(ctx context.Context, r Request) (Result, error) {
+	key := orchestrator.MobileLockKey(r.Feature)
+	res := Result{Environment: r.Environment, Feature: r.Feature, LockKey: key}
+	if r.Environment == "" || r.Feature == "" || (len(r.Changes) == 0) == (r.Revert == nil) {
+		return res, fmt.Errorf("mobile step %q: %w: environment, feature and at least one change (or a revert, not both) are required", key, ErrInvalid)
+	}
+	env, err := s.environment(ctx, r.Environment)
+	if err != nil {
+		return res, err
+	}
+	res.V2, res.EnvironmentName = env.V2Versioning, env.Name
+	feat, err := s.client.Feature(ctx, env.Project, r.Feature)
+	if err != nil {
+		return res, fmt.Errorf("mobile step: %w", err)
+	}
+	snap, err := s.read(ctx, env, feat)
+	if err != nil {
+		return res, fmt.Errorf("mobile step: read %q: %w", r.Feature, err)
+	}
+	next, skipped, changed, err := r.next(snap.state.Value)
+	if err != nil {
+		return res, fmt.Errorf("mobile step %q: %w", r.Feature, err)
+	}
+	res.Old, res.New, res.Changed, res.Skipped = snap.state.Value, next, changed, skipped
+	return res, nil
+}
+
 // snapshot is what one read sees: the state and, on v2, the live version.
 type snapshot struct {
 	state FeatureState
@@ -184,7 +219,7 @@ func (s *Step) rmw(ctx context.Context, r Request, res *Result) error {
 	if err != nil {
 		return err
 	}
-	res.V2 = env.V2Versioning
+	res.V2, res.EnvironmentName = env.V2Versioning, env.Name
 	feat, err := s.client.Feature(ctx, env.Project, r.Feature)
 	if err != nil {
 		return fmt.Errorf("mobile step: %w", err)

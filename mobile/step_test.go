@@ -638,3 +638,32 @@ func TestStepRevertKeepsEditsMadeSince(t *testing.T) {
 		}
 	})
 }
+
+// Preview works out what Run would write, from the value read, and writes nothing; a wrong
+// environment key, a missing feature and a change that does not fit the value are the errors
+// Run would fail with.
+func TestStepPreviewWritesNothing(t *testing.T) {
+	srv := newFake(t)
+	addEnv(t, srv, "env", false)
+	check(t, srv.SetValue("env", "version_state", versionDoc))
+	step := mobile.NewStep(newClient(srv))
+	res, err := step.Preview(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",
+		Changes: []mobile.Change{latest("ios", "2.4.0"), {Path: "android.latest_version", Value: "2.0.0", NeverDowngrade: true}}})
+	check(t, err)
+	if !res.Changed || res.Old != mobile.StringValue(versionDoc) || !strings.Contains(res.New.Str, `"latest_version":"2.4.0"`) ||
+		len(res.Skipped) != 1 || res.Skipped[0].Path != "android.latest_version" {
+		t.Errorf("preview %+v, want ios raised and android's downgrade skipped", res)
+	}
+	if n := len(srv.Writes()); n != 0 {
+		t.Errorf("preview wrote %d times", n)
+	}
+	for name, r := range map[string]mobile.Request{
+		"unknown environment key": {Environment: "nope", Feature: "version_state", Changes: []mobile.Change{latest("ios", "2.4.0")}},
+		"unknown feature":         {Environment: "env", Feature: "nope", Changes: []mobile.Change{latest("ios", "2.4.0")}},
+		"a path through a string": {Environment: "env", Feature: "version_state", Changes: []mobile.Change{{Path: "ios.latest_version.x", Value: 1}}},
+	} {
+		if _, err := step.Preview(context.Background(), r); err == nil {
+			t.Errorf("%s: preview succeeded, want the error Run would fail with", name)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -394,10 +395,7 @@ func (x *execution) waitDeployed(ctx context.Context, s config.Service, depUUID 
 func (x *execution) health(ctx context.Context, s config.Service) error {
 	h := s.Health
 	if h.CoolifyStatus != "" {
-		timeout := config.DefaultHealthTimeout
-		if h.HTTP != nil && h.HTTP.Timeout > 0 {
-			timeout = h.HTTP.Timeout
-		}
+		timeout := cmp.Or(h.StatusTimeout, config.DefaultHealthTimeout)
 		err := x.poll(ctx, timeout, func() (bool, string, error) {
 			var status string
 			if s.Kind == config.KindService {

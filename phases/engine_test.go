@@ -15,7 +15,6 @@ import (
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
-	"github.com/deploy-orchestrator/orchestrator/internal/panics"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/secrets"
@@ -149,10 +148,10 @@ func TestPhase1FailureRestoresEverything(t *testing.T) {
 	h := newHarness(t)
 	// The third service does not exist in Coolify: Phase 1 fails there, after api and worker
 	// were synced, and must put both back.
-	h.start(h.pipelineYAML("prod", []string{"api", "worker", "ghost"}, ""))
+	h.start(h.pipelineYAML("prod", []string{"api", "worker", "broken"}, ""))
 	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "7", ImageTag: "v9"}))
-	if r.Status != runs.StatusFailed || !strings.Contains(r.Reason, "ghost") {
-		t.Fatalf("status = %s (%q), want failed naming ghost", r.Status, r.Reason)
+	if r.Status != runs.StatusFailed || !strings.Contains(r.Reason, "broken") {
+		t.Fatalf("status = %s (%q), want failed naming broken", r.Status, r.Reason)
 	}
 	for _, uuid := range []string{uuidAPI, uuidWorker} {
 		app, _ := h.coolify.App(uuid)
@@ -292,7 +291,7 @@ services:
       - { key: API_KEY, value: "${trigger.params.key}", is_shown_once: true, is_buildtime: false }
 %s`, h.coolifyURL, h.coolifyToken, uuidAPI, services)
 	}
-	h.start(yaml(""), strings.Replace(yaml("  - { name: ghost, uuid: "+uuidGhost+" }\n"), "name: prod", "name: broken", 1))
+	h.start(yaml(""), strings.Replace(yaml("  - { name: broken, uuid: "+uuidBroken+", image_tag: v9 }\n"), "name: prod", "name: broken", 1))
 	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2", Params: map[string]string{"key": "new-key"}}))
 	if r.Status != runs.StatusSucceeded {
 		t.Fatalf("status = %s (%s), want succeeded", r.Status, r.Reason)
@@ -302,7 +301,7 @@ services:
 	}
 	r = h.wait(h.submit("broken", orchestrator.Trigger{Build: "2", ImageTag: "v3", Params: map[string]string{"key": "newer-key"}}))
 	if r.Status != runs.StatusFailed {
-		t.Fatalf("broken run: status = %s, want failed at the ghost service", r.Status)
+		t.Fatalf("broken run: status = %s, want failed at the broken service", r.Status)
 	}
 	s := stepOf(t, r, runs.Phase1, "api")
 	if s.Status != runs.StepRestored || !strings.Contains(s.Error, "API_KEY") {
@@ -376,8 +375,9 @@ services:
     env:
       - { key: DB_URL, secret: { source: vault, key: DB_URL } }
 `, h.coolifyURL, h.coolifyToken, uuidAPI))
-	if _, err := h.engine.Plan(context.Background(), "prod", orchestrator.Trigger{Build: "0", ImageTag: "v2"}); !errors.Is(err, panics.ErrPanic) {
-		t.Errorf("plan: got %v, want the source's panic as an error", err)
+	if p, err := h.engine.Plan(context.Background(), "prod", orchestrator.Trigger{Build: "0", ImageTag: "v2"}); err != nil ||
+		!p.WouldFail || !strings.Contains(strings.Join(p.Problems, "\n"), "panic") {
+		t.Errorf("plan: got %+v, %v; want a plan whose problems name the source's panic", p, err)
 	}
 	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"}))
 	if r.Status != runs.StatusFailed || !strings.Contains(r.Reason+stepOf(t, r, runs.Phase1, "api").Error, "panic") {

@@ -14,13 +14,13 @@ import (
 )
 
 // onePipeline is a pipeline over one application with the given env entries (YAML list items),
-// and the ghost service after it when failPhase1 (Phase 1 then fails after syncing the app).
+// and the broken service after it when failPhase1 (Phase 1 then fails after syncing the app).
 func (h *harness) onePipeline(uuid, env string, failPhase1 bool, extra string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: prod\ncoolify:\n  url: %s\n  token: %q\nservices:\n", h.coolifyURL, h.coolifyToken)
 	fmt.Fprintf(&b, "  - name: app\n    uuid: %s\n    image_tag: \"${trigger.image_tag}\"\n    deploy_timeout: 5s\n    env:\n%s", uuid, env)
 	if failPhase1 {
-		fmt.Fprintf(&b, "  - name: ghost\n    uuid: %s\n", uuidGhost)
+		fmt.Fprintf(&b, "  - name: broken\n    uuid: %s\n    image_tag: \"${trigger.image_tag}\"\n", uuidBroken)
 	}
 	b.WriteString("locks: { ttl: 30s, phase: { timeout: 20s, max_retries: 0 }, service: { timeout: 20s, max_retries: 0 } }\n")
 	b.WriteString(extra)
@@ -119,7 +119,7 @@ func TestRestorePutsBackNullTagAndDeletesTwins(t *testing.T) {
 	h.start(h.onePipeline(uuid, "      - { key: NEWVAR, value: run-value }\n      - { key: HAD_PREVIEW, value: x }\n", true, ""))
 	r := h.wait(h.submit("prod", orchestrator.Trigger{ImageTag: "v9"}))
 	if r.Status != runs.StatusFailed {
-		t.Fatalf("status = %s (%s), want failed (ghost)", r.Status, r.Reason)
+		t.Fatalf("status = %s (%s), want failed (broken)", r.Status, r.Reason)
 	}
 	if a, _ := h.coolify.App(uuid); a.ImageTag != "" {
 		t.Errorf("tag after restore = %q, want null again", a.ImageTag)
@@ -213,7 +213,7 @@ func TestNothingWrittenNothingRestored(t *testing.T) {
 }
 
 // Issue 10 item 7: a token lacking abilities is refused before anything is written, naming
-// every missing one; plan warns.
+// every missing one; plan says a run would fail.
 func TestTokenLackingAbilitiesWritesNothing(t *testing.T) {
 	h := newHarness(t)
 	h.coolifyToken = "7|read-only"
@@ -223,8 +223,8 @@ func TestTokenLackingAbilitiesWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Warnings) != 1 || !containsAll(p.Warnings[0], "write", "deploy", "read:sensitive") {
-		t.Errorf("plan warnings = %q, want one naming write, deploy and read:sensitive", p.Warnings)
+	if len(p.Problems) != 1 || !containsAll(p.Problems[0], "write", "deploy", "read:sensitive") || !p.WouldFail {
+		t.Errorf("plan problems = %q (would fail: %v), want one naming write, deploy and read:sensitive", p.Problems, p.WouldFail)
 	}
 	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"}))
 	if r.Status != runs.StatusFailed || !containsAll(r.Reason, "write (", "deploy (", "read:sensitive (", "nothing was written") {

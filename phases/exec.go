@@ -13,7 +13,6 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
-	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -332,9 +331,10 @@ func (x *execution) runPipeline() (runs.Status, string) {
 		}
 		return x.allStaleOutcome()
 	}
-	// The probe holds no lease yet: it names the run, without a fence.
-	if err := checkToken(coolify.WithTrace(x.ctx, x.run.ID, 0), x.cl, x.p); err != nil {
-		return x.outcome(err, "before phase 1")
+	// Every outside system, read before anything is written; the reads hold no lease yet:
+	// they name the run, without a fence.
+	if status, reason, ok := x.preflightRun(); !ok {
+		return status, reason
 	}
 	if err := x.mobileSteps(config.WhenBeforePhase1); err != nil {
 		x.compensate(runs.Phase1, x.compensationFor(x.stoppedBy(err)))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,6 +85,10 @@ const (
 	uuidWorker = "app-worker-0000000000002"
 	uuidWeb    = "app-web-00000000000000003"
 	uuidGhost  = "app-ghost-0000000000000004" // not in the fake
+	// uuidBroken is in the fake but refuses every write (400, so nothing was written to it): a
+	// Phase-1 failure after the services before it were synced (the preflight finds nothing
+	// wrong with it).
+	uuidBroken = "app-broken-000000000000005"
 )
 
 // backends are the lock and run-store backends every end-to-end test runs on.
@@ -117,6 +122,9 @@ func newHarnessOn(t testing.TB, backend string, opts ...coolifytest.Option) *har
 	} {
 		h.coolify.AddApplication(a)
 	}
+	h.coolify.AddApplication(coolifytest.Application{UUID: uuidBroken, Name: "broken", ImageName: "ghcr.io/acme/broken", ImageTag: "v1"})
+	h.coolify.FailNext(1<<30, coolifytest.Fault{Method: "PATCH", UUID: uuidBroken, Status: http.StatusBadRequest,
+		Message: "Invalid request."})
 	h.coolify.SetEnv(uuidAPI, coolifytest.Env{Key: "LOG_LEVEL", Value: coolifytest.Str("debug"), IsRuntime: true, IsBuildtime: true})
 	h.coolify.SetEnv(uuidAPI, coolifytest.Env{Key: "KEEP_ME", Value: coolifytest.Str("untouched"), IsRuntime: true, IsLiteral: true})
 
@@ -191,7 +199,7 @@ func (h *harness) pipelineYAML(name string, services []string, extra string) str
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\ncoolify:\n  url: %s\n  token: %q\nservices:\n", name, h.coolifyURL, h.coolifyToken)
 	for _, s := range services {
-		uuid := map[string]string{"api": uuidAPI, "worker": uuidWorker, "web": uuidWeb, "ghost": uuidGhost}[s]
+		uuid := map[string]string{"api": uuidAPI, "worker": uuidWorker, "web": uuidWeb, "ghost": uuidGhost, "broken": uuidBroken}[s]
 		fmt.Fprintf(&b, `  - name: %s
     uuid: %s
     image_tag: "${trigger.image_tag}"

@@ -60,15 +60,8 @@ func (x *execution) mobileStep(m config.MobileStep) error {
 	}
 	step := mobile.NewStep(client, mobile.WithStepLogger(x.log))
 	paths := slices.Sorted(maps.Keys(m.Set))
-	changes := make([]mobile.Change, 0, len(paths))
-	for _, p := range paths {
-		changes = append(changes, mobile.Change{Path: p, Value: m.Set[p], NeverDowngrade: m.NeverDowngrade})
-	}
 	lctx, cancel := lease.Context(x.ctx)
-	res, err := step.Run(lctx, mobile.Request{
-		Environment: m.Flagsmith.Environment, Feature: m.Feature, Changes: changes,
-		RunID: x.run.ID, Fence: lease.Fence(),
-	})
+	res, err := step.Run(lctx, mobileRequest(m, x.run.ID, lease.Fence()))
 	err = leaseErr(lease, lctx, err)
 	cancel()
 	if rerr := x.release(lease, runs.PhaseMobile, m.Name, false); err == nil && errors.Is(rerr, locks.ErrLost) {

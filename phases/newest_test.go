@@ -165,8 +165,8 @@ func TestPlanReportsStaleServices(t *testing.T) {
 			t.Errorf("plan of build 4, %s: stale %q, want it to name build 5 and run %s", sp.Name, sp.Stale, r5)
 		}
 	}
-	if w := strings.Join(plan.Warnings, "\n"); !strings.Contains(w, "superseded") {
-		t.Errorf("warnings %q, want one saying the run would end superseded", w)
+	if w := strings.Join(plan.Problems, "\n"); !strings.Contains(w, "superseded") || !plan.WouldFail {
+		t.Errorf("problems %q, want one saying the run would end superseded", w)
 	}
 	for _, tr := range []orchestrator.Trigger{{Build: "6", ImageTag: "v6"}, {Build: "4", ImageTag: "v4", Rollback: true}} {
 		plan, err := h.engine.Plan(ctx, "prod", tr)
@@ -447,13 +447,13 @@ func TestRestoreKeepsEachPipelinesBuild(t *testing.T) {
 			}
 		}
 		broken := h.peer("test-instance-b")
-		broken.start(h.pipelineYAML("late", []string{"api", "ghost"}, ""), h.pipelineYAML("web", []string{"api", "ghost"}, ""))
+		broken.start(h.pipelineYAML("late", []string{"api", "broken"}, ""), h.pipelineYAML("web", []string{"api", "broken"}, ""))
 		var r50 string
 		for _, tr := range []struct{ pipeline, build string }{{"late", "44"}, {"web", "50"}} {
 			id := broken.submit(tr.pipeline, orchestrator.Trigger{Build: tr.build, ImageTag: "v" + tr.build})
 			r := broken.wait(id)
 			if r.Status != runs.StatusFailed || stepOf(t, r, runs.Phase1, "api").Status != runs.StepRestored {
-				t.Fatalf("%s build %s: %s (%s), api %s; want failed at ghost with api restored", tr.pipeline, tr.build, r.Status, r.Reason,
+				t.Fatalf("%s build %s: %s (%s), api %s; want failed at broken with api restored", tr.pipeline, tr.build, r.Status, r.Reason,
 					stepOf(t, r, runs.Phase1, "api").Status)
 			}
 			wantCarries(t, h, uuidAPI, "hotfix-7", "7")

@@ -68,13 +68,13 @@ func TestNotifyHangingReceiverDoesNotDelayRun(t *testing.T) {
 func TestNotifyFailedRunNamesService(t *testing.T) {
 	h := newHarness(t)
 	rcv := notifytest.NewServer(t)
-	h.start(h.pipelineYAML("prod", []string{"api", "ghost"}, withNotifier(t, h, rcv, time.Minute)))
+	h.start(h.pipelineYAML("prod", []string{"api", "broken"}, withNotifier(t, h, rcv, time.Minute)))
 	id := h.submit("prod", orchestrator.Trigger{Build: "8", ImageTag: "v3"})
 	if r := h.wait(id); r.Status != runs.StatusFailed {
 		t.Fatalf("run %s (%s), want failed", r.Status, r.Reason)
 	}
 	m := received(t, rcv)
-	if !strings.Contains(m.Text, "build 8 failed on ghost after") || !strings.Contains(m.Text, "phase 1") {
+	if !strings.Contains(m.Text, "build 8 failed on broken after") || !strings.Contains(m.Text, "phase 1") {
 		t.Errorf("message %q does not name the service and the reason", m.Text)
 	}
 }

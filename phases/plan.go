@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -53,20 +52,20 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigg
 		}
 		plan.Waves = append(plan.Waves, names)
 	}
-	if err := checkToken(ctx, x.cl, resolved); err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		plan.Warnings = append(plan.Warnings, "a run would fail: "+err.Error())
+	pf := x.preflight(ctx)
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
 	}
+	plan.Problems, plan.Mobile = pf.problems, pf.mobile
 	stale := 0
 	for _, s := range resolved.Services {
-		sp, err := x.planService(ctx, s)
-		if err != nil {
-			// A secret that cannot be read fails the plan: every later service would fail
-			// the same way (and wait out the same retries).
-			if ctx.Err() != nil || errors.Is(err, secrets.ErrSource) || errors.Is(err, secrets.ErrMissing) ||
-				errors.Is(err, secrets.ErrUnknownSource) {
+		var sp orchestrator.ServicePlan
+		if pf.secrets != nil && usesSecrets(s) {
+			// Reading them again would wait out the same retries to fail the same way.
+			sp = orchestrator.ServicePlan{Name: s.Name, UUID: s.UUID, Kind: string(s.Kind),
+				Error: "not read: a secret it needs cannot be read (see the problems)"}
+		} else if sp, err = x.planService(ctx, s); err != nil {
+			if ctx.Err() != nil {
 				return nil, err
 			}
 			sp.Error = err.Error()
@@ -78,13 +77,13 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigg
 			stale++
 		}
 		plan.Services = append(plan.Services, sp)
+		plan.Timeouts = append(plan.Timeouts, timeoutsOf(s))
 	}
-	if stale > 0 && stale == len(plan.Services) {
-		plan.Warnings = append(plan.Warnings, "a run would end superseded without writing: every service carries a newer build (trigger a rollback to deploy this one anyway)")
-	}
-	for _, m := range resolved.Mobile {
-		plan.Mobile = append(plan.Mobile, orchestrator.MobilePlan{Name: m.Name, Feature: m.Feature, When: string(m.When),
-			Fields: slices.Sorted(maps.Keys(m.Set)), LockKey: m.LockKey()})
+	switch {
+	case stale > 0 && stale == len(plan.Services):
+		plan.Problems = append(plan.Problems, "a run would end superseded without writing: every service carries a newer build of this pipeline (trigger a rollback to deploy this one anyway)")
+	case stale > 0:
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf("%d of %d services would be left alone: they carry a newer build of this pipeline", stale, len(plan.Services)))
 	}
 	for _, key := range resolved.LockKeys() {
 		lp := orchestrator.LockPlan{Key: key, Free: true}
@@ -92,12 +91,38 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigg
 		switch {
 		case err == nil:
 			lp.Free, lp.Current = false, &info
+			if info.Frozen {
+				what := "wait until it is lifted"
+				if resolved.Locks.OnFrozen == config.OnFrozenFail {
+					what = "fail (on_frozen: fail)"
+				}
+				plan.Problems = append(plan.Problems, fmt.Sprintf("%s is frozen by %s until %s: %s (a run would %s)",
+					key, info.Holder, info.ExpiresAt.UTC().Format(time.RFC3339), info.Message, what))
+			}
 		case !errors.Is(err, locks.ErrNotFound):
 			return nil, fmt.Errorf("plan: look up lock %q: %w", key, err)
 		}
 		plan.Locks = append(plan.Locks, lp)
 	}
+	plan.WouldFail = len(plan.Problems) > 0
 	return plan, nil
+}
+
+// usesSecrets reports whether a service's env takes a value from a secrets source.
+func usesSecrets(s config.Service) bool {
+	return slices.ContainsFunc(s.Env, func(e config.EnvVar) bool { return e.Secret != nil })
+}
+
+// timeoutsOf is the windows that decide a run's outcome on service s.
+func timeoutsOf(s config.Service) orchestrator.TimeoutPlan {
+	tp := orchestrator.TimeoutPlan{Service: s.Name, Deploy: s.DeployTimeout, Cancel: s.CancelTimeout}
+	if s.Health.CoolifyStatus != "" {
+		tp.Status = s.Health.StatusTimeout
+	}
+	if h := s.Health.HTTP; h != nil {
+		tp.HTTP = h.Timeout
+	}
+	return tp
 }
 
 func (x *execution) planService(ctx context.Context, s config.Service) (orchestrator.ServicePlan, error) {

@@ -8,8 +8,12 @@ type EventType string
 
 // Event types written by the engine and the store.
 const (
-	EventRunQueued     EventType = "run.queued"
-	EventRunStarted    EventType = "run.started"
+	EventRunQueued  EventType = "run.queued"
+	EventRunStarted EventType = "run.started"
+	// EventPreflight: the read-only checks of every outside system before Phase 1 (the
+	// message says ok, or lists every problem; the run then ends failed, having written
+	// nothing).
+	EventPreflight     EventType = "preflight"
 	EventPhaseStarted  EventType = "phase.started"
 	EventPhaseFinished EventType = "phase.finished"
 	// EventWaveStarted: Phase 2 starts a wave of services ("wave 2 of 3: a, b"); the run's

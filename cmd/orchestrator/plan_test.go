@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -85,9 +86,11 @@ func TestPlanCreatesNoState(t *testing.T) {
 		return names
 	}
 	before := files()
+	// A run of that build would end superseded without writing: the plan says so and exits 1,
+	// so a CI job gates on it.
 	out, errOut, err = invoke(ctx, env, "plan", "prod", "--image-tag", "v2", "--build", "3")
-	if err != nil {
-		t.Fatalf("plan on a state dir: %v\n%s\n%s", err, out, errOut)
+	if exitCode(err) != exitFailed || !strings.Contains(fmt.Sprint(err), "would end superseded") {
+		t.Fatalf("plan on a state dir: exit %d, %v; want 1 saying a run would end superseded\n%s\n%s", exitCode(err), err, out, errOut)
 	}
 	if !strings.Contains(out, "backend: state dir "+state+"\n") || !strings.Contains(out, "  left alone, build 7 of run ") {
 		t.Errorf("plan of an older build on the state a run left: want api left alone, got\n%s", out)
@@ -103,8 +106,8 @@ func TestPlanCreatesNoState(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, errOut, err = invoke(ctx, env, "plan", "prod", "--image-tag", "v2", "--build", "3")
-	if err != nil {
-		t.Fatalf("plan on a state dir without a lock database: %v\n%s\n%s", err, out, errOut)
+	if exitCode(err) != exitFailed {
+		t.Fatalf("plan on a state dir without a lock database: exit %d, %v\n%s\n%s", exitCode(err), err, out, errOut)
 	}
 	if !strings.Contains(out, "backend: state dir "+state+" (no lock database in "+state+": no lock held)\n") ||
 		!strings.Contains(out, "  left alone, build 7 of run ") {

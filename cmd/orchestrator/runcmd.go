@@ -204,9 +204,13 @@ func cmdRun(ctx context.Context, c *cli, args []string) error {
 func cmdPlan(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("plan", "PIPELINE [--image-tag T] [--build B] [--json]",
 		"Shows what a run of PIPELINE with these parameters would change in Coolify (env vars with\n"+
-			"every flag and comment change, and image tags; values are never shown), which locks it\n"+
-			"would take and who holds them now, and warns about abilities the Coolify token lacks.\n"+
-			"Nothing is written and no lock is taken.")
+			"every flag and comment change, and image tags; values are never shown) and in Flagsmith\n"+
+			"(each mobile step's value now and what it would write, with the never_downgrade verdicts),\n"+
+			"which locks it would take and who holds them now, and the timeouts that decide its outcome.\n"+
+			"It runs the preflight a run runs (Coolify's token and services, every secret, Flagsmith's\n"+
+			"environments and features) and lists every problem that would make the run fail before it\n"+
+			"writes anything, a stale build and a frozen key included: then it exits 1, so a CI job can\n"+
+			"gate on it. Nothing is written and no lock is taken.")
 	asJSON := fs.Bool("json", false, "print the plan as one JSON object")
 	lc := addLocalFlags(c, fs)
 	lc.readOnly = true
@@ -238,19 +242,33 @@ func cmdPlan(ctx context.Context, c *cli, args []string) error {
 		if b.absent != "" {
 			fmt.Fprintf(c.stderr, "backend: %s\n", backend)
 		}
-		return json.NewEncoder(c.stdout).Encode(plan)
+		if err := json.NewEncoder(c.stdout).Encode(plan); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(c.stdout, "backend: %s\n", backend)
+		printPlan(c.stdout, plan)
 	}
-	fmt.Fprintf(c.stdout, "backend: %s\n", backend)
-	printPlan(c.stdout, plan)
-	return nil
+	return planVerdict(plan)
+}
+
+// planVerdict is plan's exit: 1 when a run would fail, with every problem in the error.
+func planVerdict(p *orchestrator.Plan) error {
+	if !p.WouldFail {
+		return nil
+	}
+	return &exitError{code: exitFailed, err: fmt.Errorf("a run of %s would fail: %s", p.Pipeline, strings.Join(p.Problems, "; "))}
 }
 
 func printPlan(w io.Writer, p *orchestrator.Plan) {
 	fmt.Fprintf(w, "Plan for %s\n\n", p.Pipeline)
+	for _, prob := range p.Problems {
+		fmt.Fprintf(w, "WOULD FAIL: %s\n", prob)
+	}
 	for _, warn := range p.Warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", warn)
 	}
-	if len(p.Warnings) > 0 {
+	if len(p.Warnings)+len(p.Problems) > 0 {
 		fmt.Fprintln(w)
 	}
 	for _, s := range p.Services {
@@ -277,6 +295,23 @@ func printPlan(w io.Writer, p *orchestrator.Plan) {
 	}
 	for _, m := range p.Mobile {
 		fmt.Fprintf(w, "mobile %s: set %s of %s (%s)\n", m.Name, strings.Join(m.Fields, ", "), m.Feature, m.When)
+		switch {
+		case m.Error != "":
+			fmt.Fprintf(w, "  cannot read: %s\n", m.Error)
+		case m.Changes:
+			fmt.Fprintf(w, "  %s now  %s\n  would write  %s\n", orDefault(m.Environment, "environment"), m.Current, m.Next)
+		default:
+			fmt.Fprintf(w, "  %s already holds it: nothing to write\n", orDefault(m.Environment, "environment"))
+		}
+		for _, k := range m.Kept {
+			fmt.Fprintf(w, "  %s\n", k)
+		}
+	}
+	if len(p.Timeouts) > 0 {
+		fmt.Fprintf(w, "\nTimeouts (deploy, cancel, health status, health http)\n")
+		for _, t := range p.Timeouts {
+			fmt.Fprintf(w, "  %-20s %s, %s, %s, %s\n", t.Service, t.Deploy, t.Cancel, orNoCheck(t.Status), orNoCheck(t.HTTP))
+		}
 	}
 	fmt.Fprintf(w, "\nLocks\n")
 	for _, l := range p.Locks {
@@ -312,4 +347,12 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// orNoCheck shows a health timeout, "-" for a check the service does not have.
+func orNoCheck(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return d.String()
 }
