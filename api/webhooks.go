@@ -22,6 +22,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/internal/hmacsig"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -190,15 +191,15 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	if err != nil {
 		return webhookResponse{}, 0, err
 	}
-	log := s.log.With(slog.String(keyRequestID, requestID(r.Context())),
-		slog.String(keyProvider, string(provider)), slog.String(keyDelivery, delivery))
+	log := s.log.With(slog.String(logkey.RequestID, requestID(r.Context())),
+		slog.String(logkey.Provider, string(provider)), slog.String(logkey.Delivery, delivery))
 	if ev.Ignore != "" {
-		log.InfoContext(r.Context(), "webhook ignored", slog.String(keyReason, ev.Ignore))
+		log.InfoContext(r.Context(), "webhook ignored", slog.String(logkey.Reason, ev.Ignore))
 		return webhookResponse{Status: "ignored", Reason: ev.Ignore}, http.StatusAccepted, nil
 	}
 	if provider == config.ProviderGitLab && ev.Event == "push" && !hasPushRule(hook) {
 		reason := "GitLab push events are not a deploy signal (pipeline events are; a rule with event: push accepts pushes)"
-		log.InfoContext(r.Context(), "webhook ignored", slog.String(keyReason, reason))
+		log.InfoContext(r.Context(), "webhook ignored", slog.String(logkey.Reason, reason))
 		return webhookResponse{Status: "ignored", Reason: reason}, http.StatusAccepted, nil
 	}
 	i, rule := matchRule(hook, provider, ev)
@@ -206,12 +207,12 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 		if j, ok := hook.SourceRefused(matchEvent(provider, ev)); ok {
 			reason := fmt.Sprintf("%s %q is not one rules[%d] accepts (%s)", sourceWord(provider), truncate(ev.Source, 64), j,
 				strings.Join(hook.Rules[j].AcceptedSources(provider), ", "))
-			log.InfoContext(r.Context(), "webhook ignored", slog.String(keyReason, reason))
+			log.InfoContext(r.Context(), "webhook ignored", slog.String(logkey.Reason, reason))
 			return webhookResponse{Status: "ignored", Reason: reason}, http.StatusAccepted, nil
 		}
 		reason := fmt.Sprintf("no rule matches event=%q repository=%q branch=%q workflow=%q",
 			ev.Event, ev.Repository, ev.Branch, ev.Workflow)
-		log.InfoContext(r.Context(), "webhook unmapped", slog.String(keyReason, reason))
+		log.InfoContext(r.Context(), "webhook unmapped", slog.String(logkey.Reason, reason))
 		return webhookResponse{Status: "unmapped", Reason: reason}, http.StatusAccepted, nil
 	}
 	t, err := ruleTrigger(i, rule, ev, obj)
@@ -267,12 +268,12 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 		if seenID {
 			reason = alreadyReceived(provider, deliveryHeader)
 		}
-		log.InfoContext(r.Context(), "webhook duplicate", slog.String(keyRunID, run.ID), slog.String(keyReason, reason))
+		log.InfoContext(r.Context(), "webhook duplicate", slog.String(logkey.RunID, run.ID), slog.String(logkey.Reason, reason))
 		return webhookResponse{Status: "duplicate", Reason: reason, Pipeline: rule.Pipeline, Run: run}, http.StatusOK, nil
 	}
 	log.InfoContext(r.Context(), "webhook triggered a run",
-		slog.String(keyRunID, run.ID), slog.String(keyPipeline, rule.Pipeline), slog.Int(keyRule, i),
-		slog.Bool("redelivery", seenID))
+		slog.String(logkey.RunID, run.ID), slog.String(logkey.Pipeline, rule.Pipeline), slog.Int(logkey.Rule, i),
+		slog.Bool(logkey.Redelivery, seenID))
 	return webhookResponse{Status: "triggered", Pipeline: rule.Pipeline, Run: run}, http.StatusAccepted, nil
 }
 

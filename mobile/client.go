@@ -37,25 +37,6 @@ const (
 	HeaderFence = trace.HeaderFence
 )
 
-// slog attribute keys.
-const (
-	logKeyMethod  = "method"
-	logKeyPath    = "path"
-	logKeyStatus  = "status"
-	logKeyAttempt = "attempt"
-	logKeyWait    = "wait"
-	logKeyRunID   = "run_id"
-	logKeyFence   = "fence"
-	logKeyLockKey = "lock_key"
-	logKeyFeature = "feature"
-	logKeyEnv     = "environment"
-	logKeyReason  = "reason"
-	logKeyChanged = "changed"
-	logKeyVersion = "version"
-	logKeyOutside = "outside_version"
-	logKeyBase    = "based_on"
-)
-
 // Defaults of the retry budget for 429 and 5xx answers.
 const (
 	DefaultRetryMax      = 4

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 )
@@ -379,7 +380,7 @@ func (c *Client) PublishVersion(ctx context.Context, envID, featureID int64, v V
 		return Version{}, fmt.Errorf("publish version of feature %d: %w (and reading the versions back to learn whether it was created failed: %v)", featureID, err, lerr)
 	case found != nil:
 		c.logger.LogAttrs(ctx, slog.LevelWarn, "flagsmith version created despite a failed answer",
-			slog.String(logKeyReason, err.Error()), slog.String(logKeyVersion, found.UUID))
+			slog.String(logkey.Reason, err.Error()), slog.String(logkey.Version, found.UUID))
 		return *found, nil
 	}
 	// Not created: the error stays, without "outcome unknown".

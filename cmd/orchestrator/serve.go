@@ -13,6 +13,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/metrics"
 	"github.com/deploy-orchestrator/orchestrator/notify"
 )
@@ -52,7 +53,7 @@ func cmdServe(ctx context.Context, c *cli, args []string) error {
 				strings.Join(missing.Lines(), "\n"))
 		}
 		for _, p := range missing {
-			log.LogAttrs(ctx, slog.LevelWarn, "env-source secret missing", slog.String("problem", p.String()))
+			log.LogAttrs(ctx, slog.LevelWarn, "env-source secret missing", slog.String(logkey.Problem, p.String()))
 		}
 	}
 	return serveWith(ctx, c, d, pipelines, log, nil, tuning{})
@@ -116,7 +117,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 		nctx, cancel := context.WithTimeout(context.Background(), notifyGrace)
 		defer cancel()
 		if err := notifier.Close(nctx); err != nil {
-			log.LogAttrs(context.Background(), slog.LevelWarn, "notifications left unsent", slog.String("error", err.Error()))
+			log.LogAttrs(context.Background(), slog.LevelWarn, "notifications left unsent", slog.String(logkey.Error, err.Error()))
 		}
 	}()
 	eng, err := newEngine(b, engineConfig{
@@ -134,8 +135,8 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 		return err
 	}
 	for _, r := range interrupted {
-		log.LogAttrs(ctx, slog.LevelWarn, "run interrupted by a restart", slog.String("run_id", r.ID),
-			slog.String("pipeline", r.Pipeline), slog.Any("left", r.Left))
+		log.LogAttrs(ctx, slog.LevelWarn, "run interrupted by a restart", slog.String(logkey.RunID, r.ID),
+			slog.String(logkey.Pipeline, r.Pipeline), slog.Any(logkey.Left, r.Left))
 	}
 
 	stopPruner := startPruner(ctx, b.store, d.Retention, log)
@@ -160,8 +161,8 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 		log.LogAttrs(ctx, slog.LevelWarn, "no API token is configured: every route that needs one ("+closed+") answers 403; "+
 			"set ORCH_TRIGGER_TOKEN, ORCH_ADMIN_TOKEN or ORCH_READ_TOKEN (tokens.trigger, tokens.admin, tokens.read in the config file)")
 	}
-	log.LogAttrs(ctx, slog.LevelInfo, "daemon listening", slog.String("addr", ln.Addr().String()),
-		slog.String("backend", string(d.Backend())), slog.String("instance", instance), slog.Int("pipelines", len(pipelines)))
+	log.LogAttrs(ctx, slog.LevelInfo, "daemon listening", slog.String(logkey.Addr, ln.Addr().String()),
+		slog.String(logkey.Backend, string(d.Backend())), slog.String(logkey.Instance, instance), slog.Int(logkey.Pipelines, len(pipelines)))
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
@@ -171,7 +172,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	case err := <-served:
 		return fmt.Errorf("http server: %w", err)
 	}
-	log.LogAttrs(context.Background(), slog.LevelInfo, "shutting down", slog.Duration("grace", d.ShutdownGrace))
+	log.LogAttrs(context.Background(), slog.LevelInfo, "shutting down", slog.Duration(logkey.Grace, d.ShutdownGrace))
 	gctx, cancel := context.WithTimeout(context.Background(), d.ShutdownGrace)
 	defer cancel()
 	engErr := eng.Shutdown(gctx)

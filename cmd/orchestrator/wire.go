@@ -17,6 +17,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/pacing"
 	"github.com/deploy-orchestrator/orchestrator/internal/private"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -94,7 +95,7 @@ func openBackends(ctx context.Context, d *config.Daemon, log *slog.Logger, obs l
 	}
 	if open != 0 {
 		log.Warn("state directory is open to other users; the run history and locks are in it (chmod 700 it)",
-			slog.String("state_dir", stateDir), slog.String("open_bits", open.String()))
+			slog.String(logkey.StateDir, stateDir), slog.String(logkey.OpenBits, open.String()))
 	}
 	drv, err := openLockDB(stateDir)
 	if err != nil {
@@ -336,7 +337,7 @@ func coolifyPacing(b *backends, perMinute int, log *slog.Logger) (*pacing.Pool, 
 				runs.DataWaitedMS: strconv.FormatInt(s.Total.Milliseconds(), 10), runs.DataLongestMS: strconv.FormatInt(s.Longest.Milliseconds(), 10),
 			}}
 		if _, err := b.store.Append(ctx, runID, ev); err != nil {
-			log.LogAttrs(ctx, slog.LevelDebug, "coolify.paced event not written", slog.String("run_id", runID), slog.String("error", err.Error()))
+			log.LogAttrs(ctx, slog.LevelDebug, "coolify.paced event not written", slog.String(logkey.RunID, runID), slog.String(logkey.Error, err.Error()))
 		}
 	})
 	closeStore := b.close

@@ -35,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/secrets"
 )
@@ -63,21 +64,6 @@ const (
 	maxErrorBody = 64 << 10
 	maxListBody  = 32 << 20
 	maxPeek      = 4 << 10
-)
-
-// Log attribute keys.
-const (
-	attrMethod   = "method"
-	attrPath     = "path"
-	attrStatus   = "status"
-	attrError    = "error"
-	attrIdentity = "identity"
-	attrTTL      = "expires_in"
-	attrProject  = "project"
-	attrEnv      = "environment"
-	attrFolder   = "secret_path"
-	attrCount    = "count"
-	attrImports  = "imports"
 )
 
 // Config configures a Client. BaseURL, ClientID and ClientSecret are required.
@@ -266,9 +252,9 @@ func (c *Client) ListSecrets(ctx context.Context, scope Scope) (Listing, error) 
 	}
 	l := out.merge()
 	c.log.LogAttrs(ctx, slog.LevelDebug, "infisical secrets listed",
-		slog.String(attrProject, scope.ProjectID), slog.String(attrEnv, scope.Environment),
-		slog.String(attrFolder, scope.path()), slog.Int(attrCount, l.Values.Len()+len(l.Hidden)+len(l.Unresolved)),
-		slog.Int(attrImports, len(out.Imports)))
+		slog.String(logkey.Project, scope.ProjectID), slog.String(logkey.Environment, scope.Environment),
+		slog.String(logkey.SecretPath, scope.path()), slog.Int(logkey.Count, l.Values.Len()+len(l.Hidden)+len(l.Unresolved)),
+		slog.Int(logkey.Imports, len(out.Imports)))
 	return l, nil
 }
 
@@ -386,7 +372,7 @@ func (c *Client) authed(ctx context.Context, method, route, path string, q url.V
 		var apiErr *APIError
 		if attempt == 0 && errors.As(err, &apiErr) && apiErr.tokenRejected() {
 			c.log.LogAttrs(ctx, slog.LevelInfo, "infisical token refused, logging in again",
-				slog.Int(attrStatus, apiErr.StatusCode), slog.String(attrError, apiErr.Name))
+				slog.Int(logkey.Status, apiErr.StatusCode), slog.String(logkey.Error, apiErr.Name))
 			c.dropToken(tok)
 			continue
 		}
@@ -463,7 +449,7 @@ func (c *Client) login(ctx context.Context) (string, error) {
 	}
 	c.mu.Unlock()
 	c.log.LogAttrs(ctx, slog.LevelInfo, "infisical login",
-		slog.String(attrIdentity, c.clientID), slog.Duration(attrTTL, ttl))
+		slog.String(logkey.Identity, c.clientID), slog.Duration(logkey.ExpiresIn, ttl))
 	return out.AccessToken, nil
 }
 
@@ -498,7 +484,7 @@ func (c *Client) do(ctx context.Context, method, route, path string, q url.Value
 			return fmt.Errorf("infisical: %s %s: %w", method, path, ctxErr)
 		}
 		c.log.LogAttrs(ctx, slog.LevelInfo, "infisical request failed",
-			slog.String(attrMethod, method), slog.String(attrPath, path), slog.String(attrError, err.Error()))
+			slog.String(logkey.Method, method), slog.String(logkey.Path, path), slog.String(logkey.Error, err.Error()))
 		return fmt.Errorf("infisical: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()

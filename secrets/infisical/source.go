@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/secrets"
 )
 
@@ -62,8 +63,8 @@ func (s *Source) snapshot(ctx context.Context) (secrets.Source, error) {
 	l, err := s.c.ListSecrets(ctx, s.scope)
 	if errors.Is(err, ErrForbidden) {
 		s.c.log.LogAttrs(ctx, slog.LevelInfo, "infisical refused the list of the folder; reading the keys asked for one by one",
-			slog.String(attrProject, s.scope.ProjectID), slog.String(attrEnv, s.scope.Environment),
-			slog.String(attrFolder, s.scope.path()), slog.String(attrError, err.Error()))
+			slog.String(logkey.Project, s.scope.ProjectID), slog.String(logkey.Environment, s.scope.Environment),
+			slog.String(logkey.SecretPath, s.scope.path()), slog.String(logkey.Error, err.Error()))
 		return &byKey{c: s.c, scope: s.scope}, nil
 	}
 	if err != nil {
