@@ -20,6 +20,7 @@ package infisical
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -158,8 +159,8 @@ func New(cfg Config) (*Client, error) {
 	}
 	p := outbound.Policy{
 		MaxRetries:    cfg.RetryMax,
-		MinWait:       cmpOr(cfg.RetryWaitMin, DefaultRetryWaitMin),
-		MaxWait:       cmpOr(cfg.RetryWaitMax, DefaultRetryWaitMax),
+		MinWait:       cmp.Or(cfg.RetryWaitMin, DefaultRetryWaitMin),
+		MaxWait:       cmp.Or(cfg.RetryWaitMax, DefaultRetryWaitMax),
 		MaxRetryAfter: cfg.MaxRetryAfter,
 	}
 	switch {
@@ -175,14 +176,6 @@ func New(cfg Config) (*Client, error) {
 		Version: cfg.Version, Logger: c.log, Metrics: cfg.Metrics,
 		RetryAfter: retryAfterFromMessage})
 	return c, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // String shows the host and the client id; never the secret or a token.
@@ -204,7 +197,7 @@ type Scope struct {
 	Path string `json:"path"`
 }
 
-func (s Scope) path() string { return cmpOr(s.Path, "/") }
+func (s Scope) path() string { return cmp.Or(s.Path, "/") }
 
 // String is `infisical project "p" environment "prod" path "/"`.
 func (s Scope) String() string {
