@@ -100,14 +100,6 @@ func setup(t *testing.T, cfg infisical.Config, opts ...infisicaltest.Option) env
 	return env{srv: srv, client: c, logs: logs}
 }
 
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
-}
-
 func statuses(reqs []infisicaltest.Request, path string) []int {
 	var out []int
 	for _, r := range reqs {
