@@ -16,6 +16,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/metrics"
 	"github.com/deploy-orchestrator/orchestrator/notify"
+	"github.com/deploy-orchestrator/orchestrator/phases"
 )
 
 func cmdServe(ctx context.Context, c *cli, args []string) error {
@@ -153,14 +154,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	trusted, _ := config.ParseTrustedProxies(d.TrustedProxies) // validated by LoadDaemon
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(api.LimitListener(ln, d.Connections, trusted, log)) }()
-	if d.Tokens.None() {
-		closed := "triggers, cancels, lock operations and reads"
-		if d.PublicRead {
-			closed = "triggers, cancels and lock operations"
-		}
-		log.LogAttrs(ctx, slog.LevelWarn, "no API token is configured: every route that needs one ("+closed+") answers 403; "+
-			"set ORCH_TRIGGER_TOKEN, ORCH_ADMIN_TOKEN or ORCH_READ_TOKEN (tokens.trigger, tokens.admin, tokens.read in the config file)")
-	}
+	warnNoTokens(ctx, d, log)
 	log.LogAttrs(ctx, slog.LevelInfo, "daemon listening", slog.String(logkey.Addr, ln.Addr().String()),
 		slog.String(logkey.Backend, string(d.Backend())), slog.String(logkey.Instance, instance), slog.Int(logkey.Pipelines, len(pipelines)))
 	if ready != nil {
@@ -172,6 +166,26 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	case err := <-served:
 		return fmt.Errorf("http server: %w", err)
 	}
+	return shutdown(d, log, eng, srv, served, cancelBase)
+}
+
+// warnNoTokens warns when no API token is configured: every route that needs one is closed.
+func warnNoTokens(ctx context.Context, d *config.Daemon, log *slog.Logger) {
+	if !d.Tokens.None() {
+		return
+	}
+	closed := "triggers, cancels, lock operations and reads"
+	if d.PublicRead {
+		closed = "triggers, cancels and lock operations"
+	}
+	log.LogAttrs(ctx, slog.LevelWarn, "no API token is configured: every route that needs one ("+closed+") answers 403; "+
+		"set ORCH_TRIGGER_TOKEN, ORCH_ADMIN_TOKEN or ORCH_READ_TOKEN (tokens.trigger, tokens.admin, tokens.read in the config file)")
+}
+
+// shutdown stops the daemon serving through srv (served reports its end): the engine first,
+// within the grace period, then the streams (cancelBase ends their context), then the
+// requests still open.
+func shutdown(d *config.Daemon, log *slog.Logger, eng *phases.Engine, srv *http.Server, served <-chan error, cancelBase func()) error {
 	log.LogAttrs(context.Background(), slog.LevelInfo, "shutting down", slog.Duration(logkey.Grace, d.ShutdownGrace))
 	gctx, cancel := context.WithTimeout(context.Background(), d.ShutdownGrace)
 	defer cancel()
