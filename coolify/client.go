@@ -289,7 +289,7 @@ const maxBody = 32 << 20
 
 func (c *Client) apiError(method, path string, resp *http.Response) error {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	e := &APIError{Method: method, Path: path, Status: resp.StatusCode}
+	e := &APIError{Method: method, Path: path, StatusCode: resp.StatusCode}
 	if d, ok := outbound.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 		e.RetryAfter = d
 	}

@@ -444,7 +444,7 @@ func (c *Client) VersionState(ctx context.Context, envID, featureID int64, uuid 
 const versionsRoute = "/api/v1/environments/{environment_pk}/features/{feature_pk}/versions/"
 
 // writeDescription is the description of a version this client creates: the run and fence of
-// ctx (WithTrace) and a token no other call uses, for the read-back.
+// ctx (coolify.WithTrace) and a token no other call uses, for the read-back.
 func writeDescription(ctx context.Context) string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])

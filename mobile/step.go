@@ -136,7 +136,7 @@ func (s *Step) Run(ctx context.Context, r Request) (Result, error) {
 	if runID == "" {
 		runID, _, _ = trace.From(ctx)
 	}
-	err := s.rmw(WithTrace(ctx, runID, r.Fence), r, &res)
+	err := s.rmw(trace.With(ctx, runID, r.Fence), r, &res)
 	if cause := context.Cause(ctx); err != nil && cause != nil && ctx.Err() != nil && !errors.Is(err, cause) {
 		err = fmt.Errorf("%w (while: %w)", cause, err)
 	}

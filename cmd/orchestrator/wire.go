@@ -264,7 +264,7 @@ func (c *clients) flagsmith(url, apiKey string) *mobile.Client {
 	if c.metrics != nil {
 		opts = append(opts, mobile.WithMetrics(c.metrics))
 	}
-	return mobile.NewClient(url, apiKey, opts...)
+	return mobile.New(url, apiKey, opts...)
 }
 
 func (c *clients) secrets(name string, src config.SecretSource) (secrets.Source, error) {

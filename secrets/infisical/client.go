@@ -365,7 +365,7 @@ func (c *Client) authed(ctx context.Context, method, route, path string, q url.V
 		var apiErr *APIError
 		if attempt == 0 && errors.As(err, &apiErr) && apiErr.tokenRejected() {
 			c.log.LogAttrs(ctx, slog.LevelInfo, "infisical token refused, logging in again",
-				slog.Int(logkey.Status, apiErr.StatusCode), slog.String(logkey.Error, apiErr.Name))
+				slog.Int(logkey.Status, apiErr.StatusCode), slog.String(logkey.Error, apiErr.Code))
 			c.dropToken(tok)
 			continue
 		}

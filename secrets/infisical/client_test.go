@@ -340,7 +340,7 @@ func TestReferenceToUnreadableSecretIsForbidden(t *testing.T) {
 	_, err = e.client.Source(apiScope).Fetch(ctx, []string{"CROSS", "OVERRIDDEN"})
 	var apiErr *infisical.APIError
 	if !errors.Is(err, infisical.ErrForbidden) || errors.Is(err, infisical.ErrUnauthorized) ||
-		!errors.As(err, &apiErr) || apiErr.StatusCode != 403 || apiErr.Name != "ForbiddenError" {
+		!errors.As(err, &apiErr) || apiErr.StatusCode != 403 || apiErr.Code != "ForbiddenError" {
 		t.Fatalf("err = %v, want ErrForbidden from a 403 ForbiddenError", err)
 	}
 	msg := err.Error()
@@ -595,7 +595,7 @@ func TestRateLimitOutlastsRetries(t *testing.T) {
 		t.Fatalf("err = %v, want ErrRateLimited", err)
 	}
 	var apiErr *infisical.APIError
-	if !errors.As(err, &apiErr) || apiErr.Message != "Rate limit exceeded. Please try again in 0 seconds" || apiErr.Name != "RateLimitExceeded" {
+	if !errors.As(err, &apiErr) || apiErr.Message != "Rate limit exceeded. Please try again in 0 seconds" || apiErr.Code != "RateLimitExceeded" {
 		t.Errorf("APIError = %+v, want the server's 429 message", apiErr)
 	}
 	if got := e.srv.Count(http.MethodPost, loginPath); got != 3 {

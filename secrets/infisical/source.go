@@ -178,14 +178,14 @@ func (b *byKey) String() string { return "keys of " + b.scope.String() }
 // have (404 "NotFound"; a server without the route answers 404 "Not Found", an error).
 func secretNotFound(err error) bool {
 	var e *APIError
-	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound && e.Name == "NotFound"
+	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound && e.Code == "NotFound"
 }
 
 // readRefused reports the server's refusal to show the value of one secret the identity may
 // describe but not read (403 "ForbiddenReadSecretError").
 func readRefused(err error) bool {
 	var e *APIError
-	return errors.As(err, &e) && e.StatusCode == http.StatusForbidden && e.Name == "ForbiddenReadSecretError"
+	return errors.As(err, &e) && e.StatusCode == http.StatusForbidden && e.Code == "ForbiddenReadSecretError"
 }
 
 // problems are the keys of one Fetch that have no value, by reason.
