@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -42,6 +43,22 @@ type eventFields struct{ Event, Repository, Branch, Workflow, Source string }
 
 func fieldsOf(ev ciEvent) eventFields {
 	return eventFields{ev.Event, ev.Repository, ev.Branch, ev.Workflow, ev.Source}
+}
+
+// parsePayload runs the parse step on payload file as provider sends it with event, and
+// returns the event and the body's JSON object.
+func parsePayload(t *testing.T, provider config.Provider, file, event string) (ciEvent, map[string]json.RawMessage) {
+	t.Helper()
+	body := readPayload(t, file)
+	obj, err := decodeObject(body, nameRequestBody)
+	if err != nil {
+		t.Fatalf("%s: decode: %v", file, err)
+	}
+	ev, err := parseDelivery(provider, eventHeader(provider, event), body, obj)
+	if err != nil {
+		t.Fatalf("%s: parse: %v", file, err)
+	}
+	return ev, obj
 }
 
 // parseRow is a payload and the ciEvent its provider's parse step makes of it.
@@ -87,15 +104,7 @@ var parseRows = []parseRow{
 func TestParseDeliveryPayloads(t *testing.T) {
 	for _, c := range parseRows {
 		t.Run(string(c.provider)+"/"+c.file+"/"+c.event, func(t *testing.T) {
-			body := readPayload(t, c.file)
-			obj, err := decodeObject(body, nameRequestBody)
-			if err != nil {
-				t.Fatalf("decode: %v", err)
-			}
-			ev, err := parseDelivery(c.provider, eventHeader(c.provider, c.event), body, obj)
-			if err != nil {
-				t.Fatalf("parse: %v", err)
-			}
+			ev, _ := parsePayload(t, c.provider, c.file, c.event)
 			if c.ignore == "" && ev.Ignore != "" || !strings.Contains(ev.Ignore, c.ignore) {
 				t.Errorf("ignore: got %q, want %q", ev.Ignore, c.ignore)
 			}
@@ -121,15 +130,7 @@ func TestParseDeliveryTriggerDefaults(t *testing.T) {
 		{config.ProviderGeneric, "generic.json", "", "1234", "5f2c3e1a9b7d4c6e8f0a1b2c3d4e5f6a7b8c9d0e", "v2.4.0", "2.4.0", "eu-west-1"},
 	} {
 		t.Run(c.file, func(t *testing.T) {
-			body := readPayload(t, c.file)
-			obj, err := decodeObject(body, nameRequestBody)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ev, err := parseDelivery(c.provider, eventHeader(c.provider, c.event), body, obj)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ev, _ := parsePayload(t, c.provider, c.file, c.event)
 			tr := ev.Trigger
 			if tr.Build != c.build || tr.Commit != c.commit || tr.ImageTag != c.imageTag || tr.AppVersion != c.appVersion ||
 				tr.Params["region"] != c.region {
@@ -289,15 +290,7 @@ func TestMatchDeliverySteps(t *testing.T) {
 // (or is answered why not), and the trigger the rule builds is a valid one.
 func TestWebhookStepsOnPayloads(t *testing.T) {
 	for _, c := range parseRows {
-		body := readPayload(t, c.file)
-		obj, err := decodeObject(body, nameRequestBody)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev, err := parseDelivery(c.provider, eventHeader(c.provider, c.event), body, obj)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ev, obj := parsePayload(t, c.provider, c.file, c.event)
 		i, rule, skip := matchDelivery(stepHook, c.provider, ev)
 		if rule == nil {
 			if skip.Status != "ignored" && skip.Status != "unmapped" || skip.Reason == "" {
