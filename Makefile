@@ -1,26 +1,43 @@
 # Every target works on a fresh machine: scripts/ensure-deps.sh installs what the tests start.
 GO ?= go
 
-.PHONY: test vet unit bench bench-locks demo deps chaos fuzz
+.PHONY: help test lint vet unit bench bench-locks demo deps chaos fuzz
+
+# A target's line in `make help` is the `## ` comment on its rule's line.
 
 # Every test, then a short fuzz run of every target (the seed corpora also run in `unit`).
-test: deps vet unit
+test: deps lint unit ## lint, every test with -race, then a short fuzz run (what CI runs)
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=20000x
 
-deps:
+help: ## this list
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+deps: ## install what the tests start (redis-server, chromium) when missing
 	@scripts/ensure-deps.sh --browser
+
+# staticcheck runs from the Go module proxy at a pinned version (go run caches the build), so
+# nothing is installed by hand and every machine checks with the same rules: its default
+# checks, all passing (a check turned off would go in staticcheck.conf, with the reason).
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK = $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+lint: vet ## gofmt, go vet and staticcheck over the module and bench/
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then \
+		echo "gofmt: not formatted (run gofmt -w on them):"; echo "$$unformatted"; exit 1; fi
+	$(STATICCHECK) ./...
+	cd bench && $(STATICCHECK) ./...
 
 # bench/ is a module of its own (the peers it measures are not the product's dependencies):
 # vet, build and test it too.
-vet:
+vet: ## go vet over the module and bench/, and build bench/
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./... && $(GO) build ./...
 
-unit:
+unit: ## every test with -race, the module's and bench/'s
 	$(GO) test -race -count=1 ./...
 	cd bench && $(GO) test -race -count=1 ./...
 
-bench-locks: deps
+bench-locks: deps ## one run of the lock benchmark
 	cd bench && $(GO) run ./cmd/benchlocks
 
 # Every bench program BENCH_RUNS times, the programs taking turns run by run, then
@@ -33,7 +50,7 @@ BENCH_PROGRAMS ?= benchlocks benchengine benchapi
 BENCH_ARGS_benchlocks ?= -n 2000 -rounds 10 -idle 2s
 BENCH_ARGS_benchengine ?= -runs 1 -out ''
 BENCH_ARGS_benchapi ?= -runs 1 -out ''
-bench: deps
+bench: deps ## every benchmark BENCH_RUNS times into bench/RESULTS.md and the README
 	rm -rf bench/out && mkdir -p bench/out
 	cd bench && $(GO) build -o out/ $(BENCH_PROGRAMS:%=./cmd/%) ./cmd/benchreport
 	@set -e; for i in $$(seq $(BENCH_RUNS)); do \
@@ -43,12 +60,12 @@ bench: deps
 	done
 	cd bench && out/benchreport -o RESULTS.md -readme ../README.md out/*.json
 
-demo:
+demo: ## the product on its embedded backend with simulated Coolify, Flagsmith, Infisical
 	$(GO) run ./cmd/orchestrator demo
 
 # The fault suite (issue 7): the daemon as real processes on a private redis-server, killed,
 # stopped and starved. CHAOS_RACE=1 also builds the daemon with the race detector.
-chaos: deps
+chaos: deps ## the fault suite: the daemon as real processes, killed, stopped and starved
 	$(GO) test -race -count=1 -timeout 10m ./chaos/
 
 # A short run of every fuzz target (FUZZTIME each, default 50000x) on top of the committed seeds.
@@ -62,7 +79,7 @@ FUZZ_TARGETS = ./config:FuzzLoadPipeline ./api:FuzzWebhookDelivery ./api:FuzzGit
 	./mobile:FuzzDecodeFlagsmithFeatureState ./mobile:FuzzDecodeFlagsmithVersion \
 	./mobile:FuzzDecodeFlagsmithError ./mobile:FuzzDecodeFlagsmithChange
 
-fuzz:
+fuzz: ## every fuzz target for FUZZTIME executions (default 50000x)
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \

@@ -14,6 +14,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/testutil"
 )
 
 // stallBody is a request body that delivers prefix, then stalls until release is closed, as a
@@ -251,8 +252,8 @@ func (c *readCounter) reads() int {
 // again once its bucket refilled.
 func TestRateLimitedAddressCostsNoBodyRead(t *testing.T) {
 	f := newFixture(t, func(c *config.Daemon) { c.RateLimits.Webhook = config.Rate{PerSecond: 0.5, Burst: 2} })
-	clock := &manualClock{t: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
-	h := api.NewServer(api.Deps{Config: f.cfg, Engine: f.engine, Runs: f.store, Locks: f.locker, Now: clock.now})
+	clock := testutil.NewClock(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
+	h := api.NewServer(api.Deps{Config: f.cfg, Engine: f.engine, Runs: f.store, Locks: f.locker, Now: clock.Now})
 	body := payload(t, "github-workflow-run.json")
 	send := func(provider, remote, secret, id string) (int, int) {
 		secretFor := map[string]string{"github": githubSecret, "generic": genericSecret}
@@ -282,25 +283,8 @@ func TestRateLimitedAddressCostsNoBodyRead(t *testing.T) {
 	if code, _ := send("github", "10.7.0.3:5000", "", "genuine-elsewhere"); code != 202 {
 		t.Errorf("a genuine delivery from another address: got %d, want 202", code)
 	}
-	clock.add(2 * time.Second) // one failure's worth refilled
+	clock.Add(2 * time.Second) // one failure's worth refilled
 	if code, _ := send("github", "10.7.0.1:5000", "", "genuine-later"); code != 200 && code != 202 {
 		t.Errorf("a genuine delivery from the address once its bucket refilled: got %d, want 200 or 202", code)
 	}
-}
-
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }

@@ -493,7 +493,7 @@ func TestDashboardActions(t *testing.T) {
 		t.Fatalf("after freeze: %q", msg)
 	}
 	if l := f.lockInfo("coolify:phase2"); !l.Frozen || l.Message != "db migration, ask #ops" ||
-		l.ExpiresAt.Sub(time.Now()) < 29*time.Minute || l.ExpiresAt.Sub(time.Now()) > 31*time.Minute {
+		time.Until(l.ExpiresAt) < 29*time.Minute || time.Until(l.ExpiresAt) > 31*time.Minute {
 		t.Fatalf("coolify:phase2 after the freeze: %+v", l)
 	}
 	within(t, ctx, "unfreeze coolify:phase2",

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -203,7 +204,7 @@ func (s *server) handleDashboard() http.HandlerFunc {
 		if err != nil {
 			d.LocksErr = "the lock backend is unavailable"
 			s.log.WarnContext(r.Context(), "dashboard could not list locks",
-				slog.String(keyRequestID, requestID(r.Context())), slog.String(keyError, err.Error()))
+				slog.String(logkey.RequestID, requestID(r.Context())), slog.String(logkey.Error, err.Error()))
 		}
 		d.Locks = redactLeases(infos)
 		s.render(w, r, http.StatusOK, s.pages.index, d)

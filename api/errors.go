@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/deploy-orchestrator/orchestrator"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/panics"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -149,21 +150,21 @@ func (s *server) noteError(r *http.Request, err error) (status int, detail error
 	case errors.As(err, &he) && he.refusal != "":
 		if s.refusals.ok(he.refusal + " " + clientKey(r)) {
 			s.log.WarnContext(r.Context(), he.refusal,
-				slog.String(keyRequestID, requestID(r.Context())),
-				slog.String(keyRoute, routePattern(r)),
-				slog.String(keyRemote, clientIP(r)),
-				slog.Int(keyStatus, status),
-				slog.String(keyReason, he.message),
-				slog.String("note", "logged at most once a minute per client"))
+				slog.String(logkey.RequestID, requestID(r.Context())),
+				slog.String(logkey.Route, routePattern(r)),
+				slog.String(logkey.Remote, clientIP(r)),
+				slog.Int(logkey.Status, status),
+				slog.String(logkey.Reason, he.message),
+				slog.String(logkey.Note, "logged at most once a minute per client"))
 		}
 	case errors.Is(err, panics.ErrPanic):
 		s.logPanic(r, "request panicked", err)
 	case status >= 500:
 		s.log.ErrorContext(r.Context(), "request failed",
-			slog.String(keyRequestID, requestID(r.Context())),
-			slog.String(keyRoute, routePattern(r)),
-			slog.Int(keyStatus, status),
-			slog.String(keyError, err.Error()))
+			slog.String(logkey.RequestID, requestID(r.Context())),
+			slog.String(logkey.Route, routePattern(r)),
+			slog.Int(logkey.Status, status),
+			slog.String(logkey.Error, err.Error()))
 	}
 	return status, detail, retryAfter
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -98,8 +99,8 @@ func (s *server) handleEvents() http.HandlerFunc {
 		wg.Wait()
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, errClientGone) {
 			s.log.WarnContext(r.Context(), "event stream ended with an error",
-				slog.String(keyRequestID, requestID(r.Context())),
-				slog.String(keyRunID, id), slog.String(keyError, err.Error()))
+				slog.String(logkey.RequestID, requestID(r.Context())),
+				slog.String(logkey.RunID, id), slog.String(logkey.Error, err.Error()))
 		}
 	}
 }

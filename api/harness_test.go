@@ -19,6 +19,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/testutil"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
 	"github.com/deploy-orchestrator/orchestrator/metrics"
@@ -125,6 +126,7 @@ func (e *testEngine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 func (e *testEngine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigger) (*orchestrator.Plan, error) {
 	if pipeline == panicPipeline {
 		var m map[string]int
+		//lint:ignore SA5000 the runtime's own panic, as a buggy engine would raise, is the point
 		m[t.ImageTag]++ // a bug: assignment to a nil map
 	}
 	services, ok := e.pipelines[pipeline]
@@ -168,25 +170,8 @@ type fixture struct {
 	metrics *metrics.Metrics
 	// notifier is the daemon's, when the config has a notify block.
 	notifier *notify.Notifier
-	logs     *syncBuffer
+	logs     *testutil.SyncBuffer
 	h        http.Handler
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func testConfig() *config.Daemon {
@@ -234,7 +219,7 @@ func newFixture(t testing.TB, mutate ...func(*config.Daemon)) *fixture {
 		m(cfg)
 	}
 	f := &fixture{
-		t: t, cfg: cfg, store: store, locker: locker, metrics: metrics, logs: &syncBuffer{},
+		t: t, cfg: cfg, store: store, locker: locker, metrics: metrics, logs: &testutil.SyncBuffer{},
 		engine: &testEngine{store: store, pipelines: map[string][]string{
 			"demo": {"api", "worker"},
 			"prod": {"api", "worker", "web"},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 )
 
 // readyTimeout bounds each backend ping of /readyz.
@@ -26,11 +28,11 @@ func (s *server) handleReadyz() http.HandlerFunc {
 		ready := true
 		if err := s.runs.Ping(ctx); err != nil {
 			checks["runs"], ready = "unavailable", false
-			s.log.WarnContext(ctx, "readiness check failed", keyCheck, "runs", keyError, err.Error())
+			s.log.WarnContext(ctx, "readiness check failed", logkey.Check, "runs", logkey.Error, err.Error())
 		}
 		if err := s.locks.Ping(ctx); err != nil {
 			checks["locks"], ready = "unavailable", false
-			s.log.WarnContext(ctx, "readiness check failed", keyCheck, "locks", keyError, err.Error())
+			s.log.WarnContext(ctx, "readiness check failed", logkey.Check, "locks", logkey.Error, err.Error())
 		}
 		status, code := "ready", http.StatusOK
 		if !ready {

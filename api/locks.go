@@ -8,6 +8,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/notify"
 )
@@ -100,9 +101,9 @@ func (s *server) handleForceRelease() http.HandlerFunc {
 		}
 		evicted.Token = ""
 		s.log.WarnContext(r.Context(), "lock force-released",
-			slog.String(keyRequestID, requestID(r.Context())),
-			slog.String(keyLockKey, key), slog.Int64(keyFence, evicted.Fence),
-			slog.String("holder", evicted.Holder), slog.String(keyBy, by), slog.String(keyReason, b.Reason))
+			slog.String(logkey.RequestID, requestID(r.Context())),
+			slog.String(logkey.LockKey, key), slog.Int64(logkey.Fence, evicted.Fence),
+			slog.String(logkey.Holder, evicted.Holder), slog.String(logkey.By, by), slog.String(logkey.Reason, b.Reason))
 		encode(w, http.StatusOK, map[string]any{"released": evicted})
 	}
 }
@@ -134,8 +135,8 @@ func (s *server) handleFreeze() http.HandlerFunc {
 		}
 		info.Token = ""
 		s.log.WarnContext(r.Context(), "lock frozen",
-			slog.String(keyRequestID, requestID(r.Context())),
-			slog.String(keyLockKey, key), slog.String(keyBy, by), slog.Time("until", until))
+			slog.String(logkey.RequestID, requestID(r.Context())),
+			slog.String(logkey.LockKey, key), slog.String(logkey.By, by), slog.Time(logkey.Until, until))
 		s.notifyFreeze(config.NotifyFreeze, notify.Lock{Key: key, Holder: by, Message: b.Message, Until: until})
 		encode(w, http.StatusOK, map[string]any{"frozen": info})
 	}
@@ -165,8 +166,8 @@ func (s *server) handleUnfreeze() http.HandlerFunc {
 			return
 		}
 		s.log.WarnContext(r.Context(), "lock unfrozen",
-			slog.String(keyRequestID, requestID(r.Context())),
-			slog.String(keyLockKey, key), slog.String(keyBy, by))
+			slog.String(logkey.RequestID, requestID(r.Context())),
+			slog.String(logkey.LockKey, key), slog.String(logkey.By, by))
 		s.notifyFreeze(config.NotifyUnfreeze, notify.Lock{Key: key, Holder: by, Message: b.Reason})
 		w.WriteHeader(http.StatusNoContent)
 	}

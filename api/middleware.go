@@ -18,28 +18,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/panics"
-)
-
-// Log attribute keys of this package.
-const (
-	keyRequestID = "request_id"
-	keyMethod    = "method"
-	keyRoute     = "route"
-	keyStatus    = "status"
-	keyDuration  = "duration"
-	keyRemote    = "remote"
-	keyError     = "error"
-	keyRunID     = "run_id"
-	keyPipeline  = "pipeline"
-	keyProvider  = "provider"
-	keyDelivery  = "delivery"
-	keyLockKey   = "lock_key"
-	keyFence     = "fence"
-	keyReason    = "reason"
-	keyBy        = "by"
-	keyCheck     = "check"
-	keyRule      = "rule"
 )
 
 // requestIDHeader carries the request ID both ways: a client may send one, the answer
@@ -131,12 +111,12 @@ func (s *server) observe(next http.Handler) http.Handler {
 				level = slog.LevelDebug
 			}
 			s.log.LogAttrs(r.Context(), level, "http request",
-				slog.String(keyRequestID, id),
-				slog.String(keyMethod, r.Method),
-				slog.String(keyRoute, route),
-				slog.Int(keyStatus, status),
-				slog.Duration(keyDuration, d),
-				slog.String(keyRemote, clientIP(r)))
+				slog.String(logkey.RequestID, id),
+				slog.String(logkey.Method, r.Method),
+				slog.String(logkey.Route, route),
+				slog.Int(logkey.Status, status),
+				slog.Duration(logkey.Duration, d),
+				slog.String(logkey.Remote, clientIP(r)))
 		}()
 		next.ServeHTTP(sw, r)
 	})
@@ -175,7 +155,7 @@ func (s *server) goRequest(r *http.Request, wg *sync.WaitGroup, cancel context.C
 // logPanic logs a recovered panic of request r with its stack.
 func (s *server) logPanic(r *http.Request, msg string, err error) {
 	panics.Log(r.Context(), s.log, msg, err,
-		slog.String(keyRequestID, requestID(r.Context())), slog.String(keyRoute, routePattern(r)))
+		slog.String(logkey.RequestID, requestID(r.Context())), slog.String(logkey.Route, routePattern(r)))
 }
 
 // limitBody caps the request body at n bytes.

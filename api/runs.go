@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/deploy-orchestrator/orchestrator"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -63,9 +64,9 @@ func (s *server) handleTrigger() http.HandlerFunc {
 			return
 		}
 		s.log.InfoContext(r.Context(), "run submitted",
-			slog.String(keyRequestID, requestID(r.Context())),
-			slog.String(keyRunID, run.ID), slog.String(keyPipeline, name),
-			slog.Bool("existing", existing), slog.String(keyBy, t.By))
+			slog.String(logkey.RequestID, requestID(r.Context())),
+			slog.String(logkey.RunID, run.ID), slog.String(logkey.Pipeline, name),
+			slog.Bool(logkey.Existing, existing), slog.String(logkey.By, t.By))
 		w.Header().Set("Location", "/v1/runs/"+run.ID)
 		encode(w, http.StatusAccepted, runResponse{Run: run, Existing: existing})
 	}
@@ -196,8 +197,8 @@ func (s *server) handleCancel() http.HandlerFunc {
 			return
 		}
 		s.log.InfoContext(r.Context(), "run cancel requested",
-			slog.String(keyRequestID, requestID(r.Context())),
-			slog.String(keyRunID, id), slog.String(keyBy, actor(r)))
+			slog.String(logkey.RequestID, requestID(r.Context())),
+			slog.String(logkey.RunID, id), slog.String(logkey.By, actor(r)))
 		encode(w, http.StatusOK, runResponse{Run: run})
 	}
 }

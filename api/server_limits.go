@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 )
 
 // What a client without credentials can cost the daemon, at most (README, Guarantees):
@@ -123,8 +124,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		_, _ = io.WriteString(c, refusal)
 		_ = c.Close()
 		if l.logged.ok(addrKey(addr).String()) {
-			l.log.Warn("connection refused", slog.String(keyRemote, addr.String()), slog.String(keyReason, why),
-				slog.String("note", "logged at most once a minute per client"))
+			l.log.Warn("connection refused", slog.String(logkey.Remote, addr.String()), slog.String(logkey.Reason, why),
+				slog.String(logkey.Note, "logged at most once a minute per client"))
 		}
 	}
 }

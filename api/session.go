@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 )
 
 // The dashboard's session.
@@ -152,8 +154,8 @@ func (s *server) handleLogin() http.HandlerFunc {
 		}
 		s.setSession(w, r, rl)
 		s.log.InfoContext(r.Context(), "dashboard login",
-			slog.String(keyRequestID, requestID(r.Context())), slog.String("role", rl.String()),
-			slog.String(keyRemote, clientIP(r)))
+			slog.String(logkey.RequestID, requestID(r.Context())), slog.String(logkey.Role, rl.String()),
+			slog.String(logkey.Remote, clientIP(r)))
 		http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/testutil"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -359,8 +360,8 @@ func TestSessionCookieIsNotTheToken(t *testing.T) {
 // session ended (a copy, a browser that kept it) is refused.
 func TestSessionExpiresServerSide(t *testing.T) {
 	f := newFixture(t)
-	clock := &manualClock{t: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
-	h := api.NewServer(api.Deps{Config: f.cfg, Engine: f.engine, Runs: f.store, Locks: f.locker, Now: clock.now})
+	clock := testutil.NewClock(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
+	h := api.NewServer(api.Deps{Config: f.cfg, Engine: f.engine, Runs: f.store, Locks: f.locker, Now: clock.Now})
 	serve := func(req *http.Request) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -371,11 +372,11 @@ func TestSessionExpiresServerSide(t *testing.T) {
 	if rec.Code != http.StatusSeeOther || len(cs) != 1 || cs[0].MaxAge != int((12*time.Hour).Seconds()) {
 		t.Fatalf("login: got %d, cookies %+v, want 303 and a cookie of 12 hours", rec.Code, cs)
 	}
-	clock.add(12*time.Hour - time.Second)
+	clock.Add(12*time.Hour - time.Second)
 	if rec := serve(withCookie(cs[0], "GET", "/v1/locks/audit", nil)); rec.Code != 200 {
 		t.Fatalf("a second before the session ends: got %d", rec.Code)
 	}
-	clock.add(time.Second)
+	clock.Add(time.Second)
 	if rec := serve(withCookie(cs[0], "GET", "/v1/locks/audit", nil)); rec.Code != 403 {
 		t.Errorf("the API once the session ended: got %d, want 403", rec.Code)
 	}

@@ -96,10 +96,10 @@ func (c *Client) probeAbilities(ctx context.Context, ref ResourceRef) (Abilities
 		switch {
 		case err == nil:
 			return false, nil
-		case errors.As(err, &ae) && ae.Status == http.StatusForbidden && ae.MissingPermission() != "":
+		case errors.As(err, &ae) && ae.StatusCode == http.StatusForbidden && ae.MissingPermission() != "":
 			return true, nil
-		case errors.As(err, &ae) && (ae.Status == http.StatusMethodNotAllowed || ae.Status == http.StatusBadRequest ||
-			(ae.Status == http.StatusNotFound && ability == AbilityWrite)):
+		case errors.As(err, &ae) && (ae.StatusCode == http.StatusMethodNotAllowed || ae.StatusCode == http.StatusBadRequest ||
+			(ae.StatusCode == http.StatusNotFound && ability == AbilityWrite)):
 			return false, nil // past the ability check
 		}
 		return false, err

@@ -55,6 +55,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 )
@@ -66,19 +67,6 @@ const System = "coolify"
 const (
 	HeaderRun   = trace.HeaderRun
 	HeaderFence = trace.HeaderFence
-)
-
-// Log attribute keys used by this package.
-const (
-	logKeyMethod  = "method"
-	logKeyRoute   = "route"
-	logKeyPath    = "path"
-	logKeyStatus  = "status"
-	logKeyAttempt = "attempt"
-	logKeyRunID   = "run_id"
-	logKeyFence   = "fence"
-	logKeyError   = "error"
-	logKeyWait    = "wait"
 )
 
 // MetricsFunc is told about every HTTP attempt the client makes (retries included): the system
@@ -267,17 +255,17 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 			return fmt.Errorf("%s %s: %w", k.method, fullPath, ctxErr)
 		}
 		c.logger.LogAttrs(ctx, slog.LevelDebug, "coolify request failed",
-			slog.String(logKeyMethod, k.method), slog.String(logKeyRoute, k.route),
-			slog.String(logKeyError, err.Error()))
+			slog.String(logkey.Method, k.method), slog.String(logkey.Route, k.route),
+			slog.String(logkey.Error, err.Error()))
 		return fmt.Errorf("%s %s: %w: %w", k.method, fullPath, ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
 	attrs := []slog.Attr{
-		slog.String(logKeyMethod, k.method), slog.String(logKeyRoute, k.route),
-		slog.String(logKeyPath, fullPath), slog.Int(logKeyStatus, resp.StatusCode),
+		slog.String(logkey.Method, k.method), slog.String(logkey.Route, k.route),
+		slog.String(logkey.Path, fullPath), slog.Int(logkey.Status, resp.StatusCode),
 	}
 	if runID, fence, traced := trace.From(ctx); traced {
-		attrs = append(attrs, slog.String(logKeyRunID, runID), slog.Int64(logKeyFence, fence))
+		attrs = append(attrs, slog.String(logkey.RunID, runID), slog.Int64(logkey.Fence, fence))
 	}
 	c.logger.LogAttrs(ctx, slog.LevelDebug, "coolify request", attrs...)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -301,7 +289,7 @@ const maxBody = 32 << 20
 
 func (c *Client) apiError(method, path string, resp *http.Response) error {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	e := &APIError{Method: method, Path: path, Status: resp.StatusCode}
+	e := &APIError{Method: method, Path: path, StatusCode: resp.StatusCode}
 	if d, ok := outbound.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 		e.RetryAfter = d
 	}

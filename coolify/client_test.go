@@ -92,7 +92,7 @@ func TestNotFoundIsTypedAndNotRetried(t *testing.T) {
 	if !errors.As(err, &ae) {
 		t.Fatalf("got %T, want *APIError in the chain", err)
 	}
-	if ae.Method != "GET" || ae.Path != "/api/v1/applications/nope" || ae.Status != 404 || ae.Message != "Application not found." {
+	if ae.Method != "GET" || ae.Path != "/api/v1/applications/nope" || ae.StatusCode != 404 || ae.Message != "Application not found." {
 		t.Errorf("got %+v", ae)
 	}
 	if n := len(e.srv.RequestsTo("GET /applications/{uuid}")); n != 1 {
@@ -445,7 +445,7 @@ func TestNotApplied(t *testing.T) {
 	if err == nil || coolify.NotApplied(err) {
 		t.Errorf("NotApplied(%v) = true, want false (a 500 is ambiguous)", err)
 	}
-	bulk422 := &coolify.APIError{Method: "PATCH", Path: "/api/v1/applications/x/envs/bulk", Status: 422}
+	bulk422 := &coolify.APIError{Method: "PATCH", Path: "/api/v1/applications/x/envs/bulk", StatusCode: 422}
 	if coolify.NotApplied(bulk422) || coolify.NotApplied(nil) {
 		t.Error("NotApplied is true for a bulk 422 (earlier items are saved) or nil")
 	}
@@ -904,7 +904,7 @@ func TestAuthAndAbilities(t *testing.T) {
 
 	e.srv.SetAPIEnabled(false)
 	_, err = e.c.GetApplication(ctx, e.app.UUID)
-	if !errors.As(err, &ae) || ae.Status != 403 || ae.Message != "API is disabled." || ae.MissingPermission() != "" {
+	if !errors.As(err, &ae) || ae.StatusCode != 403 || ae.Message != "API is disabled." || ae.MissingPermission() != "" {
 		t.Fatalf("got %v, want 403 API is disabled", err)
 	}
 	if err := e.c.Health(ctx); err != nil {
@@ -967,7 +967,7 @@ func TestRetriesAndTheirLimits(t *testing.T) {
 		_, err := e.c.ListEnvs(ctx, coolify.AppRef(e.app.UUID))
 		wantErr(t, err, coolify.ErrServer)
 		var ae *coolify.APIError
-		if !errors.As(err, &ae) || ae.Status != 502 || ae.Message != "upstream down" {
+		if !errors.As(err, &ae) || ae.StatusCode != 502 || ae.Message != "upstream down" {
 			t.Fatalf("got %v", err)
 		}
 		if n := len(e.srv.Requests()); n != fastRetry.MaxRetries+1 {

@@ -62,9 +62,9 @@ var (
 // APIError is a non-2xx answer from Coolify. Message and Errors are the server's own words
 // ("message" and the lenient "errors" map of a 422); they never contain env var values.
 type APIError struct {
-	Method string // HTTP method
-	Path   string // request path (e.g. /api/v1/applications/abc/envs), without query
-	Status int    // HTTP status code
+	Method     string // HTTP method
+	Path       string // request path (e.g. /api/v1/applications/abc/envs), without query
+	StatusCode int    // HTTP status code
 	// Message is the body's "message" (plus its "error" detail when present).
 	Message string
 	// Errors are the field errors of a 422, each field with one or more messages.
@@ -76,13 +76,13 @@ type APIError struct {
 // Error reads like `PATCH /api/v1/applications/x: 422 Validation failed. (docker_registry_image_tag: ...)`.
 func (e *APIError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s: %d", e.Method, e.Path, e.Status)
+	fmt.Fprintf(&b, "%s %s: %d", e.Method, e.Path, e.StatusCode)
 	if e.Message != "" {
 		b.WriteString(" ")
 		b.WriteString(e.Message)
 	} else {
 		b.WriteString(" ")
-		b.WriteString(strings.ToLower(http.StatusText(e.Status)))
+		b.WriteString(strings.ToLower(http.StatusText(e.StatusCode)))
 	}
 	if len(e.Errors) > 0 {
 		keys := make([]string, 0, len(e.Errors))
@@ -108,21 +108,21 @@ func (e *APIError) Error() string {
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrBadRequest:
-		return e.Status == http.StatusBadRequest
+		return e.StatusCode == http.StatusBadRequest
 	case ErrUnauthorized:
-		return e.Status == http.StatusUnauthorized
+		return e.StatusCode == http.StatusUnauthorized
 	case ErrForbidden:
-		return e.Status == http.StatusForbidden
+		return e.StatusCode == http.StatusForbidden
 	case ErrNotFound:
-		return e.Status == http.StatusNotFound
+		return e.StatusCode == http.StatusNotFound
 	case ErrConflict:
-		return e.Status == http.StatusConflict
+		return e.StatusCode == http.StatusConflict
 	case ErrValidation:
-		return e.Status == http.StatusUnprocessableEntity
+		return e.StatusCode == http.StatusUnprocessableEntity
 	case ErrRateLimited:
-		return e.Status == http.StatusTooManyRequests
+		return e.StatusCode == http.StatusTooManyRequests
 	case ErrServer:
-		return e.Status >= 500
+		return e.StatusCode >= 500
 	}
 	return false
 }
@@ -130,7 +130,7 @@ func (e *APIError) Is(target error) bool {
 // MissingPermission is the ability a 403 says the token lacks ("deploy" from "Missing required
 // permissions: deploy"), or "" when the server did not say.
 func (e *APIError) MissingPermission() string {
-	if e.Status != http.StatusForbidden {
+	if e.StatusCode != http.StatusForbidden {
 		return ""
 	}
 	const prefix = "Missing required permissions:"
@@ -213,8 +213,8 @@ func NotApplied(err error) bool {
 		return true
 	}
 	var ae *APIError
-	if !errors.As(err, &ae) || ae.Status < 400 || ae.Status >= 500 {
+	if !errors.As(err, &ae) || ae.StatusCode < 400 || ae.StatusCode >= 500 {
 		return false
 	}
-	return !(ae.Status == http.StatusUnprocessableEntity && strings.HasSuffix(ae.Path, "/envs/bulk"))
+	return !(ae.StatusCode == http.StatusUnprocessableEntity && strings.HasSuffix(ae.Path, "/envs/bulk"))
 }

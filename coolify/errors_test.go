@@ -24,7 +24,7 @@ func TestAPIErrorDecodesLeniently(t *testing.T) {
 		{"not json", `<html>bad gateway</html>`, "", "map[]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := &APIError{Status: 422}
+			e := &APIError{StatusCode: 422}
 			e.decodeBody([]byte(tc.body))
 			if e.Message != tc.wantMessage || fmt.Sprint(e.Errors) != tc.wantErrors {
 				t.Errorf("got %q %v, want %q %s", e.Message, e.Errors, tc.wantMessage, tc.wantErrors)
@@ -34,18 +34,18 @@ func TestAPIErrorDecodesLeniently(t *testing.T) {
 }
 
 func TestAPIErrorTextAndMatching(t *testing.T) {
-	e := &APIError{Method: "PATCH", Path: "/api/v1/applications/x", Status: 422, Message: "Validation failed.",
+	e := &APIError{Method: "PATCH", Path: "/api/v1/applications/x", StatusCode: 422, Message: "Validation failed.",
 		Errors: map[string][]string{"b": {"bad"}, "a": {"one", "two"}}}
 	if got, want := e.Error(), "PATCH /api/v1/applications/x: 422 Validation failed. (a: one; two, b: bad)"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if got := (&APIError{Method: "GET", Path: "/p", Status: 429, RetryAfter: time.Minute}).Error(); got != "GET /p: 429 too many requests (retry after 1m0s)" {
+	if got := (&APIError{Method: "GET", Path: "/p", StatusCode: 429, RetryAfter: time.Minute}).Error(); got != "GET /p: 429 too many requests (retry after 1m0s)" {
 		t.Errorf("got %q", got)
 	}
 	sentinels := []error{ErrBadRequest, ErrUnauthorized, ErrForbidden, ErrNotFound, ErrConflict, ErrValidation, ErrRateLimited, ErrServer}
 	for status, want := range map[int]error{400: ErrBadRequest, 401: ErrUnauthorized, 403: ErrForbidden, 404: ErrNotFound,
 		409: ErrConflict, 422: ErrValidation, 429: ErrRateLimited, 500: ErrServer, 503: ErrServer} {
-		err := fmt.Errorf("layer: %w", &APIError{Status: status})
+		err := fmt.Errorf("layer: %w", &APIError{StatusCode: status})
 		for _, s := range sentinels {
 			if got := errors.Is(err, s); got != (s == want) {
 				t.Errorf("status %d: errors.Is(%v) = %v", status, s, got)
@@ -58,11 +58,11 @@ func TestAPIErrorTextAndMatching(t *testing.T) {
 		"Missing required permissions: read (x)": "read",
 		"API is disabled.":                       "",
 	} {
-		if got := (&APIError{Status: 403, Message: msg}).MissingPermission(); got != want {
+		if got := (&APIError{StatusCode: 403, Message: msg}).MissingPermission(); got != want {
 			t.Errorf("%q: got %q, want %q", msg, got, want)
 		}
 	}
-	if (&APIError{Status: 400, Message: "Missing required permissions: deploy"}).MissingPermission() != "" {
+	if (&APIError{StatusCode: 400, Message: "Missing required permissions: deploy"}).MissingPermission() != "" {
 		t.Error("a non-403 named a permission")
 	}
 }

@@ -65,8 +65,8 @@ func checkErr(t *testing.T, op string, status int, err error) {
 		if !errors.As(err, &ae) {
 			t.Fatalf("%s: status %d gave %T %q, want an *APIError", op, status, err, msg)
 		}
-		if ae.Status != status {
-			t.Fatalf("%s: APIError status %d, want %d", op, ae.Status, status)
+		if ae.StatusCode != status {
+			t.Fatalf("%s: APIError status %d, want %d", op, ae.StatusCode, status)
 		}
 	}
 	if status == http.StatusNotFound && !errors.Is(err, coolify.ErrNotFound) {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 )
 
 // Lease is a held lock. Its heartbeat renews it at TTL/3 by compare-on-token.
@@ -207,8 +209,8 @@ func (le *Lease) finish(cause error, lost bool) bool {
 	le.l.forget(le)
 	if lost {
 		le.l.log.Warn("lock lease lost",
-			LogKeyLockKey, le.info.Key, LogKeyFence, le.info.Fence, LogKeyHolder, le.info.Holder,
-			LogKeyReason, cause.Error())
+			logkey.LockKey, le.info.Key, logkey.Fence, le.info.Fence, logkey.Holder, le.info.Holder,
+			logkey.Reason, cause.Error())
 	}
 	if le.l.obs != nil {
 		le.l.obs.Released(le.info.Key, time.Since(le.granted), lost)
@@ -381,6 +383,6 @@ func (le *Lease) renew(ctx context.Context, interval time.Duration) (time.Durati
 	}
 	le.renewErr = err
 	le.l.log.Warn("lock renewal failed",
-		LogKeyLockKey, key, LogKeyFence, fence, LogKeyError, err.Error())
+		logkey.LockKey, key, logkey.Fence, fence, logkey.Error, err.Error())
 	return max(min(interval/4, maxRenewRetry, left), time.Millisecond), true
 }

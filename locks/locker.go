@@ -56,15 +56,6 @@ type Observer interface {
 	ForceReleased(key string)
 }
 
-// Attribute keys of the Locker's log records.
-const (
-	LogKeyLockKey = "lock_key"
-	LogKeyFence   = "fence"
-	LogKeyHolder  = "holder"
-	LogKeyReason  = "reason"
-	LogKeyError   = "error"
-)
-
 // Tuning of the Locker that callers do not need to set.
 const (
 	// ticketLife is how many poll intervals a queued ticket outlives its last attempt, so a

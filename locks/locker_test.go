@@ -1,7 +1,6 @@
 package locks_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/testutil"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
 )
@@ -95,29 +95,11 @@ func (r *recorder) list() []string {
 	return append([]string(nil), r.events...)
 }
 
-// syncBuffer is a log sink safe for the heartbeat goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type fixture struct {
 	f   *faulty
 	l   *locks.Locker
 	obs *recorder
-	log *syncBuffer
+	log *testutil.SyncBuffer
 }
 
 func newFixture(t *testing.T) fixture {
@@ -126,7 +108,7 @@ func newFixture(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fx := fixture{f: &faulty{Driver: d}, obs: &recorder{}, log: &syncBuffer{}}
+	fx := fixture{f: &faulty{Driver: d}, obs: &recorder{}, log: &testutil.SyncBuffer{}}
 	fx.l = locks.New(fx.f, locks.Options{
 		PollInterval: 50 * time.Millisecond,
 		Logger:       slog.New(slog.NewJSONHandler(fx.log, nil)),

@@ -12,7 +12,7 @@ func TestAPIErrorReadsDRFBodies(t *testing.T) {
 		`{"feature_states_to_update":[{"feature_state_value":["Too long."]},{}]}`: "feature_states_to_update: {feature_state_value: Too long.}",
 		`<html>bad gateway</html>`: "<html>bad gateway</html>",
 	} {
-		if got := newAPIError("POST", "/p/", 400, []byte(body)).Detail; got != want {
+		if got := newAPIError("POST", "/p/", 400, []byte(body)).Message; got != want {
 			t.Errorf("%s: got detail %q, want %q", body, got, want)
 		}
 	}

@@ -31,38 +31,29 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 )
 
-// Headers that tie a request to the run and the lease it was made under (see WithTrace).
+// Headers that tie a request to the run and the lease it was made under (coolify.WithTrace;
+// Step.Run sets the trace itself, with the fence of the mobile lease).
 const (
 	HeaderRun   = trace.HeaderRun
 	HeaderFence = trace.HeaderFence
 )
 
-// slog attribute keys.
-const (
-	logKeyMethod  = "method"
-	logKeyPath    = "path"
-	logKeyStatus  = "status"
-	logKeyAttempt = "attempt"
-	logKeyWait    = "wait"
-	logKeyRunID   = "run_id"
-	logKeyFence   = "fence"
-	logKeyLockKey = "lock_key"
-	logKeyFeature = "feature"
-	logKeyEnv     = "environment"
-	logKeyReason  = "reason"
-	logKeyChanged = "changed"
-	logKeyVersion = "version"
-	logKeyOutside = "outside_version"
-	logKeyBase    = "based_on"
-)
+// DefaultRetryPolicy is used unless WithRetry says otherwise.
+var DefaultRetryPolicy = RetryPolicy{
+	MaxRetries:    4,
+	MinWait:       250 * time.Millisecond,
+	MaxWait:       5 * time.Second,
+	MaxRetryAfter: 2 * time.Minute,
+}
 
-// Defaults of the retry budget for 429 and 5xx answers.
-const (
-	DefaultRetryMax      = 4
-	DefaultRetryWaitMin  = 250 * time.Millisecond
-	DefaultRetryWaitMax  = 5 * time.Second
-	DefaultRetryAfterMax = 2 * time.Minute
-)
+// RetryPolicy bounds the retries of one call: at most MaxRetries further attempts after a 429,
+// a 5xx or a transport error, waiting a jittered backoff between MinWait and MaxWait, or the
+// server's Retry-After up to MaxRetryAfter (a longer one ends the call with that answer).
+// The policy itself (what is retried after what) is internal/outbound's.
+type RetryPolicy = outbound.Policy
+
+// MetricsFunc is told about every HTTP attempt the client makes, as system "flagsmith".
+type MetricsFunc = outbound.MetricsFunc
 
 // Sentinel errors. API errors match them through *APIError.Is.
 var (
@@ -85,18 +76,18 @@ var (
 // validation errors). It matches ErrNotFound, ErrUnauthorized, ErrLegacyWrite,
 // ErrRateLimited and ErrServer by status.
 type APIError struct {
-	Method string
-	Path   string
-	Status int
+	Method     string
+	Path       string
+	StatusCode int
 	// Code is DRF's error code when the body carries one (e.g. "direct_feature_state_write_not_allowed").
-	Code   string
-	Detail string
+	Code    string
+	Message string
 }
 
 func (e *APIError) Error() string {
-	msg := fmt.Sprintf("flagsmith %s %s: %d %s", e.Method, e.Path, e.Status, http.StatusText(e.Status))
-	if e.Detail != "" {
-		msg += ": " + e.Detail
+	msg := fmt.Sprintf("flagsmith %s %s: %d %s", e.Method, e.Path, e.StatusCode, http.StatusText(e.StatusCode))
+	if e.Message != "" {
+		msg += ": " + e.Message
 	}
 	return msg
 }
@@ -105,16 +96,16 @@ func (e *APIError) Error() string {
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrNotFound:
-		return e.Status == http.StatusNotFound
+		return e.StatusCode == http.StatusNotFound
 	case ErrUnauthorized:
-		return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
+		return e.StatusCode == http.StatusUnauthorized || e.StatusCode == http.StatusForbidden
 	case ErrLegacyWrite:
-		return e.Status == http.StatusBadRequest &&
-			(e.Code == codeDirectWriteNotAllowed || strings.Contains(e.Detail, "uses v2 feature versioning"))
+		return e.StatusCode == http.StatusBadRequest &&
+			(e.Code == codeDirectWriteNotAllowed || strings.Contains(e.Message, "uses v2 feature versioning"))
 	case ErrRateLimited:
-		return e.Status == http.StatusTooManyRequests
+		return e.StatusCode == http.StatusTooManyRequests
 	case ErrServer:
-		return e.Status >= 500
+		return e.StatusCode >= 500
 	}
 	return false
 }
@@ -125,7 +116,7 @@ const codeDirectWriteNotAllowed = "direct_feature_state_write_not_allowed"
 // internal/outbound: 429 (after Retry-After), 5xx and transport errors are retried within a
 // budget, except for the one creating call, PublishVersion, which is never sent twice (see
 // there); other 4xx fail at once with an *APIError; every request carries the User-Agent and
-// the traceability headers of WithTrace. A Client is safe for concurrent use.
+// the traceability headers of coolify.WithTrace. A Client is safe for concurrent use.
 type Client struct {
 	base    string
 	apiKey  string
@@ -149,34 +140,24 @@ func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.logger = l }
 // WithVersion sets the version in the User-Agent header ("orchestrator/<version>").
 func WithVersion(v string) Option { return func(c *Client) { c.version = v } }
 
-// WithRetry sets the retry budget for 429 and 5xx answers and transport errors: at most
-// retries further attempts, waiting between min and max (exponential with jitter) when the server
-// gives no Retry-After.
-func WithRetry(retries int, waitMin, waitMax time.Duration) Option {
-	return func(c *Client) { c.policy.MaxRetries, c.policy.MinWait, c.policy.MaxWait = retries, waitMin, waitMax }
-}
-
-// WithRetryAfterMax caps how long one Retry-After is honored (default DefaultRetryAfterMax):
-// an answer asking for longer ends the call with that answer.
-func WithRetryAfterMax(d time.Duration) Option { return func(c *Client) { c.policy.MaxRetryAfter = d } }
+// WithRetry sets the retry budget of every call (default DefaultRetryPolicy).
+func WithRetry(p RetryPolicy) Option { return func(c *Client) { c.policy = p } }
 
 // WithMetrics reports every HTTP attempt to fn, as system "flagsmith".
-func WithMetrics(fn func(system, method, route string, status int, d time.Duration)) Option {
-	return func(c *Client) { c.metrics = fn }
-}
+func WithMetrics(fn MetricsFunc) Option { return func(c *Client) { c.metrics = fn } }
 
 // System is the name this client reports to metrics.
 const System = "flagsmith"
 
-// NewClient returns a client for the Flagsmith instance at baseURL (e.g.
-// "https://api.flagsmith.com"), authenticating with the organisation API key apiKey.
-func NewClient(baseURL, apiKey string, opts ...Option) *Client {
+// New returns a client for the Flagsmith instance at baseURL (e.g.
+// "https://api.flagsmith.com"), authenticating with the organisation API key apiKey. It makes
+// no request.
+func New(baseURL, apiKey string, opts ...Option) *Client {
 	c := &Client{
 		base:   strings.TrimRight(baseURL, "/"),
 		apiKey: apiKey,
 		logger: slog.New(slog.DiscardHandler),
-		policy: outbound.Policy{MaxRetries: DefaultRetryMax, MinWait: DefaultRetryWaitMin,
-			MaxWait: DefaultRetryWaitMax, MaxRetryAfter: DefaultRetryAfterMax},
+		policy: DefaultRetryPolicy,
 	}
 	for _, o := range opts {
 		o(c)
@@ -194,14 +175,6 @@ func (c *Client) String() string { return "flagsmith client for " + c.base }
 
 // GoString keeps the API key out of %#v.
 func (c *Client) GoString() string { return "mobile.Client{" + c.base + "}" }
-
-// WithTrace returns a context whose Flagsmith requests carry X-Orchestrator-Run: runID and
-// X-Orchestrator-Fence: fence (each only when set), so a write can be traced to the run and
-// the lease it was made under. It is the same trace as coolify.WithTrace (internal/trace).
-// Step.Run sets it itself, with the fence of the mobile lease.
-func WithTrace(ctx context.Context, runID string, fence int64) context.Context {
-	return trace.With(ctx, runID, fence)
-}
 
 // do sends one API call and decodes a 2xx JSON answer into out (when not nil). path is the
 // API path with its trailing slash; query may be nil. route is path's template, for metrics.
@@ -249,17 +222,17 @@ func (c *Client) do(ctx context.Context, method, route, path string, query url.V
 // (ValidationError({"environment": "..."})) or, for nested serializers, objects and lists of
 // them; anything else (an HTML page from a proxy) is cut short.
 func newAPIError(method, path string, status int, body []byte) *APIError {
-	e := &APIError{Method: method, Path: path, Status: status}
+	e := &APIError{Method: method, Path: path, StatusCode: status}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(body, &obj) == nil && obj != nil {
 		var s string
 		if raw, ok := obj["detail"]; ok && json.Unmarshal(raw, &s) == nil {
-			e.Detail = s
+			e.Message = s
 		}
 		if raw, ok := obj["code"]; ok && json.Unmarshal(raw, &s) == nil {
 			e.Code = s
 		}
-		if e.Detail == "" {
+		if e.Message == "" {
 			var parts []string
 			for k, raw := range obj {
 				var v any
@@ -268,13 +241,13 @@ func newAPIError(method, path string, status int, body []byte) *APIError {
 				}
 			}
 			slices.Sort(parts)
-			e.Detail = strings.Join(parts, "; ")
+			e.Message = strings.Join(parts, "; ")
 		}
 	} else {
-		e.Detail = strings.TrimSpace(string(bytes.ToValidUTF8(body, nil)))
+		e.Message = strings.TrimSpace(string(bytes.ToValidUTF8(body, nil)))
 	}
-	if len(e.Detail) > 300 {
-		e.Detail = e.Detail[:300] + "…"
+	if len(e.Message) > 300 {
+		e.Message = e.Message[:300] + "…"
 	}
 	return e
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
+	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 	"github.com/deploy-orchestrator/orchestrator/mobile"
 	"github.com/deploy-orchestrator/orchestrator/mobile/flagsmithtest"
 	"github.com/deploy-orchestrator/orchestrator/mobile/internal/flagspec"
@@ -28,8 +29,8 @@ func newFake(t *testing.T, opts ...flagsmithtest.Option) *flagsmithtest.Server {
 }
 
 func newClient(srv *flagsmithtest.Server, opts ...mobile.Option) *mobile.Client {
-	base := []mobile.Option{mobile.WithRetry(3, time.Millisecond, 5*time.Millisecond), mobile.WithVersion("1.2.3")}
-	return mobile.NewClient(srv.URL, srv.APIKey, append(base, opts...)...)
+	base := []mobile.Option{mobile.WithRetry(mobile.RetryPolicy{MaxRetries: 3, MinWait: time.Millisecond, MaxWait: 5 * time.Millisecond, MaxRetryAfter: mobile.DefaultRetryPolicy.MaxRetryAfter}), mobile.WithVersion("1.2.3")}
+	return mobile.New(srv.URL, srv.APIKey, append(base, opts...)...)
 }
 
 func check(t testing.TB, err error) {
@@ -63,7 +64,7 @@ func TestReadSendsAuthTraceAndTrailingSlash(t *testing.T) {
 	check(t, srv.SetValue("env-prod", "version_state", versionDoc))
 	c := newClient(srv)
 
-	ctx := mobile.WithTrace(context.Background(), "run-42", 7)
+	ctx := trace.With(context.Background(), "run-42", 7)
 	env, ft, st := resolve(t, ctx, c, "env-prod", "version_state")
 	if env.V2Versioning || env.APIKey != "env-prod" {
 		t.Fatalf("got environment %+v, want v1 env-prod", env)
@@ -235,7 +236,7 @@ func TestLegacyWriteOnV2IsRefused(t *testing.T) {
 	if !errors.As(err, &apiErr) || !errors.Is(err, mobile.ErrLegacyWrite) {
 		t.Fatalf("got %v, want an *APIError matching ErrLegacyWrite", err)
 	}
-	if apiErr.Status != http.StatusBadRequest || apiErr.Method != "PUT" || apiErr.Detail != flagsmithtest.LegacyWriteDetail {
+	if apiErr.StatusCode != http.StatusBadRequest || apiErr.Method != "PUT" || apiErr.Message != flagsmithtest.LegacyWriteDetail {
 		t.Fatalf("got %+v", apiErr)
 	}
 	if len(srv.Writes()) != 1 {
@@ -288,11 +289,11 @@ func TestRetryAfterIsHonored(t *testing.T) {
 func TestRateLimitBudgetRunsOut(t *testing.T) {
 	srv := newFake(t)
 	addEnv(t, srv, "env", false)
-	c := newClient(srv, mobile.WithRetry(2, time.Millisecond, time.Millisecond))
+	c := newClient(srv, mobile.WithRetry(mobile.RetryPolicy{MaxRetries: 2, MinWait: time.Millisecond, MaxWait: time.Millisecond, MaxRetryAfter: mobile.DefaultRetryPolicy.MaxRetryAfter}))
 	srv.ThrottleNext(5, 0)
 	_, err := c.Environment(context.Background(), "env")
 	var apiErr *mobile.APIError
-	if !errors.As(err, &apiErr) || !errors.Is(err, mobile.ErrRateLimited) || !strings.Contains(apiErr.Detail, "throttled") {
+	if !errors.As(err, &apiErr) || !errors.Is(err, mobile.ErrRateLimited) || !strings.Contains(apiErr.Message, "throttled") {
 		t.Fatalf("got %v, want ErrRateLimited with DRF's message", err)
 	}
 	if n := len(srv.Requests()); n != 3 {
@@ -313,7 +314,7 @@ func TestServerErrorsAreRetriedWithinTheBudget(t *testing.T) {
 	srv.FailNext(10, http.StatusServiceUnavailable)
 	_, err := c.Environment(context.Background(), "env")
 	var apiErr *mobile.APIError
-	if !errors.As(err, &apiErr) || !errors.Is(err, mobile.ErrServer) || apiErr.Status != 503 {
+	if !errors.As(err, &apiErr) || !errors.Is(err, mobile.ErrServer) || apiErr.StatusCode != 503 {
 		t.Fatalf("got %v, want a 503 *APIError matching ErrServer", err)
 	}
 	if n := len(srv.Requests()); n != 4 {
@@ -329,7 +330,7 @@ func TestClientErrorsFailAtOnce(t *testing.T) {
 	if !errors.Is(err, mobile.ErrNotFound) {
 		t.Fatalf("got %v, want ErrNotFound", err)
 	}
-	wrong := mobile.NewClient(srv.URL, "not-the-key", mobile.WithRetry(3, time.Millisecond, time.Millisecond))
+	wrong := mobile.New(srv.URL, "not-the-key", mobile.WithRetry(mobile.RetryPolicy{MaxRetries: 3, MinWait: time.Millisecond, MaxWait: time.Millisecond, MaxRetryAfter: mobile.DefaultRetryPolicy.MaxRetryAfter}))
 	_, err = wrong.Environment(context.Background(), "env")
 	if !errors.Is(err, mobile.ErrUnauthorized) || !strings.Contains(err.Error(), "Valid Master API Key not found.") {
 		t.Fatalf("got %v, want ErrUnauthorized with the server's message", err)
@@ -343,7 +344,7 @@ func TestContextCancelStopsRetries(t *testing.T) {
 	srv := newFake(t)
 	addEnv(t, srv, "env", false)
 	c := newClient(srv)
-	srv.ThrottleNext(1, time.Minute) // under DefaultRetryAfterMax: the client waits it out
+	srv.ThrottleNext(1, time.Minute) // under DefaultRetryPolicy.MaxRetryAfter: the client waits it out
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { _, err := c.Environment(ctx, "env"); errc <- err }()
@@ -363,7 +364,7 @@ func TestAPIKeyNeverLogged(t *testing.T) {
 	addEnv(t, srv, "env", false)
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c := mobile.NewClient(srv.URL, key, mobile.WithLogger(logger), mobile.WithRetry(2, time.Millisecond, time.Millisecond))
+	c := mobile.New(srv.URL, key, mobile.WithLogger(logger), mobile.WithRetry(mobile.RetryPolicy{MaxRetries: 2, MinWait: time.Millisecond, MaxWait: time.Millisecond, MaxRetryAfter: mobile.DefaultRetryPolicy.MaxRetryAfter}))
 
 	srv.FailNext(1, http.StatusBadGateway)
 	_, err := c.Environment(context.Background(), "env")
@@ -420,7 +421,7 @@ func TestPublishVersionLearnsTheOutcomeByReadingBack(t *testing.T) {
 	srv, c, env, ft := publishSetup(t)
 	before := countVersions(t, srv)
 	srv.FailAfterApplyNext(1, http.StatusBadGateway)
-	ctx := mobile.WithTrace(context.Background(), "run-9", 77)
+	ctx := trace.With(context.Background(), "run-9", 77)
 	v, err := c.PublishVersion(ctx, env.ID, ft.ID, mobile.StringValue(`{"x":2}`), true)
 	check(t, err)
 	if got := countVersions(t, srv); got != before+1 {

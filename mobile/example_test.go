@@ -47,7 +47,7 @@ func ExampleStep_Run() {
 	lctx, cancel := lease.Context(context.Background())
 	defer cancel()
 
-	step := mobile.NewStep(mobile.NewClient(srv.URL, "org-key"))
+	step := mobile.NewStep(mobile.New(srv.URL, "org-key"))
 	res, err := step.Run(lctx, mobile.Request{
 		Environment: "env-prod",
 		Feature:     "version_state",
@@ -83,7 +83,7 @@ func BenchmarkStepRun(b *testing.B) {
 			if err := srv.SetValue("env", "version_state", versionDoc); err != nil {
 				b.Fatal(err)
 			}
-			step := mobile.NewStep(mobile.NewClient(srv.URL, srv.APIKey))
+			step := mobile.NewStep(mobile.New(srv.URL, srv.APIKey))
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				_, err := step.Run(context.Background(), mobile.Request{Environment: "env", Feature: "version_state",

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 )
@@ -388,7 +389,7 @@ func (c *Client) PublishVersion(ctx context.Context, envID, featureID int64, v V
 		return Version{}, fmt.Errorf("publish version of feature %d: %w (and reading the versions back to learn whether it was created failed: %v)", featureID, err, lerr)
 	case found != nil:
 		c.logger.LogAttrs(ctx, slog.LevelWarn, "flagsmith version created despite a failed answer",
-			slog.String(logKeyReason, err.Error()), slog.String(logKeyVersion, found.UUID))
+			slog.String(logkey.Reason, err.Error()), slog.String(logkey.Version, found.UUID))
 		return *found, nil
 	}
 	// Not created: the error stays, without "outcome unknown".
@@ -452,7 +453,7 @@ func (c *Client) VersionState(ctx context.Context, envID, featureID int64, uuid 
 const versionsRoute = "/api/v1/environments/{environment_pk}/features/{feature_pk}/versions/"
 
 // writeDescription is the description of a version this client creates: the run and fence of
-// ctx (WithTrace) and a token no other call uses, for the read-back.
+// ctx (coolify.WithTrace) and a token no other call uses, for the read-back.
 func writeDescription(ctx context.Context) string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])

@@ -32,9 +32,9 @@ var fuzzStatuses = []int{200, 201, 204, 400, 401, 403, 404, 409, 429, 500, 502, 
 
 func fuzzClient(sel uint8, body []byte) (*Client, int) {
 	status := fuzzStatuses[int(sel)%len(fuzzStatuses)]
-	return NewClient("http://flagsmith.invalid", "fuzz-key",
+	return New("http://flagsmith.invalid", "fuzz-key",
 		WithHTTPClient(&http.Client{Transport: cannedhttp.Transport{Status: status, Body: body}}),
-		WithRetry(0, time.Millisecond, time.Millisecond), WithRetryAfterMax(time.Millisecond)), status
+		WithRetry(RetryPolicy{MinWait: time.Millisecond, MaxWait: time.Millisecond, MaxRetryAfter: time.Millisecond})), status
 }
 
 // fuzzCtx is a call's context; a call still running when it ends has hung.
@@ -62,7 +62,7 @@ func checkErr(t *testing.T, status int, err error) {
 	}
 	if status >= 300 {
 		var ae *APIError
-		if !errors.As(err, &ae) || ae.Status != status {
+		if !errors.As(err, &ae) || ae.StatusCode != status {
 			t.Fatalf("status %d gave %T %v, want an *APIError with that status", status, err, err)
 		}
 	}

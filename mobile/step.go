@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/deploy-orchestrator/orchestrator"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 )
@@ -140,7 +141,7 @@ func (s *Step) Run(ctx context.Context, r Request) (Result, error) {
 	if runID == "" {
 		runID, _, _ = trace.From(ctx)
 	}
-	err := s.rmw(WithTrace(ctx, runID, r.Fence), r, &res)
+	err := s.rmw(trace.With(ctx, runID, r.Fence), r, &res)
 	if cause := context.Cause(ctx); err != nil && cause != nil && ctx.Err() != nil && !errors.Is(err, cause) {
 		err = fmt.Errorf("%w (while: %w)", cause, err)
 	}
@@ -148,8 +149,8 @@ func (s *Step) Run(ctx context.Context, r Request) (Result, error) {
 		return res, err
 	}
 	s.logger.LogAttrs(ctx, slog.LevelInfo, "mobile step done",
-		slog.String(logKeyLockKey, key), slog.Int64(logKeyFence, res.Fence),
-		slog.Bool(logKeyChanged, res.Changed), slog.Int(logKeyAttempt, res.Attempts))
+		slog.String(logkey.LockKey, key), slog.Int64(logkey.Fence, res.Fence),
+		slog.Bool(logkey.Changed, res.Changed), slog.Int(logkey.Attempt, res.Attempts))
 	return res, nil
 }
 
@@ -244,8 +245,8 @@ func (s *Step) rmw(ctx context.Context, r Request, res *Result) error {
 		}
 		if !snap.same(again) {
 			s.logger.LogAttrs(ctx, slog.LevelWarn, "flagsmith value moved before write; starting over",
-				slog.String(logKeyFeature, r.Feature), slog.String(logKeyEnv, env.Name),
-				slog.Int(logKeyAttempt, attempt))
+				slog.String(logkey.Feature, r.Feature), slog.String(logkey.Environment, env.Name),
+				slog.Int(logkey.Attempt, attempt))
 			snap = again
 			continue
 		}
@@ -257,7 +258,7 @@ func (s *Step) rmw(ctx context.Context, r Request, res *Result) error {
 			// Versioning v2 was switched on (asynchronously) since the environment was
 			// read: nothing was written; read it all again and write the v2 way.
 			s.logger.LogAttrs(ctx, slog.LevelWarn, "flagsmith environment switched to v2 versioning; starting over",
-				slog.String(logKeyFeature, r.Feature), slog.String(logKeyEnv, env.Name))
+				slog.String(logkey.Feature, r.Feature), slog.String(logkey.Environment, env.Name))
 			if env, err = s.environment(ctx, r.Environment); err != nil {
 				return err
 			}
@@ -339,8 +340,8 @@ func (s *Step) publish(ctx context.Context, env Environment, feat Feature, r Req
 		return s.verify(ctx, env, feat, r.Feature, res, next)
 	}
 	s.logger.LogAttrs(ctx, slog.LevelWarn, "flagsmith write replaced an outside version published between the re-read and the write",
-		slog.String(logKeyFeature, r.Feature), slog.String(logKeyEnv, env.Name), slog.String(logKeyVersion, v.UUID),
-		slog.String(logKeyOutside, outside), slog.String(logKeyBase, snap.live), slog.Int(logKeyAttempt, attempt))
+		slog.String(logkey.Feature, r.Feature), slog.String(logkey.Environment, env.Name), slog.String(logkey.Version, v.UUID),
+		slog.String(logkey.OutsideVersion, outside), slog.String(logkey.BasedOn, snap.live), slog.Int(logkey.Attempt, attempt))
 	lost := func(format string, args ...any) error {
 		return fmt.Errorf("mobile step %q: %w: version %s replaced the value of outside version %s, published after the step read version %s; "+format,
 			append([]any{r.Feature, ErrOutsideChangeLost, v.UUID, outside, snap.live}, args...)...)

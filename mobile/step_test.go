@@ -364,7 +364,7 @@ func TestStepNeverLogsTheAPIKey(t *testing.T) {
 	check(t, srv.ChangeAfterRead("env", "version_state", 1, func(cur any) any { return cur.(string) + " " }))
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	client := mobile.NewClient(srv.URL, key, mobile.WithLogger(logger), mobile.WithRetry(2, time.Millisecond, time.Millisecond))
+	client := mobile.New(srv.URL, key, mobile.WithLogger(logger), mobile.WithRetry(mobile.RetryPolicy{MaxRetries: 2, MinWait: time.Millisecond, MaxWait: time.Millisecond, MaxRetryAfter: mobile.DefaultRetryPolicy.MaxRetryAfter}))
 	step := mobile.NewStep(client, mobile.WithStepLogger(logger))
 
 	srv.FailNext(1, http.StatusBadGateway)

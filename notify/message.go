@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -107,7 +108,7 @@ func text(p Payload) string {
 	dur := round(time.Duration(p.DurationSeconds * float64(time.Second)))
 	switch p.Event {
 	case config.NotifySucceeded, config.NotifyFailed, config.NotifyCanceled, config.NotifyInterrupted:
-		fmt.Fprintf(&b, "%s %s: build %s %s", icon(p.Event), p.Pipeline, orNone(p.Build), p.Event)
+		fmt.Fprintf(&b, "%s %s: build %s %s", icon(p.Event), p.Pipeline, cmp.Or(p.Build, "(none)"), p.Event)
 		if p.Service != "" {
 			fmt.Fprintf(&b, " on %s", p.Service)
 		}
@@ -117,7 +118,7 @@ func text(p Payload) string {
 		}
 		b.WriteString(".")
 	case config.NotifyLockWait:
-		fmt.Fprintf(&b, "%s %s: build %s has waited %s for %s", icon(p.Event), p.Pipeline, orNone(p.Build), dur, p.Lock.Key)
+		fmt.Fprintf(&b, "%s %s: build %s has waited %s for %s", icon(p.Event), p.Pipeline, cmp.Or(p.Build, "(none)"), dur, p.Lock.Key)
 		if p.Lock.Holder != "" {
 			fmt.Fprintf(&b, ", held by %s", p.Lock.Holder)
 		}
@@ -126,16 +127,16 @@ func text(p Payload) string {
 		}
 		b.WriteString(".")
 	case config.NotifyFreeze:
-		fmt.Fprintf(&b, "%s %s frozen by %s until %s: %s", icon(p.Event), p.Lock.Key, orNone(p.Lock.Holder),
+		fmt.Fprintf(&b, "%s %s frozen by %s until %s: %s", icon(p.Event), p.Lock.Key, cmp.Or(p.Lock.Holder, "(none)"),
 			p.Lock.Until.UTC().Format(time.RFC3339), p.Lock.Message)
 	case config.NotifyUnfreeze:
-		fmt.Fprintf(&b, "%s freeze on %s lifted by %s", icon(p.Event), p.Lock.Key, orNone(p.Lock.Holder))
+		fmt.Fprintf(&b, "%s freeze on %s lifted by %s", icon(p.Event), p.Lock.Key, cmp.Or(p.Lock.Holder, "(none)"))
 		if p.Lock.Message != "" {
 			fmt.Fprintf(&b, ": %s", p.Lock.Message)
 		}
 	}
 	if p.RunID != "" {
-		fmt.Fprintf(&b, " Image %s, commit %s, triggered by %s.", orNone(p.ImageTag), orNone(shortCommit(p.Commit)), orNone(p.TriggeredBy))
+		fmt.Fprintf(&b, " Image %s, commit %s, triggered by %s.", cmp.Or(p.ImageTag, "(none)"), cmp.Or(shortCommit(p.Commit), "(none)"), cmp.Or(p.TriggeredBy, "(none)"))
 	}
 	if p.Link != "" {
 		fmt.Fprintf(&b, " %s", p.Link)
@@ -178,13 +179,6 @@ func icon(ev config.NotifyEvent) string {
 		return "🔓"
 	}
 	return "⚠️"
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
 }
 
 func shortCommit(c string) string {

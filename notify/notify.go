@@ -29,6 +29,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/internal/hmacsig"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -205,7 +206,7 @@ func (n *Notifier) Notify(cfg *config.Notify, ev Event) {
 // the run's log: Notify must not wait on the store.
 func (n *Notifier) dropped(t config.NotifyTarget, p Payload, why string) {
 	n.o.Logger.LogAttrs(context.Background(), slog.LevelWarn, "notification dropped",
-		slog.String("target", t.Name), slog.String("event", string(p.Event)), slog.String("run_id", p.RunID), slog.String("reason", why))
+		slog.String(logkey.Target, t.Name), slog.String(logkey.Event, string(p.Event)), slog.String(logkey.RunID, p.RunID), slog.String(logkey.Reason, why))
 	n.outcome(t, "dropped")
 }
 
@@ -292,7 +293,7 @@ func (n *Notifier) finish(j job, status int, err error) {
 	}
 	n.outcome(t, "failed")
 	n.o.Logger.LogAttrs(context.Background(), slog.LevelWarn, "notification not delivered",
-		slog.String("target", t.Name), slog.String("event", string(p.Event)), slog.String("run_id", p.RunID), slog.String("error", err.Error()))
+		slog.String(logkey.Target, t.Name), slog.String(logkey.Event, string(p.Event)), slog.String(logkey.RunID, p.RunID), slog.String(logkey.Error, err.Error()))
 	n.record(p.RunID, runs.Event{Type: runs.EventNotifyFailed, Message: fmt.Sprintf("%s message to %s not delivered: %v", p.Event, t.Name, err), Data: data})
 }
 
@@ -307,7 +308,7 @@ func (n *Notifier) record(id string, ev runs.Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
 	if _, err := n.o.Recorder.Append(ctx, id, ev); err != nil {
-		n.o.Logger.LogAttrs(ctx, slog.LevelWarn, "notify event not recorded", slog.String("run_id", id), slog.String("error", err.Error()))
+		n.o.Logger.LogAttrs(ctx, slog.LevelWarn, "notify event not recorded", slog.String(logkey.RunID, id), slog.String(logkey.Error, err.Error()))
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/mobile"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -494,14 +495,14 @@ func orUnknown(s string) string {
 	return s
 }
 
-// Log attribute keys.
+// Log attribute keys (internal/logkey, shared with the API, the lock service and the clients).
 const (
-	logRunID    = "run_id"
-	logPipeline = "pipeline"
-	logPhase    = "phase"
-	logService  = "service"
-	logLockKey  = "lock_key"
-	logFence    = "fence"
-	logStatus   = "status"
-	logError    = "error"
+	logRunID    = logkey.RunID
+	logPipeline = logkey.Pipeline
+	logPhase    = logkey.Phase
+	logService  = logkey.Service
+	logLockKey  = logkey.LockKey
+	logFence    = logkey.Fence
+	logStatus   = logkey.Status
+	logError    = logkey.Error
 )

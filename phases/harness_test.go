@@ -249,7 +249,7 @@ func (h *harness) start(pipelines ...string) {
 			}
 			return coolify.New(url, token, opts...)
 		},
-		Flagsmith:    func(url, key string) *mobile.Client { return mobile.NewClient(url, key) },
+		Flagsmith:    func(url, key string) *mobile.Client { return mobile.New(url, key) },
 		Secrets:      h.secrets,
 		Getenv:       func(k string) string { return h.env[k] },
 		EnvPrefix:    "ORCH_SECRET_",

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -202,7 +203,7 @@ func (x *execution) restoreFailed(phase runs.Phase, st *svcState, res restoreRes
 		if res.tagDone {
 			done = append(done, "image tag restored")
 		} else {
-			left = append(left, fmt.Sprintf("image tag (left at %s)", orNone(st.svc.ImageTag)))
+			left = append(left, fmt.Sprintf("image tag (left at %s)", cmp.Or(st.svc.ImageTag, "(none)")))
 		}
 	}
 	st.restoreErr = err
@@ -215,13 +216,6 @@ func (x *execution) restoreFailed(phase runs.Phase, st *svcState, res restoreRes
 	}
 	x.setStep(runs.Phase1, st.svc.Name, func(sp *runs.Step) { sp.Error = joinNote(sp.Error, msg) },
 		runs.Event{Type: runs.EventServiceFailed, Phase: phase, Service: st.svc.Name, Message: msg})
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
 }
 
 // restoreLocked writes back, while the service lock is held, what Phase 1 may have written: the

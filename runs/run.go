@@ -21,6 +21,7 @@
 package runs
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -240,7 +241,7 @@ func (c Changes) Empty() bool {
 func (c Changes) String() string {
 	var parts []string
 	if t := c.ImageTag; t != nil {
-		parts = append(parts, "tag "+orNone(t.Old)+" → "+orNone(t.New))
+		parts = append(parts, "tag "+cmp.Or(t.Old, "(none)")+" → "+cmp.Or(t.New, "(none)"))
 	}
 	if len(c.Env) > 0 {
 		env := make([]string, len(c.Env))
@@ -253,13 +254,6 @@ func (c Changes) String() string {
 		parts = append(parts, "fields: "+strings.Join(c.Fields, ", "))
 	}
 	return strings.Join(parts, "; ")
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
 }
 
 // Step returns a pointer to the step of phase named name, or nil. The pointer is into

@@ -100,7 +100,25 @@ func (r *Resolver) Resolve(ctx context.Context, refs ...Ref) (Resolved, error) {
 	}
 	defer func() { r.turn <- struct{}{} }()
 
-	// Group the keys not yet resolved by source, each key once, in the order asked.
+	need, errs := r.needed(refs)
+	errs = append(errs, r.keep(need, r.fetch(ctx, need))...)
+	if err := ctx.Err(); err != nil {
+		return Resolved{}, err
+	}
+	if len(errs) > 0 {
+		return Resolved{}, errors.Join(errs...)
+	}
+
+	out := make(map[Ref]string, len(refs))
+	for _, ref := range refs {
+		out[ref] = r.cache[ref]
+	}
+	return Resolved{m: func() map[Ref]string { return out }}, nil
+}
+
+// needed groups the keys of refs not yet resolved by source, each key once, in the order
+// asked; a Ref of a source not given is an error.
+func (r *Resolver) needed(refs []Ref) (map[string][]string, []error) {
 	need := make(map[string][]string)
 	var errs []error
 	for _, ref := range refs {
@@ -115,14 +133,21 @@ func (r *Resolver) Resolve(ctx context.Context, refs ...Ref) (Resolved, error) {
 			need[ref.Source] = append(need[ref.Source], ref.Key)
 		}
 	}
+	return need, errs
+}
 
-	type result struct {
-		source string
-		snap   Source // a snapshot taken by this call
-		vals   Values
-		err    error
-	}
-	results := make([]result, 0, len(need))
+// fetched is what one source answered a Resolve.
+type fetched struct {
+	source string
+	snap   Source // a snapshot taken by this call
+	vals   Values
+	err    error
+}
+
+// fetch asks every source in need for its keys, all at once, a Snapshotter not yet
+// snapshotted in this run for its snapshot first. The answers are sorted by source.
+func (r *Resolver) fetch(ctx context.Context, need map[string][]string) []fetched {
+	results := make([]fetched, 0, len(need))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for name, keys := range need {
@@ -131,7 +156,7 @@ func (r *Resolver) Resolve(ctx context.Context, refs ...Ref) (Resolved, error) {
 			src = r.sources[name]
 		}
 		wg.Go(func() {
-			res := result{source: name}
+			res := fetched{source: name}
 			// A panicking source fails this Resolve, not the process.
 			res.err = panics.Call(func() error {
 				if s, ok := src.(Snapshotter); ok && !snapped {
@@ -153,8 +178,14 @@ func (r *Resolver) Resolve(ctx context.Context, refs ...Ref) (Resolved, error) {
 		})
 	}
 	wg.Wait()
+	slices.SortFunc(results, func(a, b fetched) int { return cmp.Compare(a.source, b.source) })
+	return results
+}
 
-	slices.SortFunc(results, func(a, b result) int { return cmp.Compare(a.source, b.source) })
+// keep caches the snapshots taken and the values fetched, and returns, per failing source,
+// a *SourceError.
+func (r *Resolver) keep(need map[string][]string, results []fetched) []error {
+	var errs []error
 	for _, res := range results {
 		if res.snap != nil {
 			r.snaps[res.source] = res.snap
@@ -174,18 +205,7 @@ func (r *Resolver) Resolve(ctx context.Context, refs ...Ref) (Resolved, error) {
 			r.cache[Ref{Source: res.source, Key: k}] = v
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return Resolved{}, err
-	}
-	if len(errs) > 0 {
-		return Resolved{}, errors.Join(errs...)
-	}
-
-	out := make(map[Ref]string, len(refs))
-	for _, ref := range refs {
-		out[ref] = r.cache[ref]
-	}
-	return Resolved{m: func() map[Ref]string { return out }}, nil
+	return errs
 }
 
 // Forget drops every value and snapshot the Resolver holds. Call it when the run no longer

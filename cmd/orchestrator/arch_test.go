@@ -1,7 +1,10 @@
 package main
 
 import (
+	"go/parser"
+	"go/token"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -48,6 +51,30 @@ func TestDomainLayering(t *testing.T) {
 	for _, d := range deps(root + "/api") {
 		if d == root+"/phases" {
 			t.Errorf("api depends on phases; it must reach the engine through orchestrator.Engine")
+		}
+	}
+}
+
+// TestOnlyDemoImportsTheSimulators: the simulated servers are in the binary for `demo` only;
+// no other file of the command, serve's included, imports them.
+func TestOnlyDemoImportsTheSimulators(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if f == "demo.go" || strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range af.Imports {
+			if p := strings.Trim(imp.Path.Value, `"`); strings.HasSuffix(p, "test") {
+				t.Errorf("%s imports the simulator %s; only demo.go may", f, p)
+			}
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/cmd/orchestrator/demopipelines"
 	"github.com/deploy-orchestrator/orchestrator/config"
@@ -22,6 +24,11 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/secrets/infisical/infisicaltest"
 )
+
+// The demo runs from the release binary and image (`docker run IMAGE demo`), so the simulated
+// Coolify, Flagsmith, Infisical and notification receiver are linked into the command; this
+// file is the only one that imports them (TestOnlyDemoImportsTheSimulators), and serve never
+// starts them: it is handed their addresses through the demo's environment like any others.
 
 // The demo's simulated resources: the UUIDs demopipelines/demo*.yaml name.
 const (
@@ -60,39 +67,14 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(state)
-	// Tokens from the environment when set (so the commands a person exported keep working
-	// across demo restarts), else random ones, printed with the hints.
-	triggerToken := orDefault(c.getenv("ORCH_TRIGGER_TOKEN"), randomKey())
-	adminToken := orDefault(c.getenv("ORCH_ADMIN_TOKEN"), randomKey())
-	env := sims.env()
-	// --listen reaches the config as the flag it is (LoadDaemon reads fs), so a problem with it
-	// names --listen, or ORCH_LISTEN when the address came from there.
-	for k, v := range map[string]string{"ORCH_STATE_DIR": state, "ORCH_PUBLIC_READ": "true",
-		"ORCH_TRIGGER_TOKEN": triggerToken, "ORCH_ADMIN_TOKEN": adminToken, "ORCH_LOG_LEVEL": "warn",
-		"ORCH_COOLIFY_RATE_LIMIT": strconv.Itoa(demoRateLimit)} {
-		env[k] = v
-	}
-	getenv := func(k string) string {
-		if v, ok := env[k]; ok {
-			return v
-		}
-		return c.getenv(k)
-	}
-	d, err := config.LoadDaemon("", getenv, fs)
-	if err != nil {
-		return usageError("demo config:\n%w", err)
-	}
-	log, err := newLogger(c.stderr, "warn", "text")
+	ds, err := loadDemo(c, fs, sims, state, *dir, files)
 	if err != nil {
 		return err
 	}
-	pipelines := map[string]*config.Pipeline{}
-	for _, f := range demopipelines.Names {
-		p, err := config.LoadPipelineBytes(filepath.Join(orDefault(*dir, "(built in)"), f), files[f], getenv)
-		if err != nil {
-			return usageError("demo pipelines:\n%w", err)
-		}
-		pipelines[p.Name] = p
+	d, pipelines, getenv, triggerToken, adminToken := ds.d, ds.pipelines, ds.getenv, ds.triggerToken, ds.adminToken
+	log, err := newLogger(c.stderr, "warn", "text")
+	if err != nil {
+		return err
 	}
 	c.warnUnknownEnv(ctx, log)
 
@@ -136,6 +118,51 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		return &exitError{code: 1, err: errors.New("demo: the runs did not end as expected")}
 	}
 	return nil
+}
+
+// demoSetup is what the demo's daemon serves: its config and pipelines, the environment it
+// reads (the simulators' addresses over the caller's) and the tokens the hints print.
+type demoSetup struct {
+	d                        *config.Daemon
+	pipelines                map[string]*config.Pipeline
+	getenv                   func(string) string
+	triggerToken, adminToken string
+}
+
+// loadDemo builds the demo daemon's config, over the simulators sims and the state
+// directory state, and loads its pipelines (files, read from dir or built in).
+func loadDemo(c *cli, fs *pflag.FlagSet, sims *simulators, state, dir string, files map[string][]byte) (*demoSetup, error) {
+	// Tokens from the environment when set (so the commands a person exported keep working
+	// across demo restarts), else random ones, printed with the hints.
+	triggerToken := orDefault(c.getenv("ORCH_TRIGGER_TOKEN"), randomKey())
+	adminToken := orDefault(c.getenv("ORCH_ADMIN_TOKEN"), randomKey())
+	env := sims.env()
+	// --listen reaches the config as the flag it is (LoadDaemon reads fs), so a problem with it
+	// names --listen, or ORCH_LISTEN when the address came from there.
+	for k, v := range map[string]string{"ORCH_STATE_DIR": state, "ORCH_PUBLIC_READ": "true",
+		"ORCH_TRIGGER_TOKEN": triggerToken, "ORCH_ADMIN_TOKEN": adminToken, "ORCH_LOG_LEVEL": "warn",
+		"ORCH_COOLIFY_RATE_LIMIT": strconv.Itoa(demoRateLimit)} {
+		env[k] = v
+	}
+	getenv := func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		return c.getenv(k)
+	}
+	d, err := config.LoadDaemon("", getenv, fs)
+	if err != nil {
+		return nil, usageError("demo config:\n%w", err)
+	}
+	pipelines := map[string]*config.Pipeline{}
+	for _, f := range demopipelines.Names {
+		p, err := config.LoadPipelineBytes(filepath.Join(orDefault(dir, "(built in)"), f), files[f], getenv)
+		if err != nil {
+			return nil, usageError("demo pipelines:\n%w", err)
+		}
+		pipelines[p.Name] = p
+	}
+	return &demoSetup{d: d, pipelines: pipelines, getenv: getenv, triggerToken: triggerToken, adminToken: adminToken}, nil
 }
 
 // demoFiles reads the demo pipelines from dir, or from the binary when dir is "".

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 )
 
 // cliEnvNames are the ORCH_* variables read outside the daemon config (config.EnvOverrides):
@@ -75,9 +76,9 @@ func (c *cli) unknownEnv() []config.UnknownEnv {
 // setting is otherwise silently ignored). Values are never logged.
 func (c *cli) warnUnknownEnv(ctx context.Context, log *slog.Logger) {
 	for _, u := range c.unknownEnv() {
-		attrs := []slog.Attr{slog.String("variable", u.Name)}
+		attrs := []slog.Attr{slog.String(logkey.Variable, u.Name)}
 		if u.Suggest != "" {
-			attrs = append(attrs, slog.String("did_you_mean", u.Suggest))
+			attrs = append(attrs, slog.String(logkey.DidYouMean, u.Suggest))
 		}
 		log.LogAttrs(ctx, slog.LevelWarn, u.String(), attrs...)
 	}

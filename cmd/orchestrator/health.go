@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/client"
 )
 
 // cmdHealth probes a daemon's /readyz once: exit 0 only on 200 (the run store and the lock
@@ -22,8 +24,7 @@ func cmdHealth(ctx context.Context, c *cli, args []string) error {
 	if done, err := parse(fs, args); done {
 		return err
 	}
-	a := newAPIClient(*base, "", c.getenv)
-	a.http.RetryMax = 0
+	a := newAPIClient(*base, "", c.getenv, client.WithRetries(0))
 	deadline := time.Now().Add(*wait)
 	for {
 		actx, cancel := context.WithTimeout(ctx, *timeout)

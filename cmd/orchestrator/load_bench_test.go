@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,9 +116,10 @@ type loadDaemon struct {
 // buildDaemon builds this command into a temp dir and returns the binary's path.
 func buildDaemon(b *testing.B) string {
 	b.Helper()
+	// go test puts its own GOROOT/bin first in PATH, so this finds the go running the test.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		b.Fatalf("go build: %v", err)
 	}
 	bin := filepath.Join(b.TempDir(), "orchestrator")
 	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,34 +10,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a running command.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // invoke runs the program with args and an environment, returning its output and error.
 func invoke(ctx context.Context, env map[string]string, args ...string) (string, string, error) {
-	var out, errOut syncBuffer
+	var out, errOut testutil.SyncBuffer
 	getenv := func(k string) string { return env[k] }
 	environ := func() []string {
 		var out []string

@@ -18,6 +18,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
+	"github.com/deploy-orchestrator/orchestrator/internal/testutil"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -67,7 +68,7 @@ func openPTY(t *testing.T) (pty, tty *os.File) {
 // screen collects what the program writes to its terminal and signals when a text appears.
 type screen struct {
 	lines chan string
-	all   syncBuffer
+	all   testutil.SyncBuffer
 }
 
 func readScreen(pty *os.File) *screen {
@@ -171,7 +172,7 @@ func TestTriggerCtrlCInCILeavesTheRun(t *testing.T) {
 	base := serveInProcess(t, env, false)
 	ctx, interrupt := context.WithCancel(context.Background())
 	defer interrupt()
-	var out, errOut syncBuffer
+	var out, errOut testutil.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"orchestrator", "trigger", "prod", "--url", base, "--image-tag", "v2", "--build", "1"},
@@ -514,7 +515,7 @@ func TestProgressShowsALastingWaitWithoutVerbose(t *testing.T) {
 func TestDemoHintsWorkWhenPasted(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"orchestrator", "demo", "--listen", "127.0.0.1:0"}, func(string) string { return "" },

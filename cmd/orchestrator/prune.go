@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -20,10 +21,10 @@ func startPruner(ctx context.Context, p runs.Pruner, r config.Retention, log *sl
 		runs.PruneEvery(ctx, p, keep, r.Interval, func(n int, err error) {
 			switch {
 			case err != nil:
-				log.LogAttrs(ctx, slog.LevelWarn, "run history prune failed", slog.String("error", err.Error()))
+				log.LogAttrs(ctx, slog.LevelWarn, "run history prune failed", slog.String(logkey.Error, err.Error()))
 			case n > 0:
-				log.LogAttrs(ctx, slog.LevelInfo, "run history pruned", slog.Int("runs", n),
-					slog.Duration("max_age", r.MaxAge), slog.Int("max_runs", r.MaxRuns))
+				log.LogAttrs(ctx, slog.LevelInfo, "run history pruned", slog.Int(logkey.Runs, n),
+					slog.Duration(logkey.MaxAge, r.MaxAge), slog.Int(logkey.MaxRuns, r.MaxRuns))
 			}
 		})
 	}()

@@ -13,8 +13,10 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/metrics"
 	"github.com/deploy-orchestrator/orchestrator/notify"
+	"github.com/deploy-orchestrator/orchestrator/phases"
 )
 
 func cmdServe(ctx context.Context, c *cli, args []string) error {
@@ -52,7 +54,7 @@ func cmdServe(ctx context.Context, c *cli, args []string) error {
 				strings.Join(missing.Lines(), "\n"))
 		}
 		for _, p := range missing {
-			log.LogAttrs(ctx, slog.LevelWarn, "env-source secret missing", slog.String("problem", p.String()))
+			log.LogAttrs(ctx, slog.LevelWarn, "env-source secret missing", slog.String(logkey.Problem, p.String()))
 		}
 	}
 	return serveWith(ctx, c, d, pipelines, log, nil, tuning{})
@@ -116,7 +118,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 		nctx, cancel := context.WithTimeout(context.Background(), notifyGrace)
 		defer cancel()
 		if err := notifier.Close(nctx); err != nil {
-			log.LogAttrs(context.Background(), slog.LevelWarn, "notifications left unsent", slog.String("error", err.Error()))
+			log.LogAttrs(context.Background(), slog.LevelWarn, "notifications left unsent", slog.String(logkey.Error, err.Error()))
 		}
 	}()
 	eng, err := newEngine(b, engineConfig{
@@ -134,8 +136,8 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 		return err
 	}
 	for _, r := range interrupted {
-		log.LogAttrs(ctx, slog.LevelWarn, "run interrupted by a restart", slog.String("run_id", r.ID),
-			slog.String("pipeline", r.Pipeline), slog.Any("left", r.Left))
+		log.LogAttrs(ctx, slog.LevelWarn, "run interrupted by a restart", slog.String(logkey.RunID, r.ID),
+			slog.String(logkey.Pipeline, r.Pipeline), slog.Any(logkey.Left, r.Left))
 	}
 
 	stopPruner := startPruner(ctx, b.store, d.Retention, log)
@@ -152,16 +154,9 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	trusted, _ := config.ParseTrustedProxies(d.TrustedProxies) // validated by LoadDaemon
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(api.LimitListener(ln, d.Connections, trusted, log)) }()
-	if d.Tokens.None() {
-		closed := "triggers, cancels, lock operations and reads"
-		if d.PublicRead {
-			closed = "triggers, cancels and lock operations"
-		}
-		log.LogAttrs(ctx, slog.LevelWarn, "no API token is configured: every route that needs one ("+closed+") answers 403; "+
-			"set ORCH_TRIGGER_TOKEN, ORCH_ADMIN_TOKEN or ORCH_READ_TOKEN (tokens.trigger, tokens.admin, tokens.read in the config file)")
-	}
-	log.LogAttrs(ctx, slog.LevelInfo, "daemon listening", slog.String("addr", ln.Addr().String()),
-		slog.String("backend", string(d.Backend())), slog.String("instance", instance), slog.Int("pipelines", len(pipelines)))
+	warnNoTokens(ctx, d, log)
+	log.LogAttrs(ctx, slog.LevelInfo, "daemon listening", slog.String(logkey.Addr, ln.Addr().String()),
+		slog.String(logkey.Backend, string(d.Backend())), slog.String(logkey.Instance, instance), slog.Int(logkey.Pipelines, len(pipelines)))
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
@@ -171,7 +166,27 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	case err := <-served:
 		return fmt.Errorf("http server: %w", err)
 	}
-	log.LogAttrs(context.Background(), slog.LevelInfo, "shutting down", slog.Duration("grace", d.ShutdownGrace))
+	return shutdown(d, log, eng, srv, served, cancelBase)
+}
+
+// warnNoTokens warns when no API token is configured: every route that needs one is closed.
+func warnNoTokens(ctx context.Context, d *config.Daemon, log *slog.Logger) {
+	if !d.Tokens.None() {
+		return
+	}
+	closed := "triggers, cancels, lock operations and reads"
+	if d.PublicRead {
+		closed = "triggers, cancels and lock operations"
+	}
+	log.LogAttrs(ctx, slog.LevelWarn, "no API token is configured: every route that needs one ("+closed+") answers 403; "+
+		"set ORCH_TRIGGER_TOKEN, ORCH_ADMIN_TOKEN or ORCH_READ_TOKEN (tokens.trigger, tokens.admin, tokens.read in the config file)")
+}
+
+// shutdown stops the daemon serving through srv (served reports its end): the engine first,
+// within the grace period, then the streams (cancelBase ends their context), then the
+// requests still open.
+func shutdown(d *config.Daemon, log *slog.Logger, eng *phases.Engine, srv *http.Server, served <-chan error, cancelBase func()) error {
+	log.LogAttrs(context.Background(), slog.LevelInfo, "shutting down", slog.Duration(logkey.Grace, d.ShutdownGrace))
 	gctx, cancel := context.WithTimeout(context.Background(), d.ShutdownGrace)
 	defer cancel()
 	engErr := eng.Shutdown(gctx)

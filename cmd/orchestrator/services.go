@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -122,13 +121,4 @@ func carried(m *orchestrator.ServiceMark) string {
 		s += " (a rollback)"
 	}
 	return s
-}
-
-// services reads the daemon's services view.
-func (a *apiClient) services(ctx context.Context) ([]orchestrator.Service, error) {
-	var out struct {
-		Services []orchestrator.Service `json:"services"`
-	}
-	err := a.call(ctx, http.MethodGet, "/v1/services", accessRead, nil, nil, &out)
-	return out.Services, err
 }

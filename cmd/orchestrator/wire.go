@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/pacing"
 	"github.com/deploy-orchestrator/orchestrator/internal/private"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -94,7 +94,7 @@ func openBackends(ctx context.Context, d *config.Daemon, log *slog.Logger, obs l
 	}
 	if open != 0 {
 		log.Warn("state directory is open to other users; the run history and locks are in it (chmod 700 it)",
-			slog.String("state_dir", stateDir), slog.String("open_bits", open.String()))
+			slog.String(logkey.StateDir, stateDir), slog.String(logkey.OpenBits, open.String()))
 	}
 	drv, err := openLockDB(stateDir)
 	if err != nil {
@@ -264,7 +264,7 @@ func (c *clients) flagsmith(url, apiKey string) *mobile.Client {
 	if c.metrics != nil {
 		opts = append(opts, mobile.WithMetrics(c.metrics))
 	}
-	return mobile.NewClient(url, apiKey, opts...)
+	return mobile.New(url, apiKey, opts...)
 }
 
 func (c *clients) secrets(name string, src config.SecretSource) (secrets.Source, error) {
@@ -319,33 +319,16 @@ const pacedReportInterval = 5 * time.Second
 // coolifyPacing returns the pool of Coolify rate budgets (one per instance and token): in
 // Redis on the Redis backend, so every daemon on it shares them; in this process on the
 // embedded one, shared by its pipelines. Calls that waited are summed into coolify.paced
-// events of their run, written through the returned store, which reports a run's open sum
-// before the event that ends the run; b's Close reports what is still open.
+// events of their run (pacing.RunEvents), written through the returned store; b's Close
+// writes what is still open.
 func coolifyPacing(b *backends, perMinute int, log *slog.Logger) (*pacing.Pool, runs.Store, error) {
 	if perMinute == 0 {
 		return pacing.Off(), b.store, nil
 	}
-	tally := pacing.NewTally(pacedReportInterval, func(runID string, s pacing.Summary) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		ev := runs.Event{Type: runs.EventCoolifyPaced,
-			Message: fmt.Sprintf("%d Coolify calls waited %s for the rate budget (longest %s, %d priority)",
-				s.Calls, s.Total.Round(time.Millisecond), s.Longest.Round(time.Millisecond), s.Priority),
-			Data: map[string]string{
-				runs.DataCalls: strconv.Itoa(s.Calls), runs.DataPriorityCalls: strconv.Itoa(s.Priority),
-				runs.DataWaitedMS: strconv.FormatInt(s.Total.Milliseconds(), 10), runs.DataLongestMS: strconv.FormatInt(s.Longest.Milliseconds(), 10),
-			}}
-		if _, err := b.store.Append(ctx, runID, ev); err != nil {
-			log.LogAttrs(ctx, slog.LevelDebug, "coolify.paced event not written", slog.String("run_id", runID), slog.String("error", err.Error()))
-		}
-	})
+	paced := pacing.NewRunEvents(b.store, pacedReportInterval, log)
 	closeStore := b.close
-	b.close = func() error { tally.Stop(); return closeStore() }
-	opts := pacing.Options{OnWait: func(ctx context.Context, w pacing.Wait) {
-		if runID, _, ok := coolify.TraceFrom(ctx); ok {
-			tally.Add(runID, w)
-		}
-	}}
+	b.close = func() error { paced.Stop(); return closeStore() }
+	opts := pacing.Options{OnWait: paced.OnWait}
 	budget := pacing.Budget{Limit: perMinute, Window: time.Minute}
 	var pool *pacing.Pool
 	var err error
@@ -354,35 +337,7 @@ func coolifyPacing(b *backends, perMinute int, log *slog.Logger) (*pacing.Pool, 
 	} else {
 		pool, err = pacing.NewLocalPool(budget, opts)
 	}
-	return pool, pacedStore{Store: b.store, tally: tally}, err
-}
-
-// pacedStore is the engine's run store: before it writes the event that ends a run, it has
-// the run's open coolify.paced sum written, so that sum never follows the run's last word.
-type pacedStore struct {
-	runs.Store
-	tally *pacing.Tally
-}
-
-func (s pacedStore) flushBeforeEnd(id string, evs []runs.Event) {
-	for _, ev := range evs {
-		if ev.Type.EndsRun() {
-			s.tally.Flush(id)
-			return
-		}
-	}
-}
-
-// Update flushes the run's paced sum first when evs end the run.
-func (s pacedStore) Update(ctx context.Context, id string, fn func(*runs.Run) error, evs ...runs.Event) (runs.Run, error) {
-	s.flushBeforeEnd(id, evs)
-	return s.Store.Update(ctx, id, fn, evs...)
-}
-
-// Append flushes the run's paced sum first when evs end the run.
-func (s pacedStore) Append(ctx context.Context, id string, evs ...runs.Event) ([]runs.Event, error) {
-	s.flushBeforeEnd(id, evs)
-	return s.Store.Append(ctx, id, evs...)
+	return pool, paced.Store(b.store), err
 }
 
 // secretEnvPrefix is prepended to keys of the built-in "env" secret source, so a pipeline can

@@ -491,10 +491,7 @@ func (f *Fake) listEnvs(c *reqCtx) response {
 	return jsonResponse(http.StatusOK, out)
 }
 
-var (
-	appEnvFields     = toSet("key", "value", "is_preview", "is_literal", "is_multiline", "is_shown_once", "is_runtime", "is_buildtime", "comment")
-	serviceEnvFields = toSet("key", "value", "is_literal", "is_multiline", "is_shown_once", "comment")
-)
+var appEnvFields = toSet("key", "value", "is_preview", "is_literal", "is_multiline", "is_shown_once", "is_runtime", "is_buildtime", "comment")
 
 // envInput is a validated env body: which fields were present, and their values.
 type envInput struct {

@@ -39,6 +39,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 )
 
@@ -421,12 +422,12 @@ func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error)
 	retry := c.retryable(ctx, resp, err)
 	if retry {
 		m := metaOf(ctx)
-		attrs := []slog.Attr{slog.String("system", c.o.System), slog.String("method", m.method),
-			slog.String("route", m.route)}
+		attrs := []slog.Attr{slog.String(logkey.System, c.o.System), slog.String(logkey.Method, m.method),
+			slog.String(logkey.Route, m.route)}
 		if err != nil {
-			attrs = append(attrs, slog.String("error", stripURL(err).Error()))
+			attrs = append(attrs, slog.String(logkey.Error, stripURL(err).Error()))
 		} else {
-			attrs = append(attrs, slog.Int("status", resp.StatusCode))
+			attrs = append(attrs, slog.Int(logkey.Status, resp.StatusCode))
 		}
 		c.o.Logger.LogAttrs(ctx, slog.LevelInfo, "outside request retried", attrs...)
 	}

@@ -14,6 +14,8 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 )
 
 // ErrPanic is matched (errors.Is) by every *Error.
@@ -64,6 +66,6 @@ func Log(ctx context.Context, log *slog.Logger, msg string, err error, attrs ...
 	if log == nil || !errors.As(err, &pe) {
 		return
 	}
-	attrs = append(attrs, slog.String("error", pe.Error()), slog.String("stack", string(pe.Stack)))
+	attrs = append(attrs, slog.String(logkey.Error, pe.Error()), slog.String(logkey.Stack, string(pe.Stack)))
 	log.LogAttrs(ctx, slog.LevelError, msg, attrs...)
 }

@@ -1,40 +1,21 @@
 package redislock
 
 import (
-	"bytes"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
+	"github.com/deploy-orchestrator/orchestrator/internal/testutil"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the log handler and the test to share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // Closing the driver while its subscription connection is open (a daemon shutting down
 // cleanly with a waiter subscribed) is not an interruption: nothing is logged as a warning.
 func TestCloseLogsNoWarning(t *testing.T) {
 	srv := redistest.Start(t)
 	for i := range 20 {
-		var log lockedBuffer
+		var log testutil.SyncBuffer
 		client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 		d := New(client, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 		s, err := d.Subscribe(t.Context(), "coolify:phase1")

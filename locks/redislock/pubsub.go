@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 )
 
@@ -64,13 +65,6 @@ func (d *Driver) Ping(ctx context.Context) error {
 }
 
 var errHubClosed = errors.New("driver closed")
-
-// Log attribute keys.
-const (
-	attrChannel = "channel"
-	attrWaiters = "waiters"
-	attrError   = "error"
-)
 
 // hub multiplexes every subscription of a Driver over one go-redis PubSub connection.
 //
@@ -203,7 +197,7 @@ func (h *hub) receive(ps *redis.PubSub, done chan struct{}) {
 			}
 			failures++
 			if failures == 1 {
-				h.log.Warn("lock release subscription interrupted", attrError, err.Error())
+				h.log.Warn("lock release subscription interrupted", logkey.Error, err.Error())
 			}
 			if failures > 1 {
 				pause.Reset(retryPause)
@@ -257,7 +251,7 @@ func (h *hub) confirmed(channel string) {
 	if t := h.topics[channel]; t != nil && t.barrier == "" && channel == t.channel {
 		// Confirmed again: go-redis reconnected and resubscribed. A release may have been
 		// published while the connection was down, so let every waiter look again.
-		h.log.Info("lock release subscription restored", attrChannel, channel, attrWaiters, len(t.subs))
+		h.log.Info("lock release subscription restored", logkey.Channel, channel, logkey.Waiters, len(t.subs))
 		t.signal()
 	}
 	h.mu.Unlock()
@@ -404,7 +398,7 @@ func (s *subscription) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), unsubscribeTimeout)
 		defer cancel()
 		if err := h.ps.Unsubscribe(ctx, channels...); err != nil {
-			h.log.Warn("lock release unsubscribe failed", attrChannel, s.t.channel, attrError, err.Error())
+			h.log.Warn("lock release unsubscribe failed", logkey.Channel, s.t.channel, logkey.Error, err.Error())
 		}
 	})
 	return nil

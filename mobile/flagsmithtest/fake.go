@@ -218,7 +218,7 @@ func New(opts ...Option) *Fake {
 // Server is a Fake served on a loopback port.
 type Server struct {
 	*Fake
-	// URL is the base URL to give mobile.NewClient; APIKey the key it accepts.
+	// URL is the base URL to give mobile.New; APIKey the key it accepts.
 	URL    string
 	APIKey string
 	srv    *httptest.Server

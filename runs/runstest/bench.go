@@ -126,7 +126,6 @@ func benchAppend(b *testing.B, s runs.Store) {
 
 func benchList(b *testing.B, s runs.Store, writing bool) {
 	ctx := context.Background()
-	var ids []string
 	for i := range 200 {
 		r := bigRun(fmt.Sprintf("pipeline-%d", i%5), 20)
 		created, _, err := s.Create(ctx, r)
@@ -137,7 +136,6 @@ func benchList(b *testing.B, s runs.Store, writing bool) {
 			runs.Event{Type: runs.EventRunStarted}, runs.Event{Type: runs.EventRunSucceeded}); err != nil {
 			b.Fatal(err)
 		}
-		ids = append(ids, created.ID)
 	}
 
 	var (

@@ -294,7 +294,6 @@ func TestPruneDropsSteps(t *testing.T) {
 	path := filepath.Join(t.TempDir(), sqlitestore.FileName)
 	s := open(t, path)
 	ctx := t.Context()
-	var ids []string
 	for range 2 {
 		r, _, err := s.Create(ctx, runs.Run{Pipeline: "prod", Steps: []runs.Step{{Phase: runs.Phase1, Name: "api"}, {Phase: runs.Phase2, Name: "api"}}})
 		if err != nil {
@@ -303,7 +302,6 @@ func TestPruneDropsSteps(t *testing.T) {
 		if _, err := s.Update(ctx, r.ID, func(x *runs.Run) error { x.Status = runs.StatusSucceeded; return nil }); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, r.ID)
 	}
 	if n, err := s.(runs.Pruner).Prune(ctx, runs.Retention{MaxRuns: 1}); err != nil || n != 1 {
 		t.Fatalf("Prune(MaxRuns 1) = %d, %v; want 1 run deleted", n, err)

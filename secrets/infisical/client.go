@@ -20,6 +20,7 @@ package infisical
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/secrets"
 )
@@ -63,21 +65,6 @@ const (
 	maxErrorBody = 64 << 10
 	maxListBody  = 32 << 20
 	maxPeek      = 4 << 10
-)
-
-// Log attribute keys.
-const (
-	attrMethod   = "method"
-	attrPath     = "path"
-	attrStatus   = "status"
-	attrError    = "error"
-	attrIdentity = "identity"
-	attrTTL      = "expires_in"
-	attrProject  = "project"
-	attrEnv      = "environment"
-	attrFolder   = "secret_path"
-	attrCount    = "count"
-	attrImports  = "imports"
 )
 
 // Config configures a Client. BaseURL, ClientID and ClientSecret are required.
@@ -172,8 +159,8 @@ func New(cfg Config) (*Client, error) {
 	}
 	p := outbound.Policy{
 		MaxRetries:    cfg.RetryMax,
-		MinWait:       cmpOr(cfg.RetryWaitMin, DefaultRetryWaitMin),
-		MaxWait:       cmpOr(cfg.RetryWaitMax, DefaultRetryWaitMax),
+		MinWait:       cmp.Or(cfg.RetryWaitMin, DefaultRetryWaitMin),
+		MaxWait:       cmp.Or(cfg.RetryWaitMax, DefaultRetryWaitMax),
 		MaxRetryAfter: cfg.MaxRetryAfter,
 	}
 	switch {
@@ -189,14 +176,6 @@ func New(cfg Config) (*Client, error) {
 		Version: cfg.Version, Logger: c.log, Metrics: cfg.Metrics,
 		RetryAfter: retryAfterFromMessage})
 	return c, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // String shows the host and the client id; never the secret or a token.
@@ -218,7 +197,7 @@ type Scope struct {
 	Path string `json:"path"`
 }
 
-func (s Scope) path() string { return cmpOr(s.Path, "/") }
+func (s Scope) path() string { return cmp.Or(s.Path, "/") }
 
 // String is `infisical project "p" environment "prod" path "/"`.
 func (s Scope) String() string {
@@ -266,9 +245,9 @@ func (c *Client) ListSecrets(ctx context.Context, scope Scope) (Listing, error) 
 	}
 	l := out.merge()
 	c.log.LogAttrs(ctx, slog.LevelDebug, "infisical secrets listed",
-		slog.String(attrProject, scope.ProjectID), slog.String(attrEnv, scope.Environment),
-		slog.String(attrFolder, scope.path()), slog.Int(attrCount, l.Values.Len()+len(l.Hidden)+len(l.Unresolved)),
-		slog.Int(attrImports, len(out.Imports)))
+		slog.String(logkey.Project, scope.ProjectID), slog.String(logkey.Environment, scope.Environment),
+		slog.String(logkey.SecretPath, scope.path()), slog.Int(logkey.Count, l.Values.Len()+len(l.Hidden)+len(l.Unresolved)),
+		slog.Int(logkey.Imports, len(out.Imports)))
 	return l, nil
 }
 
@@ -386,7 +365,7 @@ func (c *Client) authed(ctx context.Context, method, route, path string, q url.V
 		var apiErr *APIError
 		if attempt == 0 && errors.As(err, &apiErr) && apiErr.tokenRejected() {
 			c.log.LogAttrs(ctx, slog.LevelInfo, "infisical token refused, logging in again",
-				slog.Int(attrStatus, apiErr.StatusCode), slog.String(attrError, apiErr.Name))
+				slog.Int(logkey.Status, apiErr.StatusCode), slog.String(logkey.Error, apiErr.Code))
 			c.dropToken(tok)
 			continue
 		}
@@ -463,7 +442,7 @@ func (c *Client) login(ctx context.Context) (string, error) {
 	}
 	c.mu.Unlock()
 	c.log.LogAttrs(ctx, slog.LevelInfo, "infisical login",
-		slog.String(attrIdentity, c.clientID), slog.Duration(attrTTL, ttl))
+		slog.String(logkey.Identity, c.clientID), slog.Duration(logkey.ExpiresIn, ttl))
 	return out.AccessToken, nil
 }
 
@@ -498,7 +477,7 @@ func (c *Client) do(ctx context.Context, method, route, path string, q url.Value
 			return fmt.Errorf("infisical: %s %s: %w", method, path, ctxErr)
 		}
 		c.log.LogAttrs(ctx, slog.LevelInfo, "infisical request failed",
-			slog.String(attrMethod, method), slog.String(attrPath, path), slog.String(attrError, err.Error()))
+			slog.String(logkey.Method, method), slog.String(logkey.Path, path), slog.String(logkey.Error, err.Error()))
 		return fmt.Errorf("infisical: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()

@@ -2,6 +2,7 @@ package infisical_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/testutil"
 	"github.com/deploy-orchestrator/orchestrator/secrets"
 	"github.com/deploy-orchestrator/orchestrator/secrets/infisical"
 	"github.com/deploy-orchestrator/orchestrator/secrets/infisical/infisicaltest"
@@ -60,24 +62,6 @@ func fixture(extra ...infisicaltest.Option) []infisicaltest.Option {
 	}, extra...)
 }
 
-// syncBuffer is a bytes.Buffer safe for the log handler and the test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // assertNoSecret fails when text holds a secret value, the client secret or a token.
 func assertNoSecret(t *testing.T, what, text string) {
 	t.Helper()
@@ -91,7 +75,7 @@ func assertNoSecret(t *testing.T, what, text string) {
 type env struct {
 	srv    *infisicaltest.Server
 	client *infisical.Client
-	logs   *syncBuffer
+	logs   *testutil.SyncBuffer
 }
 
 // setup starts the fake and a client logging at debug level into a buffer that is searched
@@ -99,29 +83,21 @@ type env struct {
 func setup(t *testing.T, cfg infisical.Config, opts ...infisicaltest.Option) env {
 	t.Helper()
 	srv := infisicaltest.NewServer(t, opts...)
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	cfg.BaseURL = srv.URL
-	cfg.ClientID = cmpOr(cfg.ClientID, clientID)
-	cfg.ClientSecret = cmpOr(cfg.ClientSecret, clientSecret)
+	cfg.ClientID = cmp.Or(cfg.ClientID, clientID)
+	cfg.ClientSecret = cmp.Or(cfg.ClientSecret, clientSecret)
 	cfg.Version = "1.2.3"
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg.RetryWaitMin = cmpOr(cfg.RetryWaitMin, time.Millisecond)
-	cfg.RetryWaitMax = cmpOr(cfg.RetryWaitMax, 5*time.Millisecond)
-	cfg.MaxRetryAfter = cmpOr(cfg.MaxRetryAfter, 5*time.Millisecond)
+	cfg.RetryWaitMin = cmp.Or(cfg.RetryWaitMin, time.Millisecond)
+	cfg.RetryWaitMax = cmp.Or(cfg.RetryWaitMax, 5*time.Millisecond)
+	cfg.MaxRetryAfter = cmp.Or(cfg.MaxRetryAfter, 5*time.Millisecond)
 	c, err := infisical.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { assertNoSecret(t, "log", logs.String()) })
 	return env{srv: srv, client: c, logs: logs}
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 func statuses(reqs []infisicaltest.Request, path string) []int {
@@ -246,26 +222,8 @@ func TestReloginWhenTokenExpired(t *testing.T) {
 	}
 }
 
-// clock is a test clock shared by the fake and the client.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 func TestRenewsTokenShortlyBeforeExpiry(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := testutil.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	opts := fixture(infisicaltest.WithClock(clk.Now),
 		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: clientID, ClientSecret: clientSecret, TokenTTL: 10 * time.Minute}))
 	e := setup(t, infisical.Config{Now: clk.Now}, opts...)
@@ -278,12 +236,12 @@ func TestRenewsTokenShortlyBeforeExpiry(t *testing.T) {
 	}
 
 	list()
-	clk.Advance(8 * time.Minute) // well inside the token's life: reuse it
+	clk.Add(8 * time.Minute) // well inside the token's life: reuse it
 	list()
 	if got := e.srv.Count(http.MethodPost, loginPath); got != 1 {
 		t.Fatalf("%d logins after 8 of 10 minutes, want 1", got)
 	}
-	clk.Advance(90 * time.Second) // 30 s before expiry: inside the refresh margin
+	clk.Add(90 * time.Second) // 30 s before expiry: inside the refresh margin
 	list()
 	if got := e.srv.Count(http.MethodPost, loginPath); got != 2 {
 		t.Errorf("%d logins 30 s before expiry, want 2 (renewed before it expired)", got)
@@ -382,7 +340,7 @@ func TestReferenceToUnreadableSecretIsForbidden(t *testing.T) {
 	_, err = e.client.Source(apiScope).Fetch(ctx, []string{"CROSS", "OVERRIDDEN"})
 	var apiErr *infisical.APIError
 	if !errors.Is(err, infisical.ErrForbidden) || errors.Is(err, infisical.ErrUnauthorized) ||
-		!errors.As(err, &apiErr) || apiErr.StatusCode != 403 || apiErr.Name != "ForbiddenError" {
+		!errors.As(err, &apiErr) || apiErr.StatusCode != 403 || apiErr.Code != "ForbiddenError" {
 		t.Fatalf("err = %v, want ErrForbidden from a 403 ForbiddenError", err)
 	}
 	msg := err.Error()
@@ -637,7 +595,7 @@ func TestRateLimitOutlastsRetries(t *testing.T) {
 		t.Fatalf("err = %v, want ErrRateLimited", err)
 	}
 	var apiErr *infisical.APIError
-	if !errors.As(err, &apiErr) || apiErr.Message != "Rate limit exceeded. Please try again in 0 seconds" || apiErr.Name != "RateLimitExceeded" {
+	if !errors.As(err, &apiErr) || apiErr.Message != "Rate limit exceeded. Please try again in 0 seconds" || apiErr.Code != "RateLimitExceeded" {
 		t.Errorf("APIError = %+v, want the server's 429 message", apiErr)
 	}
 	if got := e.srv.Count(http.MethodPost, loginPath); got != 3 {

@@ -40,8 +40,8 @@ type APIError struct {
 	Method     string
 	Path       string
 	StatusCode int
-	// Name is the server's "error" field: "TokenError", "NotFound", "ValidationFailure", …
-	Name string
+	// Code is the server's "error" field: "TokenError", "NotFound", "ValidationFailure", …
+	Code string
 	// Message is the server's message; a 422's array of issues is joined with "; ".
 	Message string
 	// ReqID is the server's request id, for Infisical support.
@@ -55,9 +55,9 @@ type APIError struct {
 func (e *APIError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "infisical: %s %s: %d", e.Method, e.Path, e.StatusCode)
-	if e.Name != "" {
+	if e.Code != "" {
 		b.WriteString(" ")
-		b.WriteString(e.Name)
+		b.WriteString(e.Code)
 	}
 	if e.Message != "" {
 		b.WriteString(": ")
@@ -92,7 +92,7 @@ func (e *APIError) Is(target error) bool {
 // exhausted token), or 403 with error "TokenError" (expired, malformed or badly signed JWT).
 func (e *APIError) tokenRejected() bool {
 	return e.StatusCode == http.StatusUnauthorized ||
-		(e.StatusCode == http.StatusForbidden && e.Name == "TokenError")
+		(e.StatusCode == http.StatusForbidden && e.Code == "TokenError")
 }
 
 // HiddenValueError reports requested secrets whose values Infisical hid
@@ -182,7 +182,7 @@ func decodeAPIError(method, path string, status int, body []byte, scrub func(str
 		e.Message = truncate(scrub(strings.TrimSpace(string(body))))
 		return e
 	}
-	e.ReqID, e.Name = raw.ReqID, raw.Error
+	e.ReqID, e.Code = raw.ReqID, raw.Error
 	e.Message = truncate(scrub(messageText(raw.Message)))
 	var details []json.RawMessage
 	if json.Unmarshal(raw.Details, &details) == nil {

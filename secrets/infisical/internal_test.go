@@ -47,7 +47,7 @@ func TestDecodeAPIErrorLeniently(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := decodeAPIError("GET", "/p", tc.status, []byte(tc.body), noScrub)
-			if e.Name != tc.wantName || e.Message != tc.wantMsg || e.ReqID != tc.wantReqID || e.StatusCode != tc.status {
+			if e.Code != tc.wantName || e.Message != tc.wantMsg || e.ReqID != tc.wantReqID || e.StatusCode != tc.status {
 				t.Errorf("got %+v, want name %q message %q reqId %q", e, tc.wantName, tc.wantMsg, tc.wantReqID)
 			}
 			if got := errors.Is(e, ErrUnauthorized); got != tc.wantUnauth {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/secrets"
 )
 
@@ -62,8 +63,8 @@ func (s *Source) snapshot(ctx context.Context) (secrets.Source, error) {
 	l, err := s.c.ListSecrets(ctx, s.scope)
 	if errors.Is(err, ErrForbidden) {
 		s.c.log.LogAttrs(ctx, slog.LevelInfo, "infisical refused the list of the folder; reading the keys asked for one by one",
-			slog.String(attrProject, s.scope.ProjectID), slog.String(attrEnv, s.scope.Environment),
-			slog.String(attrFolder, s.scope.path()), slog.String(attrError, err.Error()))
+			slog.String(logkey.Project, s.scope.ProjectID), slog.String(logkey.Environment, s.scope.Environment),
+			slog.String(logkey.SecretPath, s.scope.path()), slog.String(logkey.Error, err.Error()))
 		return &byKey{c: s.c, scope: s.scope}, nil
 	}
 	if err != nil {
@@ -177,14 +178,14 @@ func (b *byKey) String() string { return "keys of " + b.scope.String() }
 // have (404 "NotFound"; a server without the route answers 404 "Not Found", an error).
 func secretNotFound(err error) bool {
 	var e *APIError
-	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound && e.Name == "NotFound"
+	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound && e.Code == "NotFound"
 }
 
 // readRefused reports the server's refusal to show the value of one secret the identity may
 // describe but not read (403 "ForbiddenReadSecretError").
 func readRefused(err error) bool {
 	var e *APIError
-	return errors.As(err, &e) && e.StatusCode == http.StatusForbidden && e.Name == "ForbiddenReadSecretError"
+	return errors.As(err, &e) && e.StatusCode == http.StatusForbidden && e.Code == "ForbiddenReadSecretError"
 }
 
 // problems are the keys of one Fetch that have no value, by reason.
