@@ -338,7 +338,7 @@ func (x *execution) leftReport() []runs.Left {
 		written := st.snap != nil && st.snap.written()
 		prev, next := "its previous config", "this run's config"
 		if s.ImageTag != "" && st.snap != nil && st.snap.tagChanged {
-			prev, next = "tag "+orNone(st.snap.tag), "tag "+s.ImageTag
+			prev, next = "tag "+cmp.Or(st.snap.tag, "(none)"), "tag "+s.ImageTag
 		}
 		switch {
 		case st.stillBuilding != nil:
