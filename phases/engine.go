@@ -28,6 +28,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/mobile"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -95,7 +96,9 @@ type Deps struct {
 	// Notifier, when set, is told about runs that end and lock waits over the pipeline's
 	// threshold.
 	Notifier Notifier
-	// HTTP is the client of HTTP health checks (default: 10s timeout per request).
+	// HTTP is the client of HTTP health checks (default: 10s timeout per request). Its
+	// CheckRedirect is replaced by outbound.SameHostRedirect: a check follows no redirect to
+	// another scheme, host or port than its URL's.
 	HTTP *http.Client
 	// PollInterval paces health-check and service-status polling (default 2s).
 	PollInterval time.Duration
@@ -159,9 +162,15 @@ func New(d Deps) (*Engine, error) {
 	if d.Getenv == nil {
 		d.Getenv = func(string) string { return "" }
 	}
-	if d.HTTP == nil {
-		d.HTTP = &http.Client{Timeout: 10 * time.Second}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	if d.HTTP != nil {
+		c := *d.HTTP
+		hc = &c
 	}
+	// A health URL names the host the pipeline's file chose; a redirect must not take the
+	// check elsewhere (an internal address, a cloud metadata endpoint).
+	hc.CheckRedirect = outbound.SameHostRedirect
+	d.HTTP = hc
 	if d.PollInterval <= 0 {
 		d.PollInterval = 2 * time.Second
 	}
