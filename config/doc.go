@@ -69,7 +69,10 @@
 // ${trigger.build}, ${trigger.image_tag}, ${trigger.commit}, ${trigger.app_version} and
 // ${trigger.params.KEY} are allowed only in services[].image_tag, services[].env[].value,
 // services[].health.http.url and mobile[].set values, and are filled per run by
-// Pipeline.Resolve. Coolify's own {{...}} references pass through untouched. In the daemon
+// Pipeline.Resolve. In health.http.url a reference may stand only after the host, in the
+// path, query or fragment (a file where one could reach the scheme, host or port is
+// refused), and each value is escaped for the part it lands in, so a trigger never chooses
+// which host a health check requests. Coolify's own {{...}} references pass through untouched. In the daemon
 // config, webhooks.*.rules[].trigger values may use ${payload.a.b}, filled by
 // WebhookRule.TriggerFor from a delivery; a rule with rollback: true starts rollbacks (they
 // pass the stale-build guard that Order drives).

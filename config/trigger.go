@@ -33,7 +33,10 @@ func lookup(t orchestrator.Trigger, ref string) (string, error) {
 
 // Resolve returns a copy of the pipeline with every ${trigger.…} reference filled from t and
 // every $${ escape turned into ${, ready for one run. The receiver is not changed. Resolved
-// image tags must match orchestrator.ImageTagPattern and resolved health URLs must be http(s) URLs.
+// image tags must match orchestrator.ImageTagPattern and resolved health URLs must be http(s) URLs
+// on the scheme, host and port their file names: each value in a health URL is escaped for
+// the part it lands in (url.PathEscape in the path and the fragment, url.QueryEscape in the
+// query), so it stays one path segment or one query value.
 //
 // Resolve validates t too (orchestrator.Trigger.Validate), so its answer lists every problem
 // at once.
@@ -69,17 +72,18 @@ func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 		addTrigger("build", "build", "the pipeline orders its runs by build (order: build): want a whole number")
 	}
 	ok := true
-	fill := func(field, s string) string {
+	// fillWith fills s's references, each value passed through esc with the text before it.
+	fillWith := func(field, s string, esc func(before, val string) string) string {
 		// Every trigger value the string lacks is named, not only the first.
 		var missing []*orchestrator.FieldError
-		out, err := expandRefs(s, false, func(ref string) (string, error) {
+		out, err := expandRefsAfter(s, false, func(before, ref string) (string, error) {
 			val, err := lookup(t, ref)
 			var fe *orchestrator.FieldError
 			if errors.As(err, &fe) {
 				missing = append(missing, fe)
 				return "", nil
 			}
-			return val, err
+			return esc(before, val), err
 		})
 		for _, fe := range missing {
 			addTrigger(field, fe.Field, "%s", fe.Reason)
@@ -93,6 +97,9 @@ func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 		}
 		ok = true
 		return out
+	}
+	fill := func(field, s string) string {
+		return fillWith(field, s, func(_, val string) string { return val })
 	}
 	for i := range q.Services {
 		s := &q.Services[i]
@@ -110,8 +117,20 @@ func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 			}
 		}
 		if h := s.Health.HTTP; h != nil {
-			if h.URL = fill(field+".health.http.url", h.URL); ok {
-				v.httpURL(field+".health.http.url", h.URL)
+			// Each value is escaped for the part of the URL it lands in, and the result must
+			// name the scheme, host and port the file names (a file loaded refuses references
+			// that could reach them; a pipeline built in code is checked here).
+			f := field + ".health.http.url"
+			err := checkURLRefs(h.URL)
+			if err != nil {
+				v.add(f, "%v", err)
+			}
+			h.URL = fillWith(f, h.URL, func(before, val string) string { return escapeForURLPart(urlPartAfter(before), val) })
+			if ok && err == nil && v.httpURL(f, h.URL) != nil {
+				probe, _ := expandRefs(p.Services[i].Health.HTTP.URL, false, func(string) (string, error) { return "x", nil })
+				if !sameOrigin(probe, h.URL) {
+					v.add(f, "resolves to another scheme, host or port than the file names")
+				}
 			}
 		}
 	}

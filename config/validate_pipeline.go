@@ -407,6 +407,9 @@ func (v *validator) health(field string, h *Health) {
 	if c := h.HTTP; c != nil {
 		f := field + ".http"
 		probe, err := expandRefs(c.URL, false, func(string) (string, error) { return "x", nil })
+		if err == nil {
+			err = checkURLRefs(c.URL)
+		}
 		if err != nil {
 			v.add(f+".url", "%v", err)
 		} else {

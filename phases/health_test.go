@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -34,5 +35,32 @@ func TestHealthCheckFollowsNoRedirectElsewhere(t *testing.T) {
 	}
 	if n := elsewhere.Load(); n != 0 {
 		t.Errorf("the redirect's target got %d health requests, want none", n)
+	}
+}
+
+// TestHealthCheckTriggerValueStaysInItsPathSegment: a trigger param in a health URL's path
+// reaches the health endpoint as one escaped path segment: it adds no segment, query or
+// fragment, and the request goes to the file's host.
+func TestHealthCheckTriggerValueStaysInItsPathSegment(t *testing.T) {
+	h := newHarness(t)
+	var mu sync.Mutex
+	var seen []string
+	health := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.RequestURI)
+		mu.Unlock()
+	}))
+	t.Cleanup(health.Close)
+	h.health = map[string]string{"api": health.URL + "/healthz/${trigger.params.svc}"}
+	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
+	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "8", ImageTag: "v3", Params: map[string]string{"svc": "../admin?probe=1#x"}}))
+	if r.Status != runs.StatusSucceeded {
+		t.Fatalf("run: %s (%s), want succeeded", r.Status, r.Reason)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := "/healthz/..%2Fadmin%3Fprobe=1%23x"
+	if len(seen) == 0 || seen[0] != want {
+		t.Errorf("health requests %q, want %q", seen, want)
 	}
 }
