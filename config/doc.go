@@ -61,6 +61,9 @@
 // Env var flags are is_buildtime, is_runtime, is_literal, is_multiline, is_shown_once, and
 // comment. An entry that leaves one out keeps the variable's current setting on Coolify; a new
 // variable gets Coolify's defaults (is_buildtime and is_runtime true, the rest false).
+// allow_shared_refs_from_trigger: true (not sent to Coolify) lets a trigger value reach the
+// variable as a Coolify shared-variable reference ({{team.KEY}}, {{project.KEY}},
+// {{environment.KEY}}), which Resolve refuses otherwise.
 //
 // # References
 //

@@ -128,7 +128,8 @@ type EnvVar struct {
 	// Key matches EnvKeyPattern.
 	Key string `koanf:"key"`
 	// Value is a literal. It may hold trigger placeholders, and Coolify's own {{...}} shared
-	// variable references, which pass through untouched. Held as a Secret: env values are
+	// variable references, which pass through untouched (those of the file; a trigger value
+	// may make one only with AllowSharedRefsFromTrigger). Held as a Secret: env values are
 	// never logged.
 	Value Secret `koanf:"value"`
 	// Secret, if set, says where the value comes from at run time.
@@ -141,6 +142,13 @@ type EnvVar struct {
 	IsShownOnce *bool `koanf:"is_shown_once"`
 	// Comment is Coolify's env comment (at most 256 characters); `comment: ""` clears it.
 	Comment *string `koanf:"comment"`
+	// AllowSharedRefsFromTrigger lets a trigger value reach Coolify, in this variable, as a
+	// shared-variable reference ({{team.KEY}}, {{project.KEY}}, {{environment.KEY}}), which
+	// Coolify replaces by the shared variable when it builds. Without it Resolve refuses such a
+	// trigger (a 422 naming the trigger's field): whoever holds the trigger token could
+	// otherwise copy any shared variable, a team's secrets included, into this one. Not sent
+	// to Coolify.
+	AllowSharedRefsFromTrigger bool `koanf:"allow_shared_refs_from_trigger"`
 }
 
 // SecretRef points at one secret: a key in a source named under Pipeline.Secrets, or in the

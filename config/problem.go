@@ -21,6 +21,9 @@ type Problem struct {
 	// Resolve where a trigger value is invalid or missing for a reference: the field a front
 	// door names. "" for problems of the file itself.
 	Trigger string
+	// Refused says the trigger's value is well formed, but the pipeline refuses what it would
+	// do (orchestrator.FieldError.Refused): a front door answers 422 when every problem is one.
+	Refused bool
 }
 
 // String returns "file: field: what is wrong", leaving out the parts that are empty.
@@ -70,7 +73,7 @@ func (ps Problems) As(target any) bool {
 		if p.Trigger != "" {
 			field = p.Trigger
 		}
-		es[i] = &orchestrator.FieldError{Field: field, Reason: p.Message}
+		es[i] = &orchestrator.FieldError{Field: field, Reason: p.Message, Refused: p.Refused}
 	}
 	*t = es
 	return true
@@ -110,6 +113,11 @@ func (c *problems) add(field, format string, args ...any) {
 // addTrigger adds a problem at field that is about the trigger's field trigger.
 func (c *problems) addTrigger(field, trigger, format string, args ...any) {
 	c.list = append(c.list, Problem{File: c.file, Field: field, Trigger: trigger, Message: fmt.Sprintf(format, args...)})
+}
+
+// addRefused adds a refusal (Problem.Refused) at field about the trigger's field trigger.
+func (c *problems) addRefused(field, trigger, format string, args ...any) {
+	c.list = append(c.list, Problem{File: c.file, Field: field, Trigger: trigger, Refused: true, Message: fmt.Sprintf(format, args...)})
 }
 
 // sortByField orders one file's problems the way its fields are declared in t (which is the

@@ -72,8 +72,9 @@ func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 		addTrigger("build", "build", "the pipeline orders its runs by build (order: build): want a whole number")
 	}
 	ok := true
-	// fillWith fills s's references, each value passed through esc with the text before it.
-	fillWith := func(field, s string, esc func(before, val string) string) string {
+	// fillWith fills s's references, each value passed through esc with the text before it
+	// and the reference.
+	fillWith := func(field, s string, esc func(before, ref, val string) string) string {
 		// Every trigger value the string lacks is named, not only the first.
 		var missing []*orchestrator.FieldError
 		out, err := expandRefsAfter(s, false, func(before, ref string) (string, error) {
@@ -83,7 +84,7 @@ func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 				missing = append(missing, fe)
 				return "", nil
 			}
-			return esc(before, val), err
+			return esc(before, ref, val), err
 		})
 		for _, fe := range missing {
 			addTrigger(field, fe.Field, "%s", fe.Reason)
@@ -99,7 +100,7 @@ func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 		return out
 	}
 	fill := func(field, s string) string {
-		return fillWith(field, s, func(_, val string) string { return val })
+		return fillWith(field, s, func(_, _, val string) string { return val })
 	}
 	for i := range q.Services {
 		s := &q.Services[i]
@@ -112,8 +113,28 @@ func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 		}
 		for j := range s.Env {
 			e := &s.Env[j]
-			if e.Secret == nil {
-				e.Value = Secret(fill(fmt.Sprintf("%s.env[%d].value", field, j), e.Value.Reveal()))
+			if e.Secret != nil {
+				continue
+			}
+			f := fmt.Sprintf("%s.env[%d].value", field, j)
+			var spans []span
+			e.Value = Secret(fillWith(f, e.Value.Reveal(), func(before, ref, val string) string {
+				spans = append(spans, span{start: len(before), end: len(before) + len(val), ref: ref})
+				return val
+			}))
+			if !ok || e.AllowSharedRefsFromTrigger {
+				continue
+			}
+			refs, scopes := triggerSharedRefs(e.Value.Reveal(), spans)
+			for k, ref := range refs {
+				trigger := strings.TrimPrefix(ref, triggerRef)
+				if _, named := named[trigger]; named {
+					continue // its value is refused already
+				}
+				named[trigger] = len(v.list)
+				v.addRefused(f, trigger, "the trigger's %s would reach Coolify as part of a {{%s.…}} shared-variable reference, "+
+					"which Coolify replaces with that shared variable when it builds: a trigger may not choose one "+
+					"(allow_shared_refs_from_trigger: true on %s.env[%d] allows it for this variable)", trigger, scopes[k], field, j)
 			}
 		}
 		if h := s.Health.HTTP; h != nil {
@@ -125,7 +146,7 @@ func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 			if err != nil {
 				v.add(f, "%v", err)
 			}
-			h.URL = fillWith(f, h.URL, func(before, val string) string { return escapeForURLPart(urlPartAfter(before), val) })
+			h.URL = fillWith(f, h.URL, func(before, _, val string) string { return escapeForURLPart(urlPartAfter(before), val) })
 			if ok && err == nil && v.httpURL(f, h.URL) != nil {
 				probe, _ := expandRefs(p.Services[i].Health.HTTP.URL, false, func(string) (string, error) { return "x", nil })
 				if !sameOrigin(probe, h.URL) {
