@@ -51,6 +51,7 @@
 //	on_failure: rollback                    # rollback (default) | halt
 //	concurrency: queue                      # queue (default) | supersede
 //	order: build                            # build | created | none; default: build for a numeric build, else none
+//	max_build_ahead: 10000                  # refuse a build further ahead of the newest known (0: off)
 //	notify:                                 # default: the daemon's notify block; {targets: []} for none
 //	  lock_wait: 2m                         # announce a lock wait this long (default 2m)
 //	  targets:

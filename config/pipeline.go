@@ -36,6 +36,14 @@ type Pipeline struct {
 	// Order says which of two builds is newer (see Order). Empty: OrderBuild when the
 	// trigger's build is a number, else OrderNone.
 	Order Order `koanf:"order"`
+	// MaxBuildAhead bounds how far a run's build, ordered by build, may be ahead of the
+	// newest build the pipeline is known to have (its marks on its services, its runs not
+	// ended): a build more than this ahead is refused at submit, unless it is a rollback or an
+	// admin allows it (Trigger.AllowBuildAhead). A mistaken build far ahead would otherwise
+	// make every later build stale until a rollback. Default DefaultMaxBuildAhead; 0 turns
+	// the check off (for builds that are timestamps or instance-wide IDs, such as GitLab's
+	// pipeline id).
+	MaxBuildAhead int64 `koanf:"max_build_ahead"`
 	// Notify says where this pipeline's notifications go; nil means the daemon's default.
 	Notify *Notify `koanf:"notify"`
 
@@ -112,6 +120,11 @@ type Service struct {
 	// refused at load.
 	After []string `koanf:"after"`
 }
+
+// DefaultMaxBuildAhead is Pipeline.MaxBuildAhead when the file names none: far more than
+// the builds a CI counter (a GitHub run_number, a GitLab iid, a Jenkins BUILD_NUMBER) moves
+// between two deploys.
+const DefaultMaxBuildAhead = 10_000
 
 // DefaultDeployTimeout is Service.DeployTimeout when the file names none.
 const DefaultDeployTimeout = 10 * time.Minute

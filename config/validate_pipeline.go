@@ -116,6 +116,7 @@ func oneOf[T ~string](v *validator, field string, value T, allowed ...T) {
 // pipelineDefaults fills, in the raw tree, the defaults that zero values can't express
 // (booleans that default to true, integers for which 0 is meaningful).
 func pipelineDefaults(raw map[string]any) {
+	setDefault(raw, int64(DefaultMaxBuildAhead), "max_build_ahead")
 	if l, ok := raw["locks"]; ok && l != nil {
 		if _, isMap := l.(map[string]any); !isMap {
 			return
@@ -287,6 +288,9 @@ func (v *validator) pipeline(p *Pipeline) {
 	oneOf(v, "concurrency", p.Concurrency, ConcurrencyQueue, ConcurrencySupersede)
 	if p.Order != "" {
 		oneOf(v, "order", p.Order, OrderBuild, OrderCreated, OrderNone)
+	}
+	if p.MaxBuildAhead < 0 {
+		v.add("max_build_ahead", "must not be negative (0 turns the check off)")
 	}
 	v.notify("notify", p.Notify)
 

@@ -277,7 +277,9 @@ func (e *Engine) Pipelines() []string { return slices.Sorted(maps.Keys(e.d.Pipel
 //
 // Errors: orchestrator.ErrUnknownPipeline; config.Problems for an invalid trigger (matching
 // orchestrator.ErrInvalid, converting to orchestrator.FieldErrors that name the trigger's
-// fields); orchestrator.ErrShuttingDown; the store's errors.
+// fields); a refused *orchestrator.FieldError naming build for a build more than the
+// pipeline's max_build_ahead ahead of its newest (see checkBuildAhead);
+// orchestrator.ErrShuttingDown; the store's errors.
 func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Trigger) (*runs.Run, bool, error) {
 	p := e.d.Pipelines[pipeline]
 	if p == nil {
@@ -287,6 +289,9 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Tri
 	resolved, err := p.Resolve(t)
 	if err != nil {
 		return nil, false, fmt.Errorf("invalid trigger: %w", err)
+	}
+	if err := e.checkBuildAhead(ctx, resolved, t); err != nil {
+		return nil, false, fmt.Errorf("trigger of %s: %w", pipeline, err)
 	}
 
 	e.mu.Lock()

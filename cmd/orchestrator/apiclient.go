@@ -179,11 +179,16 @@ func lockPath(key, action string) string { return "/v1/locks/" + url.PathEscape(
 func (a *apiClient) trigger(ctx context.Context, pipeline string, t orchestrator.Trigger, key string) (*runs.Run, bool, error) {
 	body := map[string]any{"build": t.Build, "image_tag": t.ImageTag, "commit": t.Commit,
 		"app_version": t.AppVersion, "params": t.Params, "rollback": t.Rollback, "reason": t.Reason}
+	level := accessTrigger
+	if t.AllowBuildAhead {
+		// Only the admin token may let a build past the pipeline's max_build_ahead.
+		body["allow_build_ahead"], level = true, accessAdmin
+	}
 	var out struct {
 		Run      *runs.Run `json:"run"`
 		Existing bool      `json:"existing"`
 	}
-	err := a.call(ctx, http.MethodPost, "/v1/pipelines/"+url.PathEscape(pipeline)+"/runs", accessTrigger, body,
+	err := a.call(ctx, http.MethodPost, "/v1/pipelines/"+url.PathEscape(pipeline)+"/runs", level, body,
 		http.Header{"Idempotency-Key": {key}}, &out)
 	if err == nil && out.Run == nil {
 		err = fmt.Errorf("POST /v1/pipelines/%s/runs: the answer holds no run", pipeline)
