@@ -64,6 +64,9 @@ type Daemon struct {
 
 	// File is the config file it was loaded from ("" when none).
 	File string `koanf:"-"`
+	// fromEnv holds the field paths whose values came from the environment, which no
+	// problem shows (CheckRules).
+	fromEnv map[string]bool
 }
 
 // Daemon defaults.

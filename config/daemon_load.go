@@ -227,7 +227,7 @@ func loadDaemon(src source, getenv func(string) string, fs *pflag.FlagSet) (*Dae
 	var d Daemon
 	decoded := &problems{file: path}
 	decode(ko, &d, decoded)
-	d.File = path
+	d.File, d.fromEnv = path, fromEnv
 	if path != "" {
 		dir := filepath.Dir(path)
 		if fromFile["state_dir"] && d.StateDir != "" && !filepath.IsAbs(d.StateDir) {
@@ -422,7 +422,7 @@ func (v *validator) webhook(p Provider, field string, w *Webhook) {
 			case p == ProviderGeneric:
 				v.add(sf, "generic events have no source; list sources only in github and gitlab rules")
 			case NeverDeploys(p, src):
-				v.add(sf, "%s pipelines never deploy (they run a merge request's code, maybe a fork's)", src)
+				v.add(sf, "%s pipelines never deploy (they run a merge request's code, maybe a fork's)", v.show(sf, src))
 			case !sourcePattern.MatchString(src):
 				v.add(sf, "%s is not a source name (a-z and '_', e.g. %s)", v.show(sf, src), strings.Join(DefaultSources(p), ", "))
 			}
@@ -443,7 +443,7 @@ func (v *validator) webhook(p Provider, field string, w *Webhook) {
 //
 // Errors: Problems naming d.File and the rule's field path.
 func (d *Daemon) CheckRules(pipelines map[string]*Pipeline) error {
-	c := &problems{file: d.File}
+	v := &validator{problems: &problems{file: d.File}, fromEnv: d.fromEnv}
 	for _, p := range []Provider{ProviderGitHub, ProviderGitLab, ProviderGeneric} {
 		w := d.Webhooks.For(p)
 		if w == nil {
@@ -451,10 +451,10 @@ func (d *Daemon) CheckRules(pipelines map[string]*Pipeline) error {
 		}
 		for i, r := range w.Rules {
 			if _, ok := pipelines[r.Pipeline]; !ok {
-				c.add("webhooks."+string(p)+".rules["+strconv.Itoa(i)+"].pipeline",
-					"no pipeline %q in %s", r.Pipeline, d.PipelinesDir)
+				f := "webhooks." + string(p) + ".rules[" + strconv.Itoa(i) + "].pipeline"
+				v.add(f, "no pipeline %s in %s", v.show(f, r.Pipeline), d.PipelinesDir)
 			}
 		}
 	}
-	return c.list.Err()
+	return v.list.Err()
 }

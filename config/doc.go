@@ -87,7 +87,14 @@
 // (e.g. services[2].uuid) and what is wrong, printed as "file: field: what is wrong". Unknown
 // fields, duplicate service UUIDs, bad durations, enum values, image tags, env keys and lock
 // keys outside their namespace are all problems. Values from the environment and secrets never
-// appear in a Problem.
+// appear in a Problem, nor does the file's text: a key that does not look like a field name
+// is shown as "(key not shown)", and YAML errors give the line, not what they quote.
+//
+// Only regular files are read, opened without blocking and checked with fstat first: a FIFO,
+// a device or a socket named *.yaml is a problem, never a hang. In a directory (the pipelines
+// directory, `validate DIR`) a symbolic link that leads out of the directory is refused
+// unread; a file named on its own (--config, -f, `validate FILE`) is followed wherever it
+// links.
 //
 // # Daemon config
 //
