@@ -384,8 +384,20 @@ func (v *validator) secretStrength(field string, s Secret) {
 	if !s.IsSet() {
 		return
 	}
-	if len(s.Reveal()) < MinTokenLength {
+	tok := s.Reveal()
+	distinct := map[rune]bool{}
+	for _, r := range tok {
+		distinct[r] = true
+	}
+	lower := strings.ToLower(tok)
+	switch {
+	case len(tok) < MinTokenLength:
 		v.add(field, "is shorter than %d characters; generate one with `openssl rand -hex 32`", MinTokenLength)
+	case slices.ContainsFunc(placeholderMarks, func(m string) bool { return strings.Contains(lower, m) }):
+		v.add(field, "is a placeholder the repository ships (.env.example's change-me-…), known to anyone who read it; "+
+			"generate one with `openssl rand -hex 32`")
+	case len(distinct) < MinTokenDistinct:
+		v.add(field, "has fewer than %d distinct characters, too easy to guess; generate one with `openssl rand -hex 32`", MinTokenDistinct)
 	}
 	if strings.ContainsFunc(s.Reveal(), func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		v.add(field, "contains whitespace or control characters")
