@@ -43,7 +43,9 @@ func lookup(t orchestrator.Trigger, ref string) (string, error) {
 //
 // Errors: Problems naming the pipeline's file and the field path of the references that t
 // can't fill, a build that is not a whole number when the pipeline says order: build, (a missing param, an empty image tag: empty counts as missing) and every
-// resolved value that is invalid. Trigger values are not shown.
+// resolved value that is invalid; and, as refusals (Problem.Refused), each trigger value that
+// would reach Coolify as part of a shared-variable reference in an env value whose entry
+// does not allow it (EnvVar.AllowSharedRefsFromTrigger). Trigger values are not shown.
 // Each problem about the trigger itself, or about a reference it can't fill, carries the
 // trigger's field (Problem.Trigger), which the front doors name; each trigger field has one
 // problem, on the first place that needs it, its message naming the other places.
