@@ -12,7 +12,7 @@ var (
 	// ErrUnknownPipeline: no pipeline of that name is loaded (404).
 	ErrUnknownPipeline = errors.New("unknown pipeline")
 	// ErrInvalid: the request is malformed (400). A *FieldError or FieldErrors matches it and
-	// names the field.
+	// names the field. A FieldErrors whose every error is Refused is a refusal instead (422).
 	ErrInvalid = errors.New("invalid request")
 	// ErrShuttingDown: the daemon takes no new runs because it is stopping (503).
 	ErrShuttingDown = errors.New("daemon is shutting down")
@@ -30,6 +30,11 @@ type FieldError struct {
 	Field string
 	// Reason is what is wrong, for humans, never quoting a secret or the value.
 	Reason string
+	// Refused says the value is well formed, but the pipeline's rules refuse what it would do
+	// (a trigger value that would reach Coolify as a shared-variable reference, a build too
+	// far ahead of the pipeline's newest): the front doors answer 422 when every problem of a
+	// request is one (FieldErrors.Refused), 400 otherwise.
+	Refused bool
 }
 
 // Fieldf returns a *FieldError for field with a formatted reason.
@@ -37,7 +42,17 @@ func Fieldf(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-func (e *FieldError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason) }
+// Refusedf returns a *FieldError for field with a formatted reason, Refused.
+func Refusedf(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Refused: true}
+}
+
+func (e *FieldError) Error() string {
+	if e.Refused {
+		return fmt.Sprintf("refused %s: %s", e.Field, e.Reason)
+	}
+	return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason)
+}
 
 // Is makes a *FieldError match ErrInvalid.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
@@ -56,6 +71,17 @@ func (es FieldErrors) Error() string {
 
 // Is makes FieldErrors match ErrInvalid.
 func (es FieldErrors) Is(target error) bool { return target == ErrInvalid }
+
+// Refused reports whether es holds refusals only (FieldError.Refused): the request is well
+// formed and refused by the pipeline's rules (422), not malformed (400).
+func (es FieldErrors) Refused() bool {
+	for _, e := range es {
+		if !e.Refused {
+			return false
+		}
+	}
+	return len(es) > 0
+}
 
 // Err returns es as an error, or nil when there are none.
 func (es FieldErrors) Err() error {

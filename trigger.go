@@ -37,6 +37,10 @@ type Trigger struct {
 	Rollback bool `json:"rollback,omitempty"`
 	// Reason says why, for a rollback (free text, shown in the run and the audit).
 	Reason string `json:"reason,omitempty"`
+	// AllowBuildAhead lets a build further ahead of the pipeline's newest than its
+	// max_build_ahead through (see config.Pipeline.MaxBuildAhead). Set by the front door for
+	// an admin who asks for it (the API's admin token), never from a webhook.
+	AllowBuildAhead bool `json:"allow_build_ahead,omitempty"`
 }
 
 // Limits on a trigger's values (bytes). Commit and app_version share one limit, 128: the
@@ -48,6 +52,15 @@ const (
 	MaxParamNameLen  = 64   // a param's name
 	MaxParamValueLen = 1024 // a param's value
 )
+
+// MaxBuildNumber is the largest build a trigger may carry as a whole number: 18 digits (one
+// under 10^18; leading zeros do not count), room for any CI's counter and for timestamps
+// such as 20261203052652. Builds order runs (a pipeline's order: build), so a larger one
+// would be newer than every build that could follow, and each of them would be stale.
+const MaxBuildNumber = 999_999_999_999_999_999
+
+// maxBuildDigits is MaxBuildNumber's number of digits.
+const maxBuildDigits = 18
 
 var (
 	// ImageTagPattern is Coolify's rule for docker_registry_image_tag.
@@ -65,7 +78,7 @@ var (
 // MaxTextLen bytes, commit and app_version at most MaxCommitLen; at most MaxParams params,
 // names of at most MaxParamNameLen bytes, values of at most MaxParamValueLen); then, for the
 // fields whose text passed, each field's rule: build (letters, digits, '.', '_', '-', at
-// most 64), image_tag (ImageTagPattern), commit (Coolify's commit rule), app_version (a
+// most 64; as a whole number at most MaxBuildNumber), image_tag (ImageTagPattern), commit (Coolify's commit rule), app_version (a
 // version, ParseVersion: the rule the mobile step's never-downgrade compares with), param
 // names (ParamNamePattern); and a reason only with a rollback. Empty fields are allowed: a
 // pipeline that references one fails in config's Resolve.
@@ -109,6 +122,7 @@ func (t Trigger) Validate() error {
 		}
 	}
 	rule("build", t.Build != "" && !buildPattern.MatchString(t.Build), "want letters, digits, '.', '_' or '-' (at most 64)")
+	rule("build", buildTooLarge(t.Build), "a build number is at most 999 999 999 999 999 999 (MaxBuildNumber)")
 	rule("image_tag", t.ImageTag != "" && !ImageTagPattern.MatchString(t.ImageTag), "not a valid image tag (Coolify rule %s)", ImageTagPattern)
 	rule("commit", t.Commit != "" && !commitPattern.MatchString(t.Commit),
 		"not a valid commit (Coolify rule %s, at most %d characters)", commitPattern, MaxCommitLen)
@@ -122,6 +136,15 @@ func (t Trigger) Validate() error {
 	}
 	rule("reason", t.Reason != "" && !t.Rollback, "a reason goes with a rollback (\"rollback\": true)")
 	return es.Err()
+}
+
+// buildTooLarge reports whether build is a whole number (decimal digits only) above
+// MaxBuildNumber.
+func buildTooLarge(build string) bool {
+	if build == "" || strings.TrimLeft(build, "0123456789") != "" {
+		return false
+	}
+	return len(strings.TrimLeft(build, "0")) > maxBuildDigits
 }
 
 // CheckText is the rule for a free-text value a request carries: at most max bytes, valid

@@ -64,3 +64,23 @@ func TestTriggerLimits(t *testing.T) {
 		t.Errorf("problems name %v, want [image_tag build]: text first, then rules, one per field", got)
 	}
 }
+
+// Issue 41, item 3: a numeric build has an upper bound, MaxBuildNumber (18 digits, leading
+// zeros aside), so no trigger can put a build out of reach of every later one.
+func TestTriggerBuildUpperBound(t *testing.T) {
+	for _, b := range []string{"999999999999999999", "000000000000000000000000042", "20261203052652", "v99999999999999999999999999"} {
+		if err := (orchestrator.Trigger{Build: b}).Validate(); err != nil {
+			t.Errorf("build %s refused: %v", b, err)
+		}
+	}
+	for _, b := range []string{"1000000000000000000", "99999999999999999999999999"} {
+		got := fields(t, orchestrator.Trigger{Build: b}.Validate())
+		if !slices.Equal(got, []string{"build"}) {
+			t.Errorf("build %s: problems name %v, want [build]", b, got)
+		}
+	}
+	if err := (orchestrator.Trigger{Build: "99999999999999999999999999"}).Validate(); err == nil || strings.Contains(err.Error(), "99999") ||
+		!strings.Contains(err.Error(), "999 999 999 999 999 999") {
+		t.Errorf("error %v: want it to name the bound, not the value", err)
+	}
+}

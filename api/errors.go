@@ -19,7 +19,7 @@ import (
 // toHTTP maps the front-door errors of package orchestrator (ErrUnknownPipeline 404,
 // ErrShuttingDown 503, ErrNotOwner 409, ErrInvalid 400: a *FieldError or FieldErrors names the
 // first field and lists every one, e.g. what Trigger.Validate and config's Pipeline.Resolve
-// return), runs.ErrNotFound (404), runs.ErrEnded (409: cancel of a run that already ended),
+// return; 422 "refused" when each of them is a refusal, FieldError.Refused), runs.ErrNotFound (404), runs.ErrEnded (409: cancel of a run that already ended),
 // runs.ErrInvalid (400), and the locks sentinels: ErrNotFound (404), *HeldError with ErrStale
 // or ErrHeld (409, naming the current holder), ErrInvalid (400); ErrUnavailable of either
 // backend becomes 503; secrets.ErrMissing 422 and another secrets.ErrSource (a secrets
@@ -71,7 +71,8 @@ type fieldProblem struct {
 	Message string `json:"message"`
 }
 
-// invalidDetail is the 400 answer to a request with one or more field problems.
+// invalidDetail is the 400 answer to a request with one or more field problems (and, with
+// its code changed, the 422 of refusals).
 func invalidDetail(es orchestrator.FieldErrors) errorDetail {
 	d := errorDetail{Code: "invalid", Message: es.Error(), Field: es[0].Field}
 	if len(es) > 1 {
@@ -92,6 +93,10 @@ func toHTTP(err error) (int, errorDetail, int) {
 	switch {
 	case errors.As(err, &he):
 		return he.status, errorDetail{Code: he.code, Message: he.message, Field: he.field}, he.retryAfter
+	case len(fes) > 0 && fes.Refused():
+		d := invalidDetail(fes)
+		d.Code = "refused"
+		return http.StatusUnprocessableEntity, d, 0
 	case len(fes) > 0:
 		return http.StatusBadRequest, invalidDetail(fes), 0
 	case errors.Is(err, orchestrator.ErrUnknownPipeline):

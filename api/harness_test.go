@@ -50,6 +50,10 @@ type testEngine struct {
 	// pipelines maps a name to its services.
 	pipelines map[string][]string
 
+	// resolvers are pipelines whose triggers Submit checks with config's Resolve, as the
+	// engine does, returning its error the way the engine wraps it.
+	resolvers map[string]*config.Pipeline
+
 	// services and servicesErr are what Services answers.
 	services    []orchestrator.Service
 	servicesErr error
@@ -71,6 +75,11 @@ func (e *testEngine) Submit(ctx context.Context, pipeline string, t orchestrator
 	services, ok := e.pipelines[pipeline]
 	if !ok {
 		return nil, false, fmt.Errorf("submit %q: %w", pipeline, orchestrator.ErrUnknownPipeline)
+	}
+	if p := e.resolvers[pipeline]; p != nil {
+		if _, err := p.Resolve(t); err != nil {
+			return nil, false, fmt.Errorf("invalid trigger: %w", err)
+		}
 	}
 	if pipeline == "prod" && t.ImageTag == "" {
 		// What phases.Engine returns when Pipeline.Resolve fails: config.Problems, wrapped,

@@ -47,6 +47,13 @@ func (s *server) handleTrigger() http.HandlerFunc {
 			return
 		}
 		t := b.trigger()
+		// A build past the pipeline's max_build_ahead is the admin's call, never CI's: the
+		// trigger token asking for it is refused before anything is stored.
+		if rl, _ := r.Context().Value(roleKey{}).(role); t.AllowBuildAhead && rl != roleAdmin {
+			s.writeError(w, r, &httpError{status: http.StatusForbidden, code: "forbidden", field: "allow_build_ahead",
+				message: "allow_build_ahead needs the admin token; the " + rl.String() + " token may not let a build past the pipeline's max_build_ahead"})
+			return
+		}
 		if key != "" {
 			t.IdempotencyKey = apiKeyNamespace + key
 			t.IdempotencyHash = b.digest()
@@ -89,6 +96,10 @@ type triggerBody struct {
 	Params     map[string]string `json:"params"`
 	Rollback   bool              `json:"rollback"`
 	Reason     string            `json:"reason"`
+	// AllowBuildAhead lets a build past the pipeline's max_build_ahead through; admin token
+	// only. Left out of the digest's JSON when false, so the digests of bodies stored before
+	// it existed stay valid.
+	AllowBuildAhead bool `json:"allow_build_ahead,omitempty"`
 }
 
 // digest is the SHA-256 of the body as canonical JSON (every field, in a fixed order), so
@@ -103,13 +114,13 @@ func (b triggerBody) digest() string {
 func (b *triggerBody) fields() []bodyField {
 	return []bodyField{buildField(&b.Build), stringField("image_tag", &b.ImageTag), stringField("commit", &b.Commit),
 		stringField("app_version", &b.AppVersion), paramsField(&b.Params), boolField("rollback", &b.Rollback),
-		stringField("reason", &b.Reason)}
+		stringField("reason", &b.Reason), boolField("allow_build_ahead", &b.AllowBuildAhead)}
 }
 
 // trigger is the trigger the body asks for.
 func (b triggerBody) trigger() orchestrator.Trigger {
 	return orchestrator.Trigger{Build: string(b.Build), ImageTag: b.ImageTag, Commit: b.Commit, AppVersion: b.AppVersion,
-		Params: b.Params, Rollback: b.Rollback, Reason: b.Reason}
+		Params: b.Params, Rollback: b.Rollback, Reason: b.Reason, AllowBuildAhead: b.AllowBuildAhead}
 }
 
 // handlePlan serves GET /v1/pipelines/{name}/plan: the dry run for the trigger given in the

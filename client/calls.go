@@ -18,11 +18,16 @@ import (
 func (c *Client) Trigger(ctx context.Context, pipeline string, t orchestrator.Trigger, idempotencyKey string) (run *runs.Run, existing bool, err error) {
 	body := map[string]any{"build": t.Build, "image_tag": t.ImageTag, "commit": t.Commit,
 		"app_version": t.AppVersion, "params": t.Params, "rollback": t.Rollback, "reason": t.Reason}
+	level := Trigger
+	if t.AllowBuildAhead {
+		// Only the admin token may let a build past the pipeline's max_build_ahead.
+		body["allow_build_ahead"], level = true, Admin
+	}
 	var out struct {
 		Run      *runs.Run `json:"run"`
 		Existing bool      `json:"existing"`
 	}
-	err = c.call(ctx, http.MethodPost, "/v1/pipelines/"+url.PathEscape(pipeline)+"/runs", Trigger, body,
+	err = c.call(ctx, http.MethodPost, "/v1/pipelines/"+url.PathEscape(pipeline)+"/runs", level, body,
 		http.Header{"Idempotency-Key": {idempotencyKey}}, &out)
 	if err == nil && out.Run == nil {
 		err = fmt.Errorf("POST /v1/pipelines/%s/runs: the answer holds no run", pipeline)

@@ -64,6 +64,9 @@ type Daemon struct {
 
 	// File is the config file it was loaded from ("" when none).
 	File string `koanf:"-"`
+	// fromEnv holds the field paths whose values came from the environment, which no
+	// problem shows (CheckRules).
+	fromEnv map[string]bool
 }
 
 // Daemon defaults.
@@ -182,7 +185,8 @@ func (d *Daemon) Backend() Backend {
 
 // Tokens are the bearer tokens of the HTTP API. An empty token disables what it guards
 // (no trigger without a trigger token, no admin action without an admin token). When set,
-// each is at least MinTokenLength characters.
+// each is at least MinTokenLength characters, of at least MinTokenDistinct distinct ones,
+// and no placeholder the repository ships.
 type Tokens struct {
 	Trigger Secret `koanf:"trigger"` // POST /v1/pipelines/{name}/runs, cancel
 	Admin   Secret `koanf:"admin"`   // forced release, freeze; also passes every other check
@@ -194,6 +198,15 @@ func (t Tokens) None() bool { return !t.Trigger.IsSet() && !t.Admin.IsSet() && !
 
 // MinTokenLength is the shortest API token or webhook secret accepted.
 const MinTokenLength = 16
+
+// MinTokenDistinct is the fewest distinct characters an API token or webhook secret may
+// have: sixteen a's are long enough and no secret. A random hex token of 16 characters has
+// about 10.
+const MinTokenDistinct = 8
+
+// placeholderMarks mark the placeholder values the repository ships (.env.example's
+// change-me-…): whoever read the repository knows them.
+var placeholderMarks = []string{"change-me", "changeme", "change_me"}
 
 // RateLimits are the per-client token buckets of the trigger and webhook routes.
 type RateLimits struct {

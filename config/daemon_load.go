@@ -227,7 +227,7 @@ func loadDaemon(src source, getenv func(string) string, fs *pflag.FlagSet) (*Dae
 	var d Daemon
 	decoded := &problems{file: path}
 	decode(ko, &d, decoded)
-	d.File = path
+	d.File, d.fromEnv = path, fromEnv
 	if path != "" {
 		dir := filepath.Dir(path)
 		if fromFile["state_dir"] && d.StateDir != "" && !filepath.IsAbs(d.StateDir) {
@@ -384,8 +384,20 @@ func (v *validator) secretStrength(field string, s Secret) {
 	if !s.IsSet() {
 		return
 	}
-	if len(s.Reveal()) < MinTokenLength {
+	tok := s.Reveal()
+	distinct := map[rune]bool{}
+	for _, r := range tok {
+		distinct[r] = true
+	}
+	lower := strings.ToLower(tok)
+	switch {
+	case len(tok) < MinTokenLength:
 		v.add(field, "is shorter than %d characters; generate one with `openssl rand -hex 32`", MinTokenLength)
+	case slices.ContainsFunc(placeholderMarks, func(m string) bool { return strings.Contains(lower, m) }):
+		v.add(field, "is a placeholder the repository ships (.env.example's change-me-…), known to anyone who read it; "+
+			"generate one with `openssl rand -hex 32`")
+	case len(distinct) < MinTokenDistinct:
+		v.add(field, "has fewer than %d distinct characters, too easy to guess; generate one with `openssl rand -hex 32`", MinTokenDistinct)
 	}
 	if strings.ContainsFunc(s.Reveal(), func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		v.add(field, "contains whitespace or control characters")
@@ -422,7 +434,7 @@ func (v *validator) webhook(p Provider, field string, w *Webhook) {
 			case p == ProviderGeneric:
 				v.add(sf, "generic events have no source; list sources only in github and gitlab rules")
 			case NeverDeploys(p, src):
-				v.add(sf, "%s pipelines never deploy (they run a merge request's code, maybe a fork's)", src)
+				v.add(sf, "%s pipelines never deploy (they run a merge request's code, maybe a fork's)", v.show(sf, src))
 			case !sourcePattern.MatchString(src):
 				v.add(sf, "%s is not a source name (a-z and '_', e.g. %s)", v.show(sf, src), strings.Join(DefaultSources(p), ", "))
 			}
@@ -443,7 +455,7 @@ func (v *validator) webhook(p Provider, field string, w *Webhook) {
 //
 // Errors: Problems naming d.File and the rule's field path.
 func (d *Daemon) CheckRules(pipelines map[string]*Pipeline) error {
-	c := &problems{file: d.File}
+	v := &validator{problems: &problems{file: d.File}, fromEnv: d.fromEnv}
 	for _, p := range []Provider{ProviderGitHub, ProviderGitLab, ProviderGeneric} {
 		w := d.Webhooks.For(p)
 		if w == nil {
@@ -451,10 +463,10 @@ func (d *Daemon) CheckRules(pipelines map[string]*Pipeline) error {
 		}
 		for i, r := range w.Rules {
 			if _, ok := pipelines[r.Pipeline]; !ok {
-				c.add("webhooks."+string(p)+".rules["+strconv.Itoa(i)+"].pipeline",
-					"no pipeline %q in %s", r.Pipeline, d.PipelinesDir)
+				f := "webhooks." + string(p) + ".rules[" + strconv.Itoa(i) + "].pipeline"
+				v.add(f, "no pipeline %s in %s", v.show(f, r.Pipeline), d.PipelinesDir)
 			}
 		}
 	}
-	return c.list.Err()
+	return v.list.Err()
 }

@@ -100,7 +100,7 @@ func decode(ko *koanf.Koanf, out any, c *problems) {
 		} else {
 			msg = describeDecodeError(e)
 		}
-		c.list = append(c.list, Problem{File: c.file, Field: field, Message: msg})
+		c.put(Problem{File: c.file, Field: field, Message: msg})
 	}
 }
 

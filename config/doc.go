@@ -53,6 +53,7 @@
 //	on_failure: rollback                    # rollback (default: the whole release, Flagsmith too) | rollback-failed | halt
 //	concurrency: queue                      # queue (default) | supersede
 //	order: build                            # build | created | none; default: build for a numeric build, else none
+//	max_build_ahead: 10000                  # refuse a build further ahead of the newest known (0: off)
 //	notify:                                 # default: the daemon's notify block; {targets: []} for none
 //	  lock_wait: 2m                         # announce a lock wait this long (default 2m)
 //	  targets:
@@ -63,6 +64,9 @@
 // Env var flags are is_buildtime, is_runtime, is_literal, is_multiline, is_shown_once, and
 // comment. An entry that leaves one out keeps the variable's current setting on Coolify; a new
 // variable gets Coolify's defaults (is_buildtime and is_runtime true, the rest false).
+// allow_shared_refs_from_trigger: true (not sent to Coolify) lets a trigger value reach the
+// variable as a Coolify shared-variable reference ({{team.KEY}}, {{project.KEY}},
+// {{environment.KEY}}), which Resolve refuses otherwise.
 //
 // # References
 //
@@ -71,7 +75,10 @@
 // ${trigger.build}, ${trigger.image_tag}, ${trigger.commit}, ${trigger.app_version} and
 // ${trigger.params.KEY} are allowed only in services[].image_tag, services[].env[].value,
 // services[].health.http.url and mobile[].set values, and are filled per run by
-// Pipeline.Resolve. Coolify's own {{...}} references pass through untouched. In the daemon
+// Pipeline.Resolve. In health.http.url a reference may stand only after the host, in the
+// path, query or fragment (a file where one could reach the scheme, host or port is
+// refused), and each value is escaped for the part it lands in, so a trigger never chooses
+// which host a health check requests. Coolify's own {{...}} references pass through untouched. In the daemon
 // config, webhooks.*.rules[].trigger values may use ${payload.a.b}, filled by
 // WebhookRule.TriggerFor from a delivery; a rule with rollback: true starts rollbacks (they
 // pass the stale-build guard that Order drives).
@@ -82,7 +89,14 @@
 // (e.g. services[2].uuid) and what is wrong, printed as "file: field: what is wrong". Unknown
 // fields, duplicate service UUIDs, bad durations, enum values, image tags, env keys and lock
 // keys outside their namespace are all problems. Values from the environment and secrets never
-// appear in a Problem.
+// appear in a Problem, nor does the file's text: a key that does not look like a field name
+// is shown as "(key not shown)", and YAML errors give the line, not what they quote.
+//
+// Only regular files are read, opened without blocking and checked with fstat first: a FIFO,
+// a device or a socket named *.yaml is a problem, never a hang. In a directory (the pipelines
+// directory, `validate DIR`) a symbolic link that leads out of the directory is refused
+// unread; a file named on its own (--config, -f, `validate FILE`) is followed wherever it
+// links.
 //
 // # Daemon config
 //

@@ -27,6 +27,13 @@ var errUnterminated = errors.New("unterminated ${ (write $${ for a literal ${)")
 // kept as "$${" when keepEscapes is set (so a later pass still sees it as escaped) and turned
 // into "${" otherwise. fn may return "${"+ref+"}" to keep a reference for a later pass.
 func expandRefs(s string, keepEscapes bool, fn func(ref string) (string, error)) (string, error) {
+	return expandRefsAfter(s, keepEscapes, func(_, ref string) (string, error) { return fn(ref) })
+}
+
+// expandRefsAfter is expandRefs whose fn is also given the text written before the reference
+// (the escapes and the values before it already expanded): where in the result its value
+// lands.
+func expandRefsAfter(s string, keepEscapes bool, fn func(before, ref string) (string, error)) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
@@ -46,7 +53,7 @@ func expandRefs(s string, keepEscapes bool, fn func(ref string) (string, error))
 				return "", errUnterminated
 			}
 			ref := s[i+2 : i+2+end]
-			out, err := fn(ref)
+			out, err := fn(b.String(), ref)
 			if err != nil {
 				return "", err
 			}

@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
@@ -83,7 +85,7 @@ func LoadPipelines(dir string, getenv func(string) string) (map[string]*Pipeline
 	}
 	srcs := make([]source, len(files))
 	for i, path := range files {
-		srcs[i] = readSource(path)
+		srcs[i] = readDirSource(dir, path)
 	}
 	return loadPipelineSources(srcs, getenv)
 }
@@ -145,13 +147,50 @@ type source struct {
 	problems Problems
 }
 
-// readSource reads and parses the config file at path.
+// readSource reads and parses the config file at path, a file named on its own: a symbolic
+// link is followed wherever it leads (the operator named it).
 func readSource(path string) source {
 	data, err := readFile(path)
 	if err != nil {
 		return source{path: path, problems: Problems{{File: path, Message: err.Error()}}}
 	}
 	return parseSource(path, data)
+}
+
+// readDirSource reads and parses the config file at path, found in directory dir: a symbolic
+// link that leads out of dir is refused, its target unread. Whoever can add a link to the
+// pipelines directory must not make the daemon read, and quote back, a file from elsewhere.
+func readDirSource(dir, path string) source {
+	if err := linkStaysIn(dir, path); err != nil {
+		return source{path: path, problems: Problems{{File: path, Message: err.Error()}}}
+	}
+	return readSource(path)
+}
+
+// linkStaysIn returns nil unless path is a symbolic link whose target, every link resolved,
+// lies outside dir (resolved too) or cannot be resolved.
+func linkStaysIn(dir, path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return errors.New("read: " + unwrapPathError(err))
+	}
+	if fi.Mode()&os.ModeSymlink == 0 {
+		return nil
+	}
+	const refused = "is a symbolic link that leads out of its directory; refused, unread (copy the file in, or link to a file inside the directory)"
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return errors.New("read: " + unwrapPathError(err))
+	}
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return errors.New("is a symbolic link that leads nowhere readable: " + unwrapPathError(err))
+	}
+	rel, err := filepath.Rel(realDir, target)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return errors.New(refused)
+	}
+	return nil
 }
 
 // parseSource parses data, read from file.
@@ -164,18 +203,43 @@ func parseSource(file string, data []byte) source {
 	return source{path: file, raw: raw}
 }
 
-// readFile reads a config file of at most maxFileSize bytes.
+// readFile reads a config file of at most maxFileSize bytes. Only a regular file is read: it
+// is opened without blocking (O_NONBLOCK: opening a FIFO nobody writes to would wait for a
+// writer forever, and no signal interrupts it) and refused, unread, when fstat says it is
+// anything else (a FIFO, a device, a socket, a directory).
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, errors.New("read: " + unwrapPathError(err))
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, errors.New("read: " + unwrapPathError(err))
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("is not a regular file (%s); only regular files are read as config", fileKind(st.Mode()))
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
 		return nil, errors.New("read: " + unwrapPathError(err))
 	}
 	return data, nil
+}
+
+// fileKind names the kind of a file that is not a regular one.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a plain file"
 }
 
 // unwrapPathError drops the path os errors repeat (the problem names the file already).
@@ -200,7 +264,7 @@ func parseYAML(data []byte, c *problems) (map[string]any, bool) {
 	}
 	tree, err := yaml.Parser().Unmarshal(data)
 	if err != nil {
-		c.add("", "invalid YAML: %v", err)
+		c.add("", "invalid YAML: %s", yamlError(err))
 		return nil, false
 	}
 	if tooDeep(tree, 0) {
@@ -218,6 +282,59 @@ func parseYAML(data []byte, c *problems) (map[string]any, bool) {
 		raw = map[string]any{}
 	}
 	return raw, true
+}
+
+// yamlTypeError matches the part of a YAML type error that quotes the value it could not
+// decode ("cannot unmarshal !!str `passwor...` into map[string]interface {}").
+var yamlTypeError = regexp.MustCompile("cannot unmarshal !!(\\w+)(?: `[^`]*`)? into [^\n]*")
+
+// yamlQuoted matches what else a YAML error may quote of the file (an anchor, a key).
+var yamlQuoted = regexp.MustCompile("`[^`]*`|'[^']*'|\"[^\"]*\"")
+
+// yamlToken matches a quoted YAML token the parser expected or found: punctuation only.
+var yamlToken = regexp.MustCompile("^.[^A-Za-z0-9]{1,3}.$")
+
+// yamlError describes a YAML parser error by its line and what is wrong, without the file's
+// text it quotes: the file may be no config at all (a secret, a shadow file).
+func yamlError(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = strings.TrimPrefix(msg, "unmarshal errors:\n")
+	msg = yamlTypeError.ReplaceAllStringFunc(msg, func(m string) string {
+		tag := yamlTypeError.FindStringSubmatch(m)[1]
+		return "want a mapping of fields, got " + yamlKind(tag)
+	})
+	msg = yamlQuoted.ReplaceAllStringFunc(msg, func(q string) string {
+		if yamlToken.MatchString(q) {
+			return q // the parser's own token, such as ',' or ']'
+		}
+		return "(text not shown)"
+	})
+	lines := strings.Split(msg, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, "; ")
+}
+
+// yamlKind names the kind of a YAML tag (str, seq, …).
+func yamlKind(tag string) string {
+	switch tag {
+	case "str":
+		return "a string"
+	case "seq":
+		return "a list"
+	case "int":
+		return "an integer"
+	case "float":
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "null":
+		return "nothing"
+	case "map":
+		return "a mapping"
+	}
+	return "a value of another kind"
 }
 
 // tooDeep reports whether v nests more than maxDepth levels below depth.

@@ -36,6 +36,14 @@ type Pipeline struct {
 	// Order says which of two builds is newer (see Order). Empty: OrderBuild when the
 	// trigger's build is a number, else OrderNone.
 	Order Order `koanf:"order"`
+	// MaxBuildAhead bounds how far a run's build, ordered by build, may be ahead of the
+	// newest build the pipeline is known to have (its marks on its services, its runs not
+	// ended): a build more than this ahead is refused at submit, unless it is a rollback or an
+	// admin allows it (Trigger.AllowBuildAhead). A mistaken build far ahead would otherwise
+	// make every later build stale until a rollback. Default DefaultMaxBuildAhead; 0 turns
+	// the check off (for builds that are timestamps or instance-wide IDs, such as GitLab's
+	// pipeline id).
+	MaxBuildAhead int64 `koanf:"max_build_ahead"`
 	// Notify says where this pipeline's notifications go; nil means the daemon's default.
 	Notify *Notify `koanf:"notify"`
 
@@ -118,6 +126,11 @@ type Service struct {
 	After []string `koanf:"after"`
 }
 
+// DefaultMaxBuildAhead is Pipeline.MaxBuildAhead when the file names none: far more than
+// the builds a CI counter (a GitHub run_number, a GitLab iid, a Jenkins BUILD_NUMBER) moves
+// between two deploys.
+const DefaultMaxBuildAhead = 10_000
+
 // DefaultDeployTimeout is Service.DeployTimeout when the file names none.
 const DefaultDeployTimeout = 10 * time.Minute
 
@@ -136,7 +149,8 @@ type EnvVar struct {
 	// Key matches EnvKeyPattern.
 	Key string `koanf:"key"`
 	// Value is a literal. It may hold trigger placeholders, and Coolify's own {{...}} shared
-	// variable references, which pass through untouched. Held as a Secret: env values are
+	// variable references, which pass through untouched (those of the file; a trigger value
+	// may make one only with AllowSharedRefsFromTrigger). Held as a Secret: env values are
 	// never logged.
 	Value Secret `koanf:"value"`
 	// Secret, if set, says where the value comes from at run time.
@@ -149,6 +163,13 @@ type EnvVar struct {
 	IsShownOnce *bool `koanf:"is_shown_once"`
 	// Comment is Coolify's env comment (at most 256 characters); `comment: ""` clears it.
 	Comment *string `koanf:"comment"`
+	// AllowSharedRefsFromTrigger lets a trigger value reach Coolify, in this variable, as a
+	// shared-variable reference ({{team.KEY}}, {{project.KEY}}, {{environment.KEY}}), which
+	// Coolify replaces by the shared variable when it builds. Without it Resolve refuses such a
+	// trigger (a 422 naming the trigger's field): whoever holds the trigger token could
+	// otherwise copy any shared variable, a team's secrets included, into this one. Not sent
+	// to Coolify.
+	AllowSharedRefsFromTrigger bool `koanf:"allow_shared_refs_from_trigger"`
 }
 
 // SecretRef points at one secret: a key in a source named under Pipeline.Secrets, or in the

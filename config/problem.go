@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +22,9 @@ type Problem struct {
 	// Resolve where a trigger value is invalid or missing for a reference: the field a front
 	// door names. "" for problems of the file itself.
 	Trigger string
+	// Refused says the trigger's value is well formed, but the pipeline refuses what it would
+	// do (orchestrator.FieldError.Refused): a front door answers 422 when every problem is one.
+	Refused bool
 }
 
 // String returns "file: field: what is wrong", leaving out the parts that are empty.
@@ -70,7 +74,7 @@ func (ps Problems) As(target any) bool {
 		if p.Trigger != "" {
 			field = p.Trigger
 		}
-		es[i] = &orchestrator.FieldError{Field: field, Reason: p.Message}
+		es[i] = &orchestrator.FieldError{Field: field, Reason: p.Message, Refused: p.Refused}
 	}
 	*t = es
 	return true
@@ -104,12 +108,50 @@ type problems struct {
 }
 
 func (c *problems) add(field, format string, args ...any) {
-	c.list = append(c.list, Problem{File: c.file, Field: field, Message: fmt.Sprintf(format, args...)})
+	c.put(Problem{File: c.file, Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
 // addTrigger adds a problem at field that is about the trigger's field trigger.
 func (c *problems) addTrigger(field, trigger, format string, args ...any) {
-	c.list = append(c.list, Problem{File: c.file, Field: field, Trigger: trigger, Message: fmt.Sprintf(format, args...)})
+	c.put(Problem{File: c.file, Field: field, Trigger: trigger, Message: fmt.Sprintf(format, args...)})
+}
+
+// addRefused adds a refusal (Problem.Refused) at field about the trigger's field trigger.
+func (c *problems) addRefused(field, trigger, format string, args ...any) {
+	c.put(Problem{File: c.file, Field: field, Trigger: trigger, Refused: true, Message: fmt.Sprintf(format, args...)})
+}
+
+// put adds p, its field path made safe to show (safeField), unless the same problem is
+// listed already.
+func (c *problems) put(p Problem) {
+	p.Field = safeField(p.Field)
+	if !slices.Contains(c.list, p) {
+		c.list = append(c.list, p)
+	}
+}
+
+// keySegment is a part of a field path that looks like a field name or a map key a file
+// means as one (a param, a mobile set path), with its list indices.
+var keySegment = regexp.MustCompile(`^[A-Za-z0-9_-]{0,64}(\[\d+\])*$`)
+
+// hiddenKey stands in a field path for a key that is not shown.
+const hiddenKey = "(key not shown)"
+
+// safeField returns a field path with every part that does not look like a field name
+// replaced by hiddenKey. A field path holds the file's keys, and a file that is no config (a
+// shadow file linked in, a secret pasted alone) has its content in its keys: a line such as
+// "root:$6$…:19000:0:99999:7:::" is a YAML key. A problem names the key, never the content.
+func safeField(path string) string {
+	if path == "" {
+		return ""
+	}
+	parts := strings.Split(path, ".")
+	for i, part := range parts {
+		if !keySegment.MatchString(part) {
+			parts[i] = hiddenKey
+		}
+	}
+	return strings.Join(parts, ".")
 }
 
 // sortByField orders one file's problems the way its fields are declared in t (which is the

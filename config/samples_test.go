@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -182,5 +183,24 @@ func TestValidateReportsEachProblemOnce(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestSampleDemoPipelinesAreTheDemos: testdata/pipelines holds copies of the demo's embedded
+// pipelines (cmd/orchestrator/demopipelines), not links to them: a link that leads out of a
+// pipelines directory is refused. The copies must stay the demo's.
+func TestSampleDemoPipelinesAreTheDemos(t *testing.T) {
+	for _, name := range []string{"demo.yaml", "demo-web.yaml"} {
+		embedded, err := os.ReadFile(filepath.Join("..", "cmd", "orchestrator", "demopipelines", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sample, err := os.ReadFile(filepath.Join(samplePipelines, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(sample) != string(embedded) {
+			t.Errorf("%s/%s differs from cmd/orchestrator/demopipelines/%s: copy it again", samplePipelines, name, name)
+		}
 	}
 }

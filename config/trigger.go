@@ -33,14 +33,19 @@ func lookup(t orchestrator.Trigger, ref string) (string, error) {
 
 // Resolve returns a copy of the pipeline with every ${trigger.…} reference filled from t and
 // every $${ escape turned into ${, ready for one run. The receiver is not changed. Resolved
-// image tags must match orchestrator.ImageTagPattern and resolved health URLs must be http(s) URLs.
+// image tags must match orchestrator.ImageTagPattern and resolved health URLs must be http(s) URLs
+// on the scheme, host and port their file names: each value in a health URL is escaped for
+// the part it lands in (url.PathEscape in the path and the fragment, url.QueryEscape in the
+// query), so it stays one path segment or one query value.
 //
 // Resolve validates t too (orchestrator.Trigger.Validate), so its answer lists every problem
 // at once.
 //
 // Errors: Problems naming the pipeline's file and the field path of the references that t
 // can't fill, a build that is not a whole number when the pipeline says order: build, (a missing param, an empty image tag: empty counts as missing) and every
-// resolved value that is invalid. Trigger values are not shown.
+// resolved value that is invalid; and, as refusals (Problem.Refused), each trigger value that
+// would reach Coolify as part of a shared-variable reference in an env value whose entry
+// does not allow it (EnvVar.AllowSharedRefsFromTrigger). Trigger values are not shown.
 // Each problem about the trigger itself, or about a reference it can't fill, carries the
 // trigger's field (Problem.Trigger), which the front doors name; each trigger field has one
 // problem, on the first place that needs it, its message naming the other places.
@@ -69,17 +74,19 @@ func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 		addTrigger("build", "build", "the pipeline orders its runs by build (order: build): want a whole number")
 	}
 	ok := true
-	fill := func(field, s string) string {
+	// fillWith fills s's references, each value passed through esc with the text before it
+	// and the reference.
+	fillWith := func(field, s string, esc func(before, ref, val string) string) string {
 		// Every trigger value the string lacks is named, not only the first.
 		var missing []*orchestrator.FieldError
-		out, err := expandRefs(s, false, func(ref string) (string, error) {
+		out, err := expandRefsAfter(s, false, func(before, ref string) (string, error) {
 			val, err := lookup(t, ref)
 			var fe *orchestrator.FieldError
 			if errors.As(err, &fe) {
 				missing = append(missing, fe)
 				return "", nil
 			}
-			return val, err
+			return esc(before, ref, val), err
 		})
 		for _, fe := range missing {
 			addTrigger(field, fe.Field, "%s", fe.Reason)
@@ -94,6 +101,9 @@ func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 		ok = true
 		return out
 	}
+	fill := func(field, s string) string {
+		return fillWith(field, s, func(_, _, val string) string { return val })
+	}
 	for i := range q.Services {
 		s := &q.Services[i]
 		field := fmt.Sprintf("services[%d]", i)
@@ -105,13 +115,45 @@ func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 		}
 		for j := range s.Env {
 			e := &s.Env[j]
-			if e.Secret == nil {
-				e.Value = Secret(fill(fmt.Sprintf("%s.env[%d].value", field, j), e.Value.Reveal()))
+			if e.Secret != nil {
+				continue
+			}
+			f := fmt.Sprintf("%s.env[%d].value", field, j)
+			var spans []span
+			e.Value = Secret(fillWith(f, e.Value.Reveal(), func(before, ref, val string) string {
+				spans = append(spans, span{start: len(before), end: len(before) + len(val), ref: ref})
+				return val
+			}))
+			if !ok || e.AllowSharedRefsFromTrigger {
+				continue
+			}
+			refs, scopes := triggerSharedRefs(e.Value.Reveal(), spans)
+			for k, ref := range refs {
+				trigger := strings.TrimPrefix(ref, triggerRef)
+				if _, named := named[trigger]; named {
+					continue // its value is refused already
+				}
+				named[trigger] = len(v.list)
+				v.addRefused(f, trigger, "the trigger's %s would reach Coolify as part of a {{%s.…}} shared-variable reference, "+
+					"which Coolify replaces with that shared variable when it builds: a trigger may not choose one "+
+					"(allow_shared_refs_from_trigger: true on %s.env[%d] allows it for this variable)", trigger, scopes[k], field, j)
 			}
 		}
 		if h := s.Health.HTTP; h != nil {
-			if h.URL = fill(field+".health.http.url", h.URL); ok {
-				v.httpURL(field+".health.http.url", h.URL)
+			// Each value is escaped for the part of the URL it lands in, and the result must
+			// name the scheme, host and port the file names (a file loaded refuses references
+			// that could reach them; a pipeline built in code is checked here).
+			f := field + ".health.http.url"
+			err := checkURLRefs(h.URL)
+			if err != nil {
+				v.add(f, "%v", err)
+			}
+			h.URL = fillWith(f, h.URL, func(before, _, val string) string { return escapeForURLPart(urlPartAfter(before), val) })
+			if ok && err == nil && v.httpURL(f, h.URL) != nil {
+				probe, _ := expandRefs(p.Services[i].Health.HTTP.URL, false, func(string) (string, error) { return "x", nil })
+				if !sameOrigin(probe, h.URL) {
+					v.add(f, "resolves to another scheme, host or port than the file names")
+				}
 			}
 		}
 	}

@@ -124,7 +124,7 @@ func validateDir(getenv func(string) string, dir string) (Problems, []map[string
 	}
 	var pipelineSrcs, daemons []source
 	for _, path := range files {
-		src := readSource(path)
+		src := readDirSource(dir, path)
 		if src.isDaemon() {
 			daemons = append(daemons, src)
 		} else {

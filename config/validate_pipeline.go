@@ -116,6 +116,7 @@ func oneOf[T ~string](v *validator, field string, value T, allowed ...T) {
 // pipelineDefaults fills, in the raw tree, the defaults that zero values can't express
 // (booleans that default to true, integers for which 0 is meaningful).
 func pipelineDefaults(raw map[string]any) {
+	setDefault(raw, int64(DefaultMaxBuildAhead), "max_build_ahead")
 	if l, ok := raw["locks"]; ok && l != nil {
 		if _, isMap := l.(map[string]any); !isMap {
 			return
@@ -297,6 +298,9 @@ func (v *validator) pipeline(p *Pipeline) {
 	if p.Order != "" {
 		oneOf(v, "order", p.Order, OrderBuild, OrderCreated, OrderNone)
 	}
+	if p.MaxBuildAhead < 0 {
+		v.add("max_build_ahead", "must not be negative (0 turns the check off)")
+	}
 	v.notify("notify", p.Notify)
 
 	// Every key the run takes must lie in its mutator's namespace and in no other.
@@ -308,10 +312,15 @@ func (v *validator) pipeline(p *Pipeline) {
 	}
 }
 
-// lockKey checks that key lies in namespace ns and in no other registered one.
+// lockKey checks that key, made from field's value, lies in namespace ns and in no other
+// registered one.
 func (v *validator) lockKey(field, key, ns string) {
 	if got := orchestrator.NamespaceOf(key); got != ns {
-		v.add(field, "lock key %q falls outside its namespace %q", key, ns)
+		shown := strconv.Quote(key)
+		if v.fromEnv[field] {
+			shown = "made from a value from the environment"
+		}
+		v.add(field, "lock key %s falls outside its namespace %q", shown, ns)
 	}
 }
 
@@ -343,7 +352,7 @@ func (v *validator) service(field string, s *Service, sources map[string]SecretS
 	if v.required(field+".uuid", s.UUID) {
 		v.pattern(field+".uuid", s.UUID, UUIDPattern)
 		if reservedUUIDs[s.UUID] {
-			v.add(field+".uuid", "%q is reserved: its lock key would be a phase lock", s.UUID)
+			v.add(field+".uuid", "%s is reserved: its lock key would be a phase lock", v.show(field+".uuid", s.UUID))
 		}
 	}
 	if s.Name != "" {
@@ -364,7 +373,7 @@ func (v *validator) service(field string, s *Service, sources map[string]SecretS
 		v.env(ef, e, sources)
 		if e.Key != "" {
 			if k, dup := keys[e.Key]; dup {
-				v.add(ef+".key", "duplicate env key %q (also %s.env[%d].key)", e.Key, field, k)
+				v.add(ef+".key", "duplicate env key %s (also %s.env[%d].key)", v.show(ef+".key", e.Key), field, k)
 			} else {
 				keys[e.Key] = j
 			}
@@ -387,18 +396,18 @@ func (v *validator) imageTagTemplate(field, tag string) {
 func (v *validator) env(field string, e *EnvVar, sources map[string]SecretSource) {
 	if v.required(field+".key", e.Key) {
 		if len(e.Key) > maxEnvKeyLength || !EnvKeyPattern.MatchString(e.Key) {
-			v.add(field+".key", "%q is not a valid env key (Coolify rule %s, at most %d characters)", e.Key, EnvKeyPattern, maxEnvKeyLength)
+			v.add(field+".key", "%s is not a valid env key (Coolify rule %s, at most %d characters)", v.show(field+".key", e.Key), EnvKeyPattern, maxEnvKeyLength)
 		}
 	}
 	if r := e.Secret; r != nil {
 		sf := field + ".secret"
 		if v.required(sf+".source", r.Source) && r.Source != EnvSource {
 			if _, ok := sources[r.Source]; !ok {
-				v.add(sf+".source", "unknown secret source %q (define it under secrets, or use %q for the daemon's environment)", r.Source, EnvSource)
+				v.add(sf+".source", "unknown secret source %s (define it under secrets, or use %q for the daemon's environment)", v.show(sf+".source", r.Source), EnvSource)
 			}
 		}
 		if v.required(sf+".key", r.Key) && r.Source == EnvSource && !envNamePattern.MatchString(r.Key) {
-			v.add(sf+".key", "%q is not an environment variable name", r.Key)
+			v.add(sf+".key", "%s is not an environment variable name", v.show(sf+".key", r.Key))
 		}
 	}
 	if e.Comment != nil && len(*e.Comment) > maxCommentLength {
@@ -418,6 +427,9 @@ func (v *validator) health(field string, h *Health) {
 	if c := h.HTTP; c != nil {
 		f := field + ".http"
 		probe, err := expandRefs(c.URL, false, func(string) (string, error) { return "x", nil })
+		if err == nil {
+			err = checkURLRefs(c.URL)
+		}
 		if err != nil {
 			v.add(f+".url", "%v", err)
 		} else {

@@ -9,7 +9,8 @@
 // Workers send with internal/outbound's retry policy: jittered exponential backoff, the
 // receiver's Retry-After on 429 and 503, a bounded number of attempts, each bounded by the
 // HTTP client's timeout. A message may therefore arrive twice (a 5xx after the receiver
-// acted is retried); none is sent after Close.
+// acted is retried); none is sent after Close. No redirect is followed: a 3xx answer fails
+// the message, so its body and signature reach the configured URL and nothing else.
 //
 // Every attempt is reported to Options.Metrics and, for a run's events, appended to the
 // run's event log (runs.EventNotifyAttempt, then runs.EventNotifySent or EventNotifyFailed),
@@ -69,7 +70,7 @@ type Options struct {
 	// Recorder receives the attempts of run messages. Optional.
 	Recorder Recorder
 	// HTTPClient sends the attempts; its Timeout bounds each one (default
-	// DefaultAttemptTimeout).
+	// DefaultAttemptTimeout). Its CheckRedirect is replaced: no redirect is followed.
 	HTTPClient *http.Client
 	// Policy bounds retries (default DefaultPolicy).
 	Policy *outbound.Policy
@@ -133,8 +134,10 @@ func New(o Options) *Notifier {
 	}
 	n := &Notifier{o: o, queue: make(chan job, o.QueueSize)}
 	hc.Transport = &recordTransport{n: n, next: next}
+	// No redirect is followed, not even on the receiver's host: the body and its signature
+	// go to the configured URL only. A 3xx is a failed attempt, named in the run's log.
 	n.client = outbound.New(outbound.Options{System: System, HTTPClient: hc, Policy: policy,
-		Version: o.Version, Logger: o.Logger, Metrics: o.Metrics})
+		Version: o.Version, Logger: o.Logger, Metrics: o.Metrics, Redirects: outbound.NoRedirects})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	for range o.Workers {
 		n.wg.Add(1)

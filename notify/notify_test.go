@@ -7,9 +7,11 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -430,5 +432,46 @@ func TestSlackMarkupEscapedAndTextCutOnACharacter(t *testing.T) {
 		if !strings.Contains(m.Text, want) {
 			t.Errorf("%s: text %q lacks %q", m.Path, m.Text[:120], want)
 		}
+	}
+}
+
+// TestWebhookRedirectNotFollowed: a receiver that answers 307 to another host does not get
+// the message re-sent there: the body and its signature reach only the configured URL, and
+// the message fails naming the answer. A redirect on the receiver's own host is not followed
+// either.
+func TestWebhookRedirectNotFollowed(t *testing.T) {
+	w := newWorld(t)
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		rw.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(other.Close)
+	redirecting := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/away" {
+			http.Redirect(rw, r, other.URL+"/collect", http.StatusTemporaryRedirect)
+			return
+		}
+		http.Redirect(rw, r, "/hook-moved", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirecting.Close)
+	targets := []config.NotifyTarget{
+		{Name: "away", Kind: config.NotifyWebhook, URL: config.Secret(redirecting.URL + "/away"), Secret: hmacSecret},
+		{Name: "moved", Kind: config.NotifyWebhook, URL: config.Secret(redirecting.URL + "/hook"), Secret: hmacSecret},
+	}
+	n := w.notifier(targets, nil)
+	r := w.endedRun(runs.StatusFailed)
+	n.Notify(nil, notify.Event{Kind: config.NotifyFailed, Run: &r, Service: "api"})
+	for _, tg := range targets {
+		evs := w.waitEvent(r.ID, runs.EventNotifyFailed, tg.Name)
+		if got := statuses(evs); strings.Join(got, ",") != "307" {
+			t.Errorf("%s: attempts %v, want one answered 307", tg.Name, got)
+		}
+		if last := evs[len(evs)-1].Message; !strings.Contains(last, "307") {
+			t.Errorf("%s: failure %q does not name the answer", tg.Name, last)
+		}
+	}
+	if got := elsewhere.Load(); got != 0 {
+		t.Errorf("the redirect's target got %d requests, want none", got)
 	}
 }

@@ -437,7 +437,12 @@ func (x *execution) health(ctx context.Context, s config.Service) error {
 			}
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 			_ = resp.Body.Close()
-			return resp.StatusCode == want, fmt.Sprintf("HTTP %d", resp.StatusCode), nil
+			seen := fmt.Sprintf("HTTP %d", resp.StatusCode)
+			if resp.StatusCode/100 == 3 && resp.StatusCode != want && resp.Header.Get("Location") != "" {
+				// The client follows redirects on the URL's own host only (Deps.HTTP).
+				seen += ", a redirect not followed (only those to the URL's own scheme, host and port are)"
+			}
+			return resp.StatusCode == want, seen, nil
 		}, fmt.Sprintf("GET %s never answered %d", c.URL, want))
 		if err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrUnhealthy, s.Name, err)

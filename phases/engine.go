@@ -29,6 +29,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/mobile"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -99,7 +100,9 @@ type Deps struct {
 	// Notifier, when set, is told about runs that end and lock waits over the pipeline's
 	// threshold.
 	Notifier Notifier
-	// HTTP is the client of HTTP health checks (default: 10s timeout per request).
+	// HTTP is the client of HTTP health checks (default: 10s timeout per request). Its
+	// CheckRedirect is replaced by outbound.SameHostRedirect: a check follows no redirect to
+	// another scheme, host or port than its URL's.
 	HTTP *http.Client
 	// PollInterval paces health-check and service-status polling (default 2s).
 	PollInterval time.Duration
@@ -163,9 +166,15 @@ func New(d Deps) (*Engine, error) {
 	if d.Getenv == nil {
 		d.Getenv = func(string) string { return "" }
 	}
-	if d.HTTP == nil {
-		d.HTTP = &http.Client{Timeout: 10 * time.Second}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	if d.HTTP != nil {
+		c := *d.HTTP
+		hc = &c
 	}
+	// A health URL names the host the pipeline's file chose; a redirect must not take the
+	// check elsewhere (an internal address, a cloud metadata endpoint).
+	hc.CheckRedirect = outbound.SameHostRedirect
+	d.HTTP = hc
 	if d.PollInterval <= 0 {
 		d.PollInterval = 2 * time.Second
 	}
@@ -272,7 +281,9 @@ func (e *Engine) Pipelines() []string { return slices.Sorted(maps.Keys(e.d.Pipel
 //
 // Errors: orchestrator.ErrUnknownPipeline; config.Problems for an invalid trigger (matching
 // orchestrator.ErrInvalid, converting to orchestrator.FieldErrors that name the trigger's
-// fields); orchestrator.ErrShuttingDown; the store's errors.
+// fields); a refused *orchestrator.FieldError naming build for a build more than the
+// pipeline's max_build_ahead ahead of its newest (see checkBuildAhead);
+// orchestrator.ErrShuttingDown; the store's errors.
 func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Trigger) (*runs.Run, bool, error) {
 	p := e.d.Pipelines[pipeline]
 	if p == nil {
@@ -282,6 +293,9 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Tri
 	resolved, err := p.Resolve(t)
 	if err != nil {
 		return nil, false, fmt.Errorf("invalid trigger: %w", err)
+	}
+	if err := e.checkBuildAhead(ctx, resolved, t); err != nil {
+		return nil, false, fmt.Errorf("trigger of %s: %w", pipeline, err)
 	}
 
 	e.mu.Lock()

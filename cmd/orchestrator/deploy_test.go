@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -121,7 +123,26 @@ func TestComposeSetupValidates(t *testing.T) {
 		t.Error("Dockerfile has no HEALTHCHECK running `orchestrator health`")
 	}
 
+	// As shipped, .env.example's placeholder tokens and webhook secrets refuse to start:
+	// whoever read the repository knows them (issue 41, item 4).
 	out, _, err := invoke(context.Background(), env, "validate", cmdConfig)
+	if err == nil {
+		t.Errorf("validate the compose setup with .env.example's placeholders: passed, want them refused\n%s", out)
+	}
+	for _, field := range []string{"tokens.trigger", "tokens.admin", "tokens.read", "webhooks.github.secret", "webhooks.gitlab.secret"} {
+		if !strings.Contains(out, field+": is a placeholder") {
+			t.Errorf("validate with .env.example's placeholders does not refuse %s:\n%s", field, out)
+		}
+	}
+	// Filled in, as the comment at its top says, it validates.
+	filled := map[string]string{}
+	for k, v := range env {
+		if strings.Contains(v, "change-me") {
+			v = fmt.Sprintf("%x", sha256.Sum256([]byte(k)))
+		}
+		filled[k] = v
+	}
+	out, _, err = invoke(context.Background(), filled, "validate", cmdConfig)
 	if err != nil {
 		t.Errorf("validate the compose setup: %v\n%s", err, out)
 	}
@@ -129,11 +150,28 @@ func TestComposeSetupValidates(t *testing.T) {
 		t.Errorf("validate the compose setup warns (a secret compose does not pass?):\n%s", out)
 	}
 
-	ports := svc["ports"].([]any)
-	for _, p := range ports {
-		published := interpolate(t, p.(string), map[string]string{})
-		if !strings.HasPrefix(published, "127.0.0.1:") {
-			t.Errorf("compose publishes %q: want 127.0.0.1 by default", published)
+	// Every compose file publishes every port on loopback by default.
+	for _, file := range []string{"docker-compose.yml", "docker-compose.ha.yml"} {
+		data, err := os.ReadFile(filepath.Join(repoRoot, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := yaml.Parser().Unmarshal(data)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		published := 0
+		for name, s := range doc["services"].(map[string]any) {
+			ports, _ := s.(map[string]any)["ports"].([]any)
+			for _, p := range ports {
+				published++
+				if addr := interpolate(t, fmt.Sprint(p), map[string]string{}); !strings.HasPrefix(addr, "127.0.0.1:") {
+					t.Errorf("%s: service %s publishes %q: want 127.0.0.1 by default", file, name, addr)
+				}
+			}
+		}
+		if published == 0 {
+			t.Errorf("%s publishes no port", file)
 		}
 	}
 	if !slices.Contains(strings.Fields(string(mustRead(t, filepath.Join(repoRoot, ".dockerignore")))), ".git") {

@@ -34,6 +34,8 @@ func cmdTrigger(ctx context.Context, c *cli, args []string) error {
 	base := fs.String("url", c.getenv("ORCH_URL"), "daemon URL, e.g. https://orchestrator.internal (env ORCH_URL)")
 	token := fs.String("token", "", "trigger token (default: env ORCH_TRIGGER_TOKEN)")
 	key := fs.String("idempotency-key", "", "idempotency key (default: from the CI job's identity, random outside CI)")
+	allowAhead := fs.Bool("allow-build-ahead", false, "let a build further ahead of the pipeline's newest than its max_build_ahead through\n"+
+		"(sends the admin token: --token or ORCH_ADMIN_TOKEN)")
 	noFollow := fs.Bool("no-follow", false, "return once the run is queued")
 	quiet := fs.BoolP("quiet", "q", false, "with --no-follow, print only the run ID (for scripts: run=$(orchestrator trigger … --no-follow -q))")
 	out := addOutputFlags(fs, jsonFollowUsage)
@@ -55,6 +57,7 @@ func cmdTrigger(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	t.AllowBuildAhead = *allowAhead
 	keySource := "--idempotency-key"
 	if *key == "" {
 		*key, keySource = idempotencyKey(c.getenv, pipeline, t)

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -102,5 +104,35 @@ func TestValidateReadsEachFileOnce(t *testing.T) {
 	}
 	if n := opens()[0] - first[0]; n != 1 {
 		t.Errorf("validate of the daemon config alone opened it %d times, want once", n)
+	}
+}
+
+// Issue 41, item 4: a FIFO named *.yaml in the pipelines directory used to hang validate and
+// serve in open(2), deaf to SIGINT and SIGTERM. Both now refuse it at once, naming it, with
+// exit code 2.
+func TestValidateAndServeRefuseAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"ORCH_STATE_DIR": t.TempDir(), "ORCH_LISTEN": "127.0.0.1:0"}
+	for _, args := range [][]string{{"validate", dir}, {"serve", "--pipelines-dir", dir}} {
+		done := make(chan struct{})
+		var out, errOut string
+		var err error
+		go func() {
+			defer close(done)
+			out, errOut, err = invoke(context.Background(), env, args...)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v did not return within 10s: it blocks on the FIFO", args)
+		}
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(out+errOut+err.Error(), fifo+": is not a regular file") {
+			t.Errorf("%v: %v\n%s%s\nwant exit code 2 naming %s as not a regular file", args, err, out, errOut, fifo)
+		}
 	}
 }

@@ -73,7 +73,7 @@ func TestSampleWebhooksMapToSampleRules(t *testing.T) {
 		}, "demo-web", "1234"},
 		{"gitlab-pipeline.json", "gitlab", func([]byte) map[string]string {
 			return map[string]string{"X-Gitlab-Event": "Pipeline Hook", "Idempotency-Key": "d-gl-1", "X-Gitlab-Token": glToken}
-		}, "demo-web", "31337"},
+		}, "demo-web", "412"},
 		{"generic.json", "generic", func(b []byte) map[string]string {
 			return map[string]string{"X-Delivery-ID": "d-gen-1", "X-Signature-256": sign(genSecret, b)}
 		}, "demo", "1234"},

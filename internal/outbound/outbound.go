@@ -15,6 +15,11 @@
 //     was sent) it is not retried: the client that made it re-reads to learn whether it took
 //     effect, and otherwise reports an *OutcomeUnknownError (errors.Is ErrOutcomeUnknown).
 //
+// Redirects stay on the host: a Client follows a redirect only to the scheme, host and port of
+// the request it answers (Options.Redirects: SameHost, or NoRedirects for none at all), so a
+// request, its body and its headers (a token, a signature) reach no host nobody configured.
+// SameHostRedirect is that rule for clients that do not send through a Client.
+//
 // A Retry-After longer than Policy.MaxRetryAfter ends the call at once with that answer, so a
 // caller holding a lease does not sleep through it.
 //
@@ -210,6 +215,59 @@ type Options struct {
 	RetryAfter func(resp *http.Response) (time.Duration, bool)
 	// Now is the clock for HTTP-date Retry-After values. Default time.Now.
 	Now func() time.Time
+	// Redirects says which redirects are followed (default SameHost). It replaces
+	// HTTPClient's own CheckRedirect.
+	Redirects Redirects
+}
+
+// Redirects says which redirects a Client follows. A redirect it does not follow is not an
+// error: its 3xx answer is the call's answer, which the client reports as any other status
+// it did not expect. Nothing is sent to where it points.
+type Redirects int
+
+const (
+	// SameHost follows at most 10 redirects, each to the scheme, host and port of the request
+	// it answers (SameHostRedirect). A redirect elsewhere would send the request, its body and
+	// its headers (a token, a signature) to a host nobody configured.
+	SameHost Redirects = iota
+	// NoRedirects follows none, on the same host either: for requests whose body and headers
+	// must reach the configured URL and nothing else (signed notifications).
+	NoRedirects
+)
+
+// maxRedirects is how many redirects one attempt follows at most (Go's own default).
+const maxRedirects = 10
+
+// SameHostRedirect is the http.Client CheckRedirect of SameHost, for the clients that do not
+// send through a Client (the engine's HTTP health checks): a redirect is followed only to the
+// scheme, host and port of the request it answers (host names compared without case, default
+// ports made explicit), at most 10 in a row. Any other is not followed: the 3xx is the answer.
+func SameHostRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) == 0 {
+		return nil
+	}
+	if len(via) > maxRedirects || origin(req.URL) != origin(via[len(via)-1].URL) {
+		return http.ErrUseLastResponse
+	}
+	return nil
+}
+
+// noRedirect is the CheckRedirect of NoRedirects.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// origin is a URL's scheme, host and port, lower-cased, the port made explicit.
+func origin(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // maxIdlePerHost is how many idle connections to one host the default transport keeps: as
@@ -250,6 +308,10 @@ func New(o Options) *Client {
 	if o.HTTPClient != nil {
 		c := *o.HTTPClient
 		hc = &c
+	}
+	hc.CheckRedirect = SameHostRedirect
+	if o.Redirects == NoRedirects {
+		hc.CheckRedirect = noRedirect
 	}
 	next := hc.Transport
 	if next == nil {

@@ -379,3 +379,65 @@ func TestConcurrentCallsReuseConnections(t *testing.T) {
 		t.Errorf("%d bursts of %d concurrent calls opened %d connections, want %d (one per call in flight)", bursts, width, got, width)
 	}
 }
+
+// TestRedirectsStayOnTheHost: a redirect to the same scheme, host and port is followed; one
+// to another host (here another port of 127.0.0.1) is not: the 3xx is the call's answer and
+// the other server sees no request, neither the body nor the headers. With NoRedirects not
+// even a redirect on the same host is followed.
+func TestRedirectsStayOnTheHost(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(other.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/same":
+			http.Redirect(w, r, "/ok", http.StatusTemporaryRedirect)
+		case "/away":
+			http.Redirect(w, r, other.URL+"/stolen", http.StatusTemporaryRedirect)
+		case "/ok":
+			w.WriteHeader(http.StatusOK)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(srv.Close)
+
+	for _, tc := range []struct {
+		name      string
+		redirects outbound.Redirects
+		path      string
+		want      int
+	}{
+		{"same host, followed", outbound.SameHost, "/same", http.StatusOK},
+		{"another host, not followed", outbound.SameHost, "/away", http.StatusTemporaryRedirect},
+		{"none at all, same host", outbound.NoRedirects, "/same", http.StatusTemporaryRedirect},
+		{"none at all, another host", outbound.NoRedirects, "/away", http.StatusTemporaryRedirect},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			elsewhere.Store(0)
+			c := outbound.New(outbound.Options{System: "test", Policy: fast, Redirects: tc.redirects})
+			got, _ := do(t, c, http.MethodPost, srv.URL+tc.path, outbound.Idempotent)
+			if got != tc.want {
+				t.Errorf("POST %s: got status %d, want %d", tc.path, got, tc.want)
+			}
+			if n := elsewhere.Load(); n != 0 {
+				t.Errorf("the other host got %d requests, want none", n)
+			}
+		})
+	}
+
+	// The same rule for clients that are not outbound's (the engine's health checks).
+	elsewhere.Store(0)
+	hc := &http.Client{CheckRedirect: outbound.SameHostRedirect}
+	resp, err := hc.Get(srv.URL + "/away")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect || elsewhere.Load() != 0 {
+		t.Errorf("SameHostRedirect: got status %d and %d requests elsewhere, want 307 and none", resp.StatusCode, elsewhere.Load())
+	}
+}

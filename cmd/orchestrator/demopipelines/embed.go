@@ -1,6 +1,8 @@
 // Package demopipelines holds the pipelines `orchestrator demo` runs, embedded in the binary
-// so the demo works from any directory and in the container image. testdata/pipelines links
-// to these files, so they are validated with the other samples.
+// so the demo works from any directory and in the container image. testdata/pipelines holds
+// copies of these files, so they are validated with the other samples (a link would lead out
+// of that pipelines directory, which the loader refuses); config's
+// TestSampleDemoPipelinesAreTheDemos keeps the copies equal.
 package demopipelines
 
 import "embed"
