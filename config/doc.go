@@ -31,6 +31,11 @@
 //	      coolify_status: running:healthy   # exact; "running" matches any running:<health>
 //	      status_timeout: 30s               # how long the status may take to match (default: http's timeout, else 30s)
 //	      http: { url: https://api.example.com/healthz, expect_status: 200, timeout: 30s }
+//	      version:                          # the service must show the version deployed
+//	        url: https://api.example.com/version
+//	        field: build.tag                # a JSON field of the body; or header: X-Version; neither: the whole body
+//	        expect: "${trigger.image_tag}"  # the default
+//	        timeout: 30s
 //	    deploy_timeout: 10m                 # the wait for one deployment; a stuck one is canceled then
 //	    cancel_timeout: 2m                  # how long a deployment of the run's own that will not end is canceled again
 //	    wave: 0                             # Phase-2 wave (default 0); or after:

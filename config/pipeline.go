@@ -191,6 +191,24 @@ type Health struct {
 	StatusTimeout time.Duration `koanf:"status_timeout"`
 	// HTTP, if set, is polled until it answers ExpectStatus or its timeout passes.
 	HTTP *HTTPCheck `koanf:"http"`
+	// Version, if set, is polled until the service shows the version the run deployed:
+	// Coolify can report a deployment finished while the old container keeps serving.
+	Version *VersionCheck `koanf:"version"`
+}
+
+// VersionCheck is a version probe: after the deployment and the other checks, a GET of URL
+// must show Expect, read from a JSON field of the body (Field, a dotted path), a response
+// header (Header), or the whole body (neither; surrounding white space trimmed), before
+// Timeout passes.
+type VersionCheck struct {
+	// URL takes trigger placeholders, under the same rules as health.http.url.
+	URL    string `koanf:"url"`
+	Field  string `koanf:"field"`
+	Header string `koanf:"header"`
+	// Expect is the version to see (trigger placeholders; default "${trigger.image_tag}").
+	Expect string `koanf:"expect"`
+	// Timeout is the probe's deadline (default DefaultHealthTimeout).
+	Timeout time.Duration `koanf:"timeout"`
 }
 
 // StatusOK reports whether a Coolify status string (e.g. "running:unknown") satisfies

@@ -104,6 +104,24 @@ func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 	fill := func(field, s string) string {
 		return fillWith(field, s, func(_, _, val string) string { return val })
 	}
+	// resolveURL fills a URL's references, each value escaped for the part of the URL it
+	// lands in; the result must name the scheme, host and port the file names (a file
+	// loaded refuses references that could reach them; a pipeline built in code is checked
+	// here).
+	resolveURL := func(field, raw string) string {
+		err := checkURLRefs(raw)
+		if err != nil {
+			v.add(field, "%v", err)
+		}
+		out := fillWith(field, raw, func(before, _, val string) string { return escapeForURLPart(urlPartAfter(before), val) })
+		if ok && err == nil && v.httpURL(field, out) != nil {
+			probe, _ := expandRefs(raw, false, func(string) (string, error) { return "x", nil })
+			if !sameOrigin(probe, out) {
+				v.add(field, "resolves to another scheme, host or port than the file names")
+			}
+		}
+		return out
+	}
 	for i := range q.Services {
 		s := &q.Services[i]
 		field := fmt.Sprintf("services[%d]", i)
@@ -140,21 +158,11 @@ func (p *Pipeline) Resolve(t orchestrator.Trigger) (*Pipeline, error) {
 			}
 		}
 		if h := s.Health.HTTP; h != nil {
-			// Each value is escaped for the part of the URL it lands in, and the result must
-			// name the scheme, host and port the file names (a file loaded refuses references
-			// that could reach them; a pipeline built in code is checked here).
-			f := field + ".health.http.url"
-			err := checkURLRefs(h.URL)
-			if err != nil {
-				v.add(f, "%v", err)
-			}
-			h.URL = fillWith(f, h.URL, func(before, _, val string) string { return escapeForURLPart(urlPartAfter(before), val) })
-			if ok && err == nil && v.httpURL(f, h.URL) != nil {
-				probe, _ := expandRefs(p.Services[i].Health.HTTP.URL, false, func(string) (string, error) { return "x", nil })
-				if !sameOrigin(probe, h.URL) {
-					v.add(f, "resolves to another scheme, host or port than the file names")
-				}
-			}
+			h.URL = resolveURL(field+".health.http.url", h.URL)
+		}
+		if c := s.Health.Version; c != nil {
+			c.URL = resolveURL(field+".health.version.url", c.URL)
+			c.Expect = fill(field+".health.version.expect", c.Expect)
 		}
 	}
 	for i := range q.Mobile {
@@ -205,6 +213,10 @@ func (p *Pipeline) Clone() *Pipeline {
 		if h := s.Health.HTTP; h != nil {
 			hc := *h
 			s.Health.HTTP = &hc
+		}
+		if c := s.Health.Version; c != nil {
+			vc := *c
+			s.Health.Version = &vc
 		}
 	}
 	q.Mobile = slices.Clone(p.Mobile)

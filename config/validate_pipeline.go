@@ -179,6 +179,14 @@ func applyPipelineDefaults(p *Pipeline, fromEnv map[string]bool) {
 				h.Timeout = DefaultHealthTimeout
 			}
 		}
+		if vc := s.Health.Version; vc != nil {
+			if vc.Expect == "" {
+				vc.Expect = "${trigger.image_tag}"
+			}
+			if vc.Timeout == 0 {
+				vc.Timeout = DefaultHealthTimeout
+			}
+		}
 		if h := &s.Health; h.CoolifyStatus != "" && h.StatusTimeout == 0 {
 			h.StatusTimeout = DefaultHealthTimeout
 			if h.HTTP != nil {
@@ -415,6 +423,21 @@ func (v *validator) env(field string, e *EnvVar, sources map[string]SecretSource
 	}
 }
 
+// urlTemplate checks a URL that may hold trigger references: the references may only come
+// after its host (so a trigger never chooses the scheme, host or port), and the URL must be
+// an http(s) URL.
+func (v *validator) urlTemplate(field, raw string) {
+	probe, err := expandRefs(raw, false, func(string) (string, error) { return "x", nil })
+	if err == nil {
+		err = checkURLRefs(raw)
+	}
+	if err != nil {
+		v.add(field, "%v", err)
+		return
+	}
+	v.httpURL(field, probe)
+}
+
 func (v *validator) health(field string, h *Health) {
 	if st := h.CoolifyStatus; st != "" {
 		state, health, hasHealth := strings.Cut(st, ":")
@@ -426,17 +449,20 @@ func (v *validator) health(field string, h *Health) {
 	}
 	if c := h.HTTP; c != nil {
 		f := field + ".http"
-		probe, err := expandRefs(c.URL, false, func(string) (string, error) { return "x", nil })
-		if err == nil {
-			err = checkURLRefs(c.URL)
-		}
-		if err != nil {
-			v.add(f+".url", "%v", err)
-		} else {
-			v.httpURL(f+".url", probe)
-		}
+		v.urlTemplate(f+".url", c.URL)
 		if c.ExpectStatus < 100 || c.ExpectStatus > 599 {
 			v.add(f+".expect_status", "must be an HTTP status between 100 and 599")
+		}
+		v.positive(f+".timeout", c.Timeout)
+	}
+	if c := h.Version; c != nil {
+		f := field + ".version"
+		v.urlTemplate(f+".url", c.URL)
+		if c.Field != "" && c.Header != "" {
+			v.add(f+".header", "set field (a JSON field of the body) or header, not both")
+		}
+		if _, err := expandRefs(c.Expect, false, func(string) (string, error) { return "x", nil }); err != nil {
+			v.add(f+".expect", "%v", err)
 		}
 		v.positive(f+".timeout", c.Timeout)
 	}

@@ -3,11 +3,13 @@ package phases
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
@@ -107,6 +109,14 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 			if eerr := x.endOwnDeployment(ctx, s, depUUID); eerr != nil {
 				return "", x.stillBuilding(st, lease, err, eerr)
 			}
+		}
+		if errors.Is(err, coolify.ErrDeploymentFailed) && s.Kind != config.KindService {
+			// Coolify's rolling update keeps the old container when the new one fails.
+			prev := "its previous deployment"
+			if st.snap != nil && st.snap.tagChanged {
+				prev = "tag " + cmp.Or(st.snap.tag, "(none)")
+			}
+			err = fmt.Errorf("%w; Coolify keeps the old container: %s is still on %s, not down", err, s.Name, prev)
 		}
 		return "", err
 	}
@@ -448,7 +458,81 @@ func (x *execution) health(ctx context.Context, s config.Service) error {
 			return fmt.Errorf("%w: %s: %w", ErrUnhealthy, s.Name, err)
 		}
 	}
+	if c := h.Version; c != nil {
+		if err := x.probeVersion(ctx, s, c); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// ErrWrongVersion: the service's version probe did not show the version the run deployed
+// before its timeout: Coolify reported the deployment finished, but the old container (or
+// another one) keeps serving.
+var ErrWrongVersion = errors.New("the service does not serve the version deployed")
+
+// maxVersionBody bounds what a version probe reads of a body.
+const maxVersionBody = 64 << 10
+
+// probeVersion polls the service's version probe until it shows c.Expect.
+func (x *execution) probeVersion(ctx context.Context, s config.Service, c *config.VersionCheck) error {
+	err := x.poll(ctx, c.Timeout, func() (bool, string, error) {
+		got, err := x.readVersion(ctx, c)
+		if err != nil {
+			return false, err.Error(), nil // keep trying until the timeout
+		}
+		return got == c.Expect, fmt.Sprintf("%q", got), nil
+	}, fmt.Sprintf("GET %s never showed version %q", c.URL, c.Expect))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w (Coolify reported the deployment finished; the old container may still serve)", ErrWrongVersion, s.Name, err)
+	}
+	return nil
+}
+
+// readVersion reads the version the probe shows: the header, the JSON field or the whole
+// body (trimmed).
+func (x *execution) readVersion(ctx context.Context, c *config.VersionCheck) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := x.e.d.HTTP.Do(req)
+	if err != nil {
+		return "", errors.New("unreachable")
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxVersionBody))
+	switch {
+	case err != nil:
+		return "", errors.New("body not read")
+	case resp.StatusCode != http.StatusOK:
+		return "", fmt.Errorf("HTTP %d", resp.StatusCode)
+	case c.Header != "":
+		return resp.Header.Get(c.Header), nil
+	case c.Field == "":
+		return strings.TrimSpace(string(body)), nil
+	}
+	var doc any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return "", errors.New("the body is not JSON")
+	}
+	for _, seg := range strings.Split(c.Field, ".") {
+		obj, ok := doc.(map[string]any)
+		if !ok {
+			return "", fmt.Errorf("no field %s in the body", c.Field)
+		}
+		if doc, ok = obj[seg]; !ok {
+			return "", fmt.Errorf("no field %s in the body", c.Field)
+		}
+	}
+	switch v := doc.(type) {
+	case string:
+		return v, nil
+	case nil:
+		return "", fmt.Errorf("field %s is null", c.Field)
+	}
+	b, _ := json.Marshal(doc)
+	return string(b), nil
 }
 
 // poll calls check every PollInterval until it reports done, it fails, or timeout passes
