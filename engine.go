@@ -47,6 +47,29 @@ type Service struct {
 	Pipelines []ServicePipeline `json:"pipelines"`
 	// Mark is the last run that synced or deployed it; nil when none has.
 	Mark *ServiceMark `json:"mark,omitempty"`
+	// Running is what it was last seen running, verified by a run; nil when no run has.
+	Running *ServiceRunning `json:"running,omitempty"`
+	// InProgress are the deployments Coolify shows queued or in progress on it now (the
+	// daemon's view asks Coolify; a view from the local backend alone does not, and leaves it
+	// nil); InProgressUnread says why Coolify could not be asked.
+	InProgress       []string `json:"in_progress,omitempty"`
+	InProgressUnread string   `json:"in_progress_unread,omitempty"`
+}
+
+// ServiceRunning is what a service was last seen running: the tag, commit and app version
+// of a build, since when, which deployment, and the run whose build it is (Restored: put
+// back by run RestoredBy's rollback).
+type ServiceRunning struct {
+	ImageTag   string    `json:"image_tag,omitempty"`
+	Commit     string    `json:"commit,omitempty"`
+	AppVersion string    `json:"app_version,omitempty"`
+	Deployment string    `json:"deployment_uuid,omitempty"`
+	RunID      string    `json:"run_id"`
+	Pipeline   string    `json:"pipeline,omitempty"`
+	Build      string    `json:"build,omitempty"`
+	Since      time.Time `json:"since"`
+	Restored   bool      `json:"restored,omitempty"`
+	RestoredBy string    `json:"restored_by,omitempty"`
 }
 
 // ServicePipeline is one pipeline's part in a Service.

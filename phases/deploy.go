@@ -134,6 +134,7 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 		return "", err
 	}
 	st.deployed = true
+	x.recordRunning(ctx, s, depUUID, nil, false)
 	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) {
 		step.Status, step.EndedAt = runs.StepHealthy, time.Now().UTC()
 	}, runs.Event{Type: runs.EventHealthOK, Phase: runs.Phase2, Service: s.Name, Fence: lease.Fence()})

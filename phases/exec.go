@@ -121,6 +121,9 @@ type svcState struct {
 	// stillBuilding: a deployment of the run's own would not end (StillBuildingError); the
 	// service's state is unknown, and nothing more is written to it.
 	stillBuilding *StillBuildingError
+	// beforeRunning is what it ran when Phase 1 took its lock (nil if nothing was
+	// recorded): what a rollback's redeploy puts back as running.
+	beforeRunning *runs.Running
 	// restored and redeployed say what a compensation did (restore); restoreErr why it
 	// stopped short.
 	restored, redeployed bool

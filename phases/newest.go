@@ -119,6 +119,44 @@ func (x *execution) serviceMark(ctx context.Context, uuid string) (runs.Mark, er
 	return m, nil
 }
 
+// running returns what service uuid was last seen running (nil when nothing was recorded).
+func (x *execution) running(ctx context.Context, uuid string) (*runs.Running, error) {
+	r, err := x.e.d.Marks.GetRunning(ctx, uuid)
+	switch {
+	case errors.Is(err, runs.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read what %s runs: %w", uuid, err)
+	}
+	return &r, nil
+}
+
+// recordRunning records what the run saw service s run, verified: its deployment dep of
+// this run's build, or (back, from a rollback's redeploy) the build it ran before. A
+// failure to record is logged: what runs is the same either way.
+func (x *execution) recordRunning(ctx context.Context, s config.Service, dep string, back *runs.Running, restored bool) {
+	r := runs.Running{UUID: s.UUID, Deployment: dep, Since: time.Now().UTC(), RunID: x.run.ID, Pipeline: x.run.Pipeline,
+		Build: x.run.Trigger.Build, Commit: x.run.Trigger.Commit, AppVersion: x.run.Trigger.AppVersion}
+	if s.Kind != config.KindService {
+		r.ImageTag = s.ImageTag
+	}
+	if restored {
+		if back != nil {
+			prev := *back
+			prev.Deployment, prev.Since = dep, r.Since
+			r = prev
+		} else {
+			r = runs.Running{UUID: s.UUID, Deployment: dep, Since: r.Since, RunID: x.run.ID}
+		}
+		r.Restored, r.RestoredBy = true, x.run.ID
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
+	defer cancel()
+	if err := x.e.d.Marks.PutRunning(wctx, r); err != nil && x.notOwned() == nil {
+		x.log.LogAttrs(wctx, slog.LevelWarn, "what the service runs not recorded", slog.String(logService, s.Name), slog.String(logError, err.Error()))
+	}
+}
+
 // allStale returns each service's stale note when every service of the run already carries
 // a newer build, else nil. It reads the marks without locks: Phase 1 checks each service
 // again under its lock.

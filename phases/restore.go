@@ -301,6 +301,7 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 		return res, fmt.Errorf("redeploy previous config: %w", err)
 	}
 	res.redeployed = true
+	x.recordRunning(ctx, s, res.deployment, st.beforeRunning, true)
 	return res, nil
 }
 

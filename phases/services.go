@@ -11,12 +11,49 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
-// Services implements orchestrator.Engine: the services view of the loaded pipelines.
+// Services implements orchestrator.Engine: the services view of the loaded pipelines, with
+// the deployments Coolify shows in progress on each application now (its reads yield to
+// runs' on the request budget).
 func (e *Engine) Services(ctx context.Context) ([]orchestrator.Service, error) {
-	return ServicesOf(ctx, e.d.Pipelines, e.d.Marks)
+	list, err := ServicesOf(ctx, e.d.Pipelines, e.d.Marks)
+	if err != nil {
+		return nil, err
+	}
+	ctx = outbound.Background(ctx)
+	for i := range list {
+		v := &list[i]
+		p, s, ok := e.serviceOf(v.UUID)
+		if !ok || s.Kind == config.KindService {
+			continue // Coolify services have no deployments to list
+		}
+		active, err := e.coolifyFor(p).ActiveDeployments(ctx, v.UUID)
+		if err != nil {
+			v.InProgressUnread = err.Error()
+			continue
+		}
+		v.InProgress = make([]string, 0, len(active))
+		for _, d := range active {
+			v.InProgress = append(v.InProgress, d.UUID)
+		}
+	}
+	return list, nil
+}
+
+// serviceOf finds a loaded pipeline that deploys the resource uuid, and its service there.
+func (e *Engine) serviceOf(uuid string) (*config.Pipeline, config.Service, bool) {
+	for _, name := range slices.Sorted(maps.Keys(e.d.Pipelines)) {
+		p := e.d.Pipelines[name]
+		for _, s := range p.Services {
+			if s.UUID == uuid {
+				return p, s, true
+			}
+		}
+	}
+	return nil, config.Service{}, false
 }
 
 // ServicesOf is the services view of pipelines, read from ms: every resource the pipelines
@@ -61,6 +98,16 @@ func ServicesOf(ctx context.Context, pipelines map[string]*config.Pipeline, ms r
 				i = len(v.Pipelines) - 1
 			}
 			v.Pipelines[i].Newest = serviceMark(m)
+		}
+		r, err := ms.GetRunning(ctx, v.UUID)
+		switch {
+		case errors.Is(err, runs.ErrNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("services: %w", err)
+		default:
+			v.Running = &orchestrator.ServiceRunning{ImageTag: r.ImageTag, Commit: r.Commit, AppVersion: r.AppVersion,
+				Deployment: r.Deployment, RunID: r.RunID, Pipeline: r.Pipeline, Build: r.Build, Since: r.Since,
+				Restored: r.Restored, RestoredBy: r.RestoredBy}
 		}
 		out = append(out, *v)
 	}

@@ -198,11 +198,17 @@ func (x *execution) syncService(pctx context.Context, st *svcState) error {
 	sctx, cancel := lease.Context(pctx)
 	sctx = coolify.WithTrace(sctx, x.run.ID, lease.Fence())
 	// The stale-build guard, under the lock: no write over a newer build of this pipeline.
-	// The service's mark, whichever pipeline wrote it, is what a restore puts back and a
-	// rollback replaces: both are read at once.
+	// The service's mark, whichever pipeline wrote it, and what it runs are what a restore
+	// puts back and a rollback replaces: read beside the guard's.
 	var stale string
 	readOwn := func() (err error) { stale, st.beforeOwn, err = x.staleOn(sctx, s.UUID); return err }
-	readMark := func() (err error) { st.before, err = x.serviceMark(sctx, s.UUID); return err }
+	readMark := func() (err error) {
+		if st.before, err = x.serviceMark(sctx, s.UUID); err != nil {
+			return err
+		}
+		st.beforeRunning, err = x.running(sctx, s.UUID)
+		return err
+	}
 	err = cmp.Or(readAtOnce(readOwn, readMark))
 	var changes runs.Changes
 	if err == nil && stale == "" {

@@ -69,4 +69,29 @@ type MarkStore interface {
 	// PipelineMarks returns the mark of every pipeline on the resource, by pipeline name, as
 	// PipelineMark would return each; none (and no error) when it has none.
 	PipelineMarks(ctx context.Context, uuid string) ([]Mark, error)
+	// PutRunning records r as what the resource runs now, replacing what was recorded.
+	// Errors: ErrInvalid (no uuid or run id).
+	PutRunning(ctx context.Context, r Running) error
+	// GetRunning returns what the resource was last seen running; ErrNotFound when nothing
+	// was recorded.
+	GetRunning(ctx context.Context, uuid string) (Running, error)
+}
+
+// Running is what a Coolify resource was last seen running: the deployment a run verified
+// there (its health checks, and its version probe where the pipeline has one, passed), or
+// the previous config a rollback redeployed and verified (Restored). It describes the build:
+// RunID, Pipeline and Build are the run whose build it is; RestoredBy the run that put it
+// back.
+type Running struct {
+	UUID       string    `json:"uuid"`
+	ImageTag   string    `json:"image_tag,omitempty"`
+	Commit     string    `json:"commit,omitempty"`
+	AppVersion string    `json:"app_version,omitempty"`
+	Deployment string    `json:"deployment_uuid,omitempty"`
+	RunID      string    `json:"run_id"`
+	Pipeline   string    `json:"pipeline,omitempty"`
+	Build      string    `json:"build,omitempty"`
+	Since      time.Time `json:"since"`
+	Restored   bool      `json:"restored,omitempty"`
+	RestoredBy string    `json:"restored_by,omitempty"`
 }

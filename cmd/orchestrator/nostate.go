@@ -99,3 +99,7 @@ func (noRuns) Prune(context.Context, runs.Retention) (int, error)         { retu
 func (noRuns) SeenDelivery(context.Context, string, time.Duration) (bool, error) {
 	return false, errNoState
 }
+func (noRuns) PutRunning(context.Context, runs.Running) error { return errNoState }
+func (noRuns) GetRunning(_ context.Context, uuid string) (runs.Running, error) {
+	return runs.Running{}, fmt.Errorf("what %q runs: %w", uuid, runs.ErrNotFound)
+}

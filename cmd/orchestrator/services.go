@@ -76,6 +76,7 @@ func printService(w io.Writer, s orchestrator.Service) {
 		pipelines[i] = p.Pipeline
 	}
 	fmt.Fprintf(w, "%s (%s): deployed by %s\n", strings.Join(s.Names, ", "), s.UUID, strings.Join(pipelines, ", "))
+	fmt.Fprintf(w, "  runs now: %s\n", runningNow(s))
 	if m := s.Mark; m != nil {
 		fmt.Fprintf(w, "  last written: run %s %s it at %s (fence %d), %s\n", m.RunID, markVerb(m.Phase),
 			m.At.Local().Format(time.DateTime), m.Fence, carried(m))
@@ -98,6 +99,35 @@ func printService(w io.Writer, s orchestrator.Service) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s %s\n", p.Pipeline, as, build, n.RunID, markVerb(n.Phase), n.At.Local().Format(time.DateTime))
 	}
 	tw.Flush()
+}
+
+// runningNow says what a service was last seen running, and what Coolify shows in progress.
+func runningNow(s orchestrator.Service) string {
+	var b strings.Builder
+	if r := s.Running; r != nil {
+		var what []string
+		for _, v := range [][2]string{{"tag", r.ImageTag}, {"commit", r.Commit}, {"app version", r.AppVersion}} {
+			if v[1] != "" {
+				what = append(what, v[0]+" "+v[1])
+			}
+		}
+		fmt.Fprintf(&b, "%s, build %s of %s (run %s), since %s", orDefault(strings.Join(what, ", "), "its build"),
+			orDefault(r.Build, "(none)"), orDefault(r.Pipeline, "a pipeline"), r.RunID, r.Since.Local().Format(time.DateTime))
+		if r.Restored {
+			fmt.Fprintf(&b, ", put back by run %s", r.RestoredBy)
+		}
+	} else {
+		b.WriteString("not seen by any run")
+	}
+	switch {
+	case s.InProgressUnread != "":
+		fmt.Fprintf(&b, "; deployments in progress: unknown (%s)", s.InProgressUnread)
+	case len(s.InProgress) > 0:
+		fmt.Fprintf(&b, "; deployment in progress in Coolify: %s", strings.Join(s.InProgress, ", "))
+	case s.InProgress != nil:
+		b.WriteString("; no deployment in progress")
+	}
+	return b.String()
 }
 
 // markVerb says what a mark's phase did to the service.

@@ -172,3 +172,45 @@ func decodeMark(op, raw string) (runs.Mark, error) {
 	}
 	return m, nil
 }
+
+// runningField is the field of a resource's marks hash that holds what it runs.
+const runningField = "run"
+
+// PutRunning implements runs.MarkStore.
+func (s *Store) PutRunning(ctx context.Context, r runs.Running) error {
+	if r.UUID == "" || r.RunID == "" {
+		return fmt.Errorf("put running: empty uuid or run id: %w", runs.ErrInvalid)
+	}
+	op := fmt.Sprintf("put what %q runs", r.UUID)
+	if err := s.d.open(op); err != nil {
+		return err
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("%s: encode: %w", op, err)
+	}
+	if err := s.d.rdb.HSet(ctx, s.d.markKey(r.UUID), runningField, data).Err(); err != nil {
+		return runs.Fail(op, err)
+	}
+	return nil
+}
+
+// GetRunning implements runs.MarkStore.
+func (s *Store) GetRunning(ctx context.Context, uuid string) (runs.Running, error) {
+	op := fmt.Sprintf("get what %q runs", uuid)
+	if err := s.d.open(op); err != nil {
+		return runs.Running{}, err
+	}
+	raw, err := s.d.rdb.HGet(ctx, s.d.markKey(uuid), runningField).Result()
+	if errors.Is(err, redis.Nil) {
+		return runs.Running{}, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
+	}
+	if err != nil {
+		return runs.Running{}, runs.Fail(op, err)
+	}
+	var r runs.Running
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		return runs.Running{}, runs.Fail(op, fmt.Errorf("decode: %w", err))
+	}
+	return r, nil
+}

@@ -75,6 +75,7 @@ func Run(t *testing.T, newBackend func(tb testing.TB) Opener) {
 		{"SeenDeliveryExpires", testSeenDeliveryExpires},
 		{"Marks", testMarks},
 		{"MarksConcurrent", testMarksConcurrent},
+		{"Running", testRunning},
 		{"PipelineMarks", testPipelineMarks},
 		{"PipelineMarksRestore", testPipelineMarksRestore},
 		{"PipelineMarksFenceBehind", testPipelineMarksFenceBehind},
@@ -1678,5 +1679,41 @@ func CheckLegacyRun(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 		sameJSON(t, fmt.Sprintf("Get after update %d of a run in the old layout", i), got, want)
+	}
+}
+
+// testRunning: what a resource runs is recorded and read back whole, the last write wins,
+// and it is kept apart from the resource's marks.
+func testRunning(t *testing.T, open Opener) {
+	ms := markStore(t, open(t))
+	ctx := ctxFor(t)
+	_, err := ms.GetRunning(ctx, "u-api")
+	wantErr(t, "GetRunning of a resource nothing was recorded for", err, runs.ErrNotFound)
+	wantErr(t, "PutRunning without uuid", ms.PutRunning(ctx, runs.Running{RunID: "r1"}), runs.ErrInvalid)
+	v2 := runs.Running{UUID: "u-api", ImageTag: "v2", Commit: "abc123", AppVersion: "2.0.0", Deployment: "dep-2",
+		RunID: "r2", Pipeline: "prod", Build: "2", Since: t0}
+	if err := ms.PutRunning(ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ms.PutMark(ctx, runs.Mark{UUID: "u-api", RunID: "r3", Fence: 9, Phase: runs.Phase1, Pipeline: "prod", Build: "3"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ms.GetRunning(ctx, "u-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "GetRunning after a mark of another run", got, v2)
+	back := v2
+	back.Since, back.Deployment, back.Restored, back.RestoredBy = t0.Add(time.Minute), "dep-4", true, "r4"
+	if err := ms.PutRunning(ctx, back); err != nil {
+		t.Fatal(err)
+	}
+	got, err = ms.GetRunning(ctx, "u-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "GetRunning after it was put back", got, back)
+	if _, err := ms.GetRunning(ctx, "u-web"); !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("GetRunning of another resource: %v, want ErrNotFound", err)
 	}
 }

@@ -179,3 +179,40 @@ func (s *Store) PipelineMarks(ctx context.Context, uuid string) ([]runs.Mark, er
 	}
 	return out, nil
 }
+
+// PutRunning implements runs.MarkStore.
+func (s *Store) PutRunning(ctx context.Context, r runs.Running) error {
+	if r.UUID == "" || r.RunID == "" {
+		return fmt.Errorf("put running: empty uuid or run id: %w", runs.ErrInvalid)
+	}
+	op := fmt.Sprintf("put what %q runs", r.UUID)
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("%s: encode: %w", op, err)
+	}
+	return s.d.writeP(ctx, op, func(tx sqlitestmt.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO running (uuid, data) VALUES (?, ?) ON CONFLICT (uuid) DO UPDATE SET data = excluded.data`, r.UUID, data)
+		return err
+	})
+}
+
+// GetRunning implements runs.MarkStore.
+func (s *Store) GetRunning(ctx context.Context, uuid string) (runs.Running, error) {
+	op := fmt.Sprintf("get what %q runs", uuid)
+	if err := s.d.readable(op); err != nil {
+		return runs.Running{}, err
+	}
+	var data []byte
+	err := s.d.r.QueryRowContext(ctx, `SELECT data FROM running WHERE uuid = ?`, uuid).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return runs.Running{}, fmt.Errorf("%s: %w", op, runs.ErrNotFound)
+	}
+	if err != nil {
+		return runs.Running{}, runs.Fail(op, err)
+	}
+	var r runs.Running
+	if err := json.Unmarshal(data, &r); err != nil {
+		return runs.Running{}, runs.Fail(op, err)
+	}
+	return r, nil
+}

@@ -54,7 +54,8 @@ const FileName = "runs.db"
 //	2: runs.data holds the header, steps are rows of steps (splitSteps migrates 1 to 2).
 //	3: pipeline_marks holds each pipeline's mark on a resource (created empty: a mark of
 //	   marks stands for its pipeline's until it is replaced, see runs.MarkStore).
-const schemaVersion = 3
+//	4: running holds what each resource was last seen running (created empty).
+const schemaVersion = 4
 
 const schema = `
 CREATE TABLE IF NOT EXISTS runs (
@@ -100,6 +101,10 @@ CREATE TABLE IF NOT EXISTS pipeline_marks (
 	pipeline TEXT NOT NULL,
 	data     BLOB NOT NULL,
 	PRIMARY KEY (uuid, pipeline)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS running (
+	uuid TEXT PRIMARY KEY,
+	data BLOB NOT NULL
 ) WITHOUT ROWID;
 `
 

@@ -196,8 +196,8 @@ func TestMigratesWholeRuns(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM steps WHERE run_id = ?`, r.ID).Scan(&steps); err != nil {
 		t.Fatal(err)
 	}
-	if version != 3 || steps != len(r.Steps) {
-		t.Errorf("after the migration: schema %d with %d step rows, want schema 3 with %d", version, steps, len(r.Steps))
+	if version != 4 || steps != len(r.Steps) {
+		t.Errorf("after the migration: schema %d with %d step rows, want schema 4 with %d", version, steps, len(r.Steps))
 	}
 }
 
@@ -243,8 +243,8 @@ func TestMigratesMarksWithoutPipelineMarks(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM pipeline_marks WHERE uuid = ?`, m.UUID).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
-	if version != 3 || rows != 2 {
-		t.Errorf("after the migration and the writes: schema %d with %d pipeline marks, want schema 3 with 2 (late's and ops')", version, rows)
+	if version != 4 || rows != 2 {
+		t.Errorf("after the migration and the writes: schema %d with %d pipeline marks, want schema 4 with 2 (late's and ops')", version, rows)
 	}
 }
 
