@@ -40,11 +40,12 @@ func (x *execution) deployService(pctx context.Context, st *svcState) error {
 	wctx, stopWait := x.untilStop(pctx)
 	// The grant is stored while the mark and the service are read (deployLocked waits for it
 	// before anything else).
-	lease, recorded, err := x.acquireReading(wctx, s.LockKey(), runs.Phase2, s.Name, &stepLock{runs.Phase2, s.Name, start})
+	sl := serviceLock(runs.Phase2, s, start)
+	lease, recorded, err := x.leases.acquireReading(wctx, sl)
 	stopWait()
 	if err != nil {
 		st.failed = true
-		x.failStep(runs.Phase2, s.Name, err)
+		x.rec.fail(runs.Phase2, s.Name, err)
 		return err
 	}
 	sctx, cancel := lease.Context(pctx)
@@ -54,12 +55,12 @@ func (x *execution) deployService(pctx context.Context, st *svcState) error {
 	recorded()
 	err = leaseErr(lease, sctx, err)
 	cancel()
-	if rerr := x.release(lease, runs.Phase2, s.Name, false); err == nil && errors.Is(rerr, locks.ErrLost) {
+	if rerr := x.leases.release(lease, sl); err == nil && errors.Is(rerr, locks.ErrLost) {
 		err = rerr
 	}
 	if err != nil {
 		st.failed = true
-		x.failStep(runs.Phase2, s.Name, err)
+		x.rec.fail(runs.Phase2, s.Name, err)
 		x.stepDone(runs.Phase2, runs.StepFailed, start)
 		return fmt.Errorf("deploy %s: %w", s.Name, err)
 	}
@@ -78,7 +79,7 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 		return "", err
 	} else if by != "" {
 		st.superseded = true
-		x.setStep(runs.Phase2, s.Name, func(step *runs.Step) {
+		x.rec.step(runs.Phase2, s.Name, func(step *runs.Step) {
 			step.Status, step.EndedAt = runs.StepSuperseded, time.Now().UTC()
 		}, runs.Event{Type: runs.EventServiceSuperseded, Phase: runs.Phase2, Service: s.Name, LockKey: lease.Key(), Fence: lease.Fence(),
 			Message: "not deployed: " + by})
@@ -92,7 +93,7 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 	if _, err := x.e.d.Marks.PutMark(ctx, x.mark(s.UUID, lease.Fence(), runs.Phase2)); err != nil {
 		return "", fmt.Errorf("record deploy mark: %w", err)
 	}
-	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeploymentUUID, step.DeployRequestedAt = depUUID, time.Time{} },
+	x.rec.step(runs.Phase2, s.Name, func(step *runs.Step) { step.DeploymentUUID, step.DeployRequestedAt = depUUID, time.Time{} },
 		runs.Event{Type: runs.EventDeployStarted, Phase: runs.Phase2, Service: s.Name, LockKey: lease.Key(), Fence: lease.Fence(),
 			Data: map[string]string{"deployment_uuid": depUUID}})
 
@@ -124,18 +125,18 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 	finished := runs.Event{Type: runs.EventDeployFinished, Phase: runs.Phase2, Service: s.Name, Fence: lease.Fence(),
 		Data: map[string]string{"deployment_uuid": depUUID}}
 	if s.Health.CoolifyStatus == "" && s.Health.HTTP == nil {
-		x.updateLater(deployed, finished) // no check to wait for: the outcome is written next
+		x.rec.later(deployed, finished) // no check to wait for: the outcome is written next
 	} else {
-		x.update(deployed, finished) // shown while the check runs
+		x.rec.update(deployed, finished) // shown while the check runs
 	}
 
 	if err := x.health(ctx, s); err != nil {
-		x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventHealthFailed, Phase: runs.Phase2, Service: s.Name, Message: err.Error()})
+		x.rec.event(runs.Event{Type: runs.EventHealthFailed, Phase: runs.Phase2, Service: s.Name, Message: err.Error()})
 		return "", err
 	}
 	st.deployed = true
 	x.recordRunning(ctx, s, depUUID, nil, false)
-	x.setStep(runs.Phase2, s.Name, func(step *runs.Step) {
+	x.rec.step(runs.Phase2, s.Name, func(step *runs.Step) {
 		step.Status, step.EndedAt = runs.StepHealthy, time.Now().UTC()
 	}, runs.Event{Type: runs.EventHealthOK, Phase: runs.Phase2, Service: s.Name, Fence: lease.Fence()})
 	return runs.StepHealthy, nil
@@ -154,7 +155,7 @@ func (x *execution) stillBuilding(st *svcState, lease *locks.Lease, waitErr, eer
 	st.stillBuilding = sb
 	x.log.LogAttrs(context.Background(), slog.LevelError, "deployment left building; service lock released with it",
 		slog.String(logService, st.svc.Name), slog.String("deployment_uuid", sb.Deployment), slog.String(logLockKey, lease.Key()))
-	x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventDeployStillRunning, Phase: runs.Phase2, Service: st.svc.Name,
+	x.rec.event(runs.Event{Type: runs.EventDeployStillRunning, Phase: runs.Phase2, Service: st.svc.Name,
 		LockKey: lease.Key(), Fence: lease.Fence(), Message: sb.Error(), Data: map[string]string{"deployment_uuid": sb.Deployment}})
 	if o := x.e.d.Observer; o != nil {
 		o.DeploymentStillBuilding(x.run.Pipeline)
@@ -178,7 +179,7 @@ func (x *execution) cancelOrphan(ctx context.Context, s config.Service, depUUID 
 	if err != nil && !errors.Is(err, coolify.ErrBadRequest) { // 400: it had ended already
 		msg = "deployment " + depUUID + " could not be canceled after the service lock was lost: " + err.Error()
 	}
-	x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventDeployFinished, Phase: runs.Phase2, Service: s.Name, Message: msg,
+	x.rec.event(runs.Event{Type: runs.EventDeployFinished, Phase: runs.Phase2, Service: s.Name, Message: msg,
 		Data: map[string]string{"deployment_uuid": depUUID}})
 }
 
@@ -269,7 +270,7 @@ func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Pha
 	requested, unknown := false, false
 	defer func() {
 		if err != nil && requested && !unknown {
-			x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = time.Time{} })
+			x.rec.step(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = time.Time{} })
 		}
 	}()
 	var last error
@@ -280,7 +281,7 @@ func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Pha
 		// Stored before the request: a daemon that dies before the deployment is recorded
 		// leaves its takeover a trace of it (the guard above left no other running).
 		stamp := time.Now().UTC()
-		x.setStep(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = stamp })
+		x.rec.step(runs.Phase2, s.Name, func(step *runs.Step) { step.DeployRequestedAt = stamp })
 		requested = true
 		res, err := x.cl.Deploy(ctx, s.UUID, false)
 		if errors.Is(err, coolify.ErrDeployDeduplicated) {

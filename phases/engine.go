@@ -332,7 +332,7 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Tri
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		x.finish(context.Background(), runs.StatusInterrupted, "daemon shutting down before the run started")
+		x.finish(runs.StatusInterrupted, "daemon shutting down before the run started")
 		return nil, false, orchestrator.ErrShuttingDown
 	}
 	if e.cutOff {

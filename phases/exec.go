@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,43 +18,6 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/secrets"
 )
 
-// finalWriteTimeout bounds the store writes that record how a run ended, which must happen
-// even when the run's own context is gone.
-const finalWriteTimeout = 15 * time.Second
-
-// Pauses between two tries of a run-record write that found the store unavailable: the
-// first, doubled after each try up to the last.
-const (
-	storeRetryFirst = 100 * time.Millisecond
-	storeRetryMax   = 2 * time.Second
-)
-
-// writeRun applies fn to the stored run and appends evs, trying again while the store is
-// unavailable (runs.ErrUnavailable) until ctx ends. A Redis failover makes the store refuse
-// writes for a few seconds — right after a kill -9 go-redis fails at once while its view
-// of the Cluster still names the dead master — and one refused write must not leave a run
-// recorded "queued" or in a phase after it ended.
-func (x *execution) writeRun(ctx context.Context, fn func(*runs.Run) error, evs ...runs.Event) (runs.Run, error) {
-	pause := storeRetryFirst
-	for {
-		if err := x.notOwned(); err != nil {
-			return runs.Run{}, err // a disowned execution writes nothing more: the run is its takeover's
-		}
-		r, err := x.e.d.Store.Update(ctx, x.run.ID, fn, evs...)
-		if err == nil || !errors.Is(err, runs.ErrUnavailable) {
-			return r, err
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return r, err
-		}
-		pause = min(2*pause, storeRetryMax)
-	}
-}
-
 // execution is one run being executed by this engine.
 type execution struct {
 	e   *Engine
@@ -63,7 +25,15 @@ type execution struct {
 	p   *config.Pipeline
 	cl  Coolify
 	log *slog.Logger
+	// rec writes the run's record; leases takes and gives back its locks, recording them.
+	rec    *recorder
+	leases *leases
 
+	// The run's three contexts are kept, not passed, because they are its cancellation
+	// handles: the engine stops a run from outside it (Cancel, Shutdown, a supersede, the loss
+	// of its ownership), at safe points of work that began long before. The work itself takes
+	// the context it runs under as its first argument.
+	//
 	// ctx is canceled (with a cause) only by abort: a hard stop. Work in a phase runs under
 	// it; compensation too.
 	ctx    context.Context
@@ -95,10 +65,6 @@ type execution struct {
 	// them back, the last first).
 	mobileDone []mobileDone
 	done       chan struct{}
-
-	// pendMu guards pending: records written with the run's next store write (updateLater).
-	pendMu  sync.Mutex
-	pending []record
 
 	// gate is closed once this run has left Phase 1 (or ended); prevGate is the gate of the
 	// run submitted before it, which it waits for before asking for coolify:phase1.
@@ -142,6 +108,8 @@ func (e *Engine) newExecution(r runs.Run, p *config.Pipeline) *execution {
 		done:  make(chan struct{}),
 		gate:  make(chan struct{}),
 	}
+	x.rec = &recorder{store: e.d.Store, id: r.ID, log: x.log, owned: x.notOwned}
+	x.leases = &leases{locker: e.d.Locker, rec: x.rec, run: r, p: p, log: x.log, watch: x.watchLockWait}
 	// Every outside request of the run's work, compensation included, passes its gate.
 	x.ctx, x.cancel = context.WithCancelCause(outbound.WithGate(context.Background(), x.allowed))
 	x.waitCtx, x.waitCancel = context.WithCancelCause(x.ctx)
@@ -212,13 +180,13 @@ func (x *execution) enterPhase(st runs.Status, evs ...runs.Event) error {
 		return stop
 	}
 	if in {
-		x.setStatus(st, evs...)
+		x.rec.status(st, evs...)
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), finalWriteTimeout)
 	defer cancel()
-	fn, evs := x.withPending(func(r *runs.Run) { r.Status = st }, evs)
-	_, err := x.writeRun(ctx, func(r *runs.Run) error { fn(r); return nil }, evs...)
+	fn, evs := x.rec.withPending(func(r *runs.Run) { r.Status = st }, evs)
+	_, err := x.rec.write(ctx, func(r *runs.Run) error { fn(r); return nil }, evs...)
 	if errors.Is(err, runs.ErrEnded) {
 		cause := errCanceled
 		if cur, gerr := x.e.d.Store.Get(ctx, x.run.ID); gerr == nil && cur.Status == runs.StatusSuperseded {
@@ -287,7 +255,7 @@ func (x *execution) recoverPanic() {
 	ctx, cancel := context.WithTimeout(context.Background(), finalWriteTimeout)
 	defer cancel()
 	x.e.d.Locker.ReleaseAll(ctx, x.run.ID) // finish clears the run's held locks
-	x.finish(ctx, runs.StatusFailed, fmt.Sprintf("internal error (panic: %v); see the daemon log", v))
+	x.finish(runs.StatusFailed, fmt.Sprintf("internal error (panic: %v); see the daemon log", v))
 	if o := x.e.d.Observer; o != nil {
 		o.RunEnded(x.run.Pipeline, runs.StatusFailed)
 	}
@@ -300,12 +268,12 @@ func (x *execution) execute() {
 	defer x.openGate()
 	defer x.recoverPanic()
 	start := time.Now()
-	x.update(func(r *runs.Run) { r.StartedAt = start.UTC() }, runs.Event{Type: runs.EventRunStarted,
+	x.rec.update(func(r *runs.Run) { r.StartedAt = start.UTC() }, runs.Event{Type: runs.EventRunStarted,
 		Message: fmt.Sprintf("executing on %s", x.e.d.Instance)})
 
 	sources, err := x.e.sourcesFor(x.p)
 	if err != nil {
-		x.finish(x.ctx, runs.StatusFailed, err.Error())
+		x.finish(runs.StatusFailed, err.Error())
 		return
 	}
 	x.resolver = secrets.NewResolver(sources)
@@ -318,7 +286,7 @@ func (x *execution) execute() {
 		defer func() { stop(); <-watched }()
 	}
 	status, reason := x.runPipeline()
-	x.finish(x.ctx, status, reason)
+	x.finish(status, reason)
 	if o := x.e.d.Observer; o != nil && x.notOwned() == nil {
 		o.RunEnded(x.run.Pipeline, status)
 	}
@@ -406,290 +374,36 @@ func (x *execution) outcome(err error, where string) (runs.Status, string) {
 	return runs.StatusFailed, fmt.Sprintf("%s: %v", where, err)
 }
 
-// finish records the final status (unless the run already ended) with its end event.
-func (x *execution) finish(ctx context.Context, status runs.Status, reason string) {
+// finish records the final status (unless the run already ended) with its end event, and
+// what the run left each service in when it did not succeed.
+func (x *execution) finish(status runs.Status, reason string) {
 	if x.notOwned() != nil {
 		x.reportDisowned(status, reason)
 		return
 	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
-	defer cancel()
-	now := time.Now().UTC()
-	pending, evs := x.withPending(nil, []runs.Event{{Type: runs.EndEvent(status), Message: reason}})
 	var left []runs.Left
 	if status != runs.StatusSucceeded {
 		left = x.leftReport()
 	}
-	end := func(r *runs.Run) error {
-		pending(r)
-		r.Status, r.Reason, r.EndedAt, r.HeldLocks = status, reason, now, nil
-		if left != nil {
-			r.Left = left
-		}
-		for i := range r.Steps {
-			if !r.Steps[i].Status.Done() {
-				r.Steps[i].Status = runs.StepSkipped
-			}
-		}
-		return nil
-	}
-	// The end is the one write a run cannot do without (a record left running while its
-	// daemon lives is never taken over): writeRun retries it through a Redis failover.
-	ended, err := x.writeRun(wctx, end, evs...)
+	ended, err := x.rec.end(status, reason, left)
 	if err != nil && !errors.Is(err, runs.ErrEnded) {
-		x.log.LogAttrs(wctx, slog.LevelError, "run end not recorded", slog.String(logStatus, string(status)), slog.String(logError, err.Error()))
+		x.log.LogAttrs(context.Background(), slog.LevelError, "run end not recorded", slog.String(logStatus, string(status)), slog.String(logError, err.Error()))
 		return
 	}
 	level := slog.LevelInfo
 	if status != runs.StatusSucceeded {
 		level = slog.LevelWarn
 	}
-	x.log.LogAttrs(wctx, level, "run ended", slog.String(logStatus, string(status)), slog.String("reason", reason))
+	x.log.LogAttrs(context.Background(), level, "run ended", slog.String(logStatus, string(status)), slog.String("reason", reason))
 	if err == nil {
 		x.e.notifyEnd(ended)
 	}
 }
 
-// update applies fn to the stored run and appends events; failures are logged, not fatal:
-// the run's record lags, the work goes on.
-func (x *execution) update(fn func(*runs.Run), evs ...runs.Event) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), finalWriteTimeout)
-	defer cancel()
-	fn, evs = x.withPending(fn, evs)
-	_, err := x.writeRun(ctx, func(r *runs.Run) error { fn(r); return nil }, evs...)
-	if err != nil && !errors.Is(err, runs.ErrEnded) && !errors.Is(err, ErrNotOwned) {
-		x.log.LogAttrs(ctx, slog.LevelWarn, "run record not updated", slog.String(logError, err.Error()))
-	}
-}
-
-// record is a change of the run record and its events.
-type record struct {
-	fn  func(*runs.Run)
-	evs []runs.Event
-}
-
-// updateLater queues a change that need not be stored at once because another write follows
-// closely (a lock release, before the step's outcome or the next step's lock): it is written
-// with the run's next store write (update or finish), before that write's own change, its
-// events keeping the time they were queued. Every store write rewrites the whole run.
-func (x *execution) updateLater(fn func(*runs.Run), evs ...runs.Event) {
-	now := time.Now().UTC()
-	for i := range evs {
-		if evs[i].At.IsZero() {
-			evs[i].At = now
-		}
-	}
-	x.pendMu.Lock()
-	defer x.pendMu.Unlock()
-	x.pending = append(x.pending, record{fn: fn, evs: evs})
-}
-
-// withPending takes the queued changes: fn and evs preceded by them. fn may be nil.
-func (x *execution) withPending(fn func(*runs.Run), evs []runs.Event) (func(*runs.Run), []runs.Event) {
-	x.pendMu.Lock()
-	queued := x.pending
-	x.pending = nil
-	x.pendMu.Unlock()
-	var all []runs.Event
-	for _, q := range queued {
-		all = append(all, q.evs...)
-	}
-	return func(r *runs.Run) {
-		for _, q := range queued {
-			q.fn(r)
-		}
-		if fn != nil {
-			fn(r)
-		}
-	}, append(all, evs...)
-}
-
-// setStep changes one step of the run record.
-func (x *execution) setStep(phase runs.Phase, name string, fn func(*runs.Step), evs ...runs.Event) {
-	x.update(withStep(phase, name, fn), evs...)
-}
-
-// withStep returns an update that applies fn to one step of the run (added if missing).
-func withStep(phase runs.Phase, name string, fn func(*runs.Step)) func(*runs.Run) {
-	return func(r *runs.Run) {
-		s := r.Step(phase, name)
-		if s == nil {
-			r.SetStep(runs.Step{Phase: phase, Name: name})
-			s = r.Step(phase, name)
-		}
-		fn(s)
-	}
-}
-
-func (x *execution) setStatus(st runs.Status, evs ...runs.Event) {
-	x.update(func(r *runs.Run) { r.Status = st }, evs...)
-}
-
-// holder is the lock holder of a step (orchestrator.StepHolder).
-func (x *execution) holder(step string) string {
-	return orchestrator.StepHolder(x.run.Pipeline, x.run.Trigger.Build, x.run.ID, step)
-}
-
-// isRunsHolder reports whether holder is one of r's step leases.
-func isRunsHolder(holder string, r runs.Run) bool {
-	return strings.HasPrefix(holder, orchestrator.StepHolderPrefix(r.Pipeline, r.Trigger.Build, r.ID))
-}
-
-// quickGrant is how long acquire waits for a grant before it records the wait on its own. A
-// lock granted sooner has its wait and its grant recorded in one store write (both events,
-// each with its own time): a store write rewrites the whole run, so an uncontended step costs
-// one write here instead of four.
-const quickGrant = 20 * time.Millisecond
-
-// stepLock names the step whose status follows a lock acquire: waiting_lock (with its start
-// time) while it waits, running (with the wait and the fence) once granted.
-type stepLock struct {
-	phase runs.Phase
-	name  string
-	start time.Time
-}
-
-// acquire takes key for a step, recording the wait and the grant in the event log (and on
-// the step sl, when set). The wait is written when quickGrant passes without a grant (a live
-// view then shows who waits), else together with the grant or the failure.
-func (x *execution) acquire(ctx context.Context, key string, phase runs.Phase, step string, phaseKey bool, sl *stepLock) (*locks.Lease, error) {
-	lease, record, err := x.takeLock(ctx, key, phase, step, phaseKey, sl)
-	if err != nil {
-		return nil, err
-	}
-	record()
-	return lease, nil
-}
-
-// acquireReading is acquire for a service step whose next Coolify calls are reads: the grant
-// is written to the store while the caller makes them. recorded waits for that write; the
-// caller calls it before its first mutating call and before any other write of the run
-// record (so the grant — the step running, the lock held — is stored before anything is
-// changed, and the run's writes keep their order), and once more when the step ends (it
-// waits only once).
-func (x *execution) acquireReading(ctx context.Context, key string, phase runs.Phase, step string, sl *stepLock) (lease *locks.Lease, recorded func(), err error) {
-	lease, record, err := x.takeLock(ctx, key, phase, step, false, sl)
-	if err != nil {
-		return nil, nil, err
-	}
-	return lease, inBackground(record), nil
-}
-
-// takeLock takes key and returns the lease and record, which writes the grant to the store.
-// A wait or failure is recorded before it returns (see acquire).
-func (x *execution) takeLock(ctx context.Context, key string, phase runs.Phase, step string, phaseKey bool, sl *stepLock) (*locks.Lease, func(), error) {
-	budget := x.p.Locks.Service
-	if phaseKey {
-		budget = x.p.Locks.Phase
-	}
-	start := time.Now()
-	waitEv := runs.Event{Type: runs.EventLockWaiting, Phase: phase, Service: serviceOf(step, phaseKey), LockKey: key, At: start.UTC()}
-	waiting := func(r *runs.Run) {
-		if sl != nil {
-			withStep(sl.phase, sl.name, func(s *runs.Step) { s.Status, s.StartedAt = runs.StepWaitingLock, sl.start.UTC() })(r)
-		}
-	}
-	endWaitWatch := x.watchLockWait(key, start)
-	recorded := make(chan struct{})
-	timer := time.AfterFunc(quickGrant, func() {
-		defer close(recorded)
-		ev := waitEv
-		ev.Message = x.heldBy(key)
-		x.update(waiting, ev)
-	})
-	lease, err := x.e.d.Locker.Acquire(ctx, locks.Request{
-		Key: key, Holder: x.holder(step), Owner: x.run.ID,
-		Message:      fmt.Sprintf("run %s (%s) %s", x.run.ID, x.run.Pipeline, phase),
-		TTL:          x.p.Locks.TTL,
-		Budget:       locks.Budget{Timeout: budget.Timeout, MaxRetries: budget.MaxRetries, Backoff: budget.Backoff},
-		FailOnFrozen: x.p.Locks.OnFrozen == config.OnFrozenFail,
-	})
-	waited := time.Since(start)
-	endWaitWatch()
-	var pending []runs.Event // the wait, unless the timer has recorded it
-	if timer.Stop() {
-		pending = append(pending, waitEv)
-	} else {
-		<-recorded
-	}
-	if err != nil {
-		if pending != nil {
-			x.update(waiting, pending...)
-		}
-		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
-			err = fmt.Errorf("%w (%w)", err, cause)
-		}
-		return nil, nil, fmt.Errorf("acquire %q: %w", key, err)
-	}
-	granted := append(pending, runs.Event{Type: runs.EventLockAcquired, Phase: phase, Service: serviceOf(step, phaseKey), LockKey: key, Fence: lease.Fence(),
-		Message: fmt.Sprintf("waited %s", waited.Round(time.Millisecond))})
-	return lease, func() {
-		x.update(func(r *runs.Run) {
-			if pending != nil {
-				waiting(r)
-			}
-			r.HeldLocks = append(r.HeldLocks, key)
-			if sl != nil {
-				withStep(sl.phase, sl.name, func(s *runs.Step) {
-					s.Status, s.LockWait, s.Fence = runs.StepRunning, waited, lease.Fence()
-				})(r)
-			}
-		}, granted...)
-	}, nil
-}
-
-// heldByTimeout bounds heldBy's read: the wait is recorded without a holder rather than late.
-const heldByTimeout = time.Second
-
-// heldBy says who holds key, for a wait that lasts: "held by <holder> (<message>)", or for an
-// operator freeze "frozen by <holder> until <time>: <message>"; "" when it cannot be read (the
-// key was released meanwhile, or the backend did not answer in time).
-func (x *execution) heldBy(key string) string {
-	ctx, cancel := context.WithTimeout(x.ctx, heldByTimeout)
-	defer cancel()
-	info, err := x.e.d.Locker.Get(ctx, key)
-	switch {
-	case err != nil:
-		return ""
-	case info.Frozen:
-		return fmt.Sprintf("frozen by %s until %s: %s", info.Holder, info.ExpiresAt.UTC().Format(time.RFC3339), info.Message)
-	case info.Message != "":
-		return fmt.Sprintf("held by %s (%s)", info.Holder, info.Message)
-	}
-	return "held by " + info.Holder
-}
-
-// release gives a lease back and records (with the run's next store write, which follows at
-// once in every caller) whether it was released or had been lost.
-func (x *execution) release(lease *locks.Lease, phase runs.Phase, step string, phaseKey bool) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), finalWriteTimeout)
-	defer cancel()
-	err := lease.Release(ctx)
-	ev := runs.Event{Type: runs.EventLockReleased, Phase: phase, Service: serviceOf(step, phaseKey), LockKey: lease.Key(), Fence: lease.Fence()}
-	if errors.Is(err, locks.ErrLost) {
-		ev.Type, ev.Message = runs.EventLockLost, err.Error()
-		x.log.LogAttrs(ctx, slog.LevelWarn, "lease lost", slog.String(logLockKey, lease.Key()), slog.Int64(logFence, lease.Fence()))
-	} else if err != nil {
-		ev.Message = "release failed (the lease expires by its TTL): " + err.Error()
-	}
-	key := lease.Key()
-	x.updateLater(func(r *runs.Run) {
-		r.HeldLocks = slices.DeleteFunc(r.HeldLocks, func(k string) bool { return k == key })
-	}, ev)
-	return err
-}
-
-func serviceOf(step string, phaseKey bool) string {
-	if phaseKey {
-		return ""
-	}
-	return step
-}
-
 // phaseLease takes a phase lock and returns the context work of the phase runs under:
 // canceled when the phase lease is lost or the run aborted.
 func (x *execution) phaseLease(waitCtx context.Context, phase runs.Phase, key string) (*locks.Lease, context.Context, context.CancelFunc, error) {
-	lease, err := x.acquire(waitCtx, key, phase, string(phase), true, nil)
+	lease, err := x.leases.acquire(waitCtx, phaseLock(phase, key))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -717,7 +431,7 @@ func (x *execution) phase1() error {
 	}
 	defer cancel()
 	if err := x.enterPhase(runs.StatusPhase1, runs.Event{Type: runs.EventPhaseStarted, Phase: runs.Phase1, LockKey: lease.Key(), Fence: lease.Fence()}); err != nil {
-		_ = x.release(lease, runs.Phase1, string(runs.Phase1), true)
+		_ = x.leases.release(lease, phaseLock(runs.Phase1, orchestrator.Phase1Key))
 		return err
 	}
 
@@ -735,7 +449,7 @@ func (x *execution) phase1() error {
 			ferr = err
 		}
 	}
-	rerr := x.release(lease, runs.Phase1, string(runs.Phase1), true)
+	rerr := x.leases.release(lease, phaseLock(runs.Phase1, orchestrator.Phase1Key))
 	if ferr == nil && errors.Is(rerr, locks.ErrLost) {
 		ferr = fmt.Errorf("phase 1: %w", rerr)
 	}
@@ -756,7 +470,7 @@ func (x *execution) phase2() error {
 		return err
 	}
 	defer cancel()
-	x.setStatus(runs.StatusPhase2, runs.Event{Type: runs.EventPhaseStarted, Phase: runs.Phase2, LockKey: lease.Key(), Fence: lease.Fence()})
+	x.rec.status(runs.StatusPhase2, runs.Event{Type: runs.EventPhaseStarted, Phase: runs.Phase2, LockKey: lease.Key(), Fence: lease.Fence()})
 
 	ferr := x.deployWaves(pctx)
 	if ferr == nil {
@@ -764,7 +478,7 @@ func (x *execution) phase2() error {
 			ferr = err
 		}
 	}
-	rerr := x.release(lease, runs.Phase2, string(runs.Phase2), true)
+	rerr := x.leases.release(lease, phaseLock(runs.Phase2, orchestrator.Phase2Key))
 	if ferr == nil && errors.Is(rerr, locks.ErrLost) {
 		ferr = fmt.Errorf("phase 2: %w", rerr)
 	}
@@ -777,7 +491,7 @@ func (x *execution) phaseDone(phase runs.Phase, start time.Time, err error) {
 	if err != nil {
 		msg = err.Error()
 	}
-	x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventPhaseFinished, Phase: phase, Message: msg})
+	x.rec.event(runs.Event{Type: runs.EventPhaseFinished, Phase: phase, Message: msg})
 	if o := x.e.d.Observer; o != nil {
 		o.PhaseDone(x.run.Pipeline, phase, time.Since(start))
 	}

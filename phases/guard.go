@@ -215,7 +215,7 @@ func (x *execution) recordCancel(ctx context.Context, s config.Service, phase ru
 	if detail != nil {
 		msg += " (" + firstLine(detail.Error()) + ")"
 	}
-	x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventDeployCanceled, Phase: phase, Service: s.Name, LockKey: s.LockKey(),
+	x.rec.event(runs.Event{Type: runs.EventDeployCanceled, Phase: phase, Service: s.Name, LockKey: s.LockKey(),
 		Message: msg, Data: map[string]string{"deployment_uuid": depUUID}})
 	x.e.audit(ctx, "cancel_deployment", s.LockKey(), fmt.Sprintf("run %s: %s", x.run.ID, msg))
 }

@@ -38,23 +38,24 @@ func (x *execution) mobileSteps(when config.MobileWhen) error {
 
 func (x *execution) mobileStep(m config.MobileStep) error {
 	start := time.Now()
-	x.setStatus(runs.StatusMobile)
-	x.setStep(runs.PhaseMobile, m.Name, func(s *runs.Step) {
+	x.rec.status(runs.StatusMobile)
+	x.rec.step(runs.PhaseMobile, m.Name, func(s *runs.Step) {
 		s.StartedAt, s.LockKey = start.UTC(), m.LockKey()
 	}, runs.Event{Type: runs.EventPhaseStarted, Phase: runs.PhaseMobile, Service: m.Name, LockKey: m.LockKey()})
 
 	client, err := x.e.flagsmithFor(m.Flagsmith)
 	if err != nil {
-		x.failStep(runs.PhaseMobile, m.Name, err)
+		x.rec.fail(runs.PhaseMobile, m.Name, err)
 		return err
 	}
 	// The mobile: lease is taken like every other: recorded in the run's events and held
 	// locks. The locker refuses it while the run holds a coolify: key (ErrNamespace).
 	wctx, stopWait := x.untilStop(x.ctx)
-	lease, err := x.acquire(wctx, m.LockKey(), runs.PhaseMobile, m.Name, false, &stepLock{runs.PhaseMobile, m.Name, start})
+	sl := mobileLock(m, start)
+	lease, err := x.leases.acquire(wctx, sl)
 	stopWait()
 	if err != nil {
-		x.failStep(runs.PhaseMobile, m.Name, err)
+		x.rec.fail(runs.PhaseMobile, m.Name, err)
 		x.stepDone(runs.PhaseMobile, runs.StepFailed, start)
 		return fmt.Errorf("mobile %s: %w", m.Name, err)
 	}
@@ -64,11 +65,11 @@ func (x *execution) mobileStep(m config.MobileStep) error {
 	res, err := step.Run(lctx, mobileRequest(m, x.run.ID, lease.Fence()))
 	err = leaseErr(lease, lctx, err)
 	cancel()
-	if rerr := x.release(lease, runs.PhaseMobile, m.Name, false); err == nil && errors.Is(rerr, locks.ErrLost) {
+	if rerr := x.leases.release(lease, sl); err == nil && errors.Is(rerr, locks.ErrLost) {
 		err = rerr // the write may have raced with another holder
 	}
 	if err != nil {
-		x.failStep(runs.PhaseMobile, m.Name, err)
+		x.rec.fail(runs.PhaseMobile, m.Name, err)
 		x.stepDone(runs.PhaseMobile, runs.StepFailed, start)
 		return fmt.Errorf("mobile %s: %w", m.Name, err)
 	}
@@ -96,7 +97,7 @@ func (x *execution) mobileStep(m config.MobileStep) error {
 	if len(res.Skipped) > 0 {
 		msg += fmt.Sprintf(" (%d change(s) skipped: never downgrade)", len(res.Skipped))
 	}
-	x.setStep(runs.PhaseMobile, m.Name, func(s *runs.Step) {
+	x.rec.step(runs.PhaseMobile, m.Name, func(s *runs.Step) {
 		s.Status, s.EndedAt, s.Fence, s.Changes = runs.StepUpdated, time.Now().UTC(), res.Fence, runs.Changes{Fields: fields}
 	}, runs.Event{Type: runs.EventMobileUpdated, Phase: runs.PhaseMobile, Service: m.Name, LockKey: res.LockKey, Fence: res.Fence, Message: msg})
 	x.stepDone(runs.PhaseMobile, runs.StepUpdated, start)
@@ -120,7 +121,7 @@ func (x *execution) revertMobile() {
 		m := d.step
 		err := x.revertMobileStep(d)
 		if err != nil {
-			x.setStep(runs.PhaseMobile, m.Name, func(s *runs.Step) { s.Error = joinNote(s.Error, "NOT reverted: "+err.Error()) },
+			x.rec.step(runs.PhaseMobile, m.Name, func(s *runs.Step) { s.Error = joinNote(s.Error, "NOT reverted: "+err.Error()) },
 				runs.Event{Type: runs.EventServiceFailed, Phase: runs.PhaseMobile, Service: m.Name, Message: "revert failed: " + err.Error()})
 		}
 	}
@@ -132,7 +133,8 @@ func (x *execution) revertMobileStep(d mobileDone) error {
 	if err != nil {
 		return err
 	}
-	lease, err := x.acquire(x.ctx, m.LockKey(), runs.PhaseMobile, m.Name, false, nil)
+	sl := mobileLock(m, time.Time{})
+	lease, err := x.leases.acquire(x.ctx, sl)
 	if err != nil {
 		return err
 	}
@@ -143,7 +145,7 @@ func (x *execution) revertMobileStep(d mobileDone) error {
 	})
 	err = leaseErr(lease, lctx, err)
 	cancel()
-	_ = x.release(lease, runs.PhaseMobile, m.Name, false)
+	_ = x.leases.release(lease, sl)
 	if err != nil {
 		return err
 	}
@@ -159,7 +161,7 @@ func (x *execution) revertMobileStep(d mobileDone) error {
 		msg += fmt.Sprintf("; kept, as changed since the run wrote them: %v", kept)
 	}
 	now := time.Now().UTC()
-	x.setStep(runs.PhaseMobile, m.Name, func(s *runs.Step) { s.Status, s.RestoredAt = runs.StepRestored, now },
+	x.rec.step(runs.PhaseMobile, m.Name, func(s *runs.Step) { s.Status, s.RestoredAt = runs.StepRestored, now },
 		runs.Event{Type: runs.EventMobileReverted, Phase: runs.PhaseMobile, Service: m.Name, LockKey: lease.Key(), Fence: lease.Fence(), Message: msg})
 	return nil
 }

@@ -176,7 +176,7 @@ func (x *execution) allStale(ctx context.Context) []string {
 func (x *execution) markStale(st *svcState, lockKey string, fence int64, note string) {
 	st.stale = note
 	now := time.Now().UTC()
-	x.update(func(r *runs.Run) {
+	x.rec.update(func(r *runs.Run) {
 		for _, ph := range []runs.Phase{runs.Phase1, runs.Phase2} {
 			withStep(ph, st.svc.Name, func(s *runs.Step) {
 				s.Status, s.EndedAt, s.Note = runs.StepStale, now, note

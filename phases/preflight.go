@@ -151,10 +151,10 @@ func (x *execution) preflightRun() (runs.Status, string, bool) {
 		return status, reason, false
 	}
 	if len(pf.problems) == 0 {
-		x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventPreflight, Message: "ok: Coolify, secrets and Flagsmith checked; nothing written yet"})
+		x.rec.event(runs.Event{Type: runs.EventPreflight, Message: "ok: Coolify, secrets and Flagsmith checked; nothing written yet"})
 		return "", "", true
 	}
 	reason := fmt.Sprintf("preflight: nothing was written: %s", strings.Join(pf.problems, "; "))
-	x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventPreflight, Message: reason})
+	x.rec.event(runs.Event{Type: runs.EventPreflight, Message: reason})
 	return runs.StatusFailed, reason, false
 }

@@ -79,7 +79,7 @@ func (x *execution) compensate(phase runs.Phase, c compensation) {
 			continue
 		case c == compensateNothing:
 			if !st.failed && !st.deployed {
-				x.setStep(runs.Phase2, st.svc.Name, func(step *runs.Step) {
+				x.rec.step(runs.Phase2, st.svc.Name, func(step *runs.Step) {
 					step.Status, step.Error = runs.StepSkipped, "not deployed (on_failure: halt); the service carries this run's synced config"
 				})
 			}
@@ -115,7 +115,8 @@ func (x *execution) rollbackOrder() []*svcState {
 // exactly what was put back, what was left and whether the previous config was redeployed.
 func (x *execution) restore(st *svcState, phase runs.Phase, redeploy bool) {
 	s := st.svc
-	lease, err := x.acquire(x.ctx, s.LockKey(), phase, s.Name, false, nil)
+	sl := serviceLock(phase, s, time.Time{})
+	lease, err := x.leases.acquire(x.ctx, sl)
 	if err != nil {
 		x.restoreFailed(phase, st, restoreResult{}, err)
 		return
@@ -131,21 +132,21 @@ func (x *execution) restore(st *svcState, phase runs.Phase, redeploy bool) {
 	}
 	err = leaseErr(lease, sctx, err)
 	cancel()
-	_ = x.release(lease, phase, s.Name, false)
+	_ = x.leases.release(lease, sl)
 	if err != nil {
 		x.restoreFailed(phase, st, res, err)
 		return
 	}
 	st.restored, st.redeployed = res.restored, res.redeployed
 	now := time.Now().UTC()
-	x.setStep(runs.Phase1, s.Name, func(sp *runs.Step) {
+	x.rec.step(runs.Phase1, s.Name, func(sp *runs.Step) {
 		if res.restored {
 			sp.Status, sp.RestoredAt = runs.StepRestored, now
 		}
 		sp.Error = joinNote(sp.Error, res.note)
 	})
 	if res.redeployed {
-		x.setStep(runs.Phase2, s.Name, func(sp *runs.Step) {
+		x.rec.step(runs.Phase2, s.Name, func(sp *runs.Step) {
 			sp.RestoredAt, sp.DeploymentUUID = now, res.deployment
 		})
 	}
@@ -161,7 +162,7 @@ func (x *execution) restore(st *svcState, phase runs.Phase, redeploy bool) {
 			msg += "; not redeployed, because not everything could be put back"
 		}
 	}
-	x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventServiceRestored, Phase: phase, Service: s.Name,
+	x.rec.event(runs.Event{Type: runs.EventServiceRestored, Phase: phase, Service: s.Name,
 		LockKey: lease.Key(), Fence: lease.Fence(), Message: msg,
 		Data: map[string]string{"deployment_uuid": res.deployment}})
 }
@@ -214,7 +215,7 @@ func (x *execution) restoreFailed(phase runs.Phase, st *svcState, res restoreRes
 	default: // everything was put back; the mark or the redeploy failed (err says which)
 		msg = strings.Join(append(done, err.Error()), "; ")
 	}
-	x.setStep(runs.Phase1, st.svc.Name, func(sp *runs.Step) { sp.Error = joinNote(sp.Error, msg) },
+	x.rec.step(runs.Phase1, st.svc.Name, func(sp *runs.Step) { sp.Error = joinNote(sp.Error, msg) },
 		runs.Event{Type: runs.EventServiceFailed, Phase: phase, Service: st.svc.Name, Message: msg})
 }
 
@@ -280,7 +281,7 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 	}
 	// Recorded at once, not only when the restore ends: a daemon that dies from here on
 	// leaves the service carrying its previous config, and a takeover must say so.
-	x.setStep(runs.Phase1, s.Name, func(sp *runs.Step) { sp.Status, sp.RestoredAt = runs.StepRestored, time.Now().UTC() })
+	x.rec.step(runs.Phase1, s.Name, func(sp *runs.Step) { sp.Status, sp.RestoredAt = runs.StepRestored, time.Now().UTC() })
 	if !redeploy {
 		return res, nil
 	}
@@ -294,7 +295,7 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 	}
 	// The redeploy is this run's deployment until it ends: recorded before the wait, so that a
 	// takeover after this daemon's death finds it and cancels it.
-	x.setStep(runs.Phase2, s.Name, func(sp *runs.Step) {
+	x.rec.step(runs.Phase2, s.Name, func(sp *runs.Step) {
 		sp.RestoredAt, sp.DeploymentUUID, sp.DeployRequestedAt = time.Now().UTC(), res.deployment, time.Time{}
 	})
 	if err := x.waitDeployed(ctx, s, res.deployment, seen); err != nil {

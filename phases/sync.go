@@ -188,10 +188,11 @@ func (x *execution) syncService(pctx context.Context, st *svcState) error {
 	wctx, stopWait := x.untilStop(pctx)
 	// The grant is stored while the mark and the snapshot are read (sync waits for it before
 	// its first write).
-	lease, recorded, err := x.acquireReading(wctx, s.LockKey(), runs.Phase1, s.Name, &stepLock{runs.Phase1, s.Name, start})
+	sl := serviceLock(runs.Phase1, s, start)
+	lease, recorded, err := x.leases.acquireReading(wctx, sl)
 	stopWait()
 	if err != nil {
-		x.failStep(runs.Phase1, s.Name, err)
+		x.rec.fail(runs.Phase1, s.Name, err)
 		return err
 	}
 	st.fence = lease.Fence()
@@ -224,14 +225,14 @@ func (x *execution) syncService(pctx context.Context, st *svcState) error {
 	recorded()
 	err = leaseErr(lease, sctx, err)
 	cancel()
-	if rerr := x.release(lease, runs.Phase1, s.Name, false); err == nil && errors.Is(rerr, locks.ErrLost) {
+	if rerr := x.leases.release(lease, sl); err == nil && errors.Is(rerr, locks.ErrLost) {
 		err = rerr // the writes may have raced with another holder
 	}
 	if err != nil {
 		// What may have been written is recorded with the failure, before the restore: a
 		// daemon that dies before the restore has ended leaves a takeover to say so.
 		may := st.snap.mayHaveWritten()
-		x.setStep(runs.Phase1, s.Name, func(step *runs.Step) {
+		x.rec.step(runs.Phase1, s.Name, func(step *runs.Step) {
 			step.Status, step.EndedAt, step.Error, step.Changes = runs.StepFailed, time.Now().UTC(), err.Error(), may
 		}, runs.Event{Type: runs.EventServiceFailed, Phase: runs.Phase1, Service: s.Name, Message: err.Error()})
 		x.stepDone(runs.Phase1, runs.StepFailed, start)
@@ -250,7 +251,7 @@ func (x *execution) syncService(pctx context.Context, st *svcState) error {
 	if changes.Empty() {
 		evType = runs.EventServiceUnchanged
 	}
-	x.setStep(runs.Phase1, s.Name, func(step *runs.Step) {
+	x.rec.step(runs.Phase1, s.Name, func(step *runs.Step) {
 		step.Status, step.EndedAt, step.Changes = runs.StepSynced, time.Now().UTC(), changes
 	}, runs.Event{Type: evType, Phase: runs.Phase1, Service: s.Name, LockKey: lease.Key(), Fence: lease.Fence(), Message: msg,
 		Data: map[string]string{"synced_by": x.run.ID}})
@@ -379,12 +380,6 @@ func (x *execution) verify(ctx context.Context, st *svcState, writes []coolify.E
 		}
 	}
 	return nil
-}
-
-func (x *execution) failStep(phase runs.Phase, name string, err error) {
-	x.setStep(phase, name, func(step *runs.Step) {
-		step.Status, step.EndedAt, step.Error = runs.StepFailed, time.Now().UTC(), err.Error()
-	}, runs.Event{Type: runs.EventServiceFailed, Phase: phase, Service: name, Message: err.Error()})
 }
 
 func describeChanges(c runs.Changes) string {

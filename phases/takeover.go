@@ -264,79 +264,10 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 	if err != nil {
 		return nil, fmt.Errorf("take over run %s: %w", r.ID, err)
 	}
-	ctx = coolify.WithTrace(ctx, r.ID, fence)
-	var cl Coolify
-	if p := e.d.Pipelines[r.Pipeline]; p != nil {
-		cl = e.coolifyFor(p)
+	ends, evs, err := e.settleLeftDeployments(coolify.WithTrace(ctx, r.ID, fence), r, reason)
+	if err != nil {
+		return nil, err
 	}
-	var evs []runs.Event
-	ends := map[string]deployEnd{} // service name → how its deployment ended
-	for _, s := range r.Steps {
-		if s.Phase == runs.Phase2 && !s.DeployRequestedAt.IsZero() && cl != nil {
-			// The daemon died between sending a deploy and recording its deployment: the
-			// guard had cleared every other before the request, so what runs now is its,
-			// as long as the run still holds the service's lease (else another run may
-			// have deployed since, and nothing tells the deployments apart).
-			own, err := e.holdsLease(ctx, r, orchestrator.ServiceLockKey(s.UUID))
-			if err != nil {
-				return nil, fmt.Errorf("take over run %s: lease of %s: %w", r.ID, s.Name, err)
-			}
-			if !own {
-				e.log.LogAttrs(ctx, slog.LevelWarn, "deploy of a dead run not looked for: its service lease is gone",
-					slog.String(logRunID, r.ID), slog.String(logService, s.Name))
-				continue
-			}
-			active, err := cl.ActiveDeployments(ctx, s.UUID)
-			if err != nil {
-				return nil, fmt.Errorf("take over run %s: deployments of %s: %w", r.ID, s.Name, err)
-			}
-			for _, d := range active {
-				ev, err := e.cancelLeftDeployment(ctx, cl, r, s, d.UUID, reason, "its deploy was sent but not recorded before the daemon died")
-				if err != nil {
-					return nil, err
-				}
-				ends[s.Name] = deployEnd{uuid: d.UUID, status: coolify.StatusCancelledByUser}
-				evs = append(evs, ev)
-			}
-			if len(active) > 0 {
-				continue
-			}
-			// Nothing runs: the deploy was dropped, or its deployment has ended since.
-			if d, ok := e.requestedDeployment(ctx, cl, r, s); ok {
-				ends[s.Name] = deployEnd{uuid: d.UUID, status: d.Status}
-			}
-			continue
-		}
-		// A step's own deployment while the step runs, and the redeploy of the previous
-		// config once a rollback restored the service (RestoredAt), whatever the step's status.
-		if s.Phase != runs.Phase2 || s.DeploymentUUID == "" ||
-			(s.Status != runs.StepRunning && s.Status != runs.StepDeployed && s.RestoredAt.IsZero()) {
-			continue
-		}
-		if cl == nil {
-			evs = append(evs, runs.Event{Type: runs.EventServiceFailed, Phase: runs.Phase2, Service: s.Name,
-				Message: fmt.Sprintf("deployment %s not looked at: pipeline %s is not loaded on %s", s.DeploymentUUID, r.Pipeline, e.d.Instance)})
-			continue
-		}
-		d, err := cl.GetDeployment(ctx, s.DeploymentUUID)
-		if err != nil {
-			if errors.Is(err, coolify.ErrNotFound) {
-				continue
-			}
-			return nil, fmt.Errorf("take over run %s: deployment %s of %s: %w", r.ID, s.DeploymentUUID, s.Name, err)
-		}
-		if !d.Status.Active() {
-			ends[s.Name] = deployEnd{uuid: d.UUID, status: d.Status}
-			continue
-		}
-		ev, err := e.cancelLeftDeployment(ctx, cl, r, s, d.UUID, reason, "")
-		if err != nil {
-			return nil, err
-		}
-		ends[s.Name] = deployEnd{uuid: d.UUID, status: coolify.StatusCancelledByUser}
-		evs = append(evs, ev)
-	}
-
 	released := e.releaseRunLeases(ctx, r, reason)
 	now := time.Now().UTC()
 	left := leftStates(r, ends)
@@ -366,6 +297,100 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 	}
 	e.notifyEnd(out)
 	return &out, nil
+}
+
+// settleLeftDeployments cancels the deployments the dead run r started that still run, and
+// finds how the others ended: per service name, how its deployment ended, and the events
+// that say what was canceled.
+func (e *Engine) settleLeftDeployments(ctx context.Context, r runs.Run, reason string) (map[string]deployEnd, []runs.Event, error) {
+	var cl Coolify
+	if p := e.d.Pipelines[r.Pipeline]; p != nil {
+		cl = e.coolifyFor(p)
+	}
+	var evs []runs.Event
+	ends := map[string]deployEnd{} // service name → how its deployment ended
+	for _, s := range r.Steps {
+		if s.Phase == runs.Phase2 && !s.DeployRequestedAt.IsZero() && cl != nil {
+			end, ev, err := e.settleRequestedDeploy(ctx, cl, r, s, reason)
+			if err != nil {
+				return nil, nil, err
+			}
+			if end.uuid != "" {
+				ends[s.Name] = end
+			}
+			evs = append(evs, ev...)
+			continue
+		}
+		// A step's own deployment while the step runs, and the redeploy of the previous
+		// config once a rollback restored the service (RestoredAt), whatever the step's status.
+		if s.Phase != runs.Phase2 || s.DeploymentUUID == "" ||
+			(s.Status != runs.StepRunning && s.Status != runs.StepDeployed && s.RestoredAt.IsZero()) {
+			continue
+		}
+		if cl == nil {
+			evs = append(evs, runs.Event{Type: runs.EventServiceFailed, Phase: runs.Phase2, Service: s.Name,
+				Message: fmt.Sprintf("deployment %s not looked at: pipeline %s is not loaded on %s", s.DeploymentUUID, r.Pipeline, e.d.Instance)})
+			continue
+		}
+		d, err := cl.GetDeployment(ctx, s.DeploymentUUID)
+		if err != nil {
+			if errors.Is(err, coolify.ErrNotFound) {
+				continue
+			}
+			return nil, nil, fmt.Errorf("take over run %s: deployment %s of %s: %w", r.ID, s.DeploymentUUID, s.Name, err)
+		}
+		if !d.Status.Active() {
+			ends[s.Name] = deployEnd{uuid: d.UUID, status: d.Status}
+			continue
+		}
+		ev, err := e.cancelLeftDeployment(ctx, cl, r, s, d.UUID, reason, "")
+		if err != nil {
+			return nil, nil, err
+		}
+		ends[s.Name] = deployEnd{uuid: d.UUID, status: coolify.StatusCancelledByUser}
+		evs = append(evs, ev)
+	}
+	return ends, evs, nil
+}
+
+// settleRequestedDeploy handles step s of the dead run r, which died between sending a
+// deploy and recording its deployment: the guard had cleared every other before the request,
+// so what runs now is its, as long as the run still holds the service's lease (else another
+// run may have deployed since, and nothing tells the deployments apart). What runs is
+// canceled; otherwise the deployment the request started and has ended, if any, is found. It
+// returns how the deployment ended (zero when none was found) and the cancel events.
+func (e *Engine) settleRequestedDeploy(ctx context.Context, cl Coolify, r runs.Run, s runs.Step, reason string) (deployEnd, []runs.Event, error) {
+	own, err := e.holdsLease(ctx, r, orchestrator.ServiceLockKey(s.UUID))
+	if err != nil {
+		return deployEnd{}, nil, fmt.Errorf("take over run %s: lease of %s: %w", r.ID, s.Name, err)
+	}
+	if !own {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "deploy of a dead run not looked for: its service lease is gone",
+			slog.String(logRunID, r.ID), slog.String(logService, s.Name))
+		return deployEnd{}, nil, nil
+	}
+	active, err := cl.ActiveDeployments(ctx, s.UUID)
+	if err != nil {
+		return deployEnd{}, nil, fmt.Errorf("take over run %s: deployments of %s: %w", r.ID, s.Name, err)
+	}
+	var end deployEnd
+	var evs []runs.Event
+	for _, d := range active {
+		ev, err := e.cancelLeftDeployment(ctx, cl, r, s, d.UUID, reason, "its deploy was sent but not recorded before the daemon died")
+		if err != nil {
+			return deployEnd{}, nil, err
+		}
+		end = deployEnd{uuid: d.UUID, status: coolify.StatusCancelledByUser}
+		evs = append(evs, ev)
+	}
+	if len(active) > 0 {
+		return end, evs, nil
+	}
+	// Nothing runs: the deploy was dropped, or its deployment has ended since.
+	if d, ok := e.requestedDeployment(ctx, cl, r, s); ok {
+		end = deployEnd{uuid: d.UUID, status: d.Status}
+	}
+	return end, nil, nil
 }
 
 // holdsLease reports whether one of r's step leases holds key now (a live lease).

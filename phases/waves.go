@@ -33,7 +33,7 @@ func (x *execution) deployWaves(ctx context.Context) error {
 			for j, i := range idx {
 				names[j] = x.services[i].svc.Name
 			}
-			x.update(func(*runs.Run) {}, runs.Event{Type: runs.EventWaveStarted, Phase: runs.Phase2,
+			x.rec.event(runs.Event{Type: runs.EventWaveStarted, Phase: runs.Phase2,
 				Message: fmt.Sprintf("wave %d of %d: %s", n+1, len(waves), strings.Join(names, ", "))})
 		}
 		if err := x.deployWave(ctx, wave); err != nil {
