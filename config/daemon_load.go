@@ -181,47 +181,10 @@ func loadDaemon(src source, getenv func(string) string, fs *pflag.FlagSet) (*Dae
 		}
 	}
 
-	// origin says which ORCH_* variable or flag set a key last.
-	origin := map[string]string{}
-	environ := func() []string {
-		var out []string
-		for _, name := range sortedKeys(envOverrides) {
-			if v := getenv(name); v != "" {
-				out = append(out, name+"="+v)
-			}
-		}
-		return out
-	}
-	err := ko.Load(env.Provider(".", env.Opt{
-		EnvironFunc: environ,
-		TransformFunc: func(k, v string) (string, any) {
-			key := envOverrides[k]
-			origin[key] = k
-			fromFile[key] = false
-			fromEnv[key] = true
-			return key, v
-		},
-	}), nil)
+	origin, err := loadOverrides(ko, getenv, fs, fromFile, fromEnv)
 	if err != nil {
-		c.add("", "load environment: %v", err)
+		c.add("", "%v", err)
 		return nil, c.list
-	}
-	if fs != nil {
-		err := ko.Load(posflag.ProviderWithValue(fs, ".", ko, func(name, value string) (string, any) {
-			key := flagKey(name)
-			if key == "" {
-				return "", nil
-			}
-			if f := fs.Lookup(name); f != nil && f.Changed {
-				origin[key] = "--" + name
-				fromFile[key] = false
-			}
-			return key, value
-		}), nil)
-		if err != nil {
-			c.add("", "load flags: %v", err)
-			return nil, c.list
-		}
 	}
 
 	var d Daemon
@@ -253,6 +216,53 @@ func loadDaemon(src source, getenv func(string) string, fs *pflag.FlagSet) (*Dae
 		return nil, c.list
 	}
 	return &d, nil
+}
+
+// loadOverrides loads the ORCH_* variables and then the flags set over what ko holds, noting
+// in fromFile and fromEnv where each key came from, and returns, per key, the variable or flag
+// that set it last (origin).
+func loadOverrides(ko *koanf.Koanf, getenv func(string) string, fs *pflag.FlagSet, fromFile, fromEnv map[string]bool) (map[string]string, error) {
+	origin := map[string]string{}
+	environ := func() []string {
+		var out []string
+		for _, name := range sortedKeys(envOverrides) {
+			if v := getenv(name); v != "" {
+				out = append(out, name+"="+v)
+			}
+		}
+		return out
+	}
+	err := ko.Load(env.Provider(".", env.Opt{
+		EnvironFunc: environ,
+		TransformFunc: func(k, v string) (string, any) {
+			key := envOverrides[k]
+			origin[key] = k
+			fromFile[key] = false
+			fromEnv[key] = true
+			return key, v
+		},
+	}), nil)
+	if err != nil {
+		return nil, fmt.Errorf("load environment: %w", err)
+	}
+	if fs != nil {
+		err := ko.Load(posflag.ProviderWithValue(fs, ".", ko, func(name, value string) (string, any) {
+			key := flagKey(name)
+			if key == "" {
+				return "", nil
+			}
+			if f := fs.Lookup(name); f != nil && f.Changed {
+				origin[key] = "--" + name
+				fromFile[key] = false
+			}
+			return key, value
+		}), nil)
+		if err != nil {
+			return nil, fmt.Errorf("load flags: %w", err)
+		}
+	}
+
+	return origin, nil
 }
 
 // Accepted log settings.
@@ -292,19 +302,7 @@ func (v *validator) daemon(d *Daemon) {
 	v.required("state_dir", d.StateDir)
 	v.required("pipelines_dir", d.PipelinesDir)
 
-	tokens := []struct {
-		field string
-		s     Secret
-	}{{"tokens.trigger", d.Tokens.Trigger}, {"tokens.admin", d.Tokens.Admin}, {"tokens.read", d.Tokens.Read}}
-	for i, t := range tokens {
-		v.secretStrength(t.field, t.s)
-		for _, u := range tokens[:i] {
-			if t.s.IsSet() && t.s == u.s {
-				v.add(t.field, "must differ from %s", u.field)
-			}
-		}
-	}
-
+	v.tokens(d.Tokens)
 	v.rate("rate_limits.trigger", d.RateLimits.Trigger)
 	v.rate("rate_limits.webhook", d.RateLimits.Webhook)
 	if r := d.Coolify.RateLimit; r != 0 && r < MinCoolifyRateLimit {
@@ -354,6 +352,11 @@ func (v *validator) daemon(d *Daemon) {
 		v.add("retention.max_runs", "must not be negative (0 keeps any number of runs)")
 	}
 	v.positive("retention.interval", d.Retention.Interval)
+	v.hosts(d)
+}
+
+// hosts checks the trusted proxies and the allowed hosts.
+func (v *validator) hosts(d *Daemon) {
 	for i, e := range d.TrustedProxies {
 		if _, err := ParseTrustedProxies([]string{e}); err != nil {
 			f := fmt.Sprintf("trusted_proxies[%d]", i)
@@ -469,4 +472,21 @@ func (d *Daemon) CheckRules(pipelines map[string]*Pipeline) error {
 		}
 	}
 	return v.list.Err()
+}
+
+// tokens checks the API tokens: each strong enough, no two the same.
+func (v *validator) tokens(t Tokens) {
+	tokens := []struct {
+		field string
+		s     Secret
+	}{{"tokens.trigger", t.Trigger}, {"tokens.admin", t.Admin}, {"tokens.read", t.Read}}
+	for i, t := range tokens {
+		v.secretStrength(t.field, t.s)
+		for _, u := range tokens[:i] {
+			if t.s.IsSet() && t.s == u.s {
+				v.add(t.field, "must differ from %s", u.field)
+			}
+		}
+	}
+
 }

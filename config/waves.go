@@ -56,26 +56,7 @@ func (v *validator) waves(p *Pipeline) {
 			idx[s.Name] = i
 		}
 	}
-	ok := true
-	for i, s := range p.Services {
-		field := fmt.Sprintf("services[%d]", i)
-		if s.Wave < 0 {
-			v.add(field+".wave", "%d is negative; waves count from 0", s.Wave)
-			ok = false
-		}
-		for j, name := range s.After {
-			f := fmt.Sprintf("%s.after[%d]", field, j)
-			switch k, known := idx[name]; {
-			case !known:
-				v.add(f, "names no service of this pipeline: %s", v.show(f, name))
-				ok = false
-			case k == i:
-				v.add(f, "a service can't deploy after itself")
-				ok = false
-			}
-		}
-	}
-	if !ok {
+	if !v.waveFields(p, idx) {
 		return
 	}
 
@@ -136,4 +117,29 @@ func (v *validator) waves(p *Pipeline) {
 	for i := range p.Services {
 		p.Services[i].Wave = wave[i]
 	}
+}
+
+// waveFields checks each service's wave and the names its after lists (idx: service name →
+// index), and reports whether they are fit to compute waves from.
+func (v *validator) waveFields(p *Pipeline, idx map[string]int) bool {
+	ok := true
+	for i, s := range p.Services {
+		field := fmt.Sprintf("services[%d]", i)
+		if s.Wave < 0 {
+			v.add(field+".wave", "%d is negative; waves count from 0", s.Wave)
+			ok = false
+		}
+		for j, name := range s.After {
+			f := fmt.Sprintf("%s.after[%d]", field, j)
+			switch k, known := idx[name]; {
+			case !known:
+				v.add(f, "names no service of this pipeline: %s", v.show(f, name))
+				ok = false
+			case k == i:
+				v.add(f, "a service can't deploy after itself")
+				ok = false
+			}
+		}
+	}
+	return ok
 }

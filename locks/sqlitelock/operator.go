@@ -1,0 +1,203 @@
+package sqlitelock
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/sqlitestmt"
+	"github.com/deploy-orchestrator/orchestrator/locks"
+)
+
+// The driver's operator actions: forced release, freeze and lift, and the audit trail.
+
+// ForceRelease implements locks.Driver.
+func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.Info, error) {
+	if err := d.check("force release", r.Key); err != nil {
+		return locks.Info{}, err
+	}
+	var (
+		evicted locks.Info
+		n       released
+		refused error
+	)
+	err := d.h.write(ctx, func(tx sqlitestmt.Tx) error {
+		now := time.Now()
+		cur, err := readLease(ctx, tx, r.Key, now.UnixNano())
+		if err != nil {
+			return err
+		}
+		switch {
+		case !cur.live():
+			refused = fmt.Errorf("force release %q: %w (list the locks again)", r.Key, locks.ErrNotFound)
+			return nil
+		case r.Fence != 0 && r.Fence != cur.info.Fence, r.Holder != "" && r.Holder != cur.info.Holder:
+			info := cur.info
+			info.Token = ""
+			refused = &locks.HeldError{Key: r.Key, Reason: locks.ErrStale, Current: info}
+			return nil
+		}
+		evicted = cur.info
+		evicted.Token = ""
+		if _, err := tx.ExecContext(ctx, `UPDATE leases SET token = '', holder = '', acquired_at = 0, expires_at = 0,
+			message = '', frozen = 0, closed_until = ? WHERE key = ?`, nanos(closedUntil(now, r.LockDelay)), r.Key); err != nil {
+			return err
+		}
+		if err := appendAudit(ctx, tx, locks.AuditEntry{At: now, Action: "force_release", Key: r.Key, By: r.By,
+			Reason: r.Reason, Evicted: &evicted}); err != nil {
+			return err
+		}
+		n, err = bump(ctx, tx, r.Key)
+		return err
+	})
+	switch {
+	case err != nil:
+		return locks.Info{}, d.fail("force release", r.Key, err)
+	case refused != nil:
+		return locks.Info{}, refused
+	}
+	d.h.notify(r.Key, n)
+	return evicted, nil
+}
+
+// closedUntil is when a key force-released at now opens again: now+delay, or at once (the
+// zero time) when delay is not positive.
+func closedUntil(now time.Time, delay time.Duration) time.Time {
+	if delay <= 0 {
+		return time.Time{}
+	}
+	return now.Add(delay)
+}
+
+// Freeze implements locks.Driver. The freeze gets a fence like any grant.
+func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, holder, token string) (locks.Info, error) {
+	if err := d.check("freeze", r.Key); err != nil {
+		return locks.Info{}, err
+	}
+	var (
+		frozen locks.Info
+		held   error
+	)
+	err := d.h.write(ctx, func(tx sqlitestmt.Tx) error {
+		now := time.Now()
+		cur, err := readLease(ctx, tx, r.Key, now.UnixNano())
+		if err != nil {
+			return err
+		}
+		if cur.live() {
+			info := cur.info
+			info.Token = ""
+			held = &locks.HeldError{Key: r.Key, Reason: locks.ErrHeld, Current: info}
+			return nil
+		}
+		fence, err := nextFence(ctx, tx, r.Key, now)
+		if err != nil {
+			return err
+		}
+		frozen = locks.Info{Key: r.Key, Token: token, Holder: holder, Fence: fence,
+			AcquiredAt: now, ExpiresAt: r.Until, Message: r.Message, Frozen: true}
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO leases
+			(key, token, holder, fence, acquired_at, expires_at, message, frozen, closed_until)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 1, 0)`,
+			r.Key, token, frozen.Holder, fence, now.UnixNano(), r.Until.UnixNano(), r.Message); err != nil {
+			return err
+		}
+		return appendAudit(ctx, tx, locks.AuditEntry{At: now, Action: "freeze", Key: r.Key, By: r.By, Reason: r.Message})
+	})
+	switch {
+	case err != nil:
+		return locks.Info{}, d.fail("freeze", r.Key, err)
+	case held != nil:
+		return locks.Info{}, held
+	}
+	return frozen, nil
+}
+
+// Unfreeze implements locks.Driver.
+func (d *Driver) Unfreeze(ctx context.Context, key, by, reason string) error {
+	if err := d.check("unfreeze", key); err != nil {
+		return err
+	}
+	var (
+		n     released
+		found bool
+	)
+	err := d.h.write(ctx, func(tx sqlitestmt.Tx) error {
+		now := time.Now()
+		cur, err := readLease(ctx, tx, key, now.UnixNano())
+		if err != nil || !cur.live() || !cur.info.Frozen {
+			return err
+		}
+		found = true
+		evicted := cur.info
+		evicted.Token = ""
+		if _, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE key = ?`, key); err != nil {
+			return err
+		}
+		if err := appendAudit(ctx, tx, locks.AuditEntry{At: now, Action: "unfreeze", Key: key, By: by, Reason: reason, Evicted: &evicted}); err != nil {
+			return err
+		}
+		n, err = bump(ctx, tx, key)
+		return err
+	})
+	switch {
+	case err != nil:
+		return d.fail("unfreeze", key, err)
+	case !found:
+		return fmt.Errorf("unfreeze %q: %w: the key is not frozen (list the locks to see it)", key, locks.ErrNotFound)
+	}
+	d.h.notify(key, n)
+	return nil
+}
+
+// Record implements locks.Driver.
+func (d *Driver) Record(ctx context.Context, e locks.AuditEntry) error {
+	if err := d.check("record audit of", e.Key); err != nil {
+		return err
+	}
+	e.At = time.Now()
+	if err := d.h.write(ctx, func(tx sqlitestmt.Tx) error { return appendAudit(ctx, tx, e) }); err != nil {
+		return d.fail("record audit of", e.Key, err)
+	}
+	return nil
+}
+
+// Audit implements locks.Driver.
+func (d *Driver) Audit(ctx context.Context, limit int) ([]locks.AuditEntry, error) {
+	if err := d.check("read audit of", ""); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = auditKeep
+	}
+	rows, err := d.h.db.QueryContext(ctx, `SELECT at, action, key, by, reason, evicted FROM audit ORDER BY id DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, d.fail("read audit of", "", err)
+	}
+	defer rows.Close()
+	var out []locks.AuditEntry
+	for rows.Next() {
+		var (
+			e       locks.AuditEntry
+			at      int64
+			evicted sql.NullString
+		)
+		if err := rows.Scan(&at, &e.Action, &e.Key, &e.By, &e.Reason, &evicted); err != nil {
+			return nil, d.fail("read audit of", "", err)
+		}
+		e.At = fromNanos(at)
+		if evicted.Valid {
+			e.Evicted = new(locks.Info)
+			if err := json.Unmarshal([]byte(evicted.String), e.Evicted); err != nil {
+				return nil, d.fail("read audit of", "", err)
+			}
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.fail("read audit of", "", err)
+	}
+	return out, nil
+}
