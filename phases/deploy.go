@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
+
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
@@ -95,7 +97,7 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 	}
 	x.rec.step(runs.Phase2, s.Name, func(step *runs.Step) { step.DeploymentUUID, step.DeployRequestedAt = depUUID, time.Time{} },
 		runs.Event{Type: runs.EventDeployStarted, Phase: runs.Phase2, Service: s.Name, LockKey: lease.Key(), Fence: lease.Fence(),
-			Data: map[string]string{"deployment_uuid": depUUID}})
+			Data: map[string]string{runs.DataDeployment: depUUID}})
 
 	if err := x.waitDeployed(ctx, s, depUUID, seen); err != nil {
 		if ctx.Err() != nil {
@@ -123,7 +125,7 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 	}
 	deployed := withStep(runs.Phase2, s.Name, func(step *runs.Step) { step.Status = runs.StepDeployed })
 	finished := runs.Event{Type: runs.EventDeployFinished, Phase: runs.Phase2, Service: s.Name, Fence: lease.Fence(),
-		Data: map[string]string{"deployment_uuid": depUUID}}
+		Data: map[string]string{runs.DataDeployment: depUUID}}
 	if s.Health.CoolifyStatus == "" && s.Health.HTTP == nil {
 		x.rec.later(deployed, finished) // no check to wait for: the outcome is written next
 	} else {
@@ -154,9 +156,9 @@ func (x *execution) stillBuilding(st *svcState, lease *locks.Lease, waitErr, eer
 	}
 	st.stillBuilding = sb
 	x.log.LogAttrs(context.Background(), slog.LevelError, "deployment left building; service lock released with it",
-		slog.String(logService, st.svc.Name), slog.String("deployment_uuid", sb.Deployment), slog.String(logLockKey, lease.Key()))
+		slog.String(logService, st.svc.Name), slog.String(logkey.Deployment, sb.Deployment), slog.String(logLockKey, lease.Key()))
 	x.rec.event(runs.Event{Type: runs.EventDeployStillRunning, Phase: runs.Phase2, Service: st.svc.Name,
-		LockKey: lease.Key(), Fence: lease.Fence(), Message: sb.Error(), Data: map[string]string{"deployment_uuid": sb.Deployment}})
+		LockKey: lease.Key(), Fence: lease.Fence(), Message: sb.Error(), Data: map[string]string{runs.DataDeployment: sb.Deployment}})
 	if o := x.e.d.Observer; o != nil {
 		o.DeploymentStillBuilding(x.run.Pipeline)
 	}
@@ -180,7 +182,7 @@ func (x *execution) cancelOrphan(ctx context.Context, s config.Service, depUUID 
 		msg = "deployment " + depUUID + " could not be canceled after the service lock was lost: " + err.Error()
 	}
 	x.rec.event(runs.Event{Type: runs.EventDeployFinished, Phase: runs.Phase2, Service: s.Name, Message: msg,
-		Data: map[string]string{"deployment_uuid": depUUID}})
+		Data: map[string]string{runs.DataDeployment: depUUID}})
 }
 
 // supersededBy says whether the service no longer carries this run's sync ("" if it does,
@@ -304,7 +306,7 @@ func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Pha
 				continue
 			}
 			x.log.LogAttrs(ctx, slog.LevelInfo, "deploy answer lost; found its deployment by reading",
-				slog.String(logService, s.Name), slog.String("deployment_uuid", d.UUID))
+				slog.String(logService, s.Name), slog.String(logkey.Deployment, d.UUID))
 			x.noteStarted(d.UUID)
 			return d.UUID, d, nil
 		}
@@ -315,7 +317,7 @@ func (x *execution) deploy(ctx context.Context, s config.Service, phase runs.Pha
 			// Queued as far as Coolify said, but its confirming read failed: it is this run's
 			// deployment, followed like any other (the wait rides out transient failures).
 			x.log.LogAttrs(ctx, slog.LevelWarn, "deployment queued but not confirmed; following it",
-				slog.String(logService, s.Name), slog.String("deployment_uuid", res.DeploymentUUID), slog.String(logError, err.Error()))
+				slog.String(logService, s.Name), slog.String(logkey.Deployment, res.DeploymentUUID), slog.String(logError, err.Error()))
 		}
 		x.noteStarted(res.DeploymentUUID)
 		return res.DeploymentUUID, res.Deployment, nil

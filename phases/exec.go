@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
+
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
@@ -251,7 +253,7 @@ func (x *execution) recoverPanic() {
 	if v == nil {
 		return
 	}
-	x.log.LogAttrs(context.Background(), slog.LevelError, "run panicked", slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+	x.log.LogAttrs(context.Background(), slog.LevelError, "run panicked", slog.Any(logkey.Panic, v), slog.String(logkey.Stack, string(debug.Stack())))
 	ctx, cancel := context.WithTimeout(context.Background(), finalWriteTimeout)
 	defer cancel()
 	x.e.d.Locker.ReleaseAll(ctx, x.run.ID) // finish clears the run's held locks
@@ -394,7 +396,7 @@ func (x *execution) finish(status runs.Status, reason string) {
 	if status != runs.StatusSucceeded {
 		level = slog.LevelWarn
 	}
-	x.log.LogAttrs(context.Background(), level, "run ended", slog.String(logStatus, string(status)), slog.String("reason", reason))
+	x.log.LogAttrs(context.Background(), level, "run ended", slog.String(logStatus, string(status)), slog.String(logkey.Reason, reason))
 	if err == nil {
 		x.e.notifyEnd(ended)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
+
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
@@ -163,7 +165,7 @@ func (x *execution) settle(ctx context.Context, s config.Service, phase runs.Pha
 		return x.cancelForeign(ctx, s, phase, d.UUID, fmt.Sprintf("deployment %s of %s was left running by %s, whose daemon is gone", d.UUID, s.Name, owner))
 	}
 	x.log.LogAttrs(ctx, slog.LevelInfo, "waiting for a deployment this run did not start",
-		slog.String(logService, s.Name), slog.String("deployment_uuid", d.UUID), slog.String("owner", owner))
+		slog.String(logService, s.Name), slog.String(logkey.Deployment, d.UUID), slog.String(logkey.Owner, owner))
 	_, err := x.cl.WaitDeployment(ctx, d.UUID, s.DeployTimeout)
 	switch {
 	case ctx.Err() != nil:
@@ -216,7 +218,7 @@ func (x *execution) recordCancel(ctx context.Context, s config.Service, phase ru
 		msg += " (" + firstLine(detail.Error()) + ")"
 	}
 	x.rec.event(runs.Event{Type: runs.EventDeployCanceled, Phase: phase, Service: s.Name, LockKey: s.LockKey(),
-		Message: msg, Data: map[string]string{"deployment_uuid": depUUID}})
+		Message: msg, Data: map[string]string{runs.DataDeployment: depUUID}})
 	x.e.audit(ctx, "cancel_deployment", s.LockKey(), fmt.Sprintf("run %s: %s", x.run.ID, msg))
 }
 
@@ -265,7 +267,7 @@ func (e *Engine) audit(ctx context.Context, action, key, reason string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := e.d.Locker.Record(ctx, locks.AuditEntry{Action: action, Key: key, By: e.d.Instance, Reason: reason}); err != nil {
-		e.log.LogAttrs(ctx, slog.LevelWarn, "audit entry not written", slog.String("action", action),
+		e.log.LogAttrs(ctx, slog.LevelWarn, "audit entry not written", slog.String(logkey.Action, action),
 			slog.String(logLockKey, key), slog.String(logError, err.Error()))
 	}
 }

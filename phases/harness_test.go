@@ -1,6 +1,7 @@
 package phases_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -240,7 +241,7 @@ func (h *harness) start(pipelines ...string) {
 	e, err := phases.New(phases.Deps{
 		Store: h.store, Marks: h.store, Locker: h.locker, Pipelines: ps,
 		Coolify: func(url, token string) phases.Coolify {
-			opts := []coolify.Option{coolify.WithPollInterval(10 * time.Millisecond), coolify.WithVersion(cmpOr(h.version, "dev")),
+			opts := []coolify.Option{coolify.WithPollInterval(10 * time.Millisecond), coolify.WithVersion(cmp.Or(h.version, "dev")),
 				coolify.WithRetry(coolify.RetryPolicy{MaxRetries: 3, MinWait: 5 * time.Millisecond, MaxWait: 50 * time.Millisecond, MaxRetryAfter: time.Second})}
 			if h.limiter != nil {
 				opts = append(opts, coolify.WithLimiter(h.limiter))
@@ -253,7 +254,7 @@ func (h *harness) start(pipelines ...string) {
 		Secrets:      h.secrets,
 		Getenv:       func(k string) string { return h.env[k] },
 		EnvPrefix:    "ORCH_SECRET_",
-		Instance:     cmpOr(h.instance, "test-instance"),
+		Instance:     cmp.Or(h.instance, "test-instance"),
 		LivenessTTL:  time.Second,
 		Logger:       slog.New(slog.DiscardHandler),
 		PollInterval: 10 * time.Millisecond,
@@ -286,13 +287,6 @@ func (h *harness) peerVia(instance, redisURL string) *harness {
 		env: h.env, health: h.health, backend: h.backend, secrets: h.secrets, instance: instance, redisURL: redisURL}
 	p.openBackends()
 	return p
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // submit triggers a run and returns its ID.

@@ -1,6 +1,7 @@
 package phases_test
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"net/http"
@@ -210,7 +211,7 @@ func TestSupersedeAcrossDaemons(t *testing.T) {
 			err := owner.engine.Wait(ctx, prev)
 			cancel()
 			if err != nil {
-				t.Fatalf("run %s on %s still executing after run %s superseded it: %v", prev, cmpOr(owner.instance, "test-instance"), ids[i], err)
+				t.Fatalf("run %s on %s still executing after run %s superseded it: %v", prev, cmp.Or(owner.instance, "test-instance"), ids[i], err)
 			}
 			r, _ := a.store.Get(context.Background(), prev)
 			if r.Status != runs.StatusSuperseded || !strings.Contains(r.Reason, ids[i]) {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
+
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -161,7 +163,7 @@ func (x *execution) reportDisowned(status runs.Status, reason string) {
 	}
 	notDone = append(notDone, fmt.Sprintf("recording the run's end (it would have been %s: %s)", status, reason))
 	x.log.LogAttrs(context.Background(), slog.LevelWarn, "run stopped: no longer this daemon's; its takeover records what it left",
-		slog.String(logError, x.notOwned().Error()), slog.String("not_done", strings.Join(notDone, "; ")))
+		slog.String(logError, x.notOwned().Error()), slog.String(logkey.NotDone, strings.Join(notDone, "; ")))
 }
 
 // noteDisowned records run r as one whose execution stopped because this daemon no longer
@@ -186,7 +188,7 @@ func (e *Engine) reportTakenOver(r runs.Run, by string, self bool) {
 		return
 	}
 	e.log.LogAttrs(context.Background(), slog.LevelWarn, "run taken over", slog.String(logRunID, r.ID),
-		slog.String(logPipeline, r.Pipeline), slog.String("instance", e.d.Instance), slog.String("taken_over_by", by))
+		slog.String(logPipeline, r.Pipeline), slog.String(logkey.Instance, e.d.Instance), slog.String(logkey.TakenOverBy, by))
 	if o := e.d.Observer; o != nil {
 		o.RunTakenOver(r.Pipeline, self)
 	}

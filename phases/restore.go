@@ -164,7 +164,7 @@ func (x *execution) restore(st *svcState, phase runs.Phase, redeploy bool) {
 	}
 	x.rec.event(runs.Event{Type: runs.EventServiceRestored, Phase: phase, Service: s.Name,
 		LockKey: lease.Key(), Fence: lease.Fence(), Message: msg,
-		Data: map[string]string{"deployment_uuid": res.deployment}})
+		Data: map[string]string{runs.DataDeployment: res.deployment}})
 }
 
 // restoreResult says what restoreLocked did.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
+
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -164,7 +166,7 @@ func (e *Engine) takeOverDead(ctx context.Context, suspects map[string]bool) map
 			continue // missing once: look again next time
 		}
 		if _, err := e.takeover(ctx, owner, fmt.Sprintf("daemon %s died (its liveness lease expired); taken over by %s", owner, e.d.Instance), false); err != nil && ctx.Err() == nil {
-			e.log.LogAttrs(ctx, slog.LevelWarn, "takeover failed", slog.String("owner", owner), slog.String(logError, err.Error()))
+			e.log.LogAttrs(ctx, slog.LevelWarn, "takeover failed", slog.String(logkey.Owner, owner), slog.String(logError, err.Error()))
 		}
 	}
 	return next
@@ -239,7 +241,7 @@ func (e *Engine) takeover(ctx context.Context, owner, reason string, wait bool) 
 			ids[i] = r.ID
 		}
 		e.audit(lctx, "takeover", orchestrator.DaemonLiveKey(owner), fmt.Sprintf("%s: runs %s", reason, strings.Join(ids, ", ")))
-		e.log.LogAttrs(lctx, slog.LevelWarn, "runs taken over", slog.String("owner", owner), slog.String("runs", strings.Join(ids, ",")))
+		e.log.LogAttrs(lctx, slog.LevelWarn, "runs taken over", slog.String(logkey.Owner, owner), slog.String(logkey.Runs, strings.Join(ids, ",")))
 	}
 	return ended, lease.Err()
 }
@@ -417,7 +419,7 @@ func (e *Engine) cancelLeftDeployment(ctx context.Context, cl Coolify, r runs.Ru
 	}
 	e.audit(ctx, "cancel_deployment", orchestrator.ServiceLockKey(s.UUID), fmt.Sprintf("run %s: %s", r.ID, msg))
 	return runs.Event{Type: runs.EventDeployCanceled, Phase: runs.Phase2, Service: s.Name, LockKey: orchestrator.ServiceLockKey(s.UUID),
-		Message: msg, Data: map[string]string{"deployment_uuid": depUUID}}, nil
+		Message: msg, Data: map[string]string{runs.DataDeployment: depUUID}}, nil
 }
 
 // releaseRunLeases force-releases every lease still held under the run's holder prefix: the

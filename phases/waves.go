@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
+
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -92,7 +94,7 @@ func (x *execution) deployWave(ctx context.Context, wave []*svcState) error {
 			defer func() {
 				if v := recover(); v != nil {
 					x.log.LogAttrs(ctx, slog.LevelError, "deploy panicked", slog.String(logService, st.svc.Name),
-						slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+						slog.Any(logkey.Panic, v), slog.String(logkey.Stack, string(debug.Stack())))
 					mu.Lock()
 					failed, panicked = true, v
 					mu.Unlock()

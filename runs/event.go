@@ -125,6 +125,8 @@ const (
 	DataInstance = "owner"
 	// DataTakenOverBy is the daemon instance that takes the run over (run.takeover).
 	DataTakenOverBy = "taken_over_by"
+	// DataDeployment is the Coolify deployment a deploy.* or service.restored event is about.
+	DataDeployment = "deployment_uuid"
 	// DataCalls, DataPriorityCalls, DataWaitedMS and DataLongestMS are a coolify.paced
 	// event's number of calls that waited, how many of them were priority calls, their total
 	// wait and the longest one, in milliseconds.

@@ -52,8 +52,20 @@ const (
 	Event  = "event"
 )
 
-// A recovered panic (internal/panics).
-const Stack = "stack"
+// A recovered panic (internal/panics, the engine).
+const (
+	Stack = "stack"
+	Panic = "panic"
+)
+
+// A run's deployments, owners and takeovers (the engine).
+const (
+	Deployment  = "deployment_uuid"
+	Owner       = "owner"
+	TakenOverBy = "taken_over_by"
+	NotDone     = "not_done"
+	Action      = "action"
+)
 
 // The daemon's own life (cmd/orchestrator): start, shutdown, the state directory, pruning,
 // the environment check.
