@@ -468,7 +468,10 @@ func (x *ids) token() string {
 // the grant it names has expired and someone else holds the key. So the lease's local
 // deadline counts from start; a lease that must be presumed expired by then is not
 // believed, and the waiter's next try (which takes over a lease still held under its
-// handover token) decides.
+// handover token, with a whole TTL) decides. Nor is one with less than half of that window
+// left: its first renewal would have to come back within what is left, which a loaded
+// host or a slow round trip misses (the lease is then lost at once); the next try costs one
+// round trip and starts the lease afresh.
 func (l *Locker) handed(sub Subscription, r Request, owner string, ids *ids, start time.Time) (*Lease, bool) {
 	h, ok := sub.(Handover)
 	if !ok {
@@ -480,8 +483,9 @@ func (l *Locker) handed(sub Subscription, r Request, owner string, ids *ids, sta
 	}
 	token := ids.handover
 	info.Key, info.Token, info.Holder, info.Message = r.Key, token, r.Holder, r.Message
-	now, deadline := time.Now(), localDeadline(start, min(r.TTL, ticketLife*l.poll))
-	if !now.Before(deadline) {
+	window := min(r.TTL, ticketLife*l.poll)
+	now, deadline := time.Now(), localDeadline(start, window)
+	if deadline.Sub(now) < window/2 {
 		return nil, false
 	}
 	le, err := l.start(info, owner, r.TTL, now, deadline.Sub(now), deadline, time.Since(start))

@@ -299,3 +299,67 @@ func TestHandoverIsPublishedToTheWaitersDriver(t *testing.T) {
 		t.Error("the waiter's driver did not take the handover of an older build's claim")
 	}
 }
+
+// TestLateHandoverStartsAfresh: a release hands the key to a waiter late in the waiter's
+// window (the handed grant is only known to last 3 polls from the start of its Acquire),
+// and the waiter's round trips to Redis are slow. A lease started from that handover would
+// have to renew within the sliver left, and be lost; the waiter must take the key under its
+// handover token with a whole TTL instead, and keep it.
+func TestLateHandoverStartsAfresh(t *testing.T) {
+	ctx := t.Context()
+	srv := redistest.Start(t)
+	proxy, err := faultproxy.Start(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	const (
+		key  = "coolify:late-in-window"
+		poll = 100 * time.Millisecond // the handed grant's window: 3 polls from the Acquire
+	)
+	direct := newTestDriver(t, srv, Options{})
+	client := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	waiter := locks.New(New(client, Options{}), locks.Options{PollInterval: poll})
+	defer waiter.Close()
+
+	if _, err := direct.TryAcquire(ctx, grant(key, "p#1/first")); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		le  *locks.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		le, err := waiter.Acquire(ctx, locks.Request{Key: key, Holder: "p#2/waiter", TTL: time.Minute,
+			Budget: locks.Budget{Timeout: 30 * time.Second}})
+		got <- result{le, err}
+	}()
+	channel := direct.keys(key).channel
+	waitFor(t, func() bool {
+		info, err := direct.Get(ctx, key)
+		return err == nil && info.Waiters == 1 && numSub(t, srv, channel) == 1
+	})
+	// Slow round trips from here, and the release late in the window: what is left of it
+	// when the signal arrives is less than a round trip.
+	proxy.SetDelay(40 * time.Millisecond)
+	time.Sleep(time.Until(start.Add(3*poll - 60*time.Millisecond))) // the fault's timing: late in the waiter's window
+	if err := direct.Release(ctx, key, "tok-p#1/first"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("waiter: %v", r.err)
+	}
+	defer r.le.Release(ctx)
+	select {
+	case <-r.le.Done():
+		t.Fatalf("the waiter's lease, from a handover late in its window, was lost: %v", r.le.Err())
+	case <-time.After(time.Second):
+	}
+	if info, err := direct.Get(ctx, key); err != nil || info.Holder != "p#2/waiter" || !info.ExpiresAt.After(time.Now().Add(30*time.Second)) {
+		t.Errorf("the key after the handover: %+v, %v; want the waiter holding it with a whole TTL", info, err)
+	}
+}
