@@ -41,7 +41,7 @@ bench-locks: deps ## one run of the lock benchmark
 	cd bench && $(GO) run ./cmd/benchlocks
 
 # Every bench program BENCH_RUNS times, the programs taking turns run by run, then
-# bench/RESULTS.md (median and range of each figure) and the README's summary of it. A
+# bench/RESULTS.md (median and range of each figure) and its summary in docs/benchmarks.md. A
 # program joins by writing bench/internal/figures JSON to the path its -json flag names
 # and being listed in BENCH_PROGRAMS; BENCH_ARGS_<program> are its flags here, sized so
 # that the whole target stays under ten minutes. Each run's output is kept in bench/out/.
@@ -50,7 +50,7 @@ BENCH_PROGRAMS ?= benchlocks benchengine benchapi
 BENCH_ARGS_benchlocks ?= -n 2000 -rounds 10 -idle 2s
 BENCH_ARGS_benchengine ?= -runs 1 -out ''
 BENCH_ARGS_benchapi ?= -runs 1 -out ''
-bench: deps ## every benchmark BENCH_RUNS times into bench/RESULTS.md and the README
+bench: deps ## every benchmark BENCH_RUNS times into bench/RESULTS.md and docs/benchmarks.md
 	rm -rf bench/out && mkdir -p bench/out
 	cd bench && $(GO) build -o out/ $(BENCH_PROGRAMS:%=./cmd/%) ./cmd/benchreport
 	@set -e; for i in $$(seq $(BENCH_RUNS)); do \
@@ -58,7 +58,7 @@ bench: deps ## every benchmark BENCH_RUNS times into bench/RESULTS.md and the RE
 		(cd bench && out/$(p) $(BENCH_ARGS_$(p)) -json out/$(p)-$$i.json >out/$(p)-$$i.txt 2>out/$(p)-$$i.log) \
 			|| { cat bench/out/$(p)-$$i.log; exit 1; };) \
 	done
-	cd bench && out/benchreport -o RESULTS.md -readme ../README.md out/*.json
+	cd bench && out/benchreport -o RESULTS.md -doc ../docs/benchmarks.md out/*.json
 
 demo: ## the product on its embedded backend with simulated Coolify, Flagsmith, Infisical
 	$(GO) run ./cmd/orchestrator demo

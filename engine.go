@@ -181,9 +181,10 @@ type LockPlan struct {
 	Current *LeaseInfo `json:"current,omitempty"`
 }
 
-// LeaseInfo is a snapshot of one lease on a lock key (DESIGN.md, "Lock key"): who holds it,
-// under which fence, since and until when. Package locks calls it locks.Info. The token is
-// the lease's secret capability (release and renew compare on it); it is never encoded.
+// LeaseInfo is a snapshot of one lease on a lock key (docs/architecture.md, "Lock keys and
+// namespaces"): who holds it, under which fence, since and until when. Package locks calls
+// it locks.Info. The token is the lease's secret capability (release and renew compare on
+// it); it is never encoded.
 type LeaseInfo struct {
 	Key        string    `json:"key"`
 	Token      string    `json:"-"`

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// Lock namespaces: each remote mutator's key prefix (DESIGN.md, "Namespaces"). Every lock key
-// a pipeline takes lies in exactly one of them; CheckNamespaces refuses a set in which one is
-// a prefix of another.
+// Lock namespaces: each remote mutator's key prefix (docs/architecture.md, "Lock keys and
+// namespaces"). Every lock key a pipeline takes lies in exactly one of them; CheckNamespaces
+// refuses a set in which one is a prefix of another.
 const (
 	NamespaceCoolify = "coolify:"
 	NamespaceMobile  = "mobile:"

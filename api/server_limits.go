@@ -15,7 +15,8 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 )
 
-// What a client without credentials can cost the daemon, at most (README, Guarantees):
+// What a client without credentials can cost the daemon, at most (docs/guarantees.md,
+// promise 12):
 //
 //   - connections: config.Connections (per client address and in total); one more is
 //     answered 503 and closed at once, before a byte of it is read;

@@ -31,7 +31,7 @@ const (
 	resetNetwork  = "partitioned, reset"
 )
 
-// Scenario (issue 44, README "Takeover"): daemon A runs a three-service pipeline and is cut off from Redis, past its 2 s liveness TTL, in Phase 1, in Phase 2 with a
+// Scenario (issue 44, docs/guarantees.md, "Assumptions and limits", Takeover): daemon A runs a three-service pipeline and is cut off from Redis, past its 2 s liveness TTL, in Phase 1, in Phase 2 with a
 // deployment in progress, or while rolling back a failed deployment. Daemon B presumes it
 // dead and takes the run over: interrupted, with a Left state per service. Then A comes back.
 // From the fake Coolify's own log: not one request of A for that run after B's takeover

@@ -3,7 +3,7 @@
 // fake Coolify, Flagsmith and Infisical servers of this repository, and then break things —
 // kill -9 and SIGTERM of the daemon, Redis paused past the lease TTL or restarted empty,
 // Coolify answering 5xx/429 in bursts or hanging a deployment, a concurrent Flagsmith
-// writer — and check what the promises in the README's Guarantees section say must hold.
+// writer — and check what the promises in docs/guarantees.md say must hold.
 //
 // The ground truth of what happened to "Coolify" is the fake's own history
 // (coolifytest.Fake.History: every request with the application it acted on and its run and

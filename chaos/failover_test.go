@@ -225,8 +225,8 @@ func triggerUntilAccepted(t *testing.T, d *daemon, pipeline string, tr orchestra
 var haTiming = coolifytest.WithTiming(coolifytest.Timing{Queued: 10 * time.Millisecond, RunMin: 2 * time.Second, RunMax: 3 * time.Second})
 
 // sentinelWorld is a world on a master with two replicas and three sentinels that declare
-// the master down after 1 s; every node has min-replicas-to-write 1, as README's "Running
-// highly available" asks.
+// the master down after 1 s; every node has min-replicas-to-write 1, as
+// docs/high-availability.md asks.
 func sentinelWorld(t *testing.T) (*world, *redistest.Sentinel) {
 	topo := redistest.StartSentinel(t, redistest.SentinelOptions{DownAfter: time.Second, MinReplicasToWrite: 1})
 	return newWorldAt(t, topo.URL(), haTiming), topo

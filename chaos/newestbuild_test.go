@@ -16,7 +16,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
-// Scenario (README promise 4, "the newest build wins"): two daemons on one Redis. Build 3 is
+// Scenario (docs/guarantees.md, promise 4, "the newest build wins"): two daemons on one Redis. Build 3 is
 // deploying when build 5 and then build 4 are submitted — to different daemons, and to one.
 // Build 5 takes coolify:phase1 first; build 4 then finds build 5 on every service: it ends
 // superseded, its steps stale naming build 5, and not one write of it reaches Coolify (read

@@ -1,8 +1,8 @@
-// Package client is a Go client of the orchestrator daemon's HTTP API (see the README's HTTP
-// API section): ask for a run and follow its events, read, list and cancel runs, read the
-// services view, list, freeze, unfreeze and force-release locks, and probe readiness. The
-// orchestrator command's trigger, runs, locks, services and health are built on it, and so
-// can any Go program be.
+// Package client is a Go client of the orchestrator daemon's HTTP API (see
+// docs/operations.md, "HTTP API"): ask for a run and follow its events, read, list and
+// cancel runs, read the services view, list, freeze, unfreeze and force-release locks, and
+// probe readiness. The orchestrator command's trigger, runs, locks, services and health are
+// built on it, and so can any Go program be.
 //
 // Each request carries the token its route needs: the one given to New, or, when that is
 // empty, the one WithTokens picks for the route's Access level. Reads are retried on a

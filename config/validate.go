@@ -69,7 +69,7 @@ func ValidateAll(getenv func(string) string, paths ...string) (problems, warning
 
 // SharedServices notes each service UUID that several of pipelines deploy, naming them, the
 // name each gives it and its file. That is allowed: the stale-build guard compares each
-// pipeline's builds with its own only (README, promise 4), and between the pipelines the last
+// pipeline's builds with its own only (docs/guarantees.md, promise 4), and between the pipelines the last
 // to deploy wins, one at a time under the service's lock.
 func SharedServices(pipelines map[string]*Pipeline) Problems {
 	type use struct{ pipeline, name, file string }

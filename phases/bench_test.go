@@ -74,8 +74,9 @@ func BenchmarkOverhead100(b *testing.B) {
 // (Submit to the end of Wait) against the sum of the round trips the engine cannot avoid,
 // each 50 ms. The goal is a ratio within 1.05.
 //
-// The unavoidable round trips are what DESIGN.md asks of each service (services one at a
-// time, under their lock; two independent reads go out at once, so they make one round trip):
+// The unavoidable round trips are what the engine's design asks of each service
+// (docs/architecture.md, "The two phases"; services one at a time, under their lock; two
+// independent reads go out at once, so they make one round trip):
 //
 //	Phase 1: read the env vars and the application at once (snapshot and diff), list the
 //	         active deployments (no write while one is in progress), write the env vars

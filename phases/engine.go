@@ -1,5 +1,5 @@
 // Package phases is the engine: it executes runs of pipelines in two phases under the lock
-// protocol (DESIGN.md, "The two phases").
+// protocol (docs/architecture.md, "The two phases").
 //
 // Phase 1 takes coolify:phase1, then one coolify:<uuid> at a time, snapshots each service,
 // writes only what differs (env vars with their full flag set, the image tag), reads back to

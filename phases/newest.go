@@ -12,7 +12,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
-// The newest build wins (README, promise 4). A pipeline's Order says which of two runs is
+// The newest build wins (docs/guarantees.md, promise 4). A pipeline's Order says which of two runs is
 // newer: by build number (the default for numeric builds), by submission time, or not at all.
 // Three rules follow from it:
 //

@@ -68,7 +68,7 @@ func (s Status) Valid() bool { return slices.Contains(Statuses, s) }
 // Phase names a part of a run. Steps and events carry it.
 type Phase string
 
-// The phases of a run (DESIGN.md, "The two phases").
+// The phases of a run (docs/architecture.md, "The two phases").
 const (
 	Phase1      Phase = "phase1" // sync env vars and image tags, under coolify:phase1
 	Phase2      Phase = "phase2" // deploy and health-check, under coolify:phase2

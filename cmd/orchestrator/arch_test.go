@@ -11,7 +11,7 @@ import (
 
 // TestOnlyCmdWiresBackends enforces the layering: the engine, the API and the contracts
 // depend on interfaces; only cmd/orchestrator imports the concrete lock and run-store
-// backends (STYLE.md, "Wiring only in cmd").
+// backends (docs/architecture.md, "Wiring only in cmd").
 func TestOnlyCmdWiresBackends(t *testing.T) {
 	const mod = "github.com/deploy-orchestrator/orchestrator/"
 	backends := []string{"locks/redislock", "locks/sqlitelock", "runs/redisstore", "runs/sqlitestore"}

@@ -64,24 +64,25 @@ func TestCommandsWarnAboutUnknownEnv(t *testing.T) {
 }
 
 // TestServeHelpListsEveryVariable: `serve --help` names every ORCH_* variable the daemon
-// config reads, with its key, and README's configuration table names each too.
+// config reads, with its key, and the configuration reference (docs/configuration.md) names
+// each too.
 func TestServeHelpListsEveryVariable(t *testing.T) {
 	out, _, err := invoke(context.Background(), nil, "serve", "--help")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(mustRead(t, filepath.Join(repoRoot, "README.md")))
+	reference := string(mustRead(t, filepath.Join(repoRoot, "docs", "configuration.md")))
 	for name, key := range config.EnvOverrides() {
 		if !strings.Contains(out, name) || !strings.Contains(out, key) {
 			t.Errorf("serve --help lacks %s (%s)", name, key)
 		}
-		if !strings.Contains(readme, "`"+name+"`") {
-			t.Errorf("README.md does not name %s", name)
+		if !strings.Contains(reference, "`"+name+"`") {
+			t.Errorf("docs/configuration.md does not name %s", name)
 		}
 	}
 	for _, name := range cliEnvNames {
-		if !strings.Contains(readme, "`"+name+"`") {
-			t.Errorf("README.md does not name %s", name)
+		if !strings.Contains(reference, "`"+name+"`") {
+			t.Errorf("docs/configuration.md does not name %s", name)
 		}
 	}
 }

@@ -146,7 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// -only orchestrator-redis,redislock-10ms measures it; again last, after them all. The
 	// two can differ by far more than run-to-run noise: after sustained activity a round
 	// trip on a VM can take a fraction of its time from idle, and then what each side
-	// computes weighs more (see the README).
+	// computes weighs more (see docs/benchmarks.md).
 	first, pairedOK, err := paired(ctx, impls, cfg, "first")
 	if err != nil {
 		return fmt.Errorf("paired uncontended, first: %w", err)

@@ -105,7 +105,7 @@ func addPriceFigures(rep *figures.Report, pr []priceResult, cfg config) {
   steps between rows are what each layer and each guarantee adds. **Redis time**: what the server
   spends on one pair (INFO commandstats over %[1]d more pairs of that variant alone, scripts with
   the commands they call), work that a slow round trip hides.`, cfg.price)
-	// Headline: the README explains the uncontended ratio's gap from this table, so it quotes
+	// Headline: docs/benchmarks.md explains the uncontended ratio's gap from this table, so it quotes
 	// it in the generated summary rather than copying it by hand.
 	const table = "price of guarantees (uncontended pair)"
 	bsm := pr[len(pr)-1].p50

@@ -211,7 +211,7 @@ func render(reports []*figures.Report, h header) (doc, summary string) {
 	var b strings.Builder
 	b.WriteString("# Benchmark results\n\n")
 	b.WriteString("Written by `make bench` (bench/cmd/benchreport) from the figures every run of every bench program\n" +
-		"recorded; do not edit by hand. The README quotes the summary, and `TestREADMEBenchFigures` checks\n" +
+		"recorded; do not edit by hand. docs/benchmarks.md quotes the summary, and `TestREADMEBenchFigures` checks\n" +
 		"that it matches this file.\n\n")
 	fmt.Fprintf(&b, "- Date: %s (runs from %s to %s UTC)\n", h.date.Format("2006-01-02 15:04 UTC"),
 		first.Started.Format("15:04:05"), last.Ended.Format("15:04:05"))

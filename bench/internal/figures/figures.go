@@ -50,7 +50,7 @@ type Figure struct {
 	Value  float64 `json:"value"`
 	// Max, if set, is the goal: the value must be at most Max.
 	Max float64 `json:"max,omitempty"`
-	// Headline figures are also quoted, as medians, in the README's summary.
+	// Headline figures are also quoted, as medians, in the summary in docs/benchmarks.md.
 	Headline bool `json:"headline,omitempty"`
 }
 
