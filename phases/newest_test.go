@@ -398,11 +398,6 @@ func TestStaleOnASharedServiceUnderItsLock(t *testing.T) {
 				a.waitEvent(newer, runs.EventLockWaiting, "")
 				hotfix := c.submit("ops", orchestrator.Trigger{Build: "7", ImageTag: "hotfix-7"})
 				c.waitEvent(hotfix, runs.EventLockWaiting, "")
-				// Past the Locker's handover window (3 poll intervals from the start of an
-				// Acquire), a waiter does not take the lease a release hands it but takes the
-				// key over with a try of its own, with the whole TTL: a lease handed inside the
-				// window lives only what is left of it, which a loaded machine may fail to renew.
-				time.Sleep(200 * time.Millisecond)
 				_ = blocker.Release(context.Background())
 
 				for _, w := range []struct {
