@@ -371,8 +371,8 @@ func TestSetImageTag(t *testing.T) {
 	}
 	wantErr(t, e.c.SetImageTag(ctx, "nope", "v3"), coolify.ErrNotFound)
 
-	// An empty tag clears it: Coolify takes null and stores null (NOTES §2), so a tag that was
-	// null before a run can be put back.
+	// An empty tag clears it: Coolify takes null and stores null (docs/outside-systems.md,
+	// "Applications and the image tag"), so a tag that was null before a run can be put back.
 	e.srv.ResetRequests()
 	if err := e.c.SetImageTag(ctx, e.app.UUID, ""); err != nil {
 		t.Fatal(err)
@@ -418,7 +418,8 @@ func TestListAllEnvsKeepsPreviewTwins(t *testing.T) {
 	if prod != 1 || twin != 1 {
 		t.Fatalf("got %d production and %d preview rows of NEW, want 1 and 1 (Coolify creates the twin)", prod, twin)
 	}
-	// Deleting the production row leaves the twin (NOTES §3); deleting both leaves nothing.
+	// Deleting the production row leaves the twin (docs/outside-systems.md, "Preview twins");
+	// deleting both leaves nothing.
 	for _, x := range all {
 		if err := e.c.DeleteEnv(ctx, ref, x.UUID); err != nil {
 			t.Fatal(err)

@@ -3,7 +3,7 @@
 // quirks included, with knobs to inject faults and latency and inspectors that show what
 // happened. The tests and the demo use it in place of a real instance.
 //
-// What it models (see shared/reference/coolify/NOTES.md for the real server):
+// What it models (the real server: docs/outside-systems.md, "Coolify"):
 //   - applications, services, env vars with the preview twins Coolify creates for applications,
 //     the env PATCH that wipes an omitted value and resets omitted flags, 201 on env PATCH, 409 on
 //     duplicate create, 422 on unknown fields and bad image tags;

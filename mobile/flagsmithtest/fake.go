@@ -5,19 +5,18 @@
 // Retry-After) and a writer that changes a value behind the client's back right after the
 // client read it.
 //
-// It follows the real server where package mobile depends on it (see
-// ../../shared/reference/flagsmith/NOTES.md, sections 1 and 3): trailing-slash paths,
-// "Authorization: Api-Key <key>", DRF pages and error bodies, the type a legacy write infers
-// from the JSON type of feature_state_value, the 400 that v2 environments answer to legacy
-// writes, versions that clone the live version and publish immediately, a version's
-// previous_version_uuid and the feature states of a version. What it leaves
-// out: segment and identity overrides, change-request workflows, multivariate values, and
-// every route the orchestrator does not call (they answer 404).
+// It follows the real server where package mobile depends on it (see docs/outside-systems.md,
+// "Flagsmith"): trailing-slash paths, "Authorization: Api-Key <key>", DRF pages and error
+// bodies, the type a legacy write infers from the JSON type of feature_state_value, the 400
+// that v2 environments answer to legacy writes, versions that clone the live version and
+// publish immediately, a version's previous_version_uuid and the feature states of a version.
+// What it leaves out: segment and identity overrides, change-request workflows, multivariate
+// values, and every route the orchestrator does not call (they answer 404).
 //
-// Choices the reference does not settle, made here and easy to revisit: a refused API key
-// answers 401 (NOTES.md gives only the body); the versions routes of a v1 environment
-// answer 400 "Environment must use v2 feature versioning."; a legacy write of JSON null
-// clears the value.
+// Choices the server's source does not settle, made here and easy to revisit: a refused API
+// key answers 401 (docs/outside-systems.md, "Flagsmith authentication and paths": the source
+// gives only the body); the versions routes of a v1 environment answer 400 "Environment must
+// use v2 feature versioning."; a legacy write of JSON null clears the value.
 package flagsmithtest
 
 import (

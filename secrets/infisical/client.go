@@ -14,8 +14,8 @@
 // error or in String output; values are handed back in secrets.Values, which redacts itself,
 // and are not kept by the client after a call returns.
 //
-// Behaviour follows ../shared/reference/flagsmith/NOTES.md, section 2; secrets/infisical/
-// infisicaltest is the fake server the tests and the demo run against.
+// The server's behaviour it relies on is described in docs/outside-systems.md, "Infisical";
+// secrets/infisical/infisicaltest is the fake server the tests and the demo run against.
 package infisical
 
 import (

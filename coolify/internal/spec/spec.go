@@ -2,8 +2,10 @@
 // (coolify/testdata/openapi.yaml), for the tests of coolify and coolify/coolifytest: every
 // request the client sends and every answer the fake gives is validated with kin-openapi's
 // openapi3filter, except where the real server is known to differ from its spec
-// (shared/reference/coolify/NOTES.md). Those differences are listed in this file, in
-// [specPatches] and [undocumentedStatuses], each with its reason, and nowhere else.
+// (docs/outside-systems.md, "Differences from the Coolify spec"). Those differences are
+// listed in this file, in [specPatches], [undocumentedStatuses] and [notInSpec], each with its
+// reason (citing the section of docs/outside-systems.md that describes the server), and
+// nowhere else.
 package spec
 
 import (
@@ -37,7 +39,8 @@ var specPatches = []struct {
 		apply: nullableToTypeNull,
 	},
 	{
-		reason: "NOTES §2: image applications have build_pack \"dockerimage\", missing from the spec's enum",
+		reason: `docs/outside-systems.md, "Applications and the image tag": image applications have ` +
+			`build_pack "dockerimage", missing from the spec's enum`,
 		apply: func(doc *openapi3.T) error {
 			s, err := property(doc, "Application", "build_pack")
 			if err == nil {
@@ -47,8 +50,9 @@ var specPatches = []struct {
 		},
 	},
 	{
-		reason: "NOTES §3: the env PATCH stores null in is_multiline/is_shown_once when they are omitted, " +
-			"and null in value when it is omitted (issue #9977); the spec types them non-null",
+		reason: `docs/outside-systems.md, "The env PATCH wipes what it omits": the env PATCH stores null ` +
+			"in is_multiline/is_shown_once when they are omitted, and null in value when it is omitted " +
+			"(issue #9977); the spec types them non-null",
 		apply: func(doc *openapi3.T) error {
 			for _, name := range []string{"is_multiline", "is_shown_once", "value", "real_value"} {
 				s, err := property(doc, "EnvironmentVariable", name)
@@ -61,8 +65,9 @@ var specPatches = []struct {
 		},
 	},
 	{
-		reason: "NOTES §2: PATCH /applications/{uuid} accepts docker_registry_image_tag null (nullable in the " +
-			"server's validation) and stores null; the spec types it a non-null string",
+		reason: `docs/outside-systems.md, "Applications and the image tag": PATCH /applications/{uuid} ` +
+			"accepts docker_registry_image_tag null (nullable in the server's validation) and stores null; " +
+			"the spec types it a non-null string",
 		apply: func(doc *openapi3.T) error {
 			op := doc.Paths.Find("/applications/{uuid}")
 			if op == nil || op.Patch == nil || op.Patch.RequestBody == nil {
@@ -77,8 +82,9 @@ var specPatches = []struct {
 		},
 	},
 	{
-		reason: "NOTES §6: GET /deployments/applications/{uuid} answers {count, deployments: [deployment]}, " +
-			"not the array of Application the spec says",
+		reason: `docs/outside-systems.md, "Deployment statuses and the queue": GET ` +
+			"/deployments/applications/{uuid} answers {count, deployments: [deployment]}, not the array " +
+			"of Application the spec says",
 		apply: func(doc *openapi3.T) error {
 			op := doc.Paths.Find("/deployments/applications/{uuid}")
 			if op == nil || op.Get == nil {
@@ -94,7 +100,8 @@ var specPatches = []struct {
 		},
 	},
 	{
-		reason: "GET /deployments sorts its rows with Laravel's Collection::sortBy, which keeps each row's " +
+		reason: `docs/outside-systems.md, "Deployment statuses and the queue": GET /deployments sorts ` +
+			"its rows with Laravel's Collection::sortBy, which keeps each row's " +
 			"key: when that reorders them (a row updated after a newer one was created) the answer is a " +
 			"JSON object of rows keyed by position, not the array the spec says",
 		apply: func(doc *openapi3.T) error {
@@ -119,18 +126,18 @@ var undocumentedStatuses = []struct {
 	status        int
 	reason        string
 }{
-	{"", "", http.StatusForbidden, "NOTES §1: a token without the route's ability gets 403 (the spec documents 403 on one route)"},
-	{"", "", http.StatusTooManyRequests, "NOTES §1: the rate limit answers 429 on every route"},
+	{"", "", http.StatusForbidden, `docs/outside-systems.md, "Coolify tokens and abilities": a token without the route's ability gets 403 (the spec documents 403 on one route)`},
+	{"", "", http.StatusTooManyRequests, `docs/outside-systems.md, "Coolify rate limit": the throttle answers 429 on every route`},
 	{"", "", http.StatusInternalServerError, "server errors (and faults the fake injects on purpose)"},
 	{"", "", http.StatusBadGateway, "a proxy in front of Coolify (faults the fake injects on purpose)"},
 	{"", "", http.StatusServiceUnavailable, "maintenance mode or a proxy (faults the fake injects on purpose)"},
 	{"", "", http.StatusGatewayTimeout, "a proxy in front of Coolify (faults the fake injects on purpose)"},
-	{"", "", http.StatusUnprocessableEntity, "NOTES §1: 422 validation errors on routes whose spec omits them (app PATCH, app env writes)"},
-	{"POST", "/applications/{uuid}/envs", http.StatusConflict, "NOTES §3: 409 when the key exists in that scope"},
-	{"POST", "/services/{uuid}/envs", http.StatusConflict, "NOTES §4: 409 when the key exists"},
-	{"POST", "/deploy", http.StatusNotFound, "NOTES §5: 404 \"No resources found.\""},
+	{"", "", http.StatusUnprocessableEntity, `docs/outside-systems.md, "Coolify errors": 422 validation errors on routes whose spec omits them (app PATCH, app env writes)`},
+	{"POST", "/applications/{uuid}/envs", http.StatusConflict, `docs/outside-systems.md, "The env PATCH wipes what it omits": 409 when the key exists in that scope`},
+	{"POST", "/services/{uuid}/envs", http.StatusConflict, `docs/outside-systems.md, "Service env vars": 409 when the key exists`},
+	{"POST", "/deploy", http.StatusNotFound, `docs/outside-systems.md, "Deploy and its dedup": 404 "No resources found."`},
 	{"GET", "/deployments/applications/{uuid}", http.StatusNotFound, "unknown application: 404 \"Application not found.\""},
-	{"POST", "/deployments/{uuid}/cancel", http.StatusInternalServerError, "NOTES §6: before 4.3.7 an API cancel answered 500"},
+	{"POST", "/deployments/{uuid}/cancel", http.StatusInternalServerError, `docs/outside-systems.md, "Cancel": before 4.3.7 an API cancel answered 500`},
 }
 
 // notInSpec are requests the real server answers that the spec has no operation for.
@@ -138,11 +145,11 @@ var notInSpec = []struct {
 	method, route string
 	reason        string
 }{
-	{"GET", "/deploy", "NOTES §5: GET on action routes answers 405 since v4.2.0"},
-	{"GET", "/applications/{uuid}/start", "NOTES §5: GET on action routes answers 405"},
-	{"GET", "/applications/{uuid}/restart", "NOTES §5: GET on action routes answers 405"},
-	{"GET", "/applications/{uuid}/stop", "NOTES §5: GET on action routes answers 405"},
-	{"GET", "/servers/{uuid}/validate", "routes/api.php: the GET answers 405 past the write ability check (the ability probe)"},
+	{"GET", "/deploy", `docs/outside-systems.md, "Deploy and its dedup": GET on action routes answers 405 since v4.2.0`},
+	{"GET", "/applications/{uuid}/start", `docs/outside-systems.md, "Deploy and its dedup": GET on action routes answers 405`},
+	{"GET", "/applications/{uuid}/restart", `docs/outside-systems.md, "Deploy and its dedup": GET on action routes answers 405`},
+	{"GET", "/applications/{uuid}/stop", `docs/outside-systems.md, "Deploy and its dedup": GET on action routes answers 405`},
+	{"GET", "/servers/{uuid}/validate", `docs/outside-systems.md, "Coolify tokens and abilities": the GET answers 405 past the write ability check (routes/api.php; the ability probe)`},
 }
 
 // Validator validates requests and responses against the spec. Create it with [Load].
@@ -334,7 +341,8 @@ func (tr *transport) validateResponse(in *openapi3filter.RequestValidationInput,
 	}
 }
 
-// checkErrorBody: NOTES §1, error bodies are always JSON with a string "message".
+// checkErrorBody: error bodies are always JSON with a string "message" (docs/outside-systems.md,
+// "Coolify errors").
 func checkErrorBody(t testing.TB, method, path string, resp *http.Response, body []byte) {
 	var m map[string]any
 	if err := json.Unmarshal(body, &m); err != nil {

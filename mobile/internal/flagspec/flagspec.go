@@ -43,7 +43,7 @@ var knownDifferences = []difference{
 	{
 		what: `security scheme "Environment API Key" has spaces in its name`,
 		reason: "kin-openapi's doc.Validate refuses the identifier, so the document is not validated as a whole; " +
-			"routes, requests and responses are still validated one by one (reference NOTES.md, 'Using the spec in tests')",
+			`routes, requests and responses are still validated one by one (docs/outside-systems.md, "Differences from the Flagsmith spec")`,
 	},
 	{
 		what:   "servers lists only https://api.flagsmith.com",
@@ -66,7 +66,8 @@ var knownDifferences = []difference{
 	{
 		what: "FeatureStateSerializerBasic.feature_state_value is readOnly",
 		reason: "PUT /api/v1/environments/{key}/featurestates/{id}/ takes feature_state_value and stores it by its JSON " +
-			"type (the view handles the field itself; NOTES.md 1.4), which is the legacy write path the client uses",
+			`type (the view handles the field itself; docs/outside-systems.md, "Writing on v1 environments"), which is ` +
+			"the legacy write path the client uses",
 		patch: func(doc *openapi3.T) error {
 			p, err := property(doc, "FeatureStateSerializerBasic", "feature_state_value")
 			if err == nil {
@@ -92,8 +93,9 @@ var knownDifferences = []difference{
 		},
 	},
 	{
-		what:   "the versions list filter is_live is not a documented parameter",
-		reason: "the filterset has it (NOTES.md 1.5); undeclared query parameters are not rejected, so no patch is needed",
+		what: "the versions list filter is_live is not a documented parameter",
+		reason: `the filterset has it (docs/outside-systems.md, "Writing on v2 environments"); undeclared query ` +
+			"parameters are not rejected, so no patch is needed",
 	},
 	{
 		what: "no error response (400, 401, 404, 429, 5xx) is documented",

@@ -4,7 +4,7 @@
 // a *testing.T, and NewServer, which starts it on a loopback port for the length of a test.
 //
 // It serves the routes the client uses, with the real server's shapes and quirks (see
-// ../shared/reference/flagsmith/NOTES.md, section 2):
+// docs/outside-systems.md, "Infisical"):
 //
 //   - POST /api/v1/auth/universal-auth/login: {clientId, clientSecret} → {accessToken,
 //     expiresIn, accessTokenMaxTTL, tokenType}; wrong credentials → 401 "Invalid credentials";
@@ -145,7 +145,7 @@ func WithLatency(d time.Duration) Option { return func(h *Handler) { h.latency =
 // on by default there): a list asking for values (viewSecretValue=true) of a folder holding a
 // secret the identity may see but not read is refused whole, 403 ForbiddenError "You do not
 // have permission to read secret values". Without it such a secret comes back hidden, as
-// ../shared/reference/flagsmith/NOTES.md (section 2.3) describes.
+// docs/outside-systems.md, "Hidden values and refused lists", describes.
 func WithListRefusingUnreadable() Option { return func(h *Handler) { h.refuseUnreadable = true } }
 
 // Handler is the fake server as an http.Handler. All methods are safe for concurrent use.
