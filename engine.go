@@ -19,9 +19,10 @@ type Engine[Run any] interface {
 	// fields); ErrShuttingDown; the store's errors.
 	Submit(ctx context.Context, pipeline string, t Trigger) (run Run, existing bool, err error)
 	// Cancel stops a run: a queued one never starts, a running one stops after its current
-	// step and compensates. Errors: the store's not-found; its ended error when the run
-	// already ended; ErrNotOwner when another daemon instance executes it.
-	Cancel(ctx context.Context, runID string) (Run, error)
+	// step and compensates. by (who asks) and reason (why, may be empty) are recorded in the
+	// run. Errors: the store's not-found; its ended error when the run already ended;
+	// ErrNotOwner when another daemon instance executes it.
+	Cancel(ctx context.Context, runID, by, reason string) (Run, error)
 	// Plan is the dry run: what a run with t would change and which locks it would take.
 	// Errors: ErrUnknownPipeline; ErrInvalid; outside-API and secret errors.
 	Plan(ctx context.Context, pipeline string, t Trigger) (*Plan, error)

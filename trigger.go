@@ -35,12 +35,16 @@ type Trigger struct {
 	// run passes the stale-build guard and is recorded (with By and Reason) as a rollback in
 	// the run and the audit.
 	Rollback bool `json:"rollback,omitempty"`
-	// Reason says why, for a rollback (free text, shown in the run and the audit).
+	// Reason says why the caller asks for the run, a rollback above all (free text, shown in
+	// the run and the audit).
 	Reason string `json:"reason,omitempty"`
 	// AllowBuildAhead lets a build further ahead of the pipeline's newest than its
 	// max_build_ahead through (see config.Pipeline.MaxBuildAhead). Set by the front door for
 	// an admin who asks for it (the API's admin token), never from a webhook.
 	AllowBuildAhead bool `json:"allow_build_ahead,omitempty"`
+	// Origin is what asked for the run (CI job, person, repository, delivery), for people
+	// and the places they look; see Origin.
+	Origin Origin `json:"origin,omitzero"`
 }
 
 // Limits on a trigger's values (bytes). Commit and app_version share one limit, 128: the
@@ -80,7 +84,8 @@ var (
 // fields whose text passed, each field's rule: build (letters, digits, '.', '_', '-', at
 // most 64; as a whole number at most MaxBuildNumber), image_tag (ImageTagPattern), commit (Coolify's commit rule), app_version (a
 // version, ParseVersion: the rule the mobile step's never-downgrade compares with), param
-// names (ParamNamePattern); and a reason only with a rollback. Empty fields are allowed: a
+// names (ParamNamePattern); and the origin's (Origin: repo RepoPattern, URLs http or https,
+// traceparent W3C's). Empty fields are allowed: a
 // pipeline that references one fails in config's Resolve.
 //
 // Errors: FieldErrors listing every problem, each naming the JSON field ("build",
@@ -134,7 +139,7 @@ func (t Trigger) Validate() error {
 	for _, k := range names {
 		rule("params."+k, !ParamNamePattern.MatchString(k), "param name does not match %s", ParamNamePattern)
 	}
-	rule("reason", t.Reason != "" && !t.Rollback, "a reason goes with a rollback (\"rollback\": true)")
+	es = append(es, t.Origin.problems()...)
 	return es.Err()
 }
 

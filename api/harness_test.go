@@ -119,10 +119,10 @@ func (e *testEngine) Submit(ctx context.Context, pipeline string, t orchestrator
 // panicPipeline is a pipeline name whose Plan panics, as a bug in the engine would.
 const panicPipeline = "panics"
 
-func (e *testEngine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
+func (e *testEngine) Cancel(ctx context.Context, id, by, reason string) (*runs.Run, error) {
 	run, err := e.store.Update(ctx, id, func(r *runs.Run) error {
 		r.Status = runs.StatusCanceled
-		r.Reason = "canceled by request"
+		r.Reason = strings.TrimSuffix("canceled by "+by+": "+reason, ": ")
 		r.EndedAt = time.Now().UTC()
 		return nil
 	}, runs.Event{Type: runs.EventRunCanceled})

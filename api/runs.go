@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -47,6 +48,9 @@ func (s *server) handleTrigger() http.HandlerFunc {
 			return
 		}
 		t := b.trigger()
+		if t.Origin.Traceparent == "" {
+			t.Origin.Traceparent = traceparent(r)
+		}
 		// A build past the pipeline's max_build_ahead is the admin's call, never CI's: the
 		// trigger token asking for it is refused before anything is stored.
 		if rl, _ := r.Context().Value(roleKey{}).(role); t.AllowBuildAhead && rl != roleAdmin {
@@ -100,6 +104,16 @@ type triggerBody struct {
 	// only. Left out of the digest's JSON when false, so the digests of bodies stored before
 	// it existed stay valid.
 	AllowBuildAhead bool `json:"allow_build_ahead,omitempty"`
+	// What asked for the run (orchestrator.Origin), as the caller says: left out of the
+	// digest's JSON when empty, like allow_build_ahead. The traceparent header, when the
+	// body has none, is taken too.
+	Repo        string `json:"repo,omitempty"`
+	Ref         string `json:"ref,omitempty"`
+	Tag         bool   `json:"tag,omitempty"`
+	CommitURL   string `json:"commit_url,omitempty"`
+	JobURL      string `json:"job_url,omitempty"`
+	Actor       string `json:"actor,omitempty"`
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // digest is the SHA-256 of the body as canonical JSON (every field, in a fixed order), so
@@ -114,14 +128,22 @@ func (b triggerBody) digest() string {
 func (b *triggerBody) fields() []bodyField {
 	return []bodyField{buildField(&b.Build), stringField("image_tag", &b.ImageTag), stringField("commit", &b.Commit),
 		stringField("app_version", &b.AppVersion), paramsField(&b.Params), boolField("rollback", &b.Rollback),
-		stringField("reason", &b.Reason), boolField("allow_build_ahead", &b.AllowBuildAhead)}
+		stringField("reason", &b.Reason), boolField("allow_build_ahead", &b.AllowBuildAhead),
+		stringField("repo", &b.Repo), stringField("ref", &b.Ref), boolField("tag", &b.Tag),
+		stringField("commit_url", &b.CommitURL), stringField("job_url", &b.JobURL), stringField("actor", &b.Actor),
+		stringField("traceparent", &b.Traceparent)}
 }
 
 // trigger is the trigger the body asks for.
 func (b triggerBody) trigger() orchestrator.Trigger {
 	return orchestrator.Trigger{Build: string(b.Build), ImageTag: b.ImageTag, Commit: b.Commit, AppVersion: b.AppVersion,
-		Params: b.Params, Rollback: b.Rollback, Reason: b.Reason, AllowBuildAhead: b.AllowBuildAhead}
+		Params: b.Params, Rollback: b.Rollback, Reason: b.Reason, AllowBuildAhead: b.AllowBuildAhead,
+		Origin: orchestrator.Origin{Provider: originAPI, Repo: b.Repo, Ref: b.Ref, Tag: b.Tag, CommitURL: b.CommitURL,
+			JobURL: b.JobURL, Actor: b.Actor, Traceparent: b.Traceparent}}
 }
+
+// originAPI is the provider of a run triggered through the API (the CLI's included).
+const originAPI = "api"
 
 // handlePlan serves GET /v1/pipelines/{name}/plan: the dry run for the trigger given in the
 // query (build, image_tag, commit, app_version, param=KEY=VALUE). Its calls to Coolify take
@@ -197,19 +219,29 @@ func (s *server) handleCancel() http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		var body struct{}
+		var body struct {
+			// By names the person behind the token ("api:trigger (alice)"); Reason says why.
+			By     string `json:"by"`
+			Reason string `json:"reason"`
+		}
 		if err := decode(r, &body, true); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		run, err := s.engine.Cancel(r.Context(), id)
+		if err := cmp.Or(orchestrator.CheckText("by", body.By, orchestrator.MaxOriginText),
+			orchestrator.CheckText("reason", body.Reason, orchestrator.MaxTextLen)); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		by := operator(r, body.By)
+		run, err := s.engine.Cancel(r.Context(), id, by, body.Reason)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 		s.log.InfoContext(r.Context(), "run cancel requested",
 			slog.String(logkey.RequestID, requestID(r.Context())),
-			slog.String(logkey.RunID, id), slog.String(logkey.By, actor(r)))
+			slog.String(logkey.RunID, id), slog.String(logkey.By, by))
 		encode(w, http.StatusOK, runResponse{Run: run})
 	}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -160,6 +161,12 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	if err != nil {
 		return webhookResponse{}, 0, err
 	}
+	// What the delivery says asked for the run is kept as far as it is sound: an odd job URL
+	// from a CI host does not stop a deploy.
+	o := &ev.Trigger.Origin
+	o.Provider, o.Delivery = string(provider), d.id
+	o.Traceparent = cmp.Or(o.Traceparent, traceparent(r))
+	*o = o.Cleaned()
 	log := s.log.With(slog.String(logkey.RequestID, requestID(r.Context())),
 		slog.String(logkey.Provider, string(provider)), slog.String(logkey.Delivery, d.id))
 	i, rule, skip := matchDelivery(hook, provider, ev)

@@ -22,6 +22,11 @@ type genericDelivery struct {
 	Commit     string            `json:"commit"`
 	AppVersion string            `json:"app_version"`
 	Params     map[string]string `json:"params"`
+	// What asked for the run (orchestrator.Origin): the branch is its ref.
+	JobURL      string `json:"job_url"`
+	CommitURL   string `json:"commit_url"`
+	Actor       string `json:"actor"`
+	Traceparent string `json:"traceparent"`
 }
 
 // parseGeneric reads a generic delivery, its JSON object's members (obj, from decodeObject). A
@@ -32,9 +37,12 @@ func parseGeneric(obj map[string]json.RawMessage) (ciEvent, error) {
 	if es := decodeFields(obj, false, stringField("event", &p.Event), stringField("repository", &p.Repository),
 		stringField("branch", &p.Branch), stringField("workflow", &p.Workflow), buildField(&p.Build),
 		stringField("image_tag", &p.ImageTag), stringField("commit", &p.Commit), stringField("app_version", &p.AppVersion),
-		paramsField(&p.Params)); len(es) > 0 {
+		paramsField(&p.Params), stringField("job_url", &p.JobURL), stringField("commit_url", &p.CommitURL),
+		stringField("actor", &p.Actor), stringField("traceparent", &p.Traceparent)); len(es) > 0 {
 		return ciEvent{}, es
 	}
 	return ciEvent{Event: p.Event, Repository: p.Repository, Branch: p.Branch, Workflow: p.Workflow,
-		Trigger: orchestrator.Trigger{Build: string(p.Build), ImageTag: p.ImageTag, Commit: p.Commit, AppVersion: p.AppVersion, Params: p.Params}}, nil
+		Trigger: orchestrator.Trigger{Build: string(p.Build), ImageTag: p.ImageTag, Commit: p.Commit, AppVersion: p.AppVersion, Params: p.Params,
+			Origin: orchestrator.Origin{Repo: p.Repository, Ref: p.Branch, JobURL: p.JobURL, CommitURL: p.CommitURL,
+				Actor: p.Actor, Traceparent: p.Traceparent}}}, nil
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -26,6 +27,11 @@ type githubWorkflowRun struct {
 		Status     string `json:"status"`
 		Conclusion string `json:"conclusion"`
 		Path       string `json:"path"`
+		// HTMLURL is the workflow run's page; Actor the user who started it (TriggeringActor the
+		// one who re-ran it, when someone did).
+		HTMLURL         string      `json:"html_url"`
+		Actor           *githubUser `json:"actor"`
+		TriggeringActor *githubUser `json:"triggering_actor"`
 		// HeadRepository is where the run's code came from: another repository's (a fork's
 		// pull request) never deploys.
 		HeadRepository *githubRepo `json:"head_repository"`
@@ -39,10 +45,41 @@ type githubPush struct {
 	After      string     `json:"after"`
 	Deleted    bool       `json:"deleted"`
 	Repository githubRepo `json:"repository"`
+	// Compare is the page of the pushed commits; Sender the user who pushed.
+	Compare string      `json:"compare"`
+	Sender  *githubUser `json:"sender"`
 }
 
 type githubRepo struct {
 	FullName string `json:"full_name"`
+	HTMLURL  string `json:"html_url"`
+}
+
+type githubUser struct {
+	Login string `json:"login"`
+}
+
+// login is the user's login, "" for none.
+func (u *githubUser) login() string {
+	if u == nil {
+		return ""
+	}
+	return u.Login
+}
+
+// githubOrigin is what a GitHub delivery says asked for the run: repo, commit page, job
+// page and actor (the webhook step adds the provider, the delivery and cleans it).
+func githubOrigin(repo githubRepo, ref, commit, job, actor string) orchestrator.Origin {
+	o := orchestrator.Origin{Repo: repo.FullName, JobURL: job, Actor: actor}
+	if b, ok := strings.CutPrefix(ref, "refs/tags/"); ok {
+		o.Ref, o.Tag = b, true
+	} else {
+		o.Ref = strings.TrimPrefix(ref, "refs/heads/")
+	}
+	if repo.HTMLURL != "" && commit != "" {
+		o.CommitURL = strings.TrimSuffix(repo.HTMLURL, "/") + "/commit/" + commit
+	}
+	return o
 }
 
 func parseGitHub(event string, body []byte) (ciEvent, error) {
@@ -61,7 +98,8 @@ func parseGitHub(event string, body []byte) (ciEvent, error) {
 		// head_branch is a branch name, taken as it is (never stripped of refs/heads/).
 		ev := ciEvent{
 			Event: event, Repository: p.Repository.FullName, Branch: wr.HeadBranch, Workflow: wr.Name, Source: wr.Event,
-			Trigger: orchestrator.Trigger{Build: strconv.FormatInt(wr.RunNumber, 10), Commit: wr.HeadSHA},
+			Trigger: orchestrator.Trigger{Build: strconv.FormatInt(wr.RunNumber, 10), Commit: wr.HeadSHA,
+				Origin: githubOrigin(p.Repository, wr.HeadBranch, wr.HeadSHA, wr.HTMLURL, cmp.Or(wr.TriggeringActor.login(), wr.Actor.login()))},
 		}
 		switch {
 		case p.Action != "completed":
@@ -86,7 +124,8 @@ func parseGitHub(event string, body []byte) (ciEvent, error) {
 			return ciEvent{}, fieldErr("ref", "missing from a push delivery")
 		}
 		ev := ciEvent{Event: event, Repository: p.Repository.FullName, Source: "push",
-			Branch: branchOfRef(p.Ref), Trigger: orchestrator.Trigger{Commit: p.After}}
+			Branch: branchOfRef(p.Ref), Trigger: orchestrator.Trigger{Commit: p.After,
+				Origin: githubOrigin(p.Repository, p.Ref, p.After, p.Compare, p.Sender.login())}}
 		if p.Deleted {
 			ev.Ignore = "push deleted the ref: nothing to deploy"
 		}

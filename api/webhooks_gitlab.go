@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
@@ -31,7 +32,11 @@ type gitlabPipeline struct {
 		SHA    string  `json:"sha"`
 		Source string  `json:"source"`
 		Status string  `json:"status"`
+		// URL is the pipeline's page (GitLab 15.6 and later).
+		URL string `json:"url"`
 	} `json:"object_attributes"`
+	User   *gitlabUser   `json:"user"`
+	Commit *gitlabCommit `json:"commit"`
 	// MergeRequest is set on a merge-request pipeline.
 	MergeRequest json.RawMessage `json:"merge_request"`
 	Project      gitlabProject   `json:"project"`
@@ -39,13 +44,38 @@ type gitlabPipeline struct {
 
 // gitlabPush is the part of a GitLab push or tag push event the daemon reads.
 type gitlabPush struct {
-	Ref     string        `json:"ref"`
-	After   string        `json:"after"`
-	Project gitlabProject `json:"project"`
+	Ref          string        `json:"ref"`
+	After        string        `json:"after"`
+	Project      gitlabProject `json:"project"`
+	UserUsername string        `json:"user_username"`
 }
 
 type gitlabProject struct {
 	PathWithNamespace string `json:"path_with_namespace"`
+	WebURL            string `json:"web_url"`
+}
+
+type gitlabUser struct {
+	Username string `json:"username"`
+}
+
+type gitlabCommit struct {
+	URL string `json:"url"`
+}
+
+// gitlabOrigin is what a GitLab delivery says asked for the run (the webhook step adds the
+// provider, the delivery and cleans it). ref is a branch or tag name, or a full ref.
+func gitlabOrigin(p gitlabProject, ref string, tag bool, commit, commitURL, job, actor string) orchestrator.Origin {
+	o := orchestrator.Origin{Repo: p.PathWithNamespace, Ref: ref, Tag: tag, CommitURL: commitURL, JobURL: job, Actor: actor}
+	if t, ok := strings.CutPrefix(ref, "refs/tags/"); ok {
+		o.Ref, o.Tag = t, true
+	} else if b, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
+		o.Ref = b
+	}
+	if o.CommitURL == "" && p.WebURL != "" && commit != "" {
+		o.CommitURL = strings.TrimSuffix(p.WebURL, "/") + "/-/commit/" + commit
+	}
+	return o
 }
 
 // zeroSHA is the "after" of a push that deleted its ref.
@@ -77,6 +107,14 @@ func parseGitLab(event string, body []byte, obj map[string]json.RawMessage) (ciE
 		}
 		ev := ciEvent{Event: "pipeline", Repository: p.Project.PathWithNamespace, Workflow: oa.Source, Source: oa.Source,
 			Trigger: orchestrator.Trigger{Build: strconv.FormatInt(oa.ID, 10), Commit: oa.SHA}}
+		var user, commitURL string
+		if p.User != nil {
+			user = p.User.Username
+		}
+		if p.Commit != nil {
+			commitURL = p.Commit.URL
+		}
+		ev.Trigger.Origin = gitlabOrigin(p.Project, oa.Ref, oa.Tag, oa.SHA, commitURL, oa.URL, user)
 		if oa.Name != nil && *oa.Name != "" {
 			ev.Workflow = *oa.Name
 		}
@@ -96,7 +134,8 @@ func parseGitLab(event string, body []byte, obj map[string]json.RawMessage) (ciE
 			return notUnderstood(err)
 		}
 		ev := ciEvent{Event: "push", Repository: p.Project.PathWithNamespace, Source: "push",
-			Branch: branchOfRef(p.Ref), Trigger: orchestrator.Trigger{Commit: p.After}}
+			Branch: branchOfRef(p.Ref), Trigger: orchestrator.Trigger{Commit: p.After,
+				Origin: gitlabOrigin(p.Project, p.Ref, false, p.After, "", "", p.UserUsername)}}
 		if p.After == zeroSHA || p.After == "" {
 			ev.Ignore = "push deleted the ref: nothing to deploy"
 		}

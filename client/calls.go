@@ -18,6 +18,16 @@ import (
 func (c *Client) Trigger(ctx context.Context, pipeline string, t orchestrator.Trigger, idempotencyKey string) (run *runs.Run, existing bool, err error) {
 	body := map[string]any{"build": t.Build, "image_tag": t.ImageTag, "commit": t.Commit,
 		"app_version": t.AppVersion, "params": t.Params, "rollback": t.Rollback, "reason": t.Reason}
+	o := t.Origin
+	for k, v := range map[string]string{"repo": o.Repo, "ref": o.Ref, "commit_url": o.CommitURL, "job_url": o.JobURL,
+		"actor": o.Actor, "traceparent": o.Traceparent} {
+		if v != "" {
+			body[k] = v
+		}
+	}
+	if o.Tag {
+		body["tag"] = true
+	}
 	level := Trigger
 	if t.AllowBuildAhead {
 		// Only the admin token may let a build past the pipeline's max_build_ahead.
@@ -64,12 +74,14 @@ func (c *Client) Runs(ctx context.Context, f runs.Filter) (runs.Page, error) {
 	return p, err
 }
 
-// Cancel asks the daemon to cancel a run and returns the run as the answer shows it.
-func (c *Client) Cancel(ctx context.Context, id string) (*runs.Run, error) {
+// Cancel asks the daemon to cancel a run, recorded as asked by (the person behind the token,
+// may be empty) for reason (may be empty), and returns the run as the answer shows it.
+func (c *Client) Cancel(ctx context.Context, id, by, reason string) (*runs.Run, error) {
 	var out struct {
 		Run *runs.Run `json:"run"`
 	}
-	if err := c.call(ctx, http.MethodPost, runPath(id)+"/cancel", Trigger, struct{}{}, nil, &out); err != nil {
+	body := map[string]string{"by": by, "reason": reason}
+	if err := c.call(ctx, http.MethodPost, runPath(id)+"/cancel", Trigger, body, nil, &out); err != nil {
 		return nil, err
 	}
 	return out.Run, nil

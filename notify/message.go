@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -56,6 +57,8 @@ type Payload struct {
 	ImageTag    string             `json:"image_tag,omitempty"`
 	Commit      string             `json:"commit,omitempty"`
 	TriggeredBy string             `json:"triggered_by,omitempty"`
+	// Origin is what asked for the run: the CI job, person, repository and delivery.
+	Origin *orchestrator.Origin `json:"origin,omitempty"`
 	// DurationSeconds is how long the run took (run ends) or has waited (lock_wait).
 	DurationSeconds float64 `json:"duration_seconds,omitempty"`
 	Service         string  `json:"service,omitempty"`
@@ -70,6 +73,10 @@ func payload(ev Event, base string) Payload {
 	if r := ev.Run; r != nil {
 		p.Pipeline, p.RunID, p.Status = r.Pipeline, r.ID, r.Status
 		p.Build, p.ImageTag, p.Commit, p.TriggeredBy = r.Trigger.Build, r.Trigger.ImageTag, r.Trigger.Commit, r.Trigger.By
+		if o := r.Trigger.Origin; !o.IsZero() {
+			o.Traceparent = "" // for traces, not people
+			p.Origin = &o
+		}
 		if base != "" {
 			p.Link = base + "/runs/" + r.ID
 		}
@@ -136,7 +143,11 @@ func text(p Payload) string {
 		}
 	}
 	if p.RunID != "" {
-		fmt.Fprintf(&b, " Image %s, commit %s, triggered by %s.", cmp.Or(p.ImageTag, "(none)"), cmp.Or(shortCommit(p.Commit), "(none)"), cmp.Or(p.TriggeredBy, "(none)"))
+		fmt.Fprintf(&b, " Image %s, commit %s, triggered by %s", cmp.Or(p.ImageTag, "(none)"), cmp.Or(shortCommit(p.Commit), "(none)"), cmp.Or(p.TriggeredBy, "(none)"))
+		if p.Origin != nil {
+			fmt.Fprintf(&b, " (%s)", p.Origin)
+		}
+		b.WriteString(".")
 	}
 	if p.Link != "" {
 		fmt.Fprintf(&b, " %s", p.Link)

@@ -15,6 +15,7 @@
 package phases
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -110,10 +111,23 @@ type Deps struct {
 
 // Stop causes: why a run stops at its next safe point.
 var (
-	errCanceled   = errors.New("canceled by request")
+	errCanceled   = errors.New("canceled")
 	errShutdown   = errors.New("daemon shutting down")
 	errSuperseded = errors.New("superseded by a newer run")
 )
+
+// cancelRequest is the stop cause of a cancel: who asked, and why when they said.
+type cancelRequest struct{ by, reason string }
+
+func (c *cancelRequest) Error() string {
+	s := "canceled by " + cmp.Or(c.by, "request")
+	if c.reason != "" {
+		s += ": " + c.reason
+	}
+	return s
+}
+
+func (c *cancelRequest) Is(target error) bool { return target == errCanceled }
 
 // errCutOff refuses a run while this daemon stops its runs after the loss of its liveness
 // lease (answered 503, like a store that cannot be reached: ask again shortly).
@@ -357,11 +371,12 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Tri
 
 // Cancel asks a run to stop. A run still waiting for coolify:phase1 is dropped; a run in a
 // phase stops at its next safe point (between services) and compensates as on failure.
-// It returns the run as stored when the request was taken.
+// It returns the run as stored when the request was taken, and records who asked (by) and
+// why (reason, may be empty): in a run.cancel_requested event and in the run's final reason.
 //
 // Errors: runs.ErrNotFound; runs.ErrEnded; orchestrator.ErrNotOwner (another instance
 // executes it).
-func (e *Engine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
+func (e *Engine) Cancel(ctx context.Context, id, by, reason string) (*runs.Run, error) {
 	e.mu.Lock()
 	x := e.execs[id]
 	e.mu.Unlock()
@@ -375,7 +390,12 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 	if x == nil {
 		return &r, fmt.Errorf("run %q is executed by %q: %w (cancel it there)", id, r.Instance, orchestrator.ErrNotOwner)
 	}
-	x.requestStop(errCanceled)
+	data := map[string]string{runs.DataBy: by}
+	if reason != "" {
+		data[runs.DataReason] = reason
+	}
+	x.rec.event(runs.Event{Type: runs.EventRunCancelRequested, Message: (&cancelRequest{by, reason}).Error(), Data: data})
+	x.requestStop(&cancelRequest{by: by, reason: reason})
 	return &r, nil
 }
 

@@ -369,7 +369,7 @@ func (x *execution) outcome(err error, where string) (runs.Status, string) {
 	case stop != nil && errors.Is(stop, errSuperseded):
 		return runs.StatusSuperseded, stop.Error()
 	case stop != nil && errors.Is(stop, errCanceled):
-		return runs.StatusCanceled, "canceled by request"
+		return runs.StatusCanceled, stop.Error()
 	case stop != nil && errors.Is(stop, errShutdown):
 		return runs.StatusInterrupted, "daemon shut down: " + err.Error()
 	}

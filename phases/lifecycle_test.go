@@ -35,12 +35,15 @@ func TestCancelQueuedRunDropsIt(t *testing.T) {
 	blocker := holdPhase1(t, h)
 	id := h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
 	h.waitEvent(id, runs.EventLockWaiting, "")
-	if _, err := h.engine.Cancel(context.Background(), id); err != nil {
+	if _, err := h.engine.Cancel(context.Background(), id, "api:admin (alice)", "wrong build"); err != nil {
 		t.Fatal(err)
 	}
 	r := h.wait(id)
-	if r.Status != runs.StatusCanceled {
-		t.Errorf("status = %s (%s), want canceled", r.Status, r.Reason)
+	if want := "canceled by api:admin (alice): wrong build"; r.Status != runs.StatusCanceled || r.Reason != want {
+		t.Errorf("status = %s (%s), want canceled (%s)", r.Status, r.Reason, want)
+	}
+	if ev := h.waitEvent(id, runs.EventRunCancelRequested, ""); ev.Data[runs.DataBy] != "api:admin (alice)" || ev.Data[runs.DataReason] != "wrong build" {
+		t.Errorf("%s data = %v, want who and why", ev.Type, ev.Data)
 	}
 	for _, req := range h.coolify.Requests() { // only the token check, which reads
 		if req.Method != http.MethodGet {
@@ -48,10 +51,10 @@ func TestCancelQueuedRunDropsIt(t *testing.T) {
 		}
 	}
 	_ = blocker.Release(context.Background())
-	if _, err := h.engine.Cancel(context.Background(), id); !errors.Is(err, runs.ErrEnded) {
+	if _, err := h.engine.Cancel(context.Background(), id, "test", ""); !errors.Is(err, runs.ErrEnded) {
 		t.Errorf("second cancel: %v, want ErrRunEnded", err)
 	}
-	if _, err := h.engine.Cancel(context.Background(), "no-such-run"); !errors.Is(err, runs.ErrNotFound) {
+	if _, err := h.engine.Cancel(context.Background(), "no-such-run", "test", ""); !errors.Is(err, runs.ErrNotFound) {
 		t.Errorf("cancel unknown: %v, want ErrRunNotFound", err)
 	}
 }
@@ -62,7 +65,7 @@ func TestCancelRunningRunStopsAtSafePointAndCompensates(t *testing.T) {
 	h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Hang)
 	id := h.submit("prod", orchestrator.Trigger{Build: "2", ImageTag: "v2"})
 	h.waitEvent(id, runs.EventDeployStarted, "api")
-	if _, err := h.engine.Cancel(context.Background(), id); err != nil {
+	if _, err := h.engine.Cancel(context.Background(), id, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	// The current step (api's deploy) is not cut short: it ends at its deadline (the hung
@@ -101,7 +104,7 @@ func TestCancelWhileWaitingForALock(t *testing.T) {
 	}); !errors.Is(err, errSeen) {
 		t.Fatalf("no wait for coolify:phase2: %v", err)
 	}
-	if _, err := h.engine.Cancel(context.Background(), id); err != nil {
+	if _, err := h.engine.Cancel(context.Background(), id, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	r := h.wait(id)
@@ -264,7 +267,7 @@ func TestLockWaitSaysWhoHoldsTheKey(t *testing.T) {
 	if ev := h.waitEvent(first, runs.EventLockWaiting, ""); !strings.Contains(ev.Message, "held by test#0/blocker") {
 		t.Errorf("lock.waiting message %q, want it to name the holder test#0/blocker", ev.Message)
 	}
-	if _, err := h.engine.Cancel(context.Background(), first); err != nil {
+	if _, err := h.engine.Cancel(context.Background(), first, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	h.wait(first)
@@ -279,7 +282,7 @@ func TestLockWaitSaysWhoHoldsTheKey(t *testing.T) {
 		!strings.Contains(ev.Message, "db migration, ask #ops") {
 		t.Errorf("lock.waiting message %q, want the freeze's holder, end and message", ev.Message)
 	}
-	if _, err := h.engine.Cancel(context.Background(), second); err != nil {
+	if _, err := h.engine.Cancel(context.Background(), second, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	h.wait(second)

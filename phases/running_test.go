@@ -56,7 +56,7 @@ func TestServicesShowWhatRunsNow(t *testing.T) {
 		if s := api(); len(s.InProgress) != 1 || s.InProgress[0] != dep {
 			t.Errorf("in progress %v while deployment %s runs", s.InProgress, dep)
 		}
-		if _, err := h.engine.Cancel(ctx, id); err != nil {
+		if _, err := h.engine.Cancel(ctx, id, "test", ""); err != nil {
 			t.Fatal(err)
 		}
 		h.wait(id)

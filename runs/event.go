@@ -69,6 +69,9 @@ const (
 	// EventRunTakeover: another daemon (or this one, after it lost its liveness lease) takes
 	// the run over: it advanced the run's ownership epoch and goes on to end it interrupted.
 	EventRunTakeover EventType = "run.takeover"
+	// EventRunCancelRequested: someone asked the run to stop (Data: by, and reason when
+	// given); the run ends canceled at its next safe point.
+	EventRunCancelRequested EventType = "run.cancel_requested"
 )
 
 // EndsRun reports whether the event is the last word on a run: run.succeeded, run.failed,
@@ -134,4 +137,7 @@ const (
 	DataPriorityCalls = "priority_calls"
 	DataWaitedMS      = "waited_ms"
 	DataLongestMS     = "longest_ms"
+	// DataBy and DataReason are who asked for a run.cancel_requested and why.
+	DataBy     = "by"
+	DataReason = "reason"
 )

@@ -113,8 +113,8 @@ func (a *apiClient) listRuns(ctx context.Context, f runs.Filter) (runs.Page, err
 	return p, daemonError(err)
 }
 
-func (a *apiClient) cancel(ctx context.Context, id string) (*runs.Run, error) {
-	r, err := a.c.Cancel(ctx, id)
+func (a *apiClient) cancel(ctx context.Context, id, by, reason string) (*runs.Run, error) {
+	r, err := a.c.Cancel(ctx, id, by, reason)
 	return r, daemonError(err)
 }
 

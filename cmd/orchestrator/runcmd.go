@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,8 @@ type triggerFlags struct {
 	set                                 []string
 	rollback                            bool
 	reason                              string
+	// What asked for the run (orchestrator.Origin), over what the CI's environment says.
+	repo, ref, jobURL, actor string
 }
 
 func addTriggerFlags(fs *pflag.FlagSet) *triggerFlags {
@@ -34,16 +37,27 @@ func addTriggerFlags(fs *pflag.FlagSet) *triggerFlags {
 	fs.StringVar(&t.appVersion, "app-version", "", "app version (fills ${trigger.app_version})")
 	fs.StringArrayVar(&t.set, "set", nil, "free-form param KEY=VALUE (fills ${trigger.params.KEY}); repeatable")
 	fs.BoolVar(&t.rollback, "rollback", false, "deploy this build even when a newer one is on the services (recorded as a rollback)")
-	fs.StringVar(&t.reason, "reason", "", "why, for --rollback (recorded in the run and the audit)")
+	fs.StringVar(&t.reason, "reason", "", "why you ask for the run, a --rollback above all (recorded in the run and the audit)")
+	fs.StringVar(&t.repo, "repo", "", "the repository the commit belongs to, owner/name or group/project\n(default: the CI's, GITHUB_REPOSITORY or CI_PROJECT_PATH)")
+	fs.StringVar(&t.ref, "ref", "", "the branch or tag the build is of (default: the CI's)")
+	fs.StringVar(&t.jobURL, "job-url", "", "the CI job's page, shown with the run (default: the CI's)")
+	fs.StringVar(&t.actor, "actor", "", "who asks for the run (default: the CI's user, or $USER)")
 	return t
 }
 
-func (t *triggerFlags) trigger(by string) (orchestrator.Trigger, error) {
-	if t.reason != "" && !t.rollback {
-		return orchestrator.Trigger{}, usageError("--reason goes with --rollback")
+// trigger is the trigger the flags ask for; getenv gives the CI job's identity (ciOrigin)
+// where the flags say nothing.
+func (t *triggerFlags) trigger(by string, getenv func(string) string) (orchestrator.Trigger, error) {
+	o := ciOrigin(getenv, t.commit)
+	if t.repo != "" && t.repo != o.Repo {
+		o.Repo, o.CommitURL = t.repo, ""
 	}
+	if t.ref != "" {
+		o.Ref, o.Tag = t.ref, false
+	}
+	o.JobURL, o.Actor = cmp.Or(t.jobURL, o.JobURL), cmp.Or(t.actor, o.Actor)
 	out := orchestrator.Trigger{Build: t.build, ImageTag: t.imageTag, Commit: t.commit, AppVersion: t.appVersion, By: by,
-		Rollback: t.rollback, Reason: t.reason}
+		Rollback: t.rollback, Reason: t.reason, Origin: o}
 	for _, kv := range t.set {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -145,7 +159,7 @@ func cmdRun(ctx context.Context, c *cli, args []string) error {
 	if fs.NArg() != 1 {
 		return usageError("run: want one PIPELINE argument (see --help)")
 	}
-	t, err := lc.trigger.trigger("cli:" + userName(c.getenv))
+	t, err := lc.trigger.trigger("cli:"+userName(c.getenv), c.getenv)
 	if err != nil {
 		return err
 	}
@@ -185,7 +199,7 @@ func cmdRun(ctx context.Context, c *cli, args []string) error {
 	// compensation is shown and the locks are released before we exit.
 	go func() {
 		<-ctx.Done()
-		_, _ = eng.Cancel(context.Background(), r.ID)
+		_, _ = eng.Cancel(context.Background(), r.ID, t.By, "interrupted: Ctrl-C on orchestrator run")
 	}()
 	p := newProgress(c.stdout, mode, *out.verbose)
 	if err := runs.Follow(context.Background(), b.store, r.ID, 0, p.event); err != nil {
@@ -220,7 +234,7 @@ func cmdPlan(ctx context.Context, c *cli, args []string) error {
 	if fs.NArg() != 1 {
 		return usageError("plan: want one PIPELINE argument (see --help)")
 	}
-	t, err := lc.trigger.trigger("cli:plan")
+	t, err := lc.trigger.trigger("cli:plan", c.getenv)
 	if err != nil {
 		return err
 	}

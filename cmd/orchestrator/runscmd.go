@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -295,6 +296,12 @@ func cmdRunsShow(ctx context.Context, c *cli, args []string) error {
 	tr := r.Trigger
 	fmt.Fprintf(c.stdout, "trigger: build %s, image tag %s, commit %s, by %s\n", orDefault(tr.Build, "-"),
 		orDefault(tr.ImageTag, "-"), orDefault(tr.Commit, "-"), orDefault(tr.By, "-"))
+	if o := tr.Origin.String(); o != "" {
+		fmt.Fprintf(c.stdout, "origin: %s\n", o)
+	}
+	if tr.Reason != "" {
+		fmt.Fprintf(c.stdout, "reason: %s\n", tr.Reason)
+	}
 	printRun(c.stdout, r, *out.verbose)
 	return nil
 }
@@ -334,10 +341,13 @@ func cmdRunsWatch(ctx context.Context, c *cli, args []string) error {
 }
 
 func cmdRunsCancel(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags("runs cancel", "ID --url URL",
+	fs := c.flags("runs cancel", "ID --url URL [--reason TEXT]",
 		"Cancels a run through the daemon that runs it: a queued run is dropped, a running one stops\n"+
-			"at the next safe point and puts back what it changed. Needs the trigger or admin token.")
+			"at the next safe point and puts back what it changed. Needs the trigger or admin token.\n"+
+			"The run records who asked (the token, and --by) and why.")
 	t := addTargetFlags(c, fs)
+	reason := fs.String("reason", "", "why (recorded in the run)")
+	by := fs.String("by", "", "who asks, recorded with the token's name (default: the CI's user, or $USER)")
 	if done, err := parse(fs, args); done {
 		return err
 	}
@@ -353,7 +363,7 @@ func cmdRunsCancel(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer e.close()
-	r, err := e.client.cancel(ctx, id)
+	r, err := e.client.cancel(ctx, id, cmp.Or(*by, ciOrigin(c.getenv, "").Actor), *reason)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func cmdTrigger(ctx context.Context, c *cli, args []string) error {
 		return usageError("trigger: --url (or ORCH_URL) is required")
 	}
 	pipeline := fs.Arg(0)
-	t, err := tf.trigger("")
+	t, err := tf.trigger("", c.getenv)
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func watchRun(ctx context.Context, c *cli, cl *apiClient, id string, p *progress
 		// The signal context has ended: the cancel and the rest of the run are followed on a
 		// fresh one, so the person sees the compensation finish.
 		ctx = context.Background()
-		if _, err := cl.cancel(ctx, id); err != nil {
+		if _, err := cl.cancel(ctx, id, ciOrigin(c.getenv, "").Actor, "interrupted: Ctrl-C on orchestrator trigger"); err != nil {
 			return err
 		}
 		fmt.Fprintf(c.stdout, "cancel requested; following run %s until it stops\n", id)
