@@ -66,6 +66,19 @@ func ValidRepo(repo string) bool {
 	return true
 }
 
+// ValidRef reports whether ref is a branch or tag name by git's rules for ref names, in
+// short: 1 to 255 bytes, no control characters, space, ~ ^ : ? * [ \\, "..", "@{", no
+// leading "-" or "/", no trailing "/" or ".lock".
+func ValidRef(ref string) bool {
+	switch {
+	case ref == "" || len(ref) > 255,
+		strings.ContainsAny(ref, " ~^:?*[\\") || strings.Contains(ref, "..") || strings.Contains(ref, "@{"),
+		strings.HasPrefix(ref, "/") || strings.HasPrefix(ref, "-") || strings.HasSuffix(ref, "/") || strings.HasSuffix(ref, ".lock"):
+		return false
+	}
+	return strings.IndexFunc(ref, func(r rune) bool { return r < 0x20 || r == 0x7f }) < 0
+}
+
 // ValidTraceparent reports whether tp is a W3C traceparent of version 00 whose trace and
 // parent IDs are not all zeros.
 func ValidTraceparent(tp string) bool {
@@ -99,6 +112,8 @@ func (o Origin) problems() FieldErrors {
 		}
 		switch {
 		case f.v == "":
+		case f.name == "ref" && !ValidRef(f.v):
+			add(Fieldf("ref", "not a branch or tag name"))
 		case f.name == "repo" && !ValidRepo(f.v):
 			add(Fieldf("repo", "want a repository path such as owner/name or group/sub/project: letters, digits, '.', '_' or '-' in each segment"))
 		case (f.name == "commit_url" || f.name == "job_url") && !pageURL(f.v):

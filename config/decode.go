@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strconv"
 	"strings"
@@ -265,12 +266,17 @@ func checkKeys(raw any, t reflect.Type, path string, c *problems) {
 	}
 }
 
-// structFields maps the koanf tag names of t's fields to their types ("-" excluded).
+// structFields maps the koanf tag names of t's fields to their types ("-" excluded), those
+// of a struct field tagged ",squash" among them.
 func structFields(t reflect.Type) map[string]reflect.Type {
 	out := make(map[string]reflect.Type, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("koanf"), ",")
+		if opts == "squash" && f.Type.Kind() == reflect.Struct {
+			maps.Copy(out, structFields(f.Type))
+			continue
+		}
 		if name == "" || name == "-" || !f.IsExported() {
 			continue
 		}

@@ -46,6 +46,8 @@ type Pipeline struct {
 	MaxBuildAhead int64 `koanf:"max_build_ahead"`
 	// Notify says where this pipeline's notifications go; nil means the daemon's default.
 	Notify *Notify `koanf:"notify"`
+	// Statuses says which Git hosts show the pipeline's runs as deployments; nil: none.
+	Statuses *Statuses `koanf:"statuses"`
 
 	// File is the path the pipeline was loaded from ("" when built in code).
 	File string `koanf:"-"`

@@ -238,6 +238,7 @@ func applyPipelineDefaults(p *Pipeline, fromEnv map[string]bool) {
 		p.Concurrency = ConcurrencyQueue
 	}
 	applyNotifyDefaults(p.Notify)
+	applyStatusesDefaults(p.Statuses, p.Name)
 }
 
 // pipeline checks a decoded pipeline whose defaults are applied.
@@ -310,6 +311,7 @@ func (v *validator) pipeline(p *Pipeline) {
 		v.add("max_build_ahead", "must not be negative (0 turns the check off)")
 	}
 	v.notify("notify", p.Notify)
+	v.statuses("statuses", p.Statuses)
 
 	// Every key the run takes must lie in its mutator's namespace and in no other.
 	for i, s := range p.Services {

@@ -43,6 +43,7 @@ type Metrics struct {
 	httpDuration  *prometheus.HistogramVec
 	webhooks      *prometheus.CounterVec
 	notifications *prometheus.CounterVec
+	hostStatuses  *prometheus.CounterVec
 }
 
 var _ locks.Observer = (*Metrics)(nil)
@@ -124,6 +125,10 @@ func New() *Metrics {
 			Name: "orchestrator_notifications_total",
 			Help: `Notifications, by target name and outcome (sent, failed, dropped). Each attempt is in orchestrator_outside_requests_total{system="notify"}.`,
 		}, []string{"target", "outcome"}),
+		hostStatuses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_deployment_statuses_total",
+			Help: `Deployment states told to Git hosts (github, gitlab), by host and outcome: sent; retry (an attempt failed and will be made again); dropped (given up: the host refused it, or it kept failing too long). Each request is in orchestrator_outside_requests_total.`,
+		}, []string{"host", "outcome"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -131,7 +136,7 @@ func New() *Metrics {
 		m.runs, m.takenOver, m.stillBuilding, m.phaseDuration, m.stepDuration,
 		m.lockWait, m.lockHold, m.lockLost, m.lockForced,
 		m.outside, m.outsideDur, m.httpRequests, m.httpDuration, m.webhooks,
-		m.notifications,
+		m.notifications, m.hostStatuses,
 	)
 	return m
 }
@@ -280,6 +285,15 @@ func (m *Metrics) Notification(target, outcome string) {
 		return
 	}
 	m.notifications.WithLabelValues(target, outcome).Inc()
+}
+
+// DeploymentStatus records one attempt to tell a Git host a deployment state. Its signature
+// is deploystatus.Options.Outcome's.
+func (m *Metrics) DeploymentStatus(host, outcome string) {
+	if m == nil {
+		return
+	}
+	m.hostStatuses.WithLabelValues(host, outcome).Inc()
 }
 
 // namespace is the lock key's namespace without the colon ("coolify" for "coolify:phase1").

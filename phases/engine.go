@@ -101,6 +101,8 @@ type Deps struct {
 	// Notifier, when set, is told about runs that end and lock waits over the pipeline's
 	// threshold.
 	Notifier Notifier
+	// Reporter, when set, is told of each state a run enters: queued, in a phase, ended.
+	Reporter Reporter
 	// HTTP is the client of HTTP health checks (default: 10s timeout per request). Its
 	// CheckRedirect is replaced by outbound.SameHostRedirect: a check follows no redirect to
 	// another scheme, host or port than its URL's.
@@ -332,6 +334,7 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Tri
 	if _, err := e.d.Store.Append(ctx, r.ID, runs.Event{Type: runs.EventRunQueued, Message: queuedMessage(t)}); err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "run queued event not written", slog.String(logRunID, r.ID), slog.String(logError, err.Error()))
 	}
+	e.report(ctx, r)
 	if resolved.Concurrency == config.ConcurrencySupersede && e.supersedePending(ctx, resolved, r) {
 		if o := e.d.Observer; o != nil {
 			o.RunEnded(pipeline, runs.StatusSuperseded)

@@ -188,7 +188,7 @@ func (x *execution) enterPhase(st runs.Status, evs ...runs.Event) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), finalWriteTimeout)
 	defer cancel()
 	fn, evs := x.rec.withPending(func(r *runs.Run) { r.Status = st }, evs)
-	_, err := x.rec.write(ctx, func(r *runs.Run) error { fn(r); return nil }, evs...)
+	run, err := x.rec.write(ctx, func(r *runs.Run) error { fn(r); return nil }, evs...)
 	if errors.Is(err, runs.ErrEnded) {
 		cause := errCanceled
 		if cur, gerr := x.e.d.Store.Get(ctx, x.run.ID); gerr == nil && cur.Status == runs.StatusSuperseded {
@@ -201,11 +201,13 @@ func (x *execution) enterPhase(st runs.Status, evs ...runs.Event) error {
 		return fmt.Errorf("record the start of %s: %w", st, err)
 	}
 	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.stopErr != nil {
-		return x.stopErr
+	stop = x.stopErr
+	x.inPhase = stop == nil
+	x.mu.Unlock()
+	if stop != nil {
+		return stop
 	}
-	x.inPhase = true
+	x.e.report(ctx, run)
 	return nil
 }
 
@@ -398,7 +400,7 @@ func (x *execution) finish(status runs.Status, reason string) {
 	}
 	x.log.LogAttrs(context.Background(), level, "run ended", slog.String(logStatus, string(status)), slog.String(logkey.Reason, reason))
 	if err == nil {
-		x.e.notifyEnd(ended)
+		x.e.runEnded(ended)
 	}
 }
 

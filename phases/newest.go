@@ -275,7 +275,7 @@ func submittedBefore(a, b runs.Run) bool {
 func (e *Engine) endPending(ctx context.Context, id, by string) bool {
 	cause := fmt.Errorf("%w %s", errSuperseded, by)
 	now := time.Now().UTC()
-	_, err := e.d.Store.Update(ctx, id, func(r *runs.Run) error {
+	ended, err := e.d.Store.Update(ctx, id, func(r *runs.Run) error {
 		if r.Status != runs.StatusQueued {
 			return errNotPending
 		}
@@ -293,6 +293,7 @@ func (e *Engine) endPending(ctx context.Context, id, by string) bool {
 		}
 		return false
 	}
+	e.report(ctx, ended)
 	e.mu.Lock()
 	x := e.execs[id]
 	e.mu.Unlock()

@@ -26,8 +26,23 @@ var notifyKinds = map[runs.Status]config.NotifyEvent{
 	runs.StatusInterrupted: config.NotifyInterrupted,
 }
 
-// notifyEnd announces run r, as stored at its end.
-func (e *Engine) notifyEnd(r runs.Run) {
+// Reporter is told of every state a run enters, for the places people look besides the
+// daemon (*deploystatus.Reporter: Git host deployments). Report must return at once, and
+// never fails the run.
+type Reporter interface {
+	Report(ctx context.Context, r runs.Run)
+}
+
+// report tells the reporter, if any, of run r as stored now.
+func (e *Engine) report(ctx context.Context, r runs.Run) {
+	if e.d.Reporter != nil {
+		e.d.Reporter.Report(ctx, r)
+	}
+}
+
+// runEnded announces run r, as stored at its end, to the notifier and the reporter.
+func (e *Engine) runEnded(r runs.Run) {
+	e.report(context.Background(), r)
 	kind, ok := notifyKinds[r.Status]
 	if !ok || e.d.Notifier == nil {
 		return

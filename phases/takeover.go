@@ -297,7 +297,7 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 	if o := e.d.Observer; o != nil {
 		o.RunEnded(r.Pipeline, runs.StatusInterrupted)
 	}
-	e.notifyEnd(out)
+	e.runEnded(out)
 	return &out, nil
 }
 

@@ -60,6 +60,14 @@ const (
 	EventNotifySent    EventType = "notify.sent"
 	EventNotifyFailed  EventType = "notify.failed"
 
+	// EventStatusFailed: a deployment state could not be told to a Git host (Data: host,
+	// state, attempt, and gave_up "true" when it is dropped; the message has the host's
+	// answer). Written on the first failed attempt at a state and when it is given up, not on
+	// every retry. EventStatusSkipped: the run is not reported to a host its pipeline names,
+	// and why (no commit, another repository). Both may follow the run's end event.
+	EventStatusFailed  EventType = "status.failed"
+	EventStatusSkipped EventType = "status.skipped"
+
 	EventRunSucceeded   EventType = "run.succeeded"
 	EventRunFailed      EventType = "run.failed"
 	EventRunSuperseded  EventType = "run.superseded"
