@@ -168,6 +168,14 @@ func haScenario(t *testing.T, w *world, inPhase1 bool, failover haFailover) {
 		if !r.Status.Terminal() || (r.Status != runs.StatusSucceeded && r.Reason == "") {
 			t.Errorf("run %s (%s) on %s ended %q with reason %q", r.ID, r.Pipeline, s.d.name, r.Status, r.Reason)
 		}
+		// A run stopped in Phase 1 when its daemon lost its liveness lease for longer than its
+		// TTL (a failover that slow) acts on nothing more, not even to restore: it ends
+		// interrupted, and its record says which services it left carrying its config.
+		for _, l := range r.Left {
+			if l.State == runs.LeftSyncedNotDeployed && l.UUID != "" {
+				w.allowLeftSynced(l.UUID, r.ID, fmt.Sprintf("run %s ended %s and says it left it synced, not deployed", r.ID, r.Status))
+			}
+		}
 		for _, st := range r.Steps {
 			if st.Phase != runs.Phase1 || st.Error == "" {
 				continue
