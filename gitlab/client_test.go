@@ -105,7 +105,13 @@ func TestRepeatedCalls(t *testing.T) {
 	if err != nil || again != first || len(srv.Deployments(project)) != 1 {
 		t.Fatalf("got %s %v and %d deployments, want %s and one", again, err, len(srv.Deployments(project)), first)
 	}
-	setAll(t, c, d, first, orchestrator.HostSuccess, orchestrator.HostSuccess)
+	// A state set again (its first answer lost): GitLab refuses running→running and
+	// success→success with 400, for the deployment and the commit status both.
+	setAll(t, c, d, first, orchestrator.HostInProgress, orchestrator.HostInProgress, orchestrator.HostSuccess, orchestrator.HostSuccess)
+	n, _ := strconv.ParseInt(first, 10, 64)
+	if got, want := srv.Statuses(n), []string{"running", "success"}; !slices.Equal(got, want) {
+		t.Errorf("statuses: got %v, want %v", got, want)
+	}
 	// A finished deployment is not found again: the next run's gets its own.
 	next, err := c.CreateDeployment(ctx, d)
 	if err != nil || next == first {
