@@ -40,17 +40,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
-	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	gh88 "github.com/google/go-github/v88/github" // ghinstallation's types
 	gogithub "github.com/google/go-github/v89/github"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/hostclient"
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
-	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 )
 
 // System is the name this client reports to a [MetricsFunc] and in logs.
@@ -155,9 +153,10 @@ func WithMetrics(fn MetricsFunc) Option { return func(o *options) { o.metrics = 
 
 // Client talks to one GitHub API with one identity. It is safe for concurrent use.
 type Client struct {
-	gh     *gogithub.Client
-	base   string // API base URL, with a trailing slash
-	logger *slog.Logger
+	gh       *gogithub.Client
+	base     string // API base URL, with a trailing slash
+	basePath string // its path ("/" or "/api/v3/")
+	logger   *slog.Logger
 }
 
 // New returns a client for the GitHub API at baseURL ("" for [DefaultBaseURL]; GitHub
@@ -172,72 +171,36 @@ func New(baseURL string, auth Auth, opts ...Option) (*Client, error) {
 	if baseURL == "" {
 		baseURL = DefaultBaseURL
 	}
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
-		u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("github base url %q: want an absolute http(s) URL without user, query or fragment", baseURL)
+	u, err := hostclient.BaseURL(System, baseURL)
+	if err != nil {
+		return nil, err
 	}
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"
 	}
 	base := u.String()
-
-	hc := &http.Client{Timeout: 30 * time.Second}
-	if o.httpc != nil {
-		c := *o.httpc
-		hc = &c
-	}
-	next := hc.Transport
-	if next == nil {
-		next = outbound.DefaultTransport
-	}
-	next = &attemptTransport{next: next, userAgent: "orchestrator/" + o.version, metrics: o.metrics}
+	hc := hostclient.HTTPClient(o.httpc, System, o.version, o.metrics, routeOf)
 	if auth == nil {
 		return nil, errors.New("github: no auth")
 	}
-	authed, err := auth.transport(next, base)
+	authed, err := auth.transport(hc.Transport, base)
 	if err != nil {
 		return nil, fmt.Errorf("github auth: %w", err)
 	}
 	hc.Transport = authed
-	hc.CheckRedirect = outbound.SameHostRedirect
 	gh, err := gogithub.NewClient(gogithub.WithHTTPClient(hc), gogithub.WithURLs(&base, &base),
-		gogithub.WithUserAgent("orchestrator/"+o.version))
+		gogithub.WithUserAgent(hostclient.UserAgent(o.version)))
 	if err != nil {
 		return nil, fmt.Errorf("github client: %w", err)
 	}
-	return &Client{gh: gh, base: base, logger: o.logger}, nil
+	return &Client{gh: gh, base: base, basePath: u.Path, logger: o.logger}, nil
 }
 
 // BaseURL is the API base the client sends to, with a trailing slash.
 func (c *Client) BaseURL() string { return c.base }
 
-// attemptTransport sets the User-Agent and the trace headers of internal/trace on every
-// attempt (the token exchange's too) and reports it to the metrics.
-type attemptTransport struct {
-	next      http.RoundTripper
-	userAgent string
-	metrics   MetricsFunc
-}
-
-func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("User-Agent", t.userAgent)
-	trace.SetHeaders(r.Context(), r.Header)
-	start := time.Now()
-	resp, err := t.next.RoundTrip(r)
-	if t.metrics != nil {
-		status := 0
-		if resp != nil {
-			status = resp.StatusCode
-		}
-		t.metrics(System, r.Method, routeOf(r.URL.Path), status, time.Since(start))
-	}
-	return resp, err
-}
-
 // routeOf turns a request path into its route template, so metric labels stay bounded.
-func routeOf(path string) string {
+func routeOf(_, path string) string {
 	switch {
 	case strings.HasSuffix(path, "/access_tokens"):
 		return "/app/installations/{installation_id}/access_tokens"

@@ -37,14 +37,14 @@ func (c *Client) CreateDeployment(ctx context.Context, d orchestrator.HostDeploy
 		return "", fmt.Errorf("github deployment: %w", err)
 	}
 	owner, repo, _ := strings.Cut(d.Repo, "/")
-	path := "/repos/" + d.Repo + "/deployments"
+	path := c.path("repos/" + d.Repo + "/deployments")
 
 	list, resp, err := c.gh.Repositories.ListDeployments(ctx, owner, repo, &gogithub.DeploymentsListOptions{
 		SHA: d.Commit, Environment: d.Environment, ListOptions: gogithub.ListOptions{PerPage: findPageSize},
 	})
 	c.debug(ctx, http.MethodGet, "/repos/{owner}/{repo}/deployments", statusOf(respOf(resp), 0))
 	if err != nil {
-		return "", apiError(http.MethodGet, path, resp, err)
+		return "", apiError(http.MethodGet, path, err)
 	}
 	for _, dep := range list {
 		if dep.GetSHA() == d.Commit && dep.GetEnvironment() == d.Environment && payloadRun(dep.Payload) == d.RunID {
@@ -66,7 +66,7 @@ func (c *Client) CreateDeployment(ctx context.Context, d orchestrator.HostDeploy
 	dep, resp, err := c.gh.Repositories.CreateDeployment(ctx, owner, repo, req)
 	c.debug(ctx, http.MethodPost, "/repos/{owner}/{repo}/deployments", statusOf(respOf(resp), 0))
 	if err != nil {
-		return "", apiError(http.MethodPost, path, resp, err)
+		return "", apiError(http.MethodPost, path, err)
 	}
 	if dep.GetID() <= 0 {
 		return "", &APIError{Method: http.MethodPost, Path: path, StatusCode: resp.StatusCode, Message: "answer without a deployment id"}
@@ -155,7 +155,7 @@ func (c *Client) SetDeploymentState(ctx context.Context, d orchestrator.HostDepl
 	_, resp, err := c.gh.Repositories.CreateDeploymentStatus(ctx, owner, repo, depID, req)
 	c.debug(ctx, http.MethodPost, "/repos/{owner}/{repo}/deployments/{deployment_id}/statuses", statusOf(respOf(resp), 0))
 	if err != nil {
-		return apiError(http.MethodPost, "/repos/"+d.Repo+"/deployments/"+id+"/statuses", resp, err)
+		return apiError(http.MethodPost, c.path("repos/"+d.Repo+"/deployments/"+id+"/statuses"), err)
 	}
 
 	state := CommitState(s)
@@ -173,10 +173,13 @@ func (c *Client) SetDeploymentState(ctx context.Context, d orchestrator.HostDepl
 	_, resp, err = c.gh.Repositories.CreateStatus(ctx, owner, repo, d.Commit, status)
 	c.debug(ctx, http.MethodPost, "/repos/{owner}/{repo}/statuses/{sha}", statusOf(respOf(resp), 0))
 	if err != nil {
-		return apiError(http.MethodPost, "/repos/"+d.Repo+"/statuses/"+d.Commit, resp, err)
+		return apiError(http.MethodPost, c.path("repos/"+d.Repo+"/statuses/"+d.Commit), err)
 	}
 	return nil
 }
+
+// path is a request's path below the API base, as sent (the values are valid, so unescaped).
+func (c *Client) path(rest string) string { return c.basePath + rest }
 
 func respOf(r *gogithub.Response) *http.Response {
 	if r == nil {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	gogithub "github.com/google/go-github/v89/github"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/hostclient"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 )
 
@@ -50,29 +50,7 @@ type APIError struct {
 
 // Error reads like "POST /repos/o/r/deployments: 422 Validation Failed (ref: invalid: …)".
 func (e *APIError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "github %s %s: %d", e.Method, e.Path, e.StatusCode)
-	if e.Message != "" {
-		b.WriteString(" " + e.Message)
-	} else {
-		b.WriteString(" " + strings.ToLower(http.StatusText(e.StatusCode)))
-	}
-	if len(e.Errors) > 0 {
-		keys := make([]string, 0, len(e.Errors))
-		for k := range e.Errors {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, len(keys))
-		for i, k := range keys {
-			parts[i] = k + ": " + strings.Join(e.Errors[k], "; ")
-		}
-		b.WriteString(" (" + strings.Join(parts, ", ") + ")")
-	}
-	if e.RetryAfter > 0 {
-		fmt.Fprintf(&b, " (retry after %s)", e.RetryAfter.Round(time.Second))
-	}
-	return b.String()
+	return hostclient.ErrorText(System, e.Method, e.Path, e.StatusCode, e.Message, e.Errors, e.RetryAfter)
 }
 
 // Is matches the sentinel of the status class.
@@ -95,7 +73,8 @@ func (e *APIError) Is(target error) bool {
 // Retryable says whether the same call may succeed later, and how long to wait first (0:
 // the caller's own backoff): yes for 5xx (but 501), 429 and the rate limits (403 or 429 with
 // x-ratelimit-remaining: 0, or a secondary limit), waiting RetryAfter; no for the other 4xx
-// (401, 404, 409, 422…), which answer the same until something else changes. A failure that
+// (401, 404, 409, 422…), which answer the same until something else changes. A secondary
+// limit or a 429 without retry-after waits a minute, as GitHub asks. A failure that
 // is not an *APIError (no answer at all) is retryable too.
 func (e *APIError) Retryable() (after time.Duration, ok bool) {
 	switch {
@@ -107,9 +86,13 @@ func (e *APIError) Retryable() (after time.Duration, ok bool) {
 	return 0, false
 }
 
+// secondaryWait is how long to wait after a secondary rate limit that names no time: "at
+// least one minute", GitHub's docs say.
+const secondaryWait = time.Minute
+
 // apiError turns go-github's error for a call into an *APIError, or returns it as it is (a
 // transport failure, wrapped with method and path, its URL dropped).
-func apiError(method, path string, resp *gogithub.Response, err error) error {
+func apiError(method, path string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -131,6 +114,7 @@ func apiError(method, path string, resp *gogithub.Response, err error) error {
 		return e
 	case errors.As(err, &ab):
 		e.StatusCode, e.Message, e.RateLimited = statusOf(ab.Response, http.StatusForbidden), ab.Message, true
+		e.RetryAfter = secondaryWait
 		if ab.RetryAfter != nil {
 			e.RetryAfter = *ab.RetryAfter
 		}
@@ -146,6 +130,9 @@ func apiError(method, path string, resp *gogithub.Response, err error) error {
 		}
 		if e.StatusCode == http.StatusTooManyRequests {
 			e.RateLimited = true
+			if e.RetryAfter == 0 {
+				e.RetryAfter = secondaryWait
+			}
 		}
 		return e
 	case errors.As(err, &acc):
@@ -174,7 +161,6 @@ func apiError(method, path string, resp *gogithub.Response, err error) error {
 	if errors.As(err, &ue) {
 		err = ue.Err // its text repeats the URL
 	}
-	_ = resp
 	return fmt.Errorf("github %s %s: %w", method, path, err)
 }
 

@@ -39,15 +39,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
-	"time"
 
 	gogitlab "gitlab.com/gitlab-org/api/client-go/v2"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/hostclient"
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
-	"github.com/deploy-orchestrator/orchestrator/internal/trace"
 )
 
 // System is the name this client reports to a [MetricsFunc] and in logs.
@@ -134,25 +132,13 @@ func New(baseURL string, auth Auth, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
-		u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("gitlab base url %q: want an absolute http(s) URL without user, query or fragment", baseURL)
+	u, err := hostclient.BaseURL(System, baseURL)
+	if err != nil {
+		return nil, err
 	}
 	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/api/v4") + "/api/v4/"
 	base := u.String()
-
-	hc := &http.Client{Timeout: 30 * time.Second}
-	if o.httpc != nil {
-		c := *o.httpc
-		hc = &c
-	}
-	next := hc.Transport
-	if next == nil {
-		next = outbound.DefaultTransport
-	}
-	hc.Transport = &attemptTransport{next: next, userAgent: "orchestrator/" + o.version, metrics: o.metrics}
-	hc.CheckRedirect = outbound.SameHostRedirect
+	hc := hostclient.HTTPClient(o.httpc, System, o.version, o.metrics, routeOf)
 	if auth == nil {
 		return nil, errors.New("gitlab: no auth")
 	}
@@ -160,7 +146,7 @@ func New(baseURL string, auth Auth, opts ...Option) (*Client, error) {
 		gogitlab.WithHTTPClient(hc),
 		gogitlab.WithoutRetries(),
 		gogitlab.WithCustomLimiter(noLimit{}),
-		gogitlab.WithUserAgent("orchestrator/"+o.version),
+		gogitlab.WithUserAgent(hostclient.UserAgent(o.version)),
 		gogitlab.WithURLWarningLogger(o.logger),
 	)
 	if err != nil {
@@ -177,32 +163,8 @@ type noLimit struct{}
 
 func (noLimit) Wait(context.Context) error { return nil }
 
-// attemptTransport sets the User-Agent and the trace headers of internal/trace on every
-// attempt and reports it to the metrics.
-type attemptTransport struct {
-	next      http.RoundTripper
-	userAgent string
-	metrics   MetricsFunc
-}
-
-func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("User-Agent", t.userAgent)
-	trace.SetHeaders(r.Context(), r.Header)
-	start := time.Now()
-	resp, err := t.next.RoundTrip(r)
-	if t.metrics != nil {
-		status := 0
-		if resp != nil {
-			status = resp.StatusCode
-		}
-		t.metrics(System, r.Method, routeOf(r.Method, r.URL.EscapedPath()), status, time.Since(start))
-	}
-	return resp, err
-}
-
 // routeOf turns a request path into its route template, so metric labels stay bounded.
-func routeOf(method, path string) string {
+func routeOf(_, path string) string {
 	switch {
 	case strings.Contains(path, "/statuses/"):
 		return "/projects/:id/statuses/:sha"

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	gogitlab "gitlab.com/gitlab-org/api/client-go/v2"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/hostclient"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 )
 
@@ -49,29 +48,7 @@ type APIError struct {
 
 // Error reads like "gitlab PUT /api/v4/projects/g%2Fp/deployments/7: 400 (status: cannot transition via \"run\")".
 func (e *APIError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "gitlab %s %s: %d", e.Method, e.Path, e.StatusCode)
-	if e.Message != "" {
-		b.WriteString(" " + e.Message)
-	} else if len(e.Errors) == 0 {
-		b.WriteString(" " + strings.ToLower(http.StatusText(e.StatusCode)))
-	}
-	if len(e.Errors) > 0 {
-		keys := make([]string, 0, len(e.Errors))
-		for k := range e.Errors {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, len(keys))
-		for i, k := range keys {
-			parts[i] = k + ": " + strings.Join(e.Errors[k], "; ")
-		}
-		b.WriteString(" (" + strings.Join(parts, ", ") + ")")
-	}
-	if e.RetryAfter > 0 {
-		fmt.Fprintf(&b, " (retry after %s)", e.RetryAfter.Round(time.Second))
-	}
-	return b.String()
+	return hostclient.ErrorText(System, e.Method, e.Path, e.StatusCode, e.Message, e.Errors, e.RetryAfter)
 }
 
 // Is matches the sentinel of the status class.

@@ -468,10 +468,6 @@ func (f *Fake) createDeployment(w http.ResponseWriter, r *http.Request, name str
 			}
 		}
 	}
-	if body.AutoMerge == nil || *body.AutoMerge {
-		// GitHub would try to merge the default branch; the fake has none to merge.
-		d.AutoMerge = body.AutoMerge
-	}
 	d.TransientEnvironment = body.TransientEnvironment != nil && *body.TransientEnvironment
 	d.ProductionEnvironment = d.Environment == "production"
 	if body.ProductionEnvironment != nil {
