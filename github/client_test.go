@@ -3,6 +3,7 @@ package github_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -148,6 +149,10 @@ func TestAppAuth(t *testing.T) {
 	}
 	if n := srv.TokenExchanges(); n != 1 {
 		t.Errorf("token exchanges: got %d, want 1 (the token is cached)", n)
+	}
+	want := map[string]string{"deployments": "write", "statuses": "write", "metadata": "read"}
+	if got := srv.TokenPermissions(); len(got) != 1 || !maps.Equal(got[0], want) {
+		t.Errorf("token permissions asked: got %v, want %v (least privilege)", got, want)
 	}
 	for _, r := range srv.Requests() {
 		if strings.Contains(r.Path, "/repos/") && r.Auth != "installation" {

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,13 @@ func (f *Fake) exchange(w http.ResponseWriter, r *http.Request, rawID string, no
 		writeError(w, http.StatusNotFound, "Not Found")
 		return "jwt"
 	}
+	var body struct {
+		Permissions map[string]string `json:"permissions"`
+	}
+	if r.Body != nil {
+		_ = json.NewDecoder(r.Body).Decode(&body)
+	}
+	f.tokenPerms = append(f.tokenPerms, body.Permissions)
 	buf := make([]byte, 20)
 	_, _ = rand.Read(buf)
 	token := "ghs_" + hex.EncodeToString(buf)
@@ -47,7 +55,7 @@ func (f *Fake) exchange(w http.ResponseWriter, r *http.Request, rawID string, no
 	writeJSON(w, http.StatusCreated, map[string]any{
 		"token":                token,
 		"expires_at":           exp.UTC().Format(time.RFC3339),
-		"permissions":          map[string]string{"deployments": "write", "statuses": "write", "metadata": "read"},
+		"permissions":          cmpPerms(body.Permissions),
 		"repository_selection": "all",
 	})
 	return "jwt"
@@ -105,4 +113,20 @@ func decodeSegment(seg string, v any) error {
 		return err
 	}
 	return json.Unmarshal(b, v)
+}
+
+// cmpPerms is the permissions a token gets: those asked for, or the App's.
+func cmpPerms(asked map[string]string) map[string]string {
+	if len(asked) > 0 {
+		return asked
+	}
+	return map[string]string{"deployments": "write", "statuses": "write", "metadata": "read", "contents": "read"}
+}
+
+// TokenPermissions returns the permissions each installation token request asked for, in
+// order (nil for a request that asked for none: all of the App's).
+func (f *Fake) TokenPermissions() []map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.tokenPerms)
 }

@@ -72,6 +72,7 @@ type Fake struct {
 	nextID      int64
 	instTokens  map[string]time.Time // installation token → expiry
 	exchanges   int
+	tokenPerms  []map[string]string
 	used        int
 	resetAt     time.Time
 	failNext    []int     // statuses to answer the next requests with
