@@ -157,13 +157,14 @@ func Closed(op string) error { return fmt.Errorf("%s: %w: %w", op, ErrUnavailabl
 // Fail wraps a backend error for op: context errors and the contract's sentinels pass
 // through; anything else (transport, server, file errors) becomes ErrUnavailable. Portable
 // applies it to every driver error; drivers apply it in the contracts they implement
-// directly (MarkStore, Pruner, Deliveries).
+// directly (MarkStore, ReportStore, Pruner, Deliveries).
 func Fail(op string, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, ErrNotFound), errors.Is(err, ErrConflict),
 		errors.Is(err, ErrEnded), errors.Is(err, ErrInvalid),
-		errors.Is(err, ErrUnavailable), errors.Is(err, ErrFenceBehind):
+		errors.Is(err, ErrUnavailable), errors.Is(err, ErrFenceBehind),
+		errors.Is(err, ErrNotClaimed):
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)

@@ -23,6 +23,10 @@ type Pruner interface {
 	// batches so other writers are not held up. Several daemons may prune one backend at
 	// once. It returns how many runs it deleted.
 	//
+	// With the runs go their reports (ReportStore) that have nothing pending; a pending
+	// report stays until it is delivered, and goes at a later Prune. A latest-report pointer
+	// goes when the report it names is gone.
+	//
 	// Errors: ErrInvalid (a negative MaxAge or MaxRuns); ErrUnavailable.
 	Prune(ctx context.Context, r Retention) (deleted int, err error)
 }

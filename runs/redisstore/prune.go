@@ -26,8 +26,9 @@ func (d *driver) runKeys(id string) []string { return []string{d.runKey(id), d.e
 
 // Prune implements runs.Pruner. It walks the all-runs index from the oldest entry below the
 // cutoff, reads each batch of runs, and deletes the ended ones with one script call each
-// (sent in one pipeline), which checks that the run is still there in the status read.
-// Delivery markers need nothing: they expire by their own TTL.
+// (sent in one pipeline), which checks that the run is still there in the status read; then
+// the reports of runs that are gone (pruneReports). Delivery markers need nothing: they
+// expire by their own TTL.
 func (s *Store) Prune(ctx context.Context, r runs.Retention) (int, error) {
 	const op = "prune runs"
 	if err := s.d.open(op); err != nil {
@@ -44,22 +45,38 @@ func (s *Store) Prune(ctx context.Context, r runs.Retention) (int, error) {
 		}
 	}
 	before, err := runs.PruneBefore(r, time.Now(), nth)
-	if err != nil || before == "" {
+	if err != nil {
 		return 0, err
 	}
-	if err := pruneScript.Load(ctx, s.d.rdb).Err(); err != nil {
-		return 0, runs.Fail(op, err)
+	deleted, err := s.d.pruneRuns(ctx, before)
+	if err == nil {
+		err = s.d.pruneReports(ctx)
+	}
+	if err != nil {
+		return deleted, runs.Fail(op, err)
+	}
+	return deleted, nil
+}
+
+// pruneRuns deletes the ended runs whose sort key is below before ("": none), a batch at a
+// time, and returns how many it deleted.
+func (d *driver) pruneRuns(ctx context.Context, before string) (int, error) {
+	if before == "" {
+		return 0, nil
+	}
+	if err := pruneScript.Load(ctx, d.rdb).Err(); err != nil {
+		return 0, err
 	}
 	deleted, min := 0, "-"
 	for {
-		sks, err := s.d.rdb.ZRangeByLex(ctx, s.d.allKey(), &redis.ZRangeBy{Min: min, Max: "(" + before, Count: runs.PruneBatch}).Result()
+		sks, err := d.rdb.ZRangeByLex(ctx, d.allKey(), &redis.ZRangeBy{Min: min, Max: "(" + before, Count: runs.PruneBatch}).Result()
 		if err != nil {
-			return deleted, runs.Fail(op, err)
+			return deleted, err
 		}
-		n, err := s.d.pruneBatch(ctx, sks)
+		n, err := d.pruneBatch(ctx, sks)
 		deleted += n
 		if err != nil {
-			return deleted, runs.Fail(op, err)
+			return deleted, err
 		}
 		if len(sks) < runs.PruneBatch {
 			return deleted, nil

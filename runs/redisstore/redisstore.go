@@ -19,15 +19,18 @@
 //	P{runs}:dl:<delivery id>          webhook delivery marker, with the TTL
 //	P{runs}:mark:<uuid>               hash: d (runs.Mark JSON), f (its fence), p:<pipeline>
 //	                                  (the pipeline's mark on the resource, runs.Mark JSON)
+//	P{runs}:rpt:<key>, rpts:<key>, rptdue, rptrun:<run id>, rptruns, rptscope
+//	                                  reports to Git hosts (runs.ReportStore): see reports.go
 //
 // The store is runs.Portable over this package's runs.Driver; the package adds
-// runs.MarkStore, runs.Pruner and runs.Deliveries. Run writes are optimistic: Portable
-// applies the change in Go and the driver commits it with a script that checks the version,
-// writes the header and the steps that changed (an Update of one step of a 100-service run
-// sends that step, not the whole run), moves the run between indexes, appends the events and
-// publishes a signal on P{runs}:sig:<id>, all at once; on a version clash Portable reads
-// again and retries. A read is one script (get.lua) that answers the whole hash, or only the
-// version when the reader's decoded copy is current, so it never sees half an Update.
+// runs.MarkStore, runs.ReportStore, runs.Pruner and runs.Deliveries. Run writes are
+// optimistic: Portable applies the change in Go and the driver commits it with a script that
+// checks the version, writes the header and the steps that changed (an Update of one step of
+// a 100-service run sends that step, not the whole run), moves the run between indexes,
+// appends the events and publishes a signal on P{runs}:sig:<id>, all at once; on a version
+// clash Portable reads again and retries. A read is one script (get.lua) that answers the
+// whole hash, or only the version when the reader's decoded copy is current, so it never sees
+// half an Update.
 //
 // Runs written whole by older builds (field d: the run's JSON, steps included) are read as
 // they are; their first Update rewrites them in this layout. Older builds cannot read runs

@@ -1,9 +1,10 @@
 // Package runstest is the conformance suite every runs.Store backend passes: create and
 // get, idempotent create under concurrency, list filters and pagination order, gap-free
 // event sequences under concurrent writers, live follow, interrupted marking across a
-// restart, webhook delivery de-duplication (runs.Deliveries) and fenced resource marks
-// (runs.MarkStore, each pipeline's mark on a resource included), both of which every store
-// must implement, and not-found errors. Run it with -race.
+// restart, webhook delivery de-duplication (runs.Deliveries), fenced resource marks
+// (runs.MarkStore, each pipeline's mark on a resource included) and the outbox of Git host
+// deployment statuses (runs.ReportStore: claims, leases, backoff, pruning), all of which
+// every store must implement, and not-found errors. Run it with -race.
 //
 // A backend's test calls Run with a function that prepares an empty backend for one test
 // and returns an Opener for it:
@@ -83,6 +84,7 @@ func Run(t *testing.T, newBackend func(tb testing.TB) Opener) {
 		{"Ping", testPing},
 		{"Prune", testPrune},
 	}
+	tests = append(tests, reportTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

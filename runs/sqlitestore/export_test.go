@@ -5,6 +5,9 @@ import (
 	"fmt"
 )
 
+// SchemaVersion is the schema this build writes (tests only).
+const SchemaVersion = schemaVersion
+
 // SetUserVersion overwrites the schema version (tests only).
 func SetUserVersion(s *Store, v int) error {
 	_, err := s.d.w.ExecContext(context.Background(), fmt.Sprintf("PRAGMA user_version = %d", v))

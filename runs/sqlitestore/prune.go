@@ -14,7 +14,8 @@ import (
 var runTables = []string{"events", "steps"}
 
 // Prune implements runs.Pruner: each batch of ended runs goes with its events in one write
-// transaction (the idempotency key is a column of the run's row, so it goes with it).
+// transaction (the idempotency key is a column of the run's row, so it goes with it); then
+// the reports without a run that have nothing pending (pruneReports).
 // SQLite reuses the freed pages, so the file stops growing once the history is at its bound.
 func (s *Store) Prune(ctx context.Context, r runs.Retention) (int, error) {
 	const op = "prune runs"
@@ -73,6 +74,9 @@ func (s *Store) Prune(ctx context.Context, r runs.Retention) (int, error) {
 		if len(ids) < runs.PruneBatch {
 			break
 		}
+	}
+	if err := s.pruneReports(ctx, op); err != nil {
+		return deleted, err
 	}
 	err = s.d.write(ctx, op, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM deliveries WHERE expires_ns <= ?`, time.Now().UnixNano())

@@ -4,20 +4,23 @@
 // and the daemon on one host share the file.
 //
 // The store is runs.Portable over this package's runs.Driver; the package adds
-// runs.MarkStore, runs.Pruner and runs.Deliveries. Each run is a row holding its header (the
-// run without its steps, as JSON) plus the columns List filters and sorts on; its steps are
-// rows keyed by (run, position), so an Update rewrites the header and only the steps that
-// changed, not the whole run; events are rows keyed by (run, seq); resource marks are rows
-// keyed by UUID, and each pipeline's mark on a resource a row keyed by (UUID, pipeline). Reads of a run take its header and steps in one read transaction (one WAL
-// snapshot), so they never see a half-written Update. All writes go through one connection
-// in BEGIN IMMEDIATE transactions; a write checks the run's version (another process may
-// have written it since this one read it), and across processes SQLite's lock (with a busy
-// timeout) serializes them.
+// runs.MarkStore, runs.ReportStore, runs.Pruner and runs.Deliveries. Each run is a row
+// holding its header (the run without its steps, as JSON) plus the columns List filters and
+// sorts on; its steps are rows keyed by (run, position), so an Update rewrites the header and
+// only the steps that changed, not the whole run; events are rows keyed by (run, seq);
+// resource marks are rows keyed by UUID, and each pipeline's mark on a resource a row keyed
+// by (UUID, pipeline); reports to Git hosts are rows keyed by report key (reports.go). Reads
+// of a run take its header and steps in one read transaction (one WAL snapshot), so they
+// never see a half-written Update. All writes go through one connection in BEGIN IMMEDIATE
+// transactions; a write checks the run's version (another process may have written it since
+// this one read it), and across processes SQLite's lock (with a busy timeout) serializes
+// them.
 //
-// A file written by builds that stored each run whole (schema 1), or that kept no pipeline
-// marks (schema 2), is migrated when it is opened; builds older than this one refuse a
-// migrated file (its schema is newer): one that did not write pipeline marks would leave them
-// behind the resources' marks, and the stale-build guard trusts them.
+// A file written by builds that stored each run whole (schema 1), that kept no pipeline
+// marks (schema 2), or that kept no reports (schemas 3 and 4) is migrated when it is opened;
+// builds older than this one refuse a migrated file (its schema is newer): one that did not
+// write pipeline marks would leave them behind the resources' marks, and the stale-build
+// guard trusts them; one that knew no reports would never prune them.
 //
 // Durability: WAL with synchronous=NORMAL, so a crash of the process loses nothing and a
 // power cut can lose the last transactions but never corrupts the file.
@@ -55,7 +58,8 @@ const FileName = "runs.db"
 //	3: pipeline_marks holds each pipeline's mark on a resource (created empty: a mark of
 //	   marks stands for its pipeline's until it is replaced, see runs.MarkStore).
 //	4: running holds what each resource was last seen running (created empty).
-const schemaVersion = 4
+//	5: reports and report_scopes hold the reports to Git hosts (created empty, see reports.go).
+const schemaVersion = 5
 
 const schema = `
 CREATE TABLE IF NOT EXISTS runs (
@@ -105,6 +109,19 @@ CREATE TABLE IF NOT EXISTS pipeline_marks (
 CREATE TABLE IF NOT EXISTS running (
 	uuid TEXT PRIMARY KEY,
 	data BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS reports (
+	key    TEXT PRIMARY KEY,
+	run_id TEXT NOT NULL,
+	due    INTEGER,
+	owner  TEXT NOT NULL DEFAULT '',
+	data   BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS reports_run ON reports (run_id);
+CREATE INDEX IF NOT EXISTS reports_due ON reports (due);
+CREATE TABLE IF NOT EXISTS report_scopes (
+	scope TEXT PRIMARY KEY,
+	key   TEXT NOT NULL
 ) WITHOUT ROWID;
 `
 

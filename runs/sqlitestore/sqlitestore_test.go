@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/runs/runstest"
@@ -196,8 +197,8 @@ func TestMigratesWholeRuns(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM steps WHERE run_id = ?`, r.ID).Scan(&steps); err != nil {
 		t.Fatal(err)
 	}
-	if version != 4 || steps != len(r.Steps) {
-		t.Errorf("after the migration: schema %d with %d step rows, want schema 4 with %d", version, steps, len(r.Steps))
+	if version != sqlitestore.SchemaVersion || steps != len(r.Steps) {
+		t.Errorf("after the migration: schema %d with %d step rows, want schema %d with %d", version, steps, sqlitestore.SchemaVersion, len(r.Steps))
 	}
 }
 
@@ -243,8 +244,8 @@ func TestMigratesMarksWithoutPipelineMarks(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM pipeline_marks WHERE uuid = ?`, m.UUID).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
-	if version != 4 || rows != 2 {
-		t.Errorf("after the migration and the writes: schema %d with %d pipeline marks, want schema 4 with 2 (late's and ops')", version, rows)
+	if version != sqlitestore.SchemaVersion || rows != 2 {
+		t.Errorf("after the migration and the writes: schema %d with %d pipeline marks, want schema %d with 2 (late's and ops')", version, rows, sqlitestore.SchemaVersion)
 	}
 }
 
@@ -317,5 +318,53 @@ func TestPruneDropsSteps(t *testing.T) {
 	}
 	if steps != 2 {
 		t.Errorf("%d step rows after pruning one of two runs of 2 steps, want 2", steps)
+	}
+}
+
+// TestMigratesToReports: a file of schema 4 (no reports tables, as builds before the outbox of
+// Git host statuses left it) is migrated on Open, and its reports store and claim.
+func TestMigratesToReports(t *testing.T) {
+	path := filepath.Join(t.TempDir(), sqlitestore.FileName)
+	s := open(t, path)
+	r, _, err := s.Create(t.Context(), runs.Run{Pipeline: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a schema-4 build leaves: this build's file without the reports tables.
+	for _, q := range []string{`DROP TABLE reports`, `DROP TABLE report_scopes`, `PRAGMA user_version = 4`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	rs := open(t, path).(runs.ReportStore)
+	seed := runs.Report{Key: runs.ReportKey("github", r.ID), Host: "github", RunID: r.ID}
+	if err := rs.AddReportState(t.Context(), seed, runs.ReportState{State: "queued"}); err != nil {
+		t.Fatalf("AddReportState after the migration: %v", err)
+	}
+	if got, err := rs.ClaimReports(t.Context(), "node-a", time.Minute, 1); err != nil || len(got) != 1 {
+		t.Fatalf("ClaimReports after the migration: %d reports, %v; want 1", len(got), err)
+	}
+	if prev, err := rs.SwapLatestReport(t.Context(), "github:acme/api:production", seed.Key); err != nil || prev != "" {
+		t.Fatalf("SwapLatestReport after the migration: %q, %v; want \"\"", prev, err)
+	}
+
+	db, err = sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var version int
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version != sqlitestore.SchemaVersion {
+		t.Errorf("after the migration: schema %d, want %d", version, sqlitestore.SchemaVersion)
 	}
 }
