@@ -14,26 +14,27 @@ import (
 // records a deployment to report.
 type HostDeployment struct {
 	// Repo is GitHub's "owner/name" or GitLab's project path "group/sub/project".
-	Repo string
+	Repo string `json:"repo"`
 	// Commit is the full SHA the run deploys (the deployment's ref on GitHub, sha on GitLab).
-	Commit string
+	Commit string `json:"commit"`
 	// Ref is the branch or tag name when known (GitLab needs one; GitHub ignores it).
-	Ref string
+	Ref string `json:"ref,omitempty"`
 	// Tag says Ref is a tag (GitLab).
-	Tag         bool
-	Environment string
+	Tag         bool   `json:"tag,omitempty"`
+	Environment string `json:"environment"`
 	// EnvironmentURL is where the deployed environment is reached; "" for none.
-	EnvironmentURL string
+	EnvironmentURL string `json:"environment_url,omitempty"`
 	// LogURL is the run's dashboard page.
-	LogURL string
+	LogURL string `json:"log_url,omitempty"`
 	// RunID is the orchestrator run. GitHub carries it in the deployment's payload
 	// ({"orchestrator_run": RunID}) so a deployment can be found again.
-	RunID string
+	RunID string `json:"run_id"`
 	// Production and Transient are GitHub's production_environment and transient_environment.
-	Production, Transient bool
+	Production bool `json:"production,omitempty"`
+	Transient  bool `json:"transient,omitempty"`
 	// CommitStatus is the commit status context (GitHub) or name (GitLab) the states are also
 	// posted under; "" posts no commit status.
-	CommitStatus string
+	CommitStatus string `json:"commit_status,omitempty"`
 }
 
 // HostState is a deployment state, as the orchestrator reports it to a Git host. Each client

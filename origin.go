@@ -17,7 +17,7 @@ type Origin struct {
 	// Provider is where the trigger came from: github, gitlab, generic, api or cli.
 	Provider string `json:"provider,omitempty"`
 	// Repo is the repository the commit belongs to: GitHub's "owner/name", GitLab's project
-	// path "group/sub/project" (RepoPattern).
+	// path "group/sub/project" (ValidRepo).
 	Repo string `json:"repo,omitempty"`
 	// Ref is the branch or tag the commit was built from, when known (GitLab deployments
 	// need one).
@@ -41,43 +41,15 @@ const (
 	MaxOriginURL  = 1024 // commit_url and job_url
 )
 
-var (
-	// RepoPattern is a repository's path: GitHub's owner/name or a GitLab project path of up
-	// to 20 groups deep, each segment letters, digits, '.', '_' or '-', never "." or "..".
-	// Paths are put into Git host URLs segment by segment, escaped, so nothing in one can
-	// reach another route.
-	RepoPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+){1,20}$`)
+// traceparentPattern is a W3C Trace Context traceparent of version 00.
+var traceparentPattern = regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
 
-	// traceparentPattern is a W3C Trace Context traceparent of version 00.
-	traceparentPattern = regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
-)
+// ValidRepo reports whether repo is a repository path a Git host takes: GitHub's owner/name
+// or a GitLab project path of up to 20 segments (the rule of ValidHostDeployment's repo).
+func ValidRepo(repo string) bool { return checkRepo(GitLab, repo) == nil }
 
-// ValidRepo reports whether repo is a repository path (RepoPattern) with no "." or ".."
-// segment.
-func ValidRepo(repo string) bool {
-	if !RepoPattern.MatchString(repo) {
-		return false
-	}
-	for seg := range strings.SplitSeq(repo, "/") {
-		if seg == "." || seg == ".." {
-			return false
-		}
-	}
-	return true
-}
-
-// ValidRef reports whether ref is a branch or tag name by git's rules for ref names, in
-// short: 1 to 255 bytes, no control characters, space, ~ ^ : ? * [ \\, "..", "@{", no
-// leading "-" or "/", no trailing "/" or ".lock".
-func ValidRef(ref string) bool {
-	switch {
-	case ref == "" || len(ref) > 255,
-		strings.ContainsAny(ref, " ~^:?*[\\") || strings.Contains(ref, "..") || strings.Contains(ref, "@{"),
-		strings.HasPrefix(ref, "/") || strings.HasPrefix(ref, "-") || strings.HasSuffix(ref, "/") || strings.HasSuffix(ref, ".lock"):
-		return false
-	}
-	return strings.IndexFunc(ref, func(r rune) bool { return r < 0x20 || r == 0x7f }) < 0
-}
+// ValidRef reports whether ref is a branch or tag name by ValidHostDeployment's rule for ref.
+func ValidRef(ref string) bool { return ref != "" && checkRef(ref) == nil }
 
 // ValidTraceparent reports whether tp is a W3C traceparent of version 00 whose trace and
 // parent IDs are not all zeros.

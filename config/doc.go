@@ -65,6 +65,9 @@
 //	    - { name: team, kind: slack, url: ${SLACK_WEBHOOK_URL}, events: [failed, lock_wait] }
 //	    - { kind: discord, url: ${DISCORD_WEBHOOK_URL} }     # name defaults to the kind
 //	    - { name: audit, kind: webhook, url: https://hooks.example.com/x, secret: ${HOOK_SECRET} }
+//	statuses:                               # each run as a Git host deployment (see Statuses)
+//	  github: { repo: acme/api, token: ${GITHUB_TOKEN}, environment: production, commit_status: orchestrator/deploy }
+//	  gitlab: { project: acme/web, url: https://gitlab.example.com, token: ${GITLAB_TOKEN} }
 //
 // Env var flags are is_buildtime, is_runtime, is_literal, is_multiline, is_shown_once, and
 // comment. An entry that leaves one out keeps the variable's current setting on Coolify; a new

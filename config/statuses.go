@@ -2,7 +2,6 @@ package config
 
 import (
 	"cmp"
-	"regexp"
 	"strings"
 
 	"github.com/deploy-orchestrator/orchestrator"
@@ -93,11 +92,6 @@ const (
 	DefaultGitLabRef = "main"
 )
 
-// environmentPattern is what an environment may be called: GitHub takes any name up to 255
-// characters; GitLab letters, digits, spaces and - _ / $ { } . So both hosts take it as it
-// is and nothing in it reads as markup or a path.
-var environmentPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9 _./-]{0,127}$`)
-
 // applyStatusesDefaults fills the defaults of a pipeline's statuses block.
 func applyStatusesDefaults(s *Statuses, pipeline string) {
 	if s == nil {
@@ -125,7 +119,6 @@ func (v *validator) statuses(field string, s *Statuses) {
 	}
 	if g := s.GitHub; g != nil {
 		f := field + ".github"
-		v.repo(f+".repo", g.Repo, true)
 		v.hostURL(f+".url", g.URL)
 		switch {
 		case g.Token.IsSet() && g.App != nil:
@@ -143,49 +136,42 @@ func (v *validator) statuses(field string, s *Statuses) {
 				v.add(f+".app.private_key", "want the App's PEM private key (write it as \"${VAR}\")")
 			}
 		}
-		v.hostEnvironment(f, g.HostEnvironment)
+		v.hostValues(f, orchestrator.GitHub, g.Repo, "", g.HostEnvironment)
 	}
 	if g := s.GitLab; g != nil {
 		f := field + ".gitlab"
-		v.repo(f+".project", g.Project, false)
 		v.hostURL(f+".url", g.URL)
 		if !g.Token.IsSet() {
 			v.add(f+".token", "is required; write it as \"${VAR}\"")
 		}
-		v.hostEnvironment(f, g.HostEnvironment)
-		if !orchestrator.ValidRef(g.Ref) {
-			v.add(f+".ref", "%s is not a branch or tag name", v.show(f+".ref", g.Ref))
+		v.hostValues(f, orchestrator.GitLab, g.Project, g.Ref, g.HostEnvironment)
+	}
+}
+
+// hostValues checks the values of a statuses block that reach the host by the one rule for
+// them, orchestrator.ValidHostDeployment, naming each problem by the block's field (GitLab's
+// repo is project).
+func (v *validator) hostValues(field string, host orchestrator.GitHost, repo, ref string, e HostEnvironment) {
+	d := orchestrator.HostDeployment{Repo: repo, Ref: ref, Environment: e.Environment, EnvironmentURL: e.EnvironmentURL,
+		CommitStatus: e.CommitStatus, Commit: probeCommit, RunID: "config"}
+	names := map[string]string{"repo": "repo", "ref": "ref", "environment": "environment",
+		"environment_url": "environment_url", "commit_status": "commit_status"}
+	if host == orchestrator.GitLab {
+		names["repo"] = "project"
+	}
+	for _, fe := range orchestrator.AsFieldErrors(orchestrator.ValidHostDeployment(host, d)) {
+		if name, ok := names[fe.Field]; ok {
+			v.add(field+"."+name, "%s", fe.Reason)
 		}
 	}
 }
 
-// repo checks a repository path (orchestrator.ValidRepo); github wants exactly owner/name.
-func (v *validator) repo(field, value string, github bool) {
-	if !v.required(field, value) {
-		return
-	}
-	if !orchestrator.ValidRepo(value) || (github && strings.Count(value, "/") != 1) {
-		want := "group/sub/project"
-		if github {
-			want = "owner/name"
-		}
-		v.add(field, "%s is not a repository path: want %s, each part letters, digits, '.', '_' or '-'", v.show(field, value), want)
-	}
-}
+// probeCommit stands for the run's commit when a statuses block is checked.
+const probeCommit = "0000000000000000000000000000000000000000"
 
 // hostURL checks a Git host's base URL: http(s), no query or fragment.
 func (v *validator) hostURL(field, value string) {
 	if u := v.httpURL(field, value); u != nil && (u.RawQuery != "" || u.Fragment != "") {
 		v.add(field, "must not have a query or fragment")
-	}
-}
-
-func (v *validator) hostEnvironment(field string, e HostEnvironment) {
-	v.pattern(field+".environment", e.Environment, environmentPattern)
-	if e.EnvironmentURL != "" {
-		v.httpURL(field+".environment_url", e.EnvironmentURL)
-	}
-	if e.CommitStatus != "" {
-		v.pattern(field+".commit_status", e.CommitStatus, environmentPattern)
 	}
 }

@@ -59,9 +59,9 @@ statuses:
 	wantProblem(t, ps, "statuses.github.repo", "owner/name")
 	wantProblem(t, ps, "statuses.github.url", "query")
 	wantProblem(t, ps, "statuses.github.token", "not both")
-	wantProblem(t, ps, "statuses.github.environment", "does not match")
+	wantProblem(t, ps, "statuses.github.environment", "starting with a letter or digit")
 	wantProblem(t, ps, "statuses.github.environment_url", "absolute http")
-	wantProblem(t, ps, "statuses.gitlab.project", "not a repository path")
+	wantProblem(t, ps, "statuses.gitlab.project", `"." or ".."`)
 	wantProblem(t, ps, "statuses.gitlab.token", "is required")
 	wantProblem(t, ps, "statuses.gitlab.ref", "not a branch or tag name")
 
