@@ -37,6 +37,7 @@ import (
 type store interface {
 	runs.Store
 	runs.MarkStore
+	runs.ReportStore
 }
 
 // harness is one engine over real backends and a fake Coolify.
@@ -70,6 +71,8 @@ type harness struct {
 	observer phases.Observer
 	// notifier, when set, is the engine's Notifier.
 	notifier phases.Notifier
+	// reporter, when set, makes the engine's Reporter for the loaded pipelines.
+	reporter func(pipelines map[string]*config.Pipeline) phases.Reporter
 	// version, when set, is the engine's Coolify clients' version: their requests carry
 	// User-Agent orchestrator/<version>, which tells two engines' requests apart in the fake.
 	version string
@@ -238,8 +241,12 @@ func (h *harness) start(pipelines ...string) {
 		}
 		ps[p.Name] = p
 	}
+	var reporter phases.Reporter
+	if h.reporter != nil {
+		reporter = h.reporter(ps)
+	}
 	e, err := phases.New(phases.Deps{
-		Store: h.store, Marks: h.store, Locker: h.locker, Pipelines: ps,
+		Store: h.store, Marks: h.store, Locker: h.locker, Pipelines: ps, Reporter: reporter,
 		Coolify: func(url, token string) phases.Coolify {
 			opts := []coolify.Option{coolify.WithPollInterval(10 * time.Millisecond), coolify.WithVersion(cmp.Or(h.version, "dev")),
 				coolify.WithRetry(coolify.RetryPolicy{MaxRetries: 3, MinWait: 5 * time.Millisecond, MaxWait: 50 * time.Millisecond, MaxRetryAfter: time.Second})}

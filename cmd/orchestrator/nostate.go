@@ -103,3 +103,12 @@ func (noRuns) PutRunning(context.Context, runs.Running) error { return errNoStat
 func (noRuns) GetRunning(_ context.Context, uuid string) (runs.Running, error) {
 	return runs.Running{}, fmt.Errorf("what %q runs: %w", uuid, runs.ErrNotFound)
 }
+func (noRuns) AddReportState(context.Context, runs.Report, runs.ReportState) error { return errNoState }
+func (noRuns) ClaimReports(context.Context, string, time.Duration, int) ([]runs.Report, error) {
+	return nil, nil
+}
+func (noRuns) SaveReport(context.Context, string, runs.Report) error  { return errNoState }
+func (noRuns) Reports(context.Context, string) ([]runs.Report, error) { return nil, nil }
+func (noRuns) SwapLatestReport(context.Context, string, string) (string, error) {
+	return "", errNoState
+}

@@ -121,9 +121,14 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 			log.LogAttrs(context.Background(), slog.LevelWarn, "notifications left unsent", slog.String(logkey.Error, err.Error()))
 		}
 	}()
+	clients := newClients(log, metrics.OutsideRequest, tn.coolifyPoll)
+	// Stopped after the engine (defers run last in, first out): the runs' last states are in
+	// the outbox by then.
+	reporter, stopStatuses := startStatuses(ctx, b, pipelines, instance, publicURL(d, ln.Addr().String()), clients, metrics, log)
+	defer stopStatuses()
 	eng, err := newEngine(b, engineConfig{
 		pipelines: pipelines, instance: instance, getenv: c.getenv, log: log, observer: metrics, notifier: notifier,
-		clients: newClients(log, metrics.OutsideRequest, tn.coolifyPoll), healthPoll: tn.healthPoll,
+		reporter: reporter, clients: clients, healthPoll: tn.healthPoll,
 		livenessTTL: d.LivenessTTL, coolifyRateLimit: d.Coolify.RateLimit,
 	})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/deploystatus"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/pacing"
@@ -37,6 +38,7 @@ import (
 type store interface {
 	runs.Store
 	runs.MarkStore
+	runs.ReportStore
 	runs.Pruner
 	runs.Deliveries
 }
@@ -289,6 +291,8 @@ type engineConfig struct {
 	observer  phases.Observer
 	// notifier, when set, is told about run ends and long lock waits.
 	notifier *notify.Notifier
+	// reporter, when set, tells Git hosts of the runs (the pipelines' statuses blocks).
+	reporter *deploystatus.Reporter
 	clients  *clients
 	// healthPoll paces health checks; 0 means the engine's default.
 	healthPoll time.Duration
@@ -304,12 +308,16 @@ func newEngine(b *backends, ec engineConfig) (*phases.Engine, error) {
 		return nil, fmt.Errorf("coolify.rate_limit: %w", err)
 	}
 	ec.clients.pace = pace
+	var reporter phases.Reporter
+	if ec.reporter != nil {
+		reporter = ec.reporter
+	}
 	return phases.New(phases.Deps{
 		Store: st, Marks: b.store, Locker: b.locker, Pipelines: ec.pipelines,
 		Coolify: ec.clients.coolify, Flagsmith: ec.clients.flagsmith, Secrets: ec.clients.secrets,
 		Getenv: ec.getenv, EnvPrefix: secretEnvPrefix,
 		Instance: ec.instance, Logger: ec.log, Observer: ec.observer, PollInterval: ec.healthPoll,
-		LivenessTTL: ec.livenessTTL, Notifier: ec.notifier,
+		LivenessTTL: ec.livenessTTL, Notifier: ec.notifier, Reporter: reporter,
 	})
 }
 
