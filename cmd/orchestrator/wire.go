@@ -15,8 +15,8 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
-	"github.com/deploy-orchestrator/orchestrator/deploystatus"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
+	"github.com/deploy-orchestrator/orchestrator/deploystatus"
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/pacing"
 	"github.com/deploy-orchestrator/orchestrator/internal/private"
