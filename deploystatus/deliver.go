@@ -19,8 +19,15 @@ const claimBatch = 8
 
 // Run tells the hosts what the outbox holds until ctx ends: it claims due reports when
 // woken by Report and every Poll, and tells each in order. It returns once the reports it
-// was telling are saved.
+// was telling are saved. It first takes back the claims its owner name holds: a previous
+// life's, killed while it told them.
 func (rp *Reporter) Run(ctx context.Context) {
+	if n, err := rp.o.Store.ReleaseClaims(ctx, rp.o.Owner); err != nil {
+		rp.log.LogAttrs(ctx, slog.LevelWarn, "earlier claims on deployment reports not released; they are told once they expire",
+			slog.String(logkey.Error, err.Error()))
+	} else if n > 0 {
+		rp.log.LogAttrs(ctx, slog.LevelInfo, "deployment reports a previous life of this daemon claimed are told again", slog.Int(logkey.Count, n))
+	}
 	t := time.NewTicker(rp.o.Poll)
 	defer t.Stop()
 	for {

@@ -83,6 +83,11 @@ type ReportStore interface {
 	// another, or never held): nothing is written; ErrNotFound; ErrInvalid (no key or
 	// owner, Sent below the recorded count or above the number of states).
 	SaveReport(ctx context.Context, owner string, r Report) error
+	// ReleaseClaims ends every claim owner holds and makes those reports due now: for a
+	// reporter starting under its daemon's name, whose claims are a previous life's (killed
+	// while it told them), so it need not wait for them to expire. It returns how many it
+	// released. Errors: ErrInvalid (no owner).
+	ReleaseClaims(ctx context.Context, owner string) (int, error)
 	// Reports returns the reports of one run, by key; none when it has none.
 	// Errors: ErrInvalid (no run ID).
 	Reports(ctx context.Context, runID string) ([]Report, error)

@@ -112,3 +112,4 @@ func (noRuns) Reports(context.Context, string) ([]runs.Report, error) { return n
 func (noRuns) SwapLatestReport(context.Context, string, string) (string, error) {
 	return "", errNoState
 }
+func (noRuns) ReleaseClaims(context.Context, string) (int, error) { return 0, nil }

@@ -79,6 +79,7 @@ type Fake struct {
 	primaryTill time.Time // primary rate limit spent until
 	secondTill  time.Time // secondary rate limit until
 	latency     time.Duration
+	relatency   chan struct{} // closed when the latency changes
 	log         []Request
 }
 
@@ -192,11 +193,16 @@ func (f *Fake) SecondaryRateLimit(d time.Duration) {
 	f.secondTill = f.now().Add(d)
 }
 
-// SetLatency delays every answer by d.
+// SetLatency delays every answer by d. Answers already waiting are released at once, so a
+// test can hang the host and then let it go.
 func (f *Fake) SetLatency(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.latency = d
+	if f.relatency != nil {
+		close(f.relatency)
+	}
+	f.relatency = make(chan struct{})
 }
 
 // Deployments returns copies of the deployments of repository name, oldest first.
@@ -260,11 +266,12 @@ const docsURL = "https://docs.github.com/rest"
 // ServeHTTP answers one request.
 func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
-	lat := f.latency
+	lat, changed := f.latency, f.relatency
 	f.mu.Unlock()
 	if lat > 0 {
 		select {
 		case <-time.After(lat):
+		case <-changed:
 		case <-r.Context().Done():
 			return
 		}

@@ -51,6 +51,7 @@ type Fake struct {
 	failNext  []int
 	limitTill time.Time
 	latency   time.Duration
+	relatency chan struct{} // closed when the latency changes
 	log       []Request
 }
 
@@ -151,11 +152,16 @@ func (f *Fake) RateLimit(d time.Duration) {
 	f.limitTill = f.now().Add(d)
 }
 
-// SetLatency delays every answer by d.
+// SetLatency delays every answer by d. Answers already waiting are released at once, so a
+// test can hang the host and then let it go.
 func (f *Fake) SetLatency(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.latency = d
+	if f.relatency != nil {
+		close(f.relatency)
+	}
+	f.relatency = make(chan struct{})
 }
 
 // Deployments returns copies of the deployments of project path, oldest first.
@@ -215,11 +221,12 @@ func (f *Fake) Requests() []Request {
 // ServeHTTP answers one request.
 func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
-	lat := f.latency
+	lat, changed := f.latency, f.relatency
 	f.mu.Unlock()
 	if lat > 0 {
 		select {
 		case <-time.After(lat):
+		case <-changed:
 		case <-r.Context().Done():
 			return
 		}

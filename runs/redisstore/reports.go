@@ -74,14 +74,17 @@ var (
 	reportPruneLua string
 	//go:embed reportscope.lua
 	reportScopeLua string
+	//go:embed reportrelease.lua
+	reportReleaseLua string
 
-	reportAddScript   = redis.NewScript(luaReportPrelude + reportAddLua)
-	reportClaimScript = redis.NewScript(luaReportPrelude + reportClaimLua)
-	reportSaveScript  = redis.NewScript(luaReportPrelude + reportSaveLua)
-	reportGetScript   = redis.NewScript(luaReportPrelude + reportGetLua)
-	reportSwapScript  = redis.NewScript(reportSwapLua)
-	reportPruneScript = redis.NewScript(reportPruneLua)
-	reportScopeScript = redis.NewScript(reportScopeLua)
+	reportAddScript     = redis.NewScript(luaReportPrelude + reportAddLua)
+	reportClaimScript   = redis.NewScript(luaReportPrelude + reportClaimLua)
+	reportSaveScript    = redis.NewScript(luaReportPrelude + reportSaveLua)
+	reportGetScript     = redis.NewScript(luaReportPrelude + reportGetLua)
+	reportSwapScript    = redis.NewScript(reportSwapLua)
+	reportPruneScript   = redis.NewScript(reportPruneLua)
+	reportScopeScript   = redis.NewScript(reportScopeLua)
+	reportReleaseScript = redis.NewScript(luaReportPrelude + reportReleaseLua)
 )
 
 var _ runs.ReportStore = (*Store)(nil)
@@ -157,6 +160,35 @@ func (s *Store) ClaimReports(ctx context.Context, owner string, lease time.Durat
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// ReleaseClaims implements runs.ReportStore: the reports not due now (claimed, or waiting
+// for their NotBefore) are read, and one script releases those owner claims.
+func (s *Store) ReleaseClaims(ctx context.Context, owner string) (int, error) {
+	if owner == "" {
+		return 0, fmt.Errorf("release claims: no owner: %w", runs.ErrInvalid)
+	}
+	const op = "release claims"
+	if err := s.d.open(op); err != nil {
+		return 0, err
+	}
+	cands, err := s.d.rdb.ZRangeByScore(ctx, s.d.reportDueKey(), &redis.ZRangeBy{Min: "-inf", Max: "+inf"}).Result()
+	if err != nil {
+		return 0, runs.Fail(op, err)
+	}
+	if len(cands) == 0 {
+		return 0, nil
+	}
+	keys := append([]string{s.d.reportDueKey()}, s.d.reportKeys(cands)...)
+	args := []any{owner}
+	for _, c := range cands {
+		args = append(args, c)
+	}
+	n, err := reportReleaseScript.Run(ctx, s.d.rdb, keys, args...).Int()
+	if err != nil {
+		return 0, runs.Fail(op, err)
+	}
+	return n, nil
 }
 
 // SaveReport implements runs.ReportStore: one script checks the claim and the count sent,

@@ -23,6 +23,7 @@ var reportTests = []struct {
 	{"ReportsClaimConcurrent", testReportsClaimConcurrent},
 	{"ReportsLeaseExpiry", testReportsLeaseExpiry},
 	{"ReportsAppendWhileClaimed", testReportsAppendWhileClaimed},
+	{"ReportsReleaseClaims", testReportsReleaseClaims},
 	{"ReportsNotBefore", testReportsNotBefore},
 	{"ReportsSentNotDue", testReportsSentNotDue},
 	{"ReportsOfRun", testReportsOfRun},
@@ -303,6 +304,32 @@ func testReportsLeaseExpiry(t *testing.T, open Opener) {
 // testReportsAppendWhileClaimed: a state appended while the report is claimed leaves the claim
 // alone, survives the claimer's save (which knew nothing of it), and makes the report due
 // again.
+// testReportsReleaseClaims: a reporter starting under an owner name takes back that name's
+// claims (a killed daemon's) at once, without waiting for them to expire; another owner's
+// claims stay.
+func testReportsReleaseClaims(t *testing.T, open Opener) {
+	rs := reportStore(t, open(t))
+	ctx := ctxFor(t)
+	mine, theirs := reportSeed("github", "r1"), reportSeed("gitlab", "r1")
+	addState(t, rs, mine, hostState(orchestrator.HostQueued, 0))
+	addState(t, rs, theirs, hostState(orchestrator.HostQueued, 0))
+	wantClaim(t, "the dead life's claim", rs, "node-a", time.Hour, mine.Key, theirs.Key)
+	// node-b claims nothing of node-a's.
+	wantClaim(t, "another owner's claim while node-a's hold", rs, "node-b", time.Hour)
+	n, err := rs.ReleaseClaims(ctx, "node-b")
+	if err != nil || n != 0 {
+		t.Fatalf("ReleaseClaims(node-b) = %d, %v; want 0, nil", n, err)
+	}
+	wantClaim(t, "after another owner's release", rs, "node-b", time.Hour)
+	if n, err = rs.ReleaseClaims(ctx, "node-a"); err != nil || n != 2 {
+		t.Fatalf("ReleaseClaims(node-a) = %d, %v; want 2, nil", n, err)
+	}
+	r := wantClaim(t, "after node-a's release", rs, "node-a", time.Hour, mine.Key, theirs.Key)
+	r[0].Sent = 1
+	save(t, rs, "node-a", r[0])
+	wantErr(t, "ReleaseClaims without an owner", func() error { _, err := rs.ReleaseClaims(ctx, ""); return err }(), runs.ErrInvalid)
+}
+
 func testReportsAppendWhileClaimed(t *testing.T, open Opener) {
 	rs := reportStore(t, open(t))
 	ctx := ctxFor(t)

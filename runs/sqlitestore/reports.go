@@ -26,6 +26,7 @@ const (
 	qDueReports = `SELECT key, data FROM reports WHERE due <= ? ORDER BY due, key LIMIT ?`
 	qAnyDue     = `SELECT 1 FROM reports WHERE due <= ? LIMIT 1`
 	qClaim      = `UPDATE reports SET owner = ?, due = ? WHERE key = ?`
+	qRelease    = `UPDATE reports SET owner = '', due = ? WHERE owner = ? AND due IS NOT NULL`
 	qRunReports = `SELECT data FROM reports WHERE run_id = ? ORDER BY key`
 	qScope      = `SELECT key FROM report_scopes WHERE scope = ?`
 	qPutScope   = `INSERT INTO report_scopes (scope, key) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE SET key = excluded.key`
@@ -149,6 +150,22 @@ func (s *Store) ClaimReports(ctx context.Context, owner string, lease time.Durat
 		return nil, err
 	}
 	return out, nil
+}
+
+// ReleaseClaims implements runs.ReportStore: one statement.
+func (s *Store) ReleaseClaims(ctx context.Context, owner string) (int, error) {
+	if owner == "" {
+		return 0, fmt.Errorf("release claims: no owner: %w", runs.ErrInvalid)
+	}
+	var n int64
+	err := s.d.writeP(ctx, "release claims", func(tx sqlitestmt.Tx) error {
+		res, err := tx.Exec(ctx, qRelease, time.Now().UnixNano(), owner)
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		return err
+	})
+	return int(n), err
 }
 
 // SaveReport implements runs.ReportStore: the row is read and written in one transaction,
