@@ -274,8 +274,8 @@ func (c *clients) secrets(name string, src config.SecretSource) (secrets.Source,
 	if in == nil {
 		return nil, fmt.Errorf("secret source %q names no kind (want infisical)", name)
 	}
-	cl, err := infisical.New(infisical.Config{BaseURL: in.URL, ClientID: in.ClientID,
-		ClientSecret: in.ClientSecret.Reveal(), Version: version, Logger: c.log, Metrics: c.metrics})
+	cl, err := infisical.New(in.URL, in.ClientID, in.ClientSecret.Reveal(),
+		infisical.WithVersion(version), infisical.WithLogger(c.log), infisical.WithMetrics(c.metrics))
 	if err != nil {
 		return nil, err
 	}

@@ -52,13 +52,21 @@ const (
 	getRoute = listPath + "/{secretName}"
 )
 
-// Defaults for Config fields left zero.
-const (
-	DefaultRetryMax      = 4
-	DefaultRetryWaitMin  = 500 * time.Millisecond
-	DefaultRetryWaitMax  = 15 * time.Second
-	DefaultMaxRetryAfter = time.Minute
-)
+// RetryPolicy bounds the retries of one call (internal/outbound's policy, as in the coolify
+// and mobile clients).
+type RetryPolicy = outbound.Policy
+
+// MetricsFunc is told about every HTTP attempt the client makes, as system [System].
+type MetricsFunc = outbound.MetricsFunc
+
+// DefaultRetryPolicy is used unless [WithRetry] says otherwise. A 429 asking for a wait longer
+// than MaxRetryAfter ends the call with the 429.
+var DefaultRetryPolicy = RetryPolicy{
+	MaxRetries:    4,
+	MinWait:       500 * time.Millisecond,
+	MaxWait:       15 * time.Second,
+	MaxRetryAfter: time.Minute,
+}
 
 // Bounds on what the client reads from the server.
 const (
@@ -67,51 +75,43 @@ const (
 	maxPeek      = 4 << 10
 )
 
-// Config configures a Client. BaseURL, ClientID and ClientSecret are required.
-//
-// Printing or logging a Config never shows ClientSecret.
-type Config struct {
-	// BaseURL is the Infisical host, e.g. https://us.infisical.com or a self-hosted URL.
-	BaseURL string
-	// ClientID and ClientSecret are the machine identity's universal-auth credentials.
-	ClientID     string
-	ClientSecret string `json:"-"`
-	// Version goes into the User-Agent header as "orchestrator/<Version>"; "dev" when empty.
-	Version string
-	// Logger receives debug and info records (never a value or credential); none when nil.
-	Logger *slog.Logger
-	// HTTPClient carries the requests; a pooled client with sane timeouts when nil.
-	HTTPClient *http.Client
-	// RetryMax is how many times a request is retried after a transport error, 5xx or 429:
-	// DefaultRetryMax when 0, no retries when negative.
-	RetryMax int
-	// RetryWaitMin and RetryWaitMax bound the exponential backoff between retries.
-	RetryWaitMin, RetryWaitMax time.Duration
-	// MaxRetryAfter is the longest wait the server may ask for (429 "try again in N
-	// seconds") that is waited out; a longer one ends the call with the 429.
-	MaxRetryAfter time.Duration
-	// Now is the clock used for token expiry; time.Now when nil.
-	Now func() time.Time
-	// Metrics is told about every HTTP attempt, as system "infisical"; none when nil.
-	Metrics func(system, method, route string, status int, d time.Duration)
-}
-
 // System is the name this client reports to metrics.
 const System = "infisical"
 
-// String shows the host and the client id, never the client secret.
-func (c Config) String() string {
-	return fmt.Sprintf("infisical.Config{BaseURL: %s, ClientID: %s, ClientSecret: [redacted]}", c.BaseURL, c.ClientID)
+// Option configures a [Client].
+type Option func(*Client)
+
+// WithHTTPClient makes the client send through hc; a pooled client with sane timeouts when
+// not given.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.httpc = hc } }
+
+// WithRetry sets the retry budget of every call.
+func WithRetry(p RetryPolicy) Option { return func(c *Client) { c.retry = p } }
+
+// WithLogger sets the logger for debug and info records (never a value or credential).
+// Default (and nil): discard.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *Client) {
+		if l != nil {
+			c.log = l
+		}
+	}
 }
 
-// GoString is String.
-func (c Config) GoString() string { return c.String() }
+// WithVersion sets the version in the `User-Agent: orchestrator/<version>` header. Default "dev".
+func WithVersion(v string) Option { return func(c *Client) { c.version = v } }
 
-// Format prints String for every verb, so no verb shows the client secret.
-func (c Config) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
+// WithMetrics reports every HTTP attempt to fn (default: none).
+func WithMetrics(fn MetricsFunc) Option { return func(c *Client) { c.metrics = fn } }
 
-// LogValue makes slog show String.
-func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
+// WithClock sets the clock used for token expiry (default time.Now).
+func WithClock(now func() time.Time) Option {
+	return func(c *Client) {
+		if now != nil {
+			c.now = now
+		}
+	}
+}
 
 // Client talks to one Infisical host as one machine identity. It is safe for concurrent use;
 // concurrent calls share one access token and one login.
@@ -122,6 +122,10 @@ type Client struct {
 	log          *slog.Logger
 	out          *outbound.Client
 	now          func() time.Time
+	httpc        *http.Client // options, read once by New
+	retry        RetryPolicy
+	version      string
+	metrics      MetricsFunc
 
 	loginTurn chan struct{} // one login at a time; acquire with a select on ctx
 
@@ -130,14 +134,16 @@ type Client struct {
 	renewAt time.Time // log in again from this instant; zero when the token has no expiry
 }
 
-// New returns a Client for cfg. It makes no request: the first call logs in. It returns an
-// error when BaseURL is not an absolute http(s) URL or ClientID or ClientSecret is empty.
-func New(cfg Config) (*Client, error) {
-	u, err := url.Parse(cfg.BaseURL)
+// New returns a Client for the Infisical host at baseURL (e.g. https://us.infisical.com or a
+// self-hosted URL), logging in as the machine identity clientID with its universal-auth
+// clientSecret. It makes no request: the first call logs in. It returns an error when baseURL
+// is not an absolute http(s) URL or clientID or clientSecret is empty.
+func New(baseURL, clientID, clientSecret string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("infisical: base url %q: want an absolute http or https url", cfg.BaseURL)
+		return nil, fmt.Errorf("infisical: base url %q: want an absolute http or https url", baseURL)
 	}
-	if cfg.ClientID == "" || cfg.ClientSecret == "" {
+	if clientID == "" || clientSecret == "" {
 		return nil, errors.New("infisical: client id and client secret are required")
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
@@ -145,35 +151,18 @@ func New(cfg Config) (*Client, error) {
 
 	c := &Client{
 		base:         u,
-		clientID:     cfg.ClientID,
-		clientSecret: cfg.ClientSecret,
-		log:          cfg.Logger,
-		now:          cfg.Now,
+		clientID:     clientID,
+		clientSecret: clientSecret,
+		log:          slog.New(slog.DiscardHandler),
+		now:          time.Now,
+		retry:        DefaultRetryPolicy,
 		loginTurn:    make(chan struct{}, 1),
 	}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
+	for _, o := range opts {
+		o(c)
 	}
-	if c.now == nil {
-		c.now = time.Now
-	}
-	p := outbound.Policy{
-		MaxRetries:    cfg.RetryMax,
-		MinWait:       cmp.Or(cfg.RetryWaitMin, DefaultRetryWaitMin),
-		MaxWait:       cmp.Or(cfg.RetryWaitMax, DefaultRetryWaitMax),
-		MaxRetryAfter: cfg.MaxRetryAfter,
-	}
-	switch {
-	case cfg.RetryMax < 0:
-		p.MaxRetries = 0
-	case cfg.RetryMax == 0:
-		p.MaxRetries = DefaultRetryMax
-	}
-	if p.MaxRetryAfter <= 0 {
-		p.MaxRetryAfter = DefaultMaxRetryAfter
-	}
-	c.out = outbound.New(outbound.Options{System: System, HTTPClient: cfg.HTTPClient, Policy: p,
-		Version: cfg.Version, Logger: c.log, Metrics: cfg.Metrics,
+	c.out = outbound.New(outbound.Options{System: System, HTTPClient: c.httpc, Policy: c.retry,
+		Version: c.version, Logger: c.log, Metrics: c.metrics,
 		RetryAfter: retryAfterFromMessage})
 	return c, nil
 }

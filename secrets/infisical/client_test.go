@@ -80,24 +80,33 @@ type env struct {
 
 // setup starts the fake and a client logging at debug level into a buffer that is searched
 // for secrets when the test ends.
-func setup(t *testing.T, cfg infisical.Config, opts ...infisicaltest.Option) env {
+func setup(t *testing.T, c clientSpec, opts ...infisicaltest.Option) env {
 	t.Helper()
 	srv := infisicaltest.NewServer(t, opts...)
 	logs := &testutil.SyncBuffer{}
-	cfg.BaseURL = srv.URL
-	cfg.ClientID = cmp.Or(cfg.ClientID, clientID)
-	cfg.ClientSecret = cmp.Or(cfg.ClientSecret, clientSecret)
-	cfg.Version = "1.2.3"
-	cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg.RetryWaitMin = cmp.Or(cfg.RetryWaitMin, time.Millisecond)
-	cfg.RetryWaitMax = cmp.Or(cfg.RetryWaitMax, 5*time.Millisecond)
-	cfg.MaxRetryAfter = cmp.Or(cfg.MaxRetryAfter, 5*time.Millisecond)
-	c, err := infisical.New(cfg)
+	retry := infisical.RetryPolicy{MaxRetries: infisical.DefaultRetryPolicy.MaxRetries,
+		MinWait: time.Millisecond, MaxWait: 5 * time.Millisecond, MaxRetryAfter: 5 * time.Millisecond}
+	if c.retry != nil {
+		c.retry(&retry)
+	}
+	client, err := infisical.New(srv.URL, clientID, cmp.Or(c.secret, clientSecret), append([]infisical.Option{
+		infisical.WithVersion("1.2.3"),
+		infisical.WithLogger(slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		infisical.WithRetry(retry),
+	}, c.opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { assertNoSecret(t, "log", logs.String()) })
-	return env{srv: srv, client: c, logs: logs}
+	return env{srv: srv, client: client, logs: logs}
+}
+
+// clientSpec is what a test changes in the client setup makes: another client secret, a
+// change to the fast retry policy of the tests, more options.
+type clientSpec struct {
+	secret string
+	retry  func(*infisical.RetryPolicy)
+	opts   []infisical.Option
 }
 
 func statuses(reqs []infisicaltest.Request, path string) []int {
@@ -116,7 +125,7 @@ const (
 )
 
 func TestListSecretsExpandsReferencesAndMergesImports(t *testing.T) {
-	e := setup(t, infisical.Config{}, fixture()...)
+	e := setup(t, clientSpec{}, fixture()...)
 	l, err := e.client.ListSecrets(context.Background(), apiScope)
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +176,7 @@ func TestListSecretsExpandsReferencesAndMergesImports(t *testing.T) {
 
 func TestRootPathByDefault(t *testing.T) {
 	root := infisicaltest.Folder{ProjectID: "proj-1", Environment: "prod"}
-	e := setup(t, infisical.Config{}, fixture(infisicaltest.WithSecrets(root, map[string]string{"ROOT": "r"}))...)
+	e := setup(t, clientSpec{}, fixture(infisicaltest.WithSecrets(root, map[string]string{"ROOT": "r"}))...)
 	l, err := e.client.ListSecrets(context.Background(), infisical.Scope{ProjectID: "proj-1", Environment: "prod"})
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +187,7 @@ func TestRootPathByDefault(t *testing.T) {
 }
 
 func TestOneLoginForConcurrentCalls(t *testing.T) {
-	e := setup(t, infisical.Config{}, fixture()...)
+	e := setup(t, clientSpec{}, fixture()...)
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
@@ -197,7 +206,7 @@ func TestOneLoginForConcurrentCalls(t *testing.T) {
 }
 
 func TestReloginWhenTokenExpired(t *testing.T) {
-	e := setup(t, infisical.Config{}, fixture()...)
+	e := setup(t, clientSpec{}, fixture()...)
 	ctx := context.Background()
 	if _, err := e.client.ListSecrets(ctx, apiScope); err != nil {
 		t.Fatal(err)
@@ -226,7 +235,7 @@ func TestRenewsTokenShortlyBeforeExpiry(t *testing.T) {
 	clk := testutil.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	opts := fixture(infisicaltest.WithClock(clk.Now),
 		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: clientID, ClientSecret: clientSecret, TokenTTL: 10 * time.Minute}))
-	e := setup(t, infisical.Config{Now: clk.Now}, opts...)
+	e := setup(t, clientSpec{opts: []infisical.Option{infisical.WithClock(clk.Now)}}, opts...)
 	ctx := context.Background()
 	list := func() {
 		t.Helper()
@@ -252,7 +261,7 @@ func TestRenewsTokenShortlyBeforeExpiry(t *testing.T) {
 }
 
 func TestInvalidCredentials(t *testing.T) {
-	e := setup(t, infisical.Config{ClientSecret: "wrong-" + clientSecret}, fixture()...)
+	e := setup(t, clientSpec{secret: "wrong-" + clientSecret}, fixture()...)
 	_, err := e.client.ListSecrets(context.Background(), apiScope)
 	if !errors.Is(err, infisical.ErrUnauthorized) {
 		t.Fatalf("err = %v, want ErrUnauthorized", err)
@@ -279,7 +288,7 @@ func TestHiddenValueIsAnError(t *testing.T) {
 	opts := fixture(infisicaltest.WithIdentity(infisicaltest.Identity{
 		ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"CROSS", "MAIL_KEY"},
 	}))
-	e := setup(t, infisical.Config{}, opts...)
+	e := setup(t, clientSpec{}, opts...)
 	src := e.client.Source(apiScope)
 	ctx := context.Background()
 
@@ -325,7 +334,7 @@ func TestReferenceToUnreadableSecretIsForbidden(t *testing.T) {
 	opts := fixture(infisicaltest.WithIdentity(infisicaltest.Identity{
 		ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"MAIL_HOST"}, // CROSS references it
 	}))
-	e := setup(t, infisical.Config{}, opts...)
+	e := setup(t, clientSpec{}, opts...)
 	ctx := context.Background()
 	got, err := e.client.Source(apiScope).Fetch(ctx, []string{"OVERRIDDEN", "DATABASE_URL", "IN_BOTH_IMPORTS"})
 	if err != nil {
@@ -380,7 +389,7 @@ func TestListRefusedForUnreadableSecret(t *testing.T) {
 	opts := fixture(infisicaltest.WithListRefusingUnreadable(), infisicaltest.WithIdentity(infisicaltest.Identity{
 		ClientID: clientID, ClientSecret: clientSecret, HiddenKeys: []string{"OVERRIDDEN"},
 	}))
-	e := setup(t, infisical.Config{}, opts...)
+	e := setup(t, clientSpec{}, opts...)
 	ctx := context.Background()
 	if _, err := e.client.ListSecrets(ctx, apiScope); !errors.Is(err, infisical.ErrForbidden) {
 		t.Fatalf("ListSecrets = %v, want the server's 403", err)
@@ -423,7 +432,7 @@ func TestImportReferencingUnreadableSecretIsUnresolved(t *testing.T) {
 		infisicaltest.WithSecrets(infisicaltest.Folder{ProjectID: "proj-1", Environment: "staging"}, map[string]string{"SMTP_PASS": smtpPass}),
 		infisicaltest.WithSecrets(commonFolder, map[string]string{"MAIL_URL": "smtp://u:${staging.SMTP_PASS}@${staging.MAIL_HOST}"}),
 	)
-	e := setup(t, infisical.Config{}, opts...)
+	e := setup(t, clientSpec{}, opts...)
 	got, err := e.client.Source(apiScope).Fetch(context.Background(), []string{"MAIL_URL", "DB_PASSWORD"})
 	if !errors.Is(err, infisical.ErrUnresolvedReference) {
 		t.Fatalf("Fetch = %v, %v; want ErrUnresolvedReference for MAIL_URL", got, err)
@@ -441,7 +450,7 @@ func TestUnreadableImportedSecretIsDropped(t *testing.T) {
 	opts := fixture(infisicaltest.WithIdentity(infisicaltest.Identity{
 		ClientID: clientID, ClientSecret: clientSecret, HiddenFolders: []infisicaltest.Folder{commonFolder},
 	}))
-	e := setup(t, infisical.Config{}, opts...)
+	e := setup(t, clientSpec{}, opts...)
 	src := e.client.Source(apiScope)
 	ctx := context.Background()
 
@@ -471,7 +480,7 @@ func TestUnreadableImportedSecretIsDropped(t *testing.T) {
 
 func TestAllValuesHidden(t *testing.T) {
 	opts := fixture(infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: clientID, ClientSecret: clientSecret, HideValues: true}))
-	e := setup(t, infisical.Config{}, opts...)
+	e := setup(t, clientSpec{}, opts...)
 	_, err := e.client.Source(apiScope).Fetch(context.Background(), []string{"DATABASE_URL", "NOPE"})
 	if !errors.Is(err, infisical.ErrHiddenValue) || !errors.Is(err, secrets.ErrMissing) {
 		t.Fatalf("err = %v, want both ErrHiddenValue (DATABASE_URL) and ErrMissing (NOPE)", err)
@@ -482,7 +491,7 @@ func TestAllValuesHidden(t *testing.T) {
 }
 
 func TestMissingKey(t *testing.T) {
-	e := setup(t, infisical.Config{}, fixture()...)
+	e := setup(t, clientSpec{}, fixture()...)
 	_, err := e.client.Source(apiScope).Fetch(context.Background(), []string{"DB_PASSWORD", "NOPE"})
 	var me *secrets.MissingError
 	if !errors.As(err, &me) {
@@ -500,7 +509,7 @@ func TestMissingKey(t *testing.T) {
 // secret does not exist, leave the literal ${REF} untouched"); the client must not hand such a
 // value on as if it were the secret.
 func TestUnresolvedReferenceIsAnError(t *testing.T) {
-	e := setup(t, infisical.Config{}, fixture(infisicaltest.WithSecrets(apiFolder, map[string]string{
+	e := setup(t, clientSpec{}, fixture(infisicaltest.WithSecrets(apiFolder, map[string]string{
 		"BROKEN_URL": "postgres://app:${prod.db.PASSWORD}@db/app", // no folder /db in prod
 		"SELF":       "x${SELF}",                                  // a cycle
 		// Not Infisical's reference syntax, so never expanded: a legitimate value.
@@ -560,7 +569,7 @@ func TestUnresolvedReferenceIsAnError(t *testing.T) {
 }
 
 func TestFetchWithoutKeysMakesNoRequest(t *testing.T) {
-	e := setup(t, infisical.Config{}, fixture()...)
+	e := setup(t, clientSpec{}, fixture()...)
 	if v, err := e.client.Source(apiScope).Fetch(context.Background(), nil); err != nil || v.Len() != 0 {
 		t.Fatalf("Fetch(nil) = %v, %v", v, err)
 	}
@@ -570,7 +579,7 @@ func TestFetchWithoutKeysMakesNoRequest(t *testing.T) {
 }
 
 func TestRateLimitRetriedWithServerWait(t *testing.T) {
-	e := setup(t, infisical.Config{}, fixture()...)
+	e := setup(t, clientSpec{}, fixture()...)
 	ctx := context.Background()
 	if _, err := e.client.ListSecrets(ctx, apiScope); err != nil { // log in first
 		t.Fatal(err)
@@ -588,7 +597,7 @@ func TestRateLimitRetriedWithServerWait(t *testing.T) {
 }
 
 func TestRateLimitOutlastsRetries(t *testing.T) {
-	e := setup(t, infisical.Config{RetryMax: 2}, fixture()...)
+	e := setup(t, clientSpec{retry: func(p *infisical.RetryPolicy) { p.MaxRetries = 2 }}, fixture()...)
 	e.srv.RateLimitNext(10, 0)
 	_, err := e.client.ListSecrets(context.Background(), apiScope)
 	if !errors.Is(err, infisical.ErrRateLimited) {
@@ -605,7 +614,7 @@ func TestRateLimitOutlastsRetries(t *testing.T) {
 
 // A 429 asking for longer than MaxRetryAfter ends the call at once with that answer.
 func TestRateLimitLongerThanTheCapEndsTheCall(t *testing.T) {
-	e := setup(t, infisical.Config{MaxRetryAfter: time.Second}, fixture()...)
+	e := setup(t, clientSpec{retry: func(p *infisical.RetryPolicy) { p.MaxRetryAfter = time.Second }}, fixture()...)
 	e.srv.RateLimitNext(10, 30)
 	_, err := e.client.ListSecrets(context.Background(), apiScope)
 	if !errors.Is(err, infisical.ErrRateLimited) || !strings.Contains(err.Error(), "30 seconds") {
@@ -617,7 +626,7 @@ func TestRateLimitLongerThanTheCapEndsTheCall(t *testing.T) {
 }
 
 func TestServerErrorsRetriedClientErrorsNot(t *testing.T) {
-	e := setup(t, infisical.Config{}, fixture()...)
+	e := setup(t, clientSpec{}, fixture()...)
 	ctx := context.Background()
 	e.srv.FailNext(2, http.StatusServiceUnavailable)
 	if _, err := e.client.ListSecrets(ctx, apiScope); err != nil {
@@ -638,7 +647,7 @@ func TestServerErrorsRetriedClientErrorsNot(t *testing.T) {
 }
 
 func TestCancellation(t *testing.T) {
-	e := setup(t, infisical.Config{}, fixture()...)
+	e := setup(t, clientSpec{}, fixture()...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if _, err := e.client.ListSecrets(ctx, apiScope); err != nil {
@@ -652,7 +661,7 @@ func TestCancellation(t *testing.T) {
 	}
 
 	// A canceled context also stops a caller waiting for a login.
-	fresh := setup(t, infisical.Config{}, fixture()...)
+	fresh := setup(t, clientSpec{}, fixture()...)
 	fresh.srv.SetLatency(time.Hour)
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	fresh.srv.OnRequest(func(infisicaltest.Request) { cancel2() })
@@ -662,7 +671,7 @@ func TestCancellation(t *testing.T) {
 }
 
 func TestResolverMakesOneListCallPerScope(t *testing.T) {
-	e := setup(t, infisical.Config{}, fixture()...)
+	e := setup(t, clientSpec{}, fixture()...)
 	r := secrets.NewResolver(map[string]secrets.Source{
 		"vault": e.client.Source(apiScope),
 		"env":   secrets.NewEnv(func(k string) string { return map[string]string{"SENTRY_DSN": "dsn"}[k] }, ""),
@@ -704,17 +713,14 @@ func TestResolverMakesOneListCallPerScope(t *testing.T) {
 }
 
 func TestNothingPrintsTheClientSecret(t *testing.T) {
-	cfg := infisical.Config{BaseURL: "https://eu.infisical.com", ClientID: clientID, ClientSecret: clientSecret}
-	c, err := infisical.New(cfg)
+	c, err := infisical.New("https://eu.infisical.com", clientID, clientSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	log.Info("config", "cfg", cfg, "client", c)
+	log.Info("client", "client", c)
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d"} {
-		assertNoSecret(t, "Config "+verb, fmt.Sprintf(verb, cfg))
-		assertNoSecret(t, "*Config "+verb, fmt.Sprintf(verb, &cfg))
 		assertNoSecret(t, "Client "+verb, fmt.Sprintf(verb, c))
 	}
 	assertNoSecret(t, "slog", logs.String())
@@ -724,15 +730,15 @@ func TestNothingPrintsTheClientSecret(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	for _, cfg := range []infisical.Config{
-		{BaseURL: "", ClientID: "a", ClientSecret: "b"},
-		{BaseURL: "eu.infisical.com", ClientID: "a", ClientSecret: "b"},
-		{BaseURL: "ftp://x", ClientID: "a", ClientSecret: "b"},
-		{BaseURL: "https://x", ClientID: "", ClientSecret: "b"},
-		{BaseURL: "https://x", ClientID: "a", ClientSecret: ""},
+	for _, c := range []struct{ base, id, secret string }{
+		{"", "a", "b"},
+		{"eu.infisical.com", "a", "b"},
+		{"ftp://x", "a", "b"},
+		{"https://x", "", "b"},
+		{"https://x", "a", ""},
 	} {
-		if _, err := infisical.New(cfg); err == nil {
-			t.Errorf("New(%v) succeeded, want an error", cfg)
+		if _, err := infisical.New(c.base, c.id, c.secret); err == nil {
+			t.Errorf("New(%q, %q, ...) succeeded, want an error", c.base, c.id)
 		} else {
 			assertNoSecret(t, "error", err.Error())
 		}
@@ -746,7 +752,7 @@ func TestResolverWithInfisicalUnreachable(t *testing.T) {
 	srv := infisicaltest.NewServer(t, fixture()...)
 	base := srv.URL
 	srv.Close() // connection refused from now on
-	c, err := infisical.New(infisical.Config{BaseURL: base, ClientID: clientID, ClientSecret: clientSecret, RetryMax: -1})
+	c, err := infisical.New(base, clientID, clientSecret, infisical.WithRetry(infisical.RetryPolicy{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -789,7 +795,7 @@ func TestKeysReadFourAtOnce(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	c, err := infisical.New(infisical.Config{BaseURL: srv.URL, ClientID: clientID, ClientSecret: clientSecret})
+	c, err := infisical.New(srv.URL, clientID, clientSecret)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func Example() {
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 
-	client, err := infisical.New(infisical.Config{BaseURL: srv.URL, ClientID: "deployer", ClientSecret: "s3cret", Version: "1.0.0"})
+	client, err := infisical.New(srv.URL, "deployer", "s3cret", infisical.WithVersion("1.0.0"))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -66,7 +66,7 @@ func BenchmarkResolveRun(b *testing.B) {
 	srv := infisicaltest.NewServer(b,
 		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: clientID, ClientSecret: clientSecret}),
 		infisicaltest.WithSecrets(folder, kv))
-	client, err := infisical.New(infisical.Config{BaseURL: srv.URL, ClientID: clientID, ClientSecret: clientSecret})
+	client, err := infisical.New(srv.URL, clientID, clientSecret)
 	if err != nil {
 		b.Fatal(err)
 	}
