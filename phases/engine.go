@@ -26,6 +26,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
@@ -107,6 +109,11 @@ type Deps struct {
 	// CheckRedirect is replaced by outbound.SameHostRedirect: a check follows no redirect to
 	// another scheme, host or port than its URL's.
 	HTTP *http.Client
+	// Traces, when set, is the tracer provider of the runs' spans (tracing.go); nil traces
+	// nothing.
+	Traces trace.TracerProvider
+	// PublicURL is the dashboard's address; a run's span links to its page there. Optional.
+	PublicURL string
 	// PollInterval paces health-check and service-status polling (default 2s).
 	PollInterval time.Duration
 }
