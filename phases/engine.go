@@ -349,6 +349,7 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Tri
 		if cur, err := e.d.Store.Get(ctx, r.ID); err == nil {
 			r = cur
 		}
+		endRunSpan(e.startRunSpan(r), r.Status, r.Reason) // its whole trace: it never executes
 		return &r, false, nil
 	}
 

@@ -285,3 +285,38 @@ func TestTakeoverSpanJoinsTheRunsTrace(t *testing.T) {
 		t.Errorf("no Coolify call under the takeover span; spans: %d", len(tr.spans))
 	}
 }
+
+// TestSupersededRunsAreTraced: a run superseded while it waits, and one superseded at its
+// submission (an older build than the one pending), each end one run span with result skip.
+func TestSupersededRunsAreTraced(t *testing.T) {
+	h, exp := tracedHarness(t)
+	h.start(h.pipelineYAML("prod", []string{"api"}, "concurrency: supersede\n"))
+	blocker := holdPhase1(t, h)
+	first := h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
+	h.waitEvent(first, runs.EventLockWaiting, "")
+	second := h.submit("prod", orchestrator.Trigger{Build: "3", ImageTag: "v3"})
+	h.wait(first)
+	older, _, err := h.engine.Submit(context.Background(), "prod", orchestrator.Trigger{Build: "2", ImageTag: "v4"})
+	if err != nil || older.Status != runs.StatusSuperseded {
+		t.Fatalf("older build submitted: %v, %v; want superseded at once", older, err)
+	}
+	_ = blocker.Release(context.Background())
+	h.wait(second)
+
+	results := map[string]string{}
+	for _, s := range exp.GetSpans() {
+		if s.Name == "RUN prod" {
+			id := attr(s, "cicd.pipeline.run.id")
+			if _, dup := results[id]; dup {
+				t.Errorf("run %s has two run spans", id)
+			}
+			results[id] = attr(s, "cicd.pipeline.result")
+		}
+	}
+	want := map[string]string{first: "skip", second: "success", older.ID: "skip"}
+	for id, res := range want {
+		if results[id] != res {
+			t.Errorf("run %s: result %q, want %q (all: %v)", id, results[id], res, results)
+		}
+	}
+}
