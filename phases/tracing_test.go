@@ -74,7 +74,7 @@ func (tr spanTree) children(parent tracetest.SpanStub) []tracetest.SpanStub {
 func attr(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -217,12 +217,12 @@ func noSecretIn(t *testing.T, spans tracetest.SpanStubs, secrets ...string) {
 	for _, s := range spans {
 		texts := []string{s.Name, s.Status.Description, s.Resource.String()}
 		for _, kv := range s.Attributes {
-			texts = append(texts, kv.Value.Emit())
+			texts = append(texts, kv.Value.String())
 		}
 		for _, ev := range s.Events {
 			texts = append(texts, ev.Name)
 			for _, kv := range ev.Attributes {
-				texts = append(texts, kv.Value.Emit())
+				texts = append(texts, kv.Value.String())
 			}
 		}
 		for _, text := range texts {
