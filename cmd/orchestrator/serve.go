@@ -77,6 +77,8 @@ func serveEnvHelp() string {
 	fmt.Fprintf(&b, "  %-29s %s\n", "ORCH_CONFIG", "the config file (as --config)")
 	fmt.Fprintf(&b, "  %-29s %s\n", "ORCH_INSTANCE", "the daemon's identity for run ownership (default: host name + listen address)")
 	fmt.Fprintf(&b, "  %-29s %s\n", config.EnvSecretPrefix+"<KEY>", "the value of a pipeline's env-source secret KEY")
+	fmt.Fprintf(&b, "  %-29s %s\n", otlp.EnvEndpoint, "an OTLP/HTTP collector (http://collector:4318): traces of every run;")
+	fmt.Fprintf(&b, "  %-29s %s\n", "", "the SDK's other OTEL_* variables apply; OTEL_SDK_DISABLED=true turns traces off")
 	b.WriteString("Any other ORCH_* variable set is logged as a warning at start, naming the closest of these\n" +
 		"(a mistyped name would be ignored), unless a loaded file references it as ${NAME}.")
 	return b.String()
