@@ -363,6 +363,7 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Tri
 	if e.cutOff {
 		e.mu.Unlock()
 		e.noteDisowned(r) // never started: the takeover after the liveness lease is back ends it
+		endRunSpan(x.span, runs.StatusInterrupted, errCutOff.Error())
 		return nil, false, errCutOff
 	}
 	x.prevGate, e.lastGate = e.lastGate, x.gate
