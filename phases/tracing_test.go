@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -318,5 +319,34 @@ func TestSupersededRunsAreTraced(t *testing.T) {
 		if results[id] != res {
 			t.Errorf("run %s: result %q, want %q (all: %v)", id, results[id], res, results)
 		}
+	}
+}
+
+// TestAnotherDaemonsTakeoverJoinsTheRunsTrace: a daemon that finds another one dead takes
+// its run over in a span under the run's, as the dead daemon stored it.
+func TestAnotherDaemonsTakeoverJoinsTheRunsTrace(t *testing.T) {
+	h, exp := tracedHarness(t)
+	const runSpan = "00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-01"
+	dead := h.deadRun(t, runs.StatusPhase1, nil, runs.Step{Phase: runs.Phase1, Name: "api", UUID: uuidAPI, Status: runs.StepRunning})
+	if _, err := h.store.Update(context.Background(), dead.ID, func(r *runs.Run) error { r.Trace = runSpan; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	h.takeOver(t, dead.ID, "api")
+	var take *tracetest.SpanStub
+	for deadline := time.Now().Add(30 * time.Second); take == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, s := range exp.GetSpans() { // the span ends just after the run's end is stored
+			if s.Name == "TAKEOVER prod" {
+				take = &s
+			}
+		}
+	}
+	if take == nil {
+		t.Fatal("no takeover span exported")
+	}
+	if take.SpanContext.TraceID().String() != runSpan[3:35] || take.Parent.SpanID().String() != runSpan[36:52] {
+		t.Errorf("takeover span in trace %s under %s, want under the run's span %s", take.SpanContext.TraceID(), take.Parent.SpanID(), runSpan)
+	}
+	if got := attr(*take, "orchestrator.instance"); got != "test-instance" {
+		t.Errorf("takeover by %q, want test-instance (the live daemon)", got)
 	}
 }
