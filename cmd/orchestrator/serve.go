@@ -99,7 +99,7 @@ func publicURL(d *config.Daemon, addr string) string {
 // steps finish or compensate within the grace period, locks are released, and what could not
 // finish is marked. ready, when set, is called with the bound address once the daemon answers.
 func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[string]*config.Pipeline, log *slog.Logger, ready func(addr string), tn tuning) error {
-	traces, err := otlp.Setup(ctx, c.getenv, version)
+	traces, err := otlp.Setup(ctx, c.getenv, version, log)
 	if err != nil {
 		return usageError("traces: %w", err)
 	}

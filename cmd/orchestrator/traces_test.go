@@ -174,3 +174,29 @@ func TestTracesOffWhenDisabled(t *testing.T) {
 		t.Errorf("%d exports with OTEL_SDK_DISABLED=true, want none", n)
 	}
 }
+
+// TestACollectorDownCostsARunNothing: with the traces endpoint refusing connections the run
+// succeeds, the daemon stops within its grace, and the log says the traces were lost.
+func TestACollectorDownCostsARunNothing(t *testing.T) {
+	env, _ := daemonEnv(t)
+	env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = "http://" + freeAddr(t) + "/v1/traces" // nothing listens
+	env["ORCH_SHUTDOWN_GRACE"] = "2s"
+	d := serveDaemon(t, env)
+	out, errOut, err := invoke(context.Background(), map[string]string{"ORCH_TRIGGER_TOKEN": env["ORCH_TRIGGER_TOKEN"]},
+		"trigger", "prod", "--url", d.base, "--image-tag", "v2", "--build", "42")
+	if err != nil || !strings.Contains(out, "run.succeeded") {
+		t.Fatalf("trigger: %v\n%s\n%s", err, out, errOut)
+	}
+	d.cancel()
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop within 30s of its context ending")
+	}
+	if d.err != nil {
+		t.Errorf("serve: %v\n%s", d.err, d.log)
+	}
+	if !strings.Contains(d.log, "traces not") {
+		t.Errorf("the log does not say traces were lost:\n%s", d.log)
+	}
+}

@@ -10,15 +10,19 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 )
 
 // The environment variables Setup reads itself.
@@ -51,9 +55,11 @@ type Provider struct {
 
 // Setup returns the tracer provider getenv asks for: a no-op one when traces are off, else
 // an SDK provider batching spans to the OTLP/HTTP endpoint, service.name from
-// OTEL_SERVICE_NAME (default "orchestrator"), service.version version. Errors name the
+// OTEL_SERVICE_NAME (default "orchestrator"), service.version version. Spans are exported
+// off the runs' path: a collector that is slow or down costs a run nothing, and the spans it
+// does not take are dropped, each failed export logged on log as a warning. Errors name the
 // variable that is wrong.
-func Setup(ctx context.Context, getenv func(string) string, version string) (*Provider, error) {
+func Setup(ctx context.Context, getenv func(string) string, version string, log *slog.Logger) (*Provider, error) {
 	if !Enabled(getenv) {
 		return &Provider{TracerProvider: noop.NewTracerProvider(), Shutdown: func(context.Context) error { return nil }}, nil
 	}
@@ -71,6 +77,10 @@ func Setup(ctx context.Context, getenv func(string) string, version string) (*Pr
 	if err != nil {
 		return nil, fmt.Errorf("trace resource: %w", err)
 	}
+	// The SDK reports export failures to OpenTelemetry's one global handler.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.LogAttrs(context.Background(), slog.LevelWarn, "traces not exported", slog.String(logkey.Error, err.Error()))
+	}))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return &Provider{TracerProvider: tp, Shutdown: tp.Shutdown}, nil
 }

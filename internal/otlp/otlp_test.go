@@ -2,6 +2,7 @@ package otlp_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func TestSetupRefusesABadEndpoint(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT":        "collector:4318",
 		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://user:pw-secret@collector/v1/traces",
 	} {
-		_, err := otlp.Setup(context.Background(), env(map[string]string{name: v}), "test")
+		_, err := otlp.Setup(context.Background(), env(map[string]string{name: v}), "test", slog.New(slog.DiscardHandler))
 		if err == nil || !strings.Contains(err.Error(), name) || strings.Contains(err.Error(), "pw-secret") {
 			t.Errorf("%s=%s: %v, want an error naming the variable without its value", name, v, err)
 		}
@@ -53,7 +54,7 @@ func TestSetupExportsToTheEndpoint(t *testing.T) {
 		if key == "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" {
 			url += "/v1/traces"
 		}
-		p, err := otlp.Setup(context.Background(), env(map[string]string{key: url, "OTEL_SERVICE_NAME": "deployer"}), "1.2.3")
+		p, err := otlp.Setup(context.Background(), env(map[string]string{key: url, "OTEL_SERVICE_NAME": "deployer"}), "1.2.3", slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
