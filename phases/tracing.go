@@ -95,9 +95,13 @@ func endRunSpan(span trace.Span, status runs.Status, reason string) {
 	span.End()
 }
 
-// stage starts the span of a stage of the run (a phase, a wave, the mobile steps) under ctx's.
+// stage starts the span of a stage of the run (the preflight, a phase, a wave, the mobile
+// steps) under ctx's; phase may be "" (the preflight).
 func stage(ctx context.Context, name string, phase runs.Phase, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return tracing.Child(ctx, name, trace.WithAttributes(append(attrs, tracing.Phase.String(string(phase)))...))
+	if phase != "" {
+		attrs = append(attrs, tracing.Phase.String(string(phase)))
+	}
+	return tracing.Child(ctx, name, trace.WithAttributes(attrs...))
 }
 
 // task runs fn, one task of the run (a service's sync or deploy, a mobile step), under a

@@ -153,7 +153,8 @@ func TestRunTrace(t *testing.T) {
 	phase1, phase2 := tr.named("phase 1", "", ""), tr.named("phase 2", "", "")
 	wave1, wave2 := tr.named("wave 1", "", ""), tr.named("wave 2", "", "")
 	mob := tr.named("mobile after_phase2", "", "")
-	for _, s := range []tracetest.SpanStub{phase1, phase2, mob} {
+	pre := tr.named("preflight", "", "")
+	for _, s := range []tracetest.SpanStub{pre, phase1, phase2, mob} {
 		tr.parentOf(s, run)
 	}
 	tr.parentOf(wave1, phase2)
@@ -200,6 +201,13 @@ func TestRunTrace(t *testing.T) {
 		if clients == 0 {
 			t.Errorf("%s: no client span under the task", tc.name)
 		}
+	}
+	preSystems := map[string]bool{}
+	for _, c := range tr.children(pre) {
+		preSystems[attr(c, "orchestrator.system")] = true
+	}
+	if !preSystems["coolify"] || !preSystems["flagsmith"] {
+		t.Errorf("preflight's calls: %v, want Coolify's and Flagsmith's reads under it", preSystems)
 	}
 	tr.parentOf(tr.named("lock wait", "orchestrator.lock.key", orchestrator.Phase1Key), phase1)
 	tr.parentOf(tr.named("lock wait", "orchestrator.lock.key", orchestrator.Phase2Key), phase2)
