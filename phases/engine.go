@@ -26,6 +26,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
@@ -107,6 +109,11 @@ type Deps struct {
 	// CheckRedirect is replaced by outbound.SameHostRedirect: a check follows no redirect to
 	// another scheme, host or port than its URL's.
 	HTTP *http.Client
+	// Traces, when set, is the tracer provider of the runs' spans (tracing.go); nil traces
+	// nothing.
+	Traces trace.TracerProvider
+	// PublicURL is the dashboard's address; a run's span links to its page there. Optional.
+	PublicURL string
 	// PollInterval paces health-check and service-status polling (default 2s).
 	PollInterval time.Duration
 }
@@ -342,6 +349,7 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Tri
 		if cur, err := e.d.Store.Get(ctx, r.ID); err == nil {
 			r = cur
 		}
+		endRunSpan(e.startRunSpan(r), r.Status, r.Reason) // its whole trace: it never executes
 		return &r, false, nil
 	}
 
@@ -355,6 +363,7 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Tri
 	if e.cutOff {
 		e.mu.Unlock()
 		e.noteDisowned(r) // never started: the takeover after the liveness lease is back ends it
+		endRunSpan(x.span, runs.StatusInterrupted, errCutOff.Error())
 		return nil, false, errCutOff
 	}
 	x.prevGate, e.lastGate = e.lastGate, x.gate

@@ -10,11 +10,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
+	"github.com/deploy-orchestrator/orchestrator/internal/tracing"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 	"github.com/deploy-orchestrator/orchestrator/secrets"
@@ -54,6 +57,11 @@ type execution struct {
 	// ownership epoch then: the run is this execution's while both hold (ownership.go).
 	live  *locks.Lease
 	epoch int64
+
+	// span is the run's span (tracing.go), the parent of everything the run does; trace its
+	// traceparent, stored with the run for a takeover's span.
+	span  trace.Span
+	trace string
 
 	mu       sync.Mutex
 	disowned error // why the run is no longer this execution's (ownership.go); nil while it is
@@ -112,8 +120,12 @@ func (e *Engine) newExecution(r runs.Run, p *config.Pipeline) *execution {
 	}
 	x.rec = &recorder{store: e.d.Store, id: r.ID, log: x.log, owned: x.notOwned}
 	x.leases = &leases{locker: e.d.Locker, rec: x.rec, run: r, p: p, log: x.log, watch: x.watchLockWait}
-	// Every outside request of the run's work, compensation included, passes its gate.
-	x.ctx, x.cancel = context.WithCancelCause(outbound.WithGate(context.Background(), x.allowed))
+	x.span = e.startRunSpan(r)
+	x.trace = tracing.Traceparent(x.span)
+	// Every outside request of the run's work, compensation included, passes its gate, and
+	// is traced under the run's span.
+	base := trace.ContextWithSpan(context.Background(), x.span)
+	x.ctx, x.cancel = context.WithCancelCause(outbound.WithGate(base, x.allowed))
 	x.waitCtx, x.waitCancel = context.WithCancelCause(x.ctx)
 	x.stopCtx, x.stopCancel = context.WithCancelCause(x.ctx)
 	for _, s := range p.Services {
@@ -272,7 +284,7 @@ func (x *execution) execute() {
 	defer x.openGate()
 	defer x.recoverPanic()
 	start := time.Now()
-	x.rec.update(func(r *runs.Run) { r.StartedAt = start.UTC() }, runs.Event{Type: runs.EventRunStarted,
+	x.rec.update(func(r *runs.Run) { r.StartedAt, r.Trace = start.UTC(), x.trace }, runs.Event{Type: runs.EventRunStarted,
 		Message: fmt.Sprintf("executing on %s", x.e.d.Instance)})
 
 	sources, err := x.e.sourcesFor(x.p)
@@ -383,8 +395,10 @@ func (x *execution) outcome(err error, where string) (runs.Status, string) {
 func (x *execution) finish(status runs.Status, reason string) {
 	if x.notOwned() != nil {
 		x.reportDisowned(status, reason)
+		endRunSpan(x.span, runs.StatusInterrupted, "no longer this daemon's run: "+x.notOwned().Error())
 		return
 	}
+	defer endRunSpan(x.span, status, reason)
 	var left []runs.Left
 	if status != runs.StatusSucceeded {
 		left = x.leftReport()
@@ -411,7 +425,7 @@ func (x *execution) phaseLease(waitCtx context.Context, phase runs.Phase, key st
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	pctx, cancel := lease.Context(x.ctx)
+	pctx, cancel := lease.Context(withSpan(x.ctx, waitCtx)) // traced under the phase's span
 	return lease, pctx, cancel, nil
 }
 
@@ -419,9 +433,11 @@ func (x *execution) phaseLease(waitCtx context.Context, phase runs.Phase, key st
 func (x *execution) openGate() { x.gateOnce.Do(func() { close(x.gate) }) }
 
 // phase1 syncs every service under coolify:phase1.
-func (x *execution) phase1() error {
+func (x *execution) phase1() (err error) {
 	start := time.Now()
 	defer x.openGate()
+	sctx, span := stage(x.ctx, "phase 1", runs.Phase1)
+	defer func() { endSpan(span, err) }()
 	if x.prevGate != nil {
 		select {
 		case <-x.prevGate:
@@ -429,7 +445,7 @@ func (x *execution) phase1() error {
 			return fmt.Errorf("waiting for the run submitted before: %w", context.Cause(x.waitCtx))
 		}
 	}
-	lease, pctx, cancel, err := x.phaseLease(x.waitCtx, runs.Phase1, orchestrator.Phase1Key)
+	lease, pctx, cancel, err := x.phaseLease(withSpan(x.waitCtx, sctx), runs.Phase1, orchestrator.Phase1Key)
 	if err != nil {
 		return err
 	}
@@ -444,7 +460,7 @@ func (x *execution) phase1() error {
 		if ferr = x.stopping(); ferr != nil {
 			break
 		}
-		if ferr = x.syncService(pctx, s); ferr != nil {
+		if ferr = x.task(pctx, runs.Phase1, s.svc.Name, func(ctx context.Context) error { return x.syncService(ctx, s) }); ferr != nil {
 			break
 		}
 	}
@@ -462,12 +478,14 @@ func (x *execution) phase1() error {
 }
 
 // phase2 deploys every service under coolify:phase2, wave by wave (deployWaves).
-func (x *execution) phase2() error {
+func (x *execution) phase2() (err error) {
 	start := time.Now()
 	if err := x.stopping(); err != nil {
 		return err
 	}
-	wctx, stopWait := x.untilStop(x.ctx)
+	sctx, span := stage(x.ctx, "phase 2", runs.Phase2)
+	defer func() { endSpan(span, err) }()
+	wctx, stopWait := x.untilStop(sctx)
 	lease, pctx, cancel, err := x.phaseLease(wctx, runs.Phase2, orchestrator.Phase2Key)
 	stopWait()
 	if err != nil {

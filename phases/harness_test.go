@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
@@ -76,6 +77,9 @@ type harness struct {
 	// version, when set, is the engine's Coolify clients' version: their requests carry
 	// User-Agent orchestrator/<version>, which tells two engines' requests apart in the fake.
 	version string
+	// traces, when set, is the engine's tracer provider; publicURL its dashboard address.
+	traces    trace.TracerProvider
+	publicURL string
 }
 
 // harnessRateLimit is the fake's throttle in end-to-end tests (requests per minute per
@@ -267,6 +271,8 @@ func (h *harness) start(pipelines ...string) {
 		PollInterval: 10 * time.Millisecond,
 		Observer:     h.observer,
 		Notifier:     h.notifier,
+		Traces:       h.traces,
+		PublicURL:    h.publicURL,
 	})
 	if err != nil {
 		h.t.Fatal(err)

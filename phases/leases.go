@@ -9,8 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/internal/tracing"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -118,7 +121,8 @@ func (l *leases) take(ctx context.Context, sl stepLock) (*locks.Lease, func(), e
 		ev.Message = l.heldBy(ctx, sl.key)
 		l.rec.update(waiting, ev)
 	})
-	lease, err := l.locker.Acquire(ctx, locks.Request{
+	actx, span := tracing.Child(ctx, "lock wait", trace.WithAttributes(tracing.LockKey.String(sl.key), tracing.Phase.String(string(sl.phase))))
+	lease, err := l.locker.Acquire(actx, locks.Request{
 		Key: sl.key, Holder: orchestrator.StepHolder(l.run.Pipeline, l.run.Trigger.Build, l.run.ID, sl.step), Owner: l.run.ID,
 		Message:      fmt.Sprintf("run %s (%s) %s", l.run.ID, l.run.Pipeline, sl.phase),
 		TTL:          l.p.Locks.TTL,
@@ -126,6 +130,10 @@ func (l *leases) take(ctx context.Context, sl stepLock) (*locks.Lease, func(), e
 		FailOnFrozen: l.p.Locks.OnFrozen == config.OnFrozenFail,
 	})
 	waited := time.Since(start)
+	if err == nil {
+		span.SetAttributes(tracing.LockFence.Int64(lease.Fence()))
+	}
+	endSpan(span, err)
 	endWatch()
 	var pending []runs.Event // the wait, unless the timer has recorded it
 	if timer.Stop() {

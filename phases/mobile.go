@@ -1,11 +1,14 @@
 package phases
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -16,7 +19,8 @@ import (
 // mobileSteps runs the pipeline's mobile steps that run at when, in order, each as a
 // read-modify-write under its own mobile: lock. The run holds no coolify: key here: the
 // mobile step refuses to start otherwise.
-func (x *execution) mobileSteps(when config.MobileWhen) error {
+func (x *execution) mobileSteps(when config.MobileWhen) (err error) {
+	var sctx context.Context // the stage's, once a step runs
 	for _, m := range x.p.Mobile {
 		if m.When != when {
 			continue
@@ -29,14 +33,19 @@ func (x *execution) mobileSteps(when config.MobileWhen) error {
 				return err
 			}
 		}
-		if err := x.mobileStep(m); err != nil {
+		if sctx == nil {
+			var span trace.Span
+			sctx, span = stage(x.ctx, "mobile "+string(when), runs.PhaseMobile)
+			defer func() { endSpan(span, err) }()
+		}
+		if err := x.task(sctx, runs.PhaseMobile, m.Name, func(ctx context.Context) error { return x.mobileStep(ctx, m) }); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (x *execution) mobileStep(m config.MobileStep) error {
+func (x *execution) mobileStep(ctx context.Context, m config.MobileStep) error {
 	start := time.Now()
 	x.rec.status(runs.StatusMobile)
 	x.rec.step(runs.PhaseMobile, m.Name, func(s *runs.Step) {
@@ -50,7 +59,7 @@ func (x *execution) mobileStep(m config.MobileStep) error {
 	}
 	// The mobile: lease is taken like every other: recorded in the run's events and held
 	// locks. The locker refuses it while the run holds a coolify: key (ErrNamespace).
-	wctx, stopWait := x.untilStop(x.ctx)
+	wctx, stopWait := x.untilStop(ctx)
 	sl := mobileLock(m, start)
 	lease, err := x.leases.acquire(wctx, sl)
 	stopWait()
@@ -61,7 +70,7 @@ func (x *execution) mobileStep(m config.MobileStep) error {
 	}
 	step := mobile.NewStep(client, mobile.WithStepLogger(x.log))
 	paths := slices.Sorted(maps.Keys(m.Set))
-	lctx, cancel := lease.Context(x.ctx)
+	lctx, cancel := lease.Context(ctx)
 	res, err := step.Run(lctx, mobileRequest(m, x.run.ID, lease.Fence()))
 	err = leaseErr(lease, lctx, err)
 	cancel()

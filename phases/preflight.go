@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"go.opentelemetry.io/otel/codes"
+
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
@@ -144,8 +146,13 @@ func mobileRequest(m config.MobileStep, runID string, fence int64) mobile.Reques
 // preflightRun is the preflight stage of a run: its outcome is a preflight event (ok, or
 // every problem), and a run with problems ends failed before it writes anything.
 func (x *execution) preflightRun() (runs.Status, string, bool) {
-	ctx := coolify.WithTrace(x.ctx, x.run.ID, 0)
+	sctx, span := stage(x.ctx, "preflight", "")
+	ctx := coolify.WithTrace(sctx, x.run.ID, 0)
 	pf := x.preflight(ctx)
+	if ctx.Err() != nil || len(pf.problems) > 0 {
+		span.SetStatus(codes.Error, "failed")
+	}
+	span.End()
 	if ctx.Err() != nil {
 		status, reason := x.outcome(context.Cause(ctx), "preflight")
 		return status, reason, false

@@ -250,11 +250,19 @@ func (e *Engine) takeover(ctx context.Context, owner, reason string, wait bool) 
 // are canceled before its leases are released, so the next holder of a service lock never
 // finds the dead run's deployment running.
 // Its Coolify calls carry the run's ID and the takeover lease's fence.
-func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fence int64) (*runs.Run, error) {
+func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fence int64) (out *runs.Run, err error) {
+	ctx, span := e.startTakeoverSpan(ctx, r)
+	defer func() {
+		if out != nil {
+			endRunSpan(span, out.Status, out.Reason)
+		} else {
+			endSpan(span, err) // it ended meanwhile (nil), or the takeover failed
+		}
+	}()
 	// The epoch first, before anything is touched: from this write on, the run's old
 	// execution (a daemon cut off from the store, or frozen, that comes back) confirms its
 	// writes against it and finds the run no longer its own.
-	r, err := e.d.Store.Update(ctx, r.ID, func(cur *runs.Run) error {
+	r, err = e.d.Store.Update(ctx, r.ID, func(cur *runs.Run) error {
 		cur.Epoch = max(cur.Epoch, 1) + 1
 		cur.TakenOverBy, cur.TakenOverAt = e.d.Instance, time.Now().UTC()
 		return nil
@@ -275,7 +283,7 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 	left := leftStates(r, ends)
 	evs = append(evs, runs.Event{Type: runs.EventRunInterrupted, Message: "run interrupted: " + reason + describeLeft(left),
 		Data: map[string]string{runs.DataInstance: r.Instance, runs.DataHeldLocks: strings.Join(released, ",")}})
-	out, err := e.d.Store.Update(ctx, r.ID, func(cur *runs.Run) error {
+	ended, err := e.d.Store.Update(ctx, r.ID, func(cur *runs.Run) error {
 		cur.Status, cur.Reason, cur.EndedAt, cur.HeldLocks = runs.StatusInterrupted, reason, now, nil
 		cur.Left = leftStates(*cur, ends)
 		for i := range cur.Steps {
@@ -297,8 +305,8 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 	if o := e.d.Observer; o != nil {
 		o.RunEnded(r.Pipeline, runs.StatusInterrupted)
 	}
-	e.runEnded(out)
-	return &out, nil
+	e.runEnded(ended)
+	return &ended, nil
 }
 
 // settleLeftDeployments cancels the deployments the dead run r started that still run, and

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
+	"github.com/deploy-orchestrator/orchestrator/internal/tracing"
 
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -38,7 +39,10 @@ func (x *execution) deployWaves(ctx context.Context) error {
 			x.rec.event(runs.Event{Type: runs.EventWaveStarted, Phase: runs.Phase2,
 				Message: fmt.Sprintf("wave %d of %d: %s", n+1, len(waves), strings.Join(names, ", "))})
 		}
-		if err := x.deployWave(ctx, wave); err != nil {
+		wctx, span := stage(ctx, fmt.Sprintf("wave %d", n+1), runs.Phase2, tracing.Wave.Int(n+1))
+		err := x.deployWave(wctx, wave)
+		endSpan(span, err)
+		if err != nil {
 			if len(waves) == 1 {
 				return err
 			}
@@ -100,7 +104,7 @@ func (x *execution) deployWave(ctx context.Context, wave []*svcState) error {
 					mu.Unlock()
 				}
 			}()
-			err := x.deployService(ctx, st)
+			err := x.task(ctx, runs.Phase2, st.svc.Name, func(ctx context.Context) error { return x.deployService(ctx, st) })
 			if err != nil {
 				mu.Lock()
 				failed = true

@@ -113,6 +113,10 @@ type Run struct {
 	// that executed it), TakenOverAt when; empty unless a takeover advanced the epoch.
 	TakenOverBy string    `json:"taken_over_by,omitempty"`
 	TakenOverAt time.Time `json:"taken_over_at,omitzero"`
+	// Trace is the W3C traceparent of the run's span, written when the run starts executing
+	// (empty when traces are off): a takeover by another daemon adds its span to the same
+	// trace, under it.
+	Trace string `json:"trace,omitempty"`
 	// Version counts the writes of the run; the store sets it (1 after Create, +1 on every
 	// Update). Clients can use it as an ETag.
 	Version int64 `json:"version"`

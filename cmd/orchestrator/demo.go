@@ -97,7 +97,7 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 	})
 	fmt.Fprintf(c.stdout, "orchestrator demo: dashboard at %s/ (simulated Coolify at %s)\n\n", base, sims.coolify)
 
-	ok, err := demoRuns(ctx, c.stdout, &outMu, base, triggerToken)
+	ok, err := demoRuns(ctx, c.stdout, &outMu, base, triggerToken, c.getenv("TRACEPARENT"))
 	if err != nil {
 		stop()
 		<-served
@@ -202,7 +202,10 @@ var demoTuning = tuning{coolifyPoll: 300 * time.Millisecond, healthPoll: 250 * t
 
 // demoRuns triggers two overlapping runs through the API, prints their events and reports
 // whether both succeeded. Its writes to w hold mu.
-func demoRuns(ctx context.Context, w io.Writer, mu *sync.Mutex, base, token string) (bool, error) {
+//
+// The runs continue traceparent's trace when it is a valid W3C traceparent (TRACEPARENT in
+// the environment, as the trigger command reads it in a CI job).
+func demoRuns(ctx context.Context, w io.Writer, mu *sync.Mutex, base, token, traceparent string) (bool, error) {
 	out := prefixWriter{w: w, mu: mu} // stdout is shared with the notification printer
 	cl := newAPIClient(base, token, nil)
 	type demoRun struct {
@@ -217,6 +220,9 @@ func demoRuns(ctx context.Context, w io.Writer, mu *sync.Mutex, base, token stri
 	results := make([]*runs.Run, len(specs))
 	errs := make([]error, len(specs))
 	for i, s := range specs {
+		if orchestrator.ValidTraceparent(traceparent) {
+			s.trigger.Origin = orchestrator.Origin{Provider: "cli", Traceparent: traceparent}
+		}
 		r, _, err := cl.trigger(ctx, s.pipeline, s.trigger, randomKey())
 		if err != nil {
 			return false, err

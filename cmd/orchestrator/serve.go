@@ -14,6 +14,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/api"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
+	"github.com/deploy-orchestrator/orchestrator/internal/otlp"
 	"github.com/deploy-orchestrator/orchestrator/metrics"
 	"github.com/deploy-orchestrator/orchestrator/notify"
 	"github.com/deploy-orchestrator/orchestrator/phases"
@@ -76,6 +77,8 @@ func serveEnvHelp() string {
 	fmt.Fprintf(&b, "  %-29s %s\n", "ORCH_CONFIG", "the config file (as --config)")
 	fmt.Fprintf(&b, "  %-29s %s\n", "ORCH_INSTANCE", "the daemon's identity for run ownership (default: host name + listen address)")
 	fmt.Fprintf(&b, "  %-29s %s\n", config.EnvSecretPrefix+"<KEY>", "the value of a pipeline's env-source secret KEY")
+	fmt.Fprintf(&b, "  %-29s %s\n", otlp.EnvEndpoint, "an OTLP/HTTP collector (http://collector:4318): traces of every run;")
+	fmt.Fprintf(&b, "  %-29s %s\n", "", "the SDK's other OTEL_* variables apply; OTEL_SDK_DISABLED=true turns traces off")
 	b.WriteString("Any other ORCH_* variable set is logged as a warning at start, naming the closest of these\n" +
 		"(a mistyped name would be ignored), unless a loaded file references it as ${NAME}.")
 	return b.String()
@@ -96,6 +99,12 @@ func publicURL(d *config.Daemon, addr string) string {
 // steps finish or compensate within the grace period, locks are released, and what could not
 // finish is marked. ready, when set, is called with the bound address once the daemon answers.
 func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[string]*config.Pipeline, log *slog.Logger, ready func(addr string), tn tuning) error {
+	traces, err := otlp.Setup(ctx, c.getenv, version, log)
+	if err != nil {
+		return usageError("traces: %w", err)
+	}
+	// Flushed within the shutdown grace by shutdown; this covers the ways out before it.
+	defer flushTraces(traces, log, time.Second)
 	metrics := metrics.New()
 	b, err := openBackends(ctx, d, log, metrics)
 	if err != nil {
@@ -130,6 +139,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 		pipelines: pipelines, instance: instance, getenv: c.getenv, log: log, observer: metrics, notifier: notifier,
 		reporter: reporter, clients: clients, healthPoll: tn.healthPoll,
 		livenessTTL: d.LivenessTTL, coolifyRateLimit: d.Coolify.RateLimit,
+		traces: traces, publicURL: publicURL(d, ln.Addr().String()),
 	})
 	if err != nil {
 		ln.Close()
@@ -171,7 +181,22 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	case err := <-served:
 		return fmt.Errorf("http server: %w", err)
 	}
-	return shutdown(d, log, eng, srv, served, cancelBase)
+	return shutdown(d, log, eng, traces, srv, served, cancelBase)
+}
+
+// flushTraces exports the spans still buffered and stops the exporter, within wait; a
+// collector that does not answer in time loses them, with a warning.
+func flushTraces(traces *otlp.Provider, log *slog.Logger, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	flushTracesWithin(ctx, traces, log)
+}
+
+// flushTracesWithin is flushTraces within ctx. Once done, a second call does nothing.
+func flushTracesWithin(ctx context.Context, traces *otlp.Provider, log *slog.Logger) {
+	if err := traces.Shutdown(ctx); err != nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "traces not all exported", slog.String(logkey.Error, err.Error()))
+	}
 }
 
 // warnNoTokens warns when no API token is configured: every route that needs one is closed.
@@ -190,11 +215,12 @@ func warnNoTokens(ctx context.Context, d *config.Daemon, log *slog.Logger) {
 // shutdown stops the daemon serving through srv (served reports its end): the engine first,
 // within the grace period, then the streams (cancelBase ends their context), then the
 // requests still open.
-func shutdown(d *config.Daemon, log *slog.Logger, eng *phases.Engine, srv *http.Server, served <-chan error, cancelBase func()) error {
+func shutdown(d *config.Daemon, log *slog.Logger, eng *phases.Engine, traces *otlp.Provider, srv *http.Server, served <-chan error, cancelBase func()) error {
 	log.LogAttrs(context.Background(), slog.LevelInfo, "shutting down", slog.Duration(logkey.Grace, d.ShutdownGrace))
 	gctx, cancel := context.WithTimeout(context.Background(), d.ShutdownGrace)
 	defer cancel()
 	engErr := eng.Shutdown(gctx)
+	flushTracesWithin(gctx, traces, log) // the runs' last spans, within what is left of the grace
 	cancelBase()
 	// Streams ended with baseCtx; what is left are requests finishing and connections that
 	// never sent one (Go treats those as idle only after 5 s). Past a short wait, close them.

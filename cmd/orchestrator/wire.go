@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
@@ -300,6 +301,10 @@ type engineConfig struct {
 	livenessTTL time.Duration
 	// coolifyRateLimit is coolify.rate_limit; 0 turns pacing off.
 	coolifyRateLimit int
+	// traces is the runs' tracer provider (nil: none); publicURL the dashboard's address
+	// their spans link to.
+	traces    trace.TracerProvider
+	publicURL string
 }
 
 func newEngine(b *backends, ec engineConfig) (*phases.Engine, error) {
@@ -318,6 +323,7 @@ func newEngine(b *backends, ec engineConfig) (*phases.Engine, error) {
 		Getenv: ec.getenv, EnvPrefix: secretEnvPrefix,
 		Instance: ec.instance, Logger: ec.log, Observer: ec.observer, PollInterval: ec.healthPoll,
 		LivenessTTL: ec.livenessTTL, Notifier: ec.notifier, Reporter: reporter,
+		Traces: ec.traces, PublicURL: ec.publicURL,
 	})
 }
 

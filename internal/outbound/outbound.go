@@ -362,6 +362,8 @@ type meta struct {
 // caller's goroutine (retryablehttp calls CheckRetry between them, Settle comes after), so it
 // needs no lock.
 type history struct {
+	// attempts counts the attempts sent so far (redirects included).
+	attempts int
 	// ambiguous describes the first attempt that may have been acted on without the caller
 	// learning it ("" if none): a 5xx but 501 and 503, or a transport failure after sending.
 	ambiguous string
@@ -622,14 +624,17 @@ func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, &gateError{err: err}
 		}
 	}
+	m := metaOf(ctx)
+	span := t.c.startSpan(ctx, r, m)
 	start := time.Now()
 	resp, err := t.next.RoundTrip(r)
+	endSpan(span, resp, err)
 	if t.c.o.Metrics != nil {
 		status := 0
 		if resp != nil {
 			status = resp.StatusCode
 		}
-		t.c.o.Metrics(t.c.o.System, r.Method, metaOf(ctx).route, status, time.Since(start))
+		t.c.o.Metrics(t.c.o.System, r.Method, m.route, status, time.Since(start))
 	}
 	return resp, err
 }
