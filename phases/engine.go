@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator"
+	"github.com/deploy-orchestrator/orchestrator/analysis"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
@@ -109,6 +110,13 @@ type Deps struct {
 	HTTP *http.Client
 	// PollInterval paces health-check and service-status polling (default 2s).
 	PollInterval time.Duration
+	// Prometheus returns the client of the Prometheus a pipeline's analysis queries (default:
+	// analysis.NewClient over HTTP).
+	Prometheus func(url string) (analysis.Client, error)
+	// Inconclusive decides what a run does about an inconclusive analysis. Nil: the
+	// pipeline's analysis.on_inconclusive. Approvals (a person who continues or rolls back,
+	// with a timeout that rolls back) plug in here.
+	Inconclusive func(ctx context.Context, q InconclusiveQuestion) (Decision, error)
 }
 
 // Stop causes: why a run stops at its next safe point.
