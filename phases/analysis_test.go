@@ -11,6 +11,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/analysis"
 	"github.com/deploy-orchestrator/orchestrator/internal/promtest"
+	"github.com/deploy-orchestrator/orchestrator/metrics"
 	"github.com/deploy-orchestrator/orchestrator/mobile/flagsmithtest"
 	"github.com/deploy-orchestrator/orchestrator/phases"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -19,6 +20,9 @@ import (
 // errorRatio is the 5xx ratio of a service's version, over the last 5s of promtest.App's
 // traffic.
 const errorRatio = `sum(rate(http_requests_total{service={{service}},version={{image_tag}},code="500"}[5s])) / sum(rate(http_requests_total{service={{service}},version={{image_tag}}}[5s]))`
+
+// The daemon's metrics count measurements and analyses.
+var _ phases.AnalysisObserver = (*metrics.Metrics)(nil)
 
 const flagBefore = `{"ios":{"latest_version":"1.0.0"}}`
 
