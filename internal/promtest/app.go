@@ -1,6 +1,7 @@
 package promtest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 type App struct {
 	// Addr is the host:port Prometheus scrapes (/metrics).
 	Addr string
+	srv  *http.Server
 
 	mu      sync.Mutex
 	rates   map[series]Traffic
@@ -39,20 +41,48 @@ type Traffic struct {
 	Latency    time.Duration
 }
 
-// StartApp serves an App on a free loopback port until the test ends.
+// StartApp serves an App (NewApp) until the test ends.
 func StartApp(t testing.TB) *App {
 	t.Helper()
+	a, err := NewApp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return a
+}
+
+// NewApp serves an App on a free loopback port until Close.
+func NewApp() (*App, error) {
 	a := &App{rates: map[series]Traffic{}, ok: map[series]float64{}, bad: map[series]float64{},
 		latSum: map[series]float64{}, scraped: make(chan struct{}, 1)}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	a.Addr = l.Addr().String()
-	srv := &http.Server{Handler: http.HandlerFunc(a.serveMetrics), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return a
+	a.srv = &http.Server{Handler: http.HandlerFunc(a.serveMetrics), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = a.srv.Serve(l) }()
+	return a, nil
+}
+
+// Close stops serving.
+func (a *App) Close() { _ = a.srv.Close() }
+
+// WaitScrapes waits until the App was scraped n more times than when it was called, for at
+// most n+10 scrape intervals.
+func (a *App) WaitScrapes(ctx context.Context, n int) error {
+	target := a.Scrapes() + int64(n)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(n+10)*ScrapeInterval)
+	defer cancel()
+	for a.Scrapes() < target {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("scraped %d times, want %d", a.Scrapes(), target)
+		case <-a.scraped:
+		}
+	}
+	return nil
 }
 
 // Set says what service's version serves from the next scrape on.

@@ -5,7 +5,9 @@ package promtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -27,29 +29,42 @@ type Server struct {
 	URL string
 	cmd *exec.Cmd
 	dir string
+	log *os.File
 }
 
-// binary finds prometheus in PATH, or skips the test (fails it in CI).
-func binary(t testing.TB) string {
-	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		msg := "prometheus not found in PATH: run `make deps` (it installs it) or `apt-get install -y prometheus`"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return bin
-}
+// ErrNotInstalled is Run's error when no prometheus binary is in PATH.
+var ErrNotInstalled = errors.New("prometheus not found in PATH: run `make deps` (it installs it) or `apt-get install -y prometheus`")
 
-// Start starts Prometheus on a free loopback port with a temporary data directory,
-// scraping each target (host:port) every ScrapeInterval, and waits until it is ready and has
-// scraped every target once. It is stopped when the test ends.
+// Start starts Prometheus (Run) for a test and stops it when the test ends. Without the
+// binary it skips the test, or fails it in CI.
 func Start(t testing.TB, targets ...string) *Server {
 	t.Helper()
-	bin := binary(t)
-	dir := t.TempDir()
+	s, err := Run(targets...)
+	if errors.Is(err, ErrNotInstalled) {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatalf("promtest: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Run starts Prometheus on a free loopback port with a temporary config and data
+// directory, scraping each target (host:port) every ScrapeInterval, and waits until it is
+// ready and has scraped every target once. Close stops it.
+func Run(targets ...string) (*Server, error) {
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	dir, err := os.MkdirTemp("", "promtest-")
+	if err != nil {
+		return nil, err
+	}
 	quoted := make([]string, len(targets))
 	for i, tg := range targets {
 		quoted[i] = strconv.Quote(tg)
@@ -58,40 +73,47 @@ func Start(t testing.TB, targets ...string) *Server {
 		ScrapeInterval, ScrapeInterval, strings.Join(quoted, ", "))
 	confPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	port, err := freePort()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
 	if err != nil {
-		t.Fatal(err)
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	s := &Server{URL: "http://" + addr, dir: dir}
+	s := &Server{URL: "http://" + addr, dir: dir, log: logf}
 	s.cmd = exec.Command(bin, "--config.file="+confPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--storage.tsdb.retention.time=1h", "--log.level=warn")
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("promtest: start prometheus: %v", err)
-	}
-	t.Cleanup(func() {
-		s.stop()
 		logf.Close()
-	})
-	s.waitReady(t, len(targets))
-	return s
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start prometheus: %w", err)
+	}
+	if err := s.waitReady(len(targets)); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // waitReady waits until /-/ready answers 200 and every target has been scraped up.
-func (s *Server) waitReady(t testing.TB, targets int) {
-	t.Helper()
+func (s *Server) waitReady(targets int) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if s.get("/-/ready") && (targets == 0 || s.upTargets() >= targets) {
-			return
+			return nil
 		}
 		time.Sleep(100 * time.Millisecond) // polling a child process' readiness; nothing to wait on
 	}
 	log, _ := os.ReadFile(filepath.Join(s.dir, "prometheus.log"))
-	t.Fatalf("promtest: prometheus at %s not ready with %d target(s) up within 30s; log:\n%s", s.URL, targets, log)
+	return fmt.Errorf("prometheus at %s not ready with %d target(s) up within 30s; log:\n%s", s.URL, targets, log)
 }
 
 func (s *Server) get(path string) bool {
@@ -110,55 +132,41 @@ func (s *Server) upTargets() int {
 		return 0
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.WriteString(string(buf[:n]))
-		if err != nil {
-			break
+	b, _ := io.ReadAll(resp.Body)
+	return strings.Count(string(b), `"health":"up"`)
+}
+
+// Close stops the server and removes its directory.
+func (s *Server) Close() {
+	if s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = s.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-done
 		}
 	}
-	return strings.Count(b.String(), `"health":"up"`)
+	s.log.Close()
+	os.RemoveAll(s.dir)
 }
 
-func (s *Server) stop() {
-	if s.cmd.Process == nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
-	}
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
+func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// WaitScrapes waits until Prometheus has scraped n more times than when it was called (so a
-// change of an App's rates is in its data), or fails the test after a while.
+// WaitScrapes waits until Prometheus has scraped app n more times than when it was called
+// (so a change of its rates is in the data), or fails the test after a while.
 func (s *Server) WaitScrapes(t testing.TB, app *App, n int) {
 	t.Helper()
-	target := app.Scrapes() + int64(n)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(n+10)*ScrapeInterval)
-	defer cancel()
-	for app.Scrapes() < target {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("promtest: prometheus scraped %d times, want %d", app.Scrapes(), target)
-		case <-app.scraped:
-		}
+	if err := app.WaitScrapes(context.Background(), n); err != nil {
+		t.Fatalf("promtest: %v", err)
 	}
 }
