@@ -37,8 +37,15 @@ type analysisRig struct {
 
 func newAnalysisRig(t *testing.T) *analysisRig {
 	t.Helper()
-	r := &analysisRig{app: promtest.StartApp(t)}
-	r.prom = promtest.Start(t, r.app.Addr)
+	app := promtest.StartApp(t)
+	return newAnalysisRigOn(t, app, promtest.Start(t, app.Addr))
+}
+
+// newAnalysisRigOn is a rig on an App and Prometheus several tests share (starting
+// Prometheus takes a few seconds of CPU).
+func newAnalysisRigOn(t *testing.T, app *promtest.App, prom *promtest.Server) *analysisRig {
+	t.Helper()
+	r := &analysisRig{app: app, prom: prom}
 	r.h = newHarness(t)
 	r.fs = flagsmithtest.NewServer(t)
 	if _, err := r.fs.AddEnvironment(flagsmithtest.Environment{APIKey: "env-key"}); err != nil {
@@ -182,6 +189,8 @@ func TestAnalysisAfterTheFlagRevertsTheFlagFirst(t *testing.T) {
 func TestAnalysisInconclusive(t *testing.T) {
 	// Nobody serves "ghost": its query returns nothing.
 	check := "    - { name: ghost, query: 'sum(rate(http_requests_total{service=\"ghost\",version={{image_tag}}}[5s]))', success: \"> 0\", interval: 200ms, count: 2 }\n"
+	app := promtest.StartApp(t)
+	prom := promtest.Start(t, app.Addr)
 	for _, tc := range []struct {
 		name, extra string
 		hook        phases.Decision
@@ -194,7 +203,7 @@ func TestAnalysisInconclusive(t *testing.T) {
 		{"the hook rolls back", "  on_inconclusive: continue\n", phases.DecisionRollback, runs.StatusFailed, "v1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newAnalysisRig(t)
+			r := newAnalysisRigOn(t, app, prom)
 			var mu sync.Mutex
 			var asked []phases.InconclusiveQuestion
 			if tc.hook != "" {
