@@ -164,7 +164,7 @@ func TestAnalysisFailureRollsBackTheRelease(t *testing.T) {
 func TestAnalysisAfterTheFlagRevertsTheFlagFirst(t *testing.T) {
 	r := newAnalysisRig(t)
 	r.serve(t, "v4", 0, 0)
-	r.h.start(r.pipeline("after_verified", "  after_mobile: true\n", errorsCheck(500*time.Millisecond, 20)))
+	r.h.start(r.pipeline("after_verified", "  after_mobile: true\n", errorsCheck(500*time.Millisecond, 10)))
 	id := r.h.submit("prod", trigger4)
 	updated := r.h.waitEvent(id, runs.EventMobileUpdated, "")
 	var verified bool

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,5 +26,29 @@ func TestPlanPrintsTheChecks(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("plan output lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// validate refuses an analysis check whose query does not parse, naming the file and field.
+func TestValidateRefusesABadQuery(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "prod.yaml")
+	y := `coolify: { url: 'http://x', token: t }
+services:
+  - { name: api, uuid: u1 }
+analysis:
+  prometheus: { url: 'http://prometheus:9090' }
+  checks:
+    - { name: errors, query: 'sum(rate(x{service={{service}}}[1m])', success: '< 0.05' }
+`
+	if err := os.WriteFile(bad, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := invoke(context.Background(), nil, "validate", bad)
+	if exitCode(err) != exitUsage {
+		t.Fatalf("validate of a bad query: exit %d, want 2", exitCode(err))
+	}
+	if want := "prod.yaml: analysis.checks[0].query: does not parse"; !strings.Contains(out, want) {
+		t.Errorf("validate output lacks %q:\n%s", want, out)
 	}
 }
