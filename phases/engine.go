@@ -6,8 +6,10 @@
 // verify and records "synced by run R at fence F". Phase 2 takes coolify:phase2, then each
 // service's lock again, checks that the service still carries this run's sync, deploys, waits
 // for the deployment with its own deadline and runs the health check. Mobile steps run in the
-// mobile: namespace and never while the run holds a coolify: key. Failures compensate from the
-// Phase-1 snapshots as the pipeline's on_failure says.
+// mobile: namespace and never while the run holds a coolify: key. A pipeline's analysis
+// measures metric checks after each wave and after the release (analysis.go); a failed one
+// rolls the whole release back, the flags first. Failures compensate from the Phase-1
+// snapshots as the pipeline's on_failure says.
 //
 // The engine implements the front doors' contract, orchestrator.Engine, and returns the
 // domain's errors. It depends on narrow interfaces (Coolify) and on the contracts of locks
