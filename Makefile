@@ -1,7 +1,7 @@
 # Every target works on a fresh machine: scripts/ensure-deps.sh installs what the tests start.
 GO ?= go
 
-.PHONY: help test lint vet unit bench bench-locks demo deps chaos fuzz
+.PHONY: help test lint vet unit bench bench-locks bench-analysis demo deps chaos fuzz
 
 # A target's line in `make help` is the `## ` comment on its rule's line.
 
@@ -39,6 +39,9 @@ unit: ## every test with -race, the module's and bench/'s
 
 bench-locks: deps ## one run of the lock benchmark
 	cd bench && $(GO) run ./cmd/benchlocks
+
+bench-analysis: deps ## 50 clean runs through the post-release analysis into bench/RESULTS-analysis.md (~2 min)
+	cd bench && $(GO) run ./cmd/benchanalysis
 
 # Every bench program BENCH_RUNS times, the programs taking turns run by run, then
 # bench/RESULTS.md (median and range of each figure) and its summary in docs/benchmarks.md. A

@@ -3,6 +3,7 @@
 // none), with the measurements and analyses it took.
 //
 //	cd bench && go run ./cmd/benchanalysis            # ~2 min with -runs 50
+//	cd bench && go run ./cmd/benchanalysis -runs 5 -out '' -json figures.json   # for benchreport
 //
 // One world for every run: the real engine (phases) on the embedded backend, the fake
 // Coolify (coolify/coolifytest) and the fake Flagsmith (mobile/flagsmithtest), and a real
@@ -34,6 +35,7 @@ import (
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator"
+	"github.com/deploy-orchestrator/orchestrator/bench/internal/figures"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
@@ -59,7 +61,8 @@ type world struct {
 }
 
 func main() {
-	out := flag.String("out", "RESULTS-analysis.md", "results file")
+	out := flag.String("out", "RESULTS-analysis.md", "results file ('' for none)")
+	jsonPath := flag.String("json", "", "also write the figures to this file for benchreport (make bench)")
 	n := flag.Int("runs", 50, "clean runs")
 	interval := flag.Duration("interval", 200*time.Millisecond, "the check's interval")
 	count := flag.Int("count", 3, "the check's count")
@@ -68,6 +71,7 @@ func main() {
 	ctx := context.Background()
 
 	load0 := loadAvg()
+	rep := figures.Start("analysis", "Post-release analysis", fmt.Sprintf("cd bench && go run ./cmd/benchanalysis -runs %d -interval %s -count %d -errors %g", *n, *interval, *count, *errMax))
 	w, cleanup, err := newWorld(ctx, *interval, *count)
 	if err != nil {
 		log.Fatal(err)
@@ -114,10 +118,24 @@ func main() {
 	fmt.Fprintf(&b, "| runs | rolled back | analyses | measurements | not successful | median run | goal |\n|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %.2f s | no rollback: %s |\n\n", *n, rolledBack, analyses, measurements, failedMeasurements, median(took).Seconds(), goal)
 	fmt.Fprintf(&b, "Clean runs: %d with checks every %s, %d rolled back (%d analyses, %d measurements).\n", *n, *interval, rolledBack, analyses, measurements)
-	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
-		log.Fatal(err)
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
+			log.Fatal(err)
+		}
 	}
 	fmt.Print(b.String())
+	if *jsonPath != "" {
+		rep.About = "Clean releases through the post-release analysis with a real Prometheus; a run counts as rolled back when it did not succeed or the fakes show anything but its version. Details: RESULTS-analysis.md."
+		const table = "clean runs through the analysis"
+		row := fmt.Sprintf("checks every %s, %d times", *interval, *count)
+		rep.Add(figures.Figure{Table: table, Row: row, Column: "runs", Value: float64(*n)})
+		rep.Add(figures.Figure{Table: table, Row: row, Column: "rolled back", Value: float64(rolledBack)})
+		rep.Add(figures.Figure{Table: table, Row: row, Column: "measurements", Value: float64(measurements)})
+		rep.Add(figures.Figure{Table: table, Row: row, Column: "median run", Unit: "ms", Value: float64(median(took).Milliseconds())})
+		if err := rep.Finish(*jsonPath); err != nil {
+			log.Fatal(err)
+		}
+	}
 	if rolledBack > 0 {
 		os.Exit(1)
 	}
