@@ -2,6 +2,7 @@ package phases_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -201,6 +202,8 @@ func TestAnalysisInconclusive(t *testing.T) {
 		{"on_inconclusive continue", "  on_inconclusive: continue\n", "", runs.StatusSucceeded, "v4"},
 		{"the hook continues", "", phases.DecisionContinue, runs.StatusSucceeded, "v4"},
 		{"the hook rolls back", "  on_inconclusive: continue\n", phases.DecisionRollback, runs.StatusFailed, "v1"},
+		// A hook that cannot answer (approvals unreachable) rolls back.
+		{"the hook fails", "  on_inconclusive: continue\n", "error", runs.StatusFailed, "v1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newAnalysisRigOn(t, app, prom)
@@ -211,6 +214,9 @@ func TestAnalysisInconclusive(t *testing.T) {
 					mu.Lock()
 					defer mu.Unlock()
 					asked = append(asked, q)
+					if tc.hook == "error" {
+						return phases.DecisionContinue, errors.New("approvals unreachable")
+					}
 					return tc.hook, nil
 				}
 			}
