@@ -1,7 +1,7 @@
 # Every target works on a fresh machine: scripts/ensure-deps.sh installs what the tests start.
 GO ?= go
 
-.PHONY: help test lint vet unit bench bench-locks demo deps chaos fuzz
+.PHONY: help test lint vet unit bench bench-locks bench-analysis demo deps chaos fuzz
 
 # A target's line in `make help` is the `## ` comment on its rule's line.
 
@@ -12,7 +12,7 @@ test: deps lint unit ## lint, every test with -race, then a short fuzz run (what
 help: ## this list
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-deps: ## install what the tests start (redis-server, chromium) when missing
+deps: ## install what the tests start (redis-server, prometheus, chromium) when missing
 	@scripts/ensure-deps.sh --browser
 
 # staticcheck runs from the Go module proxy at a pinned version (go run caches the build), so
@@ -39,6 +39,9 @@ unit: ## every test with -race, the module's and bench/'s
 
 bench-locks: deps ## one run of the lock benchmark
 	cd bench && $(GO) run ./cmd/benchlocks
+
+bench-analysis: deps ## 50 clean runs through the post-release analysis into bench/RESULTS-analysis.md (~2 min)
+	cd bench && $(GO) run ./cmd/benchanalysis
 
 # Every bench program BENCH_RUNS times, the programs taking turns run by run, then
 # bench/RESULTS.md (median and range of each figure) and its summary in docs/benchmarks.md. A

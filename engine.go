@@ -122,6 +122,25 @@ type Plan struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Timeouts are the windows that decide a run's outcome, per service: see TimeoutPlan.
 	Timeouts []TimeoutPlan `json:"timeouts,omitempty"`
+	// Checks are the metric checks the run would measure after it deploys (the pipeline's
+	// analysis), with the run's values in their queries.
+	Checks []CheckPlan `json:"checks,omitempty"`
+}
+
+// CheckPlan is one metric check of a run's analysis, as it would be sent to Prometheus.
+type CheckPlan struct {
+	Name string `json:"name"`
+	// Service is the service it measures ("" for a check of the whole release).
+	Service string `json:"service,omitempty"`
+	// Query is the PromQL sent, placeholders filled.
+	Query        string        `json:"query"`
+	Success      string        `json:"success"`
+	Failure      string        `json:"failure,omitempty"`
+	Interval     time.Duration `json:"interval_ns"`
+	Count        int           `json:"count"`
+	FailureLimit int           `json:"failure_limit"`
+	// Error says why Prometheus refuses the query or cannot be asked (the run would fail).
+	Error string `json:"error,omitempty"`
 }
 
 // ServicePlan is what Phase 1 would write to one service.

@@ -50,3 +50,29 @@ func TestREADMEBenchFigures(t *testing.T) {
 		}
 	}
 }
+
+// TestREADMEQuotesTheAnalysisBench: the README's figure on clean runs through the
+// post-release analysis is the line bench/cmd/benchanalysis wrote into
+// bench/RESULTS-analysis.md, quoted after the analysis-bench marker, not a number typed in.
+func TestREADMEQuotesTheAnalysisBench(t *testing.T) {
+	results, err := os.ReadFile("bench/RESULTS-analysis.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for l := range strings.SplitSeq(string(results), "\n") {
+		if strings.HasPrefix(l, "Clean runs: ") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatal("bench/RESULTS-analysis.md has no \"Clean runs:\" line (cd bench && go run ./cmd/benchanalysis writes it)")
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "<!-- analysis-bench -->\n> " + line + "\n"; !strings.Contains(string(readme), want) {
+		t.Errorf("README.md does not quote bench/RESULTS-analysis.md after its analysis-bench marker; want:\n%s", want)
+	}
+}

@@ -46,7 +46,7 @@
 //	  - name: version_state                 # default: the feature
 //	    flagsmith: { url: https://api.flagsmith.com, api_key: ${FLAGSMITH_KEY}, environment: <env key> }
 //	    feature: version_state
-//	    when: after_phase2                  # after_phase2 (default) | before_phase1
+//	    when: after_phase2                  # after_phase2 (default) | before_phase1 | after_verified (after the analysis; needs analysis:)
 //	    set: { ios.latest_version: "${trigger.app_version}" }
 //	    never_downgrade: true
 //	locks:
@@ -58,6 +58,21 @@
 //	on_failure: rollback                    # rollback (default: the whole release, Flagsmith too) | rollback-failed | halt
 //	concurrency: queue                      # queue (default) | supersede
 //	order: build                            # build | created | none; default: build for a numeric build, else none
+//	analysis:                               # metric checks after each Phase-2 wave and after the last one
+//	  prometheus: { url: http://prometheus:9090 }
+//	  on_inconclusive: rollback             # rollback (default) | continue; a pause for a person comes with approvals
+//	  after_mobile: true                    # measure again after the after_verified mobile steps (a failure reverts the flag first)
+//	  checks:
+//	    - name: errors                      # unique; ^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$
+//	      # placeholders, unquoted where a string goes: {{service}} {{uuid}} {{pipeline}} {{run}} {{image_tag}} {{build}};
+//	      # a query naming {{service}} or {{uuid}} is measured for each service deployed
+//	      query: sum(rate(http_requests_total{service={{service}},version={{image_tag}},code=~"5.."}[1m]))
+//	             / sum(rate(http_requests_total{service={{service}},version={{image_tag}}}[1m]))
+//	      success: "< 0.01"                 # <, <=, >, >=, ==, != and a number
+//	      failure: ">= 0.05"                # optional; without it, not successful is failed
+//	      interval: 30s                     # between measurements, the first one interval after the wave (default 30s)
+//	      count: 3                          # measurements that decide the check (default 3)
+//	      failure_limit: 0                  # failed measurements tolerated (default 0)
 //	max_build_ahead: 10000                  # refuse a build further ahead of the newest known (0: off)
 //	notify:                                 # default: the daemon's notify block; {targets: []} for none
 //	  lock_wait: 2m                         # announce a lock wait this long (default 2m)

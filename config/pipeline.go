@@ -48,6 +48,8 @@ type Pipeline struct {
 	Notify *Notify `koanf:"notify"`
 	// Statuses says which Git hosts show the pipeline's runs as deployments; nil: none.
 	Statuses *Statuses `koanf:"statuses"`
+	// Analysis, when set, verifies the release with metric checks after it serves.
+	Analysis *Analysis `koanf:"analysis"`
 
 	// File is the path the pipeline was loaded from ("" when built in code).
 	File string `koanf:"-"`
@@ -243,6 +245,10 @@ type MobileWhen string
 const (
 	WhenAfterPhase2  MobileWhen = "after_phase2" // default: after every service is deployed
 	WhenBeforePhase1 MobileWhen = "before_phase1"
+	// WhenAfterVerified runs the step once the analysis after the last wave succeeded: the
+	// mobile app hears of the new version only once its services are proven. It needs an
+	// analysis block.
+	WhenAfterVerified MobileWhen = "after_verified"
 )
 
 // MobileStep is a read-modify-write of one Flagsmith feature value (a JSON document such as
@@ -253,7 +259,7 @@ type MobileStep struct {
 	Flagsmith Flagsmith `koanf:"flagsmith"`
 	// Feature is the Flagsmith feature name; it matches FeatureNamePattern.
 	Feature string `koanf:"feature"`
-	// When defaults to WhenAfterPhase2.
+	// When defaults to WhenAfterPhase2 (or WhenBeforePhase1, WhenAfterVerified).
 	When MobileWhen `koanf:"when"`
 	// Set maps dotted paths inside the feature's JSON document (e.g. "ios.latest_version") to
 	// the values to write there. Values take trigger placeholders.

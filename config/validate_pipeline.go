@@ -239,6 +239,7 @@ func applyPipelineDefaults(p *Pipeline, fromEnv map[string]bool) {
 	}
 	applyNotifyDefaults(p.Notify)
 	applyStatusesDefaults(p.Statuses, p.Name)
+	applyAnalysisDefaults(p.Analysis)
 }
 
 // pipeline checks a decoded pipeline whose defaults are applied.
@@ -312,6 +313,7 @@ func (v *validator) pipeline(p *Pipeline) {
 	}
 	v.notify("notify", p.Notify)
 	v.statuses("statuses", p.Statuses)
+	v.analysis(p)
 
 	// Every key the run takes must lie in its mutator's namespace and in no other.
 	for i, s := range p.Services {
@@ -482,7 +484,7 @@ func (v *validator) mobile(field string, m *MobileStep) {
 		v.add(field+".flagsmith.api_key", "is required")
 	}
 	v.required(field+".flagsmith.environment", m.Flagsmith.Environment)
-	oneOf(v, field+".when", m.When, WhenAfterPhase2, WhenBeforePhase1)
+	oneOf(v, field+".when", m.When, WhenAfterPhase2, WhenBeforePhase1, WhenAfterVerified)
 	if len(m.Set) == 0 {
 		v.add(field+".set", "is required: name at least one path to set")
 	}

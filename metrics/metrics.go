@@ -1,6 +1,7 @@
 // Package metrics is the daemon's Prometheus registry and the hooks that feed it. One
 // Metrics is built in cmd/orchestrator and handed to everyone who reports: the engine
-// (RunEnded, RunTakenOver, DeploymentStillBuilding, PhaseDone, StepDone: phases.Observer), the Locker (Acquired, Released,
+// (RunEnded, RunTakenOver, DeploymentStillBuilding, PhaseDone, StepDone: phases.Observer;
+// AnalysisMeasured, AnalysisEnded: phases.AnalysisObserver), the Locker (Acquired, Released,
 // ForceReleased: locks.Observer), the outside-API clients (OutsideRequest, the shape of
 // coolify.MetricsFunc and outbound.MetricsFunc), the notifier (Notification) and the HTTP
 // server (HTTPRequest, Webhook), which also serves the registry at /metrics (Handler).
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/deploy-orchestrator/orchestrator/analysis"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -31,6 +33,8 @@ type Metrics struct {
 	runs          *prometheus.CounterVec
 	takenOver     *prometheus.CounterVec
 	stillBuilding *prometheus.CounterVec
+	measurements  *prometheus.CounterVec
+	analyses      *prometheus.CounterVec
 	phaseDuration *prometheus.HistogramVec
 	stepDuration  *prometheus.HistogramVec
 	lockWait      *prometheus.HistogramVec
@@ -71,6 +75,14 @@ func New() *Metrics {
 			Name: "orchestrator_deployments_still_building_total",
 			Help: "Deployments a run left queued or in progress in Coolify because they did not end when canceled for the service's cancel_timeout, by pipeline (the run failed naming each).",
 		}, []string{"pipeline"}),
+		measurements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_analysis_measurements_total",
+			Help: "Measurements of a pipeline's metric checks (its analysis), by pipeline, check and outcome (successful, failed, inconclusive).",
+		}, []string{"pipeline", "check", "outcome"}),
+		analyses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_analyses_total",
+			Help: "Analyses of a release (after a wave, after the last, after the mobile steps), by pipeline and outcome (successful, failed, inconclusive).",
+		}, []string{"pipeline", "outcome"}),
 		phaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "orchestrator_phase_duration_seconds",
 			Help:    "Time a run spent in a phase (phase1, phase2, mobile), by pipeline.",
@@ -133,7 +145,7 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.runs, m.takenOver, m.stillBuilding, m.phaseDuration, m.stepDuration,
+		m.runs, m.takenOver, m.stillBuilding, m.measurements, m.analyses, m.phaseDuration, m.stepDuration,
 		m.lockWait, m.lockHold, m.lockLost, m.lockForced,
 		m.outside, m.outsideDur, m.httpRequests, m.httpDuration, m.webhooks,
 		m.notifications, m.hostStatuses,
@@ -175,6 +187,22 @@ func (m *Metrics) DeploymentStillBuilding(pipeline string) {
 		return
 	}
 	m.stillBuilding.WithLabelValues(pipeline).Inc()
+}
+
+// AnalysisMeasured counts one measurement of a pipeline's check (phases.AnalysisObserver).
+func (m *Metrics) AnalysisMeasured(pipeline, check string, outcome analysis.Outcome) {
+	if m == nil {
+		return
+	}
+	m.measurements.WithLabelValues(pipeline, check, string(outcome)).Inc()
+}
+
+// AnalysisEnded counts one analysis of a release by outcome (phases.AnalysisObserver).
+func (m *Metrics) AnalysisEnded(pipeline string, outcome analysis.Outcome) {
+	if m == nil {
+		return
+	}
+	m.analyses.WithLabelValues(pipeline, string(outcome)).Inc()
 }
 
 // PhaseDone records how long a run spent in a phase.

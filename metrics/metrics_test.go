@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/analysis"
 	"github.com/deploy-orchestrator/orchestrator/metrics"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -105,6 +106,23 @@ func TestExposition(t *testing.T) {
 
 // A nil *Metrics is what a component built without metrics holds: every hook is a no-op and
 // there is nothing to serve.
+func TestAnalysisMetrics(t *testing.T) {
+	m := metrics.New()
+	m.AnalysisMeasured("prod", "errors", analysis.Failed)
+	m.AnalysisMeasured("prod", "errors", analysis.Failed)
+	m.AnalysisEnded("prod", analysis.Failed)
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{
+		`orchestrator_analysis_measurements_total{check="errors",outcome="failed",pipeline="prod"} 2`,
+		`orchestrator_analyses_total{outcome="failed",pipeline="prod"} 1`,
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("exposition lacks %s", want)
+		}
+	}
+}
+
 func TestNilMetrics(t *testing.T) {
 	var m *metrics.Metrics
 	m.RunEnded("prod", runs.StatusFailed)

@@ -6,8 +6,10 @@
 // verify and records "synced by run R at fence F". Phase 2 takes coolify:phase2, then each
 // service's lock again, checks that the service still carries this run's sync, deploys, waits
 // for the deployment with its own deadline and runs the health check. Mobile steps run in the
-// mobile: namespace and never while the run holds a coolify: key. Failures compensate from the
-// Phase-1 snapshots as the pipeline's on_failure says.
+// mobile: namespace and never while the run holds a coolify: key. A pipeline's analysis
+// measures metric checks after each wave and after the release (analysis.go); a failed one
+// rolls the whole release back, the flags first. Failures compensate from the Phase-1
+// snapshots as the pipeline's on_failure says.
 //
 // The engine implements the front doors' contract, orchestrator.Engine, and returns the
 // domain's errors. It depends on narrow interfaces (Coolify) and on the contracts of locks
@@ -29,6 +31,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deploy-orchestrator/orchestrator"
+	"github.com/deploy-orchestrator/orchestrator/analysis"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
@@ -116,6 +119,13 @@ type Deps struct {
 	PublicURL string
 	// PollInterval paces health-check and service-status polling (default 2s).
 	PollInterval time.Duration
+	// Prometheus returns the client of the Prometheus a pipeline's analysis queries (default:
+	// analysis.NewClient over HTTP).
+	Prometheus func(url string) (analysis.Client, error)
+	// Inconclusive decides what a run does about an inconclusive analysis. Nil: the
+	// pipeline's analysis.on_inconclusive. Approvals (a person who continues or rolls back,
+	// with a timeout that rolls back) plug in here.
+	Inconclusive func(ctx context.Context, q InconclusiveQuestion) (Decision, error)
 }
 
 // Stop causes: why a run stops at its next safe point.

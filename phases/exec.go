@@ -335,12 +335,16 @@ func (x *execution) runPipeline() (runs.Status, string) {
 		return x.allStaleOutcome() // every service turned out stale under its lock: nothing written
 	}
 	if err := x.phase2(); err != nil {
-		x.compensate(runs.Phase2, x.compensationFor(x.stoppedBy(err)))
+		x.undo(err)
 		return x.outcome(err, "phase 2")
 	}
 	if err := x.mobileSteps(config.WhenAfterPhase2); err != nil {
 		x.compensate(runs.Phase2, x.compensationFor(x.stoppedBy(err)))
 		return x.outcome(err, "mobile step")
+	}
+	if where, err := x.verified(); err != nil {
+		x.undo(err)
+		return x.outcome(err, where)
 	}
 	var superseded []string
 	for _, s := range x.services {

@@ -74,6 +74,8 @@ type harness struct {
 	notifier phases.Notifier
 	// reporter, when set, makes the engine's Reporter for the loaded pipelines.
 	reporter func(pipelines map[string]*config.Pipeline) phases.Reporter
+	// inconclusive, when set, is the engine's Inconclusive decision.
+	inconclusive func(ctx context.Context, q phases.InconclusiveQuestion) (phases.Decision, error)
 	// version, when set, is the engine's Coolify clients' version: their requests carry
 	// User-Agent orchestrator/<version>, which tells two engines' requests apart in the fake.
 	version string
@@ -273,6 +275,7 @@ func (h *harness) start(pipelines ...string) {
 		Notifier:     h.notifier,
 		Traces:       h.traces,
 		PublicURL:    h.publicURL,
+		Inconclusive: h.inconclusive,
 	})
 	if err != nil {
 		h.t.Fatal(err)

@@ -56,7 +56,7 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigg
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
-	plan.Problems, plan.Mobile = pf.problems, pf.mobile
+	plan.Problems, plan.Mobile, plan.Checks = pf.problems, pf.mobile, pf.checks
 	stale := 0
 	for _, s := range resolved.Services {
 		var sp orchestrator.ServicePlan

@@ -28,7 +28,8 @@ import (
 //   - Flagsmith: for each mobile step, that its environment key and feature exist, that the
 //     environment takes writes without change requests, and that the step's changes fit the
 //     value there now (its type, its paths, versions that parse); what the step would write
-//     is returned, with the never_downgrade verdicts.
+//     is returned, with the never_downgrade verdicts;
+//   - Prometheus: each metric check of the analysis, rendered for the run, parses there.
 //
 // A run stops at the first problem before writing anything (the mobile step reads again
 // before it writes, so a value that moved since is still caught there); plan reports them
@@ -47,6 +48,9 @@ func (x *execution) preflight(ctx context.Context) preflightResult {
 		}
 		pf.mobile = append(pf.mobile, mp)
 	}
+	var problems []string
+	pf.checks, problems = x.planChecks(ctx)
+	pf.problems = append(pf.problems, problems...)
 	return pf
 }
 
@@ -55,6 +59,7 @@ type preflightResult struct {
 	problems []string
 	secrets  error // why the secrets could not all be read (nil: they were)
 	mobile   []orchestrator.MobilePlan
+	checks   []orchestrator.CheckPlan
 }
 
 // preflightCoolify checks the token's abilities and reads every service of the pipeline.

@@ -48,6 +48,9 @@ func (x *execution) deployWaves(ctx context.Context) error {
 			}
 			return fmt.Errorf("wave %d of %d (%s): %w", n+1, len(waves), wavesRan(n, len(waves)), err)
 		}
+		if err := x.analyzeWave(ctx, n, len(waves), wave); err != nil {
+			return err
+		}
 	}
 	return nil
 }

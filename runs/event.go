@@ -50,6 +50,13 @@ const (
 	// (coolify.rate_limit). One event sums the waits of a few seconds; Data holds DataCalls,
 	// DataPriorityCalls, DataWaitedMS and DataLongestMS.
 	EventCoolifyPaced EventType = "coolify.paced"
+	// EventAnalysisStarted: the run measures its metric checks (the message names the stage:
+	// after which wave, or after the mobile step); EventAnalysisMeasured is one measurement
+	// (Service; Data: DataCheck, DataValue, DataOutcome, DataMeasurement); EventAnalysisEnded
+	// says how the analysis ended (Data: DataOutcome) and what the run does about it.
+	EventAnalysisStarted  EventType = "analysis.started"
+	EventAnalysisMeasured EventType = "analysis.measured"
+	EventAnalysisEnded    EventType = "analysis.ended"
 	// EventServiceStale: the service carries a newer build than the run's; the run leaves it.
 	EventServiceStale EventType = "service.stale"
 
@@ -136,6 +143,13 @@ const (
 	DataInstance = "owner"
 	// DataTakenOverBy is the daemon instance that takes the run over (run.takeover).
 	DataTakenOverBy = "taken_over_by"
+	// DataCheck, DataValue, DataOutcome and DataMeasurement describe an analysis.* event:
+	// the check's name, the value measured ("no data" when none), successful, failed or
+	// inconclusive, and the measurement's number ("2/3").
+	DataCheck       = "check"
+	DataValue       = "value"
+	DataOutcome     = "outcome"
+	DataMeasurement = "measurement"
 	// DataDeployment is the Coolify deployment a deploy.* or service.restored event is about.
 	DataDeployment = "deployment_uuid"
 	// DataCalls, DataPriorityCalls, DataWaitedMS and DataLongestMS are a coolify.paced

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Makes sure the programs the tests start are installed: redis-server (and, with --browser,
-# Chromium for the dashboard test). The Sentinel and Cluster topologies of the tests are
+# Makes sure the programs the tests start are installed: redis-server, prometheus (the
+# analysis tests query a real one) and, with --browser, Chromium for the dashboard test. The Sentinel and Cluster topologies of the tests are
 # redis-server too (`redis-server --sentinel`, `--cluster-enabled yes`), so nothing more is
 # needed; the check below makes sure the installed one can run a sentinel. Installs them from Debian's packages when run as root;
 # otherwise stops with a message saying what to install.
@@ -13,6 +13,7 @@ elif [[ $(redis-server --help 2>&1) != *--sentinel* ]]; then
   echo "redis-server in PATH ($(command -v redis-server)) has no sentinel mode; install Redis 6.2 or newer" >&2
   exit 1
 fi
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 if [[ "${1:-}" == "--browser" ]]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
 fi

@@ -321,6 +321,7 @@ func printPlan(w io.Writer, p *orchestrator.Plan) {
 			fmt.Fprintf(w, "  %s\n", k)
 		}
 	}
+	printChecks(w, p.Checks)
 	if len(p.Timeouts) > 0 {
 		fmt.Fprintf(w, "\nTimeouts (deploy, cancel, health status, health http)\n")
 		for _, t := range p.Timeouts {
@@ -335,6 +336,29 @@ func printPlan(w io.Writer, p *orchestrator.Plan) {
 		}
 		fmt.Fprintf(w, "  %-40s held by %s (fence %d) until %s\n", l.Key, l.Current.Holder, l.Current.Fence,
 			l.Current.ExpiresAt.Local().Format(time.TimeOnly))
+	}
+}
+
+// printChecks lists the metric checks of the run's analysis, each with its query as sent.
+func printChecks(w io.Writer, checks []orchestrator.CheckPlan) {
+	if len(checks) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nAnalysis (after each wave and after the last)\n")
+	for _, c := range checks {
+		name := c.Name
+		if c.Service != "" {
+			name += " on " + c.Service
+		}
+		fail := ""
+		if c.Failure != "" {
+			fail = ", failed if " + c.Failure
+		}
+		fmt.Fprintf(w, "  %s: successful if %s%s; every %s, %d times, %d failure(s) allowed\n    %s\n",
+			name, c.Success, fail, c.Interval, c.Count, c.FailureLimit, c.Query)
+		if c.Error != "" {
+			fmt.Fprintf(w, "    refused: %s\n", c.Error)
+		}
 	}
 }
 

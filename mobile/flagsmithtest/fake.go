@@ -180,6 +180,8 @@ type Request struct {
 	Query  string
 	Body   []byte
 	Status int
+	// At is when the request arrived (wall clock).
+	At time.Time
 	// UserAgent, Run and Fence are the traceability headers (Run and Fence empty if absent).
 	UserAgent string
 	Run       string
@@ -754,7 +756,7 @@ func (f *Fake) serve(mux http.Handler) http.Handler {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		rec := &recorder{ResponseWriter: w}
-		entry := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: body,
+		entry := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: body, At: time.Now(),
 			UserAgent: r.UserAgent(), Run: r.Header.Get("X-Orchestrator-Run"), Fence: r.Header.Get("X-Orchestrator-Fence"),
 			Authorized: r.Header.Get("Authorization") == "Api-Key "+f.apiKey}
 		defer func() {

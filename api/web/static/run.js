@@ -129,6 +129,8 @@
     var t = document.createElement("span"); t.className = "t"; t.textContent = clock(ev.at);
     var ty = document.createElement("span"); ty.className = "ty"; ty.textContent = ev.type;
     li.appendChild(t); li.appendChild(ty);
+    // An analysis event's outcome (successful, failed, inconclusive) colours it.
+    if (ev.data && ev.data.outcome) li.setAttribute("data-outcome", ev.data.outcome);
     var what = [ev.phase, ev.service, ev.lock_key, ev.fence ? "fence " + ev.fence : "", ev.message]
       .filter(function (x) { return x; }).join(" · ");
     li.appendChild(document.createTextNode(what));

@@ -1,0 +1,319 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/deploy-orchestrator/orchestrator"
+	"github.com/deploy-orchestrator/orchestrator/analysis"
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// Decision is what a run does about an inconclusive analysis.
+type Decision string
+
+// Decisions.
+const (
+	DecisionContinue Decision = "continue"
+	DecisionRollback Decision = "rollback"
+)
+
+// InconclusiveQuestion is what Deps.Inconclusive is asked: the run, the stage of its
+// analysis ("after wave 1 of 2", "after the last wave", "after the mobile steps") and each
+// check's result.
+type InconclusiveQuestion struct {
+	RunID, Pipeline, Stage string
+	Results                []analysis.Result
+}
+
+// AnalysisObserver, when the engine's Observer implements it too, counts measurements and
+// analyses by outcome (*metrics.Metrics does).
+type AnalysisObserver interface {
+	AnalysisMeasured(pipeline, check string, outcome analysis.Outcome)
+	AnalysisEnded(pipeline string, outcome analysis.Outcome)
+}
+
+// analysisError is an analysis that ends the run: it failed, or was inconclusive and the
+// decision was to roll back. The whole release goes back, the flags first (undo).
+type analysisError struct {
+	stage   string
+	outcome analysis.Outcome
+	detail  string
+}
+
+func (e *analysisError) Error() string {
+	return fmt.Sprintf("analysis %s %s: %s", e.stage, e.outcome, e.detail)
+}
+
+// Stages of a run's analysis.
+const (
+	stageLastWave = "after the last wave"
+	stageMobile   = "after the mobile steps"
+)
+
+// verified is the run's verification after Phase 2 and the mobile steps after_phase2: the
+// analysis after the last wave, then the mobile steps after_verified, then (after_mobile)
+// the analysis again. It returns where it stopped ("analysis" or "mobile step") with the
+// error. A pipeline without analysis has nothing to verify.
+func (x *execution) verified() (string, error) {
+	a := x.p.Analysis
+	if a == nil {
+		return "", nil
+	}
+	if err := x.analyze(x.ctx, stageLastWave, x.deployedServices()); err != nil {
+		return "analysis", err
+	}
+	wrote := len(x.mobileDone)
+	if err := x.mobileSteps(config.WhenAfterVerified); err != nil {
+		return "mobile step", err
+	}
+	if a.AfterMobile && len(x.mobileDone) > wrote {
+		if err := x.analyze(x.ctx, stageMobile, x.deployedServices()); err != nil {
+			return "analysis", err
+		}
+	}
+	return "", nil
+}
+
+// analyzeWave is the analysis after wave n (0-based) of count, before the next one starts:
+// the services of the wave deployed. The last wave's is verified's.
+func (x *execution) analyzeWave(ctx context.Context, n, count int, wave []*svcState) error {
+	if x.p.Analysis == nil || n == count-1 {
+		return nil
+	}
+	var deployed []*svcState
+	for _, st := range wave {
+		if st.deployed && !st.superseded {
+			deployed = append(deployed, st)
+		}
+	}
+	return x.analyze(ctx, fmt.Sprintf("after wave %d of %d", n+1, count), deployed)
+}
+
+// deployedServices are the services this run deployed.
+func (x *execution) deployedServices() []*svcState {
+	var out []*svcState
+	for _, st := range x.services {
+		if st.deployed && !st.superseded {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// undo puts back what the run changed after a failure past Phase 1: after an analysis that
+// ends the run, the whole release, the Flagsmith keys first (the mobile app stops hearing of
+// the new version within seconds) and the services second; else what on_failure says.
+func (x *execution) undo(err error) {
+	if ae := (*analysisError)(nil); errors.As(err, &ae) {
+		if x.notOwned() == nil {
+			x.revertMobile()
+			x.mobileDone = nil
+		}
+		x.compensate(runs.Phase2, compensateRelease)
+		return
+	}
+	x.compensate(runs.Phase2, x.compensationFor(x.stoppedBy(err)))
+}
+
+// analyze measures the pipeline's checks for svcs at stage and records every measurement
+// as it is taken. It returns nil when the analysis is successful, or inconclusive and the
+// decision is to continue; an *analysisError when it ends the run; the stop's error when the
+// run is stopped meanwhile.
+func (x *execution) analyze(ctx context.Context, stage string, svcs []*svcState) error {
+	checks, err := x.renderChecks(svcs)
+	if err != nil {
+		return &analysisError{stage: stage, outcome: analysis.Failed, detail: err.Error()}
+	}
+	if len(checks) == 0 {
+		return nil
+	}
+	q, err := x.e.prometheusFor(x.p.Analysis.Prometheus.URL)
+	if err != nil {
+		return &analysisError{stage: stage, outcome: analysis.Failed, detail: err.Error()}
+	}
+	names := make([]string, len(checks))
+	for i, c := range checks {
+		names[i] = checkLabel(c.Name, c.Service)
+	}
+	x.rec.event(runs.Event{Type: runs.EventAnalysisStarted, Message: fmt.Sprintf("%s: %s", stage, strings.Join(names, ", "))})
+	actx, stop := x.untilStop(ctx)
+	outcome, results, err := analysis.Run(actx, q, checks, x.recordMeasurement)
+	stop()
+	if err != nil {
+		return fmt.Errorf("analysis %s: %w", stage, err)
+	}
+	detail := resultsText(results)
+	if o, ok := x.e.d.Observer.(AnalysisObserver); ok {
+		o.AnalysisEnded(x.run.Pipeline, outcome)
+	}
+	end := runs.Event{Type: runs.EventAnalysisEnded, Data: map[string]string{runs.DataOutcome: string(outcome)}}
+	switch outcome {
+	case analysis.Successful:
+		end.Message = fmt.Sprintf("%s successful: %s", stage, detail)
+		x.rec.event(end)
+		return nil
+	case analysis.Failed:
+		end.Message = fmt.Sprintf("%s failed: %s; rolling the release back", stage, detail)
+		x.rec.event(end)
+		return &analysisError{stage: stage, outcome: outcome, detail: detail}
+	}
+	d := x.decideInconclusive(ctx, InconclusiveQuestion{RunID: x.run.ID, Pipeline: x.run.Pipeline, Stage: stage, Results: results})
+	end.Message = fmt.Sprintf("%s inconclusive: %s; decision: %s", stage, detail, d)
+	x.rec.event(end)
+	if d == DecisionContinue {
+		return nil
+	}
+	return &analysisError{stage: stage, outcome: outcome, detail: detail}
+}
+
+// decideInconclusive asks Deps.Inconclusive; without it (until approvals can pause a run
+// for a person) the pipeline's on_inconclusive decides. An error of the hook rolls back.
+func (x *execution) decideInconclusive(ctx context.Context, q InconclusiveQuestion) Decision {
+	if f := x.e.d.Inconclusive; f != nil {
+		d, err := f(ctx, q)
+		if err != nil || d != DecisionContinue {
+			return DecisionRollback
+		}
+		return d
+	}
+	if x.p.Analysis.OnInconclusive == config.InconclusiveContinue {
+		return DecisionContinue
+	}
+	return DecisionRollback
+}
+
+// recordMeasurement writes one measurement as an event (the dashboard's run page shows it as
+// it comes) and counts it.
+func (x *execution) recordMeasurement(m analysis.Measurement) {
+	value := "no data"
+	if !m.NoData && m.Err == "" {
+		value = strconv.FormatFloat(m.Value, 'g', 4, 64)
+	}
+	msg := fmt.Sprintf("%s: %s, %s (%d successful, %d failed, %d inconclusive)", m.Check, value, m.Outcome, m.Successes, m.Failures, m.Inconclusives)
+	if m.Err != "" {
+		msg += ": " + m.Err
+	}
+	x.rec.event(runs.Event{Type: runs.EventAnalysisMeasured, Service: m.Service, Message: msg, Data: map[string]string{
+		runs.DataCheck: m.Check, runs.DataValue: value, runs.DataOutcome: string(m.Outcome), runs.DataMeasurement: strconv.Itoa(m.N),
+	}})
+	if o, ok := x.e.d.Observer.(AnalysisObserver); ok {
+		o.AnalysisMeasured(x.run.Pipeline, m.Check, m.Outcome)
+	}
+}
+
+// renderChecks builds the checks measured for svcs: a check naming a service once per
+// service, the others once.
+func (x *execution) renderChecks(svcs []*svcState) ([]analysis.Check, error) {
+	var out []analysis.Check
+	for _, c := range x.p.Analysis.Checks {
+		succ, fail, err := c.Conditions()
+		if err != nil {
+			return nil, fmt.Errorf("check %s: %w", c.Name, err)
+		}
+		for _, st := range x.checkTargets(c, svcs) {
+			q, err := analysis.Render(c.Query, x.checkValues(st))
+			if err != nil {
+				return nil, fmt.Errorf("check %s: %w", c.Name, err)
+			}
+			ch := analysis.Check{Name: c.Name, Query: q, Success: succ, Failure: fail, Interval: c.Interval, Count: c.Count, FailureLimit: c.FailureLimit}
+			if st != nil {
+				ch.Service = st.svc.Name
+			}
+			out = append(out, ch)
+		}
+	}
+	return out, nil
+}
+
+// checkTargets are the services c is measured for: each of svcs for a check that names a
+// service, else one release-wide measurement (nil).
+func (x *execution) checkTargets(c config.AnalysisCheck, svcs []*svcState) []*svcState {
+	if analysis.PerService(c.Query) {
+		return svcs
+	}
+	return []*svcState{nil}
+}
+
+// checkValues are the placeholders' values for a check of st (nil: the whole release).
+// Each becomes a quoted PromQL string (analysis.Render): a trigger's value cannot add PromQL.
+func (x *execution) checkValues(st *svcState) map[string]string {
+	t := x.run.Trigger
+	v := map[string]string{
+		analysis.Pipeline: x.run.Pipeline, analysis.RunID: x.run.ID,
+		analysis.ImageTag: t.ImageTag, analysis.Build: t.Build,
+	}
+	if st != nil {
+		v[analysis.Service], v[analysis.UUID] = st.svc.Name, st.svc.UUID
+		if st.svc.ImageTag != "" {
+			v[analysis.ImageTag] = st.svc.ImageTag
+		}
+	}
+	return v
+}
+
+// planChecks renders the checks a run would measure (for every service of the pipeline) and
+// asks Prometheus to parse each query without running it; the problems are
+// the preflight's.
+func (x *execution) planChecks(ctx context.Context) ([]orchestrator.CheckPlan, []string) {
+	a := x.p.Analysis
+	if a == nil {
+		return nil, nil
+	}
+	var svcs []*svcState
+	for _, s := range x.p.Services {
+		svcs = append(svcs, &svcState{svc: s})
+	}
+	checks, err := x.renderChecks(svcs)
+	if err != nil {
+		return nil, []string{"analysis: " + err.Error()}
+	}
+	client, cerr := x.e.prometheusFor(a.Prometheus.URL)
+	var plans []orchestrator.CheckPlan
+	var problems []string
+	for i, c := range checks {
+		cp := orchestrator.CheckPlan{Name: c.Name, Service: c.Service, Query: c.Query, Success: c.Success.String(),
+			Interval: c.Interval, Count: c.Count, FailureLimit: c.FailureLimit}
+		if c.Failure != nil {
+			cp.Failure = c.Failure.String()
+		}
+		err := cerr
+		if err == nil {
+			err = analysis.Validate(ctx, client, c.Query)
+		}
+		if err != nil && (i == 0 || cerr == nil) {
+			cp.Error = err.Error()
+			problems = append(problems, fmt.Sprintf("analysis check %s (Prometheus %s): %v", checkLabel(c.Name, c.Service), a.Prometheus.URL, err))
+		}
+		plans = append(plans, cp)
+	}
+	return plans, problems
+}
+
+// prometheusFor returns the client of the Prometheus at url.
+func (e *Engine) prometheusFor(url string) (analysis.Client, error) {
+	if e.d.Prometheus != nil {
+		return e.d.Prometheus(url)
+	}
+	return analysis.NewClient(url, e.d.HTTP)
+}
+
+func checkLabel(check, service string) string {
+	if service == "" {
+		return check
+	}
+	return check + " on " + service
+}
+
+// resultsText sums the checks' results up: "errors on api failed (2 of 3 failed)".
+func resultsText(results []analysis.Result) string {
+	parts := make([]string, len(results))
+	for i, r := range results {
+		parts[i] = fmt.Sprintf("%s %s (%d measured: %d successful, %d failed)", checkLabel(r.Check, r.Service), r.Outcome, r.Measurements, r.Successes, r.Failures)
+	}
+	return strings.Join(parts, "; ")
+}
