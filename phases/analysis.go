@@ -120,32 +120,34 @@ func (x *execution) undo(err error) {
 	x.compensate(runs.Phase2, x.compensationFor(x.stoppedBy(err)))
 }
 
-// analyze measures the pipeline's checks for svcs at stage and records every measurement
-// as it is taken. It returns nil when the analysis is successful, or inconclusive and the
-// decision is to continue; an *analysisError when it ends the run; the stop's error when the
-// run is stopped meanwhile.
-func (x *execution) analyze(ctx context.Context, stage string, svcs []*svcState) error {
+// analyze measures the pipeline's checks for svcs at a stage, under a span of its own, and
+// records every measurement as it is taken. It returns nil when the analysis is successful,
+// or inconclusive and the decision is to continue; an *analysisError when it ends the run;
+// the stop's error when the run is stopped meanwhile.
+func (x *execution) analyze(ctx context.Context, at string, svcs []*svcState) (err error) {
 	checks, err := x.renderChecks(svcs)
 	if err != nil {
-		return &analysisError{stage: stage, outcome: analysis.Failed, detail: err.Error()}
+		return &analysisError{stage: at, outcome: analysis.Failed, detail: err.Error()}
 	}
 	if len(checks) == 0 {
 		return nil
 	}
 	q, err := x.e.prometheusFor(x.p.Analysis.Prometheus.URL)
 	if err != nil {
-		return &analysisError{stage: stage, outcome: analysis.Failed, detail: err.Error()}
+		return &analysisError{stage: at, outcome: analysis.Failed, detail: err.Error()}
 	}
+	ctx, span := stage(ctx, "analysis "+at, "")
+	defer func() { endSpan(span, err) }()
 	names := make([]string, len(checks))
 	for i, c := range checks {
 		names[i] = checkLabel(c.Name, c.Service)
 	}
-	x.rec.event(runs.Event{Type: runs.EventAnalysisStarted, Message: fmt.Sprintf("%s: %s", stage, strings.Join(names, ", "))})
+	x.rec.event(runs.Event{Type: runs.EventAnalysisStarted, Message: fmt.Sprintf("%s: %s", at, strings.Join(names, ", "))})
 	actx, stop := x.untilStop(ctx)
 	outcome, results, err := analysis.Run(actx, q, checks, x.recordMeasurement)
 	stop()
 	if err != nil {
-		return fmt.Errorf("analysis %s: %w", stage, err)
+		return fmt.Errorf("analysis %s: %w", at, err)
 	}
 	detail := resultsText(results)
 	if o, ok := x.e.d.Observer.(AnalysisObserver); ok {
@@ -154,21 +156,21 @@ func (x *execution) analyze(ctx context.Context, stage string, svcs []*svcState)
 	end := runs.Event{Type: runs.EventAnalysisEnded, Data: map[string]string{runs.DataOutcome: string(outcome)}}
 	switch outcome {
 	case analysis.Successful:
-		end.Message = fmt.Sprintf("%s successful: %s", stage, detail)
+		end.Message = fmt.Sprintf("%s successful: %s", at, detail)
 		x.rec.event(end)
 		return nil
 	case analysis.Failed:
-		end.Message = fmt.Sprintf("%s failed: %s; rolling the release back", stage, detail)
+		end.Message = fmt.Sprintf("%s failed: %s; rolling the release back", at, detail)
 		x.rec.event(end)
-		return &analysisError{stage: stage, outcome: outcome, detail: detail}
+		return &analysisError{stage: at, outcome: outcome, detail: detail}
 	}
-	d := x.decideInconclusive(ctx, InconclusiveQuestion{RunID: x.run.ID, Pipeline: x.run.Pipeline, Stage: stage, Results: results})
-	end.Message = fmt.Sprintf("%s inconclusive: %s; decision: %s", stage, detail, d)
+	d := x.decideInconclusive(ctx, InconclusiveQuestion{RunID: x.run.ID, Pipeline: x.run.Pipeline, Stage: at, Results: results})
+	end.Message = fmt.Sprintf("%s inconclusive: %s; decision: %s", at, detail, d)
 	x.rec.event(end)
 	if d == DecisionContinue {
 		return nil
 	}
-	return &analysisError{stage: stage, outcome: outcome, detail: detail}
+	return &analysisError{stage: at, outcome: outcome, detail: detail}
 }
 
 // decideInconclusive asks Deps.Inconclusive; without it (until approvals can pause a run

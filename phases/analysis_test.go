@@ -16,6 +16,9 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/mobile/flagsmithtest"
 	"github.com/deploy-orchestrator/orchestrator/phases"
 	"github.com/deploy-orchestrator/orchestrator/runs"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // errorRatio is the 5xx ratio of a service's version, over the last 5s of promtest.App's
@@ -143,11 +146,21 @@ func TestAnalysisFailureRollsBackTheRelease(t *testing.T) {
 		t.Error("a person was asked about a failed analysis")
 		return phases.DecisionContinue, nil
 	}
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	r.h.traces = tp
 	r.h.start(r.pipeline("after_phase2", "", errorsCheck(time.Second, 5)))
 	id := r.h.submit("prod", trigger4)
 	run := r.h.wait(id)
 	if run.Status != runs.StatusFailed || !strings.Contains(run.Reason, "analysis after the last wave failed") {
 		t.Fatalf("run %s (%s), want failed by the analysis after the last wave", run.Status, run.Reason)
+	}
+	tr := newSpanTree(t, exp.GetSpans())
+	span := tr.named("analysis after the last wave", "", "")
+	tr.parentOf(span, tr.named("RUN prod", "", ""))
+	if span.Status.Code != codes.Error {
+		t.Errorf("the failed analysis's span has status %v, want Error", span.Status.Code)
 	}
 	r.releaseRolledBack(t, id)
 	web := measured(r.h, id, "web")
