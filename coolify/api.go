@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -532,7 +533,7 @@ func (c *Client) WaitDeployment(ctx context.Context, deploymentUUID string, time
 	}
 	var last *Deployment
 	var lastErr error
-	var tick, took time.Duration
+	var tick, paced time.Duration
 	appID := ""
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -540,7 +541,7 @@ func (c *Client) WaitDeployment(ctx context.Context, deploymentUUID string, time
 	for {
 		// The first look is at the next point too: a list taken at an earlier point may
 		// predate the deployment.
-		tick = c.tick(appID, tick, took)
+		tick = c.tick(appID, tick, paced)
 		at := nextPoint(time.Now(), tick)
 		wait := time.Until(at)
 		if !deadline.IsZero() {
@@ -552,9 +553,9 @@ func (c *Client) WaitDeployment(ctx context.Context, deploymentUUID string, time
 			return last, fmt.Errorf("wait deployment %s: %w", deploymentUUID, ctx.Err())
 		case <-timer.C:
 		}
-		start := time.Now()
-		d, ended, err := c.look(ctx, deploymentUUID, minTime(at, start)) // woken early by the deadline: now
-		took = time.Since(start)
+		var waited atomic.Int64
+		d, ended, err := c.look(withPaced(ctx, &waited), deploymentUUID, minTime(at, time.Now())) // woken early by the deadline: now
+		paced = time.Duration(waited.Load())
 		switch {
 		case err == nil:
 			last, lastErr = d, nil

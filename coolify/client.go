@@ -175,6 +175,9 @@ func New(baseURL, token string, opts ...Option) *Client {
 	if c.board == nil {
 		c.board = &LocalBoard{}
 	}
+	if c.limiter != nil {
+		c.limiter = measuredLimiter{c.limiter}
+	}
 	if u, err := url.Parse(strings.TrimRight(baseURL, "/")); err == nil && u.Scheme != "" && u.Host != "" {
 		u.Path = strings.TrimRight(u.Path, "/") + "/api/v1"
 		u.RawQuery, u.Fragment = "", ""

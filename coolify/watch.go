@@ -8,7 +8,10 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 )
 
 // How the wait for a deployment spends the request budget
@@ -25,9 +28,8 @@ import (
 // The tick adapts: it starts at the client's poll interval ([WithPollInterval]) and grows,
 // by powers of two up to maxTickFactor times the interval, to about a tenth of the time this
 // application's recent deployments took (so the looks per deployment stay about the same
-// however long deployments take); and it doubles while a look itself takes longer than the
-// poll interval (it waited for the request budget, or Coolify is slow), until looks are
-// quick again.
+// however long deployments take); and it doubles while looks wait for the request budget
+// (the client's limiter, [WithLimiter]), until they find it free again.
 
 // ticksPerDeployment is about how many looks a deployment of the expected length gets.
 const ticksPerDeployment = 10
@@ -113,6 +115,27 @@ func (b *LocalBoard) Share(ctx context.Context, at time.Time, fetch func(context
 	return f.data, f.err
 }
 
+// pacedKey carries, in a look's context, the time its calls waited for the budget.
+type pacedKey struct{}
+
+// withPaced returns a context whose calls add the time they wait on the client's limiter
+// to *waited.
+func withPaced(ctx context.Context, waited *atomic.Int64) context.Context {
+	return context.WithValue(ctx, pacedKey{}, waited)
+}
+
+// measuredLimiter tells a look (withPaced) how long its calls waited for the budget.
+type measuredLimiter struct{ l outbound.Limiter }
+
+func (m measuredLimiter) Wait(ctx context.Context, p outbound.Priority) error {
+	start := time.Now()
+	err := m.l.Wait(ctx, p)
+	if w, ok := ctx.Value(pacedKey{}).(*atomic.Int64); ok {
+		w.Add(int64(time.Since(start)))
+	}
+	return err
+}
+
 // watch is what a client's waits share: the board and the recent durations per application.
 type watch struct {
 	mu        sync.Mutex
@@ -149,15 +172,15 @@ func (w *watch) expected(appID string) (time.Duration, bool) {
 }
 
 // tick is the tick of a wait for a deployment of application appID (unknown: ""), given
-// the tick before and how long the last look took.
-func (c *Client) tick(appID string, prev, took time.Duration) time.Duration {
+// the tick before and how long the last look waited for the request budget.
+func (c *Client) tick(appID string, prev, paced time.Duration) time.Duration {
 	t := c.poll
 	if e, ok := c.watch.expected(appID); ok {
 		for t*2 <= e/ticksPerDeployment && t*2 <= c.poll*maxTickFactor {
 			t *= 2
 		}
 	}
-	if took > c.poll && prev > 0 {
+	if paced > 0 && prev > 0 {
 		t = max(t, min(prev*2, c.poll*maxTickFactor))
 	}
 	return t
