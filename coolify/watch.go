@@ -29,7 +29,8 @@ import (
 // by powers of two up to maxTickFactor times the interval, to about a tenth of the time this
 // application's recent deployments took (so the looks per deployment stay about the same
 // however long deployments take); and it doubles while looks wait for the request budget
-// (the client's limiter, [WithLimiter]), until they find it free again.
+// (the client's limiter, [WithLimiter]) longer than a quarter of the poll interval, until
+// they find it free again.
 
 // ticksPerDeployment is about how many looks a deployment of the expected length gets.
 const ticksPerDeployment = 10
@@ -180,7 +181,7 @@ func (c *Client) tick(appID string, prev, paced time.Duration) time.Duration {
 			t *= 2
 		}
 	}
-	if paced > 0 && prev > 0 {
+	if paced > c.poll/4 && prev > 0 {
 		t = max(t, min(prev*2, c.poll*maxTickFactor))
 	}
 	return t

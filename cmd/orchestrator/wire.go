@@ -258,6 +258,10 @@ func (c *clients) coolify(url, token string) phases.Coolify {
 	if p := c.pace.For(url, token); p != nil {
 		opts = append(opts, coolify.WithLimiter(p))
 	}
+	if b := c.pace.Board(url, token); b != nil {
+		// Daemons on one Redis share one look per tick at the active deployments.
+		opts = append(opts, coolify.WithBoard(b))
+	}
 	return coolify.New(url, token, opts...)
 }
 
