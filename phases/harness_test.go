@@ -255,6 +255,9 @@ func (h *harness) start(pipelines ...string) {
 			} else if p := h.pace.For(url, token); p != nil {
 				opts = append(opts, coolify.WithLimiter(p))
 			}
+			if b := h.pace.Board(url, token); b != nil {
+				opts = append(opts, coolify.WithBoard(b))
+			}
 			return coolify.New(url, token, opts...)
 		},
 		Flagsmith:    func(url, key string) *mobile.Client { return mobile.New(url, key) },

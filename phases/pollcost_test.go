@@ -1,0 +1,37 @@
+package phases_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/deploy-orchestrator/orchestrator"
+	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// A run's Coolify requests do not grow with its deployment's length: with deployments eight
+// times longer, a run (after one that showed the engine how long they take) costs about
+// what it costs with short ones. Polling the deployment every interval, it would cost
+// several times more. Counted from the fake's own log, on both backends (on Redis the look
+// at the active deployments goes through the shared board).
+func TestRunCostIsFlatInDeploymentTime(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		cost := func(run time.Duration) int {
+			h := newHarnessOn(t, backend, coolifytest.WithTiming(coolifytest.Timing{Queued: time.Millisecond, RunMin: run, RunMax: run}))
+			h.start(h.pipelineYAML("prod", []string{"api"}, ""))
+			if r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})); r.Status != runs.StatusSucceeded {
+				t.Fatalf("first run %s (%s), want succeeded", r.Status, r.Reason)
+			}
+			before := len(h.coolify.Requests())
+			if r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "2", ImageTag: "v3"})); r.Status != runs.StatusSucceeded {
+				t.Fatalf("second run %s (%s), want succeeded", r.Status, r.Reason)
+			}
+			return len(h.coolify.Requests()) - before
+		}
+		short, long := cost(200*time.Millisecond), cost(1600*time.Millisecond)
+		t.Logf("Coolify requests of a run: %d with a 200 ms deployment, %d with a 1.6 s one", short, long)
+		if float64(long) > 1.3*float64(short) {
+			t.Errorf("a run with a 1.6 s deployment made %d Coolify requests, one with a 200 ms deployment %d: want at most 1.3×", long, short)
+		}
+	})
+}
