@@ -580,6 +580,7 @@ func (c *Client) WaitDeployment(ctx context.Context, deploymentUUID string, time
 // look is one look at a deployment as of grid point at: the shared list while it shows the
 // deployment active, else the deployment itself. ended says it has ended.
 func (c *Client) look(ctx context.Context, id string, at time.Time) (*Deployment, bool, error) {
+	ctx = WithPurpose(ctx, PurposePoll)
 	active, err := c.activeAt(ctx, at)
 	if err != nil {
 		return nil, false, fmt.Errorf("wait deployment %s: %w", id, err)

@@ -111,6 +111,8 @@ type Client struct {
 	// board shares the look at the active deployments; watch keeps what the waits learn.
 	board Board
 	watch watch
+	// purposes is told the purpose of every attempt (WithPurposeMetrics).
+	purposes func(Purpose)
 	// appIDs maps an application's uuid to its numeric id, as its deployments show it (see
 	// ActiveDeployments). An id never changes.
 	appIDs sync.Map
@@ -175,8 +177,8 @@ func New(baseURL, token string, opts ...Option) *Client {
 	if c.board == nil {
 		c.board = &LocalBoard{}
 	}
-	if c.limiter != nil {
-		c.limiter = measuredLimiter{c.limiter}
+	if c.limiter != nil || c.purposes != nil {
+		c.limiter = measuredLimiter{l: c.limiter, purposes: c.purposes}
 	}
 	if u, err := url.Parse(strings.TrimRight(baseURL, "/")); err == nil && u.Scheme != "" && u.Host != "" {
 		u.Path = strings.TrimRight(u.Path, "/") + "/api/v1"

@@ -125,16 +125,27 @@ func withPaced(ctx context.Context, waited *atomic.Int64) context.Context {
 	return context.WithValue(ctx, pacedKey{}, waited)
 }
 
-// measuredLimiter tells a look (withPaced) how long its calls waited for the budget.
-type measuredLimiter struct{ l outbound.Limiter }
+// measuredLimiter is asked before each attempt: it waits on the client's limiter (l, if
+// any), tells a look (withPaced) how long that took, and counts the attempt's purpose.
+type measuredLimiter struct {
+	l        outbound.Limiter
+	purposes func(Purpose)
+}
 
 func (m measuredLimiter) Wait(ctx context.Context, p outbound.Priority) error {
-	start := time.Now()
-	err := m.l.Wait(ctx, p)
-	if w, ok := ctx.Value(pacedKey{}).(*atomic.Int64); ok {
-		w.Add(int64(time.Since(start)))
+	if m.l != nil {
+		start := time.Now()
+		if err := m.l.Wait(ctx, p); err != nil {
+			return err
+		}
+		if w, ok := ctx.Value(pacedKey{}).(*atomic.Int64); ok {
+			w.Add(int64(time.Since(start)))
+		}
 	}
-	return err
+	if m.purposes != nil {
+		m.purposes(PurposeOf(ctx))
+	}
+	return nil
 }
 
 // watch is what a client's waits share: the board and the recent durations per application.

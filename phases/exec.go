@@ -14,6 +14,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -412,7 +413,11 @@ func (x *execution) phaseLease(waitCtx context.Context, phase runs.Phase, key st
 		return nil, nil, nil, err
 	}
 	pctx, cancel := lease.Context(x.ctx)
-	return lease, pctx, cancel, nil
+	purpose := coolify.PurposeSync
+	if phase == runs.Phase2 {
+		purpose = coolify.PurposeDeploy
+	}
+	return lease, coolify.WithPurpose(pctx, purpose), cancel, nil
 }
 
 // openGate lets the next submitted run ask for coolify:phase1.

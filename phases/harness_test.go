@@ -76,6 +76,8 @@ type harness struct {
 	// version, when set, is the engine's Coolify clients' version: their requests carry
 	// User-Agent orchestrator/<version>, which tells two engines' requests apart in the fake.
 	version string
+	// purposes, when set, is told the purpose of each Coolify request the engine sends.
+	purposes func(coolify.Purpose)
 }
 
 // harnessRateLimit is the fake's throttle in end-to-end tests (requests per minute per
@@ -254,6 +256,9 @@ func (h *harness) start(pipelines ...string) {
 				opts = append(opts, coolify.WithLimiter(h.limiter))
 			} else if p := h.pace.For(url, token); p != nil {
 				opts = append(opts, coolify.WithLimiter(p))
+			}
+			if h.purposes != nil {
+				opts = append(opts, coolify.WithPurposeMetrics(h.purposes))
 			}
 			if b := h.pace.Board(url, token); b != nil {
 				opts = append(opts, coolify.WithBoard(b))

@@ -1,10 +1,13 @@
 package phases_test
 
 import (
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator"
+	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -34,4 +37,35 @@ func TestRunCostIsFlatInDeploymentTime(t *testing.T) {
 			t.Errorf("a run with a 1.6 s deployment made %d Coolify requests, one with a 200 ms deployment %d: want at most 1.3×", long, short)
 		}
 	})
+}
+
+// Every request a run sends to Coolify is counted under its purpose, and each purpose a run
+// with a Coolify status health check has shows: the counts add up to the fake's own log.
+func TestRunRequestsCountedByPurpose(t *testing.T) {
+	h := newHarness(t)
+	var mu sync.Mutex
+	by := map[coolify.Purpose]int{}
+	h.purposes = func(p coolify.Purpose) { mu.Lock(); by[p]++; mu.Unlock() }
+	h.start(strings.Replace(h.pipelineYAML("prod", []string{"api"}, ""), "    deploy_timeout: 5s\n",
+		"    deploy_timeout: 5s\n    health: { coolify_status: running }\n", 1))
+	before := len(h.coolify.Requests())
+	if r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})); r.Status != runs.StatusSucceeded {
+		t.Fatalf("run %s (%s), want succeeded", r.Status, r.Reason)
+	}
+	sent := len(h.coolify.Requests()) - before
+	mu.Lock()
+	defer mu.Unlock()
+	total := 0
+	for _, p := range coolify.Purposes {
+		total += by[p]
+	}
+	t.Logf("requests by purpose: %v; %d in the fake's log", by, sent)
+	if total != sent {
+		t.Errorf("counted %d requests by purpose, the fake received %d", total, sent)
+	}
+	for _, p := range []coolify.Purpose{coolify.PurposePreflight, coolify.PurposeSync, coolify.PurposeDeploy, coolify.PurposePoll, coolify.PurposeHealth} {
+		if by[p] == 0 {
+			t.Errorf("no request counted as %s", p)
+		}
+	}
 }
