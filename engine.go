@@ -122,6 +122,18 @@ type Plan struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Timeouts are the windows that decide a run's outcome, per service: see TimeoutPlan.
 	Timeouts []TimeoutPlan `json:"timeouts,omitempty"`
+	// Requests is about how many requests to Coolify a run would send: see RequestPlan.
+	Requests RequestPlan `json:"coolify_requests"`
+}
+
+// RequestPlan is the Coolify requests a run is expected to send, by purpose (preflight, sync,
+// deploy, poll, health) and in all: an estimate from what the plan found to write, the waves
+// and how the engine waits (about coolify.LooksPerDeployment looks at the active deployments
+// per deployment, shared by the deployments in flight at once, and one read at each end),
+// not a bound. Retries and a Coolify that answers slowly add to it.
+type RequestPlan struct {
+	ByPurpose map[string]int `json:"by_purpose"`
+	Total     int            `json:"total"`
 }
 
 // ServicePlan is what Phase 1 would write to one service.

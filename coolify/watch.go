@@ -32,8 +32,10 @@ import (
 // (the client's limiter, [WithLimiter]) longer than a quarter of the poll interval, until
 // they find it free again.
 
-// ticksPerDeployment is about how many looks a deployment of the expected length gets.
-const ticksPerDeployment = 10
+// LooksPerDeployment is about how many looks at the active deployments a wait for a
+// deployment of the expected length takes (between it and twice it: ticks are powers of two
+// times the poll interval).
+const LooksPerDeployment = 10
 
 // maxTickFactor bounds the tick: at most this many poll intervals.
 const maxTickFactor = 32
@@ -188,7 +190,7 @@ func (w *watch) expected(appID string) (time.Duration, bool) {
 func (c *Client) tick(appID string, prev, paced time.Duration) time.Duration {
 	t := c.poll
 	if e, ok := c.watch.expected(appID); ok {
-		for t*2 <= e/ticksPerDeployment && t*2 <= c.poll*maxTickFactor {
+		for t*2 <= e/LooksPerDeployment && t*2 <= c.poll*maxTickFactor {
 			t *= 2
 		}
 	}

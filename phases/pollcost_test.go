@@ -1,6 +1,7 @@
 package phases_test
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -67,5 +68,41 @@ func TestRunRequestsCountedByPurpose(t *testing.T) {
 		if by[p] == 0 {
 			t.Errorf("no request counted as %s", p)
 		}
+	}
+}
+
+// A plan's estimate of a run's Coolify requests is near what a run of it sends: by purpose
+// for the requests whose number the plan knows (the reads and writes of each service), and
+// in all within a third (the looks depend on how long deployments take). Counted from the
+// fake's log, with the daemon's first run (the token's abilities not yet known).
+func TestPlanRequestsMatchARun(t *testing.T) {
+	h := newHarness(t)
+	var mu sync.Mutex
+	by := map[coolify.Purpose]int{}
+	h.purposes = func(p coolify.Purpose) { mu.Lock(); by[p]++; mu.Unlock() }
+	h.start(h.pipelineYAML("prod", []string{"api", "worker", "web"}, "phase2: { parallel: 3 }\n"))
+	trig := orchestrator.Trigger{Build: "1", ImageTag: "v2"}
+	plan, err := h.engine.Plan(context.Background(), "prod", trig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	by = map[coolify.Purpose]int{} // the plan's own reads are not the run's
+	mu.Unlock()
+	before := len(h.coolify.Requests())
+	if r := h.wait(h.submit("prod", trig)); r.Status != runs.StatusSucceeded {
+		t.Fatalf("run %s (%s), want succeeded", r.Status, r.Reason)
+	}
+	sent := len(h.coolify.Requests()) - before
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("plan: %+v; run: %v, %d in all", plan.Requests, by, sent)
+	for _, p := range []coolify.Purpose{coolify.PurposeSync, coolify.PurposeDeploy} {
+		if got, want := by[p], plan.Requests.ByPurpose[string(p)]; got != want {
+			t.Errorf("%s: the run sent %d requests, the plan said %d", p, got, want)
+		}
+	}
+	if d := float64(sent - plan.Requests.Total); d > float64(plan.Requests.Total)/3 || -d > float64(plan.Requests.Total)/3 {
+		t.Errorf("the run sent %d requests, the plan said about %d: want within a third", sent, plan.Requests.Total)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/phases"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -327,6 +328,7 @@ func printPlan(w io.Writer, p *orchestrator.Plan) {
 			fmt.Fprintf(w, "  %-20s %s, %s, %s, %s\n", t.Service, t.Deploy, t.Cancel, orNoCheck(t.Status), orNoCheck(t.HTTP))
 		}
 	}
+	printRequests(w, p.Requests)
 	fmt.Fprintf(w, "\nLocks\n")
 	for _, l := range p.Locks {
 		if l.Free {
@@ -336,6 +338,17 @@ func printPlan(w io.Writer, p *orchestrator.Plan) {
 		fmt.Fprintf(w, "  %-40s held by %s (fence %d) until %s\n", l.Key, l.Current.Holder, l.Current.Fence,
 			l.Current.ExpiresAt.Local().Format(time.TimeOnly))
 	}
+}
+
+// printRequests prints a plan's estimate of a run's Coolify requests, by purpose.
+func printRequests(w io.Writer, r orchestrator.RequestPlan) {
+	var parts []string
+	for _, p := range coolify.Purposes {
+		if n := r.ByPurpose[string(p)]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", p, n))
+		}
+	}
+	fmt.Fprintf(w, "\nCoolify requests (about): %d (%s)\n", r.Total, strings.Join(parts, ", "))
 }
 
 // engineError gives the engine's refusals of what was asked (an unknown pipeline, an invalid
