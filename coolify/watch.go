@@ -27,7 +27,8 @@ import (
 //
 // The tick adapts: it starts at the client's poll interval ([WithPollInterval]) and grows,
 // by powers of two up to maxTickFactor times the interval, to about a tenth of the time this
-// application's recent deployments took (so the looks per deployment stay about the same
+// application's recent deployments took (the instance's, for an application not yet seen
+// deploying) (so the looks per deployment stay about the same
 // however long deployments take); and it doubles while looks wait for the request budget
 // (the client's limiter, [WithLimiter]) longer than a quarter of the poll interval, until
 // they find it free again.
@@ -150,11 +151,16 @@ func (m measuredLimiter) Wait(ctx context.Context, p outbound.Priority) error {
 	return nil
 }
 
-// watch is what a client's waits share: the board and the recent durations per application.
+// watch is what a client's waits share: the recent deployment durations, per application
+// and of all its applications.
 type watch struct {
 	mu        sync.Mutex
 	durations map[string][]time.Duration // by application id, newest last
+	all       []time.Duration            // of every application, newest last
 }
+
+// keptAll is how many recent durations of all applications are kept.
+const keptAll = 4 * keptDurations
 
 // learn keeps how long an ended deployment took (created to finished, as Coolify says).
 func (w *watch) learn(d *Deployment) {
@@ -166,17 +172,28 @@ func (w *watch) learn(d *Deployment) {
 	if w.durations == nil {
 		w.durations = map[string][]time.Duration{}
 	}
-	ds := append(w.durations[d.ApplicationID], d.FinishedAt.Sub(d.CreatedAt))
-	if len(ds) > keptDurations {
-		ds = ds[len(ds)-keptDurations:]
-	}
-	w.durations[d.ApplicationID] = ds
+	took := d.FinishedAt.Sub(d.CreatedAt)
+	w.durations[d.ApplicationID] = keep(w.durations[d.ApplicationID], took, keptDurations)
+	w.all = keep(w.all, took, keptAll)
 }
 
-// expected is the median of the application's recent durations, and whether there are any.
+// keep appends d to ds and keeps the newest n.
+func keep(ds []time.Duration, d time.Duration, n int) []time.Duration {
+	ds = append(ds, d)
+	if len(ds) > n {
+		ds = slices.Clone(ds[len(ds)-n:])
+	}
+	return ds
+}
+
+// expected is the median of the application's recent durations (of all the client's
+// applications when it has none yet), and whether there are any.
 func (w *watch) expected(appID string) (time.Duration, bool) {
 	w.mu.Lock()
 	ds := slices.Clone(w.durations[appID])
+	if len(ds) == 0 {
+		ds = slices.Clone(w.all)
+	}
 	w.mu.Unlock()
 	if len(ds) == 0 {
 		return 0, false
