@@ -46,10 +46,11 @@ bench-locks: deps ## one run of the lock benchmark
 # and being listed in BENCH_PROGRAMS; BENCH_ARGS_<program> are its flags here, sized so
 # that the whole target stays under ten minutes. Each run's output is kept in bench/out/.
 BENCH_RUNS ?= 5
-BENCH_PROGRAMS ?= benchlocks benchengine benchapi
+BENCH_PROGRAMS ?= benchlocks benchengine benchapi benchbudget
 BENCH_ARGS_benchlocks ?= -n 2000 -rounds 10 -idle 2s
 BENCH_ARGS_benchengine ?= -runs 1 -out ''
 BENCH_ARGS_benchapi ?= -runs 1 -out ''
+BENCH_ARGS_benchbudget ?= -scale 120
 bench: deps ## every benchmark BENCH_RUNS times into bench/RESULTS.md and docs/benchmarks.md
 	rm -rf bench/out && mkdir -p bench/out
 	cd bench && $(GO) build -o out/ $(BENCH_PROGRAMS:%=./cmd/%) ./cmd/benchreport
