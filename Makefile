@@ -59,7 +59,7 @@ bench: deps ## every benchmark BENCH_RUNS times into bench/RESULTS.md and docs/b
 		(cd bench && out/$(p) $(BENCH_ARGS_$(p)) -json out/$(p)-$$i.json >out/$(p)-$$i.txt 2>out/$(p)-$$i.log) \
 			|| { cat bench/out/$(p)-$$i.log; exit 1; };) \
 	done
-	cd bench && out/benchreport -o RESULTS.md -doc ../docs/benchmarks.md out/*.json
+	cd bench && out/benchreport -o RESULTS.md -doc ../docs/benchmarks.md -readme ../README.md out/*.json
 
 demo: ## the product on its embedded backend with simulated Coolify, Flagsmith, Infisical
 	$(GO) run ./cmd/orchestrator demo
