@@ -44,7 +44,8 @@ bench-locks: deps ## one run of the lock benchmark
 # bench/RESULTS.md (median and range of each figure) and its summary in docs/benchmarks.md. A
 # program joins by writing bench/internal/figures JSON to the path its -json flag names
 # and being listed in BENCH_PROGRAMS; BENCH_ARGS_<program> are its flags here, sized so
-# that the whole target stays under ten minutes. Each run's output is kept in bench/out/.
+# that the whole target stays near fifteen minutes (benchbudget's three deployment times take
+# about two of them per run). Each run's output is kept in bench/out/.
 BENCH_RUNS ?= 5
 BENCH_PROGRAMS ?= benchlocks benchengine benchapi benchbudget
 BENCH_ARGS_benchlocks ?= -n 2000 -rounds 10 -idle 2s
