@@ -534,14 +534,14 @@ func (c *Client) WaitDeployment(ctx context.Context, deploymentUUID string, time
 	var last *Deployment
 	var lastErr error
 	var tick, paced time.Duration
-	appID := ""
+	appID, begun := "", time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
 	for {
 		// The first look is at the next point too: a list taken at an earlier point may
 		// predate the deployment.
-		tick = c.tick(appID, tick, paced)
+		tick = c.tick(appID, time.Since(begun), tick, paced)
 		at := nextPoint(time.Now(), tick)
 		wait := time.Until(at)
 		if !deadline.IsZero() {

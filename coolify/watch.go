@@ -26,17 +26,18 @@ import (
 // seen at the first grid point after it: within one tick.
 //
 // The tick adapts: it starts at the client's poll interval ([WithPollInterval]) and grows,
-// by powers of two up to maxTickFactor times the interval, to about a tenth of the time this
-// application's recent deployments took (the instance's, for an application not yet seen
-// deploying) (so the looks per deployment stay about the same
-// however long deployments take); and it doubles while looks wait for the request budget
-// (the client's limiter, [WithLimiter]) longer than a quarter of the poll interval, until
-// they find it free again.
+// by powers of two up to maxTickFactor times the interval, to about 1/LooksPerDeployment of
+// the time the client's recent deployments took (this application's, when they were
+// shorter), or of the time this wait has lasted, when that is longer (nothing learned yet,
+// or a deployment queued long), so the looks per deployment stay about the same however
+// long deployments take; and it doubles
+// while looks wait for the request budget (the client's limiter, [WithLimiter]) longer than
+// a quarter of the poll interval, until they find it free again.
 
 // LooksPerDeployment is about how many looks at the active deployments a wait for a
 // deployment of the expected length takes (between it and twice it: ticks are powers of two
 // times the poll interval).
-const LooksPerDeployment = 10
+const LooksPerDeployment = 6
 
 // maxTickFactor bounds the tick: at most this many poll intervals.
 const maxTickFactor = 32
@@ -186,30 +187,42 @@ func keep(ds []time.Duration, d time.Duration, n int) []time.Duration {
 	return ds
 }
 
-// expected is the median of the application's recent durations (of all the client's
-// applications when it has none yet), and whether there are any.
+// expected is the time a deployment of application appID is expected to take, and whether
+// anything is known: the median of the client's recent deployments, of all its
+// applications, so that waits share one tick and so one grid of looks; or the median of the
+// application's own, when they are shorter, so that a quick application is not seen late.
 func (w *watch) expected(appID string) (time.Duration, bool) {
 	w.mu.Lock()
-	ds := slices.Clone(w.durations[appID])
-	if len(ds) == 0 {
-		ds = slices.Clone(w.all)
-	}
+	own, all := slices.Clone(w.durations[appID]), slices.Clone(w.all)
 	w.mu.Unlock()
-	if len(ds) == 0 {
+	if len(all) == 0 {
 		return 0, false
 	}
-	slices.Sort(ds)
-	return ds[len(ds)/2], true
+	e := median(all)
+	if len(own) > 0 {
+		e = min(e, median(own))
+	}
+	return e, true
 }
 
-// tick is the tick of a wait for a deployment of application appID (unknown: ""), given
-// the tick before and how long the last look waited for the request budget.
-func (c *Client) tick(appID string, prev, paced time.Duration) time.Duration {
-	t := c.poll
+// median is the median of ds (sorted in place); ds is not empty.
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// tick is the tick of a wait for a deployment of application appID (unknown: "") that has
+// waited for elapsed, given the tick before and how long the last look waited for the
+// request budget. With nothing learned yet, the wait's own length stands for the expected
+// one: a deployment that has taken t so far is looked at about every t/LooksPerDeployment.
+func (c *Client) tick(appID string, elapsed, prev, paced time.Duration) time.Duration {
+	want := elapsed
 	if e, ok := c.watch.expected(appID); ok {
-		for t*2 <= e/LooksPerDeployment && t*2 <= c.poll*maxTickFactor {
-			t *= 2
-		}
+		want = max(want, e)
+	}
+	t := c.poll
+	for t*2 <= want/LooksPerDeployment && t*2 <= c.poll*maxTickFactor {
+		t *= 2
 	}
 	if paced > c.poll/4 && prev > 0 {
 		t = max(t, min(prev*2, c.poll*maxTickFactor))

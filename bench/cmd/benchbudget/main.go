@@ -54,6 +54,7 @@ import (
 type settings struct {
 	pipelines, services, daemons, parallel, rate, builds int
 	scale                                                float64
+	routes                                               bool // print the fake's requests by route
 	durations                                            []time.Duration
 }
 
@@ -68,6 +69,7 @@ func main() {
 	flag.Float64Var(&c.scale, "scale", 120, "time runs this many times faster than real time")
 	durations := flag.String("durations", "10s,60s,180s", "deployment times (unscaled), comma-separated")
 	jsonOut := flag.String("json", "", "write the figures (bench/internal/figures) to this file")
+	flag.BoolVar(&c.routes, "routes", false, "print the fake's requests by route for each deployment time (to stderr)")
 	flag.Parse()
 	for _, s := range strings.Split(*durations, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(s))
@@ -212,6 +214,13 @@ func measure(ctx context.Context, c settings, redisAddr string, db int, d time.D
 		return result{}, err
 	}
 	calls := len(f.Requests())
+	if c.routes {
+		routes := map[string]int{}
+		for _, q := range f.Requests() {
+			routes[q.Route]++
+		}
+		fmt.Fprintln(os.Stderr, d, routes)
+	}
 	builders := time.Duration((total+c.builds-1)/c.builds) * scaled(d)
 	budget := time.Duration(float64(calls) / float64(c.rate) * float64(window))
 	mu.Lock()
