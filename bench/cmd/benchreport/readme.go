@@ -54,8 +54,11 @@ func readmeLine(sections []*section) string {
 	// The About text opens with the scenario: "4 pipelines of 24 services (…) run at once on
 	// 3 daemons …".
 	scenario, _, _ := strings.Cut(budget.about, " sharing one Redis")
-	line := fmt.Sprintf("Coolify's request budget (%s; medians of %d runs): %s; %s.",
-		scenario, len(budget.runs), strings.Join(parts, "; "), flat)
+	runs := "one run"
+	if n := len(budget.runs); n > 1 {
+		runs = fmt.Sprintf("medians of %d runs", n)
+	}
+	line := fmt.Sprintf("Coolify's request budget (%s; %s): %s; %s.", scenario, runs, strings.Join(parts, "; "), flat)
 	return readmeBegin + "\n" + line + "\n" + readmeEnd
 }
 
