@@ -125,6 +125,8 @@ type Plan struct {
 	// Checks are the metric checks the run would measure after it deploys (the pipeline's
 	// analysis), with the run's values in their queries.
 	Checks []CheckPlan `json:"checks,omitempty"`
+	// Requests is about how many requests to Coolify a run would send: see RequestPlan.
+	Requests RequestPlan `json:"coolify_requests"`
 }
 
 // CheckPlan is one metric check of a run's analysis, as it would be sent to Prometheus.
@@ -141,6 +143,16 @@ type CheckPlan struct {
 	FailureLimit int           `json:"failure_limit"`
 	// Error says why Prometheus refuses the query or cannot be asked (the run would fail).
 	Error string `json:"error,omitempty"`
+}
+
+// RequestPlan is the Coolify requests a run is expected to send, by purpose (preflight, sync,
+// deploy, poll, health) and in all: an estimate from what the plan found to write, the waves
+// and how the engine waits (about coolify.LooksPerDeployment looks at the active deployments
+// per deployment, shared by the deployments in flight at once, and one read at each end),
+// not a bound. Retries and a Coolify that answers slowly add to it.
+type RequestPlan struct {
+	ByPurpose map[string]int `json:"by_purpose"`
+	Total     int            `json:"total"`
 }
 
 // ServicePlan is what Phase 1 would write to one service.

@@ -76,3 +76,34 @@ func TestREADMEQuotesTheAnalysisBench(t *testing.T) {
 		t.Errorf("README.md does not quote bench/RESULTS-analysis.md after its analysis-bench marker; want:\n%s", want)
 	}
 }
+
+// The markers bench/cmd/benchreport writes around the README's line of budget figures.
+const (
+	benchReadmeBegin = "<!-- bench-readme:begin"
+	benchReadmeEnd   = "<!-- bench-readme:end -->"
+)
+
+// TestREADMEBudgetFigures: the README's line of Coolify budget figures (requests per service
+// by deployment time, 429 answers, makespan against its bound) is the one `make bench`
+// wrote into bench/RESULTS.md's summary, not numbers pasted by hand.
+func TestREADMEBudgetFigures(t *testing.T) {
+	block := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		i, j := strings.Index(s, benchReadmeBegin), strings.Index(s, benchReadmeEnd)
+		if i < 0 || j < i {
+			t.Fatalf("%s: no budget figures between %q and %q (make bench writes them)", path, benchReadmeBegin, benchReadmeEnd)
+		}
+		return s[i : j+len(benchReadmeEnd)]
+	}
+	readme, results := block("README.md"), block("bench/RESULTS.md")
+	if !strings.Contains(readme, "requests/service") {
+		t.Errorf("README.md's budget figures are empty: %q", readme)
+	}
+	if readme != results {
+		t.Errorf("README.md's budget figures differ from bench/RESULTS.md's (run `make bench`, which writes both):\nREADME:  %q\nRESULTS: %q", readme, results)
+	}
+}

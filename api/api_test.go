@@ -292,6 +292,9 @@ func TestPlan(t *testing.T) {
 	if rec.Code != 200 {
 		t.Fatalf("plan: got %d, want 200: %s", rec.Code, rec.Body)
 	}
+	if !strings.Contains(rec.Body.String(), `"coolify_requests":{"by_purpose":`) {
+		t.Errorf("plan JSON lacks the run's expected Coolify requests (coolify_requests): %s", rec.Body)
+	}
 	got := decodeJSON[struct {
 		Pipeline string
 		Plan     orchestrator.Plan

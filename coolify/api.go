@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -508,7 +509,7 @@ func (c *Client) CancelDeployment(ctx context.Context, deploymentUUID string) er
 	return nil
 }
 
-// WaitDeployment polls a deployment (every [WithPollInterval]) until it ends, and returns it:
+// WaitDeployment waits until a deployment ends, and returns it:
 //   - finished: the deployment, nil;
 //   - failed: the deployment, an error wrapping [ErrDeploymentFailed];
 //   - cancelled-by-user: the deployment, an error wrapping [ErrDeploymentCancelled];
@@ -517,7 +518,12 @@ func (c *Client) CancelDeployment(ctx context.Context, deploymentUUID string) er
 //     error wrapping [ErrDeploymentTimeout] (joined with the cancel's error if that failed; if the
 //     cancel finds the deployment ended meanwhile, that end is returned instead).
 //
-// Transient failures while polling (5xx, 429, unreachable, after each call's own retries) are
+// It looks at the team's active deployments once a tick, a look every wait of the client
+// (and of the clients sharing its [Board]) shares, and reads the deployment itself only when
+// that list no longer shows it; its end is seen within one tick. The tick adapts to the
+// application's recent deployment durations and to the budget (see watch.go).
+//
+// Transient failures while looking (5xx, 429, unreachable, after each call's own retries) are
 // ridden out until the deadline; [ErrNotFound], [ErrUnauthorized] and [ErrForbidden] end the
 // wait. When ctx ends, the context's error is returned and the deployment is left alone.
 func (c *Client) WaitDeployment(ctx context.Context, deploymentUUID string, timeout time.Duration) (*Deployment, error) {
@@ -527,38 +533,67 @@ func (c *Client) WaitDeployment(ctx context.Context, deploymentUUID string, time
 	}
 	var last *Deployment
 	var lastErr error
+	var tick, paced time.Duration
+	appID, begun := "", time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	<-timer.C
 	for {
+		// The first look is at the next point too: a list taken at an earlier point may
+		// predate the deployment.
+		tick = c.tick(appID, time.Since(begun), tick, paced)
+		at := nextPoint(time.Now(), tick)
+		wait := time.Until(at)
+		if !deadline.IsZero() {
+			wait = min(wait, time.Until(deadline))
+		}
+		timer.Reset(max(wait, 0))
 		select {
 		case <-ctx.Done():
 			return last, fmt.Errorf("wait deployment %s: %w", deploymentUUID, ctx.Err())
 		case <-timer.C:
 		}
-		d, err := c.GetDeployment(ctx, deploymentUUID)
+		var waited atomic.Int64
+		d, ended, err := c.look(withPaced(ctx, &waited), deploymentUUID, minTime(at, time.Now())) // woken early by the deadline: now
+		paced = time.Duration(waited.Load())
 		switch {
 		case err == nil:
 			last, lastErr = d, nil
-			if d.Status.Terminal() {
+			appID = cmp.Or(d.ApplicationID, appID)
+			if ended {
+				c.watch.learn(d)
 				return d, endError(d)
 			}
 		case ctx.Err() != nil:
 			return last, fmt.Errorf("wait deployment %s: %w", deploymentUUID, ctx.Err())
-		case errors.Is(err, ErrNotFound), errors.Is(err, ErrUnauthorized), errors.Is(err, ErrForbidden):
+		case waitEnded(err):
 			return last, fmt.Errorf("wait deployment: %w", err)
 		default:
 			lastErr = err
 		}
-		wait := c.poll
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return c.cancelStuck(ctx, deploymentUUID, timeout, last, lastErr)
-			}
-			wait = min(wait, left)
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return c.cancelStuck(ctx, deploymentUUID, timeout, last, lastErr)
 		}
-		timer.Reset(wait)
 	}
+}
+
+// look is one look at a deployment as of grid point at: the shared list while it shows the
+// deployment active, else the deployment itself. ended says it has ended.
+func (c *Client) look(ctx context.Context, id string, at time.Time) (*Deployment, bool, error) {
+	ctx = WithPurpose(ctx, PurposePoll)
+	active, err := c.activeAt(ctx, at)
+	if err != nil {
+		return nil, false, fmt.Errorf("wait deployment %s: %w", id, err)
+	}
+	if d, ok := active[id]; ok {
+		return &d, false, nil
+	}
+	// Gone from the list: it ended (or the list was taken before it was queued, or lags).
+	d, err := c.GetDeployment(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	return d, d.Status.Terminal(), nil
 }
 
 // cancelStuck cancels a deployment that outlived its wait and reports how it ended.

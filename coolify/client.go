@@ -90,8 +90,8 @@ var DefaultRetryPolicy = RetryPolicy{
 	MaxRetryAfter: 60 * time.Second,
 }
 
-// DefaultPollInterval is how often [Client.WaitDeployment] polls
-// unless [WithPollInterval] says otherwise.
+// DefaultPollInterval is the shortest tick of [Client.WaitDeployment] unless
+// [WithPollInterval] says otherwise.
 const DefaultPollInterval = 2 * time.Second
 
 // Client talks to one Coolify instance with one API token. It is safe for concurrent use.
@@ -108,6 +108,11 @@ type Client struct {
 	poll    time.Duration
 	// abilities caches the answer of Abilities.
 	abilities abilityCache
+	// board shares the look at the active deployments; watch keeps what the waits learn.
+	board Board
+	watch watch
+	// purposes is told the purpose of every attempt (WithPurposeMetrics).
+	purposes func(Purpose)
 	// appIDs maps an application's uuid to its numeric id, as its deployments show it (see
 	// ActiveDeployments). An id never changes.
 	appIDs sync.Map
@@ -145,7 +150,7 @@ func WithLimiter(l outbound.Limiter) Option { return func(c *Client) { c.limiter
 // WithMetrics registers fn to be told about every HTTP attempt.
 func WithMetrics(fn MetricsFunc) Option { return func(c *Client) { c.metrics = fn } }
 
-// WithPollInterval sets how often [Client.WaitDeployment] polls.
+// WithPollInterval sets the shortest tick of [Client.WaitDeployment] (see [Board]).
 // Default (and for d <= 0): [DefaultPollInterval].
 func WithPollInterval(d time.Duration) Option {
 	return func(c *Client) {
@@ -168,6 +173,12 @@ func New(baseURL, token string, opts ...Option) *Client {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.board == nil {
+		c.board = &LocalBoard{}
+	}
+	if c.limiter != nil || c.purposes != nil {
+		c.limiter = measuredLimiter{l: c.limiter, purposes: c.purposes}
 	}
 	if u, err := url.Parse(strings.TrimRight(baseURL, "/")); err == nil && u.Scheme != "" && u.Host != "" {
 		u.Path = strings.TrimRight(u.Path, "/") + "/api/v1"

@@ -1117,7 +1117,7 @@ func TestCancellation(t *testing.T) {
 			_, err := e.c.WaitDeployment(ctx, res.DeploymentUUID, time.Hour)
 			done <- err
 		}()
-		waitFor(t, func() bool { return len(e.srv.RequestsTo("GET /deployments/{uuid}")) >= 3 })
+		waitFor(t, func() bool { return len(e.srv.RequestsTo("GET /deployments")) >= 3 })
 		cancel()
 		wantErr(t, <-done, context.Canceled)
 		// A cancelled wait leaves the deployment alone.

@@ -3,7 +3,7 @@
 // (RunEnded, RunTakenOver, DeploymentStillBuilding, PhaseDone, StepDone: phases.Observer;
 // AnalysisMeasured, AnalysisEnded: phases.AnalysisObserver), the Locker (Acquired, Released,
 // ForceReleased: locks.Observer), the outside-API clients (OutsideRequest, the shape of
-// coolify.MetricsFunc and outbound.MetricsFunc), the notifier (Notification) and the HTTP
+// coolify.MetricsFunc and outbound.MetricsFunc; CoolifyRequest, Coolify's requests by purpose), the notifier (Notification) and the HTTP
 // server (HTTPRequest, Webhook), which also serves the registry at /metrics (Handler).
 //
 // Labels take only bounded values: routes are templates, HTTP methods outside RFC 9110
@@ -48,6 +48,7 @@ type Metrics struct {
 	webhooks      *prometheus.CounterVec
 	notifications *prometheus.CounterVec
 	hostStatuses  *prometheus.CounterVec
+	coolifyBy     *prometheus.CounterVec
 }
 
 var _ locks.Observer = (*Metrics)(nil)
@@ -141,6 +142,10 @@ func New() *Metrics {
 			Name: "orchestrator_deployment_statuses_total",
 			Help: `Deployment states told to Git hosts (github, gitlab), by host and outcome: sent; retry (an attempt failed and will be made again); dropped (given up: the host refused it, or it kept failing too long). Each request is in orchestrator_outside_requests_total.`,
 		}, []string{"host", "outcome"}),
+		coolifyBy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchestrator_coolify_requests_by_purpose_total",
+			Help: `Requests sent to Coolify (retries included), by purpose: preflight, sync, deploy, poll (waiting for deployments to end), health, other. rate(...[1m]) * 60 is the request budget spent per minute on each.`,
+		}, []string{"purpose"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -148,7 +153,7 @@ func New() *Metrics {
 		m.runs, m.takenOver, m.stillBuilding, m.measurements, m.analyses, m.phaseDuration, m.stepDuration,
 		m.lockWait, m.lockHold, m.lockLost, m.lockForced,
 		m.outside, m.outsideDur, m.httpRequests, m.httpDuration, m.webhooks,
-		m.notifications, m.hostStatuses,
+		m.notifications, m.hostStatuses, m.coolifyBy,
 	)
 	return m
 }
@@ -264,6 +269,15 @@ func (m *Metrics) OutsideRequest(system, method, route string, status int, d tim
 	}
 	m.outside.WithLabelValues(system, method, route, code).Inc()
 	m.outsideDur.WithLabelValues(system).Observe(d.Seconds())
+}
+
+// CoolifyRequest counts one request sent to Coolify for purpose (a coolify.Purpose: pass
+// it, converted, to coolify.WithPurposeMetrics).
+func (m *Metrics) CoolifyRequest(purpose string) {
+	if m == nil {
+		return
+	}
+	m.coolifyBy.WithLabelValues(purpose).Inc()
 }
 
 // HTTPRequest records one request to the daemon's HTTP API: route is the matched route

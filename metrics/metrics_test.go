@@ -50,8 +50,13 @@ func TestExposition(t *testing.T) {
 	m.HTTPRequest("unmatched", "GET", 700, time.Millisecond, false)
 	m.Webhook("github", "triggered")
 	m.Notification("ops", "sent")
+	m.CoolifyRequest("poll")
+	m.CoolifyRequest("poll")
 
 	want := []string{
+		`# HELP orchestrator_coolify_requests_by_purpose_total Requests sent to Coolify (retries included), by purpose: preflight, sync, deploy, poll (waiting for deployments to end), health, other. rate(...[1m]) * 60 is the request budget spent per minute on each.`,
+		`# TYPE orchestrator_coolify_requests_by_purpose_total counter`,
+		`orchestrator_coolify_requests_by_purpose_total{purpose="poll"} 2`,
 		`# HELP orchestrator_http_request_duration_seconds Duration of requests to the daemon's HTTP API (SSE streams excluded), by route pattern.`,
 		`# TYPE orchestrator_http_request_duration_seconds histogram`,
 		`orchestrator_http_request_duration_seconds_count{route="/v1/runs"} 1`,
@@ -135,6 +140,7 @@ func TestNilMetrics(t *testing.T) {
 	m.HTTPRequest("/", "GET", 200, 0, false)
 	m.Webhook("github", "rejected")
 	m.Notification("ops", "failed")
+	m.CoolifyRequest("sync")
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if rec.Code != http.StatusNotFound {

@@ -132,7 +132,7 @@ func (x *execution) deployLocked(ctx context.Context, st *svcState, lease *locks
 		x.rec.update(deployed, finished) // shown while the check runs
 	}
 
-	if err := x.health(ctx, s); err != nil {
+	if err := x.health(coolify.WithPurpose(ctx, coolify.PurposeHealth), s); err != nil {
 		x.rec.event(runs.Event{Type: runs.EventHealthFailed, Phase: runs.Phase2, Service: s.Name, Message: err.Error()})
 		return "", err
 	}
@@ -388,6 +388,7 @@ func (x *execution) waitDeployed(ctx context.Context, s config.Service, depUUID 
 	// Right after the restart the status still reads as before it (see coolify.Service):
 	// first see the restart's job, looking often as it may take only a few seconds, then the
 	// service run again.
+	ctx = coolify.WithPurpose(ctx, coolify.PurposePoll)
 	deadline := time.Now().Add(s.DeployTimeout)
 	status := func(want bool) func() (bool, string, error) {
 		return func() (bool, string, error) {

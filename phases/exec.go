@@ -16,6 +16,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/internal/tracing"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -430,7 +431,11 @@ func (x *execution) phaseLease(waitCtx context.Context, phase runs.Phase, key st
 		return nil, nil, nil, err
 	}
 	pctx, cancel := lease.Context(withSpan(x.ctx, waitCtx)) // traced under the phase's span
-	return lease, pctx, cancel, nil
+	purpose := coolify.PurposeSync
+	if phase == runs.Phase2 {
+		purpose = coolify.PurposeDeploy
+	}
+	return lease, coolify.WithPurpose(pctx, purpose), cancel, nil
 }
 
 // openGate lets the next submitted run ask for coolify:phase1.

@@ -82,6 +82,8 @@ type harness struct {
 	// traces, when set, is the engine's tracer provider; publicURL its dashboard address.
 	traces    trace.TracerProvider
 	publicURL string
+	// purposes, when set, is told the purpose of each Coolify request the engine sends.
+	purposes func(coolify.Purpose)
 }
 
 // harnessRateLimit is the fake's throttle in end-to-end tests (requests per minute per
@@ -260,6 +262,12 @@ func (h *harness) start(pipelines ...string) {
 				opts = append(opts, coolify.WithLimiter(h.limiter))
 			} else if p := h.pace.For(url, token); p != nil {
 				opts = append(opts, coolify.WithLimiter(p))
+			}
+			if h.purposes != nil {
+				opts = append(opts, coolify.WithPurposeMetrics(h.purposes))
+			}
+			if b := h.pace.Board(url, token); b != nil {
+				opts = append(opts, coolify.WithBoard(b))
 			}
 			return coolify.New(url, token, opts...)
 		},

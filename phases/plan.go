@@ -9,6 +9,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
@@ -105,6 +106,7 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigg
 		plan.Locks = append(plan.Locks, lp)
 	}
 	plan.WouldFail = len(plan.Problems) > 0
+	plan.Requests = requestPlan(resolved, plan.Services)
 	return plan, nil
 }
 
@@ -153,4 +155,71 @@ func (x *execution) planService(ctx context.Context, s config.Service) (orchestr
 		}
 	}
 	return sp, nil
+}
+
+// The requests a run sends to Coolify, as the engine makes them (TestPlanRequestsMatchARun
+// holds the estimate to a run's count in the fake's log).
+const (
+	// preflightPerRun: the token's abilities, asked once per daemon and token.
+	preflightPerRun = 2
+	// preflightPerService: the read of each service.
+	preflightPerService = 1
+	// syncPerService: Phase 1's reads of a service before and after its writes, and the
+	// guard's look for deployments in progress; each write (env vars, image tag) adds one.
+	syncPerService = 5
+	// deployPerApp: the checks that the service still carries the sync (2 reads), the
+	// guard's look, the deploy and its confirming read.
+	deployPerApp = 5
+	// deployPerService: the checks and the restart of a Coolify service.
+	deployPerService = 3
+)
+
+// requestPlan estimates the Coolify requests of a run of p, given the plan of each service.
+func requestPlan(p *config.Pipeline, sps []orchestrator.ServicePlan) orchestrator.RequestPlan {
+	by := map[coolify.Purpose]int{coolify.PurposePreflight: preflightPerRun}
+	byName := map[string]orchestrator.ServicePlan{}
+	for _, sp := range sps {
+		byName[sp.Name] = sp
+	}
+	for _, wave := range p.Waves() {
+		inFlight := max(1, min(p.Phase2.Parallel, len(wave)))
+		for _, idx := range wave {
+			s := p.Services[idx]
+			sp := byName[s.Name]
+			by[coolify.PurposePreflight] += preflightPerService
+			if sp.Stale != "" || sp.Error != "" {
+				continue
+			}
+			by[coolify.PurposeSync] += syncPerService + writesOf(sp)
+			if s.Kind == config.KindService {
+				by[coolify.PurposeDeploy] += deployPerService
+			} else {
+				by[coolify.PurposeDeploy] += deployPerApp
+			}
+			by[coolify.PurposePoll] += (coolify.LooksPerDeployment+inFlight-1)/inFlight + 1
+			if s.Health.CoolifyStatus != "" {
+				by[coolify.PurposeHealth]++
+			}
+		}
+	}
+	rp := orchestrator.RequestPlan{ByPurpose: map[string]int{}}
+	for p, n := range by {
+		rp.ByPurpose[string(p)] = n
+		rp.Total += n
+	}
+	return rp
+}
+
+// writesOf is how many writes Phase 1 would send to a service.
+func writesOf(sp orchestrator.ServicePlan) int {
+	n := 0
+	if sp.ImageTag != nil && sp.ImageTag.Old != sp.ImageTag.New {
+		n++
+	}
+	for _, e := range sp.Env {
+		if e.Action != orchestrator.EnvUnchanged {
+			return n + 1 // one bulk write
+		}
+	}
+	return n
 }

@@ -35,6 +35,7 @@ import (
 // before it writes, so a value that moved since is still caught there); plan reports them
 // all. Its calls go through the run's gate like any other.
 func (x *execution) preflight(ctx context.Context) preflightResult {
+	ctx = coolify.WithPurpose(ctx, coolify.PurposePreflight)
 	var pf preflightResult
 	pf.problems = x.preflightCoolify(ctx)
 	if pf.secrets = x.preflightSecrets(ctx); pf.secrets != nil {

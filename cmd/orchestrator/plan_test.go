@@ -44,6 +44,7 @@ func TestPlanCreatesNoState(t *testing.T) {
 		"coolify:phase1                           free\n",
 		"coolify:phase2                           free\n",
 		"coolify:app-api-uuid-000000000001        free\n",
+		"\nCoolify requests (about): ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan output lacks %q:\n%s", want, out)
@@ -63,6 +64,10 @@ func TestPlanCreatesNoState(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &p); err != nil || p.Pipeline != "prod" || len(p.Services) != 1 ||
 		p.Services[0].ImageTag == nil || p.Services[0].ImageTag.New != "v2" || len(p.Locks) != 3 || !p.Locks[0].Free {
 		t.Errorf("plan --json: %v, got %+v from\n%s", err, p, out)
+	}
+	if sum := p.Requests.ByPurpose["preflight"] + p.Requests.ByPurpose["sync"] + p.Requests.ByPurpose["deploy"] +
+		p.Requests.ByPurpose["poll"] + p.Requests.ByPurpose["health"]; p.Requests.ByPurpose["sync"] == 0 || sum != p.Requests.Total {
+		t.Errorf("plan --json: Coolify requests %+v, want sync requests and a total that adds up", p.Requests)
 	}
 	if !strings.Contains(errOut, "no state directory at "+state) {
 		t.Errorf("plan --json does not say on stderr that there is no state:\n%s", errOut)

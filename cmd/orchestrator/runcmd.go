@@ -15,6 +15,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/coolify"
 	"github.com/deploy-orchestrator/orchestrator/phases"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -328,6 +329,7 @@ func printPlan(w io.Writer, p *orchestrator.Plan) {
 			fmt.Fprintf(w, "  %-20s %s, %s, %s, %s\n", t.Service, t.Deploy, t.Cancel, orNoCheck(t.Status), orNoCheck(t.HTTP))
 		}
 	}
+	printRequests(w, p.Requests)
 	fmt.Fprintf(w, "\nLocks\n")
 	for _, l := range p.Locks {
 		if l.Free {
@@ -360,6 +362,17 @@ func printChecks(w io.Writer, checks []orchestrator.CheckPlan) {
 			fmt.Fprintf(w, "    refused: %s\n", c.Error)
 		}
 	}
+}
+
+// printRequests prints a plan's estimate of a run's Coolify requests, by purpose.
+func printRequests(w io.Writer, r orchestrator.RequestPlan) {
+	var parts []string
+	for _, p := range coolify.Purposes {
+		if n := r.ByPurpose[string(p)]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", p, n))
+		}
+	}
+	fmt.Fprintf(w, "\nCoolify requests (about): %d (%s)\n", r.Total, strings.Join(parts, ", "))
 }
 
 // engineError gives the engine's refusals of what was asked (an unknown pipeline, an invalid

@@ -131,6 +131,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 		}
 	}()
 	clients := newClients(log, metrics.OutsideRequest, tn.coolifyPoll)
+	clients.purposes = metrics.CoolifyRequest
 	// Stopped after the engine (defers run last in, first out): the runs' last states are in
 	// the outbox by then.
 	reporter, stopStatuses := startStatuses(ctx, b, pipelines, instance, publicURL(d, ln.Addr().String()), clients, metrics, log)

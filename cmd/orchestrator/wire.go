@@ -237,6 +237,8 @@ type clients struct {
 	poll    time.Duration // deployment polling; 0 means the client's default
 	// pace holds the rate budget of each Coolify instance and token (set by newEngine).
 	pace *pacing.Pool
+	// purposes, when set, counts Coolify's requests by purpose (metrics.CoolifyRequest).
+	purposes func(purpose string)
 }
 
 func newClients(log *slog.Logger, metrics func(system, method, route string, status int, d time.Duration), poll time.Duration) *clients {
@@ -256,8 +258,15 @@ func (c *clients) coolify(url, token string) phases.Coolify {
 	if c.metrics != nil {
 		opts = append(opts, coolify.WithMetrics(c.metrics))
 	}
+	if count := c.purposes; count != nil {
+		opts = append(opts, coolify.WithPurposeMetrics(func(p coolify.Purpose) { count(string(p)) }))
+	}
 	if p := c.pace.For(url, token); p != nil {
 		opts = append(opts, coolify.WithLimiter(p))
+	}
+	if b := c.pace.Board(url, token); b != nil {
+		// Daemons on one Redis share one look per tick at the active deployments.
+		opts = append(opts, coolify.WithBoard(b))
 	}
 	return coolify.New(url, token, opts...)
 }

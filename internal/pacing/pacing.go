@@ -52,6 +52,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/deploy-orchestrator/orchestrator/internal/outbound"
 )
 
@@ -238,6 +240,9 @@ type Pool struct {
 	mu      sync.Mutex
 	pacers  map[string]*Pacer
 	enabled bool
+	// rdb, on a pool in Redis, also holds the boards (Board), one per instance and token.
+	rdb    redis.UniversalClient
+	boards map[string]*Board
 }
 
 // Off is a Pool whose pacers never wait (For returns nil: no limiter).
@@ -247,7 +252,7 @@ func newPool(b Budget, o Options, newB func(key string, s Shape) bucket) (*Pool,
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
-	return &Pool{shape: b.Shape(), opts: o, newB: newB, pacers: map[string]*Pacer{}, enabled: true}, nil
+	return &Pool{shape: b.Shape(), opts: o, newB: newB, pacers: map[string]*Pacer{}, enabled: true, boards: map[string]*Board{}}, nil
 }
 
 // For returns the Pacer of the instance at url used with token, or nil (no pacing) from Off

@@ -38,9 +38,13 @@ func NewRedisPool(rdb redis.UniversalClient, b Budget, o Options) (*Pool, error)
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	return newPool(b, o, func(key string, s Shape) bucket {
+	p, err := newPool(b, o, func(key string, s Shape) bucket {
 		return &redisBucket{rdb: rdb, key: o.Prefix + key, shape: s, fallback: newLocalBucket(s)}
 	})
+	if p != nil {
+		p.rdb = rdb
+	}
+	return p, err
 }
 
 // takeScript is a token bucket on Redis's clock (so daemons' clocks need not agree).

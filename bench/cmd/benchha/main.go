@@ -48,6 +48,8 @@ history shows interleaved leases and a deployment running another run's config.
 (the fence check of Phase 2), which the newer run then deploys.
 
 ` + "`runs/min`" + `: 200 runs over the time from the first trigger to the last run's end.
+` + "`one÷this`" + `: one daemon's runs/min over these daemons', measured in the same run (goal:
+at most 1/0.9, so that n daemons do at least 0.9× what one does).
 ` + "`run-p50-ms`" + `, ` + "`run-p99-ms`" + `: each run's ` + "`created_at`" + ` to its ` + "`ended_at`" + `
 (the daemon's clock), so the time a run queued behind the others counts: with 200 runs
 arriving at once, the p99 is close to the whole batch's time.
@@ -71,7 +73,9 @@ func main() {
 		Title:   "Many daemons on one Redis and on a Cluster",
 		Table:   "200 runs of 50 pipelines sharing 30 services, at once",
 		Intro:   intro,
-		Metrics: []string{"runs/min", "run-p50-ms", "run-p99-ms", "deploys/run"},
+		Metrics: []string{"runs/min", "one÷this", "run-p50-ms", "run-p99-ms", "deploys/run"},
+		// Adding a daemon must not slow the fleet: n daemons do at least 0.9× what one does.
+		Goals: []gobench.Goal{{Metric: "one÷this", Max: 1 / 0.9}},
 	}, os.Args, os.Stderr)
 	stop()
 	if err != nil {

@@ -42,6 +42,7 @@ func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	out := fs.String("o", "RESULTS.md", "the results file to write")
 	page := fs.String("doc", "", "also write the summary into this page (docs/benchmarks.md), between its markers")
+	readme := fs.String("readme", "", "also write the line of budget figures into this file (README.md), between its markers")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -64,6 +65,14 @@ func run(args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s from %d runs\n", *out, len(reports))
+	if *readme != "" {
+		if line := readmeLine(group(reports)); line != "" {
+			if err := replaceReadme(*readme, line); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "wrote the budget figures into %s\n", *readme)
+		}
+	}
 	if *page == "" {
 		return nil
 	}

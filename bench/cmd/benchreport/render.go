@@ -205,6 +205,9 @@ func render(reports []*figures.Report, h header) (doc, summary string) {
 	if len(goals) > 0 {
 		sb.WriteString(goalsHeader + strings.Join(goals, "\n") + "\n\n")
 	}
+	if line := readmeLine(sections); line != "" {
+		sb.WriteString(line + "\n\n") // the README quotes it
+	}
 	sb.WriteString(summaryEnd)
 	summary = sb.String()
 

@@ -41,3 +41,31 @@ func TestRender(t *testing.T) {
 		t.Errorf("the document does not hold the summary between its markers")
 	}
 }
+
+// TestReadmeLine: the README's line holds the budget section's medians by deployment time
+// and its flatness ratio, between its markers, and the summary carries the same line.
+func TestReadmeLine(t *testing.T) {
+	start := time.Date(2026, 12, 3, 5, 0, 0, 0, time.UTC)
+	var reports []*figures.Report
+	for i, v := range []float64{17, 18, 16} {
+		r := &figures.Report{Section: "budget", Title: "Budget", Command: "benchbudget", Commit: "abc",
+			About:   "4 pipelines of 24 services (phase2.parallel 4) run at once on 3 daemons sharing one Redis, and more",
+			Started: start.Add(time.Duration(i) * time.Minute), Ended: start.Add(time.Duration(i)*time.Minute + 30*time.Second)}
+		const tbl = "requests, 429 and makespan by deployment time"
+		r.Add(figures.Figure{Table: tbl, Row: "10s deployments", Column: "requests/service", Value: v, Headline: true})
+		r.Add(figures.Figure{Table: tbl, Row: "10s deployments", Column: "429 answers", Value: 0, Headline: true})
+		r.Add(figures.Figure{Table: tbl, Row: "10s deployments", Column: "makespan ÷ bound", Unit: "×", Value: 1.02, Max: 1.05, Headline: true})
+		r.Add(figures.Figure{Table: "flat in deployment time", Row: "3m0s ÷ 10s", Column: "requests/service", Unit: "×", Value: 1.1, Max: 1.2, Headline: true})
+		reports = append(reports, r)
+	}
+	_, summary := render(reports, header{date: start, machine: "test"})
+	line := readmeLine(group(reports))
+	want := "Coolify's request budget (4 pipelines of 24 services (phase2.parallel 4) run at once on 3 daemons; medians of 3 runs): " +
+		"10s deployments: 17.0 requests/service, 0 × 429, makespan 1.02× the lower bound; requests/service 3m0s ÷ 10s: 1.10×."
+	if !strings.Contains(line, want) || !strings.HasPrefix(line, readmeBegin) || !strings.HasSuffix(line, readmeEnd) {
+		t.Errorf("got %q, want %q between the markers", line, want)
+	}
+	if !strings.Contains(summary, line) {
+		t.Errorf("the summary lacks the README's line:\n%s", summary)
+	}
+}
