@@ -276,7 +276,7 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 	evs = append(evs, runs.Event{Type: runs.EventRunInterrupted, Message: "run interrupted: " + reason + describeLeft(left),
 		Data: map[string]string{runs.DataInstance: r.Instance, runs.DataHeldLocks: strings.Join(released, ",")}})
 	out, err := e.d.Store.Update(ctx, r.ID, func(cur *runs.Run) error {
-		cur.Status, cur.Reason, cur.EndedAt, cur.HeldLocks = runs.StatusInterrupted, reason, now, nil
+		cur.Status, cur.Reason, cur.EndedAt, cur.HeldLocks, cur.Waiting = runs.StatusInterrupted, reason, now, nil, nil
 		cur.Left = leftStates(*cur, ends)
 		for i := range cur.Steps {
 			if !cur.Steps[i].Status.Done() {
