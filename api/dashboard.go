@@ -15,7 +15,6 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
-	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -187,7 +186,7 @@ type indexData struct {
 	Title    string
 	Session  session
 	Runs     []runs.Run
-	Locks    []locks.Info
+	Locks    []lockView
 	LocksErr string
 }
 
@@ -206,7 +205,12 @@ func (s *server) handleDashboard() http.HandlerFunc {
 			s.log.WarnContext(r.Context(), "dashboard could not list locks",
 				slog.String(logkey.RequestID, requestID(r.Context())), slog.String(logkey.Error, err.Error()))
 		}
-		d.Locks = redactLeases(infos)
+		if d.Locks, err = s.lockViews(r.Context(), infos); err != nil {
+			d.Locks = nil
+			for _, l := range redactLeases(infos) {
+				d.Locks = append(d.Locks, lockView{Info: l}) // without the waiting runs
+			}
+		}
 		s.render(w, r, http.StatusOK, s.pages.index, d)
 	}
 }

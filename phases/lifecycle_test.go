@@ -123,8 +123,8 @@ func TestSupersedeReplacesPendingRunOnly(t *testing.T) {
 	first := h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
 	h.waitEvent(first, runs.EventLockWaiting, "")
 	second := h.submit("prod", orchestrator.Trigger{Build: "2", ImageTag: "v3"})
-	if r := h.wait(first); r.Status != runs.StatusSuperseded || !strings.Contains(r.Reason, second) {
-		t.Errorf("first run: %s (%q), want superseded by %s", r.Status, r.Reason, second)
+	if r := h.wait(first); r.Status != runs.StatusSuperseded || !strings.Contains(r.Reason, second) || r.SupersededBy != second {
+		t.Errorf("first run: %s (%q) superseded by %q, want superseded by %s", r.Status, r.Reason, r.SupersededBy, second)
 	}
 	_ = blocker.Release(context.Background())
 	if r := h.wait(second); r.Status != runs.StatusSucceeded {

@@ -22,6 +22,7 @@ package runs
 
 import (
 	"cmp"
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -83,10 +84,13 @@ type Run struct {
 	Status   Status               `json:"status"`
 	// Reason says why a run failed, was superseded, canceled or interrupted ("lock lost",
 	// "health check failed for api", "superseded by run <id>", "daemon restarted").
-	Reason    string    `json:"reason,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	StartedAt time.Time `json:"started_at,omitzero"`
-	EndedAt   time.Time `json:"ended_at,omitzero"`
+	Reason string `json:"reason,omitempty"`
+	// SupersededBy names the run that superseded this one (status superseded, under
+	// concurrency: supersede).
+	SupersededBy string    `json:"superseded_by,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	StartedAt    time.Time `json:"started_at,omitzero"`
+	EndedAt      time.Time `json:"ended_at,omitzero"`
 	// Steps holds one step per (phase, name), in the order they were first set: the Phase-1
 	// steps of every service, then Phase 2, then mobile.
 	Steps []Step `json:"steps"`
@@ -162,6 +166,16 @@ func (w Wait) String() string {
 		s += " since " + w.HeldSince.UTC().Format(time.RFC3339)
 	}
 	return s
+}
+
+// MarshalJSON encodes the wait with its String as "text", so an API client reads what the run
+// waits on as the CLI and the dashboard word it. ("text" is ignored when decoding.)
+func (w Wait) MarshalJSON() ([]byte, error) {
+	type plain Wait
+	return json.Marshal(struct {
+		plain
+		Text string `json:"text"`
+	}{plain(w), w.String()})
 }
 
 // WaitingFor says what the run waits on ("" when it waits for no lock): its waits' String,

@@ -199,3 +199,18 @@ func TestWaitSaysWhatARunWaitsOn(t *testing.T) {
 		t.Error("Clone shares Waiting with the original")
 	}
 }
+
+func TestWaitJSONCarriesItsText(t *testing.T) {
+	w := runs.Wait{LockKey: "coolify:phase1", Holder: "prod#1/phase1", HolderRun: "R1"}
+	b, err := json.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"text":"waiting for coolify:phase1, held by run R1 (prod#1/phase1)"`) {
+		t.Errorf("wait JSON %s, want its text", b)
+	}
+	var back runs.Wait
+	if err := json.Unmarshal(b, &back); err != nil || back != w {
+		t.Errorf("decoded %+v (%v), want %+v", back, err, w)
+	}
+}

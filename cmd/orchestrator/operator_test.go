@@ -748,3 +748,50 @@ func TestRunsListHelpNamesEveryStatus(t *testing.T) {
 		}
 	}
 }
+
+// A run held by a freeze says so in `runs show` and `runs list` (not only "phase1"), and once
+// it ends, `runs show` gives its start, end and duration.
+func TestRunsSayWhatARunWaitsOn(t *testing.T) {
+	env, _ := daemonEnv(t)
+	base := serveInProcess(t, env, true)
+	remote := map[string]string{"ORCH_URL": base, "ORCH_TRIGGER_TOKEN": env["ORCH_TRIGGER_TOKEN"],
+		"ORCH_ADMIN_TOKEN": env["ORCH_ADMIN_TOKEN"], "USER": "ops"}
+	ctx := context.Background()
+	if out, _, err := invoke(ctx, remote, "locks", "freeze", "coolify:phase2", "--message", "release freeze", "--for", "1h"); err != nil {
+		t.Fatalf("freeze: %v\n%s", err, out)
+	}
+	id, _, err := invoke(ctx, remote, "trigger", "prod", "--image-tag", "v3", "--build", "3", "--no-follow", "-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = strings.TrimSpace(id)
+	const want = "waiting for coolify:phase2, frozen by operator:api:admin (cli:ops) until "
+	var show string
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(show, want); {
+		if time.Now().After(deadline) {
+			t.Fatalf("runs show never said what the run waits on; last:\n%s", show)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if show, _, err = invoke(ctx, remote, "runs", "show", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.Contains(show, ": release freeze") {
+		t.Errorf("runs show lacks the freeze's message:\n%s", show)
+	}
+	list, _, err := invoke(ctx, remote, "runs", "list")
+	if err != nil || !strings.Contains(list, "REASON OR WAITING ON") || !strings.Contains(list, want) {
+		t.Errorf("runs list does not say what the run waits on: %v\n%s", err, list)
+	}
+	if _, _, err := invoke(ctx, remote, "locks", "unfreeze", "coolify:phase2", "--reason", "done"); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := invoke(ctx, remote, "runs", "watch", id); err != nil {
+		t.Fatalf("runs watch: %v\n%s", err, out)
+	}
+	show, _, err = invoke(ctx, remote, "runs", "show", id)
+	if err != nil || strings.Contains(show, "waiting for") || !strings.Contains(show, "  started ") || !strings.Contains(show, ", ended ") ||
+		!strings.Contains(show, ", took ") {
+		t.Errorf("runs show of the ended run: %v, want start, end and duration and no wait:\n%s", err, show)
+	}
+}

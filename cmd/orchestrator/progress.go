@@ -161,6 +161,19 @@ func printRun(w io.Writer, r runs.Run, verbose bool) {
 		fmt.Fprintf(w, " (%s)", r.Reason)
 	}
 	fmt.Fprintln(w)
+	if !r.StartedAt.IsZero() {
+		fmt.Fprintf(w, "  started %s", r.StartedAt.Local().Format(time.DateTime))
+		if !r.EndedAt.IsZero() {
+			fmt.Fprintf(w, ", ended %s", r.EndedAt.Local().Format(time.DateTime))
+		}
+		fmt.Fprintf(w, ", took %s\n", took(r, time.Now()))
+	}
+	if r.SupersededBy != "" {
+		fmt.Fprintf(w, "  superseded by run %s\n", r.SupersededBy)
+	}
+	for _, wt := range r.Waiting {
+		fmt.Fprintf(w, "  %s\n", wt)
+	}
 	for _, s := range r.Steps {
 		var b strings.Builder
 		fmt.Fprintf(&b, "  %-7s %-16s %-12s", s.Phase, s.Name, s.Status)
@@ -172,6 +185,8 @@ func printRun(w io.Writer, r runs.Run, verbose bool) {
 		}
 		if s.Error != "" {
 			fmt.Fprintf(&b, "  %s", s.Error)
+		} else if c := s.Changes.String(); c != "" && (verbose || s.Phase == runs.PhaseMobile) {
+			fmt.Fprintf(&b, "  %s", c)
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}

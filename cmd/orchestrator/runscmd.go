@@ -246,12 +246,34 @@ func cmdRunsList(ctx context.Context, c *cli, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPIPELINE\tSTATUS\tCREATED\tBUILD\tIMAGE TAG\tREASON")
+	fmt.Fprintln(tw, "ID\tPIPELINE\tSTATUS\tCREATED\tTOOK\tBUILD\tIMAGE TAG\tREASON OR WAITING ON")
 	for _, r := range page.Runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Pipeline, r.Status, r.CreatedAt.Local().Format(time.DateTime),
-			orDefault(r.Trigger.Build, "-"), orDefault(r.Trigger.ImageTag, "-"), shorten(r.Reason, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Pipeline, r.Status, r.CreatedAt.Local().Format(time.DateTime),
+			took(r, time.Now()), orDefault(r.Trigger.Build, "-"), orDefault(r.Trigger.ImageTag, "-"), shorten(cmp.Or(r.Reason, r.WaitingFor()), 100))
 	}
 	return tw.Flush()
+}
+
+// took is how long a run took ("-" before it started), or has been running at now ("3.2s…").
+func took(r runs.Run, now time.Time) string {
+	switch {
+	case r.StartedAt.IsZero():
+		return "-"
+	case r.EndedAt.IsZero():
+		return humanDuration(now.Sub(r.StartedAt)) + "…"
+	}
+	return humanDuration(r.EndedAt.Sub(r.StartedAt))
+}
+
+// humanDuration is "850ms", "12.3s" or "4m05s", as the dashboard words durations.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	return fmt.Sprintf("%dm%02ds", int64(d/time.Minute), int64((d%time.Minute).Round(time.Second)/time.Second))
 }
 
 func shorten(s string, n int) string {
