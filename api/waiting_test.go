@@ -219,3 +219,18 @@ func TestRunPageLinksCommitJobAndSupersedingRun(t *testing.T) {
 func jsString(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }
+
+// An unknown pipeline's 404 lists the pipelines the daemon knows.
+func TestUnknownPipelineListsTheKnownOnes(t *testing.T) {
+	f := newFixture(t)
+	for _, path := range []string{"/v1/pipelines/prd/runs", "/v1/pipelines/prd/plan?image_tag=v1"} {
+		method := "POST"
+		if strings.Contains(path, "plan") {
+			method = "GET"
+		}
+		e := wantError(t, f.do(method, path, triggerToken, map[string]string{"image_tag": "v1"}), http.StatusNotFound, "name")
+		if want := `pipeline "prd": unknown pipeline (known: demo, prod)`; e.Error.Message != want {
+			t.Errorf("%s %s: message %q, want %q", method, path, e.Error.Message, want)
+		}
+	}
+}

@@ -140,7 +140,8 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	hook := s.cfg.Webhooks.For(provider)
 	if hook == nil || !hook.Secret.IsSet() {
 		return webhookResponse{}, 0, newHTTPError(http.StatusForbidden, "webhook_disabled",
-			"the %s webhook has no secret configured, so every delivery is refused", provider)
+			"the %s webhook has no secret configured, so every delivery is refused: set webhooks.%s.secret in the daemon config, or %s, and a rule that maps its events to a pipeline",
+			provider, provider, config.WebhookSecretEnv(provider))
 	}
 	secret := []byte(hook.Secret.Reveal())
 	form, err := s.admitDelivery(r, provider, secret)

@@ -107,6 +107,8 @@ func (v versionInfo) String() string {
 		if v.modified {
 			s += " (modified)"
 		}
+	} else {
+		s += ` (commit unknown: build with -ldflags "-X main.commit=$(git rev-parse HEAD)", as the README does, or with go build in a git checkout without GOFLAGS=-buildvcs=false)`
 	}
 	return s
 }

@@ -795,3 +795,21 @@ func TestRunsSayWhatARunWaitsOn(t *testing.T) {
 		t.Errorf("runs show of the ended run: %v, want start, end and duration and no wait:\n%s", err, show)
 	}
 }
+
+// --version names the commit set at build time (the README's build command sets it), and
+// says how to get one when none was recorded.
+func TestVersionNamesTheCommit(t *testing.T) {
+	if got := (versionInfo{version: "(devel)", commit: "5f2c3e1"}).String(); got != "orchestrator (devel) commit 5f2c3e1" {
+		t.Errorf("with a commit: %q", got)
+	}
+	if got := (versionInfo{version: "(devel)"}).String(); !strings.Contains(got, `-ldflags "-X main.commit=$(git rev-parse HEAD)"`) {
+		t.Errorf("without a commit: %q, want how to build with one", got)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), `go build -ldflags "-X main.commit=$(git rev-parse HEAD 2>/dev/null)" -o orchestrator ./cmd/orchestrator`) {
+		t.Error("the README's build command does not set main.commit")
+	}
+}
