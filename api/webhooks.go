@@ -94,6 +94,7 @@ type ciEvent struct {
 	Event      string // workflow_run, push, pipeline, or the generic body's event
 	Repository string
 	Branch     string // without refs/heads/; empty for tags
+	Tag        string // the tag's name, for a delivery about a tag (GitLab's tag pipelines)
 	Workflow   string
 	// Source is what started the CI run (a workflow_run's event, a GitLab pipeline's source,
 	// "push" for a push); rules accept config.DefaultSources unless they list theirs.
