@@ -410,3 +410,29 @@ func TestRunShowsCoolifyPacing(t *testing.T) {
 		t.Errorf("the fake's throttle answered 429 %d times", n)
 	}
 }
+
+// A run that fails says why once: on the event that failed it, not again on its end event,
+// its summary, the engine's log and the command's error.
+func TestFailedRunSaysItsReasonOnce(t *testing.T) {
+	env, cf := daemonEnv(t)
+	file := filepath.Join(env["ORCH_PIPELINES_DIR"], "prod.yaml")
+	yaml, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The preflight cannot reach Coolify: nothing listens on port 1.
+	if err := os.WriteFile(file, []byte(strings.Replace(string(yaml), cf.URL, "http://127.0.0.1:1", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := invoke(context.Background(), env, "run", "prod", "--image-tag", "v5", "--build", "7")
+	if exitCode(err) != exitFailed {
+		t.Fatalf("run: exit %d (%v), want 1\n%s\n%s", exitCode(err), err, out, errOut)
+	}
+	all := out + errOut + err.Error()
+	if n := strings.Count(all, "connection refused"); n != 1 {
+		t.Errorf("the reason is printed %d times, want once:\nstdout:\n%s\nstderr:\n%s\nerror: %v", n, out, errOut, err)
+	}
+	if !strings.Contains(out, "failed (see preflight above)") {
+		t.Errorf("the summary does not point at the reason:\n%s", out)
+	}
+}
