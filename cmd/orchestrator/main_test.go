@@ -436,3 +436,29 @@ func TestFailedRunSaysItsReasonOnce(t *testing.T) {
 		t.Errorf("the summary does not point at the reason:\n%s", out)
 	}
 }
+
+// The playground runs a directory of your own pipeline files on the simulators: whatever
+// Coolify, Flagsmith and Infisical URLs, UUIDs, environment keys, features and secrets they
+// name. It prints the simulators' addresses and credentials, and for a pipeline the
+// placeholder trigger cannot fill, the refusal and the command to start it.
+func TestDemoPlaygroundRunsYourPipelines(t *testing.T) {
+	out, errOut, err := invoke(context.Background(), map[string]string{}, "demo", "--pipelines", filepath.Join("testdata", "playground"),
+		"--once", "--listen", "127.0.0.1:0")
+	if exitCode(err) != exitFailed { // regional is not started
+		t.Fatalf("demo --pipelines: exit %d (%v), want 1\nstdout:\n%s\nstderr:\n%s", exitCode(err), err, out, errOut)
+	}
+	for _, want := range []string{
+		"run 01", "of shop: succeeded", // the shop pipeline ran end to end on the simulators
+		`mobile  versions         updated       fields: ios.latest (none) → "1.0.0"`,
+		"Coolify    http://127.0.0.1:", "token " + "1|", "Flagsmith  http://127.0.0.1:", "Infisical  http://127.0.0.1:",
+		"note: shop/checkout: its HTTP health check and version probe are left out",
+		"[regional] not started:", "params.region", "trigger regional --url http://127.0.0.1:",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("playground output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "of demo:") {
+		t.Errorf("the playground ran the built-in demo too:\n%s", out)
+	}
+}
