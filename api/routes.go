@@ -25,6 +25,8 @@ import (
 //	GET    /v1/runs/{id}                   read      one run
 //	GET    /v1/runs/{id}/events            read      SSE: the log so far, then live (Last-Event-ID)
 //	POST   /v1/runs/{id}/cancel            trigger   cancel a run
+//	POST   /v1/runs/{id}/rerun             trigger   a new run with the run's parameters (reason optional)
+//	POST   /v1/runs/{id}/rollback          trigger   roll back to a succeeded run's build (reason required)
 //	GET    /v1/services                    read      the services the pipelines deploy: who wrote each last, each pipeline's newest build
 //	GET    /v1/locks                       read      current leases (never tokens)
 //	GET    /v1/locks/audit                 audit     operator actions (read or admin token)
@@ -69,6 +71,8 @@ func (s *server) routes() http.Handler {
 		r.Get("/runs/{id}", s.require(accessRead, s.handleGetRun()))
 		r.Get("/runs/{id}/events", s.require(accessRead, s.handleEvents()))
 		r.Post("/runs/{id}/cancel", s.require(accessTrigger, limitBody(maxAPIBody, s.handleCancel())))
+		r.Post("/runs/{id}/rerun", s.requireLimited(accessTrigger, s.triggerRate, limitBody(maxAPIBody, s.handleRerun())))
+		r.Post("/runs/{id}/rollback", s.requireLimited(accessTrigger, s.triggerRate, limitBody(maxAPIBody, s.handleRollbackTo())))
 
 		r.Get("/services", s.require(accessRead, s.handleListServices()))
 

@@ -813,3 +813,43 @@ func TestVersionNamesTheCommit(t *testing.T) {
 		t.Error("the README's build command does not set main.commit")
 	}
 }
+
+// `runs rerun` starts the same parameters again; `runs rollback` needs a reason and
+// deploys a succeeded run's build again as a rollback, past the newest-build guard.
+func TestRunsRerunAndRollback(t *testing.T) {
+	env, cf := daemonEnv(t)
+	base := serveInProcess(t, env, true)
+	remote := map[string]string{"ORCH_URL": base, "ORCH_TRIGGER_TOKEN": env["ORCH_TRIGGER_TOKEN"], "USER": "ops"}
+	ctx := context.Background()
+	trigger := func(tag, build string) string {
+		out, _, err := invoke(ctx, remote, "trigger", "prod", "--image-tag", tag, "--build", build, "--no-follow", "-q")
+		if err != nil {
+			t.Fatalf("trigger %s: %v", tag, err)
+		}
+		id := strings.TrimSpace(out)
+		if out, _, err := invoke(ctx, remote, "runs", "watch", id); err != nil {
+			t.Fatalf("run of %s: %v\n%s", tag, err, out)
+		}
+		return id
+	}
+	old := trigger("v3", "3")
+	trigger("v4", "4")
+	out, _, err := invoke(ctx, remote, "runs", "rerun", old)
+	if err != nil || !strings.Contains(out, "(re-run of run "+old+")") {
+		t.Errorf("runs rerun: %v\n%s", err, out)
+	}
+	if _, _, err := invoke(ctx, remote, "runs", "rollback", old); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--reason") {
+		t.Errorf("runs rollback without --reason: exit %d %v, want 2 naming --reason", exitCode(err), err)
+	}
+	out, _, err = invoke(ctx, remote, "runs", "rollback", old, "--reason", "v4 breaks checkout")
+	if err != nil || !strings.Contains(out, "roll back to run "+old+" (build 3): v4 breaks checkout") {
+		t.Fatalf("runs rollback: %v\n%s", err, out)
+	}
+	id := strings.Fields(strings.SplitN(out, "\n", 3)[1])[1]
+	if out, _, err := invoke(ctx, remote, "runs", "watch", id); err != nil {
+		t.Fatalf("the rollback did not succeed: %v\n%s", err, out)
+	}
+	if app, _ := cf.App("app-api-uuid-000000000001"); app.DeployedImageTag != "v3" {
+		t.Errorf("api runs %q after the rollback, want v3", app.DeployedImageTag)
+	}
+}

@@ -76,6 +76,7 @@
     }
     sup.hidden = !run.superseded_by;
     if (cancelForm && o.ended(run.status)) cancelForm.hidden = true;
+    if (rollbackForm) rollbackForm.hidden = run.status !== "succeeded";
     var sections = document.querySelectorAll("section.phase");
     for (var i = 0; i < sections.length; i++) {
       var phase = sections[i].getAttribute("data-phase");
@@ -177,6 +178,28 @@
           "Cancel requested: the run stops after its current step and puts back what it changed.", false);
         refresh();
       });
+    });
+  }
+
+  // Re-run and roll back to this: each starts a new run through the API, whose page the
+  // browser then opens; a refusal is shown in the status line.
+  var rerunForm = document.getElementById("rerun-form"), rollbackForm = document.getElementById("rollback-form");
+  function startFrom(form, action, body) {
+    var button = form.querySelector("button[type=submit]");
+    button.disabled = true;
+    o.send("POST", "/v1/runs/" + encodeURIComponent(id) + "/" + action, body).then(function (res) {
+      button.disabled = false;
+      if (!res.ok) { o.say(document.getElementById("action-msg"), o.refusal(res), true); return; }
+      location.href = "/runs/" + encodeURIComponent(res.data.run.id);
+    });
+  }
+  if (rerunForm) {
+    rerunForm.addEventListener("submit", function (ev) { ev.preventDefault(); startFrom(rerunForm, "rerun", {}); });
+  }
+  if (rollbackForm) {
+    rollbackForm.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      startFrom(rollbackForm, "rollback", { reason: rollbackForm.elements.reason.value });
     });
   }
 
