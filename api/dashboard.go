@@ -32,7 +32,8 @@ var webFS embed.FS
 
 // pages holds the parsed templates.
 type pages struct {
-	index *template.Template
+	index    *template.Template
+	services *template.Template
 	run   *template.Template
 	login *template.Template
 	error *template.Template
@@ -44,6 +45,12 @@ var pageFuncs = template.FuncMap{
 			return ""
 		}
 		return t.UTC().Format("15:04:05Z")
+	},
+	"date": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.DateOnly)
 	},
 	"took": func(start, end time.Time) string {
 		switch {
@@ -78,7 +85,7 @@ func newPages() *pages {
 	parse := func(name string) *template.Template {
 		return template.Must(template.New(name).Funcs(pageFuncs).ParseFS(webFS, "web/layout.html", "web/"+name))
 	}
-	return &pages{index: parse("index.html"), run: parse("run.html"), login: parse("login.html"), error: parse("error.html")}
+	return &pages{index: parse("index.html"), services: parse("services.html"), run: parse("run.html"), login: parse("login.html"), error: parse("error.html")}
 }
 
 // humanDuration matches run.js's dur(): "850ms", "12.3s", "4m05s".
@@ -212,6 +219,29 @@ func (s *server) handleDashboard() http.HandlerFunc {
 			}
 		}
 		s.render(w, r, http.StatusOK, s.pages.index, d)
+	}
+}
+
+type servicesData struct {
+	Title    string
+	Session  session
+	Services []orchestrator.Service
+	Err      string
+}
+
+// handleServicesPage serves GET /services: what each service runs now, since when, by
+// which run, and its last deployment (GET /v1/services, drawn).
+func (s *server) handleServicesPage() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		d := servicesData{Title: "Services", Session: sessionOf(r)}
+		list, err := s.engine.Services(r.Context())
+		if err != nil {
+			d.Err = "the services could not be read: " + err.Error()
+			s.log.WarnContext(r.Context(), "dashboard could not read the services",
+				slog.String(logkey.RequestID, requestID(r.Context())), slog.String(logkey.Error, err.Error()))
+		}
+		d.Services = list
+		s.render(w, r, http.StatusOK, s.pages.services, d)
 	}
 }
 
