@@ -34,9 +34,9 @@ var webFS embed.FS
 type pages struct {
 	index    *template.Template
 	services *template.Template
-	run   *template.Template
-	login *template.Template
-	error *template.Template
+	run      *template.Template
+	login    *template.Template
+	error    *template.Template
 }
 
 var pageFuncs = template.FuncMap{

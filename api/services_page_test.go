@@ -34,10 +34,10 @@ func TestDashboardServicesPage(t *testing.T) {
 	row := `document.querySelector('tr[data-service="q8m2k4v7x1c9d3f6h0j5n2p8"]')`
 	for what, expr := range map[string]string{
 		"the running tag and app version": row + `.querySelector('td[data-label="Runs now"]').textContent.indexOf("v2.4.0 app 2.4.0 · commit 5f2c3e1a9b7d") >= 0`,
-		"since when":                       row + `.querySelector('td[data-label="Since"]').textContent.indexOf("05:30:00Z 2026-12-06") === 0`,
-		"the run, linked":                  row + `.querySelector('td[data-label="By run"] a').getAttribute("href") === "/runs/01M94ZQVVFQF2ZXTKA22C6J9PJ"`,
-		"the last deployment, linked":      row + `.querySelector('td[data-label="Last deployment"] a.deployment').textContent === "dpl-7f3a9c"`,
-		"a service no run verified":        `document.querySelector('tr[data-service="w3r7t1y5u9i2o6p0a4s8d2f6"]').textContent.indexOf("no run has verified it yet") >= 0`,
+		"since when":                      row + `.querySelector('td[data-label="Since"]').textContent.indexOf("05:30:00Z 2026-12-06") === 0`,
+		"the run, linked":                 row + `.querySelector('td[data-label="By run"] a').getAttribute("href") === "/runs/01M94ZQVVFQF2ZXTKA22C6J9PJ"`,
+		"the last deployment, linked":     row + `.querySelector('td[data-label="Last deployment"] a.deployment').textContent === "dpl-7f3a9c"`,
+		"a service no run verified":       `document.querySelector('tr[data-service="w3r7t1y5u9i2o6p0a4s8d2f6"]').textContent.indexOf("no run has verified it yet") >= 0`,
 	} {
 		if !evalBool(t, ctx, expr) {
 			t.Errorf("the services page does not show %s", what)
