@@ -19,7 +19,8 @@ import (
 )
 
 // The dashboard: server-rendered pages (html/template) with their CSS and JS embedded, no
-// CDN. The run page follows the run's SSE stream and redraws its steps as they move.
+// CDN. The run page follows the run's SSE stream and redraws its steps as they move, and its
+// timeline (static/timeline.js: inline SVG, one bar per step along time) with them.
 //
 // The pages offer what the session's token may do (session.go): with the trigger or admin
 // token, cancel a run; with the admin token, force-release a lock (at the fence shown),

@@ -75,6 +75,7 @@
       a.querySelector("code").textContent = run.superseded_by;
     }
     sup.hidden = !run.superseded_by;
+    if (o.timeline) o.timeline.draw(run, seenEvents);
     if (cancelForm && o.ended(run.status)) cancelForm.hidden = true;
     if (rollbackForm) rollbackForm.hidden = run.status !== "succeeded";
     var sections = document.querySelectorAll("section.phase");
@@ -142,7 +143,9 @@
       });
   }
 
+  var seenEvents = [];
   function addEvent(ev) {
+    seenEvents.push(ev);
     if (ev.type === "service.superseded" && ev.message) notes[ev.phase + "/" + ev.service] = ev.message;
     var li = document.createElement("li");
     var t = document.createElement("span"); t.className = "t"; t.textContent = clock(ev.at);
