@@ -104,13 +104,21 @@ func TestDashboardRerunAndRollBack(t *testing.T) {
 // navigation: a Poll would see its page go away under it).
 func leftPage(t *testing.T, ctx context.Context, path string) {
 	t.Helper()
+	pollUntil(t, ctx, "a run's page other than "+path,
+		`location.pathname !== "`+path+`" && document.readyState === "complete" && !!document.getElementById("run")`)
+}
+
+// pollUntil evaluates expr in the tab until it is true, through navigations (an evaluation
+// that meets a page going away is tried again), for 15 s.
+func pollUntil(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`location.pathname !== "`+path+`" && document.readyState === "complete" && !!document.getElementById("run")`))
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
 		if err == nil && ok {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("the browser never left %s for a run's page", path)
+	t.Fatalf("never saw %s", what)
 }

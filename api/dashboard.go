@@ -35,6 +35,7 @@ var webFS embed.FS
 type pages struct {
 	index    *template.Template
 	services *template.Template
+	history  *template.Template
 	run      *template.Template
 	login    *template.Template
 	error    *template.Template
@@ -86,7 +87,7 @@ func newPages() *pages {
 	parse := func(name string) *template.Template {
 		return template.Must(template.New(name).Funcs(pageFuncs).ParseFS(webFS, "web/layout.html", "web/"+name))
 	}
-	return &pages{index: parse("index.html"), services: parse("services.html"), run: parse("run.html"), login: parse("login.html"), error: parse("error.html")}
+	return &pages{index: parse("index.html"), services: parse("services.html"), history: parse("lockhistory.html"), run: parse("run.html"), login: parse("login.html"), error: parse("error.html")}
 }
 
 // humanDuration matches run.js's dur(): "850ms", "12.3s", "4m05s".
@@ -243,6 +244,24 @@ func (s *server) handleServicesPage() http.HandlerFunc {
 		}
 		d.Services = list
 		s.render(w, r, http.StatusOK, s.pages.services, d)
+	}
+}
+
+type historyData struct {
+	Title   string
+	Session session
+	Period  string
+}
+
+// handleLockHistoryPage serves GET /locks/history?period=: the page draws GET
+// /v1/locks/history itself.
+func (s *server) handleLockHistoryPage() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Query().Get("period")
+		if _, ok := historyPeriods[p]; !ok {
+			p = "1h"
+		}
+		s.render(w, r, http.StatusOK, s.pages.history, historyData{Title: "Lock history", Session: sessionOf(r), Period: p})
 	}
 }
 

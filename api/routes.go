@@ -15,6 +15,7 @@ import (
 //	GET    /                               read      dashboard: recent runs and current locks (login page without a token)
 //	GET    /runs/{id}                      read      dashboard: one run, live (login page without a token)
 //	GET    /services                       read      dashboard: what each service runs now, since when, by which run
+//	GET    /locks/history                  read      dashboard: which run held which key when, who waited (period=1h|6h|24h|7d)
 //	GET    /login                          public    dashboard: the login form
 //	POST   /login                          public    dashboard: check a token, store it in the session cookie
 //	POST   /logout                         public    dashboard: delete the session cookie
@@ -31,6 +32,7 @@ import (
 //	GET    /v1/services                    read      the services the pipelines deploy: who wrote each last, each pipeline's newest build
 //	GET    /v1/locks                       read      current leases (never tokens)
 //	GET    /v1/locks/audit                 audit     operator actions (read or admin token)
+//	GET    /v1/locks/history               read      holds and waits per key over a period (period=1h|6h|24h|7d), from the runs' events
 //	POST   /v1/locks/{key}/release         admin     forced release (fence or holder, reason)
 //	POST   /v1/locks/{key}/freeze          admin     freeze (message, until or for)
 //	DELETE /v1/locks/{key}/freeze          admin     lift a freeze
@@ -58,6 +60,7 @@ func (s *server) routes() http.Handler {
 	r.Get("/", s.requirePage(accessRead, s.handleDashboard()))
 	r.Get("/runs/{id}", s.requirePage(accessRead, s.handleRunPage()))
 	r.Get("/services", s.requirePage(accessRead, s.handleServicesPage()))
+	r.Get("/locks/history", s.requirePage(accessRead, s.handleLockHistoryPage()))
 	r.Get("/login", s.handleLoginPage())
 	r.Post("/login", s.handleLogin())
 	r.Post("/logout", s.handleLogout())
@@ -80,6 +83,7 @@ func (s *server) routes() http.Handler {
 
 		r.Get("/locks", s.require(accessRead, s.handleListLocks()))
 		r.Get("/locks/audit", s.require(accessAudit, s.handleAudit()))
+		r.Get("/locks/history", s.require(accessRead, s.handleLockHistory()))
 		r.Post("/locks/{key}/release", s.require(accessAdmin, limitBody(maxAPIBody, s.handleForceRelease())))
 		r.Post("/locks/{key}/freeze", s.require(accessAdmin, limitBody(maxAPIBody, s.handleFreeze())))
 		r.Delete("/locks/{key}/freeze", s.require(accessAdmin, limitBody(maxAPIBody, s.handleUnfreeze())))
