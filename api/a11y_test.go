@@ -66,7 +66,7 @@ func checkAccessible(t *testing.T, ctx context.Context, axe, page string) {
 // TestDashboardPagesAreAccessible runs axe-core in Chromium on every page of the dashboard,
 // filled as in use: the login form, the index with runs (one waiting) and locks (with the
 // admin's forms), a run's page (waiting banner, steps, timeline, actions), the services page,
-// the lock history and the 404 page.
+// the delivery figures, the lock history and the 404 page.
 func TestDashboardPagesAreAccessible(t *testing.T) {
 	axe := axeSource(t)
 	f := newFixture(t)
@@ -96,6 +96,7 @@ func TestDashboardPagesAreAccessible(t *testing.T) {
 		{"waiting run", "/runs/" + sc.waiter.ID, `document.getElementById("live").textContent === "live"`},
 		{"succeeded run", "/runs/" + done.ID, `document.getElementById("live").textContent === "run ended"`},
 		{"services", "/services", `!!document.querySelector("tr[data-service]")`},
+		{"delivery figures", "/delivery", `!!document.querySelector("tr[data-pipeline]")`},
 		{"lock history", "/locks/history", `document.querySelectorAll("#lock-timeline rect.bar").length > 0`},
 		{"not found", "/runs/01NOSUCHRUN0000000000000000", `document.readyState === "complete"`},
 	} {

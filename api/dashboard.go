@@ -36,6 +36,7 @@ type pages struct {
 	index    *template.Template
 	services *template.Template
 	history  *template.Template
+	delivery *template.Template
 	run      *template.Template
 	login    *template.Template
 	error    *template.Template
@@ -76,6 +77,7 @@ var pageFuncs = template.FuncMap{
 		return s
 	},
 	"detail": stepDetail,
+	"percent": func(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" },
 	// operable: whether the lock actions (release, freeze, unfreeze) can take key; the API
 	// refuses every other key (a daemon's own leases), so the page offers none for it.
 	"operable": func(key string) bool { return orchestrator.CheckLockKey(key) == nil },
@@ -87,7 +89,7 @@ func newPages() *pages {
 	parse := func(name string) *template.Template {
 		return template.Must(template.New(name).Funcs(pageFuncs).ParseFS(webFS, "web/layout.html", "web/"+name))
 	}
-	return &pages{index: parse("index.html"), services: parse("services.html"), history: parse("lockhistory.html"), run: parse("run.html"), login: parse("login.html"), error: parse("error.html")}
+	return &pages{index: parse("index.html"), services: parse("services.html"), history: parse("lockhistory.html"), delivery: parse("delivery.html"), run: parse("run.html"), login: parse("login.html"), error: parse("error.html")}
 }
 
 // humanDuration matches run.js's dur(): "850ms", "12.3s", "4m05s".
@@ -244,6 +246,32 @@ func (s *server) handleServicesPage() http.HandlerFunc {
 		}
 		d.Services = list
 		s.render(w, r, http.StatusOK, s.pages.services, d)
+	}
+}
+
+type deliveryData struct {
+	Title   string
+	Session session
+	Days    int
+	Windows []int
+	Figures []runs.Figures
+	Err     string
+}
+
+// handleDeliveryPage serves GET /delivery?days=: each pipeline's delivery figures.
+func (s *server) handleDeliveryPage() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		days, err := deliveryDays(r)
+		if err != nil {
+			days = 30
+		}
+		d := deliveryData{Title: "Delivery figures", Session: sessionOf(r), Days: days, Windows: runs.Windows}
+		if res, err := s.delivery(r.Context(), days); err != nil {
+			d.Err = "the runs could not be read: " + err.Error()
+		} else {
+			d.Figures = res.Pipelines
+		}
+		s.render(w, r, http.StatusOK, s.pages.delivery, d)
 	}
 }
 
