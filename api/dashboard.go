@@ -76,7 +76,7 @@ var pageFuncs = template.FuncMap{
 		}
 		return s
 	},
-	"detail": stepDetail,
+	"detail":  stepDetail,
 	"percent": func(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" },
 	// operable: whether the lock actions (release, freeze, unfreeze) can take key; the API
 	// refuses every other key (a daemon's own leases), so the page offers none for it.
