@@ -19,7 +19,11 @@
   }
 
   function draw(h) {
-    var from = t(h.since), now = t(h.now), span = Math.max(now - from, 1000);
+    // The axis runs from the first hold or wait of the period (not its start: a quiet hour
+    // would squeeze every bar into its last pixels) to now.
+    var now = t(h.now), first = now;
+    h.spans.forEach(function (s) { first = Math.min(first, t(s.from)); });
+    var from = Math.max(t(h.since), first - (now - first) * 0.02), span = Math.max(now - from, 1000);
     var keys = [];
     h.spans.forEach(function (s) { if (keys.indexOf(s.key) < 0) keys.push(s.key); });
     var width = Math.max(svg.parentNode.clientWidth || 600, 360);
@@ -54,7 +58,7 @@
       g.appendChild(a);
     });
     svg.replaceChildren(g);
-    svg.setAttribute("aria-label", "Lock history: " + keys.length + " keys, " + h.spans.length + " holds and waits since " + o.clock(h.since));
+    svg.setAttribute("aria-label", "Lock history: " + keys.length + " keys, " + h.spans.length + " holds and waits since " + o.clock(new Date(from).toISOString()));
     o.say(msg, h.truncated ? "Only the newest runs are shown: more ran in this period." : "", false);
   }
 
