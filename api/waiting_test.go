@@ -234,3 +234,28 @@ func TestUnknownPipelineListsTheKnownOnes(t *testing.T) {
 		}
 	}
 }
+
+// A mobile step's detail shows the old and new value of each field it changed, drawn by the
+// page's script as the step moves (and by the server on a reload).
+func TestRunPageShowsMobileValues(t *testing.T) {
+	f := newFixture(t)
+	srv := httptest.NewServer(f.h)
+	t.Cleanup(srv.Close)
+	ctx := browser(t)
+	r := f.trigger("prod", map[string]any{"build": "7", "image_tag": "v7", "app_version": "1.4.0"})
+	login(t, ctx, srv.URL+"/runs/"+r.ID, readToken)
+	within(t, ctx, "open the run page", chromedp.Poll[chromedp.Void](`document.getElementById("live").textContent === "live"`))
+	if _, err := f.store.Update(context.Background(), r.ID, func(x *runs.Run) error {
+		x.SetStep(runs.Step{Phase: runs.PhaseMobile, Name: "version_state", Status: runs.StepUpdated, Changes: runs.Changes{
+			Fields: []string{"ios.latest"}, Values: []runs.FieldChange{{Field: "ios.latest", Old: `"1.3.0"`, New: `"1.4.0"`}}}})
+		return nil
+	}, runs.Event{Type: runs.EventMobileUpdated, Phase: runs.PhaseMobile, Service: "version_state"}); err != nil {
+		t.Fatal(err)
+	}
+	const want = `fields: ios.latest "1.3.0" → "1.4.0"`
+	within(t, ctx, "see the values", chromedp.Poll[chromedp.Void](
+		`(function () { var d = document.querySelector('tr[data-step="mobile/version_state"] td[data-label="Detail"]'); return !!d && d.textContent === `+jsString(want)+`; })()`))
+	if body := f.do("GET", "/runs/"+r.ID, readToken, nil).Body.String(); !strings.Contains(body, `fields: ios.latest &#34;1.3.0&#34; → &#34;1.4.0&#34;`) {
+		t.Error("the server-rendered run page does not show the mobile step's values")
+	}
+}
