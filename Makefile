@@ -12,7 +12,7 @@ test: deps lint unit ## lint, every test with -race, then a short fuzz run (what
 help: ## this list
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-deps: ## install what the tests start (redis-server, prometheus, chromium) when missing
+deps: ## install what the tests start (redis-server, prometheus, chromium, axe-core from npm) when missing
 	@scripts/ensure-deps.sh --browser
 
 # staticcheck runs from the Go module proxy at a pinned version (go run caches the build), so

@@ -21,6 +21,17 @@ var (
 	ErrNotOwner = errors.New("run is executed by another daemon instance")
 )
 
+// UnknownPipeline is the error for a pipeline name that is not loaded: it matches
+// ErrUnknownPipeline and lists the known names, so the caller sees what to ask for
+// (`pipeline "prd": unknown pipeline (known: demo, prod)`).
+func UnknownPipeline(name string, known []string) error {
+	list := "none is loaded"
+	if len(known) > 0 {
+		list = "known: " + strings.Join(known, ", ")
+	}
+	return fmt.Errorf("pipeline %q: %w (%s)", name, ErrUnknownPipeline, list)
+}
+
 // FieldError says which field of a request is wrong and why. It matches ErrInvalid. Field is
 // set where the problem is found (Trigger.Validate, config's Resolve for a ${trigger.…}
 // reference the trigger can't fill), never recovered from the message.

@@ -119,7 +119,11 @@ func screenshot(t *testing.T, ctx context.Context, name string) string {
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
-	p := filepath.Join(t.TempDir(), name)
+	dir := os.Getenv("ORCH_SCREENSHOTS") // keep them there (a test's temp dir goes with it)
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, png, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -15,12 +15,12 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
-	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
 // The dashboard: server-rendered pages (html/template) with their CSS and JS embedded, no
-// CDN. The run page follows the run's SSE stream and redraws its steps as they move.
+// CDN. The run page follows the run's SSE stream and redraws its steps as they move, and its
+// timeline (static/timeline.js: inline SVG, one bar per step along time) with them.
 //
 // The pages offer what the session's token may do (session.go): with the trigger or admin
 // token, cancel a run; with the admin token, force-release a lock (at the fence shown),
@@ -33,10 +33,13 @@ var webFS embed.FS
 
 // pages holds the parsed templates.
 type pages struct {
-	index *template.Template
-	run   *template.Template
-	login *template.Template
-	error *template.Template
+	index    *template.Template
+	services *template.Template
+	history  *template.Template
+	delivery *template.Template
+	run      *template.Template
+	login    *template.Template
+	error    *template.Template
 }
 
 var pageFuncs = template.FuncMap{
@@ -45,6 +48,12 @@ var pageFuncs = template.FuncMap{
 			return ""
 		}
 		return t.UTC().Format("15:04:05Z")
+	},
+	"date": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.DateOnly)
 	},
 	"took": func(start, end time.Time) string {
 		switch {
@@ -67,7 +76,8 @@ var pageFuncs = template.FuncMap{
 		}
 		return s
 	},
-	"detail": stepDetail,
+	"detail":  stepDetail,
+	"percent": func(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" },
 	// operable: whether the lock actions (release, freeze, unfreeze) can take key; the API
 	// refuses every other key (a daemon's own leases), so the page offers none for it.
 	"operable": func(key string) bool { return orchestrator.CheckLockKey(key) == nil },
@@ -79,7 +89,7 @@ func newPages() *pages {
 	parse := func(name string) *template.Template {
 		return template.Must(template.New(name).Funcs(pageFuncs).ParseFS(webFS, "web/layout.html", "web/"+name))
 	}
-	return &pages{index: parse("index.html"), run: parse("run.html"), login: parse("login.html"), error: parse("error.html")}
+	return &pages{index: parse("index.html"), services: parse("services.html"), history: parse("lockhistory.html"), delivery: parse("delivery.html"), run: parse("run.html"), login: parse("login.html"), error: parse("error.html")}
 }
 
 // humanDuration matches run.js's dur(): "850ms", "12.3s", "4m05s".
@@ -187,7 +197,7 @@ type indexData struct {
 	Title    string
 	Session  session
 	Runs     []runs.Run
-	Locks    []locks.Info
+	Locks    []lockView
 	LocksErr string
 }
 
@@ -206,8 +216,80 @@ func (s *server) handleDashboard() http.HandlerFunc {
 			s.log.WarnContext(r.Context(), "dashboard could not list locks",
 				slog.String(logkey.RequestID, requestID(r.Context())), slog.String(logkey.Error, err.Error()))
 		}
-		d.Locks = redactLeases(infos)
+		if d.Locks, err = s.lockViews(r.Context(), infos); err != nil {
+			d.Locks = nil
+			for _, l := range redactLeases(infos) {
+				d.Locks = append(d.Locks, lockView{Info: l}) // without the waiting runs
+			}
+		}
 		s.render(w, r, http.StatusOK, s.pages.index, d)
+	}
+}
+
+type servicesData struct {
+	Title    string
+	Session  session
+	Services []orchestrator.Service
+	Err      string
+}
+
+// handleServicesPage serves GET /services: what each service runs now, since when, by
+// which run, and its last deployment (GET /v1/services, drawn).
+func (s *server) handleServicesPage() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		d := servicesData{Title: "Services", Session: sessionOf(r)}
+		list, err := s.engine.Services(r.Context())
+		if err != nil {
+			d.Err = "the services could not be read: " + err.Error()
+			s.log.WarnContext(r.Context(), "dashboard could not read the services",
+				slog.String(logkey.RequestID, requestID(r.Context())), slog.String(logkey.Error, err.Error()))
+		}
+		d.Services = list
+		s.render(w, r, http.StatusOK, s.pages.services, d)
+	}
+}
+
+type deliveryData struct {
+	Title   string
+	Session session
+	Days    int
+	Windows []int
+	Figures []runs.Figures
+	Err     string
+}
+
+// handleDeliveryPage serves GET /delivery?days=: each pipeline's delivery figures.
+func (s *server) handleDeliveryPage() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		days, err := deliveryDays(r)
+		if err != nil {
+			days = 30
+		}
+		d := deliveryData{Title: "Delivery figures", Session: sessionOf(r), Days: days, Windows: runs.Windows}
+		if res, err := s.delivery(r.Context(), days); err != nil {
+			d.Err = "the runs could not be read: " + err.Error()
+		} else {
+			d.Figures = res.Pipelines
+		}
+		s.render(w, r, http.StatusOK, s.pages.delivery, d)
+	}
+}
+
+type historyData struct {
+	Title   string
+	Session session
+	Period  string
+}
+
+// handleLockHistoryPage serves GET /locks/history?period=: the page draws GET
+// /v1/locks/history itself.
+func (s *server) handleLockHistoryPage() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Query().Get("period")
+		if _, ok := historyPeriods[p]; !ok {
+			p = "1h"
+		}
+		s.render(w, r, http.StatusOK, s.pages.history, historyData{Title: "Lock history", Session: sessionOf(r), Period: p})
 	}
 }
 

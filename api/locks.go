@@ -1,8 +1,12 @@
 package api
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -14,9 +18,25 @@ import (
 )
 
 // locksResponse is GET /v1/locks: every live lease with holder, fence, times, message and
-// waiters. locks.Info never encodes its token.
+// waiters, and the runs waiting for it. locks.Info never encodes its token.
 type locksResponse struct {
-	Locks []locks.Info `json:"locks"`
+	Locks []lockView `json:"locks"`
+}
+
+// lockView is a lease with the runs waiting for its key.
+type lockView struct {
+	locks.Info
+	// WaitingRuns are the runs whose record says they wait for the key, the longest waiting
+	// first (Waiters counts every waiter the backend has, a CLI run's too).
+	WaitingRuns []lockWaiter `json:"waiting_runs,omitempty"`
+}
+
+// lockWaiter is a run waiting for a key: which run, its pipeline and step, since when.
+type lockWaiter struct {
+	RunID    string    `json:"run_id"`
+	Pipeline string    `json:"pipeline"`
+	Step     string    `json:"step"`
+	Since    time.Time `json:"since"`
 }
 
 // handleListLocks serves GET /v1/locks?prefix=.
@@ -32,8 +52,43 @@ func (s *server) handleListLocks() http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		encode(w, http.StatusOK, locksResponse{Locks: redactLeases(infos)})
+		views, err := s.lockViews(r.Context(), infos)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		encode(w, http.StatusOK, locksResponse{Locks: views})
 	}
+}
+
+// lockViews adds to each lease (tokens cleared) the runs waiting for its key, read from the
+// unfinished runs' records; only when some lease has waiters.
+func (s *server) lockViews(ctx context.Context, infos []locks.Info) ([]lockView, error) {
+	views := make([]lockView, len(infos))
+	waited := false
+	for i, l := range redactLeases(infos) {
+		views[i] = lockView{Info: l}
+		waited = waited || l.Waiters > 0
+	}
+	if !waited {
+		return views, nil
+	}
+	active, err := s.runs.Unfinished(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("list the waiting runs: %w", err)
+	}
+	byKey := map[string][]lockWaiter{}
+	for _, r := range active {
+		for _, w := range r.Waiting {
+			byKey[w.LockKey] = append(byKey[w.LockKey], lockWaiter{RunID: r.ID, Pipeline: r.Pipeline, Step: w.Step, Since: w.Since})
+		}
+	}
+	for i := range views {
+		ws := byKey[views[i].Key]
+		slices.SortFunc(ws, func(a, b lockWaiter) int { return a.Since.Compare(b.Since) })
+		views[i].WaitingRuns = ws
+	}
+	return views, nil
 }
 
 // redactLeases clears tokens (belt and braces: Info's JSON form omits them already).

@@ -14,6 +14,9 @@ import (
 //	GET    /metrics                        read      Prometheus
 //	GET    /                               read      dashboard: recent runs and current locks (login page without a token)
 //	GET    /runs/{id}                      read      dashboard: one run, live (login page without a token)
+//	GET    /services                       read      dashboard: what each service runs now, since when, by which run
+//	GET    /delivery                       read      dashboard: delivery figures per pipeline (days=7|30|90)
+//	GET    /locks/history                  read      dashboard: which run held which key when, who waited (period=1h|6h|24h|7d)
 //	GET    /login                          public    dashboard: the login form
 //	POST   /login                          public    dashboard: check a token, store it in the session cookie
 //	POST   /logout                         public    dashboard: delete the session cookie
@@ -25,9 +28,13 @@ import (
 //	GET    /v1/runs/{id}                   read      one run
 //	GET    /v1/runs/{id}/events            read      SSE: the log so far, then live (Last-Event-ID)
 //	POST   /v1/runs/{id}/cancel            trigger   cancel a run
+//	POST   /v1/runs/{id}/rerun             trigger   a new run with the run's parameters (reason optional)
+//	POST   /v1/runs/{id}/rollback          trigger   roll back to a succeeded run's build (reason required)
+//	GET    /v1/delivery                    read      delivery figures per pipeline over days=7|30|90 (also orchestrator_delivery_* metrics)
 //	GET    /v1/services                    read      the services the pipelines deploy: who wrote each last, each pipeline's newest build
 //	GET    /v1/locks                       read      current leases (never tokens)
 //	GET    /v1/locks/audit                 audit     operator actions (read or admin token)
+//	GET    /v1/locks/history               read      holds and waits per key over a period (period=1h|6h|24h|7d), from the runs' events
 //	POST   /v1/locks/{key}/release         admin     forced release (fence or holder, reason)
 //	POST   /v1/locks/{key}/freeze          admin     freeze (message, until or for)
 //	DELETE /v1/locks/{key}/freeze          admin     lift a freeze
@@ -54,6 +61,9 @@ func (s *server) routes() http.Handler {
 
 	r.Get("/", s.requirePage(accessRead, s.handleDashboard()))
 	r.Get("/runs/{id}", s.requirePage(accessRead, s.handleRunPage()))
+	r.Get("/services", s.requirePage(accessRead, s.handleServicesPage()))
+	r.Get("/locks/history", s.requirePage(accessRead, s.handleLockHistoryPage()))
+	r.Get("/delivery", s.requirePage(accessRead, s.handleDeliveryPage()))
 	r.Get("/login", s.handleLoginPage())
 	r.Post("/login", s.handleLogin())
 	r.Post("/logout", s.handleLogout())
@@ -69,11 +79,15 @@ func (s *server) routes() http.Handler {
 		r.Get("/runs/{id}", s.require(accessRead, s.handleGetRun()))
 		r.Get("/runs/{id}/events", s.require(accessRead, s.handleEvents()))
 		r.Post("/runs/{id}/cancel", s.require(accessTrigger, limitBody(maxAPIBody, s.handleCancel())))
+		r.Post("/runs/{id}/rerun", s.requireLimited(accessTrigger, s.triggerRate, limitBody(maxAPIBody, s.handleRerun())))
+		r.Post("/runs/{id}/rollback", s.requireLimited(accessTrigger, s.triggerRate, limitBody(maxAPIBody, s.handleRollbackTo())))
 
 		r.Get("/services", s.require(accessRead, s.handleListServices()))
+		r.Get("/delivery", s.require(accessRead, s.handleDelivery()))
 
 		r.Get("/locks", s.require(accessRead, s.handleListLocks()))
 		r.Get("/locks/audit", s.require(accessAudit, s.handleAudit()))
+		r.Get("/locks/history", s.require(accessRead, s.handleLockHistory()))
 		r.Post("/locks/{key}/release", s.require(accessAdmin, limitBody(maxAPIBody, s.handleForceRelease())))
 		r.Post("/locks/{key}/freeze", s.require(accessAdmin, limitBody(maxAPIBody, s.handleFreeze())))
 		r.Delete("/locks/{key}/freeze", s.require(accessAdmin, limitBody(maxAPIBody, s.handleUnfreeze())))

@@ -269,7 +269,7 @@ func (s *server) knownPipeline(name string) error {
 	if slices.Contains(s.engine.Pipelines(), name) {
 		return nil
 	}
-	return fmt.Errorf("pipeline %q: %w", name, orchestrator.ErrUnknownPipeline)
+	return orchestrator.UnknownPipeline(name, s.engine.Pipelines())
 }
 
 func etag(r runs.Run) string {

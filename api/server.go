@@ -169,6 +169,7 @@ func NewServer(d Deps) http.Handler {
 	s.bodies = newBodyBudget(max(bodyBudgetUnverified, limit), max(bodyBudgetPerClient, limit), max(bodyBudgetTotal, 2*limit))
 	s.refusals = newLogEvery(refusalLogEvery, s.now)
 	s.pages = newPages()
+	s.metrics.Delivery(s.recentRuns)
 	return s.routes()
 }
 

@@ -94,6 +94,7 @@ type ciEvent struct {
 	Event      string // workflow_run, push, pipeline, or the generic body's event
 	Repository string
 	Branch     string // without refs/heads/; empty for tags
+	Tag        string // the tag's name, for a delivery about a tag (GitLab's tag pipelines)
 	Workflow   string
 	// Source is what started the CI run (a workflow_run's event, a GitLab pipeline's source,
 	// "push" for a push); rules accept config.DefaultSources unless they list theirs.
@@ -140,7 +141,8 @@ func (s *server) webhook(r *http.Request, provider config.Provider) (webhookResp
 	hook := s.cfg.Webhooks.For(provider)
 	if hook == nil || !hook.Secret.IsSet() {
 		return webhookResponse{}, 0, newHTTPError(http.StatusForbidden, "webhook_disabled",
-			"the %s webhook has no secret configured, so every delivery is refused", provider)
+			"the %s webhook has no secret configured, so every delivery is refused: set webhooks.%s.secret in the daemon config, or %s, and a rule that maps its events to a pipeline",
+			provider, provider, config.WebhookSecretEnv(provider))
 	}
 	secret := []byte(hook.Secret.Reveal())
 	form, err := s.admitDelivery(r, provider, secret)

@@ -120,6 +120,8 @@ func parseGitLab(event string, body []byte, obj map[string]json.RawMessage) (ciE
 		}
 		if !oa.Tag {
 			ev.Branch = oa.Ref // a branch name as GitLab gives it, never stripped of refs/heads/
+		} else {
+			ev.Tag = oa.Ref
 		}
 		switch {
 		case config.NeverDeploys(config.ProviderGitLab, oa.Source) || (len(p.MergeRequest) > 0 && string(p.MergeRequest) != "null"):

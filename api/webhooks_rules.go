@@ -73,7 +73,7 @@ func matchRule(hook *config.Webhook, provider config.Provider, ev ciEvent) (int,
 
 // matchEvent is what rules match ev on.
 func matchEvent(provider config.Provider, ev ciEvent) config.Event {
-	return config.Event{Provider: provider, Repository: ev.Repository, Branch: ev.Branch,
+	return config.Event{Provider: provider, Repository: ev.Repository, Branch: ev.Branch, Tag: ev.Tag,
 		Workflow: ev.Workflow, Event: ev.Event, Source: ev.Source}
 }
 

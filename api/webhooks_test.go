@@ -324,6 +324,9 @@ func TestWebhookWithoutSecretIsRefused(t *testing.T) {
 	if e.Error.Code != "webhook_disabled" {
 		t.Errorf("code: got %q, want webhook_disabled", e.Error.Code)
 	}
+	if !strings.Contains(e.Error.Message, "ORCH_GITHUB_WEBHOOK_SECRET") || !strings.Contains(e.Error.Message, "webhooks.github.secret") {
+		t.Errorf("message %q, want it to name ORCH_GITHUB_WEBHOOK_SECRET and webhooks.github.secret", e.Error.Message)
+	}
 	wantError(t, f.serve(delivery("generic", "", "e-2", payload(t, "generic.json"), genericSecret)), 403, "")
 	if n := f.runCount(); n != 0 {
 		t.Fatalf("runs: got %d, want 0", n)

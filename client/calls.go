@@ -87,6 +87,29 @@ func (c *Client) Cancel(ctx context.Context, id, by, reason string) (*runs.Run, 
 	return out.Run, nil
 }
 
+// Rerun starts a new run with run id's parameters (POST /v1/runs/{id}/rerun), recording who
+// asks (by) and why (reason, optional), and returns it.
+func (c *Client) Rerun(ctx context.Context, id, by, reason string) (*runs.Run, error) {
+	return c.runAction(ctx, id, "/rerun", by, reason)
+}
+
+// RollbackTo starts a rollback to the build of run id, which must have succeeded (POST
+// /v1/runs/{id}/rollback), recording who asks (by) and why (reason, required), and returns it.
+func (c *Client) RollbackTo(ctx context.Context, id, by, reason string) (*runs.Run, error) {
+	return c.runAction(ctx, id, "/rollback", by, reason)
+}
+
+func (c *Client) runAction(ctx context.Context, id, action, by, reason string) (*runs.Run, error) {
+	var out struct {
+		Run *runs.Run `json:"run"`
+	}
+	body := map[string]string{"by": by, "reason": reason}
+	if err := c.call(ctx, http.MethodPost, runPath(id)+action, Trigger, body, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Run, nil
+}
+
 // Ready reports whether GET /readyz answered 200: nil, or the answer's error.
 func (c *Client) Ready(ctx context.Context) error {
 	return c.call(ctx, http.MethodGet, "/readyz", Read, nil, nil, nil)

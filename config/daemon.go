@@ -295,8 +295,11 @@ type Webhook struct {
 type WebhookRule struct {
 	Repository string `koanf:"repository"` // "owner/name" (GitHub) or "group/project" path (GitLab)
 	Branch     string `koanf:"branch"`     // branch name, without refs/heads/
-	Workflow   string `koanf:"workflow"`   // GitHub workflow name, GitLab pipeline source/name
-	Event      string `koanf:"event"`      // e.g. workflow_run, push, pipeline
+	// Tag is a glob over a tag's name ("v*"): a rule with it matches only deliveries about a
+	// tag (a GitLab tag pipeline), whose ref can then feed app_version.
+	Tag      string `koanf:"tag"`
+	Workflow string `koanf:"workflow"` // GitHub workflow name, GitLab pipeline source/name
+	Event    string `koanf:"event"`    // e.g. workflow_run, push, pipeline
 	// Sources are what may have started the CI run, exactly (not patterns): for GitHub the
 	// workflow_run's event (default push), for GitLab the pipeline's source (default push,
 	// web, schedule, api, trigger, pipeline — not parent_pipeline, a child pipeline, whose

@@ -43,6 +43,17 @@ var envOverrides = map[string]string{
 	"ORCH_COOLIFY_RATE_LIMIT":     "coolify.rate_limit",
 }
 
+// WebhookSecretEnv is the environment variable that sets provider's webhook secret
+// (webhooks.<provider>.secret), e.g. ORCH_GITLAB_WEBHOOK_TOKEN.
+func WebhookSecretEnv(p Provider) string {
+	for env, key := range envOverrides {
+		if key == "webhooks."+string(p)+".secret" {
+			return env
+		}
+	}
+	return ""
+}
+
 // EnvOverrides returns the ORCH_* environment variables LoadDaemon reads, each mapped to the
 // config key it sets (dotted, e.g. ORCH_ADMIN_TOKEN → tokens.admin). A set, non-empty
 // variable wins over the config file; flags win over both.

@@ -21,7 +21,9 @@ type Event struct {
 	// Branch is the branch name as the provider names it: the API strips "refs/heads/" from
 	// a push's ref once, and nothing here strips it again (a branch may be named
 	// "refs/heads/x"). Empty for tags.
-	Branch   string
+	Branch string
+	// Tag is the tag's name for a delivery about a tag (a GitLab tag pipeline); empty otherwise.
+	Tag      string
 	Workflow string
 	Event    string
 	// Source is what started the CI run: a workflow_run's event (GitHub), a pipeline's source
@@ -104,6 +106,7 @@ func (r *WebhookRule) matchesExceptSource(e Event) bool {
 	}
 	return globMatch(strings.ToLower(r.Repository), strings.ToLower(e.Repository)) &&
 		globMatch(r.Branch, e.Branch) &&
+		(r.Tag == "" || e.Tag != "" && globMatch(r.Tag, e.Tag)) &&
 		globMatch(r.Workflow, e.Workflow) &&
 		globMatch(r.Event, e.Event)
 }

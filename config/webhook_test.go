@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -150,4 +151,37 @@ func object(t *testing.T, s string) map[string]json.RawMessage {
 		t.Fatalf("test payload %s: %v", s, err)
 	}
 	return obj
+}
+
+// The shipped sample config's GitLab rule fires: a version tag's successful pipeline of
+// acme/mobile-app maps to a valid trigger (its tag as app_version), and a branch pipeline of
+// the same project matches nothing (its ref is no version: the run would be refused).
+func TestSampleConfigGitLabRuleWorks(t *testing.T) {
+	getenv := func(k string) string { // the sample's ${VAR}s; no ORCH_* override
+		if strings.HasPrefix(k, "ORCH_") {
+			return ""
+		}
+		return "sample-" + strings.ToLower(k) + "-0123456789"
+	}
+	d, err := LoadDaemon("../testdata/config/orchestrator.yaml", getenv, nil)
+	if err != nil {
+		t.Fatalf("load the sample config: %v", err)
+	}
+	gl := d.Webhooks.For(ProviderGitLab)
+	tag := Event{Provider: ProviderGitLab, Repository: "acme/mobile-app", Tag: "v2.4.0", Event: "pipeline", Source: "push"}
+	r, ok := gl.Match(tag)
+	if !ok {
+		t.Fatal("a version tag's pipeline matches no rule of the sample config")
+	}
+	payload := map[string]json.RawMessage{"object_attributes": json.RawMessage(
+		`{"iid":57,"sha":"5f2c3e1a9b7d5f2c3e1a9b7d5f2c3e1a9b7d0000","ref":"v2.4.0","tag":true,"status":"success"}`)}
+	tr, err := r.TriggerFor(payload)
+	if err != nil || tr.AppVersion != "v2.4.0" || tr.Build != "57" {
+		t.Errorf("trigger %+v, %v; want build 57, app_version v2.4.0", tr, err)
+	}
+	branch := tag
+	branch.Tag, branch.Branch = "", "release/2.4"
+	if r, ok := gl.Match(branch); ok {
+		t.Errorf("a branch pipeline matched the rule for %s", r.Pipeline)
+	}
 }

@@ -2,6 +2,7 @@ package mobile
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -141,5 +142,19 @@ func TestRevert(t *testing.T) {
 				t.Fatalf("got %v changed=%v kept=%v; want %v changed=%v kept=%d", got, changed, kept, c.want, c.changed, c.kept)
 			}
 		})
+	}
+}
+
+func TestFieldValues(t *testing.T) {
+	old := StringValue(`{"ios":{"latest":"2.3.0","min":"2.0"},"note":"x"}`)
+	new := StringValue(`{"ios":{"latest":"2.4.0","min":"2.0","force":true},"note":"x"}`)
+	got := FieldValues(old, new, []string{"ios.latest", "ios.force"})
+	want := []FieldValue{{Path: "ios.latest", Old: `"2.3.0"`, New: `"2.4.0"`}, {Path: "ios.force", Old: "", New: "true"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("FieldValues = %+v, want %+v", got, want)
+	}
+	whole := FieldValues(IntValue(3), IntValue(4), []string{""})
+	if want := []FieldValue{{Path: "", Old: "3", New: "4"}}; !reflect.DeepEqual(whole, want) {
+		t.Errorf("FieldValues of a whole value = %+v, want %+v", whole, want)
 	}
 }

@@ -159,3 +159,36 @@ func encodeAny(v any) string {
 	writeJSON(&b, v)
 	return b.String()
 }
+
+// FieldValue is one field a step changed with its value before and after, as JSON text ("" when
+// the field was not there).
+type FieldValue struct {
+	Path     string
+	Old, New string
+}
+
+// FieldValues returns, for each of paths ("" for the whole value), its value in old and in
+// new: what a step's Result changed, to show people (a feature's remote config is read by
+// every app, it holds no secret). A value that is not a JSON document gives its whole value
+// for each path.
+func FieldValues(old, new Value, paths []string) []FieldValue {
+	od, oerr := documentOf(old)
+	nd, nerr := documentOf(new)
+	out := make([]FieldValue, 0, len(paths))
+	for _, p := range paths {
+		if p == "" || oerr != nil || nerr != nil {
+			out = append(out, FieldValue{Path: p, Old: old.String(), New: new.String()})
+			continue
+		}
+		segs := strings.Split(p, ".")
+		fv := FieldValue{Path: p}
+		if v, ok := od.get(segs); ok {
+			fv.Old = encodeAny(v)
+		}
+		if v, ok := nd.get(segs); ok {
+			fv.New = encodeAny(v)
+		}
+		out = append(out, fv)
+	}
+	return out
+}

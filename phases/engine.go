@@ -320,7 +320,7 @@ func (e *Engine) Pipelines() []string { return slices.Sorted(maps.Keys(e.d.Pipel
 func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Trigger) (*runs.Run, bool, error) {
 	p := e.d.Pipelines[pipeline]
 	if p == nil {
-		return nil, false, fmt.Errorf("pipeline %q: %w", pipeline, orchestrator.ErrUnknownPipeline)
+		return nil, false, orchestrator.UnknownPipeline(pipeline, e.Pipelines())
 	}
 	// Resolve validates the trigger too and reports every problem at once.
 	resolved, err := p.Resolve(t)

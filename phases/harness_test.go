@@ -341,6 +341,16 @@ func (h *harness) wait(id string) runs.Run {
 	return r
 }
 
+// get reads a run from the store.
+func (h *harness) get(id string) runs.Run {
+	h.t.Helper()
+	r, err := h.store.Get(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return r
+}
+
 func (h *harness) events(id string) []runs.Event {
 	h.t.Helper()
 	evs, err := h.store.Events(context.Background(), id, 0, 0)

@@ -118,8 +118,10 @@ func (l *leases) take(ctx context.Context, sl stepLock) (*locks.Lease, func(), e
 	timer := time.AfterFunc(quickGrant, func() {
 		defer close(recorded)
 		ev := waitEv
-		ev.Message = l.heldBy(ctx, sl.key)
-		l.rec.update(waiting, ev)
+		info, held := l.holder(ctx, sl.key)
+		ev.Message = heldBy(info, held)
+		w := waitOf(sl, start, info, held)
+		l.rec.update(func(r *runs.Run) { waiting(r); r.Waiting = append(r.Waiting, w) }, ev)
 	})
 	actx, span := tracing.Child(ctx, "lock wait", trace.WithAttributes(tracing.LockKey.String(sl.key), tracing.Phase.String(string(sl.phase))))
 	lease, err := l.locker.Acquire(actx, locks.Request{
@@ -144,6 +146,8 @@ func (l *leases) take(ctx context.Context, sl stepLock) (*locks.Lease, func(), e
 	if err != nil {
 		if pending != nil {
 			l.rec.update(waiting, pending...)
+		} else {
+			l.rec.later(dropWait(sl)) // written with the failure the caller records
 		}
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, cause)
@@ -158,6 +162,7 @@ func (l *leases) take(ctx context.Context, sl stepLock) (*locks.Lease, func(), e
 				waiting(r)
 			}
 			r.HeldLocks = append(r.HeldLocks, sl.key)
+			dropWait(sl)(r)
 			if !sl.start.IsZero() {
 				withStep(sl.phase, sl.step, func(s *runs.Step) {
 					s.Status, s.LockWait, s.Fence = runs.StepRunning, waited, lease.Fence()
@@ -170,15 +175,20 @@ func (l *leases) take(ctx context.Context, sl stepLock) (*locks.Lease, func(), e
 // heldByTimeout bounds heldBy's read: the wait is recorded without a holder rather than late.
 const heldByTimeout = time.Second
 
-// heldBy says who holds key, for a wait that lasts: "held by <holder> (<message>)", or for an
-// operator freeze "frozen by <holder> until <time>: <message>"; "" when it cannot be read (the
-// key was released meanwhile, or the backend did not answer in time).
-func (l *leases) heldBy(ctx context.Context, key string) string {
+// holder reads who holds key, for a wait that lasts; false when it cannot be read (the key
+// was released meanwhile, or the backend did not answer in time).
+func (l *leases) holder(ctx context.Context, key string) (locks.Info, bool) {
 	ctx, cancel := context.WithTimeout(ctx, heldByTimeout)
 	defer cancel()
 	info, err := l.locker.Get(ctx, key)
+	return info, err == nil
+}
+
+// heldBy says who holds a key (info, when held): "held by <holder> (<message>)", or for an
+// operator freeze "frozen by <holder> until <time>: <message>"; "" when unknown.
+func heldBy(info locks.Info, held bool) string {
 	switch {
-	case err != nil:
+	case !held:
 		return ""
 	case info.Frozen:
 		return fmt.Sprintf("frozen by %s until %s: %s", info.Holder, info.ExpiresAt.UTC().Format(time.RFC3339), info.Message)
@@ -186,6 +196,42 @@ func (l *leases) heldBy(ctx context.Context, key string) string {
 		return fmt.Sprintf("held by %s (%s)", info.Holder, info.Message)
 	}
 	return "held by " + info.Holder
+}
+
+// waitOf is the run's record of sl's wait begun at start, on info (when held).
+func waitOf(sl stepLock, start time.Time, info locks.Info, held bool) runs.Wait {
+	w := runs.Wait{LockKey: sl.key, Phase: sl.phase, Step: sl.step, Since: start.UTC()}
+	if !held {
+		return w
+	}
+	w.Holder, w.Message, w.Frozen = info.Holder, info.Message, info.Frozen
+	if info.Frozen {
+		w.Until = info.ExpiresAt.UTC()
+		return w
+	}
+	w.HeldSince, w.HolderRun = info.AcquiredAt.UTC(), runOfMessage(info.Message)
+	return w
+}
+
+// runOfMessage is the run ID a step lease's message names ("run <id> (<pipeline>) <phase>",
+// as take words it), or "".
+func runOfMessage(msg string) string {
+	rest, ok := strings.CutPrefix(msg, "run ")
+	if !ok {
+		return ""
+	}
+	id, _, ok := strings.Cut(rest, " (")
+	if !ok || strings.ContainsAny(id, " ") {
+		return ""
+	}
+	return id
+}
+
+// dropWait removes sl's wait from the run's record.
+func dropWait(sl stepLock) func(*runs.Run) {
+	return func(r *runs.Run) {
+		r.Waiting = slices.DeleteFunc(r.Waiting, func(w runs.Wait) bool { return w.LockKey == sl.key && w.Step == sl.step && w.Phase == sl.phase })
+	}
 }
 
 // release gives a lease back and records (with the run's next store write, which follows at

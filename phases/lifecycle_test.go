@@ -123,8 +123,8 @@ func TestSupersedeReplacesPendingRunOnly(t *testing.T) {
 	first := h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
 	h.waitEvent(first, runs.EventLockWaiting, "")
 	second := h.submit("prod", orchestrator.Trigger{Build: "2", ImageTag: "v3"})
-	if r := h.wait(first); r.Status != runs.StatusSuperseded || !strings.Contains(r.Reason, second) {
-		t.Errorf("first run: %s (%q), want superseded by %s", r.Status, r.Reason, second)
+	if r := h.wait(first); r.Status != runs.StatusSuperseded || !strings.Contains(r.Reason, second) || r.SupersededBy != second {
+		t.Errorf("first run: %s (%q) superseded by %q, want superseded by %s", r.Status, r.Reason, r.SupersededBy, second)
 	}
 	_ = blocker.Release(context.Background())
 	if r := h.wait(second); r.Status != runs.StatusSucceeded {
@@ -212,6 +212,13 @@ func TestMobileStepAfterPhase2(t *testing.T) {
 			if s.Status != runs.StepUpdated || s.Fence == 0 || len(s.Changes.Fields) != 1 {
 				t.Errorf("mobile step = %+v, want updated with a fence and one field", s)
 			}
+			// It shows the old and new value of the field it changed (never those it skipped).
+			if want := []runs.FieldChange{{Field: "android.latest_version", Old: `"2.3.0"`, New: `"2.9.0"`}}; !slices.Equal(s.Changes.Values, want) {
+				t.Errorf("mobile step's values = %+v, want %+v", s.Changes.Values, want)
+			}
+			if got, want := s.Changes.String(), `fields: android.latest_version "2.3.0" → "2.9.0"`; got != want {
+				t.Errorf("mobile step's changes read %q, want %q", got, want)
+			}
 			// The preflight's reads, before any lease, carry the run only; the step's carry its
 			// fence too, and it writes only under it.
 			for _, req := range fs.Requests() {
@@ -267,10 +274,15 @@ func TestLockWaitSaysWhoHoldsTheKey(t *testing.T) {
 	if ev := h.waitEvent(first, runs.EventLockWaiting, ""); !strings.Contains(ev.Message, "held by test#0/blocker") {
 		t.Errorf("lock.waiting message %q, want it to name the holder test#0/blocker", ev.Message)
 	}
+	if got, want := h.get(first).WaitingFor(), "waiting for coolify:phase1, held by test#0/blocker since "; !strings.HasPrefix(got, want) {
+		t.Errorf("waiting run's WaitingFor() = %q, want it to start %q", got, want)
+	}
 	if _, err := h.engine.Cancel(context.Background(), first, "test", ""); err != nil {
 		t.Fatal(err)
 	}
-	h.wait(first)
+	if r := h.wait(first); len(r.Waiting) != 0 {
+		t.Errorf("ended run still waits: %+v", r.Waiting)
+	}
 	_ = blocker.Release(context.Background())
 
 	if _, err := h.locker.Freeze(context.Background(), locks.FreezeRequest{Key: "coolify:phase1", Message: "db migration, ask #ops", By: "alice",
@@ -282,8 +294,42 @@ func TestLockWaitSaysWhoHoldsTheKey(t *testing.T) {
 		!strings.Contains(ev.Message, "db migration, ask #ops") {
 		t.Errorf("lock.waiting message %q, want the freeze's holder, end and message", ev.Message)
 	}
+	if got, want := h.get(second).WaitingFor(), "waiting for coolify:phase1, frozen by operator:alice until "; !strings.HasPrefix(got, want) ||
+		!strings.HasSuffix(got, ": db migration, ask #ops") {
+		t.Errorf("frozen run's WaitingFor() = %q, want %q…: db migration, ask #ops", got, want)
+	}
 	if _, err := h.engine.Cancel(context.Background(), second, "test", ""); err != nil {
 		t.Fatal(err)
+	}
+	h.wait(second)
+}
+
+// A run waiting for a lock another run holds names that run, and the wait ends with the grant.
+func TestWaitingRunNamesTheRunHoldingTheKey(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.pipelineYAML("prod", []string{"api"}, ""))
+	h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Hang) // the first run holds api's lock
+	first := h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})
+	h.waitEvent(first, runs.EventDeployStarted, "api")
+	second := h.submit("prod", orchestrator.Trigger{Build: "2", ImageTag: "v3"})
+	h.waitEvent(second, runs.EventLockWaiting, "api")
+	var w []runs.Wait
+	if w = h.get(second).Waiting; len(w) != 1 {
+		t.Fatalf("second run's Waiting = %+v, want one wait", w)
+	}
+	if w[0].LockKey != "coolify:"+uuidAPI || w[0].Step != "api" || w[0].HolderRun != first || w[0].HeldSince.IsZero() || w[0].Since.IsZero() {
+		t.Errorf("second run's wait = %+v, want api's lock held by run %s, with both times", w[0], first)
+	}
+	if got := w[0].String(); !strings.Contains(got, "held by run "+first+" (prod#1/api) since ") {
+		t.Errorf("wait reads %q, want it to name run %s and its holder prod#1/api", got, first)
+	}
+	h.coolify.SetDeployOutcome(uuidAPI, coolifytest.Succeed)
+	if _, err := h.engine.Cancel(context.Background(), first, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	h.waitEvent(second, runs.EventLockAcquired, "api")
+	if w := h.get(second).Waiting; len(w) != 0 {
+		t.Errorf("second run granted api's lock still waits for %+v", w)
 	}
 	h.wait(second)
 }

@@ -107,10 +107,22 @@ func (x *execution) mobileStep(ctx context.Context, m config.MobileStep) error {
 		msg += fmt.Sprintf(" (%d change(s) skipped: never downgrade)", len(res.Skipped))
 	}
 	x.rec.step(runs.PhaseMobile, m.Name, func(s *runs.Step) {
-		s.Status, s.EndedAt, s.Fence, s.Changes = runs.StepUpdated, time.Now().UTC(), res.Fence, runs.Changes{Fields: fields}
+		s.Status, s.EndedAt, s.Fence, s.Changes = runs.StepUpdated, time.Now().UTC(), res.Fence, runs.Changes{Fields: fields, Values: fieldValues(res, fields)}
 	}, runs.Event{Type: runs.EventMobileUpdated, Phase: runs.PhaseMobile, Service: m.Name, LockKey: res.LockKey, Fence: res.Fence, Message: msg})
 	x.stepDone(runs.PhaseMobile, runs.StepUpdated, start)
 	return nil
+}
+
+// fieldValues are the old and new values of the fields a mobile step changed.
+func fieldValues(res mobile.Result, fields []string) []runs.FieldChange {
+	if len(fields) == 0 {
+		return nil
+	}
+	var out []runs.FieldChange
+	for _, v := range mobile.FieldValues(res.Old, res.New, fields) {
+		out = append(out, runs.FieldChange{Field: v.Path, Old: v.Old, New: v.New})
+	}
+	return out
 }
 
 // mobileDone is a mobile step this run wrote: what a whole-release rollback puts back.

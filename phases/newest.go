@@ -279,7 +279,7 @@ func (e *Engine) endPending(ctx context.Context, id, by string) bool {
 		if r.Status != runs.StatusQueued {
 			return errNotPending
 		}
-		r.Status, r.Reason, r.EndedAt = runs.StatusSuperseded, cause.Error(), now
+		r.Status, r.Reason, r.EndedAt, r.SupersededBy = runs.StatusSuperseded, cause.Error(), now, by
 		for i := range r.Steps {
 			if !r.Steps[i].Status.Done() {
 				r.Steps[i].Status = runs.StepSkipped

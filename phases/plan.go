@@ -29,7 +29,7 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigg
 	ctx = outbound.Background(ctx)
 	p := e.d.Pipelines[pipeline]
 	if p == nil {
-		return nil, fmt.Errorf("pipeline %q: %w", pipeline, orchestrator.ErrUnknownPipeline)
+		return nil, orchestrator.UnknownPipeline(pipeline, e.Pipelines())
 	}
 	// Resolve validates the trigger too and reports every problem at once.
 	resolved, err := p.Resolve(t)

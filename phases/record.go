@@ -144,7 +144,7 @@ func (rc *recorder) end(status runs.Status, reason string, left []runs.Left) (ru
 	pending, evs := rc.withPending(nil, []runs.Event{{Type: runs.EndEvent(status), Message: reason}})
 	return rc.write(ctx, func(r *runs.Run) error {
 		pending(r)
-		r.Status, r.Reason, r.EndedAt, r.HeldLocks = status, reason, now, nil
+		r.Status, r.Reason, r.EndedAt, r.HeldLocks, r.Waiting = status, reason, now, nil, nil
 		if left != nil {
 			r.Left = left
 		}

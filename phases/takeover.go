@@ -31,6 +31,9 @@ const takeoverWait = 30 * time.Second
 func (e *Engine) holdLiveness(ctx context.Context) error {
 	ttl := e.d.LivenessTTL
 	key := orchestrator.DaemonLiveKey(e.d.Instance)
+	if err := e.liveElsewhere(ctx, key, ttl); err != nil {
+		return err
+	}
 	lease, err := e.d.Locker.Acquire(ctx, locks.Request{
 		Key: key, Holder: orchestrator.DaemonHolder(e.d.Instance), Owner: e.daemonOwner(),
 		Message: fmt.Sprintf("daemon %s is alive", e.d.Instance), TTL: ttl,
@@ -46,6 +49,38 @@ func (e *Engine) holdLiveness(ctx context.Context) error {
 	e.mu.Lock()
 	e.live = lease
 	e.mu.Unlock()
+	return nil
+}
+
+// liveElsewhere watches a liveness lease on key that another process holds, until it ends
+// (nil: Acquire takes it) or its holder renews it: a live daemon has this instance name, and
+// the error says so at once (within the holder's renewal interval, a third of its TTL, rather
+// than after a whole TTL) without suggesting to force-release that daemon's lease.
+func (e *Engine) liveElsewhere(ctx context.Context, key string, ttl time.Duration) error {
+	first, err := e.d.Locker.Get(ctx, key)
+	if err != nil {
+		return nil // free, or unreadable: Acquire decides
+	}
+	tick := min(max(ttl/10, 20*time.Millisecond), 250*time.Millisecond)
+	giveUp := first.ExpiresAt.Add(ttl / 2)
+	for time.Now().Before(giveUp) {
+		t := time.NewTimer(tick)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		cur, err := e.d.Locker.Get(ctx, key)
+		if err != nil {
+			return nil // released or expired: the previous life is gone
+		}
+		if cur.Fence != first.Fence || cur.ExpiresAt.After(first.ExpiresAt) {
+			return fmt.Errorf("instance %q is in use: %s holds its liveness lease %q and renewed it at %s: %w; give each daemon its own ORCH_INSTANCE "+
+				"(do not force-release that lease: it is a running daemon's)",
+				e.d.Instance, cur.Holder, key, time.Now().UTC().Format(time.RFC3339), ErrInstanceLive)
+		}
+	}
 	return nil
 }
 
@@ -284,7 +319,7 @@ func (e *Engine) takeOverRun(ctx context.Context, r runs.Run, reason string, fen
 	evs = append(evs, runs.Event{Type: runs.EventRunInterrupted, Message: "run interrupted: " + reason + describeLeft(left),
 		Data: map[string]string{runs.DataInstance: r.Instance, runs.DataHeldLocks: strings.Join(released, ",")}})
 	ended, err := e.d.Store.Update(ctx, r.ID, func(cur *runs.Run) error {
-		cur.Status, cur.Reason, cur.EndedAt, cur.HeldLocks = runs.StatusInterrupted, reason, now, nil
+		cur.Status, cur.Reason, cur.EndedAt, cur.HeldLocks, cur.Waiting = runs.StatusInterrupted, reason, now, nil, nil
 		cur.Left = leftStates(*cur, ends)
 		for i := range cur.Steps {
 			if !cur.Steps[i].Status.Done() {

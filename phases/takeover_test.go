@@ -342,6 +342,11 @@ func TestSecondDaemonWithTheSameInstanceRefusesToStart(t *testing.T) {
 	if !errors.Is(err, phases.ErrInstanceLive) || !strings.Contains(err.Error(), "test-instance") {
 		t.Fatalf("second Start: %v, want ErrInstanceLive naming the instance", err)
 	}
+	// It refuses on seeing the lease renewed, and never suggests evicting the live daemon.
+	if !strings.Contains(err.Error(), "renewed it at") || strings.Contains(err.Error(), "locks release") ||
+		!strings.Contains(err.Error(), "do not force-release") {
+		t.Errorf("second Start: %v, want a refusal on the renewal that warns against a forced release", err)
+	}
 	// The first daemon still works.
 	if r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"})); r.Status != runs.StatusSucceeded {
 		t.Fatalf("run on the first daemon: %s (%s)", r.Status, r.Reason)

@@ -117,6 +117,9 @@ func sameChanges(a, b *Changes) bool {
 	if (a.Fields == nil) != (b.Fields == nil) || !slices.Equal(a.Fields, b.Fields) {
 		return false
 	}
+	if (a.Values == nil) != (b.Values == nil) || !slices.Equal(a.Values, b.Values) {
+		return false
+	}
 	return (a.Env == nil) == (b.Env == nil) && slices.EqualFunc(a.Env, b.Env, sameEnvChange)
 }
 

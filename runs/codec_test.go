@@ -22,6 +22,7 @@ func fullStep() Step {
 				Comment: &orchestrator.CommentChange{Old: "a", New: "b"}}},
 			ImageTag: &orchestrator.TagChange{Old: "v1", New: "v2"},
 			Fields:   []string{"x"},
+			Values:   []FieldChange{{Field: "x", Old: `"1"`, New: `"2"`}},
 		},
 		DeploymentUUID: "d-1", RestoredAt: t.Add(time.Minute), Error: "boom", Note: "stale",
 	}

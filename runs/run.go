@@ -22,6 +22,7 @@ package runs
 
 import (
 	"cmp"
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -83,10 +84,13 @@ type Run struct {
 	Status   Status               `json:"status"`
 	// Reason says why a run failed, was superseded, canceled or interrupted ("lock lost",
 	// "health check failed for api", "superseded by run <id>", "daemon restarted").
-	Reason    string    `json:"reason,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	StartedAt time.Time `json:"started_at,omitzero"`
-	EndedAt   time.Time `json:"ended_at,omitzero"`
+	Reason string `json:"reason,omitempty"`
+	// SupersededBy names the run that superseded this one (status superseded, under
+	// concurrency: supersede).
+	SupersededBy string    `json:"superseded_by,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	StartedAt    time.Time `json:"started_at,omitzero"`
+	EndedAt      time.Time `json:"ended_at,omitzero"`
 	// Steps holds one step per (phase, name), in the order they were first set: the Phase-1
 	// steps of every service, then Phase 2, then mobile.
 	Steps []Step `json:"steps"`
@@ -97,6 +101,10 @@ type Run struct {
 	// HeldLocks are the lock keys the run holds right now. The engine keeps it current so
 	// that, when the daemon dies, the interrupted report says which locks were left behind.
 	HeldLocks []string `json:"held_locks,omitempty"`
+	// Waiting lists the locks the run waits for right now, each with what holds it (the
+	// engine sets an entry when a wait lasts and drops it at the grant or the failure), so
+	// every view can say what a run waits on instead of only its phase.
+	Waiting []Wait `json:"waiting,omitempty"`
 	// Left says, for a run that did not succeed, what state it left each service in: written
 	// by a takeover for a run whose daemon died, and by the run itself when it failed or was
 	// stopped after it had changed something (with the image tag each service carries and
@@ -120,6 +128,68 @@ type Run struct {
 	// Version counts the writes of the run; the store sets it (1 after Create, +1 on every
 	// Update). Clients can use it as an ETag.
 	Version int64 `json:"version"`
+}
+
+// Wait is a lock a run waits for: the key, the step waiting (its phase and name) and since
+// when, and what held the key when the wait began: a run's step lease (Holder, HeldSince,
+// and HolderRun when the lease names its run) or an operator's freeze (Frozen, until
+// Until), with the lease's message.
+type Wait struct {
+	LockKey   string    `json:"lock_key"`
+	Phase     Phase     `json:"phase"`
+	Step      string    `json:"step"`
+	Since     time.Time `json:"since"`
+	Holder    string    `json:"holder,omitempty"`
+	HolderRun string    `json:"holder_run,omitempty"`
+	HeldSince time.Time `json:"held_since,omitzero"`
+	Frozen    bool      `json:"frozen,omitempty"`
+	Until     time.Time `json:"until,omitzero"`
+	Message   string    `json:"message,omitempty"`
+}
+
+// String says what the wait is on, for people: "waiting for coolify:phase2, frozen by
+// operator:alice until 2026-12-24T18:00:00Z: release freeze", or "waiting for coolify:phase1,
+// held by run R (prod#12/phase1) since 12:00:00Z". The dashboard's run.js words it the same.
+func (w Wait) String() string {
+	s := "waiting for " + w.LockKey
+	switch {
+	case w.Frozen:
+		s += ", frozen by " + cmp.Or(w.Holder, "an operator") + " until " + w.Until.UTC().Format(time.RFC3339)
+		if w.Message != "" {
+			s += ": " + w.Message
+		}
+	case w.HolderRun != "":
+		s += ", held by run " + w.HolderRun + " (" + w.Holder + ")"
+	case w.Holder != "":
+		s += ", held by " + w.Holder
+		if w.Message != "" {
+			s += " (" + w.Message + ")"
+		}
+	}
+	if !w.Frozen && w.Holder != "" && !w.HeldSince.IsZero() {
+		s += " since " + w.HeldSince.UTC().Format(time.RFC3339)
+	}
+	return s
+}
+
+// MarshalJSON encodes the wait with its String as "text", so an API client reads what the run
+// waits on as the CLI and the dashboard word it. ("text" is ignored when decoding.)
+func (w Wait) MarshalJSON() ([]byte, error) {
+	type plain Wait
+	return json.Marshal(struct {
+		plain
+		Text string `json:"text"`
+	}{plain(w), w.String()})
+}
+
+// WaitingFor says what the run waits on ("" when it waits for no lock): its waits' String,
+// joined by "; ".
+func (r Run) WaitingFor() string {
+	parts := make([]string, len(r.Waiting))
+	for i, w := range r.Waiting {
+		parts[i] = w.String()
+	}
+	return strings.Join(parts, "; ")
 }
 
 // What a taken-over run left a service in (Left.State).
@@ -233,6 +303,23 @@ type Changes struct {
 	ImageTag *orchestrator.TagChange `json:"image_tag,omitempty"`
 	// Fields are the fields of a mobile feature's JSON document that changed.
 	Fields []string `json:"fields,omitempty"`
+	// Values are a mobile step's changed fields with their old and new values (a Flagsmith
+	// feature's remote config, which every app reads: never a secret), in Fields' order.
+	Values []FieldChange `json:"values,omitempty"`
+}
+
+// FieldChange is one field of a mobile feature that a step changed: its dotted path ("" for
+// the whole value) and its old and new values as JSON text ("" when it was not there).
+type FieldChange struct {
+	Field string `json:"field"`
+	Old   string `json:"old"`
+	New   string `json:"new"`
+}
+
+// String is `field old → new`, with "(none)" for a side that was not there.
+func (f FieldChange) String() string {
+	name := cmp.Or(f.Field, "(value)")
+	return name + " " + cmp.Or(f.Old, "(none)") + " → " + cmp.Or(f.New, "(none)")
 }
 
 // Empty reports whether nothing was changed.
@@ -254,7 +341,14 @@ func (c Changes) String() string {
 		}
 		parts = append(parts, "env: "+strings.Join(env, ", "))
 	}
-	if len(c.Fields) > 0 {
+	switch {
+	case len(c.Values) > 0:
+		vals := make([]string, len(c.Values))
+		for i, v := range c.Values {
+			vals[i] = v.String()
+		}
+		parts = append(parts, "fields: "+strings.Join(vals, ", "))
+	case len(c.Fields) > 0:
 		parts = append(parts, "fields: "+strings.Join(c.Fields, ", "))
 	}
 	return strings.Join(parts, "; ")
@@ -304,12 +398,13 @@ func (r Run) Clone() Run {
 		}
 	}
 	c.HeldLocks = slices.Clone(r.HeldLocks)
+	c.Waiting = slices.Clone(r.Waiting)
 	c.Left = slices.Clone(r.Left)
 	if r.Steps == nil {
 		return c
 	}
 	c.Steps = slices.Clone(r.Steps)
-	var nEnv, nFlags, nComments, nTags, nFields int
+	var nEnv, nFlags, nComments, nTags, nFields, nValues int
 	for i := range r.Steps {
 		ch := &r.Steps[i].Changes
 		nEnv += len(ch.Env)
@@ -323,6 +418,7 @@ func (r Run) Clone() Run {
 			nTags++
 		}
 		nFields += len(ch.Fields)
+		nValues += len(ch.Values)
 	}
 	var (
 		env      = make([]orchestrator.EnvChange, 0, nEnv)
@@ -330,6 +426,7 @@ func (r Run) Clone() Run {
 		comments = make([]orchestrator.CommentChange, 0, nComments)
 		tags     = make([]orchestrator.TagChange, 0, nTags)
 		fields   = make([]string, 0, nFields)
+		values   = make([]FieldChange, 0, nValues)
 	)
 	for i := range c.Steps {
 		ch := &c.Steps[i].Changes
@@ -357,6 +454,11 @@ func (r Run) Clone() Run {
 			start := len(fields)
 			fields = append(fields, ch.Fields...)
 			ch.Fields = fields[start:len(fields):len(fields)]
+		}
+		if ch.Values != nil {
+			start := len(values)
+			values = append(values, ch.Values...)
+			ch.Values = values[start:len(values):len(values)]
 		}
 	}
 	return c

@@ -177,3 +177,40 @@ func TestChangesString(t *testing.T) {
 		t.Errorf("empty changes: got %q", got)
 	}
 }
+
+func TestWaitSaysWhatARunWaitsOn(t *testing.T) {
+	at := time.Date(2026, 12, 24, 17, 0, 0, 0, time.UTC)
+	r := runs.Run{Waiting: []runs.Wait{
+		{LockKey: "coolify:phase2", Frozen: true, Holder: "operator:alice", Until: at.Add(time.Hour), Message: "release freeze"},
+		{LockKey: "coolify:app-1", Holder: "prod#12/api", HolderRun: "R1", HeldSince: at},
+		{LockKey: "coolify:phase1", Holder: "test#0/blocker", Message: "migration", HeldSince: at},
+		{LockKey: "mobile:flagsmith:x"},
+	}}
+	want := "waiting for coolify:phase2, frozen by operator:alice until 2026-12-24T18:00:00Z: release freeze; " +
+		"waiting for coolify:app-1, held by run R1 (prod#12/api) since 2026-12-24T17:00:00Z; " +
+		"waiting for coolify:phase1, held by test#0/blocker (migration) since 2026-12-24T17:00:00Z; " +
+		"waiting for mobile:flagsmith:x"
+	if got := r.WaitingFor(); got != want {
+		t.Errorf("WaitingFor() =\n%q\nwant\n%q", got, want)
+	}
+	c := r.Clone()
+	c.Waiting[0].LockKey = "changed"
+	if r.Waiting[0].LockKey != "coolify:phase2" {
+		t.Error("Clone shares Waiting with the original")
+	}
+}
+
+func TestWaitJSONCarriesItsText(t *testing.T) {
+	w := runs.Wait{LockKey: "coolify:phase1", Holder: "prod#1/phase1", HolderRun: "R1"}
+	b, err := json.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"text":"waiting for coolify:phase1, held by run R1 (prod#1/phase1)"`) {
+		t.Errorf("wait JSON %s, want its text", b)
+	}
+	var back runs.Wait
+	if err := json.Unmarshal(b, &back); err != nil || back != w {
+		t.Errorf("decoded %+v (%v), want %+v", back, err, w)
+	}
+}

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Makes docs/dashboard.png, the picture README shows as "The dashboard during the demo": it
 # builds the binary, starts `orchestrator demo` on a free port, waits until the demo pipeline's
-# run deploys its first wave in Phase 2, and has headless Chromium take the run's page.
+# run deploys its first wave in Phase 2, and has headless Chromium take the run's page. Then,
+# once the demo's runs have ended, it takes the other pages of that same demo into docs/:
+# dashboard-timeline.png (the run's page with its timeline), dashboard-index.png,
+# dashboard-services.png, dashboard-lock-history.png and dashboard-delivery.png.
 #
 # Usage: scripts/dashboard-screenshot.sh [OUT.png]   (default docs/dashboard.png)
 # Needs go and Chromium (scripts/ensure-deps.sh --browser installs it; ORCH_CHROMIUM names
@@ -66,3 +69,23 @@ profile="$tmp/chromium-profile"
   exit 1
 }
 echo "wrote $out: run $run of the demo pipeline, $base/runs/$run"
+
+# The other pages, once the demo's runs have ended (its log prints their summaries).
+for _ in $(seq 600); do
+  [[ $(grep -c '^run [0-9A-Z]* of demo[a-z-]*: ' "$tmp/demo.log" || true) -ge 2 ]] && break
+  sleep 0.1
+done
+docs=$(dirname "$out")
+shot() { # shot FILE PATH: the page at PATH, its scripts given 4 s of virtual time to draw
+  "$chromium" --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$profile" \
+    --window-size="$width,$height" --virtual-time-budget=4000 --screenshot="$docs/$1" "$base$2" 2>"$tmp/chromium.log" || {
+    cat "$tmp/chromium.log" >&2
+    exit 1
+  }
+  echo "wrote $docs/$1: $base$2"
+}
+shot dashboard-timeline.png "/runs/$run"
+shot dashboard-index.png /
+shot dashboard-services.png /services
+shot dashboard-lock-history.png "/locks/history?period=1h"
+shot dashboard-delivery.png "/delivery?days=7"

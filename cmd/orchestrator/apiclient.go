@@ -118,6 +118,16 @@ func (a *apiClient) cancel(ctx context.Context, id, by, reason string) (*runs.Ru
 	return r, daemonError(err)
 }
 
+func (a *apiClient) rerun(ctx context.Context, id, by, reason string) (*runs.Run, error) {
+	r, err := a.c.Rerun(ctx, id, by, reason)
+	return r, daemonError(err)
+}
+
+func (a *apiClient) rollbackTo(ctx context.Context, id, by, reason string) (*runs.Run, error) {
+	r, err := a.c.RollbackTo(ctx, id, by, reason)
+	return r, daemonError(err)
+}
+
 func (a *apiClient) ready(ctx context.Context) error { return daemonError(a.c.Ready(ctx)) }
 
 func (a *apiClient) follow(ctx context.Context, id string, fn func(runs.Event) error) error {

@@ -107,6 +107,8 @@ func (v versionInfo) String() string {
 		if v.modified {
 			s += " (modified)"
 		}
+	} else {
+		s += ` (commit unknown: build with -ldflags "-X main.commit=$(git rev-parse HEAD)", as the README does, or with go build in a git checkout without GOFLAGS=-buildvcs=false)`
 	}
 	return s
 }
@@ -138,7 +140,7 @@ func commands() []command {
 		{"demo", "run the daemon on the embedded backend with simulated Coolify, Flagsmith and Infisical", cmdDemo},
 		{"serve", "run the daemon: HTTP API, webhooks, dashboard and the engine", cmdServe},
 		{"trigger", "ask a daemon for a run (for CI), follow it, exit with its result", cmdTrigger},
-		{"runs", "list, show, watch or cancel runs (list|show|watch|cancel)", cmdRuns},
+		{"runs", "list, show, watch, cancel, re-run or roll back to runs (list|show|watch|cancel|rerun|rollback)", cmdRuns},
 		{"locks", "list, force-release, freeze or unfreeze locks, or read their audit log", cmdLocks},
 		{"services", "list the services the pipelines deploy: last writer, each pipeline's newest build", cmdServices},
 		{"run", "execute one run of a pipeline on this host and show its progress", cmdRun},

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,19 +48,30 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 			"Coolify, Flagsmith and Infisical simulators, loads the demo pipelines built into the binary\n"+
 			"(demo.yaml and demo-web.yaml), triggers two overlapping runs that share services, prints\n"+
 			"their progress and serves the dashboard. Without --once it keeps serving until Ctrl-C and\n"+
-			"prints the commands to try against it.")
+			"prints the commands to try against it.\n\n"+
+			"With --pipelines DIR (the playground) it runs your pipeline files instead: the simulators\n"+
+			"take the place of the Coolify, Flagsmith and Infisical they name and hold every service\n"+
+			"UUID, environment, feature and secret they name; each pipeline runs once with placeholder\n"+
+			"parameters (build 1001…, image tag playground-1, app version 1.0.0).")
 	fs.String("listen", orDefault(c.getenv("ORCH_LISTEN"), "127.0.0.1:8080"), "dashboard and API address (env ORCH_LISTEN)")
 	once := fs.Bool("once", false, "exit when the runs end: code 0 only if both succeeded")
-	dir := fs.String("pipelines", "", "directory holding demo.yaml and demo-web.yaml (default: the ones built in)")
+	dir := fs.String("pipelines", "", "the playground: run the pipeline files of this directory on the simulators (default: the demo's, built in)")
 	if done, err := parse(fs, args); done {
 		return err
 	}
-	files, err := demoFiles(*dir)
+	var play *playground
+	var files map[string][]byte
+	var err error
+	if *dir != "" {
+		play, err = loadPlayground(c.getenv, *dir)
+	} else {
+		files, err = demoFiles()
+	}
 	if err != nil {
 		return err
 	}
 
-	sims, err := startSimulators()
+	sims, err := startSimulators(play)
 	if err != nil {
 		return err
 	}
@@ -67,7 +82,7 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(state)
-	ds, err := loadDemo(c, fs, sims, state, *dir, files)
+	ds, err := loadDemo(c, fs, sims, state, files, play)
 	if err != nil {
 		return err
 	}
@@ -96,8 +111,14 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		_, _ = prefixWriter{w: c.stdout, prefix: "[notify  ] ", mu: &outMu}.Write([]byte(m.Text + "\n"))
 	})
 	fmt.Fprintf(c.stdout, "orchestrator demo: dashboard at %s/ (simulated Coolify at %s)\n\n", base, sims.coolify)
+	printSimulators(c.stdout, sims, play)
 
-	ok, err := demoRuns(ctx, c.stdout, &outMu, base, triggerToken, c.getenv("TRACEPARENT"))
+	var ok bool
+	if play != nil {
+		ok, err = playgroundRuns(ctx, c.stdout, &outMu, base, triggerToken, c.self, play)
+	} else {
+		ok, err = demoRuns(ctx, c.stdout, &outMu, base, triggerToken, c.getenv("TRACEPARENT"))
+	}
 	if err != nil {
 		stop()
 		<-served
@@ -131,7 +152,7 @@ type demoSetup struct {
 
 // loadDemo builds the demo daemon's config, over the simulators sims and the state
 // directory state, and loads its pipelines (files, read from dir or built in).
-func loadDemo(c *cli, fs *pflag.FlagSet, sims *simulators, state, dir string, files map[string][]byte) (*demoSetup, error) {
+func loadDemo(c *cli, fs *pflag.FlagSet, sims *simulators, state string, files map[string][]byte, play *playground) (*demoSetup, error) {
 	// Tokens from the environment when set (so the commands a person exported keep working
 	// across demo restarts), else random ones, printed with the hints.
 	triggerToken := orDefault(c.getenv("ORCH_TRIGGER_TOKEN"), randomKey())
@@ -148,15 +169,25 @@ func loadDemo(c *cli, fs *pflag.FlagSet, sims *simulators, state, dir string, fi
 		if v, ok := env[k]; ok {
 			return v
 		}
-		return c.getenv(k)
+		if v := c.getenv(k); v != "" || play == nil || !strings.HasPrefix(k, config.EnvSecretPrefix) {
+			return v
+		}
+		return "playground-" + strings.ToLower(strings.TrimPrefix(k, config.EnvSecretPrefix)) // the playground's env-source secrets
 	}
 	d, err := config.LoadDaemon("", getenv, fs)
 	if err != nil {
 		return nil, usageError("demo config:\n%w", err)
 	}
 	pipelines := map[string]*config.Pipeline{}
+	if play != nil {
+		play.pointAt(sims)
+		pipelines = play.pipelines
+	}
 	for _, f := range demopipelines.Names {
-		p, err := config.LoadPipelineBytes(filepath.Join(orDefault(dir, "(built in)"), f), files[f], getenv)
+		if play != nil {
+			break
+		}
+		p, err := config.LoadPipelineBytes(filepath.Join("(built in)", f), files[f], getenv)
 		if err != nil {
 			return nil, usageError("demo pipelines:\n%w", err)
 		}
@@ -165,17 +196,73 @@ func loadDemo(c *cli, fs *pflag.FlagSet, sims *simulators, state, dir string, fi
 	return &demoSetup{d: d, pipelines: pipelines, getenv: getenv, triggerToken: triggerToken, adminToken: adminToken}, nil
 }
 
-// demoFiles reads the demo pipelines from dir, or from the binary when dir is "".
-func demoFiles(dir string) (map[string][]byte, error) {
+// printSimulators says where the simulators listen and with which credentials, so a person
+// can look at them (and point their own tools at them), and what the playground left out.
+func printSimulators(w io.Writer, s *simulators, play *playground) {
+	fmt.Fprintf(w, "Simulators (in this process, state in memory):\n")
+	fmt.Fprintf(w, "  Coolify    %s  token %s\n", s.coolify, coolifytest.DefaultToken)
+	fmt.Fprintf(w, "  Flagsmith  %s  Admin API key %s\n", s.flagsmith, flagsmithtest.DefaultAPIKey)
+	fmt.Fprintf(w, "  Infisical  %s  client id demo-client, client secret %s\n", s.infisical, s.infisicalSecret)
+	if play != nil {
+		fmt.Fprintf(w, "Playground: your pipelines talk to these whatever URLs and credentials their files name;\n"+
+			"every service UUID, Flagsmith environment and feature, and Infisical secret they name exists there.\n")
+		for _, n := range play.notes {
+			fmt.Fprintf(w, "  note: %s\n", n)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// playgroundRuns triggers one run of each playground pipeline with placeholder parameters,
+// follows them and reports whether all succeeded. A pipeline the placeholders do not fill
+// (it needs a param) is not started: the refusal is printed with the command to start it.
+func playgroundRuns(ctx context.Context, w io.Writer, mu *sync.Mutex, base, token, self string, play *playground) (bool, error) {
+	out := prefixWriter{w: w, mu: mu}
+	cl := newAPIClient(base, token, nil)
+	ok := true
+	var started []*runs.Run
+	for i, name := range slices.Sorted(maps.Keys(play.pipelines)) {
+		tr := orchestrator.Trigger{Build: strconv.Itoa(1001 + i), ImageTag: "playground-1", Commit: "0000000", AppVersion: "1.0.0"}
+		r, _, err := cl.trigger(ctx, name, tr, randomKey())
+		if err != nil {
+			ok = false
+			fmt.Fprintf(out, "[%s] not started: %v\n  start it with: %s trigger %s --url %s --image-tag playground-1 --build %s --app-version 1.0.0 [--set KEY=VALUE]…\n",
+				name, err, self, name, base, tr.Build)
+			continue
+		}
+		fmt.Fprintf(out, "[%s] run %s queued: %s/runs/%s\n", name, r.ID, base, r.ID)
+		started = append(started, r)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(started))
+	for i, r := range started {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := newProgress(prefixWriter{w: w, prefix: fmt.Sprintf("[%-8s] ", r.Pipeline), mu: mu}, modePlain, false)
+			if errs[i] = cl.follow(ctx, r.ID, p.event); errs[i] == nil {
+				started[i], errs[i] = cl.run(ctx, r.ID)
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Fprintln(out)
+	for i, r := range started {
+		if errs[i] != nil {
+			return false, errs[i]
+		}
+		if err := newProgress(out, modePlain, false).summary(*r); err != nil {
+			ok = false
+		}
+	}
+	return ok, nil
+}
+
+// demoFiles reads the demo pipelines built into the binary.
+func demoFiles() (map[string][]byte, error) {
 	out := map[string][]byte{}
 	for _, f := range demopipelines.Names {
-		var data []byte
-		var err error
-		if dir == "" {
-			data, err = demopipelines.Files.ReadFile(f)
-		} else if data, err = os.ReadFile(filepath.Join(dir, f)); err != nil {
-			return nil, usageError("demo: %s not found in --pipelines %s (leave --pipelines out to use the built-in demo pipelines)", f, dir)
-		}
+		data, err := demopipelines.Files.ReadFile(f)
 		if err != nil {
 			return nil, err
 		}
@@ -283,7 +370,9 @@ type simulators struct {
 // demoRateLimit is the simulated Coolify's API budget, calls per minute.
 const demoRateLimit = 2000
 
-func startSimulators() (*simulators, error) {
+// startSimulators starts the simulators seeded for the demo's pipelines, and for pl's when
+// it is not nil (the playground).
+func startSimulators(pl *playground) (*simulators, error) {
 	s := &simulators{infisicalSecret: randomKey(), receiver: notifytest.New(), notifyToken: randomKey()}
 
 	// The simulated Coolify throttles like the real one, at demoRateLimit: ten times Coolify's
@@ -306,11 +395,21 @@ func startSimulators() (*simulators, error) {
 		return nil, err
 	}
 
-	inf := infisicaltest.NewHandler(
+	infOpts := []infisicaltest.Option{
 		infisicaltest.WithIdentity(infisicaltest.Identity{ClientID: "demo-client", ClientSecret: s.infisicalSecret}),
 		infisicaltest.WithSecrets(infisicaltest.Folder{ProjectID: "demo-project", Environment: "prod", Path: "/"},
 			map[string]string{"DATABASE_URL": "postgres://app:demo-db-password@db.internal:5432/app"}),
-		infisicaltest.WithLatency(30*time.Millisecond))
+		infisicaltest.WithLatency(30 * time.Millisecond)}
+	if pl != nil {
+		folders, err := pl.seed(cf, fs)
+		if err != nil {
+			return nil, err
+		}
+		for f, kv := range folders {
+			infOpts = append(infOpts, infisicaltest.WithSecrets(f, kv))
+		}
+	}
+	inf := infisicaltest.NewHandler(infOpts...)
 
 	for _, sim := range []struct {
 		h   http.Handler
@@ -344,5 +443,121 @@ func (s *simulators) env() map[string]string {
 func (s *simulators) close() {
 	for _, srv := range s.servers {
 		_ = srv.Close()
+	}
+}
+
+// playground is what `demo --pipelines DIR` runs: the pipeline files of DIR, pointed at the
+// simulators, which are seeded with every service UUID, Flagsmith environment and feature,
+// and Infisical secret the files name.
+type playground struct {
+	pipelines map[string]*config.Pipeline
+	// notes say what the playground changed in the files (checks against real hosts left
+	// out), for the demo's output.
+	notes []string
+}
+
+// playgroundPlaceholder stands in for a variable the environment does not set while the files
+// are read: the simulators' addresses and credentials replace what the files point at.
+func playgroundPlaceholder(name string) string {
+	if strings.HasSuffix(name, "_URL") {
+		return "http://playground.invalid"
+	}
+	return "playground-" + strings.ToLower(name)
+}
+
+// loadPlayground reads every pipeline file of dir, a variable the environment lacks read as
+// a placeholder. A file that is invalid for any other reason fails the demo, naming it.
+func loadPlayground(getenv func(string) string, dir string) (*playground, error) {
+	ps, err := config.LoadPipelines(dir, func(k string) string { return cmp.Or(getenv(k), playgroundPlaceholder(k)) })
+	if err != nil {
+		return nil, usageError("demo --pipelines %s:\n%w", dir, err)
+	}
+	if len(ps) == 0 {
+		return nil, usageError("demo --pipelines %s: no pipeline files (*.yaml, *.yml) there", dir)
+	}
+	return &playground{pipelines: ps}, nil
+}
+
+// seed adds to the simulators what the playground's pipelines name: an application (or a
+// Coolify service) per service UUID, each mobile step's environment and feature (a JSON
+// document when the step sets fields), and a value for every Infisical secret.
+func (pl *playground) seed(cf *coolifytest.Fake, fs *flagsmithtest.Fake) (map[infisicaltest.Folder]map[string]string, error) {
+	folders := map[infisicaltest.Folder]map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(pl.pipelines)) {
+		p := pl.pipelines[name]
+		for _, s := range p.Services {
+			if _, ok := cf.App(s.UUID); ok {
+				continue
+			}
+			if _, ok := cf.ServiceState(s.UUID); ok {
+				continue
+			}
+			if s.Kind == config.KindService {
+				cf.AddService(coolifytest.Service{UUID: s.UUID, Name: s.Name})
+			} else {
+				cf.AddApplication(coolifytest.Application{UUID: s.UUID, Name: s.Name, ImageName: "registry.playground/" + s.Name, ImageTag: "playground-0"})
+			}
+		}
+		for _, m := range p.Mobile {
+			if _, err := fs.AddEnvironment(flagsmithtest.Environment{APIKey: m.Flagsmith.Environment, Name: m.Flagsmith.Environment}); err != nil &&
+				!strings.Contains(err.Error(), "exists") {
+				return nil, fmt.Errorf("playground: Flagsmith environment %q: %w", m.Flagsmith.Environment, err)
+			}
+			value := ""
+			if !slices.Contains(slices.Collect(maps.Keys(m.Set)), "") {
+				value = "{}"
+			}
+			if err := fs.SetValue(m.Flagsmith.Environment, m.Feature, value); err != nil {
+				return nil, fmt.Errorf("playground: Flagsmith feature %q: %w", m.Feature, err)
+			}
+		}
+		for _, s := range p.Services {
+			for _, e := range s.Env {
+				if e.Secret == nil || e.Secret.Source == config.EnvSource {
+					continue
+				}
+				src := p.Secrets[e.Secret.Source].Infisical
+				if src == nil {
+					continue
+				}
+				f := infisicaltest.Folder{ProjectID: src.ProjectID, Environment: src.Environment, Path: src.Path}
+				if folders[f] == nil {
+					folders[f] = map[string]string{}
+				}
+				folders[f][e.Secret.Key] = "playground-" + strings.ToLower(e.Secret.Key)
+			}
+		}
+	}
+	return folders, nil
+}
+
+// pointAt makes the playground's pipelines talk to the simulators: Coolify, Flagsmith and
+// Infisical addresses and credentials replaced, and what would reach real hosts left out
+// (HTTP health checks, version probes, notifications, Git host statuses), each said in notes.
+func (pl *playground) pointAt(s *simulators) {
+	for _, name := range slices.Sorted(maps.Keys(pl.pipelines)) {
+		p := pl.pipelines[name]
+		p.Coolify.URL, p.Coolify.Token = s.coolify, config.Secret(coolifytest.DefaultToken)
+		for i := range p.Services {
+			h := &p.Services[i].Health
+			if h.HTTP != nil || h.Version != nil {
+				pl.notes = append(pl.notes, fmt.Sprintf("%s/%s: its HTTP health check and version probe are left out (they would call your hosts)", name, p.Services[i].Name))
+				h.HTTP, h.Version = nil, nil
+			}
+		}
+		for i := range p.Mobile {
+			p.Mobile[i].Flagsmith.URL, p.Mobile[i].Flagsmith.APIKey = s.flagsmith, config.Secret(flagsmithtest.DefaultAPIKey)
+		}
+		for k, src := range p.Secrets {
+			if src.Infisical != nil {
+				inf := *src.Infisical
+				inf.URL, inf.ClientID, inf.ClientSecret = s.infisical, "demo-client", config.Secret(s.infisicalSecret)
+				p.Secrets[k] = config.SecretSource{Infisical: &inf}
+			}
+		}
+		if p.Notify != nil || p.Statuses != nil {
+			pl.notes = append(pl.notes, name+": its notifications and Git host statuses are left out")
+			p.Notify, p.Statuses = nil, nil
+		}
 	}
 }

@@ -410,3 +410,55 @@ func TestRunShowsCoolifyPacing(t *testing.T) {
 		t.Errorf("the fake's throttle answered 429 %d times", n)
 	}
 }
+
+// A run that fails says why once: on the event that failed it, not again on its end event,
+// its summary, the engine's log and the command's error.
+func TestFailedRunSaysItsReasonOnce(t *testing.T) {
+	env, cf := daemonEnv(t)
+	file := filepath.Join(env["ORCH_PIPELINES_DIR"], "prod.yaml")
+	yaml, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The preflight cannot reach Coolify: nothing listens on port 1.
+	if err := os.WriteFile(file, []byte(strings.Replace(string(yaml), cf.URL, "http://127.0.0.1:1", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := invoke(context.Background(), env, "run", "prod", "--image-tag", "v5", "--build", "7")
+	if exitCode(err) != exitFailed {
+		t.Fatalf("run: exit %d (%v), want 1\n%s\n%s", exitCode(err), err, out, errOut)
+	}
+	all := out + errOut + err.Error()
+	if n := strings.Count(all, "connection refused"); n != 1 {
+		t.Errorf("the reason is printed %d times, want once:\nstdout:\n%s\nstderr:\n%s\nerror: %v", n, out, errOut, err)
+	}
+	if !strings.Contains(out, "failed (see preflight above)") {
+		t.Errorf("the summary does not point at the reason:\n%s", out)
+	}
+}
+
+// The playground runs a directory of your own pipeline files on the simulators: whatever
+// Coolify, Flagsmith and Infisical URLs, UUIDs, environment keys, features and secrets they
+// name. It prints the simulators' addresses and credentials, and for a pipeline the
+// placeholder trigger cannot fill, the refusal and the command to start it.
+func TestDemoPlaygroundRunsYourPipelines(t *testing.T) {
+	out, errOut, err := invoke(context.Background(), map[string]string{}, "demo", "--pipelines", filepath.Join("testdata", "playground"),
+		"--once", "--listen", "127.0.0.1:0")
+	if exitCode(err) != exitFailed { // regional is not started
+		t.Fatalf("demo --pipelines: exit %d (%v), want 1\nstdout:\n%s\nstderr:\n%s", exitCode(err), err, out, errOut)
+	}
+	for _, want := range []string{
+		"run 01", "of shop: succeeded", // the shop pipeline ran end to end on the simulators
+		`mobile  versions         updated       fields: ios.latest (none) → "1.0.0"`,
+		"Coolify    http://127.0.0.1:", "token " + "1|", "Flagsmith  http://127.0.0.1:", "Infisical  http://127.0.0.1:",
+		"note: shop/checkout: its HTTP health check and version probe are left out",
+		"[regional] not started:", "params.region", "trigger regional --url http://127.0.0.1:",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("playground output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "of demo:") {
+		t.Errorf("the playground ran the built-in demo too:\n%s", out)
+	}
+}

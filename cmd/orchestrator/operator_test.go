@@ -748,3 +748,108 @@ func TestRunsListHelpNamesEveryStatus(t *testing.T) {
 		}
 	}
 }
+
+// A run held by a freeze says so in `runs show` and `runs list` (not only "phase1"), and once
+// it ends, `runs show` gives its start, end and duration.
+func TestRunsSayWhatARunWaitsOn(t *testing.T) {
+	env, _ := daemonEnv(t)
+	base := serveInProcess(t, env, true)
+	remote := map[string]string{"ORCH_URL": base, "ORCH_TRIGGER_TOKEN": env["ORCH_TRIGGER_TOKEN"],
+		"ORCH_ADMIN_TOKEN": env["ORCH_ADMIN_TOKEN"], "USER": "ops"}
+	ctx := context.Background()
+	if out, _, err := invoke(ctx, remote, "locks", "freeze", "coolify:phase2", "--message", "release freeze", "--for", "1h"); err != nil {
+		t.Fatalf("freeze: %v\n%s", err, out)
+	}
+	id, _, err := invoke(ctx, remote, "trigger", "prod", "--image-tag", "v3", "--build", "3", "--no-follow", "-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = strings.TrimSpace(id)
+	const want = "waiting for coolify:phase2, frozen by operator:api:admin (cli:ops) until "
+	var show string
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(show, want); {
+		if time.Now().After(deadline) {
+			t.Fatalf("runs show never said what the run waits on; last:\n%s", show)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if show, _, err = invoke(ctx, remote, "runs", "show", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.Contains(show, ": release freeze") {
+		t.Errorf("runs show lacks the freeze's message:\n%s", show)
+	}
+	list, _, err := invoke(ctx, remote, "runs", "list")
+	if err != nil || !strings.Contains(list, "REASON OR WAITING ON") || !strings.Contains(list, want) {
+		t.Errorf("runs list does not say what the run waits on: %v\n%s", err, list)
+	}
+	if _, _, err := invoke(ctx, remote, "locks", "unfreeze", "coolify:phase2", "--reason", "done"); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := invoke(ctx, remote, "runs", "watch", id); err != nil {
+		t.Fatalf("runs watch: %v\n%s", err, out)
+	}
+	show, _, err = invoke(ctx, remote, "runs", "show", id)
+	if err != nil || strings.Contains(show, "waiting for") || !strings.Contains(show, "  started ") || !strings.Contains(show, ", ended ") ||
+		!strings.Contains(show, ", took ") {
+		t.Errorf("runs show of the ended run: %v, want start, end and duration and no wait:\n%s", err, show)
+	}
+}
+
+// --version names the commit set at build time (the README's build command sets it), and
+// says how to get one when none was recorded.
+func TestVersionNamesTheCommit(t *testing.T) {
+	if got := (versionInfo{version: "(devel)", commit: "5f2c3e1"}).String(); got != "orchestrator (devel) commit 5f2c3e1" {
+		t.Errorf("with a commit: %q", got)
+	}
+	if got := (versionInfo{version: "(devel)"}).String(); !strings.Contains(got, `-ldflags "-X main.commit=$(git rev-parse HEAD)"`) {
+		t.Errorf("without a commit: %q, want how to build with one", got)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), `go build -ldflags "-X main.commit=$(git rev-parse HEAD 2>/dev/null)" -o orchestrator ./cmd/orchestrator`) {
+		t.Error("the README's build command does not set main.commit")
+	}
+}
+
+// `runs rerun` starts the same parameters again; `runs rollback` needs a reason and
+// deploys a succeeded run's build again as a rollback, past the newest-build guard.
+func TestRunsRerunAndRollback(t *testing.T) {
+	env, cf := daemonEnv(t)
+	base := serveInProcess(t, env, true)
+	remote := map[string]string{"ORCH_URL": base, "ORCH_TRIGGER_TOKEN": env["ORCH_TRIGGER_TOKEN"], "USER": "ops"}
+	ctx := context.Background()
+	trigger := func(tag, build string) string {
+		out, _, err := invoke(ctx, remote, "trigger", "prod", "--image-tag", tag, "--build", build, "--no-follow", "-q")
+		if err != nil {
+			t.Fatalf("trigger %s: %v", tag, err)
+		}
+		id := strings.TrimSpace(out)
+		if out, _, err := invoke(ctx, remote, "runs", "watch", id); err != nil {
+			t.Fatalf("run of %s: %v\n%s", tag, err, out)
+		}
+		return id
+	}
+	old := trigger("v3", "3")
+	trigger("v4", "4")
+	out, _, err := invoke(ctx, remote, "runs", "rerun", old)
+	if err != nil || !strings.Contains(out, "(re-run of run "+old+")") {
+		t.Errorf("runs rerun: %v\n%s", err, out)
+	}
+	if _, _, err := invoke(ctx, remote, "runs", "rollback", old); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--reason") {
+		t.Errorf("runs rollback without --reason: exit %d %v, want 2 naming --reason", exitCode(err), err)
+	}
+	out, _, err = invoke(ctx, remote, "runs", "rollback", old, "--reason", "v4 breaks checkout")
+	if err != nil || !strings.Contains(out, "roll back to run "+old+" (build 3): v4 breaks checkout") {
+		t.Fatalf("runs rollback: %v\n%s", err, out)
+	}
+	id := strings.Fields(strings.SplitN(out, "\n", 3)[1])[1]
+	if out, _, err := invoke(ctx, remote, "runs", "watch", id); err != nil {
+		t.Fatalf("the rollback did not succeed: %v\n%s", err, out)
+	}
+	if app, _ := cf.App("app-api-uuid-000000000001"); app.DeployedImageTag != "v3" {
+		t.Errorf("api runs %q after the rollback, want v3", app.DeployedImageTag)
+	}
+}

@@ -59,10 +59,14 @@ type progress struct {
 	// seen is the last event's Seq: a stream followed again (after a reconnect, or after
 	// Ctrl-C and a cancel) starts from the beginning, and what was shown is not shown twice.
 	seen int64
+	// said are the events' messages shown so far, each with the type of the event that
+	// showed it: a run's end event and its result name its reason only where it was not shown
+	// already (a preflight's problems were printed three times more before).
+	said map[string]runs.EventType
 }
 
 func newProgress(w io.Writer, mode outputMode, verbose bool) *progress {
-	return &progress{w: w, mode: mode, verbose: verbose, lines: map[string]int{}}
+	return &progress{w: w, mode: mode, verbose: verbose, lines: map[string]int{}, said: map[string]runs.EventType{}}
 }
 
 // lockDetail reports whether e is shown only with -v: the lock traffic every step has (a
@@ -92,6 +96,13 @@ func (p *progress) event(e runs.Event) error {
 	if lockDetail(e) && !p.verbose {
 		return nil
 	}
+	if e.Message != "" {
+		if _, ok := p.said[e.Message]; ok && isEnd(e.Type) {
+			e.Message = "" // said by the event before
+		} else if !ok {
+			p.said[e.Message] = e.Type
+		}
+	}
 	text := describe(e, p.verbose)
 	if p.mode == modeTTY && e.Service != "" {
 		return p.drawStep(string(e.Phase)+"/"+e.Service, text)
@@ -99,6 +110,16 @@ func (p *progress) event(e runs.Event) error {
 	_, err := fmt.Fprintln(p.w, text)
 	p.detach()
 	return err
+}
+
+// isEnd reports whether t ends a run (run.succeeded, run.failed, …).
+func isEnd(t runs.EventType) bool {
+	for _, st := range runs.Statuses {
+		if st.Terminal() && runs.EndEvent(st) == t {
+			return true
+		}
+	}
+	return false
 }
 
 // detach stops rewriting the step lines drawn so far: something else was printed below them.
@@ -146,10 +167,18 @@ func (p *progress) summary(r runs.Run) error {
 			return err
 		}
 	} else {
-		printRun(p.w, r, p.verbose)
+		shown := r
+		if t, ok := p.said[r.Reason]; ok && r.Reason != "" {
+			shown.Reason = "see " + string(t) + " above"
+		}
+		printRun(p.w, shown, p.verbose)
 	}
 	if r.Status == runs.StatusSucceeded {
 		return nil
+	}
+	if p.mode != modeJSON {
+		// The run's reason is on the output already; the error only sets the exit code.
+		return &exitError{code: exitFailed, err: fmt.Errorf("run %s %s", r.ID, r.Status)}
 	}
 	return &exitError{code: exitFailed, err: fmt.Errorf("run %s %s: %s", r.ID, r.Status, r.Reason)}
 }
@@ -161,6 +190,19 @@ func printRun(w io.Writer, r runs.Run, verbose bool) {
 		fmt.Fprintf(w, " (%s)", r.Reason)
 	}
 	fmt.Fprintln(w)
+	if !r.StartedAt.IsZero() {
+		fmt.Fprintf(w, "  started %s", r.StartedAt.Local().Format(time.DateTime))
+		if !r.EndedAt.IsZero() {
+			fmt.Fprintf(w, ", ended %s", r.EndedAt.Local().Format(time.DateTime))
+		}
+		fmt.Fprintf(w, ", took %s\n", took(r, time.Now()))
+	}
+	if r.SupersededBy != "" {
+		fmt.Fprintf(w, "  superseded by run %s\n", r.SupersededBy)
+	}
+	for _, wt := range r.Waiting {
+		fmt.Fprintf(w, "  %s\n", wt)
+	}
 	for _, s := range r.Steps {
 		var b strings.Builder
 		fmt.Fprintf(&b, "  %-7s %-16s %-12s", s.Phase, s.Name, s.Status)
@@ -172,6 +214,8 @@ func printRun(w io.Writer, r runs.Run, verbose bool) {
 		}
 		if s.Error != "" {
 			fmt.Fprintf(&b, "  %s", s.Error)
+		} else if c := s.Changes.String(); c != "" && (verbose || s.Phase == runs.PhaseMobile) {
+			fmt.Fprintf(&b, "  %s", c)
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}

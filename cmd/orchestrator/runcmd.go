@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -117,6 +118,8 @@ func (lc *localCmd) engine(ctx context.Context, c *cli, fs *pflag.FlagSet, insta
 	if err != nil {
 		return nil, nil, err
 	}
+	// The progress ends with the run's result: the engine's "run ended" line would say it again.
+	log = slog.New(dropMessage{Handler: log.Handler(), msg: "run ended"})
 	var ps map[string]*config.Pipeline
 	if *lc.file != "" {
 		p, err := config.LoadPipelineFile(*lc.file, c.getenv)
@@ -406,4 +409,28 @@ func orNoCheck(d time.Duration) string {
 		return "-"
 	}
 	return d.String()
+}
+
+// dropMessage is a log handler that leaves out the records with message msg.
+type dropMessage struct {
+	slog.Handler
+	msg string
+}
+
+// Handle passes every record but those with message msg on.
+func (d dropMessage) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == d.msg {
+		return nil
+	}
+	return d.Handler.Handle(ctx, r)
+}
+
+// WithAttrs keeps dropping msg below the attributes.
+func (d dropMessage) WithAttrs(as []slog.Attr) slog.Handler {
+	return dropMessage{Handler: d.Handler.WithAttrs(as), msg: d.msg}
+}
+
+// WithGroup keeps dropping msg inside the group.
+func (d dropMessage) WithGroup(name string) slog.Handler {
+	return dropMessage{Handler: d.Handler.WithGroup(name), msg: d.msg}
 }

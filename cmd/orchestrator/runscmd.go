@@ -171,6 +171,7 @@ func (l localRuns) follow(ctx context.Context, id string, fn func(runs.Event) er
 func cmdRuns(ctx context.Context, c *cli, args []string) error {
 	sub := map[string]func(context.Context, *cli, []string) error{
 		"list": cmdRunsList, "show": cmdRunsShow, "watch": cmdRunsWatch, "cancel": cmdRunsCancel,
+		"rerun": cmdRunsRerun, "rollback": cmdRunsRollback,
 	}
 	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
 		fmt.Fprint(c.stdout, runsUsage+"\n"+exitCodesHelp)
@@ -178,12 +179,12 @@ func cmdRuns(ctx context.Context, c *cli, args []string) error {
 	}
 	if len(args) == 0 || sub[args[0]] == nil {
 		fmt.Fprint(c.stderr, runsUsage)
-		return usageError("runs: want a subcommand: list, show, watch or cancel")
+		return usageError("runs: want a subcommand: list, show, watch, cancel, rerun or rollback")
 	}
 	return sub[args[0]](ctx, c, args[1:])
 }
 
-const runsUsage = `Usage: orchestrator runs <list|show|watch|cancel> [flags]
+const runsUsage = `Usage: orchestrator runs <list|show|watch|cancel|rerun|rollback> [flags]
 
 With --url (or ORCH_URL) through the daemon's API, with the token from --token or
 ORCH_READ_TOKEN / ORCH_TRIGGER_TOKEN / ORCH_ADMIN_TOKEN; without it from the local backend
@@ -194,6 +195,10 @@ first names what it read.
   show ID   one run: status, reason, every step
   watch ID  follow a run live until it ends; exits with its result
   cancel ID cancel a run (daemon only): it stops at the next safe point and compensates
+  rerun ID  start a new run with the run's parameters (daemon only)
+  rollback ID --reason TEXT
+            roll back to a run that succeeded: its build again, as a deliberate rollback
+            (daemon only)
 `
 
 func cmdRunsList(ctx context.Context, c *cli, args []string) error {
@@ -246,12 +251,34 @@ func cmdRunsList(ctx context.Context, c *cli, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPIPELINE\tSTATUS\tCREATED\tBUILD\tIMAGE TAG\tREASON")
+	fmt.Fprintln(tw, "ID\tPIPELINE\tSTATUS\tCREATED\tTOOK\tBUILD\tIMAGE TAG\tREASON OR WAITING ON")
 	for _, r := range page.Runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Pipeline, r.Status, r.CreatedAt.Local().Format(time.DateTime),
-			orDefault(r.Trigger.Build, "-"), orDefault(r.Trigger.ImageTag, "-"), shorten(r.Reason, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Pipeline, r.Status, r.CreatedAt.Local().Format(time.DateTime),
+			took(r, time.Now()), orDefault(r.Trigger.Build, "-"), orDefault(r.Trigger.ImageTag, "-"), shorten(cmp.Or(r.Reason, r.WaitingFor()), 100))
 	}
 	return tw.Flush()
+}
+
+// took is how long a run took ("-" before it started), or has been running at now ("3.2s…").
+func took(r runs.Run, now time.Time) string {
+	switch {
+	case r.StartedAt.IsZero():
+		return "-"
+	case r.EndedAt.IsZero():
+		return humanDuration(now.Sub(r.StartedAt)) + "…"
+	}
+	return humanDuration(r.EndedAt.Sub(r.StartedAt))
+}
+
+// humanDuration is "850ms", "12.3s" or "4m05s", as the dashboard words durations.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	return fmt.Sprintf("%dm%02ds", int64(d/time.Minute), int64((d%time.Minute).Round(time.Second)/time.Second))
 }
 
 func shorten(s string, n int) string {
@@ -370,5 +397,56 @@ func cmdRunsCancel(ctx context.Context, c *cli, args []string) error {
 	e.header(c, false)
 	fmt.Fprintf(c.stdout, "cancel requested: run %s is %s; follow it with\n  orchestrator runs watch %s --url %s\n",
 		r.ID, r.Status, r.ID, e.client.base)
+	return nil
+}
+
+func cmdRunsRerun(ctx context.Context, c *cli, args []string) error {
+	return runsAction(ctx, c, args, "rerun", "ID --url URL [--reason TEXT]",
+		"Starts a new run of the run's pipeline with its parameters (build, image tag, commit, app\n"+
+			"version, params) through the daemon. Needs the trigger or admin token.", false)
+}
+
+func cmdRunsRollback(ctx context.Context, c *cli, args []string) error {
+	return runsAction(ctx, c, args, "rollback", "ID --url URL --reason TEXT",
+		"Rolls back to a run that succeeded: a new run deploys its build again as a deliberate\n"+
+			"rollback (past the newest-build guard), recorded with who asked and why. Needs the trigger\n"+
+			"or admin token.", true)
+}
+
+// runsAction is `runs rerun` and `runs rollback`: a new run started from the run ID names,
+// through the daemon, printed with the command that follows it.
+func runsAction(ctx context.Context, c *cli, args []string, name, usage, help string, needReason bool) error {
+	fs := c.flags("runs "+name, usage, help)
+	t := addTargetFlags(c, fs)
+	reason := fs.String("reason", "", "why (recorded in the new run)")
+	by := fs.String("by", "", "who asks, recorded with the token's name (default: the CI's user, or $USER)")
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	id, err := runIDArg(fs, "runs "+name)
+	if err != nil {
+		return err
+	}
+	if needReason && *reason == "" {
+		return usageError("runs %s: --reason is required: say why you roll back", name)
+	}
+	if *t.url == "" {
+		return &exitError{code: exitUsage, err: fmt.Errorf("runs %s: %w", name, errNeedsDaemon)}
+	}
+	e, err := t.open(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	act := e.client.rerun
+	if name == "rollback" {
+		act = e.client.rollbackTo
+	}
+	r, err := act(ctx, id, cmp.Or(*by, ciOrigin(c.getenv, "").Actor), *reason)
+	if err != nil {
+		return err
+	}
+	e.header(c, false)
+	fmt.Fprintf(c.stdout, "run %s queued (%s); follow it with\n  orchestrator runs watch %s --url %s\n", r.ID, r.Trigger.Reason, r.ID, e.client.base)
 	return nil
 }

@@ -21,7 +21,7 @@ import (
 // simulators): each one starts a run of the pipeline its rule names, with the trigger the
 // rule maps from the payload.
 func TestSampleWebhooksMapToSampleRules(t *testing.T) {
-	sims, err := startSimulators()
+	sims, err := startSimulators(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

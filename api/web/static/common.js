@@ -64,9 +64,13 @@
     msg.className = isError ? "msg error" : "msg ok";
     msg.hidden = !text;
   }
+  // waitingFor mirrors runs.Run.WaitingFor: what the run waits on, from each wait's text.
+  function waitingFor(run) {
+    return (run.waiting || []).map(function (w) { return w.text; }).join("; ");
+  }
   var terminal = { succeeded: true, failed: true, superseded: true, canceled: true, interrupted: true };
   window.orchestrator = {
     pad: pad, isZero: isZero, clock: clock, dur: dur, took: took, el: el, cell: cell,
-    send: send, refusal: refusal, say: say, ended: function (status) { return !!terminal[status]; }
+    send: send, refusal: refusal, say: say, waitingFor: waitingFor, ended: function (status) { return !!terminal[status]; }
   };
 })();

@@ -30,6 +30,8 @@
       var st = el("span");
       st.appendChild(el("span", "badge s-" + r.status, r.status));
       if (r.reason) { st.appendChild(document.createTextNode(" ")); st.appendChild(el("span", "reason", r.reason)); }
+      var wf = o.waitingFor(r);
+      if (wf) { st.appendChild(document.createTextNode(" ")); st.appendChild(el("span", "waiting", wf)); }
       tr.appendChild(cell("Status", st));
       tr.appendChild(cell("Build", (r.trigger && r.trigger.build) || ""));
       tr.appendChild(cell("Image tag", code(r.trigger && r.trigger.image_tag)));
@@ -38,6 +40,23 @@
       rows.appendChild(tr);
     });
     runsBody.replaceChildren(rows);
+  }
+
+  // waiters mirrors index.html: the count, then each waiting run linked, with its step.
+  function waiters(l) {
+    var w = el("span");
+    w.appendChild(document.createTextNode(String(l.waiters)));
+    (l.waiting_runs || []).forEach(function (x) {
+      var s = el("span", "waiter");
+      var a = el("a");
+      a.href = "/runs/" + encodeURIComponent(x.run_id);
+      a.appendChild(code(x.run_id.slice(0, 12)));
+      s.appendChild(a);
+      s.appendChild(document.createTextNode(" " + x.pipeline + "/" + x.step + " since " + clock(x.since)));
+      w.appendChild(document.createTextNode(" "));
+      w.appendChild(s);
+    });
+    return w;
   }
 
   function renderLocks(list) {
@@ -60,7 +79,7 @@
       tr.appendChild(cell("Fence", String(l.fence)));
       tr.appendChild(cell("Acquired", clock(l.acquired_at)));
       tr.appendChild(cell("Expires", clock(l.expires_at)));
-      tr.appendChild(cell("Waiters", String(l.waiters)));
+      tr.appendChild(cell("Waiters", waiters(l)));
       tr.appendChild(cell("Message", l.message));
       if (admin) tr.appendChild(cell("Action", actionButton(l)));
       rows.appendChild(tr);

@@ -24,9 +24,14 @@
     if (s.status === "superseded") parts.push(notes[s.phase + "/" + s.name] || "not deployed by this run: a newer run re-synced the service");
     if (c.image_tag) parts.push("tag " + (c.image_tag.old || "(none)") + " → " + (c.image_tag["new"] || "(none)"));
     if (c.env && c.env.length) parts.push("env: " + c.env.map(envChange).join(", "));
-    if (c.fields && c.fields.length) parts.push("fields: " + c.fields.join(", "));
+    if (c.values && c.values.length) parts.push("fields: " + c.values.map(fieldChange).join(", "));
+    else if (c.fields && c.fields.length) parts.push("fields: " + c.fields.join(", "));
     if (s.deployment_uuid) parts.push("deployment " + s.deployment_uuid);
     return parts.join("; ");
+  }
+  // fieldChange mirrors runs.FieldChange.String: `field old → new`.
+  function fieldChange(f) {
+    return (f.field || "(value)") + " " + (f.old || "(none)") + " → " + (f["new"] || "(none)");
   }
   // envChange mirrors runs.EnvChange.String: which flags, comment and whether the value
   // changed, never the value.
@@ -57,7 +62,22 @@
     st.className = "badge s-" + run.status;
     st.textContent = run.status;
     document.getElementById("run-reason").textContent = run.reason || "";
+    var waiting = document.getElementById("waiting"), wf = o.waitingFor(run);
+    waiting.textContent = wf;
+    waiting.hidden = !wf;
+    document.getElementById("run-started").textContent = clock(run.started_at);
+    document.getElementById("run-ended").textContent = clock(run.ended_at);
+    document.getElementById("run-took").textContent = took(run.started_at, run.ended_at);
+    var sup = document.getElementById("superseded-by");
+    if (run.superseded_by) {
+      var a = sup.querySelector("a");
+      a.href = "/runs/" + encodeURIComponent(run.superseded_by);
+      a.querySelector("code").textContent = run.superseded_by;
+    }
+    sup.hidden = !run.superseded_by;
+    if (o.timeline) o.timeline.draw(run, seenEvents);
     if (cancelForm && o.ended(run.status)) cancelForm.hidden = true;
+    if (rollbackForm) rollbackForm.hidden = run.status !== "succeeded";
     var sections = document.querySelectorAll("section.phase");
     for (var i = 0; i < sections.length; i++) {
       var phase = sections[i].getAttribute("data-phase");
@@ -123,7 +143,9 @@
       });
   }
 
+  var seenEvents = [];
   function addEvent(ev) {
+    seenEvents.push(ev);
     if (ev.type === "service.superseded" && ev.message) notes[ev.phase + "/" + ev.service] = ev.message;
     var li = document.createElement("li");
     var t = document.createElement("span"); t.className = "t"; t.textContent = clock(ev.at);
@@ -161,6 +183,28 @@
           "Cancel requested: the run stops after its current step and puts back what it changed.", false);
         refresh();
       });
+    });
+  }
+
+  // Re-run and roll back to this: each starts a new run through the API, whose page the
+  // browser then opens; a refusal is shown in the status line.
+  var rerunForm = document.getElementById("rerun-form"), rollbackForm = document.getElementById("rollback-form");
+  function startFrom(form, action, body) {
+    var button = form.querySelector("button[type=submit]");
+    button.disabled = true;
+    o.send("POST", "/v1/runs/" + encodeURIComponent(id) + "/" + action, body).then(function (res) {
+      button.disabled = false;
+      if (!res.ok) { o.say(document.getElementById("action-msg"), o.refusal(res), true); return; }
+      location.href = "/runs/" + encodeURIComponent(res.data.run.id);
+    });
+  }
+  if (rerunForm) {
+    rerunForm.addEventListener("submit", function (ev) { ev.preventDefault(); startFrom(rerunForm, "rerun", {}); });
+  }
+  if (rollbackForm) {
+    rollbackForm.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      startFrom(rollbackForm, "rollback", { reason: rollbackForm.elements.reason.value });
     });
   }
 
