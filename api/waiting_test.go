@@ -198,6 +198,8 @@ func TestRunPageLinksCommitJobAndSupersedingRun(t *testing.T) {
 	}
 	if _, err := f.store.Update(ctx, old.ID, func(r *runs.Run) error {
 		r.Status, r.Reason, r.EndedAt, r.SupersededBy = runs.StatusSuperseded, "superseded by a newer run "+newer.ID, time.Now().UTC(), newer.ID
+		r.SetStep(runs.Step{Phase: runs.Phase2, Name: "api", Status: runs.StepFailed, DeploymentUUID: "dep-1",
+			DeploymentURL: "https://coolify.example.com/project/p/environment/e/application/a/deployment/dep-1"})
 		return nil
 	}, runs.Event{Type: runs.EventRunSuperseded}); err != nil {
 		t.Fatal(err)
@@ -208,6 +210,7 @@ func TestRunPageLinksCommitJobAndSupersedingRun(t *testing.T) {
 		`<a id="commit-link" href="https://github.com/acme/app/commit/5f2c3e1a9b7d"`,
 		`<a href="https://github.com/acme/app/actions/runs/99" rel="noopener noreferrer">CI job</a>`,
 		`<div id="superseded-by"><dt>Superseded by</dt><dd><a href="/runs/` + newer.ID + `">`,
+		`<a class="coolify-link" href="https://coolify.example.com/project/p/environment/e/application/a/deployment/dep-1" rel="noopener noreferrer">open in Coolify</a>`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("run page lacks %s", want)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -382,7 +383,10 @@ func (x *execution) waitDeployed(ctx context.Context, s config.Service, depUUID 
 		if seen != nil && seen.Status.Terminal() {
 			return seen.Err()
 		}
-		_, err := x.cl.WaitDeployment(ctx, depUUID, s.DeployTimeout)
+		d, err := x.cl.WaitDeployment(ctx, depUUID, s.DeployTimeout)
+		if link := deploymentPage(x.p.Coolify.URL, d); link != "" {
+			x.rec.step(runs.Phase2, s.Name, func(step *runs.Step) { step.DeploymentURL = link })
+		}
 		return err
 	}
 	// Right after the restart the status still reads as before it (see coolify.Service):
@@ -575,4 +579,22 @@ func (x *execution) pollEvery(ctx context.Context, every, timeout time.Duration,
 		}
 		t.Reset(min(every, left))
 	}
+}
+
+// deploymentPage is the link to d's page in Coolify's UI: the instance's scheme and host
+// with the UI path Coolify gives (deployment_url), or "" without one. Only a path is taken
+// from Coolify's answer, so the link never leaves the instance the pipeline names.
+func deploymentPage(instance string, d *coolify.Deployment) string {
+	if d == nil || !strings.HasPrefix(d.DeploymentURL, "/") || strings.HasPrefix(d.DeploymentURL, "//") {
+		return ""
+	}
+	base, err := url.Parse(instance)
+	if err != nil || base.Host == "" {
+		return ""
+	}
+	ref, err := url.Parse(d.DeploymentURL)
+	if err != nil {
+		return ""
+	}
+	return (&url.URL{Scheme: base.Scheme, Host: base.Host, Path: ref.Path}).String()
 }

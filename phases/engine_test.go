@@ -63,6 +63,11 @@ func TestRunSyncsDeploysAndRecords(t *testing.T) {
 		if d.Status != runs.StepHealthy || d.DeploymentUUID == "" || d.Fence <= s.Fence {
 			t.Errorf("phase2 api step = %+v, want healthy with a deployment and a fence above phase 1's %d", d, s.Fence)
 		}
+		// The step links to the deployment's page in Coolify's UI: the instance's host and the
+		// path Coolify gives.
+		if want := h.coolifyURL + "/project/fake/environment/production/application/" + uuidAPI + "/deployment/" + d.DeploymentUUID; d.DeploymentURL != want {
+			t.Errorf("phase2 api deployment link = %q, want %q", d.DeploymentURL, want)
+		}
 		// Every mutating request carried the run and a fence.
 		for _, req := range h.coolify.Requests() {
 			if req.Method != http.MethodGet && (req.RunID != id || req.Fence == "") {

@@ -281,6 +281,8 @@ type Step struct {
 	// DeploymentUUID is the Coolify deployment this step started (Phase 2), or the one that
 	// redeployed the previous tag when the step was restored.
 	DeploymentUUID string `json:"deployment_uuid,omitempty"`
+	// DeploymentURL is that deployment's page in Coolify's UI, once Coolify has shown it.
+	DeploymentURL string `json:"deployment_url,omitempty"`
 	// RestoredAt is when the Phase-1 snapshot was put back (zero if never).
 	RestoredAt time.Time `json:"restored_at,omitzero"`
 	// DeployRequestedAt is when the step last asked Coolify for a deployment whose UUID is not

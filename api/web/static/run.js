@@ -29,6 +29,20 @@
     if (s.deployment_uuid) parts.push("deployment " + s.deployment_uuid);
     return parts.join("; ");
   }
+  // detailWithLink is detail and, once Coolify has shown the step's deployment, a link to
+  // its page there (run.html's).
+  function detailWithLink(s) {
+    var text = detail(s), u = s.deployment_url;
+    if (!u || !/^https?:\/\//.test(u)) return text;
+    var span = document.createElement("span"), a = document.createElement("a");
+    span.textContent = text + " ";
+    a.className = "coolify-link";
+    a.href = u;
+    a.rel = "noopener noreferrer";
+    a.textContent = "open in Coolify";
+    span.appendChild(a);
+    return span;
+  }
   // fieldChange mirrors runs.FieldChange.String: `field old → new`.
   function fieldChange(f) {
     return (f.field || "(value)") + " " + (f.old || "(none)") + " → " + (f["new"] || "(none)");
@@ -114,7 +128,7 @@
         tr.appendChild(cell("Fence", s.fence ? String(s.fence) : ""));
         tr.appendChild(cell("Started", clock(s.started_at)));
         tr.appendChild(cell("Took", took(s.started_at, s.ended_at)));
-        tr.appendChild(cell("Detail", detail(s)));
+        tr.appendChild(cell("Detail", detailWithLink(s)));
         rows.appendChild(tr);
       });
       if (!steps.length) {
