@@ -409,6 +409,14 @@ func (f *fixture) moveStep(id string, phase runs.Phase, name string, status runs
 	}
 }
 
+// event appends ev to run id's events.
+func (f *fixture) event(id string, ev runs.Event) {
+	f.t.Helper()
+	if _, err := f.store.Update(context.Background(), id, func(*runs.Run) error { return nil }, ev); err != nil {
+		f.t.Fatalf("event %s on %s: %v", ev.Type, id, err)
+	}
+}
+
 // finish ends a run as succeeded, with its end event.
 func (f *fixture) finish(id string) {
 	f.t.Helper()

@@ -42,11 +42,17 @@ func TestDashboardTimelineGrowsLive(t *testing.T) {
 	f.moveStep(r.ID, runs.Phase2, "api", runs.StepRunning, 20, runs.EventDeployStarted, nil)
 	within(t, ctx, "see the deploy's bar", chromedp.Poll[chromedp.Void](`!!document.querySelector('#timeline rect.bar.deploy[data-step="phase2/api"]')`))
 	f.setStep(r.ID, runs.Phase2, "api", runs.StepHealthy, 20)
+	// The release's analysis is a bar of its own, measuring, then coloured by its outcome.
+	f.event(r.ID, runs.Event{Type: runs.EventAnalysisStarted, Message: "after the last wave: errors on api"})
+	within(t, ctx, "see the analysis measuring", chromedp.Poll[chromedp.Void](`!!document.querySelector('#timeline rect.bar.analysis.measuring')`))
+	f.event(r.ID, runs.Event{Type: runs.EventAnalysisEnded, Message: "after the last wave successful: errors on api 0.01",
+		Data: map[string]string{runs.DataOutcome: "successful"}})
+	within(t, ctx, "see the analysis end", chromedp.Poll[chromedp.Void](`!!document.querySelector('#timeline rect.bar.analysis.successful')`))
 	f.finish(r.ID)
 	within(t, ctx, "see the run end", chromedp.Poll[chromedp.Void](`document.getElementById("live").textContent === "run ended"`+
 		` && document.getElementById("run-status").textContent === "succeeded" && document.getElementById("run-ended").textContent !== ""`))
 	if !evalBool(t, ctx, `!!document.querySelector('#timeline rect.bar.wait[data-step="phase1/api"]') && !document.getElementById("timeline-legend").hidden`+
-		` && document.querySelectorAll("#timeline text.label").length === 3`) {
+		` && document.querySelectorAll("#timeline text.label").length === 4`) {
 		t.Error("the ended run's timeline lacks the lock waits, the legend or a row per started step")
 	}
 	end, _ := chromedp.Run(ctx, chromedp.Evaluate[float64](bar+`.width.baseVal.value`))

@@ -21,13 +21,25 @@
     return e;
   }
 
-  // segments lists each row's bars: {row, label, kind, from, to, step}. Times in ms.
+  // segments lists each row's bars: {row, label, kind, from, to, step, outcome of an
+  // analysis}. Times in ms.
   function segments(run, events, now) {
     var rows = [], segs = [], marks = [];
     var at = {}; // "phase/service/type" → time of the event
     var lockWait = {}; // phase lock key → wait start
     var phaseLocks = [];
+    var analyses = [], measuring = null; // the release's analyses: {from, to, title, outcome}
     events.forEach(function (ev) {
+      if (ev.type === "analysis.started") {
+        measuring = { from: t(ev.at), to: 0, title: "analysis " + (ev.message || "") };
+        analyses.push(measuring);
+      }
+      if (ev.type === "analysis.ended" && measuring) {
+        measuring.to = t(ev.at);
+        measuring.title = "analysis " + (ev.message || "");
+        measuring.outcome = (ev.data || {}).outcome || "";
+        measuring = null;
+      }
       var when = t(ev.at);
       if (ev.service) at[ev.phase + "/" + ev.service + "/" + ev.type] = when;
       if (!ev.service && ev.lock_key) {
@@ -66,6 +78,14 @@
         segs.push({ row: row, kind: s.phase === "mobile" ? "mobile" : "sync", from: from, to: end, step: name, title: s.phase === "mobile" ? "mobile update" : "sync" });
       }
     });
+    if (analyses.length) {
+      var arow = rows.length;
+      rows.push("analysis");
+      analyses.forEach(function (a, i) {
+        segs.push({ row: arow, kind: "analysis", outcome: a.outcome || "measuring", from: a.from, to: a.to || now,
+          step: "analysis/" + (i + 1), title: a.title });
+      });
+    }
     return { rows: rows, segs: segs, marks: marks };
   }
 
@@ -101,7 +121,7 @@
     lay.segs.forEach(function (s) {
       var w = Math.max(x(s.to) - x(s.from), 1);
       var r = node("rect", { x: x(s.from), y: top + s.row * rowH + 3, width: w, height: rowH - 6, rx: 3,
-        "class": "bar " + s.kind, "data-step": s.step, "data-kind": s.kind });
+        "class": "bar " + s.kind + (s.outcome ? " " + s.outcome : ""), "data-step": s.step, "data-kind": s.kind });
       r.appendChild(node("title", {}, s.title + ": " + window.orchestrator.dur(s.to - s.from)));
       g.appendChild(r);
     });
