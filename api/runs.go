@@ -53,9 +53,9 @@ func (s *server) handleTrigger() http.HandlerFunc {
 		}
 		// A build past the pipeline's max_build_ahead is the admin's call, never CI's: the
 		// trigger token asking for it is refused before anything is stored.
-		if rl, _ := r.Context().Value(roleKey{}).(role); t.AllowBuildAhead && rl != roleAdmin {
+		if t.AllowBuildAhead && principalOf(r).role != roleAdmin {
 			s.writeError(w, r, &httpError{status: http.StatusForbidden, code: "forbidden", field: "allow_build_ahead",
-				message: "allow_build_ahead needs the admin token; the " + rl.String() + " token may not let a build past the pipeline's max_build_ahead"})
+				message: "allow_build_ahead needs the admin role; token " + strconv.Quote(principalOf(r).name) + " has the " + principalOf(r).role.String() + " role and may not let a build past the pipeline's max_build_ahead"})
 			return
 		}
 		if key != "" {

@@ -86,8 +86,8 @@ type server struct {
 	deliveryTTL time.Duration
 	now         func() time.Time
 	auth        *authenticator
-	triggerRate *limiter // per credential (role), after the token checked out
-	planRate    *limiter // per credential (role), after the token checked out: plans
+	triggerRate *limiter // per credential (token name), after the token checked out
+	planRate    *limiter // per credential (token name), after the token checked out: plans
 	webhookRate *limiter // per provider, after the signature checked out
 	tokenFail   *limiter // per client address: wrong tokens (any route, the login form)
 	webhookFail *limiter // per client address: deliveries that did not verify
