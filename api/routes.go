@@ -7,7 +7,9 @@ import (
 )
 
 // routes is the map of the API: every route, its access rule, its body limit and its rate
-// limit, in one place.
+// limit, in one place. Access names the roles a route admits (auth.go's admitted): read is
+// any role (none when public_read), trigger is deployer or admin, audit is viewer or admin,
+// admin is admin only.
 //
 //	GET    /healthz                        public    process up
 //	GET    /readyz                         public    run store and lock backend reachable
@@ -27,7 +29,7 @@ import (
 //	POST   /v1/runs/{id}/cancel            trigger   cancel a run
 //	GET    /v1/services                    read      the services the pipelines deploy: who wrote each last, each pipeline's newest build
 //	GET    /v1/locks                       read      current leases (never tokens)
-//	GET    /v1/locks/audit                 audit     operator actions (read or admin token)
+//	GET    /v1/locks/audit                 audit     operator actions (viewer or admin)
 //	POST   /v1/locks/{key}/release         admin     forced release (fence or holder, reason)
 //	POST   /v1/locks/{key}/freeze          admin     freeze (message, until or for)
 //	DELETE /v1/locks/{key}/freeze          admin     lift a freeze

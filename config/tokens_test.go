@@ -67,3 +67,62 @@ func exampleSecrets(t *testing.T) map[string]string {
 	}
 	return out
 }
+
+// Issue 36, item 1: named tokens load with their names and roles, beside the shared ones
+// (which become the tokens named trigger, admin and read); a bad name, an unknown role, a
+// missing or repeated token, or a name already taken is a problem naming the entry's field,
+// never the value.
+func TestNamedTokens(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "orchestrator.yaml")
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"ORCH_TRIGGER_TOKEN": "trigger-token-0123456789", "CI_PROD": "ci-prod-token-0123456789"}
+	getenv := func(k string) string { return env[k] }
+	write(`tokens:
+  named:
+    - {name: ci-prod, role: deployer, token: "${CI_PROD}"}
+    - {name: alice, role: approver, token: alice-token-0123456789}
+`)
+	d, err := LoadDaemon(path, getenv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range d.Tokens.All() {
+		got = append(got, n.Name+":"+string(n.Role)+":"+n.Token.Reveal())
+	}
+	want := []string{"trigger:deployer:trigger-token-0123456789", "ci-prod:deployer:ci-prod-token-0123456789", "alice:approver:alice-token-0123456789"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("tokens: got %v, want %v", got, want)
+	}
+
+	write(`tokens:
+  named:
+    - {name: "Bad Name", role: deployer, token: bad-name-token-0123456789}
+    - {name: trigger, role: viewer, token: other-token-0123456789}
+    - {name: bob, role: superuser, token: bob-token-0123456789}
+    - {name: carol, role: viewer}
+    - {name: dave, role: viewer, token: bad-name-token-0123456789}
+`)
+	_, err = LoadDaemon(path, getenv, nil)
+	ps := AsProblems(err)
+	for _, w := range []struct{ field, substr string }{
+		{"tokens.named[0].name", "is not a token name"},
+		{"tokens.named[1].name", `"trigger" is already the name of tokens.trigger`},
+		{"tokens.named[2].role", `"superuser" is not a role: use viewer, deployer, approver or admin`},
+		{"tokens.named[3].token", "is required"},
+		{"tokens.named[4].token", "must differ from tokens.named[0].token"},
+	} {
+		if _, ok := findProblem(ps, w.field, w.substr); !ok {
+			t.Errorf("no problem %s: %s; got:\n%s", w.field, w.substr, strings.Join(ps.Lines(), "\n"))
+		}
+	}
+	if strings.Contains(ps.Error(), "ci-prod-token-0123456789") || strings.Contains(ps.Error(), "bob-token") {
+		t.Errorf("a problem shows a token:\n%s", ps.Error())
+	}
+}

@@ -1,0 +1,92 @@
+package api_test
+
+import (
+	"testing"
+
+	"github.com/deploy-orchestrator/orchestrator/config"
+	"github.com/deploy-orchestrator/orchestrator/runs"
+)
+
+// Named tokens of the roles test (issue 36, item 1).
+const (
+	viewerToken   = "viewer-token-SENTINEL-0007"
+	deployerToken = "deployer-token-SENTINEL-0008"
+	approverToken = "approver-token-SENTINEL-0009"
+	opsToken      = "ops-admin-token-SENTINEL-0010"
+)
+
+// withNamedTokens adds a named token of each role to a fixture's config.
+func withNamedTokens(c *config.Daemon) {
+	c.Tokens.Named = []config.NamedToken{
+		{Name: "dashboard", Role: config.RoleViewer, Token: viewerToken},
+		{Name: "ci-prod", Role: config.RoleDeployer, Token: deployerToken},
+		{Name: "alice", Role: config.RoleApprover, Token: approverToken},
+		{Name: "ops", Role: config.RoleAdmin, Token: opsToken},
+	}
+}
+
+// Issue 36, item 1: each role passes the routes it admits and no other; a refusal is a 403
+// naming the role the route needs and the token's own; what a named token does is recorded
+// under its name.
+func TestRolesOfNamedTokens(t *testing.T) {
+	f := newFixture(t, withNamedTokens)
+	trigger := func(tok string) (int, apiError) {
+		rec := f.do("POST", "/v1/pipelines/demo/runs", tok, map[string]any{"build": "1", "image_tag": "v1"})
+		if rec.Code == 202 {
+			return 202, apiError{}
+		}
+		return rec.Code, wantError(t, rec, rec.Code, "")
+	}
+	release := func(tok string) (int, apiError) {
+		rec := f.do("POST", "/v1/locks/coolify:phase1/release", tok, map[string]any{"fence": 1, "reason": "test"})
+		if rec.Code != 403 {
+			return rec.Code, apiError{}
+		}
+		return 403, wantError(t, rec, 403, "")
+	}
+	for _, c := range []struct {
+		what string
+		do   func(string) (int, apiError)
+		tok  string
+		name string
+		role string
+		need string
+	}{
+		{"trigger", trigger, viewerToken, "dashboard", "viewer", "deployer or admin"},
+		{"trigger", trigger, approverToken, "alice", "approver", "deployer or admin"},
+		{"release", release, viewerToken, "dashboard", "viewer", "admin"},
+		{"release", release, deployerToken, "ci-prod", "deployer", "admin"},
+		{"release", release, approverToken, "alice", "approver", "admin"},
+	} {
+		code, e := c.do(c.tok)
+		want := "this route needs the " + c.need + ` role; token "` + c.name + `" has the ` + c.role + " role, which is not enough"
+		if code != 403 || e.Error.Code != "forbidden" || e.Error.Message != want {
+			t.Errorf("%s with the %s token: got %d %s %q, want 403 forbidden %q", c.what, c.role, code, e.Error.Code, e.Error.Message, want)
+		}
+	}
+	if n := f.runCount(); n != 0 {
+		t.Fatalf("refused triggers started %d runs", n)
+	}
+
+	// What each role may do, it does, under its token's name.
+	rec := f.do("POST", "/v1/pipelines/demo/runs", deployerToken, map[string]any{"build": "2", "image_tag": "v2"})
+	if rec.Code != 202 {
+		t.Fatalf("trigger with the deployer token: got %d %s", rec.Code, rec.Body)
+	}
+	run := decodeJSON[struct{ Run runs.Run }](t, rec).Run
+	if run.Trigger.By != "api:ci-prod" {
+		t.Errorf("trigger by: got %q, want api:ci-prod", run.Trigger.By)
+	}
+	for _, tok := range []string{viewerToken, deployerToken, approverToken, opsToken} {
+		if rec := f.do("GET", "/v1/runs/"+run.ID, tok, nil); rec.Code != 200 {
+			t.Errorf("read with a named token: got %d", rec.Code)
+		}
+	}
+	rec = f.do("POST", "/v1/runs/"+run.ID+"/cancel", opsToken, map[string]any{"reason": "wrong build"})
+	if rec.Code != 200 {
+		t.Fatalf("cancel with the admin token: got %d %s", rec.Code, rec.Body)
+	}
+	if got := decodeJSON[struct{ Run *runs.Run }](t, rec).Run; got.Reason != "canceled by api:ops: wrong build" {
+		t.Errorf("cancel reason %q, want canceled by api:ops: wrong build", got.Reason)
+	}
+}
