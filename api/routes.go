@@ -30,6 +30,8 @@ import (
 //	GET    /v1/services                    read      the services the pipelines deploy: who wrote each last, each pipeline's newest build
 //	GET    /v1/locks                       read      current leases (never tokens)
 //	GET    /v1/locks/audit                 audit     operator actions (viewer or admin)
+//	GET    /v1/audit                       audit     the audit log: every action, newest first (subject, action, target, since, before, limit)
+//	GET    /v1/audit/export                audit     the audit log as JSON lines, oldest first, for `audit verify --file`
 //	POST   /v1/locks/{key}/release         admin     forced release (fence or holder, reason)
 //	POST   /v1/locks/{key}/freeze          admin     freeze (message, until or for)
 //	DELETE /v1/locks/{key}/freeze          admin     lift a freeze
@@ -76,6 +78,8 @@ func (s *server) routes() http.Handler {
 
 		r.Get("/locks", s.require(accessRead, s.handleListLocks()))
 		r.Get("/locks/audit", s.require(accessAudit, s.handleAudit()))
+		r.Get("/audit", s.require(accessAudit, s.handleAuditLog()))
+		r.Get("/audit/export", s.require(accessAudit, s.handleAuditExport()))
 		r.Post("/locks/{key}/release", s.require(accessAdmin, limitBody(maxAPIBody, s.handleForceRelease())))
 		r.Post("/locks/{key}/freeze", s.require(accessAdmin, limitBody(maxAPIBody, s.handleFreeze())))
 		r.Delete("/locks/{key}/freeze", s.require(accessAdmin, limitBody(maxAPIBody, s.handleUnfreeze())))

@@ -70,6 +70,8 @@ func (s *server) handleTrigger() http.HandlerFunc {
 				message: fmt.Sprintf("Idempotency-Key %q was already used for run %s with a different body; send a new key for a new trigger",
 					key, reused.RunID)}
 		}
+		s.audited(r.Context(), runs.AuditRecord{Subject: t.By, Action: triggerAction(t), Target: name, Reason: t.Reason,
+			Detail: triggerDetail(t, run, existing)}, err)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -235,6 +237,7 @@ func (s *server) handleCancel() http.HandlerFunc {
 		}
 		by := operator(r, body.By)
 		run, err := s.engine.Cancel(r.Context(), id, by, body.Reason)
+		s.audited(r.Context(), runs.AuditRecord{Subject: by, Action: runs.AuditCancel, Target: id, Reason: body.Reason}, err)
 		if err != nil {
 			s.writeError(w, r, err)
 			return

@@ -39,6 +39,9 @@ type Deps struct {
 	// Deliveries de-duplicates webhook deliveries (nil: Runs, which must then implement
 	// runs.Deliveries; both run stores do).
 	Deliveries runs.Deliveries
+	// Audit is the audit log the API's actions are recorded in (nil: Runs, which must then
+	// implement runs.AuditLog; both run stores do).
+	Audit runs.AuditLog
 	// Metrics is served at /metrics and told about every request (nil: no metrics).
 	Metrics *metrics.Metrics
 	// Logger receives the access log and server-side failures (nil: discard).
@@ -78,6 +81,7 @@ type server struct {
 	engine      orchestrator.Engine[*runs.Run]
 	runs        runs.Store
 	deliveries  runs.Deliveries
+	audit       runs.AuditLog
 	locks       Locks
 	metrics     *metrics.Metrics
 	notifier    Notifier
@@ -114,7 +118,14 @@ func NewServer(d Deps) http.Handler {
 			panic("api.NewServer: Deliveries is required when Runs does not de-duplicate deliveries")
 		}
 	}
+	if d.Audit == nil {
+		var ok bool
+		if d.Audit, ok = d.Runs.(runs.AuditLog); !ok {
+			panic("api.NewServer: Audit is required when Runs keeps no audit log")
+		}
+	}
 	s := &server{
+		audit:       d.Audit,
 		cfg:         d.Config,
 		engine:      d.Engine,
 		runs:        d.Runs,
