@@ -192,3 +192,49 @@ func (s *server) handleAuditExport() http.HandlerFunc {
 		}
 	}
 }
+
+// auditActions are the actions the audit page's filter offers.
+var auditActions = []string{runs.AuditTrigger, runs.AuditRollback, runs.AuditCancel, runs.AuditFreeze,
+	runs.AuditUnfreeze, runs.AuditForceRelease, "cancel_deployment", "takeover"}
+
+type auditData struct {
+	Title   string
+	Session session
+	Filter  runs.AuditFilter
+	Actions []string
+	Records []runs.AuditRecord
+	Problem string
+	Next    string // the next page's URL ("" on the last)
+}
+
+// handleAuditPage serves GET /audit?subject=&action=&target=&before=: the audit log, newest
+// first, filtered, 100 records a page.
+func (s *server) handleAuditPage() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		d := auditData{Title: "Audit log", Session: sessionOf(r), Actions: auditActions}
+		q, err := validAuditQuery(r.URL.Query())
+		if err != nil {
+			_, detail, _ := toHTTP(err)
+			d.Problem = sentence(detail.Message)
+			s.render(w, r, http.StatusBadRequest, s.pages.audit, d)
+			return
+		}
+		d.Filter = q.filter
+		page, err := s.findAudit(r.Context(), q)
+		if err != nil {
+			s.pageError(w, r, err)
+			return
+		}
+		d.Records = page.Records
+		if page.Before > 0 {
+			next := url.Values{"before": {strconv.FormatInt(page.Before, 10)}}
+			for k, v := range map[string]string{"subject": q.filter.Subject, "action": q.filter.Action, "target": q.filter.Target} {
+				if v != "" {
+					next.Set(k, v)
+				}
+			}
+			d.Next = "/audit?" + next.Encode()
+		}
+		s.render(w, r, http.StatusOK, s.pages.audit, d)
+	}
+}

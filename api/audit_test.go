@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -94,5 +95,40 @@ func TestActionsAreAudited(t *testing.T) {
 		if bytes.Contains(rec.Body.Bytes(), []byte(secret)) {
 			t.Errorf("the export holds a token")
 		}
+	}
+}
+
+// Issue 36, item 2: the dashboard's audit page lists the records newest first, filtered by
+// subject, action and target, to the viewer and admin roles; a deployer's session is told
+// which role the page needs.
+func TestAuditPage(t *testing.T) {
+	f := newFixture(t, withNamedTokens)
+	f.trigger("demo", map[string]any{"build": "7", "image_tag": "v7"})
+	for _, m := range []string{"launch <b>", "weekend"} {
+		if rec := f.do("POST", "/v1/locks/coolify:phase2/freeze", opsToken, map[string]any{"message": m, "for": "1h"}); rec.Code != 200 {
+			t.Fatalf("freeze: %d %s", rec.Code, rec.Body)
+		}
+		f.do("DELETE", "/v1/locks/coolify:phase2/freeze", opsToken, map[string]any{"reason": "done"})
+	}
+	page := func(path string, tok string) (int, string) {
+		req := httptest.NewRequest("GET", path, nil)
+		req.Header.Set("Accept", "text/html")
+		req.AddCookie(f.login(tok))
+		rec := f.serve(req)
+		return rec.Code, rec.Body.String()
+	}
+	code, body := page("/audit?action=freeze", viewerToken)
+	if code != 200 || strings.Count(body, `<tr data-seq=`) != 2 || !strings.Contains(body, "launch &lt;b&gt;") ||
+		strings.Index(body, "weekend") > strings.Index(body, "launch") || strings.Contains(body, `data-label="Action">trigger<`) {
+		t.Errorf("audit page filtered on freeze: %d\n%s", code, body)
+	}
+	if code, body := page("/audit", opsToken); code != 200 || strings.Count(body, `<tr data-seq=`) != 5 {
+		t.Errorf("audit page for the admin: %d, %d records", code, strings.Count(body, `<tr data-seq=`))
+	}
+	if code, body := page("/audit?since=never", viewerToken); code != 400 || !strings.Contains(body, "since") {
+		t.Errorf("audit page with a bad filter: %d\n%s", code, body)
+	}
+	if code, body := page("/audit", deployerToken); code != 403 || !strings.Contains(body, "needs the viewer or admin role") {
+		t.Errorf("audit page for a deployer: %d\n%s", code, body)
 	}
 }

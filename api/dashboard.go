@@ -37,6 +37,7 @@ type pages struct {
 	run   *template.Template
 	login *template.Template
 	error *template.Template
+	audit *template.Template
 }
 
 var pageFuncs = template.FuncMap{
@@ -79,7 +80,7 @@ func newPages() *pages {
 	parse := func(name string) *template.Template {
 		return template.Must(template.New(name).Funcs(pageFuncs).ParseFS(webFS, "web/layout.html", "web/"+name))
 	}
-	return &pages{index: parse("index.html"), run: parse("run.html"), login: parse("login.html"), error: parse("error.html")}
+	return &pages{index: parse("index.html"), run: parse("run.html"), login: parse("login.html"), error: parse("error.html"), audit: parse("audit.html")}
 }
 
 // humanDuration matches run.js's dur(): "850ms", "12.3s", "4m05s".

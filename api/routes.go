@@ -16,6 +16,7 @@ import (
 //	GET    /metrics                        read      Prometheus
 //	GET    /                               read      dashboard: recent runs and current locks (login page without a token)
 //	GET    /runs/{id}                      read      dashboard: one run, live (login page without a token)
+//	GET    /audit                          audit     dashboard: the audit log, filtered (subject, action, target), 100 a page
 //	GET    /login                          public    dashboard: the login form
 //	POST   /login                          public    dashboard: check a token, store it in the session cookie
 //	POST   /logout                         public    dashboard: delete the session cookie
@@ -58,6 +59,7 @@ func (s *server) routes() http.Handler {
 
 	r.Get("/", s.requirePage(accessRead, s.handleDashboard()))
 	r.Get("/runs/{id}", s.requirePage(accessRead, s.handleRunPage()))
+	r.Get("/audit", s.requirePage(accessAudit, s.handleAuditPage()))
 	r.Get("/login", s.handleLoginPage())
 	r.Post("/login", s.handleLogin())
 	r.Post("/logout", s.handleLogout())

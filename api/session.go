@@ -190,6 +190,8 @@ func (s *server) requirePage(acc access, next http.HandlerFunc) http.HandlerFunc
 			case status == http.StatusTooManyRequests:
 				w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 				problem = detail.Message
+			case strings.HasPrefix(detail.Message, "this route needs the"):
+				problem = sentence(detail.Message) + " Log in with a token of that role."
 			default:
 				problem = "The session is no longer valid (it expired, or the token was rotated): log in again."
 			}
