@@ -20,6 +20,7 @@ require (
 	github.com/knadh/koanf/v2 v2.4.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/spf13/pflag v1.0.6
 	gitlab.com/gitlab-org/api/client-go/v2 v2.64.0
 	go.uber.org/goleak v1.3.0
