@@ -48,6 +48,8 @@ type Pipeline struct {
 	Notify *Notify `koanf:"notify"`
 	// Statuses says which Git hosts show the pipeline's runs as deployments; nil: none.
 	Statuses *Statuses `koanf:"statuses"`
+	// Windows are the deploy windows (nil: a run may go ahead at any time).
+	Windows *Windows `koanf:"windows"`
 
 	// File is the path the pipeline was loaded from ("" when built in code).
 	File string `koanf:"-"`
