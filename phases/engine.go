@@ -109,6 +109,8 @@ type Deps struct {
 	HTTP *http.Client
 	// PollInterval paces health-check and service-status polling (default 2s).
 	PollInterval time.Duration
+	// Now is the clock the deploy windows are read by (default time.Now).
+	Now func() time.Time
 }
 
 // Stop causes: why a run stops at its next safe point.
@@ -193,6 +195,9 @@ func New(d Deps) (*Engine, error) {
 	d.HTTP = hc
 	if d.PollInterval <= 0 {
 		d.PollInterval = 2 * time.Second
+	}
+	if d.Now == nil {
+		d.Now = time.Now
 	}
 	if d.Pipelines == nil {
 		d.Pipelines = map[string]*config.Pipeline{}

@@ -311,6 +311,9 @@ func (x *execution) runPipeline() (runs.Status, string) {
 	if status, reason, ok := x.preflightRun(); !ok {
 		return status, reason
 	}
+	if err := x.awaitWindow(runs.Phase1); err != nil {
+		return x.outcome(err, "deploy window")
+	}
 	if err := x.mobileSteps(config.WhenBeforePhase1); err != nil {
 		x.compensate(runs.Phase1, x.compensationFor(x.stoppedBy(err)))
 		return x.outcome(err, "mobile step")
@@ -321,6 +324,10 @@ func (x *execution) runPipeline() (runs.Status, string) {
 	}
 	if len(x.services) > 0 && len(x.staleServices()) == len(x.services) {
 		return x.allStaleOutcome() // every service turned out stale under its lock: nothing written
+	}
+	if err := x.awaitWindow(runs.Phase2); err != nil {
+		x.compensate(runs.Phase1, x.compensationFor(x.stoppedBy(err)))
+		return x.outcome(err, "deploy window")
 	}
 	if err := x.phase2(); err != nil {
 		x.compensate(runs.Phase2, x.compensationFor(x.stoppedBy(err)))

@@ -73,6 +73,8 @@ type harness struct {
 	notifier phases.Notifier
 	// reporter, when set, makes the engine's Reporter for the loaded pipelines.
 	reporter func(pipelines map[string]*config.Pipeline) phases.Reporter
+	// now, when set, is the engine's clock for deploy windows.
+	now func() time.Time
 	// version, when set, is the engine's Coolify clients' version: their requests carry
 	// User-Agent orchestrator/<version>, which tells two engines' requests apart in the fake.
 	version string
@@ -267,6 +269,7 @@ func (h *harness) start(pipelines ...string) {
 		PollInterval: 10 * time.Millisecond,
 		Observer:     h.observer,
 		Notifier:     h.notifier,
+		Now:          h.now,
 	})
 	if err != nil {
 		h.t.Fatal(err)

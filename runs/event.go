@@ -80,6 +80,9 @@ const (
 	// EventRunCancelRequested: someone asked the run to stop (Data: by, and reason when
 	// given); the run ends canceled at its next safe point.
 	EventRunCancelRequested EventType = "run.cancel_requested"
+	// EventWindowClosed: the run reached Phase 1 or Phase 2 outside its pipeline's deploy
+	// windows: it waits, holding no lock (Data: until, when known), or fails.
+	EventWindowClosed EventType = "window.closed"
 )
 
 // EndsRun reports whether the event is the last word on a run: run.succeeded, run.failed,
@@ -148,4 +151,6 @@ const (
 	// DataBy and DataReason are who asked for a run.cancel_requested and why.
 	DataBy     = "by"
 	DataReason = "reason"
+	// DataUntil is when a window.closed run's deploy windows open next (RFC 3339).
+	DataUntil = "until"
 )
