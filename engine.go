@@ -122,6 +122,10 @@ type Plan struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Timeouts are the windows that decide a run's outcome, per service: see TimeoutPlan.
 	Timeouts []TimeoutPlan `json:"timeouts,omitempty"`
+	// Window is the deploy windows' verdict now ("inside the deploy windows", or outside
+	// them until when, and why); empty when the pipeline has none. Outside them, a problem
+	// says what a run would do (wait or fail).
+	Window string `json:"window,omitempty"`
 }
 
 // ServicePlan is what Phase 1 would write to one service.

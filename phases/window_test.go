@@ -97,3 +97,29 @@ func TestRunWaitsForTheWindowHoldingNoLock(t *testing.T) {
 		}
 	})
 }
+
+// Issue 36, item 3: plan shows the windows' verdict; outside them it is a problem saying
+// what a run would do, so `plan` exits non-zero.
+func TestPlanShowsTheWindowVerdict(t *testing.T) {
+	h := newHarness(t)
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	h.now = func() time.Time { return t0 }
+	h.start(h.pipelineYAML("open", []string{"api"}, freezeFrom(t0.Add(time.Hour), "fail")),
+		h.pipelineYAML("frozen", []string{"worker"}, freezeFrom(t0.Add(-time.Hour), "wait")))
+	p, err := h.engine.Plan(context.Background(), "open", orchestrator.Trigger{Build: "2", ImageTag: "v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Window != "inside the deploy windows" || p.WouldFail {
+		t.Errorf("plan inside the windows: window %q, problems %v", p.Window, p.Problems)
+	}
+	p, err = h.engine.Plan(context.Background(), "frozen", orchestrator.Trigger{Build: "2", ImageTag: "v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := t0.Add(23 * time.Hour).Format(time.RFC3339)
+	if !strings.Contains(p.Window, "launch day") || !strings.Contains(p.Window, "until "+until) || !p.WouldFail ||
+		len(p.Problems) != 1 || !strings.Contains(p.Problems[0], "a run would wait, holding no lock") {
+		t.Errorf("plan in a freeze: window %q, problems %v", p.Window, p.Problems)
+	}
+}

@@ -276,6 +276,9 @@ func planVerdict(p *orchestrator.Plan) error {
 
 func printPlan(w io.Writer, p *orchestrator.Plan) {
 	fmt.Fprintf(w, "Plan for %s\n\n", p.Pipeline)
+	if p.Window != "" {
+		fmt.Fprintf(w, "Deploy windows: %s\n\n", p.Window)
+	}
 	for _, prob := range p.Problems {
 		fmt.Fprintf(w, "WOULD FAIL: %s\n", prob)
 	}
