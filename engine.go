@@ -23,6 +23,13 @@ type Engine[Run any] interface {
 	// run. Errors: the store's not-found; its ended error when the run already ended;
 	// ErrNotOwner when another daemon instance executes it.
 	Cancel(ctx context.Context, runID, by, reason string) (Run, error)
+	// OverrideWindow lets a run go ahead outside its pipeline's deploy windows, from now on,
+	// for who asks (by) and why (reason, required). When the pipeline's windows say
+	// override_second_person, the first override only asks: granted is false until a
+	// different subject overrides too. Errors: ErrInvalid (no reason); ErrSecondPerson (the
+	// person who asked first asks again); the store's not-found; its ended error;
+	// ErrNotOwner.
+	OverrideWindow(ctx context.Context, runID, by, reason string) (run Run, granted bool, err error)
 	// Plan is the dry run: what a run with t would change and which locks it would take.
 	// Errors: ErrUnknownPipeline; ErrInvalid; outside-API and secret errors.
 	Plan(ctx context.Context, pipeline string, t Trigger) (*Plan, error)

@@ -19,6 +19,9 @@ var (
 	// ErrNotOwner: the request conflicts with who executes the run: a cancel of a run that
 	// another daemon instance executes (409).
 	ErrNotOwner = errors.New("run is executed by another daemon instance")
+	// ErrSecondPerson: the action needs another person's confirmation, and the one asking is
+	// the person who asked first (403).
+	ErrSecondPerson = errors.New("a second person must confirm")
 )
 
 // FieldError says which field of a request is wrong and why. It matches ErrInvalid. Field is

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
@@ -88,5 +89,30 @@ func TestRolesOfNamedTokens(t *testing.T) {
 	}
 	if got := decodeJSON[struct{ Run *runs.Run }](t, rec).Run; got.Reason != "canceled by api:ops: wrong build" {
 		t.Errorf("cancel reason %q, want canceled by api:ops: wrong build", got.Reason)
+	}
+}
+
+// Issue 36, items 1 and 3: overriding a run's deploy windows needs the approver or admin
+// role (a deployer is refused naming them) and a reason; the person who asked first asking
+// again is refused 403 second_person_required; each attempt is in the audit log.
+func TestOverrideRoute(t *testing.T) {
+	f := newFixture(t, withNamedTokens)
+	run := f.trigger("demo", map[string]any{"image_tag": "v1"})
+	path := "/v1/runs/" + run.ID + "/override"
+	e := wantError(t, f.do("POST", path, deployerToken, map[string]any{"reason": "hotfix"}), 403, "")
+	if !strings.Contains(e.Error.Message, "needs the approver or admin role") {
+		t.Errorf("override with a deployer token: %s", e.Error.Message)
+	}
+	rec := f.do("POST", path, approverToken, map[string]any{"reason": "hotfix"})
+	if rec.Code != 200 || !decodeJSON[struct{ Granted bool }](t, rec).Granted {
+		t.Fatalf("override by an approver: %d %s", rec.Code, rec.Body)
+	}
+	if e := wantError(t, f.do("POST", path, opsToken, map[string]any{"reason": "hotfix", "by": "again"}), 403, ""); e.Error.Code != "second_person_required" {
+		t.Errorf("override by the person who asked first: %s %s", e.Error.Code, e.Error.Message)
+	}
+	recs := decodeJSON[struct{ Records []runs.AuditRecord }](t, f.do("GET", "/v1/audit?action=override", opsToken, nil)).Records
+	if len(recs) != 2 || recs[0].Subject != "api:ops (again)" || !strings.HasPrefix(recs[0].Outcome, "refused: ") ||
+		recs[1].Subject != "api:alice" || recs[1].Outcome != "ok" || recs[1].Detail["granted"] != "true" {
+		t.Errorf("override audit records: %+v", recs)
 	}
 }

@@ -8,8 +8,8 @@ import (
 
 // routes is the map of the API: every route, its access rule, its body limit and its rate
 // limit, in one place. Access names the roles a route admits (auth.go's admitted): read is
-// any role (none when public_read), trigger is deployer or admin, audit is viewer or admin,
-// admin is admin only.
+// any role (none when public_read), trigger is deployer or admin, approve is approver or
+// admin, audit is viewer or admin, admin is admin only.
 //
 //	GET    /healthz                        public    process up
 //	GET    /readyz                         public    run store and lock backend reachable
@@ -28,6 +28,7 @@ import (
 //	GET    /v1/runs/{id}                   read      one run
 //	GET    /v1/runs/{id}/events            read      SSE: the log so far, then live (Last-Event-ID)
 //	POST   /v1/runs/{id}/cancel            trigger   cancel a run
+//	POST   /v1/runs/{id}/override          approve   let a run go ahead outside its deploy windows (reason; a second person when configured)
 //	GET    /v1/services                    read      the services the pipelines deploy: who wrote each last, each pipeline's newest build
 //	GET    /v1/locks                       read      current leases (never tokens)
 //	GET    /v1/locks/audit                 audit     operator actions (viewer or admin)
@@ -75,6 +76,7 @@ func (s *server) routes() http.Handler {
 		r.Get("/runs/{id}", s.require(accessRead, s.handleGetRun()))
 		r.Get("/runs/{id}/events", s.require(accessRead, s.handleEvents()))
 		r.Post("/runs/{id}/cancel", s.require(accessTrigger, limitBody(maxAPIBody, s.handleCancel())))
+		r.Post("/runs/{id}/override", s.require(accessApprove, limitBody(maxAPIBody, s.handleOverride())))
 
 		r.Get("/services", s.require(accessRead, s.handleListServices()))
 

@@ -249,6 +249,42 @@ func (s *server) handleCancel() http.HandlerFunc {
 	}
 }
 
+// handleOverride serves POST /v1/runs/{id}/override with {reason, by}: the run may go ahead
+// outside its deploy windows. 200 with the run and whether the override is granted (false:
+// it waits for a second person's); 403 second_person_required when the person who asked
+// first asks again.
+func (s *server) handleOverride() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := validRunID(chi.URLParam(r, "id"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		var body struct {
+			By     string `json:"by"`
+			Reason string `json:"reason"`
+		}
+		if err := decode(r, &body, false); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := cmp.Or(orchestrator.CheckText("by", body.By, orchestrator.MaxOriginText),
+			orchestrator.CheckText("reason", body.Reason, orchestrator.MaxTextLen)); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		by := operator(r, body.By)
+		run, granted, err := s.engine.OverrideWindow(r.Context(), id, by, body.Reason)
+		s.audited(r.Context(), runs.AuditRecord{Subject: by, Action: runs.AuditOverride, Target: id, Reason: body.Reason,
+			Detail: map[string]string{"granted": strconv.FormatBool(granted)}}, err)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		encode(w, http.StatusOK, map[string]any{"run": run, "granted": granted})
+	}
+}
+
 // pipelineParam is the path's {name}: a valid name of a loaded pipeline.
 func (s *server) pipelineParam(r *http.Request) (string, error) {
 	name, err := validPipelineName(chi.URLParam(r, "name"))

@@ -27,6 +27,9 @@ type Windows struct {
 	Freezes []DatedFreeze `koanf:"freezes"`
 	// Outside says what a run outside the windows does (default OutsideWait).
 	Outside Outside `koanf:"outside"`
+	// OverrideSecondPerson: an override of the windows for a run takes effect only once a
+	// second subject, not the one who asked first, overrides too.
+	OverrideSecondPerson bool `koanf:"override_second_person"`
 }
 
 // Window is a recurring window: it opens at each time Cron names and lasts Duration.

@@ -61,6 +61,8 @@ type execution struct {
 	inPhase  bool  // entered a phase: it can no longer be superseded
 	resolver *secrets.Resolver
 	started  map[string]bool // deployment UUIDs this run started
+	// winOverride is the run's override of its deploy windows (window.go); nil until asked.
+	winOverride *windowOverride
 
 	services []*svcState
 	// mobileDone are the mobile steps that wrote, in order (a whole-release rollback puts

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -37,6 +39,11 @@ func (x *execution) awaitWindow(phase runs.Phase) error {
 		if v.Open {
 			return nil
 		}
+		select {
+		case <-x.overridden():
+			return nil // window.override said by whom and why
+		default:
+		}
 		if x.p.Windows.Outside == config.OutsideFail {
 			err := fmt.Errorf("%w before %s: %s", errOutsideWindow, phase, v)
 			x.rec.event(runs.Event{Type: runs.EventWindowClosed, Phase: phase, Message: err.Error()})
@@ -60,7 +67,8 @@ func (x *execution) awaitWindow(phase runs.Phase) error {
 	}
 }
 
-// sleepUnlessStopped waits d, or until a stop request (its cause returned).
+// sleepUnlessStopped waits d, or until the windows are overridden, or until a stop request
+// (its cause returned).
 func (x *execution) sleepUnlessStopped(d time.Duration) error {
 	ctx, stop := x.untilStop(x.ctx)
 	defer stop()
@@ -69,6 +77,8 @@ func (x *execution) sleepUnlessStopped(d time.Duration) error {
 	select {
 	case <-t.C:
 		return nil
+	case <-x.overridden():
+		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
@@ -76,3 +86,84 @@ func (x *execution) sleepUnlessStopped(d time.Duration) error {
 
 // now is the engine's clock for deploy windows (Deps.Now).
 func (e *Engine) now() time.Time { return e.d.Now() }
+
+// windowOverride is a run's override of its deploy windows: who asked (in order) and
+// whether it is granted; granted is closed once it is.
+type windowOverride struct {
+	by      []string
+	granted chan struct{}
+}
+
+// OverrideWindow implements orchestrator.Engine: the override is recorded as a
+// window.override event of the run; a run waiting for its window goes on at once.
+func (e *Engine) OverrideWindow(ctx context.Context, id, by, reason string) (*runs.Run, bool, error) {
+	if reason == "" {
+		return nil, false, fmt.Errorf("override the windows of run %q: %w", id,
+			&orchestrator.FieldError{Field: "reason", Reason: "is required: say why the run may go ahead outside its deploy windows"})
+	}
+	e.mu.Lock()
+	x := e.execs[id]
+	e.mu.Unlock()
+	r, err := e.d.Store.Get(ctx, id)
+	if err != nil {
+		return nil, false, fmt.Errorf("override the windows of run %q: %w", id, err)
+	}
+	if r.Status.Terminal() {
+		return &r, false, fmt.Errorf("override the windows of run %q: it is %s: %w", id, r.Status, runs.ErrEnded)
+	}
+	if x == nil {
+		return &r, false, fmt.Errorf("run %q is executed by %q: %w (override it there)", id, r.Instance, orchestrator.ErrNotOwner)
+	}
+	granted, err := x.override(by)
+	if err != nil {
+		return &r, false, fmt.Errorf("override the windows of run %q: %w", id, err)
+	}
+	msg := "deploy windows overridden by " + by + ": " + reason
+	if !granted {
+		msg = "override of the deploy windows asked by " + by + ": " + reason + "; it takes effect once a second person overrides too"
+	}
+	x.rec.event(runs.Event{Type: runs.EventWindowOverride, Message: msg, Data: map[string]string{runs.DataBy: by, runs.DataReason: reason}})
+	return &r, granted, nil
+}
+
+// override records by's override and reports whether the override is granted: at once, or,
+// under override_second_person, once two different subjects asked. ErrSecondPerson when by
+// already asked and a second person is needed.
+func (x *execution) override(by string) (bool, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	o := x.windowOverrideLocked()
+	select {
+	case <-o.granted:
+		return true, nil
+	default:
+	}
+	if x.p.Windows != nil && x.p.Windows.OverrideSecondPerson {
+		if slices.Contains(o.by, by) {
+			return false, fmt.Errorf("%w: %s asked already; the pipeline's windows need another person's override", orchestrator.ErrSecondPerson, by)
+		}
+		o.by = append(o.by, by)
+		if len(o.by) < 2 {
+			return false, nil
+		}
+	} else {
+		o.by = append(o.by, by)
+	}
+	close(o.granted)
+	return true, nil
+}
+
+// windowOverrideLocked returns the run's override state, made on first use; x.mu is held.
+func (x *execution) windowOverrideLocked() *windowOverride {
+	if x.winOverride == nil {
+		x.winOverride = &windowOverride{granted: make(chan struct{})}
+	}
+	return x.winOverride
+}
+
+// overridden returns the channel closed once the run's windows are overridden.
+func (x *execution) overridden() <-chan struct{} {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.windowOverrideLocked().granted
+}

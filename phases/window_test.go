@@ -2,6 +2,7 @@ package phases_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -122,4 +123,56 @@ func TestPlanShowsTheWindowVerdict(t *testing.T) {
 		len(p.Problems) != 1 || !strings.Contains(p.Problems[0], "a run would wait, holding no lock") {
 		t.Errorf("plan in a freeze: window %q, problems %v", p.Window, p.Problems)
 	}
+}
+
+// Issue 36, item 3: with override_second_person, an override of the windows by one person
+// only asks: the run keeps waiting, the same person asking again is refused, an override
+// without a reason is refused; a second person's override lets the run go ahead at once.
+func TestWindowOverrideNeedsASecondPerson(t *testing.T) {
+	h := newHarness(t)
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	h.now = func() time.Time { return t0 }
+	h.start(h.pipelineYAML("prod", []string{"api"}, freezeFrom(t0.Add(-time.Hour), "wait")+"  override_second_person: true\n"))
+	id := h.submit("prod", orchestrator.Trigger{Build: "2", ImageTag: "v2"})
+	if ev := h.waitEvent(id, runs.EventWindowClosed, ""); ev.Phase != runs.Phase1 {
+		t.Fatalf("window.closed: %+v, want before phase 1", ev)
+	}
+	ctx := context.Background()
+	if _, _, err := h.engine.OverrideWindow(ctx, id, "api:ops", ""); !errors.Is(err, orchestrator.ErrInvalid) {
+		t.Errorf("override without a reason: %v, want ErrInvalid", err)
+	}
+	if _, granted, err := h.engine.OverrideWindow(ctx, id, "api:ops", "hotfix for INC-7"); err != nil || granted {
+		t.Fatalf("first override: granted %v, %v; want asked, not granted", granted, err)
+	}
+	if _, granted, err := h.engine.OverrideWindow(ctx, id, "api:ops", "really"); !errors.Is(err, orchestrator.ErrSecondPerson) || granted {
+		t.Errorf("the same person again: granted %v, %v; want ErrSecondPerson", granted, err)
+	}
+	if r, err := h.store.Get(ctx, id); err != nil || r.Status.Terminal() || wrote(h) {
+		t.Fatalf("after one person's override the run went on: %s, %v", r.Status, err)
+	}
+	if _, granted, err := h.engine.OverrideWindow(ctx, id, "api:alice", "confirmed"); err != nil || !granted {
+		t.Fatalf("second person's override: granted %v, %v", granted, err)
+	}
+	if r := h.wait(id); r.Status != runs.StatusSucceeded {
+		t.Fatalf("run after the override: %s (%s)", r.Status, r.Reason)
+	}
+	var by []string
+	for _, ev := range h.events(id) {
+		if ev.Type == runs.EventWindowOverride {
+			by = append(by, ev.Data[runs.DataBy]+": "+ev.Data[runs.DataReason])
+		}
+	}
+	if strings.Join(by, ", ") != "api:ops: hotfix for INC-7, api:alice: confirmed" {
+		t.Errorf("window.override events: %v", by)
+	}
+}
+
+// wrote reports whether the fake Coolify saw any write.
+func wrote(h *harness) bool {
+	for _, r := range h.coolify.Requests() {
+		if r.Method != "GET" {
+			return true
+		}
+	}
+	return false
 }

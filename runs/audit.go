@@ -52,6 +52,7 @@ const (
 	AuditUnfreeze     = "unfreeze"
 	AuditForceRelease = "force_release"
 	AuditRollback     = "rollback"
+	AuditOverride     = "override"
 )
 
 // Audit outcomes.

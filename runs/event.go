@@ -83,6 +83,9 @@ const (
 	// EventWindowClosed: the run reached Phase 1 or Phase 2 outside its pipeline's deploy
 	// windows: it waits, holding no lock (Data: until, when known), or fails.
 	EventWindowClosed EventType = "window.closed"
+	// EventWindowOverride: someone overrode the run's deploy windows (Data: by, reason), or
+	// asked to, when a second person must override too.
+	EventWindowOverride EventType = "window.override"
 )
 
 // EndsRun reports whether the event is the last word on a run: run.succeeded, run.failed,
