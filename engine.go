@@ -30,6 +30,12 @@ type Engine[Run any] interface {
 	// person who asked first asks again); the store's not-found; its ended error;
 	// ErrNotOwner.
 	OverrideWindow(ctx context.Context, runID, by, reason string) (run Run, granted bool, err error)
+	// Decide answers the question a run waits on (an approval of its plan): an approval
+	// counts for the digest it names; enough approvals let the run go on, a rejection ends
+	// it failed. Errors: ErrNotAwaiting; ErrDecisionChanged (the digest is no longer the one
+	// asked about); ErrSecondPerson (the person already voted, or approves a run they
+	// triggered where that is forbidden); ErrInvalid; the store's errors; ErrNotOwner.
+	Decide(ctx context.Context, runID string, v DecisionVote) (Run, error)
 	// Plan is the dry run: what a run with t would change and which locks it would take.
 	// Errors: ErrUnknownPipeline; ErrInvalid; outside-API and secret errors.
 	Plan(ctx context.Context, pipeline string, t Trigger) (*Plan, error)

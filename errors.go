@@ -22,7 +22,21 @@ var (
 	// ErrSecondPerson: the action needs another person's confirmation, and the one asking is
 	// the person who asked first (403).
 	ErrSecondPerson = errors.New("a second person must confirm")
+	// ErrNotAwaiting: a decision (approve, reject) for a run that waits for none (409).
+	ErrNotAwaiting = errors.New("run waits for no decision")
+	// ErrDecisionChanged: an approval of something the run no longer asks about: its plan
+	// changed since the approver saw it (409).
+	ErrDecisionChanged = errors.New("what the run asks about changed")
 )
+
+// DecisionVote is one person's answer to the question a run waits on (approve or reject),
+// naming the digest of what they saw.
+type DecisionVote struct {
+	By      string
+	Approve bool
+	Digest  string
+	Reason  string
+}
 
 // FieldError says which field of a request is wrong and why. It matches ErrInvalid. Field is
 // set where the problem is found (Trigger.Validate, config's Resolve for a ${trigger.…}

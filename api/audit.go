@@ -195,7 +195,7 @@ func (s *server) handleAuditExport() http.HandlerFunc {
 
 // auditActions are the actions the audit page's filter offers.
 var auditActions = []string{runs.AuditTrigger, runs.AuditRollback, runs.AuditCancel, runs.AuditFreeze,
-	runs.AuditUnfreeze, runs.AuditForceRelease, runs.AuditOverride, "cancel_deployment", "takeover"}
+	runs.AuditUnfreeze, runs.AuditForceRelease, runs.AuditOverride, runs.AuditApprove, runs.AuditReject, "cancel_deployment", "takeover"}
 
 type auditData struct {
 	Title   string

@@ -132,6 +132,25 @@ func (e *testEngine) Cancel(ctx context.Context, id, by, reason string) (*runs.R
 	return &run, nil
 }
 
+// Decide records the vote on the run's decision as the engine does for one approval needed,
+// refusing a digest other than "plan-1".
+func (e *testEngine) Decide(ctx context.Context, id string, v orchestrator.DecisionVote) (*runs.Run, error) {
+	if v.Approve && v.Digest != "plan-1" {
+		return nil, fmt.Errorf("decide %q: %w", id, orchestrator.ErrDecisionChanged)
+	}
+	run, err := e.store.Update(ctx, id, func(r *runs.Run) error {
+		if r.Decision == nil {
+			r.Decision = &runs.Decision{Kind: runs.DecisionApproval, Digest: "plan-1", Needed: 1}
+		}
+		r.Decision.Votes = append(r.Decision.Votes, runs.Vote{By: v.By, Approve: v.Approve, Digest: v.Digest, Reason: v.Reason})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("decide %q: %w", id, err)
+	}
+	return &run, nil
+}
+
 // OverrideWindow grants at once, except to "api:ops (again)", refused as the person who
 // asked first.
 func (e *testEngine) OverrideWindow(ctx context.Context, id, by, reason string) (*runs.Run, bool, error) {

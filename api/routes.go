@@ -28,6 +28,8 @@ import (
 //	GET    /v1/runs/{id}                   read      one run
 //	GET    /v1/runs/{id}/events            read      SSE: the log so far, then live (Last-Event-ID)
 //	POST   /v1/runs/{id}/cancel            trigger   cancel a run
+//	POST   /v1/runs/{id}/approve           approve   approve the run's plan (the digest seen, reason)
+//	POST   /v1/runs/{id}/reject            approve   reject it (reason): the run ends failed
 //	POST   /v1/runs/{id}/override          approve   let a run go ahead outside its deploy windows (reason; a second person when configured)
 //	GET    /v1/services                    read      the services the pipelines deploy: who wrote each last, each pipeline's newest build
 //	GET    /v1/locks                       read      current leases (never tokens)
@@ -77,6 +79,8 @@ func (s *server) routes() http.Handler {
 		r.Get("/runs/{id}/events", s.require(accessRead, s.handleEvents()))
 		r.Post("/runs/{id}/cancel", s.require(accessTrigger, limitBody(maxAPIBody, s.handleCancel())))
 		r.Post("/runs/{id}/override", s.require(accessApprove, limitBody(maxAPIBody, s.handleOverride())))
+		r.Post("/runs/{id}/approve", s.require(accessApprove, limitBody(maxAPIBody, s.handleDecide(true))))
+		r.Post("/runs/{id}/reject", s.require(accessApprove, limitBody(maxAPIBody, s.handleDecide(false))))
 
 		r.Get("/services", s.require(accessRead, s.handleListServices()))
 

@@ -285,6 +285,50 @@ func (s *server) handleOverride() http.HandlerFunc {
 	}
 }
 
+// handleDecide serves POST /v1/runs/{id}/approve with {digest, reason} (approve: the digest
+// of the plan the approver saw, GET /v1/runs/{id}'s decision.digest) and
+// /v1/runs/{id}/reject with {reason}: 200 with the run. The vote is the token's subject's
+// (no "by": an approval is a person's, not a name they type).
+func (s *server) handleDecide(approve bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := validRunID(chi.URLParam(r, "id"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		var body struct {
+			Digest string `json:"digest"`
+			Reason string `json:"reason"`
+		}
+		if err := decode(r, &body, !approve); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if approve && body.Digest == "" {
+			s.writeError(w, r, fieldErr("digest", "is required: the digest of the plan you approve (the run's decision.digest)"))
+			return
+		}
+		if err := cmp.Or(orchestrator.CheckText("digest", body.Digest, 128),
+			orchestrator.CheckText("reason", body.Reason, orchestrator.MaxTextLen)); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		by := actor(r)
+		run, err := s.engine.Decide(r.Context(), id, orchestrator.DecisionVote{By: by, Approve: approve, Digest: body.Digest, Reason: body.Reason})
+		action := runs.AuditReject
+		if approve {
+			action = runs.AuditApprove
+		}
+		s.audited(r.Context(), runs.AuditRecord{Subject: by, Action: action, Target: id, Reason: body.Reason,
+			Detail: map[string]string{"digest": body.Digest}}, err)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		encode(w, http.StatusOK, runResponse{Run: run})
+	}
+}
+
 // pipelineParam is the path's {name}: a valid name of a loaded pipeline.
 func (s *server) pipelineParam(r *http.Request) (string, error) {
 	name, err := validPipelineName(chi.URLParam(r, "name"))

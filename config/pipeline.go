@@ -50,6 +50,8 @@ type Pipeline struct {
 	Statuses *Statuses `koanf:"statuses"`
 	// Windows are the deploy windows (nil: a run may go ahead at any time).
 	Windows *Windows `koanf:"windows"`
+	// Approvals, when set, make each run wait for people to approve its plan before Phase 1.
+	Approvals *Approvals `koanf:"approvals"`
 
 	// File is the path the pipeline was loaded from ("" when built in code).
 	File string `koanf:"-"`

@@ -313,6 +313,7 @@ func (v *validator) pipeline(p *Pipeline) {
 	v.notify("notify", p.Notify)
 	v.statuses("statuses", p.Statuses)
 	v.windows("windows", p.Windows)
+	v.approvals("approvals", p.Approvals)
 
 	// Every key the run takes must lie in its mutator's namespace and in no other.
 	for i, s := range p.Services {

@@ -63,6 +63,8 @@ type execution struct {
 	started  map[string]bool // deployment UUIDs this run started
 	// winOverride is the run's override of its deploy windows (window.go); nil until asked.
 	winOverride *windowOverride
+	// decision is the question the run waits on a person for (decision.go).
+	decision decisionState
 
 	services []*svcState
 	// mobileDone are the mobile steps that wrote, in order (a whole-release rollback puts
@@ -313,8 +315,8 @@ func (x *execution) runPipeline() (runs.Status, string) {
 	if status, reason, ok := x.preflightRun(); !ok {
 		return status, reason
 	}
-	if err := x.awaitWindow(runs.Phase1); err != nil {
-		return x.outcome(err, "deploy window")
+	if err := x.gateBeforePhase1(); err != nil {
+		return x.gateOutcome(err)
 	}
 	if err := x.mobileSteps(config.WhenBeforePhase1); err != nil {
 		x.compensate(runs.Phase1, x.compensationFor(x.stoppedBy(err)))

@@ -53,6 +53,8 @@ const (
 	AuditForceRelease = "force_release"
 	AuditRollback     = "rollback"
 	AuditOverride     = "override"
+	AuditApprove      = "approve"
+	AuditReject       = "reject"
 )
 
 // Audit outcomes.

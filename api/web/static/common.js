@@ -64,7 +64,7 @@
     msg.className = isError ? "msg error" : "msg ok";
     msg.hidden = !text;
   }
-  var terminal = { succeeded: true, failed: true, superseded: true, canceled: true, interrupted: true };
+  var terminal = { succeeded: true, failed: true, superseded: true, canceled: true, interrupted: true, expired: true };
   window.orchestrator = {
     pad: pad, isZero: isZero, clock: clock, dur: dur, took: took, el: el, cell: cell,
     send: send, refusal: refusal, say: say, ended: function (status) { return !!terminal[status]; }
