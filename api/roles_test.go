@@ -38,6 +38,13 @@ func TestRolesOfNamedTokens(t *testing.T) {
 		}
 		return rec.Code, wantError(t, rec, rec.Code, "")
 	}
+	approve := func(tok string) (int, apiError) {
+		rec := f.do("POST", "/v1/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/approve", tok, map[string]any{"digest": "plan-1"})
+		if rec.Code != 403 {
+			return rec.Code, apiError{}
+		}
+		return 403, wantError(t, rec, 403, "")
+	}
 	release := func(tok string) (int, apiError) {
 		rec := f.do("POST", "/v1/locks/coolify:phase1/release", tok, map[string]any{"fence": 1, "reason": "test"})
 		if rec.Code != 403 {
@@ -55,6 +62,8 @@ func TestRolesOfNamedTokens(t *testing.T) {
 	}{
 		{"trigger", trigger, viewerToken, "dashboard", "viewer", "deployer or admin"},
 		{"trigger", trigger, approverToken, "alice", "approver", "deployer or admin"},
+		{"approve", approve, viewerToken, "dashboard", "viewer", "approver or admin"},
+		{"approve", approve, deployerToken, "ci-prod", "deployer", "approver or admin"},
 		{"release", release, viewerToken, "dashboard", "viewer", "admin"},
 		{"release", release, deployerToken, "ci-prod", "deployer", "admin"},
 		{"release", release, approverToken, "alice", "approver", "admin"},
@@ -114,5 +123,38 @@ func TestOverrideRoute(t *testing.T) {
 	if len(recs) != 2 || recs[0].Subject != "api:ops (again)" || !strings.HasPrefix(recs[0].Outcome, "refused: ") ||
 		recs[1].Subject != "api:alice" || recs[1].Outcome != "ok" || recs[1].Detail["granted"] != "true" {
 		t.Errorf("override audit records: %+v", recs)
+	}
+}
+
+// Issue 36, item 4: approve and reject are the approver's (the token's subject votes, no
+// "by"), need the plan's digest to approve, and are audited; an approval of another digest
+// is 409 plan_changed.
+func TestApproveRoute(t *testing.T) {
+	f := newFixture(t, withNamedTokens)
+	run := f.trigger("demo", map[string]any{"image_tag": "v1"})
+	path := "/v1/runs/" + run.ID
+	wantError(t, f.do("POST", path+"/approve", approverToken, map[string]any{"reason": "ok"}), 400, "digest")
+	wantError(t, f.do("POST", path+"/approve", approverToken, map[string]any{"digest": "plan-1", "by": "someone"}), 400, "by")
+	if e := wantError(t, f.do("POST", path+"/approve", approverToken, map[string]any{"digest": "plan-0"}), 409, ""); e.Error.Code != "plan_changed" {
+		t.Errorf("approval of another digest: %s", e.Error.Code)
+	}
+	rec := f.do("POST", path+"/approve", approverToken, map[string]any{"digest": "plan-1", "reason": "checked"})
+	if rec.Code != 200 {
+		t.Fatalf("approve: %d %s", rec.Code, rec.Body)
+	}
+	got := decodeJSON[struct{ Run runs.Run }](t, rec).Run
+	if got.Decision == nil || len(got.Decision.Votes) != 1 || got.Decision.Votes[0].By != "api:alice" {
+		t.Errorf("vote recorded: %+v", got.Decision)
+	}
+	if rec := f.do("POST", path+"/reject", opsToken, nil); rec.Code != 200 {
+		t.Errorf("reject without a body: %d %s", rec.Code, rec.Body)
+	}
+	recs := decodeJSON[struct{ Records []runs.AuditRecord }](t, f.do("GET", "/v1/audit?target="+run.ID, opsToken, nil)).Records
+	var actions []string
+	for _, r := range recs {
+		actions = append(actions, r.Action+" "+r.Subject+" "+strings.SplitN(r.Outcome, ":", 2)[0])
+	}
+	if strings.Join(actions, ", ") != "reject api:ops ok, approve api:alice ok, approve api:alice refused" {
+		t.Errorf("audit of the decisions: %v", actions)
 	}
 }
