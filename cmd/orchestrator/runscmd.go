@@ -171,6 +171,7 @@ func (l localRuns) follow(ctx context.Context, id string, fn func(runs.Event) er
 func cmdRuns(ctx context.Context, c *cli, args []string) error {
 	sub := map[string]func(context.Context, *cli, []string) error{
 		"list": cmdRunsList, "show": cmdRunsShow, "watch": cmdRunsWatch, "cancel": cmdRunsCancel,
+		"approve": cmdRunsApprove, "reject": cmdRunsReject,
 	}
 	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
 		fmt.Fprint(c.stdout, runsUsage+"\n"+exitCodesHelp)
@@ -178,12 +179,12 @@ func cmdRuns(ctx context.Context, c *cli, args []string) error {
 	}
 	if len(args) == 0 || sub[args[0]] == nil {
 		fmt.Fprint(c.stderr, runsUsage)
-		return usageError("runs: want a subcommand: list, show, watch or cancel")
+		return usageError("runs: want a subcommand: list, show, watch, cancel, approve or reject")
 	}
 	return sub[args[0]](ctx, c, args[1:])
 }
 
-const runsUsage = `Usage: orchestrator runs <list|show|watch|cancel> [flags]
+const runsUsage = `Usage: orchestrator runs <list|show|watch|cancel|approve|reject> [flags]
 
 With --url (or ORCH_URL) through the daemon's API, with the token from --token or
 ORCH_READ_TOKEN / ORCH_TRIGGER_TOKEN / ORCH_ADMIN_TOKEN; without it from the local backend
@@ -194,6 +195,8 @@ first names what it read.
   show ID   one run: status, reason, every step
   watch ID  follow a run live until it ends; exits with its result
   cancel ID cancel a run (daemon only): it stops at the next safe point and compensates
+  approve ID --digest D  approve the plan a run waits on (daemon only; an approver's or the admin token)
+  reject ID  reject it: the run ends failed (daemon only)
 `
 
 func cmdRunsList(ctx context.Context, c *cli, args []string) error {
@@ -371,4 +374,75 @@ func cmdRunsCancel(ctx context.Context, c *cli, args []string) error {
 	fmt.Fprintf(c.stdout, "cancel requested: run %s is %s; follow it with\n  orchestrator runs watch %s --url %s\n",
 		r.ID, r.Status, r.ID, e.client.base)
 	return nil
+}
+
+func cmdRunsApprove(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("runs approve", "ID --url URL --digest DIGEST [--reason TEXT] [--token T]",
+		"Approves the plan a run waits on, through the daemon that runs it. Without --digest it shows\n"+
+			"the plan's summary and digest: approve what you read, naming its digest. Needs an approver's\n"+
+			"or the admin token (--token, or ORCH_ADMIN_TOKEN); the token's name is the approver.")
+	t := addTargetFlags(c, fs)
+	digest := fs.String("digest", "", "the digest of the plan you approve (from the run's decision)")
+	reason := fs.String("reason", "", "why (recorded in the run and the audit log)")
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	e, id, err := openDecision(ctx, c, t, fs, "runs approve")
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	if *digest == "" {
+		r, err := e.client.run(ctx, id)
+		if err != nil {
+			return err
+		}
+		if r.Status != runs.StatusAwaiting || r.Decision == nil {
+			return usageError("runs approve: run %s is %s and waits for no decision", id, r.Status)
+		}
+		return usageError("runs approve: run %s waits for %d approval(s) (%d given) of plan %s:\n  %s\napprove it with --digest %s",
+			id, r.Decision.Needed, r.Decision.Approvals(), r.Decision.Digest, r.Decision.Summary, r.Decision.Digest)
+	}
+	r, err := e.client.approve(ctx, id, *digest, *reason)
+	if err != nil {
+		return err
+	}
+	e.header(c, false)
+	fmt.Fprintf(c.stdout, "approved: run %s has %d of %d approval(s)\n", r.ID, r.Decision.Approvals(), r.Decision.Needed)
+	return nil
+}
+
+func cmdRunsReject(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("runs reject", "ID --url URL [--reason TEXT] [--token T]",
+		"Rejects the plan a run waits on: the run ends failed. Needs an approver's or the admin token.")
+	t := addTargetFlags(c, fs)
+	reason := fs.String("reason", "", "why (recorded in the run and the audit log)")
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	e, id, err := openDecision(ctx, c, t, fs, "runs reject")
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	r, err := e.client.reject(ctx, id, *reason)
+	if err != nil {
+		return err
+	}
+	e.header(c, false)
+	fmt.Fprintf(c.stdout, "rejected: run %s ends failed\n", r.ID)
+	return nil
+}
+
+// openDecision reads the run ID argument and opens the daemon's API (decisions need one).
+func openDecision(ctx context.Context, c *cli, t *target, fs *pflag.FlagSet, cmd string) (*endpoint, string, error) {
+	id, err := runIDArg(fs, cmd)
+	if err != nil {
+		return nil, "", err
+	}
+	if *t.url == "" {
+		return nil, "", &exitError{code: exitUsage, err: fmt.Errorf("%s: %w", cmd, errNeedsDaemon)}
+	}
+	e, err := t.open(ctx, c)
+	return e, id, err
 }
