@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"maps"
 	"embed"
 	"fmt"
 	"html/template"
@@ -188,6 +189,10 @@ type indexData struct {
 	Title    string
 	Session  session
 	Runs     []runs.Run
+	// Awaiting are the runs that wait for a decision (approval), oldest first.
+	Awaiting []runs.Run
+	// Windows are the pipelines with deploy windows and their verdict now.
+	Windows []windowView
 	Locks    []locks.Info
 	LocksErr string
 }
@@ -200,7 +205,14 @@ func (s *server) handleDashboard() http.HandlerFunc {
 			s.pageError(w, r, err)
 			return
 		}
-		d := indexData{Title: "Dashboard", Session: sessionOf(r), Runs: page.Runs}
+		d := indexData{Title: "Dashboard", Session: sessionOf(r), Runs: page.Runs, Windows: s.windowViews()}
+		waiting, err := s.runs.List(r.Context(), runs.Filter{Status: []runs.Status{runs.StatusAwaiting}, Limit: 50, ReadOnly: true})
+		if err != nil {
+			s.pageError(w, r, err)
+			return
+		}
+		d.Awaiting = waiting.Runs
+		slices.Reverse(d.Awaiting)
 		infos, err := s.locks.List(r.Context(), "")
 		if err != nil {
 			d.LocksErr = "the lock backend is unavailable"
@@ -323,4 +335,26 @@ func (s *server) handleStatic() http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		files.ServeHTTP(w, r)
 	})
+}
+
+// windowView is one pipeline's deploy windows as the dashboard shows them.
+type windowView struct {
+	Pipeline string
+	Open     bool
+	Verdict  string
+	Outside  string
+}
+
+// windowViews lists the loaded pipelines that have deploy windows, by name, with the
+// verdict now.
+func (s *server) windowViews() []windowView {
+	var out []windowView
+	for _, name := range slices.Sorted(maps.Keys(s.pipelines)) {
+		p := s.pipelines[name]
+		if w := p.Windows.Gates(); !w.Empty() {
+			v := w.Verdict(s.now())
+			out = append(out, windowView{Pipeline: name, Open: v.Open, Verdict: v.String(), Outside: string(p.Windows.Outside)})
+		}
+	}
+	return out
 }

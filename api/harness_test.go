@@ -452,3 +452,14 @@ func (f *fixture) finish(id string) {
 		f.t.Fatalf("finish %s: %v", id, err)
 	}
 }
+
+// setDecision puts d on run id as the engine does when the run asks, status awaiting.
+func (f *fixture) setDecision(id string, d *runs.Decision) {
+	f.t.Helper()
+	if _, err := f.store.Update(context.Background(), id, func(r *runs.Run) error {
+		r.Status, r.Decision = runs.StatusAwaiting, d
+		return nil
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+}

@@ -48,6 +48,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Notifier is told about freezes placed and lifted through the API (nil: nobody).
 	Notifier Notifier
+	// Pipelines are the loaded pipelines, for the dashboard's view of their deploy windows
+	// (nil: none shown).
+	Pipelines map[string]*config.Pipeline
 
 	// Heartbeat is the interval of SSE comment lines that keep idle streams open through
 	// proxies (default 15s).
@@ -82,6 +85,7 @@ type server struct {
 	runs        runs.Store
 	deliveries  runs.Deliveries
 	audit       runs.AuditLog
+	pipelines   map[string]*config.Pipeline
 	locks       Locks
 	metrics     *metrics.Metrics
 	notifier    Notifier
@@ -126,6 +130,7 @@ func NewServer(d Deps) http.Handler {
 	}
 	s := &server{
 		audit:       d.Audit,
+		pipelines:   d.Pipelines,
 		cfg:         d.Config,
 		engine:      d.Engine,
 		runs:        d.Runs,

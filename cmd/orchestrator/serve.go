@@ -153,7 +153,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	// Header and body timeouts, header size and connection caps: see api.NewHTTPServer and
 	// api.LimitListener.
 	srv := api.NewHTTPServer(api.Deps{Config: d, Engine: eng, Runs: b.store, Deliveries: b.store, Locks: b.locker,
-		Metrics: metrics, Logger: log, Notifier: notifier})
+		Metrics: metrics, Logger: log, Notifier: notifier, Pipelines: pipelines})
 	// Streams (SSE) end when shutdown starts; request contexts derive from this.
 	srv.BaseContext = func(net.Listener) context.Context { return baseCtx }
 	trusted, _ := config.ParseTrustedProxies(d.TrustedProxies) // validated by LoadDaemon
