@@ -2,12 +2,12 @@ package api
 
 import (
 	"bytes"
-	"maps"
 	"embed"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -186,13 +186,13 @@ func wantsPage(r *http.Request) bool {
 }
 
 type indexData struct {
-	Title    string
-	Session  session
-	Runs     []runs.Run
+	Title   string
+	Session session
+	Runs    []runs.Run
 	// Awaiting are the runs that wait for a decision (approval), oldest first.
 	Awaiting []runs.Run
 	// Windows are the pipelines with deploy windows and their verdict now.
-	Windows []windowView
+	Windows  []windowView
 	Locks    []locks.Info
 	LocksErr string
 }
