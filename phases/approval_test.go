@@ -9,6 +9,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
+	"github.com/deploy-orchestrator/orchestrator/notify/notifytest"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -122,5 +123,22 @@ func TestApprovalRejectedOrExpired(t *testing.T) {
 	}
 	if wrote(h) {
 		t.Error("a rejected or expired run wrote to Coolify")
+	}
+}
+
+// Issue 36, item 4: a run that waits for approval announces itself through the notifiers,
+// with what it waits for and the link to its page.
+func TestAwaitingRunIsAnnounced(t *testing.T) {
+	h := newHarness(t)
+	rcv := notifytest.NewServer(t)
+	h.start(h.pipelineYAML("prod", []string{"api"}, withNotifier(t, h, rcv, time.Minute)+"approvals: { required: 1 }\n"))
+	id := h.submit("prod", orchestrator.Trigger{Build: "3", ImageTag: "v3"})
+	awaitingDecision(t, h, id, "")
+	m := received(t, rcv)
+	for _, want := range []string{"prod: build 3 waits for approval", "1 approval(s) of plan", "api: image tag → v3",
+		"https://deploy.example.com/runs/" + id} {
+		if !strings.Contains(m.Text, want) {
+			t.Errorf("message %q lacks %q", m.Text, want)
+		}
 	}
 }
