@@ -71,6 +71,8 @@ type authenticator struct {
 	tokens     []tokenDigest
 	publicRead bool
 	now        func() time.Time
+	// oidc is the login through an OpenID provider (nil: none configured).
+	oidc *oidcLogin
 }
 
 type tokenDigest struct {
@@ -89,8 +91,8 @@ const cookieName = "orchestrator_token"
 // sessionKeyLabel is what a token signs to give its session key.
 const sessionKeyLabel = "orchestrator dashboard session v1"
 
-func newAuthenticator(t config.Tokens, publicRead bool, now func() time.Time) *authenticator {
-	a := &authenticator{publicRead: publicRead, now: now}
+func newAuthenticator(t config.Tokens, o *config.OIDC, publicRead bool, now func() time.Time) *authenticator {
+	a := &authenticator{publicRead: publicRead, now: now, oidc: newOIDCLogin(o)}
 	for _, n := range t.All() { // an empty token is left out: it never matches
 		d := tokenDigest{who: principal{name: n.Name, role: roleOf(n.Role)}, sum: sha256.Sum256([]byte(n.Token.Reveal()))}
 		m := hmac.New(sha256.New, []byte(n.Token.Reveal()))
@@ -114,9 +116,10 @@ var admitted = map[access][]role{
 // admits lists the roles that pass a route of the given access.
 func admits(acc access) []role { return admitted[acc] }
 
-// has reports whether a token of role rl is configured.
+// has reports whether a token of role rl is configured, or an OIDC rule gives it.
 func (a *authenticator) has(rl role) bool {
-	return slices.ContainsFunc(a.tokens, func(t tokenDigest) bool { return t.who.role == rl })
+	return slices.ContainsFunc(a.tokens, func(t tokenDigest) bool { return t.who.role == rl }) ||
+		a.oidc != nil && slices.Contains(a.oidc.roles, rl)
 }
 
 // closed returns the answer to a request for a route that no configured token admits (and
@@ -147,7 +150,7 @@ func (a *authenticator) noToken(roles []role) error {
 		}
 	}
 	what := "no token with the " + orList(names) + " role is configured on this daemon"
-	if len(a.tokens) == 0 {
+	if len(a.tokens) == 0 && a.oidc == nil {
 		what = "no API token is configured on this daemon"
 	}
 	named := "an entry of tokens.named with the " + orList(names) + " role"
@@ -224,6 +227,9 @@ func bearer(r *http.Request) (tok string, presented bool) {
 // newSession returns the cookie value of a session of who that ends at exp; "" when no
 // token has who's name.
 func (a *authenticator) newSession(who principal, exp time.Time) string {
+	if a.oidc != nil && strings.HasPrefix(who.name, "oidc:") {
+		return a.oidc.newSession(who, exp)
+	}
 	for _, t := range a.tokens {
 		if t.who.name == who.name {
 			payload := who.name + "." + strconv.FormatInt(exp.Unix(), 10)
@@ -242,6 +248,12 @@ func (a *authenticator) session(v string) (principal, bool) {
 	sig, serr := base64.RawURLEncoding.DecodeString(sigText)
 	if !ok1 || !ok2 || err != nil || serr != nil {
 		return principal{}, false
+	}
+	if strings.HasPrefix(name, oidcSessionPrefix) {
+		if a.oidc == nil {
+			return principal{}, false
+		}
+		return a.oidc.session(name, expText, sig, a.now())
 	}
 	for _, t := range a.tokens {
 		if t.who.name != name {
@@ -335,11 +347,15 @@ func principalOf(r *http.Request) principal {
 }
 
 // actor names who made the request, for Trigger.By, cancels and the audit trail:
-// "api:<token name>" ("api:anonymous" for a public read).
+// "api:<token name>", "oidc:<email>" for a session opened through the OpenID provider
+// ("api:anonymous" for a public read).
 func actor(r *http.Request) string {
 	who := principalOf(r)
-	if who.name == "" {
+	switch {
+	case who.name == "":
 		return "api:anonymous"
+	case strings.HasPrefix(who.name, "oidc:"):
+		return who.name
 	}
 	return "api:" + who.name
 }

@@ -20,6 +20,8 @@ import (
 //	GET    /login                          public    dashboard: the login form
 //	POST   /login                          public    dashboard: check a token, store it in the session cookie
 //	POST   /logout                         public    dashboard: delete the session cookie
+//	GET    /login/oidc                     public    dashboard: log in through the OpenID provider (when oidc is configured)
+//	GET    /login/oidc/callback            public    dashboard: the provider's answer: verified, mapped to a role, a session
 //	GET    /static/*                       public    embedded CSS and JS
 //	POST   /v1/pipelines/{name}/runs       trigger   start a run (Idempotency-Key), rate limited per token
 //	GET    /v1/pipelines/{name}/plan       trigger   dry run, rate limited per token (its own bucket); its Coolify calls yield to runs
@@ -66,6 +68,10 @@ func (s *server) routes() http.Handler {
 	r.Get("/login", s.handleLoginPage())
 	r.Post("/login", s.handleLogin())
 	r.Post("/logout", s.handleLogout())
+	if s.auth.oidc != nil {
+		r.Get("/login/oidc", s.handleOIDCStart())
+		r.Get("/login/oidc/callback", s.handleOIDCCallback())
+	}
 	r.Handle("/static/*", s.handleStatic())
 
 	r.Route("/v1", func(r chi.Router) {

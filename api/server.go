@@ -163,7 +163,7 @@ func NewServer(d Deps) http.Handler {
 		d.MaxStreamsPerClient = min(DefaultMaxStreamsPerClient, d.MaxStreams)
 	}
 	s.streams = newStreamSlots(d.MaxStreams, d.MaxStreamsPerClient)
-	s.auth = newAuthenticator(d.Config.Tokens, d.Config.PublicRead, s.now)
+	s.auth = newAuthenticator(d.Config.Tokens, d.Config.OIDC, d.Config.PublicRead, s.now)
 	s.triggerRate = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	s.planRate = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	s.webhookRate = newLimiter(d.Config.RateLimits.Webhook, s.now)

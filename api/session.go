@@ -111,11 +111,12 @@ type loginData struct {
 	Session session
 	Next    string // where to go after logging in
 	Error   string
+	OIDC    bool // offer the login through the OpenID provider
 }
 
 // renderLogin answers the login page with status.
 func (s *server) renderLogin(w http.ResponseWriter, r *http.Request, status int, next, problem string) {
-	s.render(w, r, status, s.pages.login, loginData{Title: "Log in", Next: safeNext(next), Error: problem})
+	s.render(w, r, status, s.pages.login, loginData{Title: "Log in", Next: safeNext(next), Error: problem, OIDC: s.auth.oidc != nil})
 }
 
 // handleLoginPage serves GET /login?next=.

@@ -28,6 +28,8 @@ type Daemon struct {
 	// PipelinesDir is the directory of pipeline files (default DefaultPipelinesDir).
 	PipelinesDir string `koanf:"pipelines_dir"`
 	Tokens       Tokens `koanf:"tokens"`
+	// OIDC, when set, lets people log in to the dashboard through an OpenID provider.
+	OIDC *OIDC `koanf:"oidc"`
 	// PublicRead lets read endpoints and the dashboard answer without a token.
 	PublicRead bool `koanf:"public_read"`
 	// RateLimits apply per client to the trigger and webhook routes.

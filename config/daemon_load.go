@@ -303,6 +303,7 @@ func (v *validator) daemon(d *Daemon) {
 	v.required("pipelines_dir", d.PipelinesDir)
 
 	v.tokens(d.Tokens)
+	v.oidc(d.OIDC)
 	v.rate("rate_limits.trigger", d.RateLimits.Trigger)
 	v.rate("rate_limits.webhook", d.RateLimits.Webhook)
 	if r := d.Coolify.RateLimit; r != 0 && r < MinCoolifyRateLimit {

@@ -126,3 +126,37 @@ func TestNamedTokens(t *testing.T) {
 		t.Errorf("a problem shows a token:\n%s", ps.Error())
 	}
 }
+
+// Issue 36, item 1: the oidc block's problems name their fields; a valid one loads.
+func TestOIDCConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "orchestrator.yaml")
+	if err := os.WriteFile(path, []byte(`oidc:
+  issuer: login.example.com
+  roles: [{ claim: groups, value: ops, role: root }]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadDaemon(path, func(string) string { return "" }, nil)
+	ps := AsProblems(err)
+	for _, w := range []struct{ field, substr string }{
+		{"oidc.issuer", "is not a URL"}, {"oidc.client_id", "is required"}, {"oidc.client_secret", "is required"},
+		{"oidc.roles[0].role", `"root" is not a role`},
+	} {
+		if _, ok := findProblem(ps, w.field, w.substr); !ok {
+			t.Errorf("no problem %s: %s; got:\n%s", w.field, w.substr, strings.Join(ps.Lines(), "\n"))
+		}
+	}
+	if err := os.WriteFile(path, []byte(`oidc:
+  issuer: https://login.example.com
+  client_id: orchestrator
+  client_secret: "${OIDC_SECRET}"
+  roles: [{ claim: groups, value: ops, role: admin }]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := LoadDaemon(path, func(k string) string { return map[string]string{"OIDC_SECRET": "oidc-secret-0123456789"}[k] }, nil)
+	if err != nil || d.OIDC.ClientSecret.Reveal() != "oidc-secret-0123456789" || d.OIDC.Roles[0].Role != RoleAdmin {
+		t.Errorf("valid oidc block: %+v, %v", d, err)
+	}
+}
