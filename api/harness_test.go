@@ -38,7 +38,7 @@ const (
 	genericSecret = "generic-secret-SENTINEL-0006"
 )
 
-var sentinels = []string{triggerToken, adminToken, readToken, githubSecret, gitlabSecret, genericSecret}
+var sentinels = []string{triggerToken, adminToken, readToken, githubSecret, gitlabSecret, genericSecret, oidcClientSecret}
 
 // testEngine stands in for the deploy engine (package phases), which the API reaches only
 // through orchestrator.Engine. It is backed by the real run store: Submit creates a run with one

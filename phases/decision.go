@@ -42,6 +42,10 @@ func (x *execution) awaitDecision(d runs.Decision, expireAfter time.Duration) er
 	if x.decision.wake == nil {
 		x.decision.wake = make(chan struct{}, 1)
 	}
+	if x.decision.d != nil {
+		d.Round = x.decision.d.Round
+	}
+	d.Round++
 	x.decision.d = &d
 	wake := x.decision.wake
 	x.mu.Unlock()
@@ -50,7 +54,7 @@ func (x *execution) awaitDecision(d runs.Decision, expireAfter time.Duration) er
 	if !d.Expires.IsZero() {
 		msg += " until " + d.Expires.Format(time.RFC3339)
 	}
-	x.rec.update(func(r *runs.Run) { r.Status, r.Decision = runs.StatusAwaiting, &asked },
+	x.rec.update(func(r *runs.Run) { r.Status = runs.StatusAwaiting; storeDecision(r, asked) },
 		runs.Event{Type: runs.EventDecisionAsked, Message: msg + ": " + d.Summary})
 	x.notifyDecision(asked)
 
@@ -87,7 +91,7 @@ func (x *execution) awaitDecision(d runs.Decision, expireAfter time.Duration) er
 			if settled {
 				continue // a vote settled it as the timer fired: wake says how
 			}
-			x.rec.update(func(r *runs.Run) { r.Decision = &cur })
+			x.rec.update(func(r *runs.Run) { storeDecision(r, cur) })
 			return fmt.Errorf("%s %w (%s)", d.Kind, errExpired, d.Expires.Format(time.RFC3339))
 		case <-ctx.Done():
 			return context.Cause(ctx)
@@ -121,7 +125,7 @@ func (e *Engine) Decide(ctx context.Context, id string, v orchestrator.DecisionV
 	if v.Approve {
 		verdict = "approved"
 	}
-	x.rec.update(func(r *runs.Run) { r.Decision = &d }, runs.Event{Type: runs.EventDecisionVote,
+	x.rec.update(func(r *runs.Run) { storeDecision(r, d) }, runs.Event{Type: runs.EventDecisionVote,
 		Message: fmt.Sprintf("%s %s %s%s (%d of %d approvals)", v.By, verdict, shortDigest(d.Digest), reasonSuffix(v.Reason), d.Approvals(), d.Needed),
 		Data:    map[string]string{runs.DataBy: v.By, runs.DataReason: v.Reason, runs.DataVerdict: verdict}})
 	x.mu.Lock()
@@ -162,6 +166,16 @@ func (x *execution) vote(v orchestrator.DecisionVote, triggeredBy string) (runs.
 	cp := *d
 	cp.Votes = slices.Clone(d.Votes)
 	return cp, nil
+}
+
+// storeDecision puts d on the run as stored unless the stored one is newer: a later round,
+// or this round with more votes. A vote's write and the run's next question race (the
+// run goes on once the vote settles the decision in memory); the newest must win.
+func storeDecision(r *runs.Run, d runs.Decision) {
+	if cur := r.Decision; cur != nil && (cur.Round > d.Round || cur.Round == d.Round && len(cur.Votes) > len(d.Votes)) {
+		return
+	}
+	r.Decision = &d
 }
 
 // subjectOf is who a "by" names, without the operator name a request may add:

@@ -29,6 +29,8 @@ type Decision struct {
 	Needed int `json:"needed"`
 	// ForbidSelf: the person who triggered the run may not approve it.
 	ForbidSelf bool `json:"forbid_self,omitempty"`
+	// Round counts the questions the run asked, from 1: a later one replaces an earlier.
+	Round int `json:"round"`
 	// Asked is when it was asked; Expires when the run ends expired if still undecided.
 	Asked   time.Time `json:"asked"`
 	Expires time.Time `json:"expires,omitzero"`
