@@ -142,3 +142,20 @@ func TestAwaitingRunIsAnnounced(t *testing.T) {
 		}
 	}
 }
+
+// Issue 36, item 4: under concurrency: supersede, a run waiting for approval is pending like
+// a queued one: a newer build supersedes it, and a vote for it is refused as ended.
+func TestAwaitingRunIsSuperseded(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.pipelineYAML("prod", []string{"api"}, "concurrency: supersede\napprovals: { required: 1 }\n"))
+	old := h.submit("prod", orchestrator.Trigger{Build: "2", ImageTag: "v2"})
+	awaitingDecision(t, h, old, "")
+	newer := h.submit("prod", orchestrator.Trigger{Build: "3", ImageTag: "v3"})
+	if r := h.wait(old); r.Status != runs.StatusSuperseded || !strings.Contains(r.Reason, newer) {
+		t.Errorf("the awaiting run after a newer build: %s (%s)", r.Status, r.Reason)
+	}
+	if _, err := h.engine.Decide(context.Background(), old, orchestrator.DecisionVote{By: "api:alice", Approve: true, Digest: "x"}); !errors.Is(err, runs.ErrEnded) {
+		t.Errorf("a vote for the superseded run: %v", err)
+	}
+	awaitingDecision(t, h, newer, "")
+}
