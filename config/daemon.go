@@ -61,6 +61,8 @@ type Daemon struct {
 	// Notify is where notifications go for pipelines without their own notify block, and
 	// for freezes.
 	Notify *Notify `koanf:"notify"`
+	// Environments are the deploy windows and approvals pipelines share by naming one.
+	Environments map[string]Environment `koanf:"environments"`
 	// Retention bounds the run history the store keeps.
 	Retention Retention `koanf:"retention"`
 

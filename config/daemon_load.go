@@ -304,6 +304,7 @@ func (v *validator) daemon(d *Daemon) {
 
 	v.tokens(d.Tokens)
 	v.oidc(d.OIDC)
+	v.environments(d.Environments)
 	v.rate("rate_limits.trigger", d.RateLimits.Trigger)
 	v.rate("rate_limits.webhook", d.RateLimits.Webhook)
 	if r := d.Coolify.RateLimit; r != 0 && r < MinCoolifyRateLimit {

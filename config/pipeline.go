@@ -52,6 +52,9 @@ type Pipeline struct {
 	Windows *Windows `koanf:"windows"`
 	// Approvals, when set, make each run wait for people to approve its plan before Phase 1.
 	Approvals *Approvals `koanf:"approvals"`
+	// Environment names the daemon config's environment whose windows and approvals the
+	// pipeline takes where it has none of its own (Daemon.ApplyEnvironments).
+	Environment string `koanf:"environment"`
 
 	// File is the path the pipeline was loaded from ("" when built in code).
 	File string `koanf:"-"`

@@ -314,6 +314,9 @@ func (v *validator) pipeline(p *Pipeline) {
 	v.statuses("statuses", p.Statuses)
 	v.windows("windows", p.Windows)
 	v.approvals("approvals", p.Approvals)
+	if p.Environment != "" {
+		v.pattern("environment", p.Environment, PipelineNamePattern)
+	}
 
 	// Every key the run takes must lie in its mutator's namespace and in no other.
 	for i, s := range p.Services {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -62,3 +63,49 @@ windows:
 		}
 	}
 }
+
+// Issue 36, items 3 and 4: pipelines that name an environment take its windows and
+// approvals, unless they have their own; an unknown environment is a problem naming the
+// pipeline file's field.
+func TestEnvironments(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/orchestrator.yaml"
+	if err := writeFile(path, `environments:
+  production:
+    windows: { deny: [{ cron: "0 15 * * 5", duration: 66h, reason: weekend }] }
+    approvals: { required: 2 }
+`); err != nil {
+		t.Fatal(err)
+	}
+	d, err := LoadDaemon(path, func(string) string { return "" }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(name, extra string) *Pipeline {
+		p, err := LoadPipelineBytes(name+".yaml", []byte(strings.Replace(windowsPipeline, "name: prod", "name: "+name, 1)+extra), func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	shared, own, none := load("api", "environment: production\n"), load("web", "environment: production\napprovals: { required: 1 }\n"), load("docs", "")
+	if err := d.ApplyEnvironments(map[string]*Pipeline{"api": shared, "web": own, "docs": none}); err != nil {
+		t.Fatal(err)
+	}
+	if shared.Approvals == nil || shared.Approvals.Required != 2 || shared.Approvals.ExpireAfter != DefaultApprovalExpiry ||
+		shared.Windows == nil || shared.Windows.Outside != OutsideWait || shared.Windows.Deny[0].Reason != "weekend" {
+		t.Errorf("api from the environment: approvals %+v windows %+v", shared.Approvals, shared.Windows)
+	}
+	if own.Approvals.Required != 1 || own.Windows == nil {
+		t.Errorf("web keeps its own approvals and takes the windows: %+v %+v", own.Approvals, own.Windows)
+	}
+	if none.Approvals != nil || none.Windows != nil {
+		t.Errorf("docs names no environment and got %+v %+v", none.Approvals, none.Windows)
+	}
+	err = d.ApplyEnvironments(map[string]*Pipeline{"x": load("x", "environment: staging\n")})
+	if _, ok := findProblem(AsProblems(err), "environment", "no environment staging"); !ok {
+		t.Errorf("unknown environment: %v", err)
+	}
+}
+
+func writeFile(path, body string) error { return os.WriteFile(path, []byte(body), 0o600) }

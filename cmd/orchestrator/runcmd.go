@@ -126,6 +126,9 @@ func (lc *localCmd) engine(ctx context.Context, c *cli, fs *pflag.FlagSet, insta
 	} else if ps, err = config.LoadPipelines(d.PipelinesDir, c.getenv); err != nil {
 		return nil, nil, pipelinesError(d.PipelinesDir, err)
 	}
+	if err := d.ApplyEnvironments(ps); err != nil {
+		return nil, nil, usageError("environments:\n%w", err)
+	}
 	c.warnUnknownEnv(ctx, log)
 	var b *backends
 	if lc.readOnly {

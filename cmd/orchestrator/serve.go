@@ -47,6 +47,9 @@ func cmdServe(ctx context.Context, c *cli, args []string) error {
 	if err := d.CheckRules(pipelines); err != nil {
 		return usageError("webhook rules:\n%w", err)
 	}
+	if err := d.ApplyEnvironments(pipelines); err != nil {
+		return usageError("environments:\n%w", err)
+	}
 	c.warnUnknownEnv(ctx, log)
 	if missing := config.MissingEnvSecretsAll(pipelines, c.getenv); len(missing) > 0 {
 		if !*allowMissing {
