@@ -129,6 +129,11 @@ func (a *apiClient) reject(ctx context.Context, id, reason string) (*runs.Run, e
 	return r, daemonError(err)
 }
 
+func (a *apiClient) override(ctx context.Context, id, by, reason string) (*runs.Run, bool, error) {
+	r, granted, err := a.c.OverrideWindow(ctx, id, by, reason)
+	return r, granted, daemonError(err)
+}
+
 func (a *apiClient) ready(ctx context.Context) error { return daemonError(a.c.Ready(ctx)) }
 
 func (a *apiClient) follow(ctx context.Context, id string, fn func(runs.Event) error) error {

@@ -171,7 +171,7 @@ func (l localRuns) follow(ctx context.Context, id string, fn func(runs.Event) er
 func cmdRuns(ctx context.Context, c *cli, args []string) error {
 	sub := map[string]func(context.Context, *cli, []string) error{
 		"list": cmdRunsList, "show": cmdRunsShow, "watch": cmdRunsWatch, "cancel": cmdRunsCancel,
-		"approve": cmdRunsApprove, "reject": cmdRunsReject,
+		"approve": cmdRunsApprove, "reject": cmdRunsReject, "override": cmdRunsOverride,
 	}
 	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
 		fmt.Fprint(c.stdout, runsUsage+"\n"+exitCodesHelp)
@@ -179,12 +179,12 @@ func cmdRuns(ctx context.Context, c *cli, args []string) error {
 	}
 	if len(args) == 0 || sub[args[0]] == nil {
 		fmt.Fprint(c.stderr, runsUsage)
-		return usageError("runs: want a subcommand: list, show, watch, cancel, approve or reject")
+		return usageError("runs: want a subcommand: list, show, watch, cancel, approve, reject or override")
 	}
 	return sub[args[0]](ctx, c, args[1:])
 }
 
-const runsUsage = `Usage: orchestrator runs <list|show|watch|cancel|approve|reject> [flags]
+const runsUsage = `Usage: orchestrator runs <list|show|watch|cancel|approve|reject|override> [flags]
 
 With --url (or ORCH_URL) through the daemon's API, with the token from --token or
 ORCH_READ_TOKEN / ORCH_TRIGGER_TOKEN / ORCH_ADMIN_TOKEN; without it from the local backend
@@ -197,6 +197,7 @@ first names what it read.
   cancel ID cancel a run (daemon only): it stops at the next safe point and compensates
   approve ID --digest D  approve the plan a run waits on (daemon only; an approver's or the admin token)
   reject ID  reject it: the run ends failed (daemon only)
+  override ID --reason R  let a run go ahead outside its deploy windows (daemon only; a second person may have to confirm)
 `
 
 func cmdRunsList(ctx context.Context, c *cli, args []string) error {
@@ -445,4 +446,35 @@ func openDecision(ctx context.Context, c *cli, t *target, fs *pflag.FlagSet, cmd
 	}
 	e, err := t.open(ctx, c)
 	return e, id, err
+}
+
+func cmdRunsOverride(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("runs override", "ID --url URL --reason TEXT [--by NAME] [--token T]",
+		"Lets a run go ahead outside its pipeline's deploy windows. Needs an approver's or the admin\n"+
+			"token. Where the windows say override_second_person, a second person must override too.")
+	t := addTargetFlags(c, fs)
+	reason := fs.String("reason", "", "why (required; recorded in the run and the audit log)")
+	by := fs.String("by", "", "who asks, recorded with the token's name (default: the CI's user, or $USER)")
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	e, id, err := openDecision(ctx, c, t, fs, "runs override")
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	if *reason == "" {
+		return usageError("runs override: --reason is required: say why the run may go ahead outside its deploy windows")
+	}
+	r, granted, err := e.client.override(ctx, id, cmp.Or(*by, ciOrigin(c.getenv, "").Actor), *reason)
+	if err != nil {
+		return err
+	}
+	e.header(c, false)
+	if !granted {
+		fmt.Fprintf(c.stdout, "override asked for run %s: it takes effect once a second person overrides too\n", r.ID)
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "overridden: run %s may go ahead outside its deploy windows\n", r.ID)
+	return nil
 }
