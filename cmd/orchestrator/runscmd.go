@@ -49,6 +49,8 @@ type endpoint struct {
 	// through a daemon's API).
 	daemon *config.Daemon
 	marks  runs.MarkStore
+	// audit is the local backend's audit log (nil through a daemon's API, which records).
+	audit runs.AuditLog
 	close  func() error
 	// absent, when set, says what of the embedded backend a read-only command found missing
 	// ("no state directory at …"; see openBackendsToRead).
@@ -105,7 +107,7 @@ func (t *target) open(ctx context.Context, c *cli) (*endpoint, error) {
 		return nil, err
 	}
 	return &endpoint{source: b.where, locks: b.locker, runs: localRuns{b.store, b.absent}, absent: b.absent,
-		daemon: d, marks: b.store, close: b.Close}, nil
+		daemon: d, marks: b.store, audit: b.store, close: b.Close}, nil
 }
 
 // header names what the output was read from, first: on stdout for people, on stderr with
