@@ -51,7 +51,7 @@ type endpoint struct {
 	marks  runs.MarkStore
 	// audit is the local backend's audit log (nil through a daemon's API, which records).
 	audit runs.AuditLog
-	close  func() error
+	close func() error
 	// absent, when set, says what of the embedded backend a read-only command found missing
 	// ("no state directory at …"; see openBackendsToRead).
 	absent string
