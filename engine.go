@@ -23,6 +23,19 @@ type Engine[Run any] interface {
 	// run. Errors: the store's not-found; its ended error when the run already ended;
 	// ErrNotOwner when another daemon instance executes it.
 	Cancel(ctx context.Context, runID, by, reason string) (Run, error)
+	// OverrideWindow lets a run go ahead outside its pipeline's deploy windows, from now on,
+	// for who asks (by) and why (reason, required). When the pipeline's windows say
+	// override_second_person, the first override only asks: granted is false until a
+	// different subject overrides too. Errors: ErrInvalid (no reason); ErrSecondPerson (the
+	// person who asked first asks again); the store's not-found; its ended error;
+	// ErrNotOwner.
+	OverrideWindow(ctx context.Context, runID, by, reason string) (run Run, granted bool, err error)
+	// Decide answers the question a run waits on (an approval of its plan): an approval
+	// counts for the digest it names; enough approvals let the run go on, a rejection ends
+	// it failed. Errors: ErrNotAwaiting; ErrDecisionChanged (the digest is no longer the one
+	// asked about); ErrSecondPerson (the person already voted, or approves a run they
+	// triggered where that is forbidden); ErrInvalid; the store's errors; ErrNotOwner.
+	Decide(ctx context.Context, runID string, v DecisionVote) (Run, error)
 	// Plan is the dry run: what a run with t would change and which locks it would take.
 	// Errors: ErrUnknownPipeline; ErrInvalid; outside-API and secret errors.
 	Plan(ctx context.Context, pipeline string, t Trigger) (*Plan, error)
@@ -122,6 +135,10 @@ type Plan struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Timeouts are the windows that decide a run's outcome, per service: see TimeoutPlan.
 	Timeouts []TimeoutPlan `json:"timeouts,omitempty"`
+	// Window is the deploy windows' verdict now ("inside the deploy windows", or outside
+	// them until when, and why); empty when the pipeline has none. Outside them, a problem
+	// says what a run would do (wait or fail).
+	Window string `json:"window,omitempty"`
 	// Checks are the metric checks the run would measure after it deploys (the pipeline's
 	// analysis), with the run's values in their queries.
 	Checks []CheckPlan `json:"checks,omitempty"`

@@ -19,6 +19,14 @@ var (
 	// ErrNotOwner: the request conflicts with who executes the run: a cancel of a run that
 	// another daemon instance executes (409).
 	ErrNotOwner = errors.New("run is executed by another daemon instance")
+	// ErrSecondPerson: the action needs another person's confirmation, and the one asking is
+	// the person who asked first (403).
+	ErrSecondPerson = errors.New("a second person must confirm")
+	// ErrNotAwaiting: a decision (approve, reject) for a run that waits for none (409).
+	ErrNotAwaiting = errors.New("run waits for no decision")
+	// ErrDecisionChanged: an approval of something the run no longer asks about: its plan
+	// changed since the approver saw it (409).
+	ErrDecisionChanged = errors.New("what the run asks about changed")
 )
 
 // UnknownPipeline is the error for a pipeline name that is not loaded: it matches
@@ -30,6 +38,15 @@ func UnknownPipeline(name string, known []string) error {
 		list = "known: " + strings.Join(known, ", ")
 	}
 	return fmt.Errorf("pipeline %q: %w (%s)", name, ErrUnknownPipeline, list)
+}
+
+// DecisionVote is one person's answer to the question a run waits on (approve or reject),
+// naming the digest of what they saw.
+type DecisionVote struct {
+	By      string
+	Approve bool
+	Digest  string
+	Reason  string
 }
 
 // FieldError says which field of a request is wrong and why. It matches ErrInvalid. Field is

@@ -555,7 +555,7 @@ func TestDashboardActions(t *testing.T) {
 		chromedp.Poll[chromedp.Void](`document.querySelector('tr[data-step="phase2/api"] td[data-label="Detail"]').textContent === `+strconv.Quote(note)))
 	cancelOnPage("trigger", second)
 	load(t, ctx, "open the index", chromedp.Navigate(srv.URL+"/"))
-	if !evalBool(t, ctx, `document.querySelector("button[data-act], #freeze-form, #release-form") === null && document.getElementById("session-role").textContent === "trigger token"`) {
+	if !evalBool(t, ctx, `document.querySelector("button[data-act], #freeze-form, #release-form") === null && document.getElementById("session-role").textContent === "trigger (deployer)"`) {
 		t.Error("the trigger token's index offers lock actions")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -40,6 +41,7 @@ type pages struct {
 	run      *template.Template
 	login    *template.Template
 	error    *template.Template
+	audit    *template.Template
 }
 
 var pageFuncs = template.FuncMap{
@@ -89,7 +91,7 @@ func newPages() *pages {
 	parse := func(name string) *template.Template {
 		return template.Must(template.New(name).Funcs(pageFuncs).ParseFS(webFS, "web/layout.html", "web/"+name))
 	}
-	return &pages{index: parse("index.html"), services: parse("services.html"), history: parse("lockhistory.html"), delivery: parse("delivery.html"), run: parse("run.html"), login: parse("login.html"), error: parse("error.html")}
+	return &pages{index: parse("index.html"), services: parse("services.html"), history: parse("lockhistory.html"), delivery: parse("delivery.html"), run: parse("run.html"), login: parse("login.html"), error: parse("error.html"), audit: parse("audit.html")}
 }
 
 // humanDuration matches run.js's dur(): "850ms", "12.3s", "4m05s".
@@ -194,9 +196,13 @@ func wantsPage(r *http.Request) bool {
 }
 
 type indexData struct {
-	Title    string
-	Session  session
-	Runs     []runs.Run
+	Title   string
+	Session session
+	Runs    []runs.Run
+	// Awaiting are the runs that wait for a decision (approval), oldest first.
+	Awaiting []runs.Run
+	// Windows are the pipelines with deploy windows and their verdict now.
+	Windows  []windowView
 	Locks    []lockView
 	LocksErr string
 }
@@ -209,7 +215,14 @@ func (s *server) handleDashboard() http.HandlerFunc {
 			s.pageError(w, r, err)
 			return
 		}
-		d := indexData{Title: "Dashboard", Session: sessionOf(r), Runs: page.Runs}
+		d := indexData{Title: "Dashboard", Session: sessionOf(r), Runs: page.Runs, Windows: s.windowViews()}
+		waiting, err := s.runs.List(r.Context(), runs.Filter{Status: []runs.Status{runs.StatusAwaiting}, Limit: 50, ReadOnly: true})
+		if err != nil {
+			s.pageError(w, r, err)
+			return
+		}
+		d.Awaiting = waiting.Runs
+		slices.Reverse(d.Awaiting)
 		infos, err := s.locks.List(r.Context(), "")
 		if err != nil {
 			d.LocksErr = "the lock backend is unavailable"
@@ -404,4 +417,26 @@ func (s *server) handleStatic() http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		files.ServeHTTP(w, r)
 	})
+}
+
+// windowView is one pipeline's deploy windows as the dashboard shows them.
+type windowView struct {
+	Pipeline string
+	Open     bool
+	Verdict  string
+	Outside  string
+}
+
+// windowViews lists the loaded pipelines that have deploy windows, by name, with the
+// verdict now.
+func (s *server) windowViews() []windowView {
+	var out []windowView
+	for _, name := range slices.Sorted(maps.Keys(s.pipelines)) {
+		p := s.pipelines[name]
+		if w := p.Windows.Gates(); !w.Empty() {
+			v := w.Verdict(s.now())
+			out = append(out, windowView{Pipeline: name, Open: v.Open, Verdict: v.String(), Outside: string(p.Windows.Outside)})
+		}
+	}
+	return out
 }

@@ -109,6 +109,12 @@ func toHTTP(err error) (int, errorDetail, int) {
 		return http.StatusConflict, errorDetail{Code: "run_ended", Message: err.Error()}, 0
 	case errors.Is(err, orchestrator.ErrNotOwner):
 		return http.StatusConflict, errorDetail{Code: "conflict", Message: err.Error()}, 0
+	case errors.Is(err, orchestrator.ErrSecondPerson):
+		return http.StatusForbidden, errorDetail{Code: "second_person_required", Message: err.Error()}, 0
+	case errors.Is(err, orchestrator.ErrNotAwaiting):
+		return http.StatusConflict, errorDetail{Code: "not_awaiting", Message: err.Error()}, 0
+	case errors.Is(err, orchestrator.ErrDecisionChanged):
+		return http.StatusConflict, errorDetail{Code: "plan_changed", Message: err.Error()}, 0
 	case errors.As(err, &le) && (errors.Is(err, locks.ErrStale) || errors.Is(err, locks.ErrHeld)):
 		cur := le.Current
 		code := "lock_held"

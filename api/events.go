@@ -24,8 +24,8 @@ import (
 // run has ended and everything was sent, a final "end" event carries the run's status and
 // reason, and the stream closes. A comment line every Heartbeat keeps idle streams open. At
 // most Deps.MaxStreams streams are open at once, and Deps.MaxStreamsPerClient per client (a
-// client is its address and the role of its token, so a read token's streams never count
-// against CI's trigger token, even from one address).
+// client is its address and the name of its token, so a viewer's streams never count
+// against CI's token, even from one address).
 func (s *server) handleEvents() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, err := validRunID(chi.URLParam(r, "id"))
@@ -190,8 +190,7 @@ func (s *streamSlots) give(client string) {
 	}
 }
 
-// streamClient names the client of a stream: its address (clientKey) and its token's role.
+// streamClient names the client of a stream: its address (clientKey) and its token's name.
 func streamClient(r *http.Request) string {
-	rl, _ := r.Context().Value(roleKey{}).(role)
-	return clientKey(r) + " " + rl.String()
+	return clientKey(r) + " " + principalOf(r).name
 }

@@ -38,7 +38,7 @@ const (
 	genericSecret = "generic-secret-SENTINEL-0006"
 )
 
-var sentinels = []string{triggerToken, adminToken, readToken, githubSecret, gitlabSecret, genericSecret}
+var sentinels = []string{triggerToken, adminToken, readToken, githubSecret, gitlabSecret, genericSecret, oidcClientSecret}
 
 // testEngine stands in for the deploy engine (package phases), which the API reaches only
 // through orchestrator.Engine. It is backed by the real run store: Submit creates a run with one
@@ -130,6 +130,38 @@ func (e *testEngine) Cancel(ctx context.Context, id, by, reason string) (*runs.R
 		return nil, fmt.Errorf("cancel %q: %w", id, err)
 	}
 	return &run, nil
+}
+
+// Decide records the vote on the run's decision as the engine does for one approval needed,
+// refusing a digest other than "plan-1".
+func (e *testEngine) Decide(ctx context.Context, id string, v orchestrator.DecisionVote) (*runs.Run, error) {
+	if v.Approve && v.Digest != "plan-1" {
+		return nil, fmt.Errorf("decide %q: %w", id, orchestrator.ErrDecisionChanged)
+	}
+	run, err := e.store.Update(ctx, id, func(r *runs.Run) error {
+		if r.Decision == nil {
+			r.Decision = &runs.Decision{Kind: runs.DecisionApproval, Digest: "plan-1", Needed: 1}
+		}
+		r.Decision.Votes = append(r.Decision.Votes, runs.Vote{By: v.By, Approve: v.Approve, Digest: v.Digest, Reason: v.Reason})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("decide %q: %w", id, err)
+	}
+	return &run, nil
+}
+
+// OverrideWindow grants at once, except to "api:ops (again)", refused as the person who
+// asked first.
+func (e *testEngine) OverrideWindow(ctx context.Context, id, by, reason string) (*runs.Run, bool, error) {
+	run, err := e.store.Get(ctx, id)
+	if err != nil {
+		return nil, false, fmt.Errorf("override %q: %w", id, err)
+	}
+	if strings.HasSuffix(by, "(again)") {
+		return &run, false, fmt.Errorf("override %q: %w", id, orchestrator.ErrSecondPerson)
+	}
+	return &run, true, nil
 }
 
 func (e *testEngine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigger) (*orchestrator.Plan, error) {
@@ -426,5 +458,16 @@ func (f *fixture) finish(id string) {
 	}, runs.Event{Type: runs.EventRunSucceeded})
 	if err != nil {
 		f.t.Fatalf("finish %s: %v", id, err)
+	}
+}
+
+// setDecision puts d on run id as the engine does when the run asks, status awaiting.
+func (f *fixture) setDecision(id string, d *runs.Decision) {
+	f.t.Helper()
+	if _, err := f.store.Update(context.Background(), id, func(r *runs.Run) error {
+		r.Status, r.Decision = runs.StatusAwaiting, d
+		return nil
+	}); err != nil {
+		f.t.Fatal(err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -15,6 +16,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/notify"
+	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
 // locksResponse is GET /v1/locks: every live lease with holder, fence, times, message and
@@ -150,6 +152,8 @@ func (s *server) handleForceRelease() http.HandlerFunc {
 		evicted, err := s.locks.ForceRelease(r.Context(), locks.ForceRequest{
 			Key: key, Fence: b.Fence, Holder: b.Holder, Reason: b.Reason, By: by,
 		})
+		s.audited(r.Context(), runs.AuditRecord{Subject: by, Action: runs.AuditForceRelease, Target: key, Reason: b.Reason,
+			Detail: forceDetail(b, evicted)}, err)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -184,6 +188,8 @@ func (s *server) handleFreeze() http.HandlerFunc {
 		}
 		by := operator(r, b.By)
 		info, err := s.locks.Freeze(r.Context(), locks.FreezeRequest{Key: key, Message: b.Message, By: by, Until: until})
+		s.audited(r.Context(), runs.AuditRecord{Subject: by, Action: runs.AuditFreeze, Target: key, Reason: b.Message,
+			Detail: map[string]string{"until": until.UTC().Format(time.RFC3339)}}, err)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -216,7 +222,9 @@ func (s *server) handleUnfreeze() http.HandlerFunc {
 			return
 		}
 		by := operator(r, b.By)
-		if err := s.locks.Unfreeze(r.Context(), key, by, b.Reason); err != nil {
+		err = s.locks.Unfreeze(r.Context(), key, by, b.Reason)
+		s.audited(r.Context(), runs.AuditRecord{Subject: by, Action: runs.AuditUnfreeze, Target: key, Reason: b.Reason}, err)
+		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -226,6 +234,23 @@ func (s *server) handleUnfreeze() http.HandlerFunc {
 		s.notifyFreeze(config.NotifyUnfreeze, notify.Lock{Key: key, Holder: by, Message: b.Reason})
 		w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// forceDetail is what the audit log keeps of a forced release: the fence or holder the
+// operator saw, and the lease evicted.
+func forceDetail(b forceBody, evicted locks.Info) map[string]string {
+	d := map[string]string{}
+	if b.Fence != 0 {
+		d["fence"] = strconv.FormatInt(b.Fence, 10)
+	}
+	if b.Holder != "" {
+		d["holder"] = b.Holder
+	}
+	if evicted.Holder != "" {
+		d["evicted_holder"] = evicted.Holder
+		d["evicted_fence"] = strconv.FormatInt(evicted.Fence, 10)
+	}
+	return d
 }
 
 // Notifier is told about freezes (*notify.Notifier). Notify must return at once.

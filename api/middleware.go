@@ -316,7 +316,7 @@ func tooMany(wait time.Duration, what string) error {
 		message: what + "; retry after " + strconv.Itoa(secs) + "s", retryAfter: secs}
 }
 
-// limitCredential takes a token from the bucket of a credential that checked out (a role's
+// limitCredential takes a token from the bucket of a credential that checked out (a named
 // token, a webhook provider's secret): genuine callers share their bucket with no one who
 // lacks the credential.
 func limitCredential(l *limiter, credential string) error {
@@ -340,16 +340,16 @@ func authFailed(r *http.Request, fail *limiter, err error) error {
 // and an invalid or missing one from the client address's bucket of failures.
 func (s *server) requireLimited(acc access, ok *limiter, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		rl, err := s.authenticate(r, acc, true)
+		who, err := s.authenticate(r, acc, true)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="orchestrator"`)
 			s.writeError(w, r, err)
 			return
 		}
-		if err := limitCredential(ok, "token:"+rl.String()); err != nil {
+		if err := limitCredential(ok, "token:"+who.name); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		next(w, withRole(r, rl))
+		next(w, withPrincipal(r, who))
 	}
 }

@@ -45,8 +45,8 @@ func TestNoTokenConfigured(t *testing.T) {
 	// With some tokens, a route only a missing one opens says which one.
 	g := newFixture(t, func(c *config.Daemon) { c.Tokens.Admin = "" })
 	e := wantError(t, g.do("POST", "/v1/locks/coolify:x/freeze", triggerToken, `{"message":"m","for":"1h"}`), 403, "")
-	if e.Error.Code != "no_token_configured" || !strings.HasPrefix(e.Error.Message, "no admin token is configured on this daemon") ||
-		!strings.Contains(e.Error.Message, "ORCH_ADMIN_TOKEN (or tokens.admin in its config file)") {
+	if e.Error.Code != "no_token_configured" || !strings.HasPrefix(e.Error.Message, "no token with the admin role is configured on this daemon") ||
+		!strings.Contains(e.Error.Message, "ORCH_ADMIN_TOKEN (or tokens.admin, or an entry of tokens.named with the admin role, in its config file)") {
 		t.Errorf("freeze without an admin token configured: got %s: %s", e.Error.Code, e.Error.Message)
 	}
 	// A route a configured token opens still tells a wrong token apart.

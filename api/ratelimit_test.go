@@ -109,8 +109,8 @@ func TestWrongTokensAreRateLimitedOnEveryRoute(t *testing.T) {
 		req := request("GET", "/v1/locks/audit", triggerToken, nil)
 		req.RemoteAddr = "10.9.1.1:7000"
 		e := wantError(t, f.serve(req), 403, "")
-		if i == 0 && !strings.Contains(e.Error.Message, "trigger token is not enough") {
-			t.Errorf("a valid token lacking the role: message %q, want it to say which token is not enough", e.Error.Message)
+		if want := `this route needs the viewer or admin role; token "trigger" has the deployer role, which is not enough`; i == 0 && e.Error.Message != want {
+			t.Errorf("a valid token lacking the role: message %q, want %q", e.Error.Message, want)
 		}
 	}
 	req := request("GET", "/v1/locks/audit", "guess-xxxxxxxxxxxxxxxx", nil)

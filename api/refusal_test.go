@@ -88,8 +88,8 @@ func TestAllowBuildAheadNeedsTheAdminToken(t *testing.T) {
 	body := map[string]any{"build": "5000", "image_tag": "v1", "allow_build_ahead": true}
 	rec := f.do("POST", "/v1/pipelines/demo/runs", triggerToken, body)
 	e := wantError(t, rec, 403, "allow_build_ahead")
-	if !strings.Contains(e.Error.Message, "admin token") {
-		t.Errorf("message %q does not name the admin token", e.Error.Message)
+	if !strings.Contains(e.Error.Message, "needs the admin role") {
+		t.Errorf("message %q does not name the admin role", e.Error.Message)
 	}
 	if n := f.runCount(); n != 0 {
 		t.Fatalf("runs: got %d, want 0", n)

@@ -53,9 +53,9 @@ func (s *server) handleTrigger() http.HandlerFunc {
 		}
 		// A build past the pipeline's max_build_ahead is the admin's call, never CI's: the
 		// trigger token asking for it is refused before anything is stored.
-		if rl, _ := r.Context().Value(roleKey{}).(role); t.AllowBuildAhead && rl != roleAdmin {
+		if t.AllowBuildAhead && principalOf(r).role != roleAdmin {
 			s.writeError(w, r, &httpError{status: http.StatusForbidden, code: "forbidden", field: "allow_build_ahead",
-				message: "allow_build_ahead needs the admin token; the " + rl.String() + " token may not let a build past the pipeline's max_build_ahead"})
+				message: "allow_build_ahead needs the admin role; token " + strconv.Quote(principalOf(r).name) + " has the " + principalOf(r).role.String() + " role and may not let a build past the pipeline's max_build_ahead"})
 			return
 		}
 		if key != "" {
@@ -70,6 +70,8 @@ func (s *server) handleTrigger() http.HandlerFunc {
 				message: fmt.Sprintf("Idempotency-Key %q was already used for run %s with a different body; send a new key for a new trigger",
 					key, reused.RunID)}
 		}
+		s.audited(r.Context(), runs.AuditRecord{Subject: t.By, Action: triggerAction(t), Target: name, Reason: t.Reason,
+			Detail: triggerDetail(t, run, existing)}, err)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -235,6 +237,7 @@ func (s *server) handleCancel() http.HandlerFunc {
 		}
 		by := operator(r, body.By)
 		run, err := s.engine.Cancel(r.Context(), id, by, body.Reason)
+		s.audited(r.Context(), runs.AuditRecord{Subject: by, Action: runs.AuditCancel, Target: id, Reason: body.Reason}, err)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -242,6 +245,86 @@ func (s *server) handleCancel() http.HandlerFunc {
 		s.log.InfoContext(r.Context(), "run cancel requested",
 			slog.String(logkey.RequestID, requestID(r.Context())),
 			slog.String(logkey.RunID, id), slog.String(logkey.By, by))
+		encode(w, http.StatusOK, runResponse{Run: run})
+	}
+}
+
+// handleOverride serves POST /v1/runs/{id}/override with {reason, by}: the run may go ahead
+// outside its deploy windows. 200 with the run and whether the override is granted (false:
+// it waits for a second person's); 403 second_person_required when the person who asked
+// first asks again.
+func (s *server) handleOverride() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := validRunID(chi.URLParam(r, "id"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		var body struct {
+			By     string `json:"by"`
+			Reason string `json:"reason"`
+		}
+		if err := decode(r, &body, false); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := cmp.Or(orchestrator.CheckText("by", body.By, orchestrator.MaxOriginText),
+			orchestrator.CheckText("reason", body.Reason, orchestrator.MaxTextLen)); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		by := operator(r, body.By)
+		run, granted, err := s.engine.OverrideWindow(r.Context(), id, by, body.Reason)
+		s.audited(r.Context(), runs.AuditRecord{Subject: by, Action: runs.AuditOverride, Target: id, Reason: body.Reason,
+			Detail: map[string]string{"granted": strconv.FormatBool(granted)}}, err)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		encode(w, http.StatusOK, map[string]any{"run": run, "granted": granted})
+	}
+}
+
+// handleDecide serves POST /v1/runs/{id}/approve with {digest, reason} (approve: the digest
+// of the plan the approver saw, GET /v1/runs/{id}'s decision.digest) and
+// /v1/runs/{id}/reject with {reason}: 200 with the run. The vote is the token's subject's
+// (no "by": an approval is a person's, not a name they type).
+func (s *server) handleDecide(approve bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := validRunID(chi.URLParam(r, "id"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		var body struct {
+			Digest string `json:"digest"`
+			Reason string `json:"reason"`
+		}
+		if err := decode(r, &body, !approve); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if approve && body.Digest == "" {
+			s.writeError(w, r, fieldErr("digest", "is required: the digest of the plan you approve (the run's decision.digest)"))
+			return
+		}
+		if err := cmp.Or(orchestrator.CheckText("digest", body.Digest, 128),
+			orchestrator.CheckText("reason", body.Reason, orchestrator.MaxTextLen)); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		by := actor(r)
+		run, err := s.engine.Decide(r.Context(), id, orchestrator.DecisionVote{By: by, Approve: approve, Digest: body.Digest, Reason: body.Reason})
+		action := runs.AuditReject
+		if approve {
+			action = runs.AuditApprove
+		}
+		s.audited(r.Context(), runs.AuditRecord{Subject: by, Action: action, Target: id, Reason: body.Reason,
+			Detail: map[string]string{"digest": body.Digest}}, err)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		encode(w, http.StatusOK, runResponse{Run: run})
 	}
 }

@@ -39,12 +39,18 @@ type Deps struct {
 	// Deliveries de-duplicates webhook deliveries (nil: Runs, which must then implement
 	// runs.Deliveries; both run stores do).
 	Deliveries runs.Deliveries
+	// Audit is the audit log the API's actions are recorded in (nil: Runs, which must then
+	// implement runs.AuditLog; both run stores do).
+	Audit runs.AuditLog
 	// Metrics is served at /metrics and told about every request (nil: no metrics).
 	Metrics *metrics.Metrics
 	// Logger receives the access log and server-side failures (nil: discard).
 	Logger *slog.Logger
 	// Notifier is told about freezes placed and lifted through the API (nil: nobody).
 	Notifier Notifier
+	// Pipelines are the loaded pipelines, for the dashboard's view of their deploy windows
+	// (nil: none shown).
+	Pipelines map[string]*config.Pipeline
 
 	// Heartbeat is the interval of SSE comment lines that keep idle streams open through
 	// proxies (default 15s).
@@ -78,6 +84,8 @@ type server struct {
 	engine      orchestrator.Engine[*runs.Run]
 	runs        runs.Store
 	deliveries  runs.Deliveries
+	audit       runs.AuditLog
+	pipelines   map[string]*config.Pipeline
 	locks       Locks
 	metrics     *metrics.Metrics
 	notifier    Notifier
@@ -86,8 +94,8 @@ type server struct {
 	deliveryTTL time.Duration
 	now         func() time.Time
 	auth        *authenticator
-	triggerRate *limiter // per credential (role), after the token checked out
-	planRate    *limiter // per credential (role), after the token checked out: plans
+	triggerRate *limiter // per credential (token name), after the token checked out
+	planRate    *limiter // per credential (token name), after the token checked out: plans
 	webhookRate *limiter // per provider, after the signature checked out
 	tokenFail   *limiter // per client address: wrong tokens (any route, the login form)
 	webhookFail *limiter // per client address: deliveries that did not verify
@@ -114,7 +122,15 @@ func NewServer(d Deps) http.Handler {
 			panic("api.NewServer: Deliveries is required when Runs does not de-duplicate deliveries")
 		}
 	}
+	if d.Audit == nil {
+		var ok bool
+		if d.Audit, ok = d.Runs.(runs.AuditLog); !ok {
+			panic("api.NewServer: Audit is required when Runs keeps no audit log")
+		}
+	}
 	s := &server{
+		audit:       d.Audit,
+		pipelines:   d.Pipelines,
 		cfg:         d.Config,
 		engine:      d.Engine,
 		runs:        d.Runs,
@@ -147,7 +163,7 @@ func NewServer(d Deps) http.Handler {
 		d.MaxStreamsPerClient = min(DefaultMaxStreamsPerClient, d.MaxStreams)
 	}
 	s.streams = newStreamSlots(d.MaxStreams, d.MaxStreamsPerClient)
-	s.auth = newAuthenticator(d.Config.Tokens, d.Config.PublicRead, s.now)
+	s.auth = newAuthenticator(d.Config.Tokens, d.Config.OIDC, d.Config.PublicRead, s.now)
 	s.triggerRate = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	s.planRate = newLimiter(d.Config.RateLimits.Trigger, s.now)
 	s.webhookRate = newLimiter(d.Config.RateLimits.Webhook, s.now)

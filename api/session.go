@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,13 +19,13 @@ import (
 // is a form, POST /login checks the token and opens a session in the cookie
 // orchestrator_token (HttpOnly, SameSite=Strict, Path=/, 12 hours, and Secure whenever the
 // request came over TLS, directly or through a trusted proxy's X-Forwarded-Proto). The
-// cookie holds the token's role, the session's expiry and their HMAC under a key derived
+// cookie holds the token's name, the session's expiry and their HMAC under a key derived
 // from the token (auth.go), never the token: the daemon enforces the 12 hours itself, and a
 // session ends when its token is rotated. A token never travels in a URL, where it would
 // land in browser history and proxy logs. POST /logout clears the cookie.
 //
-// The session carries exactly the rights of its token (auth.go): a read token reads, a
-// trigger token may cancel, an admin token may release and freeze locks. What keeps another
+// The session carries exactly the rights of its token (auth.go): a viewer reads, a deployer
+// may cancel, an approver may approve, an admin may also release and freeze locks. What keeps another
 // site from using a logged-in browser is, besides SameSite=Strict, crossOrigin: every
 // request with an unsafe method passes net/http's CrossOriginProtection (Sec-Fetch-Site,
 // else Origin against Host), whatever its credential.
@@ -71,12 +72,12 @@ func (s *server) overTLS(r *http.Request) bool {
 	return false
 }
 
-// setSession opens a session of rl for sessionTTL in the dashboard cookie; rl == roleNone
-// deletes the cookie.
-func (s *server) setSession(w http.ResponseWriter, r *http.Request, rl role) {
+// setSession opens a session of who for sessionTTL in the dashboard cookie; the zero
+// principal deletes the cookie.
+func (s *server) setSession(w http.ResponseWriter, r *http.Request, who principal) {
 	value, maxAge := "", -1
-	if rl != roleNone {
-		value, maxAge = s.auth.newSession(rl, s.now().Add(sessionTTL)), int(sessionTTL.Seconds())
+	if who.role != roleNone {
+		value, maxAge = s.auth.newSession(who, s.now().Add(sessionTTL)), int(sessionTTL.Seconds())
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: value, Path: "/", MaxAge: maxAge,
@@ -84,20 +85,25 @@ func (s *server) setSession(w http.ResponseWriter, r *http.Request, rl role) {
 	})
 }
 
-// session is what a page's header shows and which actions the page offers, from the role
-// of the request's token (none when reads are public and nobody logged in).
+// session is what a page's header shows and which actions the page offers, from who made
+// the request (nobody when reads are public and nobody logged in).
 type session struct {
-	Role      string // "read", "trigger", "admin"; "" when not logged in
-	CanCancel bool   // trigger or admin: cancel a run
-	CanAdmin  bool   // admin: force-release, freeze, unfreeze
+	Name       string // the token's name; "" when not logged in
+	Role       string // "viewer", "deployer", "approver", "admin"; "" when not logged in
+	CanCancel  bool   // deployer or admin: cancel a run
+	CanApprove bool   // approver or admin: approve or reject a run
+	CanAdmin   bool   // admin: force-release, freeze, unfreeze
 }
 
 func sessionOf(r *http.Request) session {
-	rl, _ := r.Context().Value(roleKey{}).(role)
-	if rl == roleNone {
+	who := principalOf(r)
+	if who.role == roleNone {
 		return session{}
 	}
-	return session{Role: rl.String(), CanCancel: rl >= roleTrigger, CanAdmin: rl == roleAdmin}
+	return session{Name: who.name, Role: who.role.String(),
+		CanCancel:  slices.Contains(admits(accessTrigger), who.role),
+		CanApprove: slices.Contains(admits(accessApprove), who.role),
+		CanAdmin:   slices.Contains(admits(accessAdmin), who.role)}
 }
 
 type loginData struct {
@@ -105,11 +111,12 @@ type loginData struct {
 	Session session
 	Next    string // where to go after logging in
 	Error   string
+	OIDC    bool // offer the login through the OpenID provider
 }
 
 // renderLogin answers the login page with status.
 func (s *server) renderLogin(w http.ResponseWriter, r *http.Request, status int, next, problem string) {
-	s.render(w, r, status, s.pages.login, loginData{Title: "Log in", Next: safeNext(next), Error: problem})
+	s.render(w, r, status, s.pages.login, loginData{Title: "Log in", Next: safeNext(next), Error: problem, OIDC: s.auth.oidc != nil})
 }
 
 // handleLoginPage serves GET /login?next=.
@@ -142,7 +149,7 @@ func (s *server) handleLogin() http.HandlerFunc {
 			s.renderLogin(w, r, http.StatusForbidden, next, sentence(detail.Message))
 			return
 		}
-		rl, valid := s.auth.match(tok)
+		who, valid := s.auth.match(tok)
 		if !valid {
 			status, detail, retryAfter := toHTTP(authFailed(r, s.tokenFail, &httpError{status: http.StatusForbidden,
 				code: "forbidden", message: "That token is not valid for this daemon."}))
@@ -152,9 +159,10 @@ func (s *server) handleLogin() http.HandlerFunc {
 			s.renderLogin(w, r, status, next, detail.Message)
 			return
 		}
-		s.setSession(w, r, rl)
+		s.setSession(w, r, who)
 		s.log.InfoContext(r.Context(), "dashboard login",
-			slog.String(logkey.RequestID, requestID(r.Context())), slog.String(logkey.Role, rl.String()),
+			slog.String(logkey.RequestID, requestID(r.Context())), slog.String(logkey.Subject, who.name),
+			slog.String(logkey.Role, who.role.String()),
 			slog.String(logkey.Remote, clientIP(r)))
 		http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
 	}
@@ -163,7 +171,7 @@ func (s *server) handleLogin() http.HandlerFunc {
 // handleLogout serves POST /logout: the cookie is deleted, the browser sent to /login.
 func (s *server) handleLogout() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s.setSession(w, r, roleNone)
+		s.setSession(w, r, principal{})
 		http.Redirect(w, r, "/login", http.StatusSeeOther)
 	}
 }
@@ -172,7 +180,7 @@ func (s *server) handleLogout() http.HandlerFunc {
 // the login page, with the status (401, 403 or 429) the API would answer, instead of JSON.
 func (s *server) requirePage(acc access, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		rl, err := s.authenticate(r, acc, false)
+		who, err := s.authenticate(r, acc, false)
 		if err != nil {
 			status, detail, retryAfter := toHTTP(err)
 			problem := ""
@@ -183,13 +191,15 @@ func (s *server) requirePage(acc access, next http.HandlerFunc) http.HandlerFunc
 			case status == http.StatusTooManyRequests:
 				w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 				problem = detail.Message
+			case strings.HasPrefix(detail.Message, "this route needs the"):
+				problem = sentence(detail.Message) + " Log in with a token of that role."
 			default:
 				problem = "The session is no longer valid (it expired, or the token was rotated): log in again."
 			}
 			s.renderLogin(w, r, status, r.URL.Path, problem) // not the query: it may hold anything
 			return
 		}
-		next(w, withRole(r, rl))
+		next(w, withPrincipal(r, who))
 	}
 }
 

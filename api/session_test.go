@@ -258,7 +258,7 @@ func TestDashboardPagesAnswerHTML(t *testing.T) {
 		t.Fatalf("bad run id: got %d %s", rec.Code, rec.Body)
 	}
 	// Pages offer what the token may do, and no more.
-	if body := page("/runs/"+r.ID, read).Body.String(); strings.Contains(body, "cancel-form") || !strings.Contains(body, "read token") {
+	if body := page("/runs/"+r.ID, read).Body.String(); strings.Contains(body, "cancel-form") || !strings.Contains(body, "read (viewer)") {
 		t.Error("the read token's run page offers to cancel, or does not say who is logged in")
 	}
 	if body := page("/runs/"+r.ID, f.login(triggerToken)).Body.String(); !strings.Contains(body, "cancel-form") {
@@ -316,7 +316,7 @@ func TestLoginTokenWithAwkwardCharacters(t *testing.T) {
 	f := newFixture(t, func(c *config.Daemon) { c.Tokens.Read = awkward })
 	req := httptest.NewRequest("GET", "/", nil)
 	req.AddCookie(f.login(awkward))
-	if rec := f.serve(req); rec.Code != 200 || !strings.Contains(rec.Body.String(), "read token") {
+	if rec := f.serve(req); rec.Code != 200 || !strings.Contains(rec.Body.String(), "read (viewer)") {
 		t.Fatalf("dashboard with the awkward token's cookie: got %d: %s", rec.Code, rec.Body)
 	}
 }

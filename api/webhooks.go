@@ -285,6 +285,8 @@ func (s *server) submitDelivery(ctx context.Context, log *slog.Logger, provider 
 		return webhookResponse{}, 0, tooMany(wait, "too many deliveries started runs")
 	}
 	run, existing, err := s.engine.Submit(ctx, pipeline, t)
+	s.audited(ctx, runs.AuditRecord{Subject: t.By, Action: triggerAction(t), Target: pipeline, Reason: t.Reason,
+		Detail: triggerDetail(t, run, existing)}, err)
 	if err != nil {
 		return webhookResponse{}, 0, err
 	}

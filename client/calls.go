@@ -110,6 +110,41 @@ func (c *Client) runAction(ctx context.Context, id, action, by, reason string) (
 	return out.Run, nil
 }
 
+// Approve approves the plan run id waits on, naming the digest of the plan seen (the run's
+// Decision.Digest), with an optional reason; the token's subject is the approver.
+func (c *Client) Approve(ctx context.Context, id, digest, reason string) (*runs.Run, error) {
+	return c.decide(ctx, id, "approve", map[string]string{"digest": digest, "reason": reason})
+}
+
+// Reject rejects the plan run id waits on: the run ends failed.
+func (c *Client) Reject(ctx context.Context, id, reason string) (*runs.Run, error) {
+	return c.decide(ctx, id, "reject", map[string]string{"reason": reason})
+}
+
+// OverrideWindow lets run id go ahead outside its deploy windows (reason required); granted
+// is false while a second person must override too.
+func (c *Client) OverrideWindow(ctx context.Context, id, by, reason string) (run *runs.Run, granted bool, err error) {
+	var out struct {
+		Run     *runs.Run `json:"run"`
+		Granted bool      `json:"granted"`
+	}
+	body := map[string]string{"by": by, "reason": reason}
+	if err := c.call(ctx, http.MethodPost, runPath(id)+"/override", Approve, body, nil, &out); err != nil {
+		return nil, false, err
+	}
+	return out.Run, out.Granted, nil
+}
+
+func (c *Client) decide(ctx context.Context, id, verb string, body map[string]string) (*runs.Run, error) {
+	var out struct {
+		Run *runs.Run `json:"run"`
+	}
+	if err := c.call(ctx, http.MethodPost, runPath(id)+"/"+verb, Approve, body, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Run, nil
+}
+
 // Ready reports whether GET /readyz answered 200: nil, or the answer's error.
 func (c *Client) Ready(ctx context.Context) error {
 	return c.call(ctx, http.MethodGet, "/readyz", Read, nil, nil, nil)

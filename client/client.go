@@ -28,12 +28,14 @@ import (
 // Access is what a route requires of the token, as the API's route map names it.
 type Access int
 
-// Access levels. A read takes any token, the audit log the read or the admin token.
+// Access levels. A read takes any token, the audit log the read or the admin token, a
+// decision on a run (approve, reject) an approver's or the admin token.
 const (
 	Read Access = iota
 	Trigger
 	Admin
 	Audit
+	Approve
 )
 
 // Client talks to one daemon. It is safe for concurrent use.

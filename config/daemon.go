@@ -28,6 +28,8 @@ type Daemon struct {
 	// PipelinesDir is the directory of pipeline files (default DefaultPipelinesDir).
 	PipelinesDir string `koanf:"pipelines_dir"`
 	Tokens       Tokens `koanf:"tokens"`
+	// OIDC, when set, lets people log in to the dashboard through an OpenID provider.
+	OIDC *OIDC `koanf:"oidc"`
 	// PublicRead lets read endpoints and the dashboard answer without a token.
 	PublicRead bool `koanf:"public_read"`
 	// RateLimits apply per client to the trigger and webhook routes.
@@ -59,6 +61,8 @@ type Daemon struct {
 	// Notify is where notifications go for pipelines without their own notify block, and
 	// for freezes.
 	Notify *Notify `koanf:"notify"`
+	// Environments are the deploy windows and approvals pipelines share by naming one.
+	Environments map[string]Environment `koanf:"environments"`
 	// Retention bounds the run history the store keeps.
 	Retention Retention `koanf:"retention"`
 
@@ -184,17 +188,76 @@ func (d *Daemon) Backend() Backend {
 }
 
 // Tokens are the bearer tokens of the HTTP API. An empty token disables what it guards
-// (no trigger without a trigger token, no admin action without an admin token). When set,
+// (no trigger without a deployer token, no admin action without an admin token). When set,
 // each is at least MinTokenLength characters, of at least MinTokenDistinct distinct ones,
 // and no placeholder the repository ships.
+//
+// Named tokens each carry a name (the subject recorded in run records, cancels and the
+// audit log) and one Role. The three shared tokens of earlier versions (trigger, admin,
+// read, set also by ORCH_TRIGGER_TOKEN, ORCH_ADMIN_TOKEN and ORCH_READ_TOKEN) keep working:
+// each is a named token whose name is its key and whose role is LegacyRoles' (All).
 type Tokens struct {
-	Trigger Secret `koanf:"trigger"` // POST /v1/pipelines/{name}/runs, cancel
-	Admin   Secret `koanf:"admin"`   // forced release, freeze; also passes every other check
-	Read    Secret `koanf:"read"`    // read endpoints and dashboard when PublicRead is false
+	Trigger Secret `koanf:"trigger"` // the token named "trigger", role deployer
+	Admin   Secret `koanf:"admin"`   // the token named "admin", role admin
+	Read    Secret `koanf:"read"`    // the token named "read", role viewer
+	// Named are the named tokens, each with its own name and role.
+	Named []NamedToken `koanf:"named"`
+}
+
+// NamedToken is one API token: who presents it (Name) and what it may do (Role).
+type NamedToken struct {
+	// Name is the subject: lowercase letters, digits, '-' and '_', at most 64 characters,
+	// unique among the tokens.
+	Name  string `koanf:"name"`
+	Role  Role   `koanf:"role"`
+	Token Secret `koanf:"token"`
+}
+
+// Role is what a subject may do.
+type Role string
+
+// Roles, each with the rights of those before it except as said.
+const (
+	// RoleViewer reads: runs, locks, services, plans' results, the dashboard, the audit log.
+	RoleViewer Role = "viewer"
+	// RoleDeployer reads, triggers, plans and cancels runs.
+	RoleDeployer Role = "deployer"
+	// RoleApprover reads and approves or rejects runs that wait for approval; it does not
+	// trigger.
+	RoleApprover Role = "approver"
+	// RoleAdmin may do everything: also force-release, freeze and unfreeze locks.
+	RoleAdmin Role = "admin"
+)
+
+// Roles lists every role, from the least to the most.
+var Roles = []Role{RoleViewer, RoleDeployer, RoleApprover, RoleAdmin}
+
+// LegacyRoles maps the shared tokens' keys (tokens.trigger, tokens.admin, tokens.read) to
+// their roles.
+var LegacyRoles = map[string]Role{"trigger": RoleDeployer, "admin": RoleAdmin, "read": RoleViewer}
+
+// All returns every configured token: the shared ones (named by their key) first, in the
+// order read, trigger, admin, then Named in order. Unset shared tokens are left out.
+func (t Tokens) All() []NamedToken {
+	var out []NamedToken
+	for _, c := range []struct {
+		name string
+		s    Secret
+	}{{"read", t.Read}, {"trigger", t.Trigger}, {"admin", t.Admin}} {
+		if c.s.IsSet() {
+			out = append(out, NamedToken{Name: c.name, Role: LegacyRoles[c.name], Token: c.s})
+		}
+	}
+	for _, n := range t.Named {
+		if n.Token.IsSet() {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // None reports whether no API token is configured: every route that needs one is closed.
-func (t Tokens) None() bool { return !t.Trigger.IsSet() && !t.Admin.IsSet() && !t.Read.IsSet() }
+func (t Tokens) None() bool { return len(t.All()) == 0 }
 
 // MinTokenLength is the shortest API token or webhook secret accepted.
 const MinTokenLength = 16

@@ -314,6 +314,8 @@ func (v *validator) daemon(d *Daemon) {
 	v.required("pipelines_dir", d.PipelinesDir)
 
 	v.tokens(d.Tokens)
+	v.oidc(d.OIDC)
+	v.environments(d.Environments)
 	v.rate("rate_limits.trigger", d.RateLimits.Trigger)
 	v.rate("rate_limits.webhook", d.RateLimits.Webhook)
 	if r := d.Coolify.RateLimit; r != 0 && r < MinCoolifyRateLimit {
@@ -485,12 +487,38 @@ func (d *Daemon) CheckRules(pipelines map[string]*Pipeline) error {
 	return v.list.Err()
 }
 
-// tokens checks the API tokens: each strong enough, no two the same.
+// tokens checks the API tokens: each strong enough, no two the same, named tokens with a
+// valid, unique name and a known role.
 func (v *validator) tokens(t Tokens) {
-	tokens := []struct {
+	type entry struct {
 		field string
 		s     Secret
-	}{{"tokens.trigger", t.Trigger}, {"tokens.admin", t.Admin}, {"tokens.read", t.Read}}
+	}
+	tokens := []entry{{"tokens.trigger", t.Trigger}, {"tokens.admin", t.Admin}, {"tokens.read", t.Read}}
+	names := map[string]string{}
+	for k, s := range map[string]Secret{"trigger": t.Trigger, "admin": t.Admin, "read": t.Read} {
+		if s.IsSet() {
+			names[k] = "tokens." + k
+		}
+	}
+	for i, n := range t.Named {
+		f := fmt.Sprintf("tokens.named[%d]", i)
+		switch {
+		case !validTokenName(n.Name):
+			v.add(f+".name", "%s is not a token name: use 1 to 64 lowercase letters, digits, '-' or '_'", v.show(f+".name", n.Name))
+		case names[n.Name] != "":
+			v.add(f+".name", "%q is already the name of %s", n.Name, names[n.Name])
+		default:
+			names[n.Name] = f
+		}
+		if !slices.Contains(Roles, n.Role) {
+			v.add(f+".role", "%s is not a role: use %s", v.show(f+".role", string(n.Role)), roleList())
+		}
+		if !n.Token.IsSet() {
+			v.add(f+".token", "is required")
+		}
+		tokens = append(tokens, entry{f + ".token", n.Token})
+	}
 	for i, t := range tokens {
 		v.secretStrength(t.field, t.s)
 		for _, u := range tokens[:i] {
@@ -499,5 +527,26 @@ func (v *validator) tokens(t Tokens) {
 			}
 		}
 	}
+}
 
+// validTokenName reports whether name is 1 to 64 of [a-z0-9_-].
+func validTokenName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// roleList is "viewer, deployer, approver or admin".
+func roleList() string {
+	s := make([]string, len(Roles))
+	for i, r := range Roles {
+		s[i] = string(r)
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }

@@ -47,11 +47,13 @@ const (
 	NotifyLockWait    NotifyEvent = "lock_wait"
 	NotifyFreeze      NotifyEvent = "freeze"
 	NotifyUnfreeze    NotifyEvent = "unfreeze"
+	// NotifyAwaiting: a run waits for people's decision (an approval of its plan).
+	NotifyAwaiting NotifyEvent = "awaiting"
 )
 
 // NotifyEvents lists every notification event, in the order the docs give them.
 func NotifyEvents() []NotifyEvent {
-	return []NotifyEvent{NotifySucceeded, NotifyFailed, NotifyCanceled, NotifyInterrupted, NotifyLockWait, NotifyFreeze, NotifyUnfreeze}
+	return []NotifyEvent{NotifySucceeded, NotifyFailed, NotifyCanceled, NotifyInterrupted, NotifyLockWait, NotifyFreeze, NotifyUnfreeze, NotifyAwaiting}
 }
 
 // NotifyTarget is one receiver.

@@ -50,6 +50,13 @@ type Pipeline struct {
 	Statuses *Statuses `koanf:"statuses"`
 	// Analysis, when set, verifies the release with metric checks after it serves.
 	Analysis *Analysis `koanf:"analysis"`
+	// Windows are the deploy windows (nil: a run may go ahead at any time).
+	Windows *Windows `koanf:"windows"`
+	// Approvals, when set, make each run wait for people to approve its plan before Phase 1.
+	Approvals *Approvals `koanf:"approvals"`
+	// Environment names the daemon config's environment whose windows and approvals the
+	// pipeline takes where it has none of its own (Daemon.ApplyEnvironments).
+	Environment string `koanf:"environment"`
 
 	// File is the path the pipeline was loaded from ("" when built in code).
 	File string `koanf:"-"`

@@ -314,6 +314,11 @@ func (v *validator) pipeline(p *Pipeline) {
 	v.notify("notify", p.Notify)
 	v.statuses("statuses", p.Statuses)
 	v.analysis(p)
+	v.windows("windows", p.Windows)
+	v.approvals("approvals", p.Approvals)
+	if p.Environment != "" {
+		v.pattern("environment", p.Environment, PipelineNamePattern)
+	}
 
 	// Every key the run takes must lie in its mutator's namespace and in no other.
 	for i, s := range p.Services {

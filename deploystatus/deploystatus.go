@@ -187,7 +187,7 @@ func reportKey(host, runID string) string { return host + "/" + runID }
 // stateOf is the host state of run r's status; false for none.
 func stateOf(r runs.Run) (orchestrator.HostState, bool) {
 	switch r.Status {
-	case runs.StatusQueued:
+	case runs.StatusQueued, runs.StatusAwaiting: // awaiting: waits for approval, not started
 		return orchestrator.HostQueued, true
 	case runs.StatusPhase1, runs.StatusPhase2, runs.StatusMobile:
 		return orchestrator.HostInProgress, true
@@ -197,7 +197,7 @@ func stateOf(r runs.Run) (orchestrator.HostState, bool) {
 		return orchestrator.HostFailure, true
 	case runs.StatusInterrupted:
 		return orchestrator.HostError, true
-	case runs.StatusCanceled:
+	case runs.StatusCanceled, runs.StatusExpired: // expired: nobody approved it in time; nothing deployed
 		return orchestrator.HostCanceled, true
 	case runs.StatusSuperseded:
 		return orchestrator.HostInactive, true

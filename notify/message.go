@@ -133,6 +133,12 @@ func text(p Payload) string {
 			fmt.Fprintf(&b, " (%s)", p.Lock.Message)
 		}
 		b.WriteString(".")
+	case config.NotifyAwaiting:
+		fmt.Fprintf(&b, "%s %s: build %s waits for approval", icon(p.Event), p.Pipeline, cmp.Or(p.Build, "(none)"))
+		if p.Reason != "" {
+			fmt.Fprintf(&b, ": %s", p.Reason)
+		}
+		b.WriteString(".")
 	case config.NotifyFreeze:
 		fmt.Fprintf(&b, "%s %s frozen by %s until %s: %s", icon(p.Event), p.Lock.Key, cmp.Or(p.Lock.Holder, "(none)"),
 			p.Lock.Until.UTC().Format(time.RFC3339), p.Lock.Message)
@@ -184,6 +190,8 @@ func icon(ev config.NotifyEvent) string {
 		return "❌"
 	case config.NotifyLockWait:
 		return "⏳"
+	case config.NotifyAwaiting:
+		return "🙋"
 	case config.NotifyFreeze:
 		return "🧊"
 	case config.NotifyUnfreeze:

@@ -38,7 +38,7 @@ func (e *Engine) newestKnownBuild(ctx context.Context, p *config.Pipeline) (buil
 		}
 		consider(m.Build, m.RunID)
 	}
-	f := runs.Filter{Pipeline: p.Name, Status: []runs.Status{runs.StatusQueued, runs.StatusPhase1, runs.StatusPhase2, runs.StatusMobile},
+	f := runs.Filter{Pipeline: p.Name, Status: []runs.Status{runs.StatusQueued, runs.StatusAwaiting, runs.StatusPhase1, runs.StatusPhase2, runs.StatusMobile},
 		Limit: runs.MaxLimit, ReadOnly: true}
 	for {
 		page, err := e.d.Store.List(ctx, f)

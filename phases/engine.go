@@ -126,6 +126,8 @@ type Deps struct {
 	// pipeline's analysis.on_inconclusive. Approvals (a person who continues or rolls back,
 	// with a timeout that rolls back) plug in here.
 	Inconclusive func(ctx context.Context, q InconclusiveQuestion) (Decision, error)
+	// Now is the clock the deploy windows are read by (default time.Now).
+	Now func() time.Time
 }
 
 // Stop causes: why a run stops at its next safe point.
@@ -210,6 +212,9 @@ func New(d Deps) (*Engine, error) {
 	d.HTTP = hc
 	if d.PollInterval <= 0 {
 		d.PollInterval = 2 * time.Second
+	}
+	if d.Now == nil {
+		d.Now = time.Now
 	}
 	if d.Pipelines == nil {
 		d.Pipelines = map[string]*config.Pipeline{}

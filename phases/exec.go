@@ -70,6 +70,10 @@ type execution struct {
 	inPhase  bool  // entered a phase: it can no longer be superseded
 	resolver *secrets.Resolver
 	started  map[string]bool // deployment UUIDs this run started
+	// winOverride is the run's override of its deploy windows (window.go); nil until asked.
+	winOverride *windowOverride
+	// decision is the question the run waits on a person for (decision.go).
+	decision decisionState
 
 	services []*svcState
 	// mobileDone are the mobile steps that wrote, in order (a whole-release rollback puts
@@ -324,6 +328,9 @@ func (x *execution) runPipeline() (runs.Status, string) {
 	if status, reason, ok := x.preflightRun(); !ok {
 		return status, reason
 	}
+	if err := x.gateBeforePhase1(); err != nil {
+		return x.gateOutcome(err)
+	}
 	if err := x.mobileSteps(config.WhenBeforePhase1); err != nil {
 		x.compensate(runs.Phase1, x.compensationFor(x.stoppedBy(err)))
 		return x.outcome(err, "mobile step")
@@ -334,6 +341,10 @@ func (x *execution) runPipeline() (runs.Status, string) {
 	}
 	if len(x.services) > 0 && len(x.staleServices()) == len(x.services) {
 		return x.allStaleOutcome() // every service turned out stale under its lock: nothing written
+	}
+	if err := x.awaitWindow(runs.Phase2); err != nil {
+		x.compensate(runs.Phase1, x.compensationFor(x.stoppedBy(err)))
+		return x.outcome(err, "deploy window")
 	}
 	if err := x.phase2(); err != nil {
 		x.undo(err)

@@ -262,12 +262,21 @@ func (e *Engine) ownerAlive(ctx context.Context, owner, id string) bool {
 	return err == nil || !errors.Is(err, locks.ErrNotFound)
 }
 
-// audit appends an audit entry; a failure is logged.
+// audit appends an entry to the lock backend's audit trail and a record to the run store's
+// audit log (when the store keeps one: both stores do), as "daemon:<instance>"; a failure is
+// logged.
 func (e *Engine) audit(ctx context.Context, action, key, reason string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := e.d.Locker.Record(ctx, locks.AuditEntry{Action: action, Key: key, By: e.d.Instance, Reason: reason}); err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "audit entry not written", slog.String(logkey.Action, action),
 			slog.String(logLockKey, key), slog.String(logError, err.Error()))
+	}
+	if al, ok := e.d.Store.(runs.AuditLog); ok {
+		rec := runs.AuditRecord{Subject: "daemon:" + e.d.Instance, Action: action, Target: key, Reason: reason, Outcome: runs.AuditOK}
+		if _, err := al.AppendAudit(ctx, rec); err != nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "audit record not written", slog.String(logkey.Action, action),
+				slog.String(logLockKey, key), slog.String(logError, err.Error()))
+		}
 	}
 }

@@ -76,6 +76,8 @@ type harness struct {
 	reporter func(pipelines map[string]*config.Pipeline) phases.Reporter
 	// inconclusive, when set, is the engine's Inconclusive decision.
 	inconclusive func(ctx context.Context, q phases.InconclusiveQuestion) (phases.Decision, error)
+	// now, when set, is the engine's clock for deploy windows.
+	now func() time.Time
 	// version, when set, is the engine's Coolify clients' version: their requests carry
 	// User-Agent orchestrator/<version>, which tells two engines' requests apart in the fake.
 	version string
@@ -284,6 +286,7 @@ func (h *harness) start(pipelines ...string) {
 		Traces:       h.traces,
 		PublicURL:    h.publicURL,
 		Inconclusive: h.inconclusive,
+		Now:          h.now,
 	})
 	if err != nil {
 		h.t.Fatal(err)

@@ -227,14 +227,14 @@ func queuedMessage(t orchestrator.Trigger) string {
 var errNotPending = errors.New("run is no longer pending")
 
 // supersedePending applies the supersede policy for run r, just created: the pending runs of
-// its pipeline (status queued: not yet in Phase 1), on every daemon sharing the store, end as
+// its pipeline (status queued or awaiting a decision: not yet in Phase 1), on every daemon sharing the store, end as
 // superseded by r, unless one of them outranks r (a newer build), in which case r is the one
 // superseded. Each is ended with one store update that checks it is still queued, so a run
 // that enters Phase 1 meanwhile (its own daemon's update wins) is left alone. It reports
 // whether r itself was superseded.
 func (e *Engine) supersedePending(ctx context.Context, p *config.Pipeline, r runs.Run) bool {
 	var pending []runs.Run
-	f := runs.Filter{Pipeline: r.Pipeline, Status: []runs.Status{runs.StatusQueued}, Limit: runs.MaxLimit}
+	f := runs.Filter{Pipeline: r.Pipeline, Status: []runs.Status{runs.StatusQueued, runs.StatusAwaiting}, Limit: runs.MaxLimit}
 	for {
 		page, err := e.d.Store.List(ctx, f)
 		if err != nil {
@@ -276,7 +276,7 @@ func (e *Engine) endPending(ctx context.Context, id, by string) bool {
 	cause := fmt.Errorf("%w %s", errSuperseded, by)
 	now := time.Now().UTC()
 	ended, err := e.d.Store.Update(ctx, id, func(r *runs.Run) error {
-		if r.Status != runs.StatusQueued {
+		if r.Status != runs.StatusQueued && r.Status != runs.StatusAwaiting {
 			return errNotPending
 		}
 		r.Status, r.Reason, r.EndedAt, r.SupersededBy = runs.StatusSuperseded, cause.Error(), now, by

@@ -140,6 +140,20 @@ func TestRollbackPassesTheGuard(t *testing.T) {
 		if !rolled["coolify:"+uuidAPI] || !rolled["coolify:"+uuidWorker] {
 			t.Errorf("audit %+v, want a rollback entry per service naming run, who, why and the build replaced", audit)
 		}
+		// The run store's hash-chained audit log has them too, by the daemon (issue 36).
+		recs, err := h.store.(runs.AuditLog).AuditRecords(context.Background(), 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logged := map[string]bool{}
+		for _, a := range recs {
+			if a.Action == "rollback" && a.Subject == "daemon:"+cmp.Or(h.instance, "test-instance") && strings.Contains(a.Reason, rb) && a.Outcome == runs.AuditOK {
+				logged[a.Target] = true
+			}
+		}
+		if !logged["coolify:"+uuidAPI] || !logged["coolify:"+uuidWorker] {
+			t.Errorf("audit log %+v, want a rollback record per service by the daemon", recs)
+		}
 		// After the rollback build 4 is on the services: build 3 is stale, build 6 deploys.
 		if r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "3", ImageTag: "v3"})); r.Status != runs.StatusSuperseded {
 			t.Errorf("build 3 after the rollback to 4: %s (%s), want superseded", r.Status, r.Reason)

@@ -105,6 +105,17 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigg
 		}
 		plan.Locks = append(plan.Locks, lp)
 	}
+	if w := resolved.Windows.Gates(); !w.Empty() {
+		v := w.Verdict(e.now())
+		plan.Window = v.String()
+		if !v.Open {
+			what := "wait, holding no lock"
+			if resolved.Windows.Outside == config.OutsideFail {
+				what = "fail (outside: fail)"
+			}
+			plan.Problems = append(plan.Problems, fmt.Sprintf("%s (a run would %s)", v, what))
+		}
+	}
 	plan.WouldFail = len(plan.Problems) > 0
 	plan.Requests = requestPlan(resolved, plan.Services)
 	return plan, nil

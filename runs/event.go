@@ -80,6 +80,8 @@ const (
 	EventRunSuperseded  EventType = "run.superseded"
 	EventRunCanceled    EventType = "run.canceled"
 	EventRunInterrupted EventType = "run.interrupted"
+	// EventRunExpired: nobody decided what the run waited for before the decision expired.
+	EventRunExpired EventType = "run.expired"
 
 	// EventRunTakeover: another daemon (or this one, after it lost its liveness lease) takes
 	// the run over: it advanced the run's ownership epoch and goes on to end it interrupted.
@@ -87,13 +89,23 @@ const (
 	// EventRunCancelRequested: someone asked the run to stop (Data: by, and reason when
 	// given); the run ends canceled at its next safe point.
 	EventRunCancelRequested EventType = "run.cancel_requested"
+	// EventDecisionAsked: the run waits for a person's decision (Run.Decision), holding no
+	// lock; EventDecisionVote: someone approved or rejected (Data: by, reason, verdict).
+	EventDecisionAsked EventType = "decision.asked"
+	EventDecisionVote  EventType = "decision.vote"
+	// EventWindowClosed: the run reached Phase 1 or Phase 2 outside its pipeline's deploy
+	// windows: it waits, holding no lock (Data: until, when known), or fails.
+	EventWindowClosed EventType = "window.closed"
+	// EventWindowOverride: someone overrode the run's deploy windows (Data: by, reason), or
+	// asked to, when a second person must override too.
+	EventWindowOverride EventType = "window.override"
 )
 
 // EndsRun reports whether the event is the last word on a run: run.succeeded, run.failed,
 // run.superseded, run.canceled or run.interrupted.
 func (t EventType) EndsRun() bool {
 	switch t {
-	case EventRunSucceeded, EventRunFailed, EventRunSuperseded, EventRunCanceled, EventRunInterrupted:
+	case EventRunSucceeded, EventRunFailed, EventRunSuperseded, EventRunCanceled, EventRunInterrupted, EventRunExpired:
 		return true
 	}
 	return false
@@ -112,6 +124,8 @@ func EndEvent(s Status) EventType {
 		return EventRunCanceled
 	case StatusInterrupted:
 		return EventRunInterrupted
+	case StatusExpired:
+		return EventRunExpired
 	}
 	return ""
 }
@@ -162,4 +176,8 @@ const (
 	// DataBy and DataReason are who asked for a run.cancel_requested and why.
 	DataBy     = "by"
 	DataReason = "reason"
+	// DataVerdict is a decision.vote's "approved" or "rejected".
+	DataVerdict = "verdict"
+	// DataUntil is when a window.closed run's deploy windows open next (RFC 3339).
+	DataUntil = "until"
 )

@@ -31,7 +31,8 @@ import (
 )
 
 // Status is where a run is. A run moves queued → phase1 → phase2 → mobile → succeeded, or
-// ends early as failed, superseded, canceled or interrupted.
+// ends early as failed, superseded, canceled, interrupted or expired. A run that waits for a
+// person's decision (Decision) is awaiting meanwhile, holding no lock.
 type Status string
 
 // The statuses of a run.
@@ -45,19 +46,21 @@ const (
 	StatusSuperseded  Status = "superseded" // a newer run of the pipeline replaced it while queued
 	StatusCanceled    Status = "canceled"
 	StatusInterrupted Status = "interrupted" // the daemon executing it stopped under it
+	StatusAwaiting    Status = "awaiting"    // it waits for a person's decision (Run.Decision), holding no lock
+	StatusExpired     Status = "expired"     // nobody decided before its decision expired
 )
 
 // Statuses lists every status, in lifecycle order.
 var Statuses = []Status{
-	StatusQueued, StatusPhase1, StatusPhase2, StatusMobile,
-	StatusSucceeded, StatusFailed, StatusSuperseded, StatusCanceled, StatusInterrupted,
+	StatusQueued, StatusAwaiting, StatusPhase1, StatusPhase2, StatusMobile,
+	StatusSucceeded, StatusFailed, StatusSuperseded, StatusCanceled, StatusInterrupted, StatusExpired,
 }
 
 // Terminal reports whether a run in this status has ended: succeeded, failed, superseded,
-// canceled or interrupted.
+// canceled, interrupted or expired.
 func (s Status) Terminal() bool {
 	switch s {
-	case StatusSucceeded, StatusFailed, StatusSuperseded, StatusCanceled, StatusInterrupted:
+	case StatusSucceeded, StatusFailed, StatusSuperseded, StatusCanceled, StatusInterrupted, StatusExpired:
 		return true
 	}
 	return false
@@ -125,6 +128,9 @@ type Run struct {
 	// (empty when traces are off): a takeover by another daemon adds its span to the same
 	// trace, under it.
 	Trace string `json:"trace,omitempty"`
+	// Decision is the question the run waits on a person for while it is awaiting (and, once
+	// decided, the last one it asked, with its votes); nil when it never asked one.
+	Decision *Decision `json:"decision,omitempty"`
 	// Version counts the writes of the run; the store sets it (1 after Create, +1 on every
 	// Update). Clients can use it as an ETag.
 	Version int64 `json:"version"`

@@ -42,7 +42,7 @@ func TestNewID(t *testing.T) {
 func TestStatus(t *testing.T) {
 	terminal := map[runs.Status]bool{
 		runs.StatusSucceeded: true, runs.StatusFailed: true, runs.StatusSuperseded: true,
-		runs.StatusCanceled: true, runs.StatusInterrupted: true,
+		runs.StatusCanceled: true, runs.StatusInterrupted: true, runs.StatusExpired: true,
 	}
 	for _, s := range runs.Statuses {
 		if !s.Valid() {

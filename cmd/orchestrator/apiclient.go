@@ -28,6 +28,7 @@ var tokenEnv = map[client.Access][]string{
 	client.Trigger: {"ORCH_TRIGGER_TOKEN", "ORCH_ADMIN_TOKEN"},
 	client.Admin:   {"ORCH_ADMIN_TOKEN"},
 	client.Audit:   {"ORCH_READ_TOKEN", "ORCH_ADMIN_TOKEN"},
+	client.Approve: {"ORCH_ADMIN_TOKEN"}, // or an approver's named token, with --token
 }
 
 // newAPIClient returns the client of the daemon at base: token (--token), when set, goes
@@ -126,6 +127,21 @@ func (a *apiClient) rerun(ctx context.Context, id, by, reason string) (*runs.Run
 func (a *apiClient) rollbackTo(ctx context.Context, id, by, reason string) (*runs.Run, error) {
 	r, err := a.c.RollbackTo(ctx, id, by, reason)
 	return r, daemonError(err)
+}
+
+func (a *apiClient) approve(ctx context.Context, id, digest, reason string) (*runs.Run, error) {
+	r, err := a.c.Approve(ctx, id, digest, reason)
+	return r, daemonError(err)
+}
+
+func (a *apiClient) reject(ctx context.Context, id, reason string) (*runs.Run, error) {
+	r, err := a.c.Reject(ctx, id, reason)
+	return r, daemonError(err)
+}
+
+func (a *apiClient) override(ctx context.Context, id, by, reason string) (*runs.Run, bool, error) {
+	r, granted, err := a.c.OverrideWindow(ctx, id, by, reason)
+	return r, granted, daemonError(err)
 }
 
 func (a *apiClient) ready(ctx context.Context) error { return daemonError(a.c.Ready(ctx)) }

@@ -142,6 +142,7 @@ func commands() []command {
 		{"trigger", "ask a daemon for a run (for CI), follow it, exit with its result", cmdTrigger},
 		{"runs", "list, show, watch, cancel, re-run or roll back to runs (list|show|watch|cancel|rerun|rollback)", cmdRuns},
 		{"locks", "list, force-release, freeze or unfreeze locks, or read their audit log", cmdLocks},
+		{"audit", "verify or export the hash-chained audit log of every action (verify|export)", cmdAudit},
 		{"services", "list the services the pipelines deploy: last writer, each pipeline's newest build", cmdServices},
 		{"run", "execute one run of a pipeline on this host and show its progress", cmdRun},
 		{"plan", "show what a run would change and which locks it would take (dry run)", cmdPlan},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator"
 	"github.com/deploy-orchestrator/orchestrator/locks"
+	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
 func cmdLocks(ctx context.Context, c *cli, args []string) error {
@@ -192,8 +193,10 @@ func cmdLocksRelease(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer e.close()
+	who := orDefault(*by, "cli:"+userName(c.getenv))
 	info, err := e.locks.ForceRelease(ctx, locks.ForceRequest{Key: key, Fence: *fence, Holder: *holder,
-		Reason: *reason, By: orDefault(*by, "cli:"+userName(c.getenv))})
+		Reason: *reason, By: who})
+	e.audited(ctx, c, runs.AuditRecord{Subject: who, Action: runs.AuditForceRelease, Target: key, Reason: *reason}, err)
 	if err != nil {
 		return lockRefusal(err)
 	}
@@ -249,6 +252,8 @@ func cmdLocksFreeze(ctx context.Context, c *cli, args []string) error {
 	}
 	defer e.close()
 	info, err := e.locks.Freeze(ctx, locks.FreezeRequest{Key: key, Message: *message, By: who, Until: end})
+	e.audited(ctx, c, runs.AuditRecord{Subject: who, Action: runs.AuditFreeze, Target: key, Reason: *message,
+		Detail: map[string]string{"until": end.UTC().Format(time.RFC3339)}}, err)
 	if err != nil {
 		return lockRefusal(err)
 	}
@@ -274,10 +279,29 @@ func cmdLocksUnfreeze(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer e.close()
-	if err := e.locks.Unfreeze(ctx, key, orDefault(*by, "cli:"+userName(c.getenv)), orDefault(*reason, "lifted from the CLI")); err != nil {
+	who, why := orDefault(*by, "cli:"+userName(c.getenv)), orDefault(*reason, "lifted from the CLI")
+	err = e.locks.Unfreeze(ctx, key, who, why)
+	e.audited(ctx, c, runs.AuditRecord{Subject: who, Action: runs.AuditUnfreeze, Target: key, Reason: why}, err)
+	if err != nil {
 		return lockRefusal(err)
 	}
 	e.header(c, false)
 	fmt.Fprintf(c.stdout, "lifted the freeze on %s\n", key)
 	return nil
+}
+
+// audited appends a lock action taken on the local backend to the run store's audit log
+// (through a daemon's API, the daemon records it). A failed append is a warning: the action
+// happened.
+func (e *endpoint) audited(ctx context.Context, c *cli, rec runs.AuditRecord, err error) {
+	if e.audit == nil {
+		return
+	}
+	rec.Outcome = runs.AuditOK
+	if err != nil {
+		rec.Outcome = runs.AuditRefused + ": " + err.Error()
+	}
+	if _, aerr := e.audit.AppendAudit(context.WithoutCancel(ctx), rec); aerr != nil {
+		fmt.Fprintf(c.stderr, "warning: the audit log did not take the record of this %s: %v\n", rec.Action, aerr)
+	}
 }

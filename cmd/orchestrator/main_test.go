@@ -328,6 +328,17 @@ func TestLocksCommands(t *testing.T) {
 	if !strings.Contains(out, "freeze") || !strings.Contains(out, "cli:ops") {
 		t.Errorf("audit after freeze and lift:\n%s", out)
 	}
+	// The hash-chained audit log has the local actions too, refusals included (issue 36).
+	out, _, err = invoke(ctx, env, "audit", "export")
+	for _, want := range []string{`"subject":"cli:ops","action":"freeze","target":"coolify:phase2","reason":"release freeze"`,
+		`"action":"force_release","target":"coolify:phase2","reason":"test","outcome":"refused: `, `"action":"unfreeze"`} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("audit export lacks %s: %v\n%s", want, err, out)
+		}
+	}
+	if out, _, err := invoke(ctx, env, "audit", "verify"); err != nil || !strings.Contains(out, "intact: 3 records") {
+		t.Errorf("audit verify: %v\n%s", err, out)
+	}
 }
 
 // With Infisical unreachable, a plan fails with an error naming the secrets source, over the

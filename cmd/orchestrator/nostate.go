@@ -113,3 +113,10 @@ func (noRuns) SwapLatestReport(context.Context, string, string) (string, error) 
 	return "", errNoState
 }
 func (noRuns) ReleaseClaims(context.Context, string) (int, error) { return 0, nil }
+func (noRuns) AppendAudit(context.Context, runs.AuditRecord) (runs.AuditRecord, error) {
+	return runs.AuditRecord{}, errNoState
+}
+func (noRuns) AuditRecords(context.Context, int64, int) ([]runs.AuditRecord, error) { return nil, nil }
+func (noRuns) AuditEnds(context.Context) (anchor, head runs.AuditLink, err error) {
+	return anchor, head, nil
+}

@@ -130,6 +130,9 @@ func (lc *localCmd) engine(ctx context.Context, c *cli, fs *pflag.FlagSet, insta
 	} else if ps, err = config.LoadPipelines(d.PipelinesDir, c.getenv); err != nil {
 		return nil, nil, pipelinesError(d.PipelinesDir, err)
 	}
+	if err := d.ApplyEnvironments(ps); err != nil {
+		return nil, nil, usageError("environments:\n%w", err)
+	}
 	c.warnUnknownEnv(ctx, log)
 	var b *backends
 	if lc.readOnly {
@@ -280,6 +283,9 @@ func planVerdict(p *orchestrator.Plan) error {
 
 func printPlan(w io.Writer, p *orchestrator.Plan) {
 	fmt.Fprintf(w, "Plan for %s\n\n", p.Pipeline)
+	if p.Window != "" {
+		fmt.Fprintf(w, "Deploy windows: %s\n\n", p.Window)
+	}
 	for _, prob := range p.Problems {
 		fmt.Fprintf(w, "WOULD FAIL: %s\n", prob)
 	}

@@ -49,7 +49,9 @@ type endpoint struct {
 	// through a daemon's API).
 	daemon *config.Daemon
 	marks  runs.MarkStore
-	close  func() error
+	// audit is the local backend's audit log (nil through a daemon's API, which records).
+	audit runs.AuditLog
+	close func() error
 	// absent, when set, says what of the embedded backend a read-only command found missing
 	// ("no state directory at …"; see openBackendsToRead).
 	absent string
@@ -105,7 +107,7 @@ func (t *target) open(ctx context.Context, c *cli) (*endpoint, error) {
 		return nil, err
 	}
 	return &endpoint{source: b.where, locks: b.locker, runs: localRuns{b.store, b.absent}, absent: b.absent,
-		daemon: d, marks: b.store, close: b.Close}, nil
+		daemon: d, marks: b.store, audit: b.store, close: b.Close}, nil
 }
 
 // header names what the output was read from, first: on stdout for people, on stderr with
@@ -172,6 +174,7 @@ func cmdRuns(ctx context.Context, c *cli, args []string) error {
 	sub := map[string]func(context.Context, *cli, []string) error{
 		"list": cmdRunsList, "show": cmdRunsShow, "watch": cmdRunsWatch, "cancel": cmdRunsCancel,
 		"rerun": cmdRunsRerun, "rollback": cmdRunsRollback,
+		"approve": cmdRunsApprove, "reject": cmdRunsReject, "override": cmdRunsOverride,
 	}
 	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
 		fmt.Fprint(c.stdout, runsUsage+"\n"+exitCodesHelp)
@@ -179,12 +182,12 @@ func cmdRuns(ctx context.Context, c *cli, args []string) error {
 	}
 	if len(args) == 0 || sub[args[0]] == nil {
 		fmt.Fprint(c.stderr, runsUsage)
-		return usageError("runs: want a subcommand: list, show, watch, cancel, rerun or rollback")
+		return usageError("runs: want a subcommand: list, show, watch, cancel, rerun, rollback, approve, reject or override")
 	}
 	return sub[args[0]](ctx, c, args[1:])
 }
 
-const runsUsage = `Usage: orchestrator runs <list|show|watch|cancel|rerun|rollback> [flags]
+const runsUsage = `Usage: orchestrator runs <list|show|watch|cancel|rerun|rollback|approve|reject|override> [flags]
 
 With --url (or ORCH_URL) through the daemon's API, with the token from --token or
 ORCH_READ_TOKEN / ORCH_TRIGGER_TOKEN / ORCH_ADMIN_TOKEN; without it from the local backend
@@ -199,6 +202,9 @@ first names what it read.
   rollback ID --reason TEXT
             roll back to a run that succeeded: its build again, as a deliberate rollback
             (daemon only)
+  approve ID --digest D  approve the plan a run waits on (daemon only; an approver's or the admin token)
+  reject ID  reject it: the run ends failed (daemon only)
+  override ID --reason R  let a run go ahead outside its deploy windows (daemon only; a second person may have to confirm)
 `
 
 func cmdRunsList(ctx context.Context, c *cli, args []string) error {
@@ -397,6 +403,108 @@ func cmdRunsCancel(ctx context.Context, c *cli, args []string) error {
 	e.header(c, false)
 	fmt.Fprintf(c.stdout, "cancel requested: run %s is %s; follow it with\n  orchestrator runs watch %s --url %s\n",
 		r.ID, r.Status, r.ID, e.client.base)
+	return nil
+}
+
+func cmdRunsApprove(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("runs approve", "ID --url URL --digest DIGEST [--reason TEXT] [--token T]",
+		"Approves the plan a run waits on, through the daemon that runs it. Without --digest it shows\n"+
+			"the plan's summary and digest: approve what you read, naming its digest. Needs an approver's\n"+
+			"or the admin token (--token, or ORCH_ADMIN_TOKEN); the token's name is the approver.")
+	t := addTargetFlags(c, fs)
+	digest := fs.String("digest", "", "the digest of the plan you approve (from the run's decision)")
+	reason := fs.String("reason", "", "why (recorded in the run and the audit log)")
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	e, id, err := openDecision(ctx, c, t, fs, "runs approve")
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	if *digest == "" {
+		r, err := e.client.run(ctx, id)
+		if err != nil {
+			return err
+		}
+		if r.Status != runs.StatusAwaiting || r.Decision == nil {
+			return usageError("runs approve: run %s is %s and waits for no decision", id, r.Status)
+		}
+		return usageError("runs approve: run %s waits for %d approval(s) (%d given) of plan %s:\n  %s\napprove it with --digest %s",
+			id, r.Decision.Needed, r.Decision.Approvals(), r.Decision.Digest, r.Decision.Summary, r.Decision.Digest)
+	}
+	r, err := e.client.approve(ctx, id, *digest, *reason)
+	if err != nil {
+		return err
+	}
+	e.header(c, false)
+	fmt.Fprintf(c.stdout, "approved: run %s has %d of %d approval(s)\n", r.ID, r.Decision.Approvals(), r.Decision.Needed)
+	return nil
+}
+
+func cmdRunsReject(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("runs reject", "ID --url URL [--reason TEXT] [--token T]",
+		"Rejects the plan a run waits on: the run ends failed. Needs an approver's or the admin token.")
+	t := addTargetFlags(c, fs)
+	reason := fs.String("reason", "", "why (recorded in the run and the audit log)")
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	e, id, err := openDecision(ctx, c, t, fs, "runs reject")
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	r, err := e.client.reject(ctx, id, *reason)
+	if err != nil {
+		return err
+	}
+	e.header(c, false)
+	fmt.Fprintf(c.stdout, "rejected: run %s ends failed\n", r.ID)
+	return nil
+}
+
+// openDecision reads the run ID argument and opens the daemon's API (decisions need one).
+func openDecision(ctx context.Context, c *cli, t *target, fs *pflag.FlagSet, cmd string) (*endpoint, string, error) {
+	id, err := runIDArg(fs, cmd)
+	if err != nil {
+		return nil, "", err
+	}
+	if *t.url == "" {
+		return nil, "", &exitError{code: exitUsage, err: fmt.Errorf("%s: %w", cmd, errNeedsDaemon)}
+	}
+	e, err := t.open(ctx, c)
+	return e, id, err
+}
+
+func cmdRunsOverride(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("runs override", "ID --url URL --reason TEXT [--by NAME] [--token T]",
+		"Lets a run go ahead outside its pipeline's deploy windows. Needs an approver's or the admin\n"+
+			"token. Where the windows say override_second_person, a second person must override too.")
+	t := addTargetFlags(c, fs)
+	reason := fs.String("reason", "", "why (required; recorded in the run and the audit log)")
+	by := fs.String("by", "", "who asks, recorded with the token's name (default: the CI's user, or $USER)")
+	if done, err := parse(fs, args); done {
+		return err
+	}
+	e, id, err := openDecision(ctx, c, t, fs, "runs override")
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	if *reason == "" {
+		return usageError("runs override: --reason is required: say why the run may go ahead outside its deploy windows")
+	}
+	r, granted, err := e.client.override(ctx, id, cmp.Or(*by, ciOrigin(c.getenv, "").Actor), *reason)
+	if err != nil {
+		return err
+	}
+	e.header(c, false)
+	if !granted {
+		fmt.Fprintf(c.stdout, "override asked for run %s: it takes effect once a second person overrides too\n", r.ID)
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "overridden: run %s may go ahead outside its deploy windows\n", r.ID)
 	return nil
 }
 

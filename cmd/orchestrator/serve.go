@@ -48,6 +48,9 @@ func cmdServe(ctx context.Context, c *cli, args []string) error {
 	if err := d.CheckRules(pipelines); err != nil {
 		return usageError("webhook rules:\n%w", err)
 	}
+	if err := d.ApplyEnvironments(pipelines); err != nil {
+		return usageError("environments:\n%w", err)
+	}
 	c.warnUnknownEnv(ctx, log)
 	if missing := config.MissingEnvSecretsAll(pipelines, c.getenv); len(missing) > 0 {
 		if !*allowMissing {
@@ -164,7 +167,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 	// Header and body timeouts, header size and connection caps: see api.NewHTTPServer and
 	// api.LimitListener.
 	srv := api.NewHTTPServer(api.Deps{Config: d, Engine: eng, Runs: b.store, Deliveries: b.store, Locks: b.locker,
-		Metrics: metrics, Logger: log, Notifier: notifier})
+		Metrics: metrics, Logger: log, Notifier: notifier, Pipelines: pipelines})
 	// Streams (SSE) end when shutdown starts; request contexts derive from this.
 	srv.BaseContext = func(net.Listener) context.Context { return baseCtx }
 	trusted, _ := config.ParseTrustedProxies(d.TrustedProxies) // validated by LoadDaemon

@@ -42,6 +42,7 @@ type store interface {
 	runs.ReportStore
 	runs.Pruner
 	runs.Deliveries
+	runs.AuditLog
 }
 
 // backends are the lock service and the run store of one process, on Redis or on the

@@ -43,6 +43,7 @@ const (
 	Redelivery = "redelivery"
 	Existing   = "existing"
 	Role       = "role"
+	Subject    = "subject"
 	Until      = "until"
 )
 

@@ -52,6 +52,9 @@ func (s *Store) Prune(ctx context.Context, r runs.Retention) (int, error) {
 	if err == nil {
 		err = s.d.pruneReports(ctx)
 	}
+	if err == nil {
+		err = s.d.pruneAudit(ctx, r)
+	}
 	if err != nil {
 		return deleted, runs.Fail(op, err)
 	}

@@ -21,9 +21,11 @@
 //	                                  (the pipeline's mark on the resource, runs.Mark JSON)
 //	P{runs}:rpt:<key>, rpts:<key>, rptdue, rptrun:<run id>, rptruns, rptscope
 //	                                  reports to Git hosts (runs.ReportStore): see reports.go
+//	P{runs}:audit, audit:head, audit:anchor
+//	                                  the hash-chained audit log (runs.AuditLog): see audit.go
 //
 // The store is runs.Portable over this package's runs.Driver; the package adds
-// runs.MarkStore, runs.ReportStore, runs.Pruner and runs.Deliveries. Run writes are
+// runs.MarkStore, runs.ReportStore, runs.AuditLog, runs.Pruner and runs.Deliveries. Run writes are
 // optimistic: Portable applies the change in Go and the driver commits it with a script that
 // checks the version, writes the header and the steps that changed (an Update of one step of
 // a 100-service run sends that step, not the whole run), moves the run between indexes,

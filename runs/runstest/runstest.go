@@ -3,7 +3,9 @@
 // event sequences under concurrent writers, live follow, interrupted marking across a
 // restart, webhook delivery de-duplication (runs.Deliveries), fenced resource marks
 // (runs.MarkStore, each pipeline's mark on a resource included) and the outbox of Git host
-// deployment statuses (runs.ReportStore: claims, leases, backoff, pruning), all of which
+// deployment statuses (runs.ReportStore: claims, leases, backoff, pruning) and the
+// hash-chained audit log (runs.AuditLog: one chain under concurrent appends, pruning to an
+// anchor), all of which
 // every store must implement, and not-found errors. Run it with -race.
 //
 // A backend's test calls Run with a function that prepares an empty backend for one test
@@ -85,6 +87,7 @@ func Run(t *testing.T, newBackend func(tb testing.TB) Opener) {
 		{"Prune", testPrune},
 	}
 	tests = append(tests, reportTests...)
+	tests = append(tests, auditTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

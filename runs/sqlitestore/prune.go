@@ -78,6 +78,9 @@ func (s *Store) Prune(ctx context.Context, r runs.Retention) (int, error) {
 	if err := s.pruneReports(ctx, op); err != nil {
 		return deleted, err
 	}
+	if err := s.pruneAudit(ctx, r); err != nil {
+		return deleted, err
+	}
 	err = s.d.write(ctx, op, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM deliveries WHERE expires_ns <= ?`, time.Now().UnixNano())
 		return err

@@ -59,7 +59,8 @@ const FileName = "runs.db"
 //	   marks stands for its pipeline's until it is replaced, see runs.MarkStore).
 //	4: running holds what each resource was last seen running (created empty).
 //	5: reports and report_scopes hold the reports to Git hosts (created empty, see reports.go).
-const schemaVersion = 5
+//	6: audit and audit_ends hold the hash-chained audit log (created empty, see audit.go).
+const schemaVersion = 6
 
 const schema = `
 CREATE TABLE IF NOT EXISTS runs (
@@ -122,6 +123,17 @@ CREATE INDEX IF NOT EXISTS reports_due ON reports (due);
 CREATE TABLE IF NOT EXISTS report_scopes (
 	scope TEXT PRIMARY KEY,
 	key   TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS audit (
+	seq  INTEGER PRIMARY KEY,
+	at   INTEGER NOT NULL,
+	data BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
+CREATE TABLE IF NOT EXISTS audit_ends (
+	name TEXT PRIMARY KEY,
+	seq  INTEGER NOT NULL,
+	hash TEXT NOT NULL
 ) WITHOUT ROWID;
 `
 

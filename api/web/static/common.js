@@ -68,7 +68,7 @@
   function waitingFor(run) {
     return (run.waiting || []).map(function (w) { return w.text; }).join("; ");
   }
-  var terminal = { succeeded: true, failed: true, superseded: true, canceled: true, interrupted: true };
+  var terminal = { succeeded: true, failed: true, superseded: true, canceled: true, interrupted: true, expired: true };
   window.orchestrator = {
     pad: pad, isZero: isZero, clock: clock, dur: dur, took: took, el: el, cell: cell,
     send: send, refusal: refusal, say: say, waitingFor: waitingFor, ended: function (status) { return !!terminal[status]; }

@@ -221,6 +221,27 @@
       startFrom(rollbackForm, "rollback", { reason: rollbackForm.elements.reason.value });
     });
   }
+  var decide = document.getElementById("decide-form");
+  if (decide) {
+    var dmsg = document.getElementById("decide-msg");
+    var vote = function (verb, body) {
+      var buttons = decide.querySelectorAll("button");
+      for (var i = 0; i < buttons.length; i++) buttons[i].disabled = true;
+      o.send("POST", "/v1/runs/" + encodeURIComponent(id) + "/" + verb, body).then(function (res) {
+        for (var i = 0; i < buttons.length; i++) buttons[i].disabled = false;
+        if (!res.ok) { o.say(dmsg, o.refusal(res), true); return; }
+        o.say(dmsg, verb === "approve" ? "Approved." : "Rejected: the run ends failed.", false);
+        decide.hidden = true;
+        refresh();
+      });
+    };
+    document.getElementById("approve").addEventListener("click", function () {
+      vote("approve", { digest: this.getAttribute("data-digest"), reason: document.getElementById("decide-reason").value });
+    });
+    document.getElementById("reject").addEventListener("click", function () {
+      vote("reject", { reason: document.getElementById("decide-reason").value });
+    });
+  }
 
   var es = new EventSource("/v1/runs/" + encodeURIComponent(id) + "/events");
   es.onopen = function () { setLive("live", true); };
