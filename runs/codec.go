@@ -105,7 +105,7 @@ func sameStep(a, b *Step) bool {
 	return a.Phase == b.Phase && a.Name == b.Name && a.UUID == b.UUID && a.Wave == b.Wave && a.Status == b.Status &&
 		a.StartedAt == b.StartedAt && a.EndedAt == b.EndedAt &&
 		a.LockKey == b.LockKey && a.LockWait == b.LockWait && a.Fence == b.Fence &&
-		a.DeploymentUUID == b.DeploymentUUID && a.RestoredAt == b.RestoredAt &&
+		a.DeploymentUUID == b.DeploymentUUID && a.DeploymentURL == b.DeploymentURL && a.RestoredAt == b.RestoredAt &&
 		a.DeployRequestedAt == b.DeployRequestedAt && a.Error == b.Error && a.Note == b.Note &&
 		sameChanges(&a.Changes, &b.Changes)
 }
