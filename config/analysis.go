@@ -15,9 +15,12 @@ import (
 // never left half-released. An inconclusive one does what OnInconclusive says.
 type Analysis struct {
 	Prometheus Prometheus `koanf:"prometheus"`
-	// OnInconclusive says what an inconclusive analysis does (default
-	// InconclusiveRollback). A pause for a person's decision comes with approvals.
+	// OnInconclusive says what an inconclusive analysis does (default InconclusiveAsk: the
+	// run waits for a person to continue or roll back, as it waits for an approval).
 	OnInconclusive OnInconclusive `koanf:"on_inconclusive"`
+	// InconclusiveTimeout is how long an inconclusive analysis waits for a person before
+	// the release rolls back (default DefaultInconclusiveTimeout).
+	InconclusiveTimeout time.Duration `koanf:"inconclusive_timeout"`
 	// AfterMobile measures the checks once more after the mobile steps that run
 	// after_verified wrote: a failure then reverts the flag first and the tags second.
 	AfterMobile bool            `koanf:"after_mobile"`
@@ -57,9 +60,14 @@ type OnInconclusive string
 
 // Inconclusive-analysis policies.
 const (
-	InconclusiveRollback OnInconclusive = "rollback" // default: as a failed analysis
+	InconclusiveAsk      OnInconclusive = "ask"      // default: a person continues or rolls back (a run decision)
+	InconclusiveRollback OnInconclusive = "rollback" // as a failed analysis
 	InconclusiveContinue OnInconclusive = "continue" // go on as a successful one
 )
+
+// DefaultInconclusiveTimeout is how long an inconclusive analysis waits for a person by
+// default before it rolls the release back.
+const DefaultInconclusiveTimeout = 30 * time.Minute
 
 // Defaults of AnalysisCheck.
 const (
@@ -90,7 +98,10 @@ func applyAnalysisDefaults(a *Analysis) {
 		return
 	}
 	if a.OnInconclusive == "" {
-		a.OnInconclusive = InconclusiveRollback
+		a.OnInconclusive = InconclusiveAsk
+	}
+	if a.InconclusiveTimeout == 0 {
+		a.InconclusiveTimeout = DefaultInconclusiveTimeout
 	}
 	for i := range a.Checks {
 		c := &a.Checks[i]
@@ -115,7 +126,10 @@ func (v *validator) analysis(p *Pipeline) {
 		return
 	}
 	v.httpURL("analysis.prometheus.url", a.Prometheus.URL)
-	oneOf(v, "analysis.on_inconclusive", a.OnInconclusive, InconclusiveRollback, InconclusiveContinue)
+	oneOf(v, "analysis.on_inconclusive", a.OnInconclusive, InconclusiveAsk, InconclusiveRollback, InconclusiveContinue)
+	if a.InconclusiveTimeout < 0 {
+		v.add("analysis.inconclusive_timeout", "must not be negative")
+	}
 	if len(a.Checks) == 0 {
 		v.add("analysis.checks", "is required: name at least one check")
 	}

@@ -36,8 +36,9 @@ func TestLoadPipelineAnalysis(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := p.Analysis
-	if a == nil || len(a.Checks) != 2 || !a.AfterMobile || a.OnInconclusive != InconclusiveRollback {
-		t.Fatalf("analysis: got %+v, want two checks, after_mobile, on_inconclusive rollback", a)
+	if a == nil || len(a.Checks) != 2 || !a.AfterMobile || a.OnInconclusive != InconclusiveAsk ||
+		a.InconclusiveTimeout != DefaultInconclusiveTimeout {
+		t.Fatalf("analysis: got %+v, want two checks, after_mobile, on_inconclusive ask (the default) for 30m", a)
 	}
 	c := a.Checks[0]
 	if c.Interval != 10*time.Second || c.Count != 5 || c.FailureLimit != 1 {
@@ -84,4 +85,13 @@ func TestLoadPipelineAnalysisProblems(t *testing.T) {
 
 	_, err = LoadPipelineBytes("unknown.yaml", []byte(analysisPipeline+"    - { name: e, query: 'up', success: '> 0', sucess: '> 1' }\n"), testEnv())
 	wantProblem(t, mustProblems(t, err), "analysis.checks[0].sucess", "")
+}
+
+func TestLoadPipelineInconclusiveProblems(t *testing.T) {
+	bad := strings.Replace(analysisPipeline, "  after_mobile: true\n", "  on_inconclusive: maybe\n  inconclusive_timeout: -1s\n", 1)
+	_, err := LoadPipelineBytes("bad.yaml", []byte(bad+`    - { name: latency, query: 'avg(up)', success: "> 0" }
+`), testEnv())
+	ps := mustProblems(t, err)
+	wantProblem(t, ps, "analysis.on_inconclusive", "is not one of: ask, rollback, continue")
+	wantProblem(t, ps, "analysis.inconclusive_timeout", "negative")
 }

@@ -60,7 +60,8 @@
 //	order: build                            # build | created | none; default: build for a numeric build, else none
 //	analysis:                               # metric checks after each Phase-2 wave and after the last one
 //	  prometheus: { url: http://prometheus:9090 }
-//	  on_inconclusive: rollback             # rollback (default) | continue; a pause for a person comes with approvals
+//	  on_inconclusive: ask                  # ask (default: a person continues or rolls back) | rollback | continue
+//	  inconclusive_timeout: 30m             # ask: nobody deciding within it rolls back
 //	  after_mobile: true                    # measure again after the after_verified mobile steps (a failure reverts the flag first)
 //	  checks:
 //	    - name: errors                      # unique; ^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$

@@ -2,6 +2,8 @@ package phases
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,23 +14,6 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/config"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
-
-// Decision is what a run does about an inconclusive analysis.
-type Decision string
-
-// Decisions.
-const (
-	DecisionContinue Decision = "continue"
-	DecisionRollback Decision = "rollback"
-)
-
-// InconclusiveQuestion is what Deps.Inconclusive is asked: the run, the stage of its
-// analysis ("after wave 1 of 2", "after the last wave", "after the mobile steps") and each
-// check's result.
-type InconclusiveQuestion struct {
-	RunID, Pipeline, Stage string
-	Results                []analysis.Result
-}
 
 // AnalysisObserver, when the engine's Observer implements it too, counts measurements and
 // analyses by outcome (*metrics.Metrics does).
@@ -164,29 +149,41 @@ func (x *execution) analyze(ctx context.Context, at string, svcs []*svcState) (e
 		x.rec.event(end)
 		return &analysisError{stage: at, outcome: outcome, detail: detail}
 	}
-	d := x.decideInconclusive(ctx, InconclusiveQuestion{RunID: x.run.ID, Pipeline: x.run.Pipeline, Stage: at, Results: results})
-	end.Message = fmt.Sprintf("%s inconclusive: %s; decision: %s", at, detail, d)
+	goOn, err := x.decideInconclusive(at, results)
+	if err != nil {
+		return err
+	}
+	decision := "rollback"
+	if goOn {
+		decision = "continue"
+	}
+	end.Message = fmt.Sprintf("%s inconclusive: %s; decision: %s", at, detail, decision)
 	x.rec.event(end)
-	if d == DecisionContinue {
+	if goOn {
 		return nil
 	}
 	return &analysisError{stage: at, outcome: outcome, detail: detail}
 }
 
-// decideInconclusive asks Deps.Inconclusive; without it (until approvals can pause a run
-// for a person) the pipeline's on_inconclusive decides. An error of the hook rolls back.
-func (x *execution) decideInconclusive(ctx context.Context, q InconclusiveQuestion) Decision {
-	if f := x.e.d.Inconclusive; f != nil {
-		d, err := f(ctx, q)
-		if err != nil || d != DecisionContinue {
-			return DecisionRollback
-		}
-		return d
+// decideInconclusive does what the pipeline's on_inconclusive says: continue, roll back, or
+// (ask, the default) wait for a person: an approval continues, a rejection or nobody within
+// inconclusive_timeout rolls the release back. It returns the stop's error when the run is
+// stopped while it waits.
+func (x *execution) decideInconclusive(at string, results []analysis.Result) (goOn bool, err error) {
+	switch x.p.Analysis.OnInconclusive {
+	case config.InconclusiveContinue:
+		return true, nil
+	case config.InconclusiveRollback:
+		return false, nil
 	}
-	if x.p.Analysis.OnInconclusive == config.InconclusiveContinue {
-		return DecisionContinue
+	summary := fmt.Sprintf("analysis %s inconclusive: %s", at, resultsText(results))
+	sum := sha256.Sum256([]byte(x.run.ID + "\n" + summary))
+	err = x.awaitDecision(runs.Decision{Kind: runs.DecisionInconclusive, Digest: hex.EncodeToString(sum[:]),
+		Summary: summary, Needed: 1}, x.p.Analysis.InconclusiveTimeout)
+	if err == nil || errors.Is(err, errRejected) || errors.Is(err, errExpired) {
+		return err == nil, nil
 	}
-	return DecisionRollback
+	return false, err
 }
 
 // recordMeasurement writes one measurement as an event (the dashboard's run page shows it as

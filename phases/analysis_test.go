@@ -2,10 +2,9 @@ package phases_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -142,10 +141,6 @@ func measured(h *harness, id, service string) []runs.Event {
 func TestAnalysisFailureRollsBackTheRelease(t *testing.T) {
 	r := newAnalysisRig(t)
 	r.serve(t, "v4", 0.01, 0.5)
-	r.h.inconclusive = func(context.Context, phases.InconclusiveQuestion) (phases.Decision, error) {
-		t.Error("a person was asked about a failed analysis")
-		return phases.DecisionContinue, nil
-	}
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
@@ -207,34 +202,25 @@ func TestAnalysisInconclusive(t *testing.T) {
 	prom := promtest.Start(t, app.Addr)
 	for _, tc := range []struct {
 		name, extra string
-		hook        phases.Decision
+		vote        string // "approve" or "reject" the decision the run asks; "": nobody votes
 		want        runs.Status
 		tag         string
 	}{
-		{"on_inconclusive rollback (the default)", "", "", runs.StatusFailed, "v1"},
+		{"on_inconclusive rollback", "  on_inconclusive: rollback\n", "", runs.StatusFailed, "v1"},
 		{"on_inconclusive continue", "  on_inconclusive: continue\n", "", runs.StatusSucceeded, "v4"},
-		{"the hook continues", "", phases.DecisionContinue, runs.StatusSucceeded, "v4"},
-		{"the hook rolls back", "  on_inconclusive: continue\n", phases.DecisionRollback, runs.StatusFailed, "v1"},
-		// A hook that cannot answer (approvals unreachable) rolls back.
-		{"the hook fails", "  on_inconclusive: continue\n", "error", runs.StatusFailed, "v1"},
+		{"a person continues (the default: ask)", "", "approve", runs.StatusSucceeded, "v4"},
+		{"a person rolls back", "", "reject", runs.StatusFailed, "v1"},
+		{"nobody decides in time", "  inconclusive_timeout: 1s\n", "", runs.StatusFailed, "v1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newAnalysisRigOn(t, app, prom)
-			var mu sync.Mutex
-			var asked []phases.InconclusiveQuestion
-			if tc.hook != "" {
-				r.h.inconclusive = func(_ context.Context, q phases.InconclusiveQuestion) (phases.Decision, error) {
-					mu.Lock()
-					defer mu.Unlock()
-					asked = append(asked, q)
-					if tc.hook == "error" {
-						return phases.DecisionContinue, errors.New("approvals unreachable")
-					}
-					return tc.hook, nil
-				}
-			}
 			r.h.start(r.pipeline("after_phase2", tc.extra, check))
 			id := r.h.submit("prod", trigger4)
+			if tc.vote != "" {
+				if got, want := answerDecisions(t, r.h, id, tc.vote == "approve"), map[bool]int{true: 2, false: 1}[tc.vote == "approve"]; got != want {
+					t.Errorf("%d decisions answered, want %d (after wave 1, and after the last wave unless rejected)", got, want)
+				}
+			}
 			run := r.h.wait(id)
 			if run.Status != tc.want {
 				t.Fatalf("run %s (%s), want %s", run.Status, run.Reason, tc.want)
@@ -242,13 +228,40 @@ func TestAnalysisInconclusive(t *testing.T) {
 			if a, _ := r.h.coolify.App(uuidWeb); a.DeployedImageTag != tc.tag {
 				t.Errorf("web runs %s, want %s", a.DeployedImageTag, tc.tag)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if tc.hook != "" && (len(asked) == 0 || asked[0].RunID != id || asked[0].Results[0].Outcome != analysis.Inconclusive) {
-				t.Errorf("hook asked %+v, want the run's inconclusive results", asked)
+			asked := slices.ContainsFunc(r.h.events(id), func(e runs.Event) bool { return e.Type == runs.EventDecisionAsked })
+			if wantAsked := !strings.Contains(tc.extra, "on_inconclusive"); asked != wantAsked {
+				t.Errorf("a person asked: %v, want %v", asked, wantAsked)
 			}
 		})
 	}
+}
+
+// answerDecisions follows run id to its end, answering each inconclusive analysis it asks
+// about (approve or reject) as a person would, through Engine.Decide, and returns how many
+// it answered. The run keeps its phase meanwhile: it is not awaiting as a run before Phase 1
+// is, so no newer build supersedes it mid-release.
+func answerDecisions(t *testing.T, h *harness, id string, approve bool) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	answered := 0
+	err := runs.Follow(ctx, h.store, id, 0, func(e runs.Event) error {
+		if e.Type != runs.EventDecisionAsked {
+			return nil
+		}
+		run := h.get(id)
+		d := run.Decision
+		if d == nil || d.Kind != runs.DecisionInconclusive || !strings.Contains(d.Summary, "ghost") || run.Status == runs.StatusAwaiting {
+			return fmt.Errorf("run %s asks %+v, want an inconclusive analysis naming the check, in its phase", run.Status, d)
+		}
+		answered++
+		_, err := h.engine.Decide(ctx, id, orchestrator.DecisionVote{By: "api:alice", Approve: approve, Digest: d.Digest, Reason: "looked at the graphs"})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("run %s: %v", id, err)
+	}
+	return answered
 }
 
 // plan shows the checks as they would be sent, and names one Prometheus refuses; a run with

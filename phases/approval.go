@@ -128,7 +128,11 @@ func (x *execution) notifyDecision(d runs.Decision) {
 		return
 	}
 	r := x.run
-	r.Status = runs.StatusAwaiting
-	r.Reason = fmt.Sprintf("%d approval(s) of plan %s needed (%s)", d.Needed, shortDigest(d.Digest), d.Summary)
+	if d.Kind == runs.DecisionApproval {
+		r.Status = runs.StatusAwaiting
+		r.Reason = fmt.Sprintf("%d approval(s) of plan %s needed (%s)", d.Needed, shortDigest(d.Digest), d.Summary)
+	} else {
+		r.Reason = fmt.Sprintf("a decision is needed: %s (approve %s to go on; reject to roll back)", d.Summary, shortDigest(d.Digest))
+	}
 	x.e.d.Notifier.Notify(x.p.Notify, notify.Event{Kind: config.NotifyAwaiting, Run: &r, At: d.Asked})
 }

@@ -32,7 +32,8 @@ type decisionState struct {
 
 // awaitDecision asks d (Asked and Expires set here from expireAfter, 0: never) and waits
 // for its outcome: nil once approved, an error wrapping errRejected or errExpired, or the
-// stop request's cause. The run is awaiting meanwhile and back to queued once approved.
+// stop request's cause. A run asked for an approval is awaiting meanwhile, and back to
+// queued once approved.
 func (x *execution) awaitDecision(d runs.Decision, expireAfter time.Duration) error {
 	d.Asked, d.Votes, d.Outcome = x.e.now().UTC(), nil, ""
 	if expireAfter > 0 {
@@ -50,12 +51,16 @@ func (x *execution) awaitDecision(d runs.Decision, expireAfter time.Duration) er
 	wake := x.decision.wake
 	x.mu.Unlock()
 	asked := d
-	msg := fmt.Sprintf("waiting, holding no lock, for %d approval(s) of %s %s", d.Needed, d.Kind, shortDigest(d.Digest))
-	if !d.Expires.IsZero() {
-		msg += " until " + d.Expires.Format(time.RFC3339)
-	}
-	x.rec.update(func(r *runs.Run) { r.Status = runs.StatusAwaiting; storeDecision(r, asked) },
-		runs.Event{Type: runs.EventDecisionAsked, Message: msg + ": " + d.Summary})
+	// A run asked for an approval, before Phase 1, is awaiting: it holds no lock, and a newer
+	// build may supersede it. One asked later (an inconclusive analysis) keeps its phase,
+	// and the locks it holds, until the decision.
+	beforePhase1 := d.Kind == runs.DecisionApproval
+	x.rec.update(func(r *runs.Run) {
+		if beforePhase1 {
+			r.Status = runs.StatusAwaiting
+		}
+		storeDecision(r, asked)
+	}, runs.Event{Type: runs.EventDecisionAsked, Message: askedMessage(asked, beforePhase1)})
 	x.notifyDecision(asked)
 
 	ctx, stop := x.untilStop(x.ctx)
@@ -74,7 +79,9 @@ func (x *execution) awaitDecision(d runs.Decision, expireAfter time.Duration) er
 			x.mu.Unlock()
 			switch cur.Outcome {
 			case runs.DecisionApproved:
-				x.rec.update(func(r *runs.Run) { r.Status = runs.StatusQueued })
+				if beforePhase1 {
+					x.rec.update(func(r *runs.Run) { r.Status = runs.StatusQueued })
+				}
 				return nil
 			case runs.DecisionRejected:
 				last := cur.Votes[len(cur.Votes)-1]
@@ -198,4 +205,18 @@ func reasonSuffix(r string) string {
 		return ""
 	}
 	return ": " + r
+}
+
+// askedMessage is the decision.asked event's text: how many approvals of what, until when,
+// and what the people deciding are shown.
+func askedMessage(d runs.Decision, holdsNoLock bool) string {
+	msg := "waiting"
+	if holdsNoLock {
+		msg += ", holding no lock,"
+	}
+	msg += fmt.Sprintf(" for %d approval(s) of %s %s", d.Needed, d.Kind, shortDigest(d.Digest))
+	if !d.Expires.IsZero() {
+		msg += " until " + d.Expires.Format(time.RFC3339)
+	}
+	return msg + ": " + d.Summary
 }

@@ -122,10 +122,6 @@ type Deps struct {
 	// Prometheus returns the client of the Prometheus a pipeline's analysis queries (default:
 	// analysis.NewClient over HTTP).
 	Prometheus func(url string) (analysis.Client, error)
-	// Inconclusive decides what a run does about an inconclusive analysis. Nil: the
-	// pipeline's analysis.on_inconclusive. Approvals (a person who continues or rolls back,
-	// with a timeout that rolls back) plug in here.
-	Inconclusive func(ctx context.Context, q InconclusiveQuestion) (Decision, error)
 	// Now is the clock the deploy windows are read by (default time.Now).
 	Now func() time.Time
 }

@@ -74,8 +74,6 @@ type harness struct {
 	notifier phases.Notifier
 	// reporter, when set, makes the engine's Reporter for the loaded pipelines.
 	reporter func(pipelines map[string]*config.Pipeline) phases.Reporter
-	// inconclusive, when set, is the engine's Inconclusive decision.
-	inconclusive func(ctx context.Context, q phases.InconclusiveQuestion) (phases.Decision, error)
 	// now, when set, is the engine's clock for deploy windows.
 	now func() time.Time
 	// version, when set, is the engine's Coolify clients' version: their requests carry
@@ -285,7 +283,6 @@ func (h *harness) start(pipelines ...string) {
 		Notifier:     h.notifier,
 		Traces:       h.traces,
 		PublicURL:    h.publicURL,
-		Inconclusive: h.inconclusive,
 		Now:          h.now,
 	})
 	if err != nil {

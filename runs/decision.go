@@ -14,6 +14,9 @@ import "time"
 const (
 	// DecisionApproval: the run's plan (what it would change) must be approved before Phase 1.
 	DecisionApproval = "approval"
+	// DecisionInconclusive: an analysis of the release was inconclusive; an approval lets
+	// the run go on, a rejection (or nobody in time) rolls the release back.
+	DecisionInconclusive = "inconclusive_analysis"
 )
 
 // Decision is a question a run waits on people for.
