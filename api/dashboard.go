@@ -216,12 +216,18 @@ func (s *server) handleDashboard() http.HandlerFunc {
 			return
 		}
 		d := indexData{Title: "Dashboard", Session: sessionOf(r), Runs: page.Runs, Windows: s.windowViews()}
-		waiting, err := s.runs.List(r.Context(), runs.Filter{Status: []runs.Status{runs.StatusAwaiting}, Limit: 50, ReadOnly: true})
+		// Runs awaiting an approval, and runs in a phase whose analysis asks a person.
+		waiting, err := s.runs.List(r.Context(), runs.Filter{Status: []runs.Status{runs.StatusAwaiting, runs.StatusPhase2, runs.StatusMobile},
+			Limit: 50, ReadOnly: true})
 		if err != nil {
 			s.pageError(w, r, err)
 			return
 		}
-		d.Awaiting = waiting.Runs
+		for _, run := range waiting.Runs {
+			if run.Status == runs.StatusAwaiting || run.Decision != nil && run.Decision.Outcome == "" {
+				d.Awaiting = append(d.Awaiting, run)
+			}
+		}
 		slices.Reverse(d.Awaiting)
 		infos, err := s.locks.List(r.Context(), "")
 		if err != nil {

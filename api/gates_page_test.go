@@ -45,8 +45,18 @@ windows:
 		}
 		return rec.Body.String()
 	}
+	// A run in Phase 2 whose analysis asks a person is listed too.
+	deciding := f.trigger("demo", map[string]any{"build": "10", "image_tag": "v10"})
+	if _, err := f.store.Update(context.Background(), deciding.ID, func(r *runs.Run) error {
+		r.Status, r.Decision = runs.StatusPhase2, &runs.Decision{Kind: runs.DecisionInconclusive, Digest: "inconclusive-1abcdef",
+			Summary: "analysis after wave 1 of 2 inconclusive: errors", Needed: 1, Asked: time.Now()}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	index := page("/", viewerToken)
 	for _, want := range []string{`id="awaiting"`, `data-run="` + run.ID + `"`, "api: image tag → v9", "1 of 2",
+		`data-run="` + deciding.ID + `"`, "analysis after wave 1 of 2 inconclusive",
 		`id="windows"`, `data-pipeline="prod"`, "closed", "forever", "waits"} {
 		if !strings.Contains(index, want) {
 			t.Errorf("the dashboard lacks %q:\n%s", want, index)
