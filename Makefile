@@ -80,7 +80,7 @@ campaign: deps ## the fault campaign: CAMPAIGN_COUNT random schedules into chaos
 ifdef SEED
 	$(GO) test -count=1 -timeout 0 -run '^TestCampaign$$' ./chaos/ -v -campaign.seed=$(SEED) -campaign.count=1
 else
-	$(GO) test -count=1 -timeout 0 -run '^TestCampaign$$' ./chaos/ -campaign.seed=$(CAMPAIGN_SEED) \
+	$(GO) test -count=1 -timeout 0 -run '^TestCampaign$$' ./chaos/ -v -campaign.seed=$(CAMPAIGN_SEED) \
 		-campaign.count=$(CAMPAIGN_COUNT) -campaign.results=RESULTS-campaign.md
 endif
 
