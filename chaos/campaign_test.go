@@ -62,7 +62,8 @@ const (
 	faultTerm          = "daemon SIGTERM, then restart"
 	faultPartition     = "daemon-Redis partition (silent or reset)"
 	faultNetDelay      = "daemon-Redis delay"
-	faultFailover      = "Redis Sentinel failover"
+	faultFailover      = "Redis Sentinel failover (SENTINEL FAILOVER)"
+	faultMasterKill    = "Redis master kill -9 (Sentinel promotes a replica)"
 	faultCoolify5xx    = "Coolify 5xx or dropped connection"
 	faultCoolifySlow   = "Coolify slow answers"
 	faultCoolifyLie    = "Coolify change made, answer lost"
@@ -144,7 +145,11 @@ func drawSchedule(seed uint64) schedule {
 		faultCoolifyLie, faultCoolifyHang, faultCoolifyFail, faultFlagsmith5xx, faultFlagsmithSlow, faultFlagsmithLost, faultFlagsmithRace}
 	if s.Sentinel { // the daemons reach the topology directly: no proxy in between
 		kinds = slices.DeleteFunc(kinds, func(k string) bool { return k == faultPartition || k == faultNetDelay })
-		s.Faults = append(s.Faults, plannedFault{At: time.Duration(1000+rng.IntN(4000)) * time.Millisecond, Kind: faultFailover})
+		kind := faultFailover
+		if (seed/campaignSentinelEvery)%2 == 1 {
+			kind = faultMasterKill
+		}
+		s.Faults = append(s.Faults, plannedFault{At: time.Duration(1000+rng.IntN(4000)) * time.Millisecond, Kind: kind})
 	}
 	for range 3 + rng.IntN(3) {
 		f := plannedFault{
@@ -310,7 +315,8 @@ func (c *campaign) setUp() {
 		env := c.w.env(fmt.Sprintf("chaos-campaign-%d", i+1), dir)
 		env["ORCH_SHUTDOWN_GRACE"] = "3s"
 		if s.Sentinel {
-			env["ORCH_LIVENESS_TTL"] = "5s" // longer than a failover, as on the failover scenarios
+			env["ORCH_LIVENESS_TTL"] = "5s"      // longer than a failover, as on the failover scenarios
+			env["ORCH_LOCKS_MIN_REPLICAS"] = "1" // as docker-compose.ha.yml sets it
 		} else {
 			u, err := url.Parse(c.w.url)
 			if err != nil {
@@ -458,6 +464,10 @@ func (c *campaign) inject(f plannedFault) {
 		c.proxies[f.Daemon].SetDelay(0)
 	case faultFailover:
 		c.topo.Failover()
+	case faultMasterKill:
+		old := c.topo.Master()
+		old.Stop() // kill -9
+		c.topo.WaitNewMaster(old, 30*time.Second)
 	case faultCoolify5xx:
 		c.w.cf.FailNext(1+int(f.For/time.Second), coolifytest.Fault{Status: f.Status})
 	case faultCoolifySlow:

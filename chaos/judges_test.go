@@ -70,6 +70,7 @@ func judges() []judge {
 		judge{"each deployment ran one run's configuration", judgeOneRunConfig},
 		judge{"no older build replaces a newer one of its pipeline outside a rollback", judgeNewestBuild},
 		judge{"no flag update lost", judgeFlags},
+		judge{"no run a daemon accepted is lost", judgeRunsKept},
 		judge{"no run unfinished past its bound", judgeRunsEnded},
 		judge{"no lock left held", judgeLocks},
 	)
@@ -276,6 +277,19 @@ func judgeRunsEnded(r record) []string {
 		case e.EndedAt.Sub(t.At) > r.Bound:
 			out = append(out, fmt.Sprintf("run %s (%s build %d) ended %s %s after its trigger (bound %s)",
 				id, t.Pipeline, t.Build, e.Status, e.EndedAt.Sub(t.At).Round(time.Second), r.Bound))
+		}
+	}
+	return out
+}
+
+// judgeRunsKept: every run a daemon accepted (answered 202 with its id) is in the store when
+// the schedule ends (a failover that loses acknowledged writes loses runs).
+func judgeRunsKept(r record) []string {
+	var out []string
+	for _, id := range sortedKeys(r.Runs) {
+		if _, ok := r.Ended[id]; !ok {
+			t := r.Runs[id]
+			out = append(out, fmt.Sprintf("run %s (%s build %d), accepted at %s, is not in the store", id, t.Pipeline, t.Build, t.At.Format("15:04:05.000")))
 		}
 	}
 	return out
