@@ -195,6 +195,9 @@ type outcome struct {
 	took       time.Duration
 }
 
+// TestCampaign plays the schedules of campaignShortSeeds, or with -campaign.seed those of
+// -campaign.count seeds from it, each a subtest named by its seed, and with
+// -campaign.results writes what they did.
 func TestCampaign(t *testing.T) {
 	seeds := campaignShortSeeds
 	if *campaignSeed != 0 {
