@@ -213,6 +213,9 @@ func TestCampaign(t *testing.T) {
 			s := drawSchedule(seed)
 			o := runSchedule(t, s)
 			outs = append(outs, o)
+			if *campaignResults != "" { // after every schedule, so that a campaign cut short leaves its results
+				writeCampaignResults(t, *campaignResults, outs, len(seeds), commit, time.Since(start), load0, loadAvg())
+			}
 			for kind, vs := range o.violations {
 				t.Errorf("promise broken: %s:\n  %s", kind, strings.Join(vs, "\n  "))
 			}
@@ -220,9 +223,6 @@ func TestCampaign(t *testing.T) {
 				t.Logf("schedule failed; replay it with `make campaign SEED=%d` (go test ./chaos -run 'TestCampaign$' -campaign.seed=%d):\n%s", seed, seed, s)
 			}
 		})
-	}
-	if *campaignResults != "" {
-		writeCampaignResults(t, *campaignResults, outs, commit, time.Since(start), load0, loadAvg())
 	}
 }
 
@@ -270,6 +270,9 @@ func runSchedule(t *testing.T, s schedule) outcome {
 		if v := j.Fn(rec); len(v) > 0 {
 			o.violations[j.Kind] = v
 		}
+	}
+	if len(o.violations) > 0 {
+		t.Logf("seed %d: what the fakes recorded:\n%s", s.Seed, rec.story())
 	}
 	for id := range rec.Runs {
 		if r, ok := rec.Ended[id]; ok {
@@ -590,6 +593,14 @@ func (c *campaign) settle() record {
 	for _, d := range c.ds {
 		d.kill()
 	}
+	// A run may end (interrupted by a shutdown, or taken over) while a deployment it queued
+	// still builds: what each application runs is judged once Coolify has finished them. A
+	// deployment still building 30 s on (one that hangs, left uncanceled) is judged as it is.
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if !slices.ContainsFunc(w.cf.Deployments(""), func(d coolifytest.Deployment) bool { return d.FinishedAt.IsZero() }) {
+			break
+		}
+	}
 	h := w.cf.History()
 	for _, r := range ended {
 		allowLeft(w, r)
@@ -653,7 +664,7 @@ const (
 // writeCampaignResults writes the campaign's results to path: a summary (schedules, seeds,
 // runs by status, faults by kind, violations by judge, duration, machine load) between the
 // summary markers, then one line per schedule.
-func writeCampaignResults(t *testing.T, path string, outs []outcome, commit string, took time.Duration, load0, load1 string) {
+func writeCampaignResults(t *testing.T, path string, outs []outcome, planned int, commit string, took time.Duration, load0, load1 string) {
 	t.Helper()
 	if len(outs) == 0 {
 		return
@@ -689,8 +700,12 @@ func writeCampaignResults(t *testing.T, path string, outs []outcome, commit stri
 	b.WriteString("# Fault campaign results\n\nWritten by `make campaign` (chaos.TestCampaign with -campaign.results); not edited by hand.\n")
 	b.WriteString("What a schedule injects and what it is judged by: docs/guarantees.md, \"The fault campaign\".\n\n")
 	b.WriteString(campaignSummaryBegin + "\n")
-	fmt.Fprintf(&b, "Campaign of %s at commit %s: **%d schedules** (seeds %d to %d), %d with a violation; **%d violations**.\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), commit, len(outs), outs[0].seed, outs[len(outs)-1].seed, failed, nviol)
+	of := ""
+	if planned > len(outs) {
+		of = fmt.Sprintf(" of %d planned (the campaign was cut short or still runs)", planned)
+	}
+	fmt.Fprintf(&b, "Campaign of %s at commit %s: **%d schedules**%s (seeds %d to %d), %d with a violation; **%d violations**.\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), commit, len(outs), of, outs[0].seed, outs[len(outs)-1].seed, failed, nviol)
 	fmt.Fprintf(&b, "It took %s on 3 daemons per schedule; 1-minute load average %s at the start, %s at the end (%d cores shared with other work).\n\n",
 		took.Round(time.Second), load0, load1, runtime.NumCPU())
 	if len(failing) > 0 {
@@ -742,4 +757,19 @@ func gitCommit() string {
 		c += "+changes"
 	}
 	return c
+}
+
+// story tells a failing schedule's runs and deployments as the records have them, for the
+// replay.
+func (r record) story() string {
+	var b strings.Builder
+	for _, id := range sortedKeys(r.Runs) {
+		t, e := r.Runs[id], r.Ended[id]
+		fmt.Fprintf(&b, "  run %s %s build %d rollback=%v: %s %q left %+v\n", id, t.Pipeline, t.Build, t.Rollback, e.Status, e.Reason, e.Left)
+	}
+	for _, s := range r.Coolify.Spans {
+		fmt.Fprintf(&b, "  %s of %s: %s, queued %s, tag %s BUILD=%s, config by %q\n", s.String(), s.App, s.Status,
+			s.Queued.Format("15:04:05.000"), s.Config.ImageTag, s.Config.Env["BUILD"], s.ConfigBy)
+	}
+	return b.String()
 }
