@@ -767,6 +767,11 @@ func (r record) story() string {
 		t, e := r.Runs[id], r.Ended[id]
 		fmt.Fprintf(&b, "  run %s %s build %d rollback=%v: %s %q left %+v\n", id, t.Pipeline, t.Build, t.Rollback, e.Status, e.Reason, e.Left)
 	}
+	for _, c := range r.Coolify.Calls {
+		if c.ConfigWrite {
+			fmt.Fprintf(&b, "  %s: config write of %v by run %q\n", c.At.Format("15:04:05.000"), c.Apps, c.Run)
+		}
+	}
 	for _, s := range r.Coolify.Spans {
 		fmt.Fprintf(&b, "  %s of %s: %s, queued %s, tag %s BUILD=%s, config by %q\n", s.String(), s.App, s.Status,
 			s.Queued.Format("15:04:05.000"), s.Config.ImageTag, s.Config.Env["BUILD"], s.ConfigBy)

@@ -137,34 +137,53 @@ func judgeOneRunConfig(r record) []string {
 }
 
 // judgeNewestBuild: per application and pipeline, the finished deployments that ran a run's
-// own build, in the order they finished, never go down a build — unless the run was a
-// deliberate rollback, which sets the pipeline's newest to its build. A deployment that ran
-// another config than its run's build (a restore of what was there before) is that run's
-// rollback, and not judged here.
+// own build, in the order they finished, never go down a build — unless a deliberate rollback
+// came between: a rollback run's config write to the application (its sync) makes its build
+// the pipeline's newest there, as its finished deployment does. A deployment that ran another
+// config than its run's build (a restore of what was there before) is that run's rollback,
+// and not judged here.
 func judgeNewestBuild(r record) []string {
-	spans := slices.Clone(r.Coolify.Spans)
-	slices.SortFunc(spans, func(a, b coolifytest.Span) int { return a.End.Compare(b.End) })
-	type key struct{ app, pipeline string }
-	newest := map[key]coolifytest.Span{}
-	var out []string
-	for _, s := range spans {
+	type event struct {
+		at       time.Time
+		app, run string
+		span     *coolifytest.Span // nil: a rollback's config write
+	}
+	var evs []event
+	for _, s := range r.Coolify.Spans {
 		run, ok := r.Runs[s.Run]
 		if !ok || s.Status != "finished" || s.End.IsZero() {
 			continue
 		}
-		if b, ok := buildOf(s.Config); !ok || b != run.Build {
-			continue
+		if b, ok := buildOf(s.Config); ok && b == run.Build {
+			evs = append(evs, event{at: s.End, app: s.App, run: s.Run, span: &s})
 		}
-		k := key{s.App, run.Pipeline}
-		prev, seen := newest[k]
-		if seen && !run.Rollback {
-			if pb := r.Runs[prev.Run].Build; run.Build < pb {
+	}
+	for _, c := range r.Coolify.Calls {
+		if run, ok := r.Runs[c.Run]; ok && run.Rollback && c.ConfigWrite {
+			for _, app := range c.Apps {
+				evs = append(evs, event{at: c.At, app: app, run: c.Run})
+			}
+		}
+	}
+	slices.SortStableFunc(evs, func(a, b event) int { return a.at.Compare(b.at) })
+	type key struct{ app, pipeline string }
+	type newest struct {
+		run string
+		at  time.Time
+	}
+	top := map[key]newest{}
+	var out []string
+	for _, e := range evs {
+		run := r.Runs[e.run]
+		k := key{e.app, run.Pipeline}
+		if prev, seen := top[k]; seen && e.span != nil && !run.Rollback {
+			if pb := r.Runs[prev.run].Build; run.Build < pb {
 				out = append(out, fmt.Sprintf("%s: build %d of %s (run %s, %s) replaced build %d (run %s, %s)",
-					s.App, run.Build, run.Pipeline, s.Run, s.End.Format("15:04:05.000"), pb, prev.Run, prev.End.Format("15:04:05.000")))
+					e.app, run.Build, run.Pipeline, e.run, e.at.Format("15:04:05.000"), pb, prev.run, prev.at.Format("15:04:05.000")))
 				continue
 			}
 		}
-		newest[k] = s
+		top[k] = newest{run: e.run, at: e.at}
 	}
 	return out
 }

@@ -63,6 +63,13 @@ func TestJudgesSeeViolations(t *testing.T) {
 				span("d1", "r5", 0, 10, 100, cfg("5")), span("d2", "r7", 200, 210, 300, cfg("7")), span("d3", "r4", 400, 410, 500, cfg("4"))}}},
 			record{Runs: trig, Coolify: coolifytest.History{Spans: []coolifytest.Span{ // 7 replaced by 5
 				span("d2", "r7", 200, 210, 300, cfg("7")), span("d1", "r5", 400, 410, 500, cfg("5"))}}}},
+		{"newest build: a rollback's sync comes between", judgeNewestBuild,
+			record{Runs: trig, Coolify: coolifytest.History{ // 7, the rollback to 4 syncs (its deployment superseded), then 5
+				Calls: []coolifytest.Call{patch(1, "r4", 350)},
+				Spans: []coolifytest.Span{span("d2", "r7", 200, 210, 300, cfg("7")), span("d1", "r5", 400, 410, 500, cfg("5"))}}},
+			record{Runs: trig, Coolify: coolifytest.History{ // the rollback's sync came before 7's deployment
+				Calls: []coolifytest.Call{patch(1, "r4", 150)},
+				Spans: []coolifytest.Span{span("d2", "r7", 200, 210, 300, cfg("7")), span("d1", "r5", 400, 410, 500, cfg("5"))}}}},
 		{"flags: outside writer's field dropped", judgeFlags,
 			record{Flags: []string{"", doc5, doc7}, Outside: []string{"outside.m1"}},
 			record{Flags: []string{"", doc7, `{"ios":{"latest_version":"2.0.8"},"android":{"latest_version":"2.0.0"}}`}, Outside: []string{"outside.m1"}}},
