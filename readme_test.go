@@ -107,3 +107,44 @@ func TestREADMEBudgetFigures(t *testing.T) {
 		t.Errorf("README.md's budget figures differ from bench/RESULTS.md's (run `make bench`, which writes both):\nREADME:  %q\nRESULTS: %q", readme, results)
 	}
 }
+
+// The markers chaos.TestCampaign writes around the summary of chaos/RESULTS-campaign.md.
+const (
+	campaignSummaryBegin = "<!-- campaign-summary:begin -->"
+	campaignSummaryEnd   = "<!-- campaign-summary:end -->"
+)
+
+// campaignSummary returns the lines between the campaign summary markers of the file at path.
+func campaignSummary(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i, j := strings.Index(s, campaignSummaryBegin), strings.Index(s, campaignSummaryEnd)
+	if i < 0 || j < i {
+		t.Fatalf("%s: no campaign summary between %q and %q (make campaign writes it)", path, campaignSummaryBegin, campaignSummaryEnd)
+	}
+	return strings.Split(strings.Trim(s[i+len(campaignSummaryBegin):j], "\n"), "\n")
+}
+
+// TestREADMECampaignFigures: the fault campaign's figures the README quotes are the first
+// lines of the summary `make campaign` wrote into chaos/RESULTS-campaign.md (schedules,
+// seeds, violations, duration, load), as written, not pasted or picked by hand.
+func TestREADMECampaignFigures(t *testing.T) {
+	readme, results := campaignSummary(t, "README.md"), campaignSummary(t, "chaos/RESULTS-campaign.md")
+	if len(readme) < 2 || !strings.Contains(readme[0], "schedules") || !strings.Contains(readme[0], "violations") {
+		t.Fatalf("README.md quotes %q of the campaign summary, want at least its first two lines (schedules and violations, duration and load)", readme)
+	}
+	for i, l := range readme {
+		if i >= len(results) || l != results[i] {
+			want := ""
+			if i < len(results) {
+				want = results[i]
+			}
+			t.Errorf("README.md's campaign summary differs from chaos/RESULTS-campaign.md's (run `make campaign` and copy its first lines), at line %d:\nREADME:  %q\nRESULTS: %q", i+1, l, want)
+			return
+		}
+	}
+}

@@ -11,5 +11,7 @@
 // daemon claims is its API (GET /v1/runs/{id}, its SSE events, GET /v1/locks). After every
 // scenario the world checks the history against the promises (coolifytest.Checks, in
 // coolify/coolifytest/checks.go). The package
+// The campaign (campaign_test.go, `make campaign`) plays seeded, randomized schedules of those
+// faults over three daemons and judges each from the fakes' records (judges_test.go). The package
 // has no non-test code: run it with `go test ./chaos/` or `make chaos`.
 package chaos

@@ -106,6 +106,7 @@ func (w *world) env(instance, dir string) map[string]string {
 type svc struct {
 	name, uuid    string
 	deployTimeout string // default 60s
+	after         string // a service of the same pipeline it deploys after (its wave), if any
 }
 
 // pipelineYAML is a pipeline on the world's Coolify: each service gets the trigger's image tag
@@ -119,6 +120,9 @@ func (w *world) pipelineYAML(services []svc, extra string) string {
 			dt = "60s"
 		}
 		fmt.Fprintf(&b, "  - name: %s\n    uuid: %s\n    image_tag: \"${trigger.image_tag}\"\n    deploy_timeout: %s\n", s.name, s.uuid, dt)
+		if s.after != "" {
+			fmt.Fprintf(&b, "    after: [%s]\n", s.after)
+		}
 		fmt.Fprintf(&b, "    env:\n      - key: BUILD\n        value: \"${trigger.build}\"\n")
 	}
 	b.WriteString(extra)
