@@ -23,6 +23,17 @@ type actionBody struct {
 	Reason string `json:"reason"`
 }
 
+// readAction decodes and checks the body of an action on a run ({by, reason}; an empty body
+// when optional), reason at most reasonMax bytes.
+func readAction(r *http.Request, optional bool, reasonMax int) (actionBody, error) {
+	var b actionBody
+	if err := decode(r, &b, optional); err != nil {
+		return b, err
+	}
+	return b, cmp.Or(orchestrator.CheckText("by", b.By, orchestrator.MaxOriginText),
+		orchestrator.CheckText("reason", b.Reason, reasonMax))
+}
+
 // handleRerun serves POST /v1/runs/{id}/rerun: a new run of the run's pipeline with its
 // parameters (build, image tag, commit, app version, params; a rollback stays a rollback).
 func (s *server) handleRerun() http.HandlerFunc {
@@ -74,13 +85,8 @@ func (s *server) runAction(what string, mk func(runs.Run, actionBody) (orchestra
 			s.writeError(w, r, err)
 			return
 		}
-		var b actionBody
-		if err := decode(r, &b, true); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		if err := cmp.Or(orchestrator.CheckText("by", b.By, orchestrator.MaxOriginText),
-			orchestrator.CheckText("reason", b.Reason, orchestrator.MaxTextLen/2)); err != nil {
+		b, err := readAction(r, true, orchestrator.MaxTextLen/2)
+		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}

@@ -221,17 +221,8 @@ func (s *server) handleCancel() http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		var body struct {
-			// By names the person behind the token ("api:trigger (alice)"); Reason says why.
-			By     string `json:"by"`
-			Reason string `json:"reason"`
-		}
-		if err := decode(r, &body, true); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		if err := cmp.Or(orchestrator.CheckText("by", body.By, orchestrator.MaxOriginText),
-			orchestrator.CheckText("reason", body.Reason, orchestrator.MaxTextLen)); err != nil {
+		body, err := readAction(r, true, orchestrator.MaxTextLen)
+		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -260,16 +251,8 @@ func (s *server) handleOverride() http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		var body struct {
-			By     string `json:"by"`
-			Reason string `json:"reason"`
-		}
-		if err := decode(r, &body, false); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		if err := cmp.Or(orchestrator.CheckText("by", body.By, orchestrator.MaxOriginText),
-			orchestrator.CheckText("reason", body.Reason, orchestrator.MaxTextLen)); err != nil {
+		body, err := readAction(r, false, orchestrator.MaxTextLen)
+		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
