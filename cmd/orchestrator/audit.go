@@ -15,16 +15,7 @@ import (
 // cmdAudit is `orchestrator audit verify|export`: the audit log read straight from the
 // backend (never through a daemon, whose word verify is there to check), or an export file.
 func cmdAudit(ctx context.Context, c *cli, args []string) error {
-	sub := map[string]func(context.Context, *cli, []string) error{"verify": cmdAuditVerify, "export": cmdAuditExport}
-	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-		fmt.Fprint(c.stdout, auditUsage+"\n"+exitCodesHelp)
-		return nil
-	}
-	if len(args) == 0 || sub[args[0]] == nil {
-		fmt.Fprint(c.stderr, auditUsage)
-		return usageError("audit: want a subcommand: verify or export")
-	}
-	return sub[args[0]](ctx, c, args[1:])
+	return subcommand(ctx, c, args, "audit", auditUsage, map[string]func(context.Context, *cli, []string) error{"verify": cmdAuditVerify, "export": cmdAuditExport})
 }
 
 const auditUsage = `Usage: orchestrator audit <verify|export> [flags]

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -259,4 +261,20 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, usageError("log format %q: want auto, json or text", format)
+}
+
+// subcommand runs the subcommand args[0] names among subs of command name (`runs`, `locks`,
+// `audit`): its usage on --help, and a usage error naming the subcommands when there is
+// none or it is unknown.
+func subcommand(ctx context.Context, c *cli, args []string, name, usage string, subs map[string]func(context.Context, *cli, []string) error) error {
+	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+		fmt.Fprint(c.stdout, usage+"\n"+exitCodesHelp)
+		return nil
+	}
+	if len(args) == 0 || subs[args[0]] == nil {
+		fmt.Fprint(c.stderr, usage)
+		names := slices.Sorted(maps.Keys(subs))
+		return usageError("%s: want a subcommand: %s or %s", name, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+	}
+	return subs[args[0]](ctx, c, args[1:])
 }

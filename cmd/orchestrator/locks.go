@@ -17,19 +17,10 @@ import (
 )
 
 func cmdLocks(ctx context.Context, c *cli, args []string) error {
-	sub := map[string]func(context.Context, *cli, []string) error{
+	return subcommand(ctx, c, args, "locks", locksUsage, map[string]func(context.Context, *cli, []string) error{
 		"list": cmdLocksList, "release": cmdLocksRelease, "freeze": cmdLocksFreeze,
 		"unfreeze": cmdLocksUnfreeze, "audit": cmdLocksAudit,
-	}
-	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-		fmt.Fprint(c.stdout, locksUsage+"\n"+exitCodesHelp)
-		return nil
-	}
-	if len(args) == 0 || sub[args[0]] == nil {
-		fmt.Fprint(c.stderr, locksUsage)
-		return usageError("locks: want a subcommand: list, release, freeze, unfreeze or audit")
-	}
-	return sub[args[0]](ctx, c, args[1:])
+	})
 }
 
 const locksUsage = `Usage: orchestrator locks <list|release|freeze|unfreeze|audit> [flags]

@@ -171,20 +171,11 @@ func (l localRuns) follow(ctx context.Context, id string, fn func(runs.Event) er
 }
 
 func cmdRuns(ctx context.Context, c *cli, args []string) error {
-	sub := map[string]func(context.Context, *cli, []string) error{
+	return subcommand(ctx, c, args, "runs", runsUsage, map[string]func(context.Context, *cli, []string) error{
 		"list": cmdRunsList, "show": cmdRunsShow, "watch": cmdRunsWatch, "cancel": cmdRunsCancel,
 		"rerun": cmdRunsRerun, "rollback": cmdRunsRollback,
 		"approve": cmdRunsApprove, "reject": cmdRunsReject, "override": cmdRunsOverride,
-	}
-	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-		fmt.Fprint(c.stdout, runsUsage+"\n"+exitCodesHelp)
-		return nil
-	}
-	if len(args) == 0 || sub[args[0]] == nil {
-		fmt.Fprint(c.stderr, runsUsage)
-		return usageError("runs: want a subcommand: list, show, watch, cancel, rerun, rollback, approve, reject or override")
-	}
-	return sub[args[0]](ctx, c, args[1:])
+	})
 }
 
 const runsUsage = `Usage: orchestrator runs <list|show|watch|cancel|rerun|rollback|approve|reject|override> [flags]
@@ -202,8 +193,9 @@ first names what it read.
   rollback ID --reason TEXT
             roll back to a run that succeeded: its build again, as a deliberate rollback
             (daemon only)
-  approve ID --digest D  approve the plan a run waits on (daemon only; an approver's or the admin token)
-  reject ID  reject it: the run ends failed (daemon only)
+  approve ID --digest D  approve what a run waits on: its plan, or going on after an
+            inconclusive analysis (daemon only; an approver's or the admin token)
+  reject ID  reject it: the run ends failed (an inconclusive analysis: the release rolls back)
   override ID --reason R  let a run go ahead outside its deploy windows (daemon only; a second person may have to confirm)
 `
 
@@ -427,11 +419,11 @@ func cmdRunsApprove(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		if r.Status != runs.StatusAwaiting || r.Decision == nil {
+		if r.Decision == nil || r.Decision.Outcome != "" {
 			return usageError("runs approve: run %s is %s and waits for no decision", id, r.Status)
 		}
-		return usageError("runs approve: run %s waits for %d approval(s) (%d given) of plan %s:\n  %s\napprove it with --digest %s",
-			id, r.Decision.Needed, r.Decision.Approvals(), r.Decision.Digest, r.Decision.Summary, r.Decision.Digest)
+		return usageError("runs approve: run %s waits for %d approval(s) (%d given) of %s %s:\n  %s\napprove it with --digest %s",
+			id, r.Decision.Needed, r.Decision.Approvals(), r.Decision.Kind, r.Decision.Digest, r.Decision.Summary, r.Decision.Digest)
 	}
 	r, err := e.client.approve(ctx, id, *digest, *reason)
 	if err != nil {
