@@ -64,26 +64,16 @@ var (
 func New() *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_runs_total",
-			Help: "Runs that ended, by pipeline and final status.",
-		}, []string{"pipeline", "status"}),
-		takenOver: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_runs_taken_over_total",
-			Help: `Runs of this daemon that were taken over, by pipeline and by whom: "other" (another daemon, after this one lost its liveness lease or stopped) or "self" (this daemon, once it held its liveness lease again, after stopping the run).`,
-		}, []string{"pipeline", "by"}),
-		stillBuilding: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_deployments_still_building_total",
-			Help: "Deployments a run left queued or in progress in Coolify because they did not end when canceled for the service's cancel_timeout, by pipeline (the run failed naming each).",
-		}, []string{"pipeline"}),
-		measurements: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_analysis_measurements_total",
-			Help: "Measurements of a pipeline's metric checks (its analysis), by pipeline, check and outcome (successful, failed, inconclusive).",
-		}, []string{"pipeline", "check", "outcome"}),
-		analyses: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_analyses_total",
-			Help: "Analyses of a release (after a wave, after the last, after the mobile steps), by pipeline and outcome (successful, failed, inconclusive).",
-		}, []string{"pipeline", "outcome"}),
+		runs: counter("orchestrator_runs_total", []string{"pipeline", "status"},
+			"Runs that ended, by pipeline and final status."),
+		takenOver: counter("orchestrator_runs_taken_over_total", []string{"pipeline", "by"},
+			`Runs of this daemon that were taken over, by pipeline and by whom: "other" (another daemon, after this one lost its liveness lease or stopped) or "self" (this daemon, once it held its liveness lease again, after stopping the run).`),
+		stillBuilding: counter("orchestrator_deployments_still_building_total", []string{"pipeline"},
+			"Deployments a run left queued or in progress in Coolify because they did not end when canceled for the service's cancel_timeout, by pipeline (the run failed naming each)."),
+		measurements: counter("orchestrator_analysis_measurements_total", []string{"pipeline", "check", "outcome"},
+			"Measurements of a pipeline's metric checks (its analysis), by pipeline, check and outcome (successful, failed, inconclusive)."),
+		analyses: counter("orchestrator_analyses_total", []string{"pipeline", "outcome"},
+			"Analyses of a release (after a wave, after the last, after the mobile steps), by pipeline and outcome (successful, failed, inconclusive)."),
 		phaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "orchestrator_phase_duration_seconds",
 			Help:    "Time a run spent in a phase (phase1, phase2, mobile), by pipeline.",
@@ -104,48 +94,32 @@ func New() *Metrics {
 			Help:    "Time a lease was held until released or lost, by lock namespace.",
 			Buckets: longBuckets,
 		}, []string{"namespace"}),
-		lockLost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_lock_lost_total",
-			Help: "Leases lost (expired before renewal, replaced or force-released), by lock namespace.",
-		}, []string{"namespace"}),
-		lockForced: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_lock_forced_releases_total",
-			Help: "Operator forced releases, by lock namespace.",
-		}, []string{"namespace"}),
-		outside: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_outside_requests_total",
-			Help: `HTTP attempts to outside systems (coolify, flagsmith, infisical, notify), by system, method, route template and status ("error" when no response arrived).`,
-		}, []string{"system", "method", "route", "status"}),
+		lockLost: counter("orchestrator_lock_lost_total", []string{"namespace"},
+			"Leases lost (expired before renewal, replaced or force-released), by lock namespace."),
+		lockForced: counter("orchestrator_lock_forced_releases_total", []string{"namespace"},
+			"Operator forced releases, by lock namespace."),
+		outside: counter("orchestrator_outside_requests_total", []string{"system", "method", "route", "status"},
+			`HTTP attempts to outside systems (coolify, flagsmith, infisical, notify), by system, method, route template and status ("error" when no response arrived).`),
 		outsideDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "orchestrator_outside_request_duration_seconds",
 			Help:    "Duration of HTTP attempts to outside systems, by system.",
 			Buckets: shortBuckets,
 		}, []string{"system"}),
-		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_http_requests_total",
-			Help: `Requests to the daemon's HTTP API, by route pattern ("unmatched" for none), method ("other" for one not in RFC 9110) and status class ("2xx" … "5xx").`,
-		}, []string{"route", "method", "code"}),
+		httpRequests: counter("orchestrator_http_requests_total", []string{"route", "method", "code"},
+			`Requests to the daemon's HTTP API, by route pattern ("unmatched" for none), method ("other" for one not in RFC 9110) and status class ("2xx" … "5xx").`),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "orchestrator_http_request_duration_seconds",
 			Help:    "Duration of requests to the daemon's HTTP API (SSE streams excluded), by route pattern.",
 			Buckets: shortBuckets,
 		}, []string{"route"}),
-		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_webhooks_total",
-			Help: "CI webhook deliveries, by provider and outcome (triggered, duplicate, unmapped, ignored, rejected).",
-		}, []string{"provider", "outcome"}),
-		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_notifications_total",
-			Help: `Notifications, by target name and outcome (sent, failed, dropped). Each attempt is in orchestrator_outside_requests_total{system="notify"}.`,
-		}, []string{"target", "outcome"}),
-		hostStatuses: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_deployment_statuses_total",
-			Help: `Deployment states told to Git hosts (github, gitlab), by host and outcome: sent; retry (an attempt failed and will be made again); dropped (given up: the host refused it, or it kept failing too long). Each request is in orchestrator_outside_requests_total.`,
-		}, []string{"host", "outcome"}),
-		coolifyBy: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orchestrator_coolify_requests_by_purpose_total",
-			Help: `Requests sent to Coolify (retries included), by purpose: preflight, sync, deploy, poll (waiting for deployments to end), health, other. rate(...[1m]) * 60 is the request budget spent per minute on each.`,
-		}, []string{"purpose"}),
+		webhooks: counter("orchestrator_webhooks_total", []string{"provider", "outcome"},
+			"CI webhook deliveries, by provider and outcome (triggered, duplicate, unmapped, ignored, rejected)."),
+		notifications: counter("orchestrator_notifications_total", []string{"target", "outcome"},
+			`Notifications, by target name and outcome (sent, failed, dropped). Each attempt is in orchestrator_outside_requests_total{system="notify"}.`),
+		hostStatuses: counter("orchestrator_deployment_statuses_total", []string{"host", "outcome"},
+			`Deployment states told to Git hosts (github, gitlab), by host and outcome: sent; retry (an attempt failed and will be made again); dropped (given up: the host refused it, or it kept failing too long). Each request is in orchestrator_outside_requests_total.`),
+		coolifyBy: counter("orchestrator_coolify_requests_by_purpose_total", []string{"purpose"},
+			`Requests sent to Coolify (retries included), by purpose: preflight, sync, deploy, poll (waiting for deployments to end), health, other. rate(...[1m]) * 60 is the request budget spent per minute on each.`),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -156,6 +130,11 @@ func New() *Metrics {
 		m.notifications, m.hostStatuses, m.coolifyBy,
 	)
 	return m
+}
+
+// counter is a counter vector named name with labels, explained by help.
+func counter(name string, labels []string, help string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 }
 
 // Handler serves the registry in the Prometheus exposition format.

@@ -86,6 +86,18 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigg
 	case stale > 0:
 		plan.Warnings = append(plan.Warnings, fmt.Sprintf("%d of %d services would be left alone: they carry a newer build of this pipeline", stale, len(plan.Services)))
 	}
+	if err := e.planLocks(ctx, resolved, plan); err != nil {
+		return nil, err
+	}
+	e.planWindows(resolved, plan)
+	plan.WouldFail = len(plan.Problems) > 0
+	plan.Requests = requestPlan(resolved, plan.Services)
+	return plan, nil
+}
+
+// planLocks adds the lock keys a run would take, each free or held as it is now, and a
+// problem for a frozen one.
+func (e *Engine) planLocks(ctx context.Context, resolved *config.Pipeline, plan *orchestrator.Plan) error {
 	for _, key := range resolved.LockKeys() {
 		lp := orchestrator.LockPlan{Key: key, Free: true}
 		info, err := e.d.Locker.Get(ctx, key)
@@ -101,10 +113,16 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigg
 					key, info.Holder, info.ExpiresAt.UTC().Format(time.RFC3339), info.Message, what))
 			}
 		case !errors.Is(err, locks.ErrNotFound):
-			return nil, fmt.Errorf("plan: look up lock %q: %w", key, err)
+			return fmt.Errorf("plan: look up lock %q: %w", key, err)
 		}
 		plan.Locks = append(plan.Locks, lp)
 	}
+	return nil
+}
+
+// planWindows adds the deploy windows' verdict now, and a problem when a run would not go
+// ahead.
+func (e *Engine) planWindows(resolved *config.Pipeline, plan *orchestrator.Plan) {
 	if w := resolved.Windows.Gates(); !w.Empty() {
 		v := w.Verdict(e.now())
 		plan.Window = v.String()
@@ -116,9 +134,6 @@ func (e *Engine) Plan(ctx context.Context, pipeline string, t orchestrator.Trigg
 			plan.Problems = append(plan.Problems, fmt.Sprintf("%s (a run would %s)", v, what))
 		}
 	}
-	plan.WouldFail = len(plan.Problems) > 0
-	plan.Requests = requestPlan(resolved, plan.Services)
-	return plan, nil
 }
 
 // usesSecrets reports whether a service's env takes a value from a secrets source.

@@ -42,31 +42,26 @@ const (
 	demoEnvKey = "demo-environment-key"
 )
 
+// demoHelp is `demo --help`'s text.
+const demoHelp = "Starts the daemon on the embedded SQLite backend (a temporary state dir) with built-in\n" +
+	"Coolify, Flagsmith and Infisical simulators, loads the demo pipelines built into the binary\n" +
+	"(demo.yaml and demo-web.yaml), triggers two overlapping runs that share services, prints\n" +
+	"their progress and serves the dashboard. Without --once it keeps serving until Ctrl-C and\n" +
+	"prints the commands to try against it.\n\n" +
+	"With --pipelines DIR (the playground) it runs your pipeline files instead: the simulators\n" +
+	"take the place of the Coolify, Flagsmith and Infisical they name and hold every service\n" +
+	"UUID, environment, feature and secret they name; each pipeline runs once with placeholder\n" +
+	"parameters (build 1001…, image tag playground-1, app version 1.0.0)."
+
 func cmdDemo(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags("demo", "[--listen ADDR] [--once] [--pipelines DIR]",
-		"Starts the daemon on the embedded SQLite backend (a temporary state dir) with built-in\n"+
-			"Coolify, Flagsmith and Infisical simulators, loads the demo pipelines built into the binary\n"+
-			"(demo.yaml and demo-web.yaml), triggers two overlapping runs that share services, prints\n"+
-			"their progress and serves the dashboard. Without --once it keeps serving until Ctrl-C and\n"+
-			"prints the commands to try against it.\n\n"+
-			"With --pipelines DIR (the playground) it runs your pipeline files instead: the simulators\n"+
-			"take the place of the Coolify, Flagsmith and Infisical they name and hold every service\n"+
-			"UUID, environment, feature and secret they name; each pipeline runs once with placeholder\n"+
-			"parameters (build 1001…, image tag playground-1, app version 1.0.0).")
+	fs := c.flags("demo", "[--listen ADDR] [--once] [--pipelines DIR]", demoHelp)
 	fs.String("listen", orDefault(c.getenv("ORCH_LISTEN"), "127.0.0.1:8080"), "dashboard and API address (env ORCH_LISTEN)")
 	once := fs.Bool("once", false, "exit when the runs end: code 0 only if both succeeded")
 	dir := fs.String("pipelines", "", "the playground: run the pipeline files of this directory on the simulators (default: the demo's, built in)")
 	if done, err := parse(fs, args); done {
 		return err
 	}
-	var play *playground
-	var files map[string][]byte
-	var err error
-	if *dir != "" {
-		play, err = loadPlayground(c.getenv, *dir)
-	} else {
-		files, err = demoFiles()
-	}
+	play, files, err := demoInputs(c.getenv, *dir)
 	if err != nil {
 		return err
 	}
@@ -139,6 +134,17 @@ func cmdDemo(ctx context.Context, c *cli, args []string) error {
 		return &exitError{code: 1, err: errors.New("demo: the runs did not end as expected")}
 	}
 	return nil
+}
+
+// demoInputs is what the demo runs: the playground of the pipeline files in dir, or (dir
+// empty) the demo's own files, built in.
+func demoInputs(getenv func(string) string, dir string) (*playground, map[string][]byte, error) {
+	if dir != "" {
+		play, err := loadPlayground(getenv, dir)
+		return play, nil, err
+	}
+	files, err := demoFiles()
+	return nil, files, err
 }
 
 // demoSetup is what the demo's daemon serves: its config and pipelines, the environment it
