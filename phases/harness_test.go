@@ -91,6 +91,22 @@ type harness struct {
 // it and a test fails if the throttle ever answered 429. Benchmarks turn it off explicitly.
 const harnessRateLimit = 60000
 
+// harnessPollInterval is the lockers' fallback poll in end-to-end tests. Waiters are woken by
+// release signals, so the poll rarely decides how long a test takes; but a waiter's queue
+// ticket lives only three polls past its last attempt, and a waiter whose goroutine was not
+// scheduled for that long (a loaded CI machine under the race detector stalls goroutines for
+// hundreds of milliseconds) loses its place in the FIFO queue, so tests that rely on the
+// queue's order (TestStaleOnASharedServiceUnderItsLock) would see runs take a lock out of
+// turn. A second keeps a ticket three seconds.
+const harnessPollInterval = time.Second
+
+// harnessLivenessTTL is the engines' liveness lease in end-to-end tests: short, so takeover
+// tests do not wait long for a dead daemon, yet long enough that a heartbeat delayed by a
+// loaded machine under the race detector does not lose it (renewed every third of it, it is
+// lost only when no renewal lands for two thirds of it); a lost lease stops every run of the
+// daemon, and the tests that do not measure the takeover would then fail at random.
+const harnessLivenessTTL = 3 * time.Second
+
 // app UUIDs seeded in the fake.
 const (
 	uuidAPI    = "app-api-0000000000000001"
@@ -185,7 +201,7 @@ func (h *harness) openBackends() {
 		}
 		t.Cleanup(func() { client.Close() })
 		h.rdb = client
-		h.locker = locks.New(redislock.New(client, redislock.Options{}), locks.Options{PollInterval: 50 * time.Millisecond})
+		h.locker = locks.New(redislock.New(client, redislock.Options{}), locks.Options{PollInterval: harnessPollInterval})
 		t.Cleanup(func() { h.locker.Close() })
 		st := redisstore.New(client, redisstore.Options{})
 		t.Cleanup(func() { st.Close() })
@@ -196,7 +212,7 @@ func (h *harness) openBackends() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.locker = locks.New(d, locks.Options{PollInterval: 50 * time.Millisecond})
+	h.locker = locks.New(d, locks.Options{PollInterval: harnessPollInterval})
 	t.Cleanup(func() { h.locker.Close() })
 	s, err := sqlitestore.Open(context.Background(), filepath.Join(h.dir, "runs.db"))
 	if err != nil {
@@ -276,7 +292,7 @@ func (h *harness) start(pipelines ...string) {
 		Getenv:       func(k string) string { return h.env[k] },
 		EnvPrefix:    "ORCH_SECRET_",
 		Instance:     cmp.Or(h.instance, "test-instance"),
-		LivenessTTL:  time.Second,
+		LivenessTTL:  harnessLivenessTTL,
 		Logger:       slog.New(slog.DiscardHandler),
 		PollInterval: 10 * time.Millisecond,
 		Observer:     h.observer,
