@@ -35,6 +35,33 @@ func newPair(t *testing.T, opts ...githubtest.Option) (*githubtest.Server, *gith
 	return srv, c
 }
 
+// A state whose commit status fails has posted no deployment status yet: told again, it
+// adds no second line to the deployment's history (a commit status told again only
+// replaces itself).
+func TestCommitStatusGoesFirst(t *testing.T) {
+	srv, c := newPair(t)
+	ctx := context.Background()
+	d := deployment()
+	id, err := c.CreateDeployment(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.FailNextOn("/statuses/"+sha, http.StatusUnprocessableEntity)
+	if err := c.SetDeploymentState(ctx, d, id, orchestrator.HostQueued, "queued"); err == nil {
+		t.Fatal("the commit status was refused, want an error")
+	}
+	n, _ := strconv.ParseInt(id, 10, 64)
+	if got := srv.States(n); len(got) != 0 {
+		t.Fatalf("deployment states after a refused commit status = %v, want none", got)
+	}
+	if err := c.SetDeploymentState(ctx, d, id, orchestrator.HostQueued, "queued"); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.States(n); !slices.Equal(got, []string{"queued"}) {
+		t.Errorf("deployment states after the state told again = %v, want [queued]", got)
+	}
+}
+
 func TestCreateAndStatesInOrder(t *testing.T) {
 	srv, c := newPair(t)
 	ctx := context.Background()

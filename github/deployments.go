@@ -114,13 +114,14 @@ func CommitState(s orchestrator.HostState) string {
 	return ""
 }
 
-// SetDeploymentState posts state s to deployment id (POST
-// /repos/{owner}/{repo}/deployments/{id}/statuses, mapped by [DeploymentState]) with log_url
-// d.LogURL, environment_url d.EnvironmentURL, the description (cut at 140 characters;
-// "canceled" when s is canceled and it is empty) and auto_inactive false; then, when
-// d.CommitStatus is set and [CommitState] has a state for s, the commit status (POST
-// /repos/{owner}/{repo}/statuses/{sha}) with context d.CommitStatus and target_url d.LogURL.
-// GitHub accepts statuses in any order and again, so the call can be repeated.
+// SetDeploymentState tells deployment id state s: first, when d.CommitStatus is set and
+// [CommitState] has a state for s, the commit status (POST
+// /repos/{owner}/{repo}/statuses/{sha}) with context d.CommitStatus and target_url d.LogURL;
+// then the deployment status (POST /repos/{owner}/{repo}/deployments/{id}/statuses, mapped by
+// [DeploymentState]) with log_url d.LogURL, environment_url d.EnvironmentURL, the description
+// (cut at 140 characters; "canceled" when s is canceled and it is empty) and auto_inactive
+// false. GitHub accepts statuses in any order and again, so the call can be repeated, and in
+// this order a repeat after a failure adds no second line to the deployment's history.
 //
 // Errors: as [Client.CreateDeployment]; a FieldError on "id" or "state" for a malformed
 // deployment ID or an unknown state.
@@ -141,6 +142,25 @@ func (c *Client) SetDeploymentState(ctx context.Context, d orchestrator.HostDepl
 	description = orchestrator.CapHostDescription(description, MaxDescription)
 	owner, repo, _ := strings.Cut(d.Repo, "/")
 
+	// The commit status goes first: told again after a failure it only replaces itself (the
+	// latest per context counts), while a deployment status told again adds a line to the
+	// deployment's history. So a state is told once its deployment status is.
+	if state := CommitState(s); d.CommitStatus != "" && state != "" {
+		status := gogithub.RepoStatus{
+			State:       gogithub.Ptr(state),
+			Context:     gogithub.Ptr(d.CommitStatus),
+			Description: gogithub.Ptr(description),
+		}
+		if d.LogURL != "" {
+			status.TargetURL = gogithub.Ptr(d.LogURL)
+		}
+		_, resp, err := c.gh.Repositories.CreateStatus(ctx, owner, repo, d.Commit, status)
+		c.debug(ctx, http.MethodPost, "/repos/{owner}/{repo}/statuses/{sha}", statusOf(respOf(resp), 0))
+		if err != nil {
+			return apiError(http.MethodPost, c.path("repos/"+d.Repo+"/statuses/"+d.Commit), err)
+		}
+	}
+
 	req := gogithub.DeploymentStatusRequest{
 		State:        DeploymentState(s),
 		Description:  gogithub.Ptr(description),
@@ -156,24 +176,6 @@ func (c *Client) SetDeploymentState(ctx context.Context, d orchestrator.HostDepl
 	c.debug(ctx, http.MethodPost, "/repos/{owner}/{repo}/deployments/{deployment_id}/statuses", statusOf(respOf(resp), 0))
 	if err != nil {
 		return apiError(http.MethodPost, c.path("repos/"+d.Repo+"/deployments/"+id+"/statuses"), err)
-	}
-
-	state := CommitState(s)
-	if d.CommitStatus == "" || state == "" {
-		return nil
-	}
-	status := gogithub.RepoStatus{
-		State:       gogithub.Ptr(state),
-		Context:     gogithub.Ptr(d.CommitStatus),
-		Description: gogithub.Ptr(description),
-	}
-	if d.LogURL != "" {
-		status.TargetURL = gogithub.Ptr(d.LogURL)
-	}
-	_, resp, err = c.gh.Repositories.CreateStatus(ctx, owner, repo, d.Commit, status)
-	c.debug(ctx, http.MethodPost, "/repos/{owner}/{repo}/statuses/{sha}", statusOf(respOf(resp), 0))
-	if err != nil {
-		return apiError(http.MethodPost, c.path("repos/"+d.Repo+"/statuses/"+d.Commit), err)
 	}
 	return nil
 }

@@ -75,9 +75,10 @@ type Fake struct {
 	tokenPerms  []map[string]string
 	used        int
 	resetAt     time.Time
-	failNext    []int     // statuses to answer the next requests with
-	primaryTill time.Time // primary rate limit spent until
-	secondTill  time.Time // secondary rate limit until
+	failNext    []int          // statuses to answer the next requests with
+	failOn      map[string]int // path substring → status to answer the next request to it with
+	primaryTill time.Time      // primary rate limit spent until
+	secondTill  time.Time      // secondary rate limit until
 	latency     time.Duration
 	relatency   chan struct{} // closed when the latency changes
 	log         []Request
@@ -175,6 +176,17 @@ func (f *Fake) FailNext(n, status int) {
 	for range n {
 		f.failNext = append(f.failNext, status)
 	}
+}
+
+// FailNextOn answers the next request whose path contains part with status, before anything
+// is done (e.g. "/statuses/"+sha: a commit status, not a deployment status).
+func (f *Fake) FailNextOn(part string, status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failOn == nil {
+		f.failOn = map[string]int{}
+	}
+	f.failOn[part] = status
 }
 
 // ExhaustRateLimit spends the primary rate limit for d: requests are answered 403 with
@@ -308,6 +320,13 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) string {
 		f.failNext = f.failNext[1:]
 		writeError(w, status, http.StatusText(status))
 		return ""
+	}
+	for part, status := range f.failOn {
+		if strings.Contains(path, part) {
+			delete(f.failOn, part)
+			writeError(w, status, http.StatusText(status))
+			return ""
+		}
 	}
 	segs := strings.Split(strings.Trim(path, "/"), "/")
 
