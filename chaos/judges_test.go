@@ -70,6 +70,7 @@ func judges() []judge {
 		judge{"each deployment ran one run's configuration", judgeOneRunConfig},
 		judge{"no older build replaces a newer one of its pipeline outside a rollback", judgeNewestBuild},
 		judge{"no flag update lost", judgeFlags},
+		judge{"no write by a run after it was taken over", judgeNoWriteAfterTakeover},
 		judge{"no run a daemon accepted is lost", judgeRunsKept},
 		judge{"no run unfinished past its bound", judgeRunsEnded},
 		judge{"no lock left held", judgeLocks},
@@ -278,6 +279,25 @@ func versionLess(a, b string) bool {
 		}
 	}
 	return false
+}
+
+// judgeNoWriteAfterTakeover: once a run ended interrupted (taken over: its daemon was
+// presumed dead), no mutating request of that run arrives at Coolify afterwards, whatever
+// its cut-off daemon does after the heal. A request that arrived before the takeover was on
+// the wire already, which the promise leaves out.
+func judgeNoWriteAfterTakeover(r record) []string {
+	var out []string
+	for _, c := range r.Coolify.Calls {
+		run, ok := r.Ended[c.Run]
+		if !ok || run.Status != runs.StatusInterrupted || !c.Mutating() || c.Handled == 0 {
+			continue
+		}
+		if arrived := cmp.Or(c.Start, c.At); arrived.After(run.EndedAt) {
+			out = append(out, fmt.Sprintf("%s arrived %s after run %s was taken over",
+				c.String(), arrived.Sub(run.EndedAt).Round(time.Millisecond), c.Run))
+		}
+	}
+	return out
 }
 
 // judgeRunsEnded: every run the schedule triggered has ended (a terminal status in the store)
