@@ -142,15 +142,25 @@ func judgeOneRunConfig(r record) []string {
 // came between: a rollback run's config write to the application (its sync) makes its build
 // the pipeline's newest there, as its finished deployment does. A deployment that ran another
 // config than its run's build (a restore of what was there before) is that run's rollback,
-// and not judged here.
+// and not judged here. A run's own restore takes its build back off the application: a
+// config write of a run that is no rollback, handled after one of its deployments of the
+// application was queued, can only be its restore (a run syncs before it deploys), which
+// puts back the pipeline's record as it was before the run (docs/guarantees.md, promise 4),
+// so the pipeline's newest there is again the one before that run's.
 func judgeNewestBuild(r record) []string {
 	type event struct {
 		at       time.Time
 		app, run string
-		span     *coolifytest.Span // nil: a rollback's config write
+		span     *coolifytest.Span // nil: a config write (a rollback's sync, or a restore)
+		restore  bool              // a restore by a run that is no rollback
 	}
 	var evs []event
+	queued := map[[2]string]time.Time{} // app, run → its first deployment's queueing
 	for _, s := range r.Coolify.Spans {
+		k := [2]string{s.App, s.Run}
+		if q, seen := queued[k]; !seen || s.Queued.Before(q) {
+			queued[k] = s.Queued
+		}
 		run, ok := r.Runs[s.Run]
 		if !ok || s.Status != "finished" || s.End.IsZero() {
 			continue
@@ -160,9 +170,17 @@ func judgeNewestBuild(r record) []string {
 		}
 	}
 	for _, c := range r.Coolify.Calls {
-		if run, ok := r.Runs[c.Run]; ok && run.Rollback && c.ConfigWrite {
-			for _, app := range c.Apps {
+		run, ok := r.Runs[c.Run]
+		if !ok || !c.ConfigWrite {
+			continue
+		}
+		for _, app := range c.Apps {
+			q, deployed := queued[[2]string{app, c.Run}]
+			switch {
+			case run.Rollback:
 				evs = append(evs, event{at: c.At, app: app, run: c.Run})
+			case deployed && c.At.After(q):
+				evs = append(evs, event{at: c.At, app: app, run: c.Run, restore: true})
 			}
 		}
 	}
@@ -172,19 +190,30 @@ func judgeNewestBuild(r record) []string {
 		run string
 		at  time.Time
 	}
-	top := map[key]newest{}
+	tops := map[key][]newest{} // the pipeline's newest on the application, and the ones before
 	var out []string
 	for _, e := range evs {
 		run := r.Runs[e.run]
 		k := key{e.app, run.Pipeline}
-		if prev, seen := top[k]; seen && e.span != nil && !run.Rollback {
+		stack := tops[k]
+		if e.restore {
+			if n := len(stack); n > 0 && stack[n-1].run == e.run {
+				tops[k] = stack[:n-1]
+			}
+			continue
+		}
+		if n := len(stack); n > 0 && e.span != nil && !run.Rollback {
+			prev := stack[n-1]
 			if pb := r.Runs[prev.run].Build; run.Build < pb {
 				out = append(out, fmt.Sprintf("%s: build %d of %s (run %s, %s) replaced build %d (run %s, %s)",
 					e.app, run.Build, run.Pipeline, e.run, e.at.Format("15:04:05.000"), pb, prev.run, prev.at.Format("15:04:05.000")))
 				continue
 			}
 		}
-		top[k] = newest{run: e.run, at: e.at}
+		if n := len(stack); n > 0 && stack[n-1].run == e.run {
+			stack = stack[:n-1]
+		}
+		tops[k] = append(stack, newest{run: e.run, at: e.at})
 	}
 	return out
 }

@@ -30,6 +30,7 @@ func TestJudgesSeeViolations(t *testing.T) {
 		return coolifytest.Span{Deployment: dep, App: appA, Run: run, Fence: "1", Status: "finished",
 			Queued: at(queued), Start: at(start), End: at(end), Config: c, ConfigBy: run}
 	}
+	canceled := func(s coolifytest.Span) coolifytest.Span { s.Status = "cancelled-by-user"; return s }
 	trig := map[string]triggered{
 		"r5": {ID: "r5", Pipeline: "api", Build: 5, AppVersion: "2.0.5", At: at(0)},
 		"r7": {ID: "r7", Pipeline: "api", Build: 7, AppVersion: "2.0.7", At: at(0)},
@@ -70,6 +71,23 @@ func TestJudgesSeeViolations(t *testing.T) {
 			record{Runs: trig, Coolify: coolifytest.History{ // the rollback's sync came before 7's deployment
 				Calls: []coolifytest.Call{patch(1, "r4", 150)},
 				Spans: []coolifytest.Span{span("d2", "r7", 200, 210, 300, cfg("7")), span("d1", "r5", 400, 410, 500, cfg("5"))}}}},
+		{"newest build: the newer run's own restore comes between", judgeNewestBuild,
+			record{Runs: trig, Coolify: coolifytest.History{ // 7 deploys, its run puts the config before it back, then 5 (seeds 1149, 1194)
+				Calls: []coolifytest.Call{patch(1, "r7", 150), deploy(2, "r7", 200), patch(3, "r7", 350)},
+				Spans: []coolifytest.Span{span("d2", "r7", 200, 210, 300, cfg("7")), span("d1", "r5", 400, 410, 500, cfg("5"))}}},
+			record{Runs: trig, Coolify: coolifytest.History{ // 7's only config write is its sync, before its deployment
+				Calls: []coolifytest.Call{patch(1, "r7", 150), deploy(2, "r7", 200)},
+				Spans: []coolifytest.Span{span("d2", "r7", 200, 210, 300, cfg("7")), span("d1", "r5", 400, 410, 500, cfg("5"))}}}},
+		{"newest build: a restore takes back only its own run's build", judgeNewestBuild,
+			record{Runs: trig, Coolify: coolifytest.History{ // 5, then 7, whose restore puts 5 back; 5 again is no step down
+				Calls: []coolifytest.Call{patch(1, "r7", 350)},
+				Spans: []coolifytest.Span{span("d1", "r5", 0, 10, 100, cfg("5")), span("d2", "r7", 200, 210, 300, cfg("7")),
+					span("d3", "r5", 400, 410, 500, cfg("5"))}}},
+			record{Runs: map[string]triggered{"r5": trig["r5"], "r7": trig["r7"], "r9": {ID: "r9", Pipeline: "api", Build: 9, At: at(0)}},
+				Coolify: coolifytest.History{ // 7's deployment canceled, 9 deploys; 7's restore does not take 9 off, so 5 steps down
+					Calls: []coolifytest.Call{patch(1, "r7", 450)},
+					Spans: []coolifytest.Span{canceled(span("d2", "r7", 200, 210, 300, cfg("7"))), span("d4", "r9", 320, 330, 400, cfg("9")),
+						span("d1", "r5", 500, 510, 600, cfg("5"))}}}},
 		{"flags: outside writer's field dropped", judgeFlags,
 			record{Flags: []string{"", doc5, doc7}, Outside: []string{"outside.m1"}},
 			record{Flags: []string{"", doc7, `{"ios":{"latest_version":"2.0.8"},"android":{"latest_version":"2.0.0"}}`}, Outside: []string{"outside.m1"}}},

@@ -133,11 +133,13 @@ func (x *execution) restore(st *svcState, phase runs.Phase, redeploy bool) {
 	err = leaseErr(lease, sctx, err)
 	cancel()
 	_ = x.leases.release(lease, sl)
+	// What was put back stays put back when a later part fails (the redeploy, say): the
+	// service carries its previous config, and the run's left must say so.
+	st.restored, st.redeployed = res.restored, res.redeployed
 	if err != nil {
 		x.restoreFailed(phase, st, res, err)
 		return
 	}
-	st.restored, st.redeployed = res.restored, res.redeployed
 	now := time.Now().UTC()
 	x.rec.step(runs.Phase1, s.Name, func(sp *runs.Step) {
 		if res.restored {
@@ -363,8 +365,11 @@ func (x *execution) leftReport() []runs.Left {
 		case st.stale != "":
 			l.Detail = "stale: " + st.stale
 		}
-		if st.restoreErr != nil && !st.restored {
+		switch {
+		case st.restoreErr != nil && !st.restored:
 			l.Detail += "; NOT restored: " + firstLine(st.restoreErr.Error())
+		case st.restoreErr != nil:
+			l.Detail += " (" + firstLine(st.restoreErr.Error()) + ")"
 		}
 		if l.State != runs.LeftUntouched {
 			touched = true
