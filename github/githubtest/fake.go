@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/testutil"
 )
 
 // DefaultToken is the token the fake accepts unless WithToken says otherwise.
@@ -79,8 +81,7 @@ type Fake struct {
 	failOn      map[string]int // path substring → status to answer the next request to it with
 	primaryTill time.Time      // primary rate limit spent until
 	secondTill  time.Time      // secondary rate limit until
-	latency     time.Duration
-	relatency   chan struct{} // closed when the latency changes
+	latency     testutil.Latency
 	log         []Request
 }
 
@@ -207,15 +208,7 @@ func (f *Fake) SecondaryRateLimit(d time.Duration) {
 
 // SetLatency delays every answer by d. Answers already waiting are released at once, so a
 // test can hang the host and then let it go.
-func (f *Fake) SetLatency(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.latency = d
-	if f.relatency != nil {
-		close(f.relatency)
-	}
-	f.relatency = make(chan struct{})
-}
+func (f *Fake) SetLatency(d time.Duration) { f.latency.Set(d) }
 
 // Deployments returns copies of the deployments of repository name, oldest first.
 func (f *Fake) Deployments(name string) []Deployment {
@@ -277,16 +270,8 @@ const docsURL = "https://docs.github.com/rest"
 
 // ServeHTTP answers one request.
 func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	lat, changed := f.latency, f.relatency
-	f.mu.Unlock()
-	if lat > 0 {
-		select {
-		case <-time.After(lat):
-		case <-changed:
-		case <-r.Context().Done():
-			return
-		}
+	if !f.latency.Wait(r.Context().Done()) {
+		return
 	}
 	rec := &recorder{ResponseWriter: w}
 	auth := f.serve(rec, r)

@@ -1,6 +1,7 @@
 // Package testutil holds the small helpers several packages' tests share, so each is written
-// once: a buffer a logger and a test can share, and a clock a test moves by hand. It is for
-// tests only; nothing the daemon runs imports it.
+// once: a buffer a logger and a test can share, a clock a test moves by hand, and the
+// latency of a fake server a test can hang and release. It is for tests only; nothing the
+// daemon runs imports it.
 package testutil
 
 import (
@@ -51,4 +52,43 @@ func (c *Clock) Add(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
+}
+
+// Latency is how long a fake server holds each answer. Changing it releases the answers
+// already held, so a test can hang a host and then let it go. The zero value holds nothing.
+type Latency struct {
+	mu      sync.Mutex
+	d       time.Duration
+	changed chan struct{} // closed when d changes
+}
+
+// Set holds every later answer for d and releases those held now.
+func (l *Latency) Set(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.d = d
+	if l.changed != nil {
+		close(l.changed)
+	}
+	l.changed = make(chan struct{})
+}
+
+// Wait holds an answer for the latency, until it changes or done is closed (the request's
+// context ended). It reports whether the answer should still be given.
+func (l *Latency) Wait(done <-chan struct{}) bool {
+	l.mu.Lock()
+	d, changed := l.d, l.changed
+	l.mu.Unlock()
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-changed:
+	case <-done:
+		return false
+	}
+	return true
 }
