@@ -208,8 +208,8 @@ func TestBadInput(t *testing.T) {
 	if _, err := f.locker.Get(ctx, "coolify:phase1"); err == nil {
 		t.Error("coolify:phase1 is frozen or held after refused freezes")
 	}
-	if entries, _ := f.locker.Audit(ctx, 0); len(entries) != 0 {
-		t.Errorf("audit entries after refused requests: got %d, want 0", len(entries))
+	if entries, err := runs.LockAudit(ctx, f.store, 0); err != nil || len(entries) != 0 {
+		t.Errorf("lock actions in the audit log after refused requests: got %+v, %v; want none", entries, err)
 	}
 }
 
@@ -443,7 +443,7 @@ func TestLocksForceReleaseFreezeAudit(t *testing.T) {
 		if rec.Code != 200 {
 			t.Fatalf("audit: got %d", rec.Code)
 		}
-		entries := decodeJSON[struct{ Entries []locks.AuditEntry }](t, rec).Entries
+		entries := decodeJSON[struct{ Entries []runs.LockAuditEntry }](t, rec).Entries
 		if len(entries) != 3 {
 			t.Fatalf("audit entries: got %d, want 3: %s", len(entries), rec.Body)
 		}

@@ -79,6 +79,8 @@ type auditQuery struct {
 	filter runs.AuditFilter
 	limit  int
 	before int64 // only records with Seq < before (0: from the newest)
+	// keep, when set, selects too (GET /v1/locks/audit: runs.IsLockAction).
+	keep func(runs.AuditRecord) bool
 }
 
 // validAuditQuery reads subject, action, target, since (RFC 3339), before (a seq) and limit.
@@ -143,7 +145,7 @@ func (s *server) findAudit(ctx context.Context, q auditQuery) (auditPage, error)
 		}
 		slices.Reverse(recs)
 		for _, r := range recs {
-			if !q.filter.Match(r) {
+			if !q.filter.Match(r) || (q.keep != nil && !q.keep(r)) {
 				continue
 			}
 			if len(page.Records) == q.limit {

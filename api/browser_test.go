@@ -443,7 +443,7 @@ func TestDashboardActions(t *testing.T) {
 	if l := f.lockInfo("coolify:phase1"); l.Key != "" {
 		t.Fatalf("coolify:phase1 is still held: %+v", l)
 	}
-	audit := decodeJSON[struct{ Entries []locks.AuditEntry }](t, f.do("GET", "/v1/locks/audit", adminToken, nil)).Entries
+	audit := decodeJSON[struct{ Entries []runs.LockAuditEntry }](t, f.do("GET", "/v1/locks/audit", adminToken, nil)).Entries
 	if len(audit) == 0 || audit[0].Action != "force_release" || audit[0].Reason != "holder died" ||
 		audit[0].Evicted == nil || audit[0].Evicted.Fence != held.Fence() || audit[0].By != "api:admin" {
 		t.Fatalf("audit after the release: %+v", audit)

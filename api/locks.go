@@ -103,7 +103,9 @@ func redactLeases(in []locks.Info) []locks.Info {
 	return out
 }
 
-// handleAudit serves GET /v1/locks/audit?limit=: operator actions, newest first.
+// handleAudit serves GET /v1/locks/audit?limit=: the actions on locks (runs.IsLockAction)
+// of the audit log, newest first, in the shape of the lock backends' former audit trail
+// (runs.LockAuditEntry) under "entries". GET /v1/audit is the whole log.
 func (s *server) handleAudit() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		limit, err := validAuditLimit(r.URL.Query().Get("limit"))
@@ -111,20 +113,14 @@ func (s *server) handleAudit() http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		entries, err := s.locks.Audit(r.Context(), limit)
+		page, err := s.findAudit(r.Context(), auditQuery{limit: limit, keep: runs.IsLockAction})
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		for i := range entries {
-			if entries[i].Evicted != nil {
-				ev := *entries[i].Evicted
-				ev.Token = ""
-				entries[i].Evicted = &ev
-			}
-		}
-		if entries == nil {
-			entries = []locks.AuditEntry{}
+		entries := make([]runs.LockAuditEntry, len(page.Records))
+		for i, rec := range page.Records {
+			entries[i] = runs.LockAuditEntryOf(rec)
 		}
 		encode(w, http.StatusOK, map[string]any{"entries": entries})
 	}
@@ -222,7 +218,7 @@ func (s *server) handleUnfreeze() http.HandlerFunc {
 			return
 		}
 		by := operator(r, b.By)
-		err = s.locks.Unfreeze(r.Context(), key, by, b.Reason)
+		err = s.locks.Unfreeze(r.Context(), key)
 		s.audited(r.Context(), runs.AuditRecord{Subject: by, Action: runs.AuditUnfreeze, Target: key, Reason: b.Reason}, err)
 		if err != nil {
 			s.writeError(w, r, err)

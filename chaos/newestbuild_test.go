@@ -70,7 +70,7 @@ func TestRollbackToOlderBuild(t *testing.T) {
 				t.Errorf("rollback to build 4: %s (%s), trigger %+v", r4.Status, r4.Reason, r4.Trigger)
 			}
 			s.wantRunning(s.w.cf.History(), "4")
-			audit, err := s.w.locker().Audit(context.Background(), 100)
+			audit, err := runs.LockAudit(context.Background(), s.w.store(), 100)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +83,7 @@ func TestRollbackToOlderBuild(t *testing.T) {
 	}
 }
 
-func hasRollbackEntry(audit []locks.AuditEntry, app string, r runs.Run) bool {
+func hasRollbackEntry(audit []runs.LockAuditEntry, app string, r runs.Run) bool {
 	for _, a := range audit {
 		if a.Action == "rollback" && a.Key == "coolify:"+app && strings.Contains(a.Reason, r.ID) &&
 			strings.Contains(a.Reason, r.Trigger.By) && strings.Contains(a.Reason, r.Trigger.Reason) {

@@ -169,10 +169,11 @@ func (c *Client) Locks(ctx context.Context, prefix string) ([]locks.Info, error)
 	return out.Locks, err
 }
 
-// LockAudit reads the newest limit entries of the lock audit log.
-func (c *Client) LockAudit(ctx context.Context, limit int) ([]locks.AuditEntry, error) {
+// LockAudit reads the newest limit actions on locks (forced releases, freezes, lifts, the
+// engine's deployment cancels, takeovers and rollbacks) from the audit log, newest first.
+func (c *Client) LockAudit(ctx context.Context, limit int) ([]runs.LockAuditEntry, error) {
 	var out struct {
-		Entries []locks.AuditEntry `json:"entries"`
+		Entries []runs.LockAuditEntry `json:"entries"`
 	}
 	err := c.call(ctx, http.MethodGet, "/v1/locks/audit?limit="+strconv.Itoa(limit), Audit, nil, nil, &out)
 	return out.Entries, err

@@ -53,26 +53,18 @@ type Driver interface {
 
 	// ForceRelease removes the live lease on r.Key if it matches r.Fence (when non-zero) or
 	// r.Holder (when non-empty), closes the key until now+r.LockDelay (not at all when it is
-	// not positive), appends an audit entry and signals waiters, all in one atomic step. It
-	// returns the evicted lease.
+	// not positive) and signals waiters, all in one atomic step. It returns the evicted
+	// lease. (The caller records the action in the run store's audit log.)
 	// *HeldError{Reason: ErrStale} names the current lease on a mismatch; ErrNotFound if free.
 	ForceRelease(ctx context.Context, r ForceRequest) (Info, error)
 
 	// Freeze puts an operator lease (Frozen, held by holder with token, no heartbeat,
-	// expiring at r.Until) on a free key and appends an audit entry by r.By.
+	// expiring at r.Until) on a free key.
 	// *HeldError{Reason: ErrHeld} if the key is held.
 	Freeze(ctx context.Context, r FreezeRequest, holder, token string) (Info, error)
 
-	// Unfreeze lifts a freeze, appends an audit entry and signals waiters. ErrNotFound if the
-	// key is not frozen.
-	Unfreeze(ctx context.Context, key, by, reason string) error
-
-	// Audit returns the newest audit entries, newest first, at most limit (0 means all kept).
-	Audit(ctx context.Context, limit int) ([]AuditEntry, error)
-
-	// Record appends an audit entry for an action taken outside the backend (e.g. a
-	// deployment canceled, a dead daemon's runs taken over). e.At is set by the backend.
-	Record(ctx context.Context, e AuditEntry) error
+	// Unfreeze lifts a freeze and signals waiters. ErrNotFound if the key is not frozen.
+	Unfreeze(ctx context.Context, key string) error
 
 	// Subscribe returns a subscription that receives a value (non-blocking send, buffered 1)
 	// each time a lease on key is released, force-released or unfrozen. It returns only once

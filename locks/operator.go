@@ -11,7 +11,8 @@ import (
 )
 
 // The Locker's reads of every lease and its operator actions: forced release, freeze and
-// lift, and the audit trail they write.
+// lift. The lock backends keep no audit trail: the caller records each action in the run
+// store's audit log (runs.AuditLog), with its outcome.
 
 // Get returns the live lease on key (without token) and its waiter count, or ErrNotFound.
 // Backend failures wrap ErrUnavailable.
@@ -84,24 +85,9 @@ func (l *Locker) Freeze(ctx context.Context, r FreezeRequest) (Info, error) {
 
 // Unfreeze lifts an operator freeze. ErrNotFound if the key is not frozen; ErrInvalid
 // without a key.
-func (l *Locker) Unfreeze(ctx context.Context, key, by, reason string) error {
+func (l *Locker) Unfreeze(ctx context.Context, key string) error {
 	if key == "" {
 		return fmt.Errorf("unfreeze: %w: empty key", ErrInvalid)
 	}
-	return l.d.Unfreeze(ctx, key, by, reason)
-}
-
-// Record appends an audit entry (Action, Key, By and Reason required) for an action taken
-// outside the lock backend, such as canceling another run's deployment or taking over a dead
-// daemon's runs.
-func (l *Locker) Record(ctx context.Context, e AuditEntry) error {
-	if e.Action == "" || e.Key == "" || e.By == "" || e.Reason == "" {
-		return fmt.Errorf("record audit entry %q on %q: %w: action, key, by and reason are required", e.Action, e.Key, ErrInvalid)
-	}
-	return l.d.Record(ctx, e)
-}
-
-// Audit returns operator actions, newest first, at most limit (0 for all kept).
-func (l *Locker) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
-	return l.d.Audit(ctx, limit)
+	return l.d.Unfreeze(ctx, key)
 }

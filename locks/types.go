@@ -95,7 +95,7 @@ type ForceRequest struct {
 	Fence  int64
 	Holder string
 	Reason string // required
-	By     string // who asked, for the audit log
+	By     string // who asked (the caller's audit record names them; the backend keeps no trail)
 	// LockDelay keeps the key closed after the release; 0 means DefaultLockDelay.
 	LockDelay time.Duration
 }
@@ -105,20 +105,9 @@ type FreezeRequest struct {
 	Key     string
 	Message string // required
 	// By names the operator; the freeze's holder reads "operator:<By>" on every backend
-	// ("operator:unknown" when By is empty), and the audit entry's By is By as given.
+	// ("operator:unknown" when By is empty).
 	By    string
 	Until time.Time
-}
-
-// AuditEntry records an operator action (forced release, freeze, unfreeze).
-type AuditEntry struct {
-	At     time.Time `json:"at"`
-	Action string    `json:"action"` // "force_release", "freeze", "unfreeze"
-	Key    string    `json:"key"`
-	By     string    `json:"by"`
-	Reason string    `json:"reason"`
-	// Evicted is the lease that was removed or replaced, if any.
-	Evicted *Info `json:"evicted,omitempty"`
 }
 
 // Sentinel errors. Backends return them wrapped with the key; callers test with errors.Is.

@@ -25,6 +25,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -274,15 +275,17 @@ func (e *Engine) releaseLeftover(ctx context.Context, r runs.Run, key, reason st
 	if !isRunsHolder(info.Holder, r) {
 		return false
 	}
-	_, err = e.d.Locker.ForceRelease(ctx, locks.ForceRequest{
-		Key: key, Fence: info.Fence, By: e.d.Instance, LockDelay: time.Millisecond,
-		Reason: fmt.Sprintf("run %s: %s", r.ID, reason),
+	why := fmt.Sprintf("run %s: %s", r.ID, reason)
+	evicted, err := e.d.Locker.ForceRelease(ctx, locks.ForceRequest{
+		Key: key, Fence: info.Fence, By: e.d.Instance, LockDelay: time.Millisecond, Reason: why,
 	})
 	if err != nil {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "leftover lease not released", slog.String(logRunID, r.ID),
 			slog.String(logLockKey, key), slog.String(logError, err.Error()))
 		return false
 	}
+	e.audit(ctx, runs.AuditForceRelease, key, why, map[string]string{"run": r.ID, "fence": strconv.FormatInt(info.Fence, 10),
+		"evicted_holder": evicted.Holder, "evicted_fence": strconv.FormatInt(evicted.Fence, 10)})
 	e.log.LogAttrs(ctx, slog.LevelInfo, "leftover lease released", slog.String(logRunID, r.ID),
 		slog.String(logLockKey, key), slog.Int64(logFence, info.Fence))
 	return true

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 
@@ -211,7 +212,7 @@ func (x *execution) cancelForeign(ctx context.Context, s config.Service, phase r
 	return nil
 }
 
-// recordCancel writes the deploy.canceled event and the cancel_deployment audit entry.
+// recordCancel writes the deploy.canceled event and the cancel_deployment audit record.
 func (x *execution) recordCancel(ctx context.Context, s config.Service, phase runs.Phase, depUUID, why string, detail error) {
 	msg := "canceled: " + why
 	if detail != nil {
@@ -219,7 +220,8 @@ func (x *execution) recordCancel(ctx context.Context, s config.Service, phase ru
 	}
 	x.rec.event(runs.Event{Type: runs.EventDeployCanceled, Phase: phase, Service: s.Name, LockKey: s.LockKey(),
 		Message: msg, Data: map[string]string{runs.DataDeployment: depUUID}})
-	x.e.audit(ctx, "cancel_deployment", s.LockKey(), fmt.Sprintf("run %s: %s", x.run.ID, msg))
+	x.e.audit(ctx, runs.AuditCancelDeployment, s.LockKey(), fmt.Sprintf("run %s: %s", x.run.ID, msg),
+		map[string]string{"run": x.run.ID, "deployment": depUUID, "service": s.Name})
 }
 
 func firstLine(s string) string {
@@ -262,21 +264,24 @@ func (e *Engine) ownerAlive(ctx context.Context, owner, id string) bool {
 	return err == nil || !errors.Is(err, locks.ErrNotFound)
 }
 
-// audit appends an entry to the lock backend's audit trail and a record to the run store's
-// audit log (when the store keeps one: both stores do), as "daemon:<instance>"; a failure is
-// logged.
-func (e *Engine) audit(ctx context.Context, action, key, reason string) {
+// audit appends a record of an action the engine took itself (a deployment canceled, a dead
+// daemon's runs taken over, a leftover lease force-released, a rollback) to the run store's
+// audit log, as "daemon:<instance>" with outcome ok: it is written once the action is done.
+// A failure to write it is logged at error level, never dropped in silence.
+func (e *Engine) audit(ctx context.Context, action, key, reason string, detail map[string]string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := e.d.Locker.Record(ctx, locks.AuditEntry{Action: action, Key: key, By: e.d.Instance, Reason: reason}); err != nil {
-		e.log.LogAttrs(ctx, slog.LevelWarn, "audit entry not written", slog.String(logkey.Action, action),
-			slog.String(logLockKey, key), slog.String(logError, err.Error()))
+	al, ok := e.d.Store.(runs.AuditLog)
+	if !ok { // both stores keep one; a store without is a wiring mistake worth a log line
+		e.log.LogAttrs(ctx, slog.LevelError, "audit record not written: the run store keeps no audit log",
+			slog.String(logkey.Action, action), slog.String(logLockKey, key))
+		return
 	}
-	if al, ok := e.d.Store.(runs.AuditLog); ok {
-		rec := runs.AuditRecord{Subject: "daemon:" + e.d.Instance, Action: action, Target: key, Reason: reason, Outcome: runs.AuditOK}
-		if _, err := al.AppendAudit(ctx, rec); err != nil {
-			e.log.LogAttrs(ctx, slog.LevelWarn, "audit record not written", slog.String(logkey.Action, action),
-				slog.String(logLockKey, key), slog.String(logError, err.Error()))
-		}
+	maps.DeleteFunc(detail, func(_, v string) bool { return v == "" })
+	rec := runs.AuditRecord{Subject: "daemon:" + e.d.Instance, Action: action, Target: key, Reason: reason,
+		Outcome: runs.AuditOK, Detail: detail}
+	if _, err := al.AppendAudit(ctx, rec); err != nil {
+		e.log.LogAttrs(ctx, slog.LevelError, "audit record not written", slog.String(logkey.Action, action),
+			slog.String(logLockKey, key), slog.String(logError, err.Error()))
 	}
 }

@@ -203,8 +203,9 @@ func (x *execution) recordRollback(ctx context.Context, s config.Service, before
 	if before.RunID != "" {
 		over = fmt.Sprintf("build %s of run %s", orUnknown(before.Build), before.RunID)
 	}
-	x.e.audit(ctx, "rollback", s.LockKey(), fmt.Sprintf("run %s of %s rolls %s back to build %s over %s, by %s: %s",
-		x.run.ID, x.run.Pipeline, s.Name, orUnknown(x.run.Trigger.Build), over, orUnknown(x.run.Trigger.By), orNoReason(x.run.Trigger.Reason)))
+	x.e.audit(ctx, runs.AuditRollback, s.LockKey(), fmt.Sprintf("run %s of %s rolls %s back to build %s over %s, by %s: %s",
+		x.run.ID, x.run.Pipeline, s.Name, orUnknown(x.run.Trigger.Build), over, orUnknown(x.run.Trigger.By), orNoReason(x.run.Trigger.Reason)),
+		map[string]string{"run": x.run.ID, "service": s.Name, "build": x.run.Trigger.Build, "replaced_run": before.RunID, "replaced_build": before.Build})
 }
 
 func orNoReason(s string) string {

@@ -275,7 +275,8 @@ func (e *Engine) takeover(ctx context.Context, owner, reason string, wait bool) 
 		for i, r := range ended {
 			ids[i] = r.ID
 		}
-		e.audit(lctx, "takeover", orchestrator.DaemonLiveKey(owner), fmt.Sprintf("%s: runs %s", reason, strings.Join(ids, ", ")))
+		e.audit(lctx, runs.AuditTakeover, orchestrator.DaemonLiveKey(owner), fmt.Sprintf("%s: runs %s", reason, strings.Join(ids, ", ")),
+			map[string]string{"owner": owner, "runs": strings.Join(ids, ",")})
 		e.log.LogAttrs(lctx, slog.LevelWarn, "runs taken over", slog.String(logkey.Owner, owner), slog.String(logkey.Runs, strings.Join(ids, ",")))
 	}
 	return ended, lease.Err()
@@ -460,7 +461,8 @@ func (e *Engine) cancelLeftDeployment(ctx context.Context, cl Coolify, r runs.Ru
 	if how != "" {
 		msg += "; " + how
 	}
-	e.audit(ctx, "cancel_deployment", orchestrator.ServiceLockKey(s.UUID), fmt.Sprintf("run %s: %s", r.ID, msg))
+	e.audit(ctx, runs.AuditCancelDeployment, orchestrator.ServiceLockKey(s.UUID), fmt.Sprintf("run %s: %s", r.ID, msg),
+		map[string]string{"run": r.ID, "deployment": depUUID, "service": s.Name})
 	return runs.Event{Type: runs.EventDeployCanceled, Phase: runs.Phase2, Service: s.Name, LockKey: orchestrator.ServiceLockKey(s.UUID),
 		Message: msg, Data: map[string]string{runs.DataDeployment: depUUID}}, nil
 }

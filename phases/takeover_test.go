@@ -1,11 +1,13 @@
 package phases_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,14 +76,33 @@ func TestPhase1WaitsForADeploymentItDidNotStart(t *testing.T) {
 		if ev == nil || ev.Data["deployment_uuid"] != foreign.DeploymentUUID || ev.Phase != runs.Phase1 {
 			t.Errorf("deploy.canceled event = %+v, want one naming %s in phase 1", ev, foreign.DeploymentUUID)
 		}
-		audit, err := h.locker.Audit(context.Background(), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(audit) == 0 || audit[0].Action != "cancel_deployment" || audit[0].Key != "coolify:"+uuidAPI || !strings.Contains(audit[0].Reason, foreign.DeploymentUUID) {
-			t.Errorf("audit = %+v, want a cancel_deployment entry naming %s", audit, foreign.DeploymentUUID)
+		audit := auditLog(t, h)
+		if len(audit) == 0 || audit[0].Action != runs.AuditCancelDeployment || audit[0].Target != "coolify:"+uuidAPI ||
+			!strings.Contains(audit[0].Reason, foreign.DeploymentUUID) || audit[0].Detail["deployment"] != foreign.DeploymentUUID ||
+			audit[0].Detail["run"] != id || audit[0].Outcome != runs.AuditOK {
+			t.Errorf("audit = %+v, want a cancel_deployment record naming %s", audit, foreign.DeploymentUUID)
 		}
 	})
+}
+
+// auditLog returns the run store's audit log, newest first, after checking its chain.
+func auditLog(t *testing.T, h *harness) []runs.AuditRecord {
+	t.Helper()
+	al := h.store.(runs.AuditLog)
+	ctx := context.Background()
+	anchor, head, err := al.AuditEnds(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := al.AuditRecords(ctx, anchor.Seq, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runs.VerifyAudit(anchor, head, recs); err != nil {
+		t.Fatalf("audit log: %v", err)
+	}
+	slices.Reverse(recs)
+	return recs
 }
 
 func findEvent(evs []runs.Event, typ runs.EventType) *runs.Event {
@@ -205,13 +226,13 @@ func TestDeadDaemonsRunIsTakenOver(t *testing.T) {
 			t.Fatalf("the takeover did not end: %v", err)
 		}
 		_ = done.Release(ctx)
-		audit, err := h.locker.Audit(ctx, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
 		actions := map[string]bool{}
-		for _, a := range audit {
+		for _, a := range auditLog(t, h) {
 			actions[a.Action] = true
+			if a.Action == runs.AuditForceRelease && (a.Detail["evicted_holder"] != "prod#7/x" || a.Detail["evicted_fence"] == "" ||
+				a.Subject != "daemon:"+cmp.Or(h.instance, "test-instance")) {
+				t.Errorf("force_release record %+v, want the daemon evicting prod#7/x with its fence", a)
+			}
 		}
 		if !actions["takeover"] || !actions["cancel_deployment"] || !actions["force_release"] {
 			t.Errorf("audit actions %v, want takeover, cancel_deployment and force_release", actions)

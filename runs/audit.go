@@ -55,7 +55,18 @@ const (
 	AuditOverride     = "override"
 	AuditApprove      = "approve"
 	AuditReject       = "reject"
+	// AuditCancelDeployment: the engine canceled a deployment that stood in a run's way (or
+	// that a dead daemon's run left running); its target is the service's lock key.
+	AuditCancelDeployment = "cancel_deployment"
+	// AuditTakeover: the engine ended a dead daemon's runs; its target is that daemon's
+	// liveness key.
+	AuditTakeover = "takeover"
 )
+
+// AuditLockActions are the actions on locks, whose target is a lock key: what the lock
+// backends' own audit trail held before it moved into this log, and what
+// GET /v1/locks/audit and `orchestrator locks audit` show.
+var AuditLockActions = []string{AuditForceRelease, AuditFreeze, AuditUnfreeze, AuditCancelDeployment, AuditTakeover}
 
 // Audit outcomes.
 const (

@@ -164,7 +164,7 @@ func (r remoteLocks) List(ctx context.Context, prefix string) ([]locks.Info, err
 	return list, daemonError(err)
 }
 
-func (r remoteLocks) Audit(ctx context.Context, limit int) ([]locks.AuditEntry, error) {
+func (r remoteLocks) Audit(ctx context.Context, limit int) ([]runs.LockAuditEntry, error) {
 	entries, err := r.a.c.LockAudit(ctx, limit)
 	return entries, daemonError(err)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -34,7 +35,9 @@ read, ORCH_ADMIN_TOKEN to act); without it on the local backend: Redis when ORCH
   release KEY     force-release a crashed holder's lock (the fence or holder you saw, and a reason)
   freeze KEY      put an operator lease on a key until --for / --until
   unfreeze KEY    lift a freeze
-  audit           forced releases and freezes: who, when, why
+  audit           actions on locks from the audit log (forced releases, freezes, lifts,
+                  the daemon's deployment cancels, takeovers and rollbacks): who, when, why;
+                  ` + "`orchestrator audit export`" + ` and GET /v1/audit have the whole log
 `
 
 // lockKeyArg is the one KEY argument, checked with the rule the API applies.
@@ -93,7 +96,9 @@ func cmdLocksList(ctx context.Context, c *cli, args []string) error {
 
 func cmdLocksAudit(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("locks audit", "[--limit N] [--json] [--url URL]",
-		"Shows the operator audit log: forced releases, freezes and lifts, newest first.")
+		"Shows the actions on locks from the audit log, newest first: forced releases, freezes and\n"+
+			"lifts, and the daemon's deployment cancels, takeovers and rollbacks (the whole log:\n"+
+			"`orchestrator audit export`, or GET /v1/audit).")
 	t := addTargetFlags(c, fs)
 	t.readOnly = true
 	limit := fs.Int("limit", 100, "how many entries")
@@ -187,7 +192,8 @@ func cmdLocksRelease(ctx context.Context, c *cli, args []string) error {
 	who := orDefault(*by, "cli:"+userName(c.getenv))
 	info, err := e.locks.ForceRelease(ctx, locks.ForceRequest{Key: key, Fence: *fence, Holder: *holder,
 		Reason: *reason, By: who})
-	e.audited(ctx, c, runs.AuditRecord{Subject: who, Action: runs.AuditForceRelease, Target: key, Reason: *reason}, err)
+	e.audited(ctx, c, runs.AuditRecord{Subject: who, Action: runs.AuditForceRelease, Target: key, Reason: *reason,
+		Detail: forceDetail(*fence, *holder, info)}, err)
 	if err != nil {
 		return lockRefusal(err)
 	}
@@ -281,18 +287,41 @@ func cmdLocksUnfreeze(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-// audited appends a lock action taken on the local backend to the run store's audit log
-// (through a daemon's API, the daemon records it). A failed append is a warning: the action
-// happened.
+// audited appends a lock action taken on the local backend to the run store's audit log,
+// once its outcome (err) is known: ok, "failed: …" when the backend could not be reached,
+// "refused: …" otherwise. Through a daemon's API the daemon records it. A failed append is a
+// warning on stderr, never dropped in silence: the action has happened (or not) either way.
 func (e *endpoint) audited(ctx context.Context, c *cli, rec runs.AuditRecord, err error) {
 	if e.audit == nil {
 		return
 	}
-	rec.Outcome = runs.AuditOK
-	if err != nil {
+	switch {
+	case err == nil:
+		rec.Outcome = runs.AuditOK
+	case errors.Is(err, locks.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		rec.Outcome = runs.AuditFailed + ": " + err.Error()
+	default:
 		rec.Outcome = runs.AuditRefused + ": " + err.Error()
 	}
 	if _, aerr := e.audit.AppendAudit(context.WithoutCancel(ctx), rec); aerr != nil {
 		fmt.Fprintf(c.stderr, "warning: the audit log did not take the record of this %s: %v\n", rec.Action, aerr)
 	}
+}
+
+// forceDetail is what the audit log keeps of a forced release: the fence or holder the
+// operator named, and the lease evicted (its holder and fence; a lease's token is never
+// encoded). The API's record holds the same.
+func forceDetail(fence int64, holder string, evicted locks.Info) map[string]string {
+	d := map[string]string{}
+	if fence != 0 {
+		d["fence"] = strconv.FormatInt(fence, 10)
+	}
+	if holder != "" {
+		d["holder"] = holder
+	}
+	if evicted.Holder != "" {
+		d["evicted_holder"] = evicted.Holder
+		d["evicted_fence"] = strconv.FormatInt(evicted.Fence, 10)
+	}
+	return d
 }

@@ -33,15 +33,13 @@ func (noLocks) Get(_ context.Context, key string) (locks.Info, error) {
 	return locks.Info{}, fmt.Errorf("lock %q: %w", key, locks.ErrNotFound)
 }
 func (noLocks) List(context.Context, string) ([]locks.Info, error)     { return nil, nil }
-func (noLocks) Audit(context.Context, int) ([]locks.AuditEntry, error) { return nil, nil }
 func (noLocks) ForceRelease(context.Context, locks.ForceRequest) (locks.Info, error) {
 	return locks.Info{}, errNoState
 }
 func (noLocks) Freeze(context.Context, locks.FreezeRequest, string, string) (locks.Info, error) {
 	return locks.Info{}, errNoState
 }
-func (noLocks) Unfreeze(context.Context, string, string, string) error { return errNoState }
-func (noLocks) Record(context.Context, locks.AuditEntry) error         { return errNoState }
+func (noLocks) Unfreeze(context.Context, string) error { return errNoState }
 func (noLocks) Subscribe(context.Context, string) (locks.Subscription, error) {
 	return nil, errNoState
 }

@@ -66,13 +66,31 @@ func (e *endpoint) none(what string) string {
 	return what
 }
 
-// lockService is what the `locks` commands need; *locks.Locker and remoteLocks have it.
+// lockService is what the `locks` commands need; localLocks and remoteLocks have it.
 type lockService interface {
 	List(ctx context.Context, prefix string) ([]locks.Info, error)
-	Audit(ctx context.Context, limit int) ([]locks.AuditEntry, error)
+	// Audit reads the lock actions of the audit log, newest first (runs.LockAudit).
+	Audit(ctx context.Context, limit int) ([]runs.LockAuditEntry, error)
 	ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.Info, error)
 	Freeze(ctx context.Context, r locks.FreezeRequest) (locks.Info, error)
+	// Unfreeze lifts a freeze; by and reason go to the daemon's audit record through the
+	// API (the local backend's caller records them itself).
 	Unfreeze(ctx context.Context, key, by, reason string) error
+}
+
+// localLocks is the lock service of the local backend: its Locker, and the run store's
+// audit log for the lock view of it.
+type localLocks struct {
+	*locks.Locker
+	audit runs.AuditLog
+}
+
+func (l localLocks) Audit(ctx context.Context, limit int) ([]runs.LockAuditEntry, error) {
+	return runs.LockAudit(ctx, l.audit, limit)
+}
+
+func (l localLocks) Unfreeze(ctx context.Context, key, _, _ string) error {
+	return l.Locker.Unfreeze(ctx, key)
 }
 
 // runService is what the `runs` commands need, from a daemon or a local store.
@@ -106,7 +124,7 @@ func (t *target) open(ctx context.Context, c *cli) (*endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &endpoint{source: b.where, locks: b.locker, runs: localRuns{b.store, b.absent}, absent: b.absent,
+	return &endpoint{source: b.where, locks: localLocks{b.locker, b.store}, runs: localRuns{b.store, b.absent}, absent: b.absent,
 		daemon: d, marks: b.store, audit: b.store, close: b.Close}, nil
 }
 

@@ -14,10 +14,11 @@
 //	orch:lock:{coolify:phase1}:q       waiters in arrival order (FIFO)
 //	orch:lock:{coolify:phase1}:qdl     each waiter's deadline; dead waiters are dropped when they reach the head
 //	orch:lock:{coolify:phase1}:qc      each waiter's claim (token, holder, message, TTL), for a release to hand it the key
-//	orch:lock:{coolify:phase1}:audit   operator actions on the key, newest first, capped
 //
 // and releases are published on the channel orch:lock:{coolify:phase1}:released. Several
-// installations share one Redis by choosing different prefixes.
+// installations share one Redis by choosing different prefixes. (Earlier versions kept an
+// audit list per key, orch:lock:{…}:audit; nothing reads or writes it now: operator actions
+// are recorded in the run store's audit log, and the lists left behind may be deleted.)
 //
 // A lease's expiry is a field that every script compares with the server's TIME, not a
 // key TTL: the lease, its fence and its lock-delay then live in one hash that is never
@@ -56,17 +57,12 @@ import (
 // DefaultPrefix is the key prefix when Options names none.
 const DefaultPrefix = "orch:lock:"
 
-// DefaultAuditCap is how many audit entries are kept per key when Options names none.
-const DefaultAuditCap = 100
-
 // Options configure a Driver.
 type Options struct {
 	// Prefix starts every Redis key and channel the driver uses (default DefaultPrefix).
 	// Installations sharing one Redis need different prefixes. It must not contain '{' or
 	// '}', which would break the hash tags that keep a lock's keys in one Cluster slot.
 	Prefix string
-	// AuditCap is how many audit entries are kept per key (default DefaultAuditCap).
-	AuditCap int
 	// Logger receives pub/sub connection events (default: discard). Tokens are never logged.
 	Logger *slog.Logger
 	// MinReplicas, when positive, makes a grant and a renewal count only once WAIT has
@@ -83,7 +79,6 @@ type Driver struct {
 	client     redis.UniversalClient
 	ownsClient bool
 	prefix     string
-	auditCap   int
 	log        *slog.Logger
 	hub        *hub
 	// minReplicas and replicaTimeout are Options.MinReplicas and ReplicaTimeout.
@@ -108,9 +103,6 @@ func New(client redis.UniversalClient, opts Options) *Driver {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
-	if opts.AuditCap <= 0 {
-		opts.AuditCap = DefaultAuditCap
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -120,7 +112,6 @@ func New(client redis.UniversalClient, opts Options) *Driver {
 	d := &Driver{
 		client:         client,
 		prefix:         opts.Prefix,
-		auditCap:       opts.AuditCap,
 		log:            opts.Logger,
 		minReplicas:    opts.MinReplicas,
 		replicaTimeout: opts.ReplicaTimeout,
@@ -225,17 +216,17 @@ func (d *Driver) Close() error {
 
 // keys names the Redis keys and the channel of one lock.
 type keys struct {
-	lock, queue, deadlines, claims, audit, channel string
+	lock, queue, deadlines, claims, channel string
 }
 
 // The suffixes of a lock's names, in the order keys lays them out.
-var keySuffixes = [...]string{":lock", ":q", ":qdl", ":qc", ":audit", ":released"}
+var keySuffixes = [...]string{":lock", ":q", ":qdl", ":qc", ":released"}
 
 // keys names the keys of one lock. Every acquire and release needs them, so they are cut
 // from one string: one allocation instead of one per name.
 func (d *Driver) keys(key string) keys {
 	var b strings.Builder
-	b.Grow(len(keySuffixes)*(len(d.prefix)+len(key)+2) + len(":lock:q:qdl:qc:audit:released"))
+	b.Grow(len(keySuffixes)*(len(d.prefix)+len(key)+2) + len(":lock:q:qdl:qc:released"))
 	var names [len(keySuffixes)]string
 	ends := [len(keySuffixes)]int{}
 	for i, s := range keySuffixes {
@@ -250,7 +241,7 @@ func (d *Driver) keys(key string) keys {
 	for i, end := range ends {
 		names[i], start = all[start:end], end
 	}
-	return keys{lock: names[0], queue: names[1], deadlines: names[2], claims: names[3], audit: names[4], channel: names[5]}
+	return keys{lock: names[0], queue: names[1], deadlines: names[2], claims: names[3], channel: names[4]}
 }
 
 // fail wraps an error from Redis: the caller's context error when the context is done,
@@ -513,8 +504,8 @@ func globEscape(s string) string {
 }
 
 // ForceRelease removes the live lease on r.Key if it matches r.Fence (when non-zero) or
-// r.Holder (when non-empty), closes the key for r.LockDelay (when positive), appends an
-// audit entry and wakes every subscriber, in one script.
+// r.Holder (when non-empty), closes the key for r.LockDelay (when positive) and wakes every
+// subscriber, in one script.
 // It returns the evicted lease. Errors: *locks.HeldError matching locks.ErrStale naming
 // the current lease on a mismatch; locks.ErrNotFound when the key is free;
 // locks.ErrUnavailable or the context's error when Redis cannot be reached.
@@ -525,8 +516,8 @@ func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.
 		delayMS = ms(r.LockDelay)
 	}
 	k := d.keys(r.Key)
-	res, err := forceReleaseScript.Run(ctx, d.client, []string{k.lock, k.audit},
-		strconv.FormatInt(r.Fence, 10), r.Holder, r.Reason, r.By, delayMS, r.Key, d.auditCap, k.channel).Slice()
+	res, err := forceReleaseScript.Run(ctx, d.client, []string{k.lock},
+		strconv.FormatInt(r.Fence, 10), r.Holder, delayMS, k.channel).Slice()
 	if err != nil {
 		return locks.Info{}, d.fail(ctx, op, r.Key, err)
 	}
@@ -542,15 +533,15 @@ func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.
 }
 
 // Freeze puts an operator lease on a free key: frozen, held by holder, expiring at r.Until
-// (measured from now on the local clock, then kept by Redis), with a fence like any grant,
-// and appends an audit entry. Errors: *locks.HeldError matching locks.ErrHeld (or
+// (measured from now on the local clock, then kept by Redis), with a fence like any grant.
+// Errors: *locks.HeldError matching locks.ErrHeld (or
 // locks.ErrFrozen when already frozen) naming the current lease; locks.ErrUnavailable or
 // the context's error when Redis cannot be reached.
 func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, holder, token string) (locks.Info, error) {
 	const op = "freeze"
 	k := d.keys(r.Key)
-	res, err := freezeScript.Run(ctx, d.client, []string{k.lock, k.audit},
-		token, holder, r.Message, ms(time.Until(r.Until)), r.Key, d.auditCap, r.By).Slice()
+	res, err := freezeScript.Run(ctx, d.client, []string{k.lock},
+		token, holder, r.Message, ms(time.Until(r.Until))).Slice()
 	if err != nil {
 		return locks.Info{}, d.fail(ctx, op, r.Key, err)
 	}
@@ -570,14 +561,13 @@ func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, holder, toke
 	}, nil
 }
 
-// Unfreeze lifts a freeze, appends an audit entry and wakes the waiters. Errors:
+// Unfreeze lifts a freeze and wakes the waiters. Errors:
 // locks.ErrNotFound when the key is not frozen (free, or held by an ordinary lease);
 // locks.ErrUnavailable or the context's error when Redis cannot be reached.
-func (d *Driver) Unfreeze(ctx context.Context, key, by, reason string) error {
+func (d *Driver) Unfreeze(ctx context.Context, key string) error {
 	const op = "unfreeze"
 	k := d.keys(key)
-	n, err := unfreezeScript.Run(ctx, d.client, []string{k.lock, k.audit},
-		by, reason, key, d.auditCap, k.channel).Int64()
+	n, err := unfreezeScript.Run(ctx, d.client, []string{k.lock}, k.channel).Int64()
 	if err != nil {
 		return d.fail(ctx, op, key, err)
 	}
@@ -585,74 +575,6 @@ func (d *Driver) Unfreeze(ctx context.Context, key, by, reason string) error {
 		return fmt.Errorf("redislock: %s %q: not frozen: %w", op, key, locks.ErrNotFound)
 	}
 	return nil
-}
-
-// Record implements locks.Driver: the entry goes to the key's audit list.
-func (d *Driver) Record(ctx context.Context, e locks.AuditEntry) error {
-	const op = "record audit"
-	k := d.keys(e.Key)
-	if err := recordScript.Run(ctx, d.client, []string{k.audit}, e.Action, e.Key, e.By, e.Reason, d.auditCap).Err(); err != nil {
-		return d.fail(ctx, op, e.Key, err)
-	}
-	return nil
-}
-
-// auditRecord is an audit entry as the scripts store it (strings only).
-type auditRecord struct {
-	At      string `json:"at"`
-	Action  string `json:"action"`
-	Key     string `json:"key"`
-	By      string `json:"by"`
-	Reason  string `json:"reason"`
-	Evicted *struct {
-		Holder string `json:"holder"`
-		Fence  string `json:"fence"`
-		Acq    string `json:"acq"`
-		Exp    string `json:"exp"`
-		Msg    string `json:"msg"`
-		Frozen string `json:"frozen"`
-	} `json:"evicted"`
-}
-
-// Audit returns the newest audit entries over all keys, newest first, at most limit (0
-// means every entry kept: up to Options.AuditCap per key). Errors: locks.ErrUnavailable or
-// the context's error when Redis cannot be reached.
-func (d *Driver) Audit(ctx context.Context, limit int) ([]locks.AuditEntry, error) {
-	const op = "audit"
-	lists, err := d.scan(ctx, globEscape(d.prefix+"{")+"*}:audit")
-	if err != nil {
-		return nil, d.fail(ctx, op, "", err)
-	}
-	if len(lists) == 0 {
-		return nil, nil
-	}
-	stop := int64(-1)
-	if limit > 0 {
-		stop = int64(limit) - 1
-	}
-	pipe := d.client.Pipeline()
-	cmds := make([]*redis.StringSliceCmd, len(lists))
-	for i, l := range lists {
-		cmds[i] = pipe.LRange(ctx, l, 0, stop)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, d.fail(ctx, op, "", err)
-	}
-	var out []locks.AuditEntry
-	for _, c := range cmds {
-		for _, raw := range c.Val() {
-			e, err := parseAudit(raw)
-			if err != nil {
-				return nil, fmt.Errorf("redislock: %s: %w: %w", op, locks.ErrUnavailable, err)
-			}
-			out = append(out, e)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b locks.AuditEntry) int { return b.At.Compare(a.At) })
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
 }
 
 // newToken returns a random identifier for barrier channels.

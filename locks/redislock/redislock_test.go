@@ -325,7 +325,9 @@ func TestSubscribe(t *testing.T) {
 	}
 }
 
-func TestForceReleaseFreezeAudit(t *testing.T) {
+// TestForceReleaseFreeze: a forced release, a freeze and its lift, and that they leave no
+// audit list behind (the caller records them in the run store's audit log).
+func TestForceReleaseFreeze(t *testing.T) {
 	ctx := t.Context()
 	d := newTestDriver(t, redistest.Start(t), Options{})
 	const key = "coolify:abc"
@@ -380,30 +382,23 @@ func TestForceReleaseFreezeAudit(t *testing.T) {
 	if err != nil || len(list) != 1 || !list[0].Frozen || list[0].Message != "release freeze" {
 		t.Fatalf("list: got %+v, %v; want the freeze", list, err)
 	}
-	if err := d.Unfreeze(ctx, key, "bob", "done"); err != nil {
+	if err := d.Unfreeze(ctx, key); err != nil {
 		t.Fatalf("unfreeze: %v", err)
 	}
-	if err := d.Unfreeze(ctx, key, "bob", "done"); !errors.Is(err, locks.ErrNotFound) {
+	if err := d.Unfreeze(ctx, key); !errors.Is(err, locks.ErrNotFound) {
 		t.Fatalf("unfreeze twice: got %v, want ErrNotFound", err)
 	}
-
-	entries, err := d.Audit(ctx, 0)
+	if ev.Holder != "prod#7/api" || ev.Token != "" {
+		t.Fatalf("evicted lease: got holder %q (token cleared: %t), want prod#7/api and no token", ev.Holder, ev.Token == "")
+	}
+	names, err := d.client.Keys(ctx, "*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var actions []string
-	for _, e := range entries {
-		actions = append(actions, e.Action+"/"+e.By)
-	}
-	if got, want := strings.Join(actions, ","), "unfreeze/bob,freeze/alice,force_release/ops"; got != want {
-		t.Fatalf("audit actions: got %s, want %s", got, want)
-	}
-	fe := entries[2]
-	if fe.Reason != "runner died" || fe.Evicted == nil || fe.Evicted.Fence != a.Fence || fe.Evicted.Holder != "prod#7/api" || fe.Key != key {
-		t.Fatalf("force-release audit entry: got %+v (evicted %+v)", fe, fe.Evicted)
-	}
-	if limited, err := d.Audit(ctx, 1); err != nil || len(limited) != 1 || limited[0].Action != "unfreeze" {
-		t.Fatalf("audit limit 1: got %+v, %v", limited, err)
+	for _, n := range names {
+		if strings.HasSuffix(n, ":audit") {
+			t.Errorf("the driver wrote the audit list %s", n)
+		}
 	}
 }
 

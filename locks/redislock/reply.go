@@ -1,8 +1,6 @@
 package redislock
 
 import (
-	"encoding/json"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -61,21 +59,4 @@ func (r reply) lease(key string, i int, frozen bool) locks.Info {
 		Message:    r.str(i + 4),
 		Frozen:     frozen,
 	}
-}
-
-func parseAudit(raw string) (locks.AuditEntry, error) {
-	var a auditRecord
-	if err := json.Unmarshal([]byte(raw), &a); err != nil {
-		return locks.AuditEntry{}, fmt.Errorf("decode audit entry: %w", err)
-	}
-	e := locks.AuditEntry{At: msTime(a.At), Action: a.Action, Key: a.Key, By: a.By, Reason: a.Reason}
-	if ev := a.Evicted; ev != nil {
-		fence, _ := strconv.ParseInt(ev.Fence, 10, 64)
-		e.Evicted = &locks.Info{
-			Key: a.Key, Holder: ev.Holder, Fence: fence,
-			AcquiredAt: msTime(ev.Acq), ExpiresAt: msTime(ev.Exp),
-			Message: ev.Msg, Frozen: ev.Frozen == "1",
-		}
-	}
-	return e, nil
 }

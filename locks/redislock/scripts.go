@@ -277,80 +277,52 @@ end
 redis.call('HSET', KEYS[1], 'tok', '')
 ` + luaWake)
 
-// luaAudit appends one audit entry (strings only, so cjson keeps every digit) and caps
-// the key's audit list.
-const luaAudit = `
-local function audit(list, cap, action, key, by, reason, evicted)
-  local e = {at = fmt(now), action = action, key = key, by = by, reason = reason}
-  if evicted then
-    e.evicted = {holder = evicted[1], fence = evicted[2], acq = evicted[3], exp = evicted[4],
-      msg = evicted[5], frozen = evicted[6]}
-  end
-  redis.call('LPUSH', list, cjson.encode(e))
-  redis.call('LTRIM', list, 0, tonumber(cap) - 1)
-end
-`
-
 // forceReleaseScript is an operator's forced release.
 //
-// KEYS: lock audit
-// ARGV: fence holder reason by delay_ms key audit_cap channel
+// KEYS: lock
+// ARGV: fence holder delay_ms channel
 //
 // Returns {0} when the key is free, {2, lease...} when the fence or holder does not match,
 // {1, lease...} when the lease was evicted; lease is holder fence acq exp msg frozen.
-var forceReleaseScript = redis.NewScript(luaPrelude + luaLease + luaAudit + `
+var forceReleaseScript = redis.NewScript(luaPrelude + luaLease + `
 if not live then return {0} end
 local info = lease()
 if (ARGV[1] ~= '0' and l[3] ~= ARGV[1]) or (ARGV[2] ~= '' and l[2] ~= ARGV[2]) then
   return {2, info[1], info[2], info[3], info[4], info[5], info[6]}
 end
 clear()
-local delay = tonumber(ARGV[5])
+local delay = tonumber(ARGV[3])
 if delay > 0 then redis.call('HSET', KEYS[1], 'closed', fmt(now + delay)) end
-audit(KEYS[2], ARGV[7], 'force_release', ARGV[6], ARGV[4], ARGV[3], info)
-redis.call('PUBLISH', ARGV[8], '') -- everyone: the holder's watch and the waiters
+redis.call('PUBLISH', ARGV[4], '') -- everyone: the holder's watch and the waiters
 return {1, info[1], info[2], info[3], info[4], info[5], info[6]}
 `)
 
 // freezeScript puts an operator lease on a free key.
 //
-// KEYS: lock audit
-// ARGV: token holder message ttl_ms key audit_cap by
+// KEYS: lock
+// ARGV: token holder message ttl_ms
 //
 // Returns {1, fence, acq, exp}, or {0, kind, lease...} when held; kind is held or frozen.
-var freezeScript = redis.NewScript(luaPrelude + luaLease + luaAudit + luaGrant + `
+var freezeScript = redis.NewScript(luaPrelude + luaLease + luaGrant + `
 if live then
   local kind = 'held'
   if l[7] == '1' then kind = 'frozen' end
   local info = lease()
   return {0, kind, info[1], info[2], info[3], info[4], info[5], info[6]}
 end
-local r = grant(ARGV[1], ARGV[2], ARGV[3], ARGV[4], '1')
-audit(KEYS[2], ARGV[6], 'freeze', ARGV[5], ARGV[7], ARGV[3], nil)
-return r
+return grant(ARGV[1], ARGV[2], ARGV[3], ARGV[4], '1')
 `)
 
 // unfreezeScript lifts a freeze and wakes the waiters.
 //
-// KEYS: lock audit
-// ARGV: by reason key audit_cap channel
+// KEYS: lock
+// ARGV: channel
 //
 // Returns 1 when lifted, 0 when the key is not frozen.
-var unfreezeScript = redis.NewScript(luaPrelude + luaLease + luaAudit + `
+var unfreezeScript = redis.NewScript(luaPrelude + luaLease + `
 if not live or l[7] ~= '1' then return 0 end
-local info = lease()
 clear()
-audit(KEYS[2], ARGV[4], 'unfreeze', ARGV[3], ARGV[1], ARGV[2], info)
-redis.call('PUBLISH', ARGV[5], '')
-return 1
-`)
-
-// recordScript appends an audit entry for an action taken outside the backend.
-//
-// KEYS: audit
-// ARGV: action key by reason audit_cap
-var recordScript = redis.NewScript(luaClock + luaAudit + `
-audit(KEYS[1], ARGV[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4], nil)
+redis.call('PUBLISH', ARGV[1], '')
 return 1
 `)
 

@@ -2,8 +2,6 @@ package sqlitelock
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -11,7 +9,8 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/locks"
 )
 
-// The driver's operator actions: forced release, freeze and lift, and the audit trail.
+// The driver's operator actions: forced release, freeze and lift. The caller records them
+// in the run store's audit log: the lock file keeps no trail.
 
 // ForceRelease implements locks.Driver.
 func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.Info, error) {
@@ -43,10 +42,6 @@ func (d *Driver) ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.
 		evicted.Token = ""
 		if _, err := tx.ExecContext(ctx, `UPDATE leases SET token = '', holder = '', acquired_at = 0, expires_at = 0,
 			message = '', frozen = 0, closed_until = ? WHERE key = ?`, nanos(closedUntil(now, r.LockDelay)), r.Key); err != nil {
-			return err
-		}
-		if err := appendAudit(ctx, tx, locks.AuditEntry{At: now, Action: "force_release", Key: r.Key, By: r.By,
-			Reason: r.Reason, Evicted: &evicted}); err != nil {
 			return err
 		}
 		n, err = bump(ctx, tx, r.Key)
@@ -104,7 +99,7 @@ func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, holder, toke
 			r.Key, token, frozen.Holder, fence, now.UnixNano(), r.Until.UnixNano(), r.Message); err != nil {
 			return err
 		}
-		return appendAudit(ctx, tx, locks.AuditEntry{At: now, Action: "freeze", Key: r.Key, By: r.By, Reason: r.Message})
+		return nil
 	})
 	switch {
 	case err != nil:
@@ -116,7 +111,7 @@ func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, holder, toke
 }
 
 // Unfreeze implements locks.Driver.
-func (d *Driver) Unfreeze(ctx context.Context, key, by, reason string) error {
+func (d *Driver) Unfreeze(ctx context.Context, key string) error {
 	if err := d.check("unfreeze", key); err != nil {
 		return err
 	}
@@ -131,12 +126,7 @@ func (d *Driver) Unfreeze(ctx context.Context, key, by, reason string) error {
 			return err
 		}
 		found = true
-		evicted := cur.info
-		evicted.Token = ""
 		if _, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE key = ?`, key); err != nil {
-			return err
-		}
-		if err := appendAudit(ctx, tx, locks.AuditEntry{At: now, Action: "unfreeze", Key: key, By: by, Reason: reason, Evicted: &evicted}); err != nil {
 			return err
 		}
 		n, err = bump(ctx, tx, key)
@@ -150,54 +140,4 @@ func (d *Driver) Unfreeze(ctx context.Context, key, by, reason string) error {
 	}
 	d.h.notify(key, n)
 	return nil
-}
-
-// Record implements locks.Driver.
-func (d *Driver) Record(ctx context.Context, e locks.AuditEntry) error {
-	if err := d.check("record audit of", e.Key); err != nil {
-		return err
-	}
-	e.At = time.Now()
-	if err := d.h.write(ctx, func(tx sqlitestmt.Tx) error { return appendAudit(ctx, tx, e) }); err != nil {
-		return d.fail("record audit of", e.Key, err)
-	}
-	return nil
-}
-
-// Audit implements locks.Driver.
-func (d *Driver) Audit(ctx context.Context, limit int) ([]locks.AuditEntry, error) {
-	if err := d.check("read audit of", ""); err != nil {
-		return nil, err
-	}
-	if limit <= 0 {
-		limit = auditKeep
-	}
-	rows, err := d.h.db.QueryContext(ctx, `SELECT at, action, key, by, reason, evicted FROM audit ORDER BY id DESC LIMIT ?`, limit)
-	if err != nil {
-		return nil, d.fail("read audit of", "", err)
-	}
-	defer rows.Close()
-	var out []locks.AuditEntry
-	for rows.Next() {
-		var (
-			e       locks.AuditEntry
-			at      int64
-			evicted sql.NullString
-		)
-		if err := rows.Scan(&at, &e.Action, &e.Key, &e.By, &e.Reason, &evicted); err != nil {
-			return nil, d.fail("read audit of", "", err)
-		}
-		e.At = fromNanos(at)
-		if evicted.Valid {
-			e.Evicted = new(locks.Info)
-			if err := json.Unmarshal([]byte(evicted.String), e.Evicted); err != nil {
-				return nil, d.fail("read audit of", "", err)
-			}
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, d.fail("read audit of", "", err)
-	}
-	return out, nil
 }

@@ -3,7 +3,7 @@
 // with no server and a CLI run and the daemon on one host serialize through the same file.
 //
 // Every Driver method is one BEGIN IMMEDIATE transaction in WAL mode, so grants, fences,
-// waiter queues and audit entries change atomically. Commits are not synced to disk one by
+// and waiter queues change atomically. Commits are not synced to disk one by
 // one (synchronous=NORMAL): an application crash loses nothing, a power loss may lose the
 // last commits, and fences stay above the clock in microseconds so they still only grow. Time is the local wall clock (one
 // host). A crashed holder's lease simply expires. Release signals reach waiters in the same
@@ -16,7 +16,6 @@ package sqlitelock
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -36,9 +35,6 @@ import (
 // processes while it has waiters, when it cannot be notified of them (no inotify); with
 // inotify the check runs on each notification and, as a backstop, every 250 ms.
 const DefaultPollInterval = 50 * time.Millisecond
-
-// auditKeep is how many audit entries the file keeps.
-const auditKeep = 1000
 
 // maxConns is the size of a process's connection pool to one file.
 const maxConns = 4
@@ -125,15 +121,9 @@ CREATE TABLE IF NOT EXISTS signals (
 	key TEXT PRIMARY KEY,
 	n   INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS audit (
-	id      INTEGER PRIMARY KEY AUTOINCREMENT,
-	at      INTEGER NOT NULL,
-	action  TEXT NOT NULL,
-	key     TEXT NOT NULL,
-	by      TEXT NOT NULL,
-	reason  TEXT NOT NULL,
-	evicted TEXT
-);
+-- Earlier versions kept the operator actions in a table of their own; they are recorded in
+-- the run store's audit log now (runs.AuditLog), and the table goes when a file is opened.
+DROP TABLE IF EXISTS audit;
 `
 
 // The statements of the hot paths (acquire, renew, release, waking waiters), prepared when
@@ -324,28 +314,6 @@ func bump(ctx context.Context, tx sqlitestmt.Tx, key string) (released, error) {
 		return released{}, err
 	}
 	return r, nil
-}
-
-func appendAudit(ctx context.Context, tx sqlitestmt.Tx, e locks.AuditEntry) error {
-	var evicted any
-	if e.Evicted != nil {
-		b, err := json.Marshal(e.Evicted)
-		if err != nil {
-			return err
-		}
-		evicted = string(b)
-	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO audit (at, action, key, by, reason, evicted) VALUES (?, ?, ?, ?, ?, ?)`,
-		e.At.UnixNano(), e.Action, e.Key, e.By, e.Reason, evicted)
-	if err != nil {
-		return err
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		return err
-	}
-	_, err = tx.ExecContext(ctx, `DELETE FROM audit WHERE id <= ?`, id-auditKeep)
-	return err
 }
 
 // TryAcquire implements locks.Driver.
