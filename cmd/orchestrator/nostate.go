@@ -32,7 +32,7 @@ func (noLocks) Release(context.Context, string, string) error { return locks.Err
 func (noLocks) Get(_ context.Context, key string) (locks.Info, error) {
 	return locks.Info{}, fmt.Errorf("lock %q: %w", key, locks.ErrNotFound)
 }
-func (noLocks) List(context.Context, string) ([]locks.Info, error)     { return nil, nil }
+func (noLocks) List(context.Context, string) ([]locks.Info, error) { return nil, nil }
 func (noLocks) ForceRelease(context.Context, locks.ForceRequest) (locks.Info, error) {
 	return locks.Info{}, errNoState
 }

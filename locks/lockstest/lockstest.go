@@ -1185,4 +1185,3 @@ func (s *suite) lateGrantNotBelieved(t *testing.T) {
 		t.Fatalf("the lease granted after the late one is not live: %v", err)
 	}
 }
-
