@@ -324,19 +324,39 @@ func TestLocksCommands(t *testing.T) {
 	if _, _, err := invoke(ctx, env, "locks", "unfreeze", "coolify:phase2", "--reason", "done"); err != nil {
 		t.Errorf("lift: %v", err)
 	}
-	out, _, _ = invoke(ctx, env, "locks", "audit")
-	if !strings.Contains(out, "freeze") || !strings.Contains(out, "cli:ops") {
-		t.Errorf("audit after freeze and lift:\n%s", out)
+	// A forced release of a second freeze, by the holder the listing shows.
+	if _, _, err := invoke(ctx, env, "locks", "freeze", "coolify:phase2", "--message", "again", "--for", "1h"); err != nil {
+		t.Fatal(err)
 	}
-	// The hash-chained audit log has the local actions too, refusals included (issue 36).
+	if out, _, err := invoke(ctx, env, "locks", "release", "coolify:phase2", "--holder", "operator:cli:ops", "--reason", "stuck"); err != nil {
+		t.Fatalf("release: %v\n%s", err, out)
+	}
+	// The lock view of the audit log: the actions done, newest first, the release naming
+	// the lease it evicted; the refused release is not among them.
+	out, _, _ = invoke(ctx, env, "locks", "audit")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 6 || !strings.Contains(lines[2], "force_release") || !strings.Contains(lines[2], "cli:ops") ||
+		!strings.Contains(lines[2], "operator:cli:ops (fence ") || !strings.Contains(lines[4], "unfreeze") {
+		t.Errorf("locks audit: want a header line, the column names and 4 actions, newest first:\n%s", out)
+	}
+	out, _, _ = invoke(ctx, env, "locks", "audit", "--json", "--limit", "1")
+	if !strings.HasPrefix(out, `{"at":"`) || !strings.Contains(out, `"action":"force_release","key":"coolify:phase2","by":"cli:ops","reason":"stuck","evicted":{"key":"coolify:phase2","holder":"operator:cli:ops","fence":`) ||
+		strings.Count(out, "\n") != 1 {
+		t.Errorf("locks audit --json --limit 1:\n%s", out)
+	}
+	// The hash-chained audit log has the local actions, refusals included (issue 36).
 	out, _, err = invoke(ctx, env, "audit", "export")
 	for _, want := range []string{`"subject":"cli:ops","action":"freeze","target":"coolify:phase2","reason":"release freeze"`,
-		`"action":"force_release","target":"coolify:phase2","reason":"test","outcome":"refused: `, `"action":"unfreeze"`} {
+		`"action":"force_release","target":"coolify:phase2","reason":"test","outcome":"refused: `, `"action":"unfreeze"`,
+		`"action":"force_release","target":"coolify:phase2","reason":"stuck","outcome":"ok","detail":{"evicted_fence":"`} {
 		if err != nil || !strings.Contains(out, want) {
 			t.Errorf("audit export lacks %s: %v\n%s", want, err, out)
 		}
 	}
-	if out, _, err := invoke(ctx, env, "audit", "verify"); err != nil || !strings.Contains(out, "intact: 3 records") {
+	if !strings.Contains(out, `"evicted_holder":"operator:cli:ops","holder":"operator:cli:ops"}`) {
+		t.Errorf("audit export: the release names no evicted holder:\n%s", out)
+	}
+	if out, _, err := invoke(ctx, env, "audit", "verify"); err != nil || !strings.Contains(out, "intact: 5 records") {
 		t.Errorf("audit verify: %v\n%s", err, out)
 	}
 }
