@@ -38,7 +38,7 @@ import (
 //	GET    /v1/delivery                    read      delivery figures per pipeline over days=7|30|90 (also orchestrator_delivery_* metrics)
 //	GET    /v1/services                    read      the services the pipelines deploy: who wrote each last, each pipeline's newest build
 //	GET    /v1/locks                       read      current leases (never tokens)
-//	GET    /v1/locks/audit                 audit     operator actions (viewer or admin)
+//	GET    /v1/locks/audit                 audit     the lock actions of the audit log, in the former lock trail's shape
 //	GET    /v1/locks/history               read      holds and waits per key over a period (period=1h|6h|24h|7d), from the runs' events
 //	POST   /v1/runs/{id}/approve           approve   approve the run's plan (the digest seen, reason)
 //	POST   /v1/runs/{id}/reject            approve   reject it (reason): the run ends failed
