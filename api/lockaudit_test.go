@@ -115,10 +115,22 @@ func TestLockActionsInTheAuditLog(t *testing.T) {
 			if !strings.HasPrefix(refused.Outcome, runs.AuditRefused+": ") || refused.Detail["evicted_holder"] != "" {
 				t.Errorf("the refused forced release's record: got %+v", refused)
 			}
+			var freezeFence string
 			for _, a := range []string{"freeze", "unfreeze"} {
 				recs := decodeJSON[struct{ Records []runs.AuditRecord }](t, s.do(t, "GET", "/v1/audit?action="+a, nil)).Records
 				if len(recs) != 1 || recs[0].Target != "coolify:phase2" || recs[0].Subject != "api:admin" || recs[0].Outcome != runs.AuditOK {
-					t.Errorf("%s records: got %+v", a, recs)
+					t.Fatalf("%s records: got %+v", a, recs)
+				}
+				switch d := recs[0].Detail; a {
+				case "freeze":
+					freezeFence = d["fence"]
+					if d["until"] == "" || d["fence"] == "" {
+						t.Errorf("the freeze's record names no end or fence: %+v", recs[0])
+					}
+				case "unfreeze": // the freeze it lifted
+					if d["evicted_holder"] != "operator:api:admin" || d["evicted_fence"] != freezeFence {
+						t.Errorf("the unfreeze's record: got %+v, want the freeze lifted (fence %s)", recs[0], freezeFence)
+					}
 				}
 			}
 

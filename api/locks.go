@@ -185,7 +185,7 @@ func (s *server) handleFreeze() http.HandlerFunc {
 		by := operator(r, b.By)
 		info, err := s.locks.Freeze(r.Context(), locks.FreezeRequest{Key: key, Message: b.Message, By: by, Until: until})
 		s.audited(r.Context(), runs.AuditRecord{Subject: by, Action: runs.AuditFreeze, Target: key, Reason: b.Message,
-			Detail: map[string]string{"until": until.UTC().Format(time.RFC3339)}}, err)
+			Detail: freezeDetail(until, info)}, err)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -218,8 +218,9 @@ func (s *server) handleUnfreeze() http.HandlerFunc {
 			return
 		}
 		by := operator(r, b.By)
-		err = s.locks.Unfreeze(r.Context(), key)
-		s.audited(r.Context(), runs.AuditRecord{Subject: by, Action: runs.AuditUnfreeze, Target: key, Reason: b.Reason}, err)
+		lifted, err := s.locks.Unfreeze(r.Context(), key)
+		s.audited(r.Context(), runs.AuditRecord{Subject: by, Action: runs.AuditUnfreeze, Target: key, Reason: b.Reason,
+			Detail: evictedDetail(nil, lifted)}, err)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -242,9 +243,27 @@ func forceDetail(b forceBody, evicted locks.Info) map[string]string {
 	if b.Holder != "" {
 		d["holder"] = b.Holder
 	}
+	return evictedDetail(d, evicted)
+}
+
+// evictedDetail adds to d (nil: a new map) the holder and fence of the lease a forced
+// release evicted or an unfreeze lifted, when there is one; never its token.
+func evictedDetail(d map[string]string, evicted locks.Info) map[string]string {
+	if d == nil {
+		d = map[string]string{}
+	}
 	if evicted.Holder != "" {
 		d["evicted_holder"] = evicted.Holder
 		d["evicted_fence"] = strconv.FormatInt(evicted.Fence, 10)
+	}
+	return d
+}
+
+// freezeDetail is what the audit log keeps of a freeze: its end, and the fence it got.
+func freezeDetail(until time.Time, frozen locks.Info) map[string]string {
+	d := map[string]string{"until": until.UTC().Format(time.RFC3339)}
+	if frozen.Fence != 0 {
+		d["fence"] = strconv.FormatInt(frozen.Fence, 10)
 	}
 	return d
 }

@@ -21,7 +21,7 @@ type Locks interface {
 	List(ctx context.Context, prefix string) ([]locks.Info, error)
 	ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.Info, error)
 	Freeze(ctx context.Context, r locks.FreezeRequest) (locks.Info, error)
-	Unfreeze(ctx context.Context, key string) error
+	Unfreeze(ctx context.Context, key string) (locks.Info, error)
 	Ping(ctx context.Context) error
 }
 

@@ -63,8 +63,9 @@ type Driver interface {
 	// *HeldError{Reason: ErrHeld} if the key is held.
 	Freeze(ctx context.Context, r FreezeRequest, holder, token string) (Info, error)
 
-	// Unfreeze lifts a freeze and signals waiters. ErrNotFound if the key is not frozen.
-	Unfreeze(ctx context.Context, key string) error
+	// Unfreeze lifts a freeze and signals waiters, and returns the freeze it lifted (its
+	// holder, fence, times and message). ErrNotFound if the key is not frozen.
+	Unfreeze(ctx context.Context, key string) (Info, error)
 
 	// Subscribe returns a subscription that receives a value (non-blocking send, buffered 1)
 	// each time a lease on key is released, force-released or unfrozen. It returns only once

@@ -83,11 +83,13 @@ func (l *Locker) Freeze(ctx context.Context, r FreezeRequest) (Info, error) {
 	return info, err
 }
 
-// Unfreeze lifts an operator freeze. ErrNotFound if the key is not frozen; ErrInvalid
-// without a key.
-func (l *Locker) Unfreeze(ctx context.Context, key string) error {
+// Unfreeze lifts an operator freeze and returns it (token cleared). ErrNotFound if the key
+// is not frozen; ErrInvalid without a key.
+func (l *Locker) Unfreeze(ctx context.Context, key string) (Info, error) {
 	if key == "" {
-		return fmt.Errorf("unfreeze: %w: empty key", ErrInvalid)
+		return Info{}, fmt.Errorf("unfreeze: %w: empty key", ErrInvalid)
 	}
-	return l.d.Unfreeze(ctx, key)
+	info, err := l.d.Unfreeze(ctx, key)
+	info.Token = ""
+	return info, err
 }

@@ -97,7 +97,7 @@ func TestNotifyLockWait(t *testing.T) {
 			t.Errorf("message %q lacks %q", m.Text, want)
 		}
 	}
-	if err := h.locker.Unfreeze(ctx, "coolify:phase1"); err != nil {
+	if _, err := h.locker.Unfreeze(ctx, "coolify:phase1"); err != nil {
 		t.Fatal(err)
 	}
 	if r := h.wait(id); r.Status != runs.StatusSucceeded {

@@ -179,6 +179,6 @@ func (r remoteLocks) Freeze(ctx context.Context, q locks.FreezeRequest) (locks.I
 	return info, daemonError(err)
 }
 
-func (r remoteLocks) Unfreeze(ctx context.Context, key, by, reason string) error {
-	return daemonError(r.a.c.Unfreeze(ctx, key, by, reason))
+func (r remoteLocks) Unfreeze(ctx context.Context, key, by, reason string) (locks.Info, error) {
+	return locks.Info{}, daemonError(r.a.c.Unfreeze(ctx, key, by, reason))
 }

@@ -249,8 +249,11 @@ func cmdLocksFreeze(ctx context.Context, c *cli, args []string) error {
 	}
 	defer e.close()
 	info, err := e.locks.Freeze(ctx, locks.FreezeRequest{Key: key, Message: *message, By: who, Until: end})
-	e.audited(ctx, c, runs.AuditRecord{Subject: who, Action: runs.AuditFreeze, Target: key, Reason: *message,
-		Detail: map[string]string{"until": end.UTC().Format(time.RFC3339)}}, err)
+	detail := map[string]string{"until": end.UTC().Format(time.RFC3339)}
+	if info.Fence != 0 {
+		detail["fence"] = strconv.FormatInt(info.Fence, 10)
+	}
+	e.audited(ctx, c, runs.AuditRecord{Subject: who, Action: runs.AuditFreeze, Target: key, Reason: *message, Detail: detail}, err)
 	if err != nil {
 		return lockRefusal(err)
 	}
@@ -277,8 +280,9 @@ func cmdLocksUnfreeze(ctx context.Context, c *cli, args []string) error {
 	}
 	defer e.close()
 	who, why := orDefault(*by, "cli:"+userName(c.getenv)), orDefault(*reason, "lifted from the CLI")
-	err = e.locks.Unfreeze(ctx, key, who, why)
-	e.audited(ctx, c, runs.AuditRecord{Subject: who, Action: runs.AuditUnfreeze, Target: key, Reason: why}, err)
+	lifted, err := e.locks.Unfreeze(ctx, key, who, why)
+	e.audited(ctx, c, runs.AuditRecord{Subject: who, Action: runs.AuditUnfreeze, Target: key, Reason: why,
+		Detail: forceDetail(0, "", lifted)}, err)
 	if err != nil {
 		return lockRefusal(err)
 	}
@@ -310,7 +314,7 @@ func (e *endpoint) audited(ctx context.Context, c *cli, rec runs.AuditRecord, er
 
 // forceDetail is what the audit log keeps of a forced release: the fence or holder the
 // operator named, and the lease evicted (its holder and fence; a lease's token is never
-// encoded). The API's record holds the same.
+// encoded); of an unfreeze, the freeze lifted. The API's records hold the same.
 func forceDetail(fence int64, holder string, evicted locks.Info) map[string]string {
 	d := map[string]string{}
 	if fence != 0 {

@@ -39,7 +39,7 @@ func (noLocks) ForceRelease(context.Context, locks.ForceRequest) (locks.Info, er
 func (noLocks) Freeze(context.Context, locks.FreezeRequest, string, string) (locks.Info, error) {
 	return locks.Info{}, errNoState
 }
-func (noLocks) Unfreeze(context.Context, string) error { return errNoState }
+func (noLocks) Unfreeze(context.Context, string) (locks.Info, error) { return locks.Info{}, errNoState }
 func (noLocks) Subscribe(context.Context, string) (locks.Subscription, error) {
 	return nil, errNoState
 }

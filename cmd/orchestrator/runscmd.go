@@ -73,9 +73,10 @@ type lockService interface {
 	Audit(ctx context.Context, limit int) ([]runs.LockAuditEntry, error)
 	ForceRelease(ctx context.Context, r locks.ForceRequest) (locks.Info, error)
 	Freeze(ctx context.Context, r locks.FreezeRequest) (locks.Info, error)
-	// Unfreeze lifts a freeze; by and reason go to the daemon's audit record through the
-	// API (the local backend's caller records them itself).
-	Unfreeze(ctx context.Context, key, by, reason string) error
+	// Unfreeze lifts a freeze and returns it (the zero Info through the API, whose answer
+	// has none); by and reason go to the daemon's audit record through the API (the local
+	// backend's caller records them itself).
+	Unfreeze(ctx context.Context, key, by, reason string) (locks.Info, error)
 }
 
 // localLocks is the lock service of the local backend: its Locker, and the run store's
@@ -89,7 +90,7 @@ func (l localLocks) Audit(ctx context.Context, limit int) ([]runs.LockAuditEntry
 	return runs.LockAudit(ctx, l.audit, limit)
 }
 
-func (l localLocks) Unfreeze(ctx context.Context, key, _, _ string) error {
+func (l localLocks) Unfreeze(ctx context.Context, key, _, _ string) (locks.Info, error) {
 	return l.Locker.Unfreeze(ctx, key)
 }
 

@@ -445,7 +445,7 @@ func (s *suite) fencesIncrease(t *testing.T) {
 		t.Fatal(err)
 	}
 	fences = append(fences, fr.Fence)
-	if err := e.l.Unfreeze(ctx, "test:fence"); err != nil {
+	if _, err := e.l.Unfreeze(ctx, "test:fence"); err != nil {
 		t.Fatal(err)
 	}
 	le = mustAcquire(t, e.l, req("test:fence", "p#12/a"))
@@ -806,13 +806,13 @@ func (s *suite) freeze(t *testing.T) {
 	if _, err := e.l.Freeze(ctx, locks.FreezeRequest{Key: key, Message: "again", Until: time.Now().Add(time.Minute)}); !errors.Is(err, locks.ErrHeld) {
 		t.Errorf("freeze of a frozen key: got %v, want ErrHeld", err)
 	}
-	if err := e.l.Unfreeze(ctx, key); err != nil {
+	if _, err := e.l.Unfreeze(ctx, key); err != nil {
 		t.Fatalf("unfreeze: %v", err)
 	}
 	if err := <-got2; err != nil {
 		t.Errorf("waiter after unfreeze: %v", err)
 	}
-	if err := e.l.Unfreeze(ctx, key); !errors.Is(err, locks.ErrNotFound) {
+	if _, err := e.l.Unfreeze(ctx, key); !errors.Is(err, locks.ErrNotFound) {
 		t.Errorf("unfreeze of a free key: got %v, want ErrNotFound", err)
 	}
 	// Freeze of a held key is refused; a freeze expires by itself.
@@ -909,8 +909,13 @@ func (s *suite) holderFormat(t *testing.T) {
 	})
 	check("freeze by nobody named", fr.Holder, "operator:unknown")
 	check("get of an anonymous freeze", holderOf("frozen anonymously"), "operator:unknown")
-	if err := e.l.Unfreeze(ctx, key); err != nil {
+	lifted, err := e.l.Unfreeze(ctx, key)
+	if err != nil {
 		t.Fatal(err)
+	}
+	check("lifted freeze", lifted.Holder, "operator:unknown")
+	if lifted.Fence != fr.Fence || !lifted.Frozen || lifted.Message != "anonymous" || lifted.Token != "" {
+		t.Errorf("lifted freeze: got %+v, want the freeze (fence %d, message, no token)", lifted, fr.Fence)
 	}
 }
 

@@ -561,20 +561,21 @@ func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, holder, toke
 	}, nil
 }
 
-// Unfreeze lifts a freeze and wakes the waiters. Errors:
+// Unfreeze lifts a freeze, wakes the waiters and returns the freeze lifted. Errors:
 // locks.ErrNotFound when the key is not frozen (free, or held by an ordinary lease);
 // locks.ErrUnavailable or the context's error when Redis cannot be reached.
-func (d *Driver) Unfreeze(ctx context.Context, key string) error {
+func (d *Driver) Unfreeze(ctx context.Context, key string) (locks.Info, error) {
 	const op = "unfreeze"
 	k := d.keys(key)
-	n, err := unfreezeScript.Run(ctx, d.client, []string{k.lock}, k.channel).Int64()
+	res, err := unfreezeScript.Run(ctx, d.client, []string{k.lock}, k.channel).Slice()
 	if err != nil {
-		return d.fail(ctx, op, key, err)
+		return locks.Info{}, d.fail(ctx, op, key, err)
 	}
-	if n != 1 {
-		return fmt.Errorf("redislock: %s %q: not frozen: %w", op, key, locks.ErrNotFound)
+	rp := reply(res)
+	if rp.int(0) != 1 {
+		return locks.Info{}, fmt.Errorf("redislock: %s %q: not frozen: %w", op, key, locks.ErrNotFound)
 	}
-	return nil
+	return rp.lease(key, 1, true), nil
 }
 
 // newToken returns a random identifier for barrier channels.

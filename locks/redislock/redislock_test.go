@@ -382,10 +382,10 @@ func TestForceReleaseFreeze(t *testing.T) {
 	if err != nil || len(list) != 1 || !list[0].Frozen || list[0].Message != "release freeze" {
 		t.Fatalf("list: got %+v, %v; want the freeze", list, err)
 	}
-	if err := d.Unfreeze(ctx, key); err != nil {
+	if _, err := d.Unfreeze(ctx, key); err != nil {
 		t.Fatalf("unfreeze: %v", err)
 	}
-	if err := d.Unfreeze(ctx, key); !errors.Is(err, locks.ErrNotFound) {
+	if _, err := d.Unfreeze(ctx, key); !errors.Is(err, locks.ErrNotFound) {
 		t.Fatalf("unfreeze twice: got %v, want ErrNotFound", err)
 	}
 	if ev.Holder != "prod#7/api" || ev.Token != "" {

@@ -318,12 +318,14 @@ return grant(ARGV[1], ARGV[2], ARGV[3], ARGV[4], '1')
 // KEYS: lock
 // ARGV: channel
 //
-// Returns 1 when lifted, 0 when the key is not frozen.
+// Returns {1, lease...} when lifted (lease is holder fence acq exp msg frozen), {0} when
+// the key is not frozen.
 var unfreezeScript = redis.NewScript(luaPrelude + luaLease + `
-if not live or l[7] ~= '1' then return 0 end
+if not live or l[7] ~= '1' then return {0} end
+local info = lease()
 clear()
 redis.call('PUBLISH', ARGV[1], '')
-return 1
+return {1, info[1], info[2], info[3], info[4], info[5], info[6]}
 `)
 
 // getScript reads a live lease, its live waiters and its lock-delay. It writes nothing.

@@ -54,7 +54,7 @@ func TestOldAuditTableDropped(t *testing.T) {
 	if _, err := l.Freeze(ctx, locks.FreezeRequest{Key: "coolify:phase1", Message: "m", By: "bob", Until: time.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Unfreeze(ctx, "coolify:phase1"); err != nil {
+	if _, err := l.Unfreeze(ctx, "coolify:phase1"); err != nil {
 		t.Fatal(err)
 	}
 	db, err := sql.Open("sqlite", path)

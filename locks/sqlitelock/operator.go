@@ -111,13 +111,14 @@ func (d *Driver) Freeze(ctx context.Context, r locks.FreezeRequest, holder, toke
 }
 
 // Unfreeze implements locks.Driver.
-func (d *Driver) Unfreeze(ctx context.Context, key string) error {
+func (d *Driver) Unfreeze(ctx context.Context, key string) (locks.Info, error) {
 	if err := d.check("unfreeze", key); err != nil {
-		return err
+		return locks.Info{}, err
 	}
 	var (
-		n     released
-		found bool
+		n      released
+		found  bool
+		lifted locks.Info
 	)
 	err := d.h.write(ctx, func(tx sqlitestmt.Tx) error {
 		now := time.Now()
@@ -125,7 +126,8 @@ func (d *Driver) Unfreeze(ctx context.Context, key string) error {
 		if err != nil || !cur.live() || !cur.info.Frozen {
 			return err
 		}
-		found = true
+		found, lifted = true, cur.info
+		lifted.Token = ""
 		if _, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE key = ?`, key); err != nil {
 			return err
 		}
@@ -134,10 +136,10 @@ func (d *Driver) Unfreeze(ctx context.Context, key string) error {
 	})
 	switch {
 	case err != nil:
-		return d.fail("unfreeze", key, err)
+		return locks.Info{}, d.fail("unfreeze", key, err)
 	case !found:
-		return fmt.Errorf("unfreeze %q: %w: the key is not frozen (list the locks to see it)", key, locks.ErrNotFound)
+		return locks.Info{}, fmt.Errorf("unfreeze %q: %w: the key is not frozen (list the locks to see it)", key, locks.ErrNotFound)
 	}
 	d.h.notify(key, n)
-	return nil
+	return lifted, nil
 }
