@@ -346,7 +346,7 @@ func principalOf(r *http.Request) principal {
 	return who
 }
 
-// actor names who made the request, for Trigger.By, cancels and the audit trail:
+// actor names who made the request, for Trigger.By, cancels and the audit log:
 // "api:<token name>", "oidc:<email>" for a session opened through the OpenID provider
 // ("api:anonymous" for a public read).
 func actor(r *http.Request) string {

@@ -190,7 +190,7 @@ type forceBody struct {
 	Fence  int64  `json:"fence"`
 	Holder string `json:"holder"`
 	Reason string `json:"reason"`
-	// By names the operator for the audit trail (optional; the token's role is always recorded).
+	// By names the operator for the audit log (optional; the token's role is always recorded).
 	By string `json:"by"`
 }
 
@@ -203,7 +203,7 @@ func validForce(b forceBody) error {
 	case b.Fence != 0 && b.Holder != "":
 		return fieldErr("holder", "name the fence or the holder you saw, not both")
 	case strings.TrimSpace(b.Reason) == "":
-		return fieldErr("reason", "a forced release needs a reason for the audit trail")
+		return fieldErr("reason", "a forced release needs a reason for the audit log")
 	}
 	if err := orchestrator.CheckText("holder", b.Holder, maxName); err != nil {
 		return err

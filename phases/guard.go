@@ -120,7 +120,7 @@ const guardRounds = 3
 //     deploy_timeout; one still running then is canceled.
 //
 // Every cancel is recorded as a deploy.canceled event of this run and a cancel_deployment
-// audit entry. The run's own deployments stand in the way too: before a deploy (forDeploy)
+// audit record. The run's own deployments stand in the way too: before a deploy (forDeploy)
 // they are waited for (a deploy would be dropped by Coolify's dedup while one runs); before a
 // write they are canceled and seen to end (endOwnDeployment: Coolify reads the env vars and
 // the tag while it builds, so a write must not leak into a build the run meant to stop).

@@ -196,7 +196,7 @@ func (x *execution) staleServices() []string {
 	return out
 }
 
-// recordRollback writes the audit entry of a rollback's sync of one service: who asked,
+// recordRollback writes the audit record of a rollback's sync of one service: who asked,
 // why, and which build it replaced.
 func (x *execution) recordRollback(ctx context.Context, s config.Service, before runs.Mark) {
 	over := "no recorded build"
