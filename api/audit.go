@@ -17,7 +17,12 @@ import (
 // The audit log of the actions taken through the API: each handler that changes state
 // (trigger, rollback, cancel, freeze, unfreeze, force release, and a webhook's trigger)
 // records who did it, to what, why and how it ended (runs.AuditLog, hash-chained in the run
-// store). A failed append is logged, never the answer: the action has happened.
+// store). A failed append is logged at error level, never the answer: the action has
+// happened. The record is written after the action, once its outcome and (for a forced
+// release) the evicted lease are known: a record written first would claim actions that
+// were refused; the price is that a daemon dying between the two leaves the action
+// unrecorded (docs/operations.md, "The audit log"). The lock backends keep no trail of
+// their own: this is the only record of a forced release, freeze or lift.
 
 // audited records an action in the audit log once its outcome (err) is known.
 func (s *server) audited(ctx context.Context, rec runs.AuditRecord, err error) {
@@ -197,7 +202,7 @@ func (s *server) handleAuditExport() http.HandlerFunc {
 
 // auditActions are the actions the audit page's filter offers.
 var auditActions = []string{runs.AuditTrigger, runs.AuditRollback, runs.AuditCancel, runs.AuditFreeze,
-	runs.AuditUnfreeze, runs.AuditForceRelease, runs.AuditOverride, runs.AuditApprove, runs.AuditReject, "cancel_deployment", "takeover"}
+	runs.AuditUnfreeze, runs.AuditForceRelease, runs.AuditOverride, runs.AuditApprove, runs.AuditReject, runs.AuditCancelDeployment, runs.AuditTakeover}
 
 type auditData struct {
 	Title   string
