@@ -82,6 +82,11 @@ type Deps struct {
 	Store  runs.Store
 	Marks  runs.MarkStore
 	Locker *locks.Locker
+	// Audit is the audit log the engine's own actions (a deployment canceled, a takeover, a
+	// leftover lease force-released, a rollback) are recorded in. Nil: Store, when it is one
+	// (both run stores are; a Store wrapped by the daemon, for pacing, is not: pass the
+	// store itself here). With neither, each such record is logged as not written.
+	Audit runs.AuditLog
 	// Pipelines are the loaded pipeline definitions by name.
 	Pipelines map[string]*config.Pipeline
 	// Coolify returns the client of an instance (called once per URL and token).
@@ -191,6 +196,9 @@ func New(d Deps) (*Engine, error) {
 		return nil, errors.New("phases: Store, Marks, Locker and Coolify are required")
 	case d.Instance == "":
 		return nil, errors.New("phases: Instance is required")
+	}
+	if al, ok := d.Store.(runs.AuditLog); ok && d.Audit == nil {
+		d.Audit = al
 	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)

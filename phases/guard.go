@@ -271,9 +271,9 @@ func (e *Engine) ownerAlive(ctx context.Context, owner, id string) bool {
 func (e *Engine) audit(ctx context.Context, action, key, reason string, detail map[string]string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	al, ok := e.d.Store.(runs.AuditLog)
-	if !ok { // both stores keep one; a store without is a wiring mistake worth a log line
-		e.log.LogAttrs(ctx, slog.LevelError, "audit record not written: the run store keeps no audit log",
+	al := e.d.Audit
+	if al == nil { // a wiring mistake (see Deps.Audit), worth a line each time
+		e.log.LogAttrs(ctx, slog.LevelError, "audit record not written: the engine has no audit log",
 			slog.String(logkey.Action, action), slog.String(logLockKey, key))
 		return
 	}

@@ -328,7 +328,7 @@ func newEngine(b *backends, ec engineConfig) (*phases.Engine, error) {
 		reporter = ec.reporter
 	}
 	return phases.New(phases.Deps{
-		Store: st, Marks: b.store, Locker: b.locker, Pipelines: ec.pipelines,
+		Store: st, Marks: b.store, Audit: b.store, Locker: b.locker, Pipelines: ec.pipelines,
 		Coolify: ec.clients.coolify, Flagsmith: ec.clients.flagsmith, Secrets: ec.clients.secrets,
 		Getenv: ec.getenv, EnvPrefix: secretEnvPrefix,
 		Instance: ec.instance, Logger: ec.log, Observer: ec.observer, PollInterval: ec.healthPoll,
