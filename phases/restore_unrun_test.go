@@ -18,8 +18,17 @@ import (
 // re-synced them); 106's deployment of api fails and its rollback puts back 99's config on
 // both. worker, which ran front's 510, must then run 99's config too (redeployed), not carry a
 // config no run deploys; api likewise. Both runs' records say so, and what worker runs is
-// recorded as 99's build.
+// recorded as 99's build. When that redeploy fails, 106's left says what worker carries
+// (99's config) and what it runs (510).
 func TestRollbackRedeploysASupersededRunsSync(t *testing.T) {
+	for _, redeployFails := range []bool{false, true} {
+		t.Run(map[bool]string{false: "redeployed", true: "redeploy fails"}[redeployFails], func(t *testing.T) {
+			rollbackOverSupersededSync(t, redeployFails)
+		})
+	}
+}
+
+func rollbackOverSupersededSync(t *testing.T, redeployFails bool) {
 	h := newHarness(t)
 	back := h.pipelineYAML("back", []string{"api", "worker"}, "on_failure: rollback\n")
 	back = strings.Replace(back, "uuid: "+uuidWorker+"\n", "uuid: "+uuidWorker+"\n    wave: 1\n", 1)
@@ -32,6 +41,9 @@ func TestRollbackRedeploysASupersededRunsSync(t *testing.T) {
 
 	// 106's deployment of api fails; the redeploy of 99's config after it does not.
 	h.coolify.SetDeployOutcomes(uuidAPI, coolifytest.Fail, coolifytest.Succeed)
+	if redeployFails {
+		h.coolify.SetDeployOutcome(uuidWorker, coolifytest.Fail)
+	}
 	blocker := holdPhase2(t, h)
 	waitPhase2 := func(id string) {
 		waitUntil(t, 30*time.Second, "run "+id+" to wait for coolify:phase2", func() bool {
@@ -59,6 +71,20 @@ func TestRollbackRedeploysASupersededRunsSync(t *testing.T) {
 	}
 	if ry.Status != runs.StatusFailed {
 		t.Fatalf("build 106: %s (%s), want failed", ry.Status, ry.Reason)
+	}
+	if redeployFails {
+		// The old container keeps running: worker carries 99's config and runs 510, as 106's
+		// left says.
+		if a, _ := h.coolify.App(uuidWorker); a.ImageTag != "v99" || a.DeployedImageTag != "v510" {
+			t.Errorf("worker carries %s and runs %s, want v99 and v510", a.ImageTag, a.DeployedImageTag)
+		}
+		for _, l := range ry.Left {
+			if l.Service == "worker" && (l.State != runs.LeftRestored ||
+				!strings.Contains(l.Detail, "carries tag v99 again (build 99 of back, run "+x+"), but was not redeployed: it runs build 510 of front, run "+front)) {
+				t.Errorf("build 106 left worker %s (%s), want restored, carrying 99's tag and running front's 510", l.State, l.Detail)
+			}
+		}
+		return
 	}
 	// Every service runs what it carries: 99's config, put back and redeployed.
 	wantCarries(t, h, uuidAPI, "v99", "99")
