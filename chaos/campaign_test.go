@@ -640,7 +640,7 @@ func allowLeft(w *world, r runs.Run) {
 		case runs.LeftRestored:
 			// A restore whose redeploy did not happen says what the service carries and
 			// what it still runs (phases' leftReport).
-			if l.UUID != "" && (strings.Contains(l.Detail, "but still runs") || strings.Contains(l.Detail, "but was not redeployed")) {
+			if l.UUID != "" && (strings.Contains(l.Detail, "but still runs") || strings.Contains(l.Detail, "was not redeployed")) {
 				w.allowLeftSynced(l.UUID, r.ID, fmt.Sprintf("run %s ended %s and says it left it restored, not running it: %s", r.ID, r.Status, l.Detail))
 			}
 		}

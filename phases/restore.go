@@ -283,11 +283,18 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 	}
 	// Recorded at once, not only when the restore ends: a daemon that dies from here on
 	// leaves the service carrying its previous config, and a takeover must say so.
-	x.rec.step(runs.Phase1, s.Name, func(sp *runs.Step) { sp.Status, sp.RestoredAt = runs.StepRestored, time.Now().UTC() })
 	// A config put back that the service did not run (another run's sync, superseded by
 	// this run before it deployed it) would otherwise be carried and never run: no other run
-	// deploys it, since the mark now names this run.
-	redeploy = redeploy || st.putsBackUnrun()
+	// deploys it, since the mark now names this run. The step's note says so until the
+	// redeploy ends, for a takeover's left.
+	unrun := st.putsBackUnrun()
+	x.rec.step(runs.Phase1, s.Name, func(sp *runs.Step) {
+		sp.Status, sp.RestoredAt = runs.StepRestored, time.Now().UTC()
+		if unrun {
+			sp.Note = unrunNote(st)
+		}
+	})
+	redeploy = redeploy || unrun
 	if !redeploy {
 		return res, nil
 	}
@@ -322,6 +329,15 @@ func (st *svcState) putsBackUnrun() bool {
 		return false
 	}
 	return true
+}
+
+// unrunNotePrefix starts the note of a restored step whose restore put back a config the
+// service did not run; the takeover's leftStates reads it.
+const unrunNotePrefix = "put back "
+
+// unrunNote is that note: which build was put back and which one the service runs.
+func unrunNote(st *svcState) string {
+	return fmt.Sprintf("%s%s, which it did not run (it runs %s)", unrunNotePrefix, markedBuild(st.before), ranBuild(st.beforeRunning))
 }
 
 // markedBuild names the build a mark describes, for a left report.
