@@ -20,6 +20,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -27,6 +28,7 @@ import (
 	"log"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -69,7 +71,7 @@ func main() {
 	flag.Float64Var(&c.scale, "scale", 120, "time runs this many times faster than real time")
 	durations := flag.String("durations", "10s,60s,180s", "deployment times (unscaled), comma-separated")
 	jsonOut := flag.String("json", "", "write the figures (bench/internal/figures) to this file")
-	flag.BoolVar(&c.routes, "routes", false, "print the fake's requests by route for each deployment time (to stderr)")
+	flag.BoolVar(&c.routes, "routes", false, "print the fake's requests by route and by purpose, and a timeline of each run and of the builders, for each deployment time (to stderr)")
 	flag.Parse()
 	for _, s := range strings.Split(*durations, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(s))
@@ -166,7 +168,8 @@ func measure(ctx context.Context, c settings, redisAddr string, db int, d time.D
 	total := c.pipelines * c.services
 	f := coolifytest.New(coolifytest.WithTiming(coolifytest.Timing{RunMin: scaled(d), RunMax: scaled(d)}),
 		coolifytest.WithConcurrentBuilds(c.builds), coolifytest.WithRateLimit(c.rate, window))
-	srv := httptest.NewServer(f)
+	stamps := &stampLog{}
+	srv := httptest.NewServer(stamps.wrap(f))
 	defer srv.Close()
 
 	var mu sync.Mutex
@@ -192,6 +195,7 @@ func measure(ctx context.Context, c settings, redisAddr string, db int, d time.D
 		engines = append(engines, en)
 	}
 	start := time.Now()
+	stamps.start(start)
 	var wg sync.WaitGroup
 	errs := make(chan error, c.pipelines)
 	for i, en := range engines {
@@ -220,6 +224,10 @@ func measure(ctx context.Context, c settings, redisAddr string, db int, d time.D
 			routes[q.Route]++
 		}
 		fmt.Fprintln(os.Stderr, d, routes)
+		mu.Lock()
+		fmt.Fprintln(os.Stderr, d, "by purpose", by)
+		mu.Unlock()
+		printTimeline(f, stamps, start, makespan, c.builds)
 	}
 	builders := time.Duration((total+c.builds-1)/c.builds) * scaled(d)
 	budget := time.Duration(float64(calls) / float64(c.rate) * float64(window))
@@ -339,4 +347,83 @@ func startRedis(ctx context.Context) (string, func(), error) {
 		}
 	}
 	return addr, stop, nil
+}
+
+// stampLog notes when each request reached the fake, and for which run, for -routes.
+type stampLog struct {
+	mu     sync.Mutex
+	t0     time.Time
+	stamps []stamp
+}
+
+// stamp is one request: when (since the start), the run that sent it, and what it was.
+type stamp struct {
+	at          time.Duration
+	run, method string
+	path        string
+}
+
+func (l *stampLog) start(t time.Time) { l.mu.Lock(); l.t0 = t; l.mu.Unlock() }
+
+func (l *stampLog) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.mu.Lock()
+		if !l.t0.IsZero() {
+			l.stamps = append(l.stamps, stamp{time.Since(l.t0), r.Header.Get("X-Orchestrator-Run"), r.Method, r.URL.Path})
+		}
+		l.mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// printTimeline prints to stderr where the time went (scaled): for each run, in the order
+// its first request came, its first and last write (Phase 1), its first deploy and its last
+// request; then the first deployment's start, the builders' idle time between the first
+// start and the last end, and the tail from the last end to the makespan.
+func printTimeline(f *coolifytest.Fake, l *stampLog, start time.Time, makespan time.Duration, builds int) {
+	type span struct{ first, write0, write1, deploy, last time.Duration }
+	l.mu.Lock()
+	byRun, order := map[string]*span{}, []string{}
+	for _, s := range l.stamps {
+		sp := byRun[s.run]
+		if sp == nil {
+			sp = &span{first: s.at, write0: -1, deploy: -1}
+			byRun[s.run], order = sp, append(order, s.run)
+		}
+		sp.last = s.at
+		if s.method == http.MethodPatch {
+			if sp.write0 < 0 {
+				sp.write0 = s.at
+			}
+			sp.write1 = s.at
+		}
+		if s.method == http.MethodPost && strings.HasSuffix(s.path, "/deploy") && sp.deploy < 0 {
+			sp.deploy = s.at
+		}
+	}
+	l.mu.Unlock()
+	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	for _, r := range order {
+		sp := byRun[r]
+		fmt.Fprintf(os.Stderr, "run %s: first request %v, writes %v..%v, first deploy %v, last request %v\n",
+			cmp.Or(r, "(none)"), ms(sp.first), ms(sp.write0), ms(sp.write1), ms(sp.deploy), ms(sp.last))
+	}
+	deps := f.Deployments("")
+	if len(deps) == 0 {
+		return
+	}
+	first, last := deps[0].StartedAt, deps[0].FinishedAt
+	var busy time.Duration
+	for _, d := range deps {
+		if d.StartedAt.Before(first) {
+			first = d.StartedAt
+		}
+		if d.FinishedAt.After(last) {
+			last = d.FinishedAt
+		}
+		busy += d.FinishedAt.Sub(d.StartedAt)
+	}
+	idle := time.Duration(builds)*last.Sub(first) - busy
+	fmt.Fprintf(os.Stderr, "first deployment started at %v; builders idle %v each of the %v from it to the last end; last end to makespan %v\n",
+		ms(first.Sub(start)), ms(idle/time.Duration(builds)), ms(last.Sub(first)), ms(makespan-last.Sub(start)))
 }
