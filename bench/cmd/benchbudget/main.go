@@ -33,6 +33,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -229,12 +230,33 @@ func measure(ctx context.Context, c settings, redisAddr string, db int, d time.D
 		mu.Unlock()
 		printTimeline(f, stamps, start, makespan, c.builds)
 	}
-	builders := time.Duration((total+c.builds-1)/c.builds) * scaled(d)
-	budget := time.Duration(float64(calls) / float64(c.rate) * float64(window))
+	perRequest := float64(window) / float64(c.rate)
+	prefix := time.Duration(float64(firstDeployPrefix(f.Requests())) * perRequest)
+	builders := time.Duration((total+c.builds-1)/c.builds)*scaled(d) + prefix
+	budget := time.Duration(float64(calls) * perRequest)
 	mu.Lock()
 	defer mu.Unlock()
 	return result{duration: d, services: total, calls: calls, byPurpose: by, throttled: f.Throttled(),
 		makespan: makespan, bound: max(builders, budget), scale: c.scale}, nil
+}
+
+// firstDeployPrefix counts the requests the run that deployed first sent up to and including
+// its first deploy (reqs in order of arrival): its preflight, its Phase 1, its first
+// service's checks. No deployment can start before them (two-phase: nothing is deployed
+// until every service of the run is synced), and at the rate limit they take their count
+// ÷ rate: a part of the builders' bound.
+func firstDeployPrefix(reqs []coolifytest.Request) int {
+	i := slices.IndexFunc(reqs, func(q coolifytest.Request) bool { return q.Route == "POST /deploy" })
+	if i < 0 {
+		return 0
+	}
+	n := 0
+	for _, q := range reqs[:i+1] {
+		if q.RunID == reqs[i].RunID {
+			n++
+		}
+	}
+	return n
 }
 
 // pipeline adds the apps from..from+n to the fake and returns a pipeline over them: a new
