@@ -19,14 +19,14 @@
 // Goals: requests per service at the longest deployment within 1.2× those at the shortest;
 // 0 × 429; makespan within 1.05× the bound.
 //
-// The prefix is the requests the run that deploys first sends up to its first deploy (its
-// preflight, its Phase 1, its first service's checks; firstDeployPrefix counts them in the
-// fake's log) ÷ rate. No deployment can start before them: a run deploys nothing until
-// every one of its services is synced (two-phase), and the daemon cannot send them faster
-// than the rate, as it cannot know where Coolify's window falls (the token may have spent
-// it already). Until issue 39's second round the builders' bound left the prefix out, and at
-// 10 s deployments, where the budget runs out as fast as the builders do, the makespan could
-// not come within 1.05× of a bound it ignored: about 55 s of 480 s.
+// The prefix is the fewest requests any two-phase deploy must send before its first
+// deployment can start, ÷ rate: for each service of one pipeline, a read of its env vars, a
+// write of them and a write of its image tag (3 × services; no preflight, no read-back), then
+// the deploy. Nothing deploys before every service of the run is synced, and no client can
+// send them faster than the rate, not knowing where Coolify's window falls. It is a floor
+// fixed by the pipeline, not what this daemon sends (its own prefix, preflight and read-backs
+// included, is about 7 requests a service): a daemon that sends more does not get a looser
+// bound. Before issue 39's second round the builders' bound left it out.
 package main
 
 import (
@@ -43,7 +43,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,8 +166,8 @@ func about(c settings) string {
 		"minute per token and %d concurrent builds. Every deployment takes the time of its row; time runs %g× faster than real "+
 		"(the throttle's window and the poll interval shrink with it), so the request counts are those of real durations. "+
 		"**requests/service** is every request the fake received ÷ services; **polls/service** those made waiting for deployments "+
-		"to end. **bound** is the larger of deployments ÷ concurrent builds × deployment time, after the requests the first "+
-		"deploying run sends up to its first deploy ÷ rate (nothing deploys before them), and all requests ÷ rate. "+
+		"to end. **bound** is the larger of deployments ÷ concurrent builds × deployment time, after the fewest requests a "+
+		"two-phase deploy sends before its first deployment ÷ rate (3 a service of one pipeline, then the deploy), and all requests ÷ rate. "+
 		"Goals: requests/service at the longest deployments ≤ 1.2× those at the shortest; 0 × 429; makespan ≤ 1.05× bound.",
 		c.pipelines, c.services, c.parallel, c.daemons, c.rate, c.builds, c.scale)
 }
@@ -242,7 +241,7 @@ func measure(ctx context.Context, c settings, redisAddr string, db int, d time.D
 		printTimeline(f, stamps, start, makespan, c.builds)
 	}
 	perRequest := float64(window) / float64(c.rate)
-	prefix := time.Duration(float64(firstDeployPrefix(f.Requests())) * perRequest)
+	prefix := time.Duration(float64(minDeployPrefix(c.services)) * perRequest)
 	builders := time.Duration((total+c.builds-1)/c.builds)*scaled(d) + prefix
 	budget := time.Duration(float64(calls) * perRequest)
 	mu.Lock()
@@ -251,24 +250,10 @@ func measure(ctx context.Context, c settings, redisAddr string, db int, d time.D
 		makespan: makespan, bound: max(builders, budget), scale: c.scale}, nil
 }
 
-// firstDeployPrefix counts the requests the run that deployed first sent up to and including
-// its first deploy (reqs in order of arrival): its preflight, its Phase 1, its first
-// service's checks. No deployment can start before them (two-phase: nothing is deployed
-// until every service of the run is synced), and at the rate limit they take their count
-// ÷ rate: a part of the builders' bound.
-func firstDeployPrefix(reqs []coolifytest.Request) int {
-	i := slices.IndexFunc(reqs, func(q coolifytest.Request) bool { return q.Route == "POST /deploy" })
-	if i < 0 {
-		return 0
-	}
-	n := 0
-	for _, q := range reqs[:i+1] {
-		if q.RunID == reqs[i].RunID {
-			n++
-		}
-	}
-	return n
-}
+// minDeployPrefix is the fewest requests a two-phase deploy of services services sends
+// before its first deployment: per service a read of its env vars, their write and the image
+// tag's write, then the deploy.
+func minDeployPrefix(services int) int { return 3*services + 1 }
 
 // pipeline adds the apps from..from+n to the fake and returns a pipeline over them: a new
 // image tag and an env var from the trigger, so Phase 1 writes and Phase 2 deploys each one.
