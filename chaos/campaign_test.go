@@ -628,13 +628,20 @@ func (c *campaign) settle() record {
 // allowLeft lets an application end carrying a config it does not run when the run that
 // wrote it last says so (the cut-off rule: after an interruption, a run acts on nothing more,
 // not even to restore, and its Left names the services it left synced, not deployed), as the
-// failover scenarios do.
+// failover scenarios do; and when its restore wrote a config back but its redeploy did not
+// happen, and its Left says so (restored, carrying one config and running another).
 func allowLeft(w *world, r runs.Run) {
 	for _, l := range r.Left {
 		switch l.State {
 		case runs.LeftSyncedNotDeployed, runs.LeftDeployCanceled, runs.LeftUnknown:
 			if l.UUID != "" {
 				w.allowLeftSynced(l.UUID, r.ID, fmt.Sprintf("run %s ended %s and says it left it %s", r.ID, r.Status, l.State))
+			}
+		case runs.LeftRestored:
+			// A restore whose redeploy did not happen says what the service carries and
+			// what it still runs (phases' leftReport).
+			if l.UUID != "" && (strings.Contains(l.Detail, "but still runs") || strings.Contains(l.Detail, "was not redeployed")) {
+				w.allowLeftSynced(l.UUID, r.ID, fmt.Sprintf("run %s ended %s and says it left it restored, not running it: %s", r.ID, r.Status, l.Detail))
 			}
 		}
 	}

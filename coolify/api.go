@@ -74,6 +74,22 @@ func (c *Client) GetApplication(ctx context.Context, uuid string) (*Application,
 	return &a, nil
 }
 
+// ListApplications lists every application the token's team can see (GET /applications,
+// one request however many there are): for checks that only need to know which exist, where
+// one read per application would spend the request budget. Errors as [Client.GetApplication],
+// [ErrNotFound] aside.
+func (c *Client) ListApplications(ctx context.Context) ([]Application, error) {
+	var ws []wireApplication
+	if err := c.do(ctx, call{method: http.MethodGet, route: "/applications", path: "/applications"}, &ws); err != nil {
+		return nil, fmt.Errorf("list applications: %w", err)
+	}
+	out := make([]Application, len(ws))
+	for i := range ws {
+		out[i] = ws[i].application()
+	}
+	return out, nil
+}
+
 // GetService reads a service. Errors as [Client.GetApplication].
 func (c *Client) GetService(ctx context.Context, uuid string) (*Service, error) {
 	var s Service

@@ -47,6 +47,7 @@ import (
 type Coolify interface {
 	GetApplication(ctx context.Context, uuid string) (*coolify.Application, error)
 	GetService(ctx context.Context, uuid string) (*coolify.Service, error)
+	ListApplications(ctx context.Context) ([]coolify.Application, error)
 	ListEnvs(ctx context.Context, ref coolify.ResourceRef) ([]coolify.EnvVar, error)
 	ListAllEnvs(ctx context.Context, ref coolify.ResourceRef) ([]coolify.EnvVar, error)
 	Abilities(ctx context.Context, ref coolify.ResourceRef) (coolify.Abilities, error)

@@ -186,10 +186,9 @@ func (x *execution) planService(ctx context.Context, s config.Service) (orchestr
 // The requests a run sends to Coolify, as the engine makes them (TestPlanRequestsMatchARun
 // holds the estimate to a run's count in the fake's log).
 const (
-	// preflightPerRun: the token's abilities, asked once per daemon and token.
+	// preflightPerRun: the token's abilities, asked once per daemon and token (the read of
+	// the first service aside: see preflightRequests).
 	preflightPerRun = 2
-	// preflightPerService: the read of each service.
-	preflightPerService = 1
 	// syncPerService: Phase 1's reads of a service before and after its writes, and the
 	// guard's look for deployments in progress; each write (env vars, image tag) adds one.
 	syncPerService = 5
@@ -202,7 +201,7 @@ const (
 
 // requestPlan estimates the Coolify requests of a run of p, given the plan of each service.
 func requestPlan(p *config.Pipeline, sps []orchestrator.ServicePlan) orchestrator.RequestPlan {
-	by := map[coolify.Purpose]int{coolify.PurposePreflight: preflightPerRun}
+	by := map[coolify.Purpose]int{coolify.PurposePreflight: preflightRequests(p)}
 	byName := map[string]orchestrator.ServicePlan{}
 	for _, sp := range sps {
 		byName[sp.Name] = sp
@@ -212,7 +211,6 @@ func requestPlan(p *config.Pipeline, sps []orchestrator.ServicePlan) orchestrato
 		for _, idx := range wave {
 			s := p.Services[idx]
 			sp := byName[s.Name]
-			by[coolify.PurposePreflight] += preflightPerService
 			if sp.Stale != "" || sp.Error != "" {
 				continue
 			}
@@ -234,6 +232,22 @@ func requestPlan(p *config.Pipeline, sps []orchestrator.ServicePlan) orchestrato
 		rp.Total += n
 	}
 	return rp
+}
+
+// preflightRequests is what a run's preflight sends to Coolify: the token's abilities with
+// the read of the first service, then one list of the applications when listMin or more are
+// left to look up (else a read of each), and a read of each Coolify service.
+func preflightRequests(p *config.Pipeline) int {
+	if len(p.Services) == 0 {
+		return preflightPerRun
+	}
+	rest := p.Services[1:]
+	apps := appsAmong(rest)
+	n := preflightPerRun + 1 + len(rest) - apps
+	if apps >= listMin {
+		return n + 1
+	}
+	return n + apps
 }
 
 // writesOf is how many writes Phase 1 would send to a service.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -79,17 +80,26 @@ func (x *execution) preflightCoolify(ctx context.Context) []string {
 	return x.missingServices(ctx, 1) // checkToken read the first
 }
 
-// missingServices reads the pipeline's services from index from on and names each that
-// Coolify does not know, or could not be read.
+// missingServices names each service of the pipeline, from index from on, that Coolify does
+// not know, or that could not be read. Applications are looked up in one list of the team's
+// applications when there are listMin or more (knownApplications); Coolify services, and
+// applications when the list could not be read, are read one by one.
 func (x *execution) missingServices(ctx context.Context, from int) []string {
+	rest := x.p.Services[min(from, len(x.p.Services)):]
+	known := x.knownApplications(ctx, rest)
 	var problems []string
-	for _, s := range x.p.Services[min(from, len(x.p.Services)):] {
+	for _, s := range rest {
 		var err error
 		kind := "application"
-		if s.Kind == config.KindService {
+		switch {
+		case s.Kind == config.KindService:
 			kind = "service"
 			_, err = x.cl.GetService(ctx, s.UUID)
-		} else {
+		case known != nil:
+			if !known[s.UUID] {
+				err = coolify.ErrNotFound
+			}
+		default:
 			_, err = x.cl.GetApplication(ctx, s.UUID)
 		}
 		switch {
@@ -100,6 +110,42 @@ func (x *execution) missingServices(ctx context.Context, from int) []string {
 		}
 	}
 	return problems
+}
+
+// listMin is how many applications a preflight must look up before it lists the team's
+// applications (one request) instead of reading each: every run submitted at once checks
+// its services at once, before the first of them can write, so a read per application
+// spends the budget the first run's Phase 1 is waiting for.
+const listMin = 2
+
+// knownApplications returns the uuids of the team's applications when services has listMin
+// applications or more and the list could be read, else nil (read each instead).
+func (x *execution) knownApplications(ctx context.Context, services []config.Service) map[string]bool {
+	if appsAmong(services) < listMin {
+		return nil
+	}
+	apps, err := x.cl.ListApplications(ctx)
+	if err != nil {
+		x.log.LogAttrs(ctx, slog.LevelDebug, "preflight: listing applications failed; reading each",
+			slog.String(logError, err.Error()))
+		return nil
+	}
+	known := make(map[string]bool, len(apps))
+	for _, a := range apps {
+		known[a.UUID] = true
+	}
+	return known
+}
+
+// appsAmong counts the applications (not Coolify services) among services.
+func appsAmong(services []config.Service) int {
+	n := 0
+	for _, s := range services {
+		if s.Kind != config.KindService {
+			n++
+		}
+	}
+	return n
 }
 
 // preflightSecrets reads every secret the pipeline's services reference, all at once.

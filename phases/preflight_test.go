@@ -128,3 +128,31 @@ func TestPlanIsTheRunsPreflight(t *testing.T) {
 		})
 	}
 }
+
+// A preflight looks the pipeline's applications up in one list of the team's applications
+// (GET /applications) instead of reading each: an unknown one among them is still named,
+// with its uuid, and the run writes nothing; the applications after the first (which the
+// ability probe reads) cost one request, not one each.
+func TestPreflightListsApplicationsOnce(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.pipelineYAML("prod", []string{"api", "worker", "ghost", "web"}, ""))
+	r := h.wait(h.submit("prod", orchestrator.Trigger{Build: "1", ImageTag: "v2"}))
+	if r.Status != runs.StatusFailed || !containsAll(r.Reason, "preflight: nothing was written", "service ghost", uuidGhost, "not found", "check its uuid") ||
+		containsAll(r.Reason, "service worker") || containsAll(r.Reason, "service web") {
+		t.Errorf("run = %s %q, want failed in preflight naming service ghost (only)", r.Status, r.Reason)
+	}
+	lists, reads := 0, 0
+	for _, q := range h.coolify.Requests() {
+		switch {
+		case q.Method != http.MethodGet:
+			t.Errorf("Coolify received %s %s", q.Method, q.Path)
+		case q.Route == "GET /applications":
+			lists++
+		case q.Route == "GET /applications/{uuid}":
+			reads++
+		}
+	}
+	if lists != 1 || reads != 1 {
+		t.Errorf("preflight listed the applications %d times and read %d of them, want one list and one read (the ability probe's)", lists, reads)
+	}
+}

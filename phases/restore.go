@@ -283,7 +283,18 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 	}
 	// Recorded at once, not only when the restore ends: a daemon that dies from here on
 	// leaves the service carrying its previous config, and a takeover must say so.
-	x.rec.step(runs.Phase1, s.Name, func(sp *runs.Step) { sp.Status, sp.RestoredAt = runs.StepRestored, time.Now().UTC() })
+	// A config put back that the service did not run (another run's sync, superseded by
+	// this run before it deployed it) would otherwise be carried and never run: no other run
+	// deploys it, since the mark now names this run. The step's note says so until the
+	// redeploy ends, for a takeover's left.
+	unrun := st.putsBackUnrun()
+	x.rec.step(runs.Phase1, s.Name, func(sp *runs.Step) {
+		sp.Status, sp.RestoredAt = runs.StepRestored, time.Now().UTC()
+		if unrun {
+			sp.Note = unrunNote(st)
+		}
+	})
+	redeploy = redeploy || unrun
 	if !redeploy {
 		return res, nil
 	}
@@ -304,8 +315,56 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 		return res, fmt.Errorf("redeploy previous config: %w", err)
 	}
 	res.redeployed = true
-	x.recordRunning(ctx, s, res.deployment, st.beforeRunning, true)
+	x.recordRunning(ctx, s, res.deployment, st.runningPutBack(), true)
 	return res, nil
+}
+
+// putsBackUnrun reports whether the config a restore puts back is not what the service ran
+// when this run took its lock: its mark then named another run (a sync of another run, or a
+// deployment that did not run) that the record of what it ran does not name, as the run
+// that deployed it or restored and redeployed it.
+func (st *svcState) putsBackUnrun() bool {
+	b, r := st.before, st.beforeRunning
+	if b.RunID == "" || (r != nil && (r.RunID == b.RunID || r.RestoredBy == b.RunID)) {
+		return false
+	}
+	return true
+}
+
+// unrunNotePrefix starts the note of a restored step whose restore put back a config the
+// service did not run; the takeover's leftStates reads it.
+const unrunNotePrefix = "put back "
+
+// unrunNote is that note: which build was put back and which one the service runs.
+func unrunNote(st *svcState) string {
+	return fmt.Sprintf("%s%s, which it did not run (it runs %s)", unrunNotePrefix, markedBuild(st.before), ranBuild(st.beforeRunning))
+}
+
+// markedBuild names the build a mark describes, for a left report.
+func markedBuild(m runs.Mark) string {
+	return fmt.Sprintf("build %s of %s, run %s", orUnknown(m.Build), orUnknown(m.Pipeline), m.RunID)
+}
+
+// ranBuild names what a record of what a service ran describes, for a left report.
+func ranBuild(r *runs.Running) string {
+	if r == nil {
+		return "a config no run recorded"
+	}
+	return fmt.Sprintf("build %s of %s, run %s", orUnknown(r.Build), orUnknown(r.Pipeline), r.RunID)
+}
+
+// runningPutBack is what the service runs after a restore's redeploy: what it ran before
+// this run, or, when the restore put back a config it did not run (putsBackUnrun), the
+// build its mark named.
+func (st *svcState) runningPutBack() *runs.Running {
+	if !st.putsBackUnrun() {
+		return st.beforeRunning
+	}
+	r := &runs.Running{UUID: st.svc.UUID, RunID: st.before.RunID, Pipeline: st.before.Pipeline, Build: st.before.Build}
+	if st.svc.Kind != config.KindService && st.snap != nil && st.snap.tagWritten {
+		r.ImageTag = st.snap.tag
+	}
+	return r
 }
 
 // deleteCreated deletes the variables Phase 1 created, and the preview twin Coolify created
@@ -351,6 +410,8 @@ func (x *execution) leftReport() []runs.Left {
 			l.State, l.Detail = runs.LeftRestored, fmt.Sprintf("carries and runs %s again (redeployed)", prev)
 		case st.restored && st.deployed:
 			l.State, l.Detail = runs.LeftRestored, fmt.Sprintf("carries %s again, but still runs %s: the redeploy did not finish", prev, next)
+		case st.restored && st.putsBackUnrun():
+			l.State, l.Detail = runs.LeftRestored, fmt.Sprintf("carries %s again (%s), but was not redeployed: it runs %s", prev, markedBuild(st.before), ranBuild(st.beforeRunning))
 		case st.restored:
 			l.State, l.Detail = runs.LeftRestored, fmt.Sprintf("carries %s again; it never ran %s", prev, next)
 		case written && st.deployed:

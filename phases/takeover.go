@@ -542,8 +542,12 @@ func leftStates(r runs.Run, ends map[string]deployEnd) []runs.Left {
 		switch {
 		case s.Status == runs.StepRestored:
 			l.State = runs.LeftRestored
-			if waited && p2 != nil && (!p2.RestoredAt.IsZero() || !p2.DeployRequestedAt.IsZero()) {
+			redeployed := waited && p2 != nil && (!p2.RestoredAt.IsZero() || !p2.DeployRequestedAt.IsZero())
+			if redeployed {
 				l.Detail = "previous config put back; its redeploy, deployment " + end.uuid + ", ended " + string(end.status)
+			}
+			if strings.HasPrefix(s.Note, unrunNotePrefix) && !(redeployed && end.status == coolify.StatusFinished) {
+				l.Detail = s.Note + "; it was not redeployed"
 			}
 		case waited && end.status == coolify.StatusFinished:
 			l.State, l.Detail = runs.LeftDeployed, "deployment "+end.uuid+" finished after the daemon died; health not checked"

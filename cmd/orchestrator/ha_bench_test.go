@@ -32,7 +32,8 @@ const (
 // run's deployment of it is in progress, and no two leases' writes interleave on one.
 //
 // It reports runs/min (200 runs over first trigger to the last run's end), one÷this (one
-// daemon's runs/min over these daemons', in the same run), and the p50 and p99 run latency (each run's created_at to its ended_at, both the daemon's). Every run takes
+// daemon's runs/min over these daemons', in the same run), the daemons' CPU time per run
+// (daemon-cpu-ms/run, start-up and shutdown included), and the p50 and p99 run latency (each run's created_at to its ended_at, both the daemon's). Every run takes
 // the shared coolify:phase1 and coolify:phase2 leases, so runs go through each phase one at
 // a time whatever the daemon count: more daemons add availability, not throughput; the
 // figures show what the lease handoffs between processes cost. Run it with, e.g.:
@@ -70,9 +71,14 @@ func BenchmarkManyDaemons(b *testing.B) {
 					}
 					deploys = len(h.Spans)
 				}
+				var cpu time.Duration
 				for _, d := range daemons {
 					d.stop(b)
+					cpu += d.cmd.ProcessState.UserTime() + d.cmd.ProcessState.SystemTime()
 				}
+				// The daemons' CPU time (user and system, from start to exit) per run: what more
+				// daemons cost the machine's cores beside the handoffs between them.
+				b.ReportMetric(ms(cpu)/float64(runs), "daemon-cpu-ms/run")
 				perMin := float64(runs) / took.Minutes()
 				b.ReportMetric(perMin, "runs/min")
 				if n == 1 {

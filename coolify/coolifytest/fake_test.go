@@ -16,6 +16,7 @@ import (
 
 	"github.com/deploy-orchestrator/orchestrator/coolify/coolifytest"
 	"github.com/deploy-orchestrator/orchestrator/coolify/internal/spec"
+	"github.com/deploy-orchestrator/orchestrator/internal/openapicheck"
 )
 
 // harness sends raw requests to a fake through the spec validator, so every answer the fake
@@ -98,7 +99,7 @@ func (h *harness) do(method, path string, body any) answer {
 
 // omitValue marks requests that leave out an env PATCH's value, which the spec requires: the
 // point of the test is what the real server does with them (it wipes the value).
-var omitValue = spec.ExpectInvalidRequest(context.Background(), "env PATCH without value, to show it wipes the value")
+var omitValue = openapicheck.ExpectInvalidRequest(context.Background(), "env PATCH without value, to show it wipes the value")
 
 func wantStatus(t *testing.T, a answer, status int) {
 	t.Helper()
@@ -239,7 +240,7 @@ func TestUnknownFieldsAndBadValuesAre422(t *testing.T) {
 func TestPatchBodiesMustBeJSON(t *testing.T) {
 	h := newHarness(t)
 	app := h.srv.AddApplication(coolifytest.Application{Name: "api"})
-	ctx := spec.ExpectInvalidRequest(context.Background(), "testing the server's answer to malformed bodies")
+	ctx := openapicheck.ExpectInvalidRequest(context.Background(), "testing the server's answer to malformed bodies")
 	for _, tc := range []struct {
 		body, ct, want string
 	}{
@@ -600,7 +601,7 @@ func TestAuthAbilitiesAndRateLimit(t *testing.T) {
 		t.Errorf("got %s", a.body)
 	}
 	h.token = ""
-	wantStatus(t, h.send(spec.ExpectInvalidRequest(context.Background(), "no token on purpose"), "GET", "/applications", nil, ""), http.StatusUnauthorized)
+	wantStatus(t, h.send(openapicheck.ExpectInvalidRequest(context.Background(), "no token on purpose"), "GET", "/applications", nil, ""), http.StatusUnauthorized)
 	wantStatus(t, h.do("GET", "/health", nil), http.StatusOK) // no auth needed
 
 	h.srv.AddToken("2|deployer", coolifytest.AbilityDeploy)
@@ -777,7 +778,7 @@ func TestNewIsAPlainHandler(t *testing.T) {
 		"/not/a/route":                        404,
 	} {
 		hc := validated
-		ctx := spec.ExpectInvalidRequest(context.Background(), "no token on purpose")
+		ctx := openapicheck.ExpectInvalidRequest(context.Background(), "no token on purpose")
 		if !strings.HasPrefix(path, "/api/") {
 			hc = http.DefaultClient // not Coolify routes: nothing in the spec to check against
 		}

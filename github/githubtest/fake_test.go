@@ -34,7 +34,7 @@ func do(t *testing.T, srv *githubtest.Server, hc *http.Client, c call) (int, str
 	t.Helper()
 	ctx := context.Background()
 	if c.invalid {
-		ctx = openapicheck.ExpectInvalidRequest(ctx)
+		ctx = openapicheck.ExpectInvalidRequest(ctx, "the request breaks the description on purpose")
 	}
 	req, _ := http.NewRequestWithContext(ctx, c.method, strings.TrimSuffix(srv.URL, "/")+c.path, strings.NewReader(c.body))
 	if c.body != "" {

@@ -28,7 +28,7 @@ func do(t *testing.T, srv *gitlabtest.Server, hc *http.Client, c call) (int, str
 	t.Helper()
 	ctx := context.Background()
 	if c.invalid {
-		ctx = openapicheck.ExpectInvalidRequest(ctx)
+		ctx = openapicheck.ExpectInvalidRequest(ctx, "the request breaks the description on purpose")
 	}
 	req, _ := http.NewRequestWithContext(ctx, c.method, srv.URL+"/api/v4"+c.path, strings.NewReader(c.body))
 	if c.body != "" {

@@ -1,13 +1,17 @@
 // Package openapicheck checks HTTP traffic against an OpenAPI 3 description, for the tests of
-// the outside clients and their fakes (github, gitlab): a RoundTripper validates every
-// request and its answer with kin-openapi's openapi3filter and reports each violation with
-// t.Errorf. The answers a server gives on any route without its description listing them (a
-// 401, a rate limit, a 5xx fault) are declared once per description, with their reason.
+// the outside clients and their fakes (coolify, github, gitlab): a RoundTripper validates
+// every request and its answer with kin-openapi's openapi3filter and reports each violation
+// with t.Errorf. Where the real server differs from its description, the differences are
+// declared once per description, each with its reason: edits to the loaded document
+// (Patch), answers the server gives on routes whose description does not list them (a 401, a
+// rate limit, a 5xx fault: Undocumented) and requests it answers that the description has
+// no operation for (NotDescribed).
 package openapicheck
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -30,12 +34,37 @@ type Undocumented struct {
 	Reason string
 }
 
+// Patch is an edit to the loaded description where the real server's answers differ from
+// its schemas, so that validation accepts what the server sends.
+type Patch struct {
+	Reason string
+	Apply  func(*openapi3.T) error
+}
+
+// NotDescribed is a request the real server answers that the description has no operation
+// for (Route is a template like /applications/{uuid}/start, matched after Prefix is cut): it
+// and its answer are not validated.
+type NotDescribed struct {
+	Method, Route string
+	Reason        string
+}
+
 // Options describe how traffic maps onto the description.
 type Options struct {
 	// Prefix is cut from request paths before they are matched ("/api/v4", "/api/v3").
 	Prefix string
+	// Patches are applied, in order, to the description once it is loaded and valid.
+	Patches []Patch
 	// Undocumented answers, each with its reason.
 	Undocumented []Undocumented
+	// NotDescribed requests, each with its reason.
+	NotDescribed []NotDescribed
+	// Authenticate checks a request's credentials against the operation's security
+	// requirement; nil accepts every request.
+	Authenticate openapi3filter.AuthenticationFunc
+	// ErrorMessage, when set, is the string field every error answer (status 400 and above,
+	// documented or not, unless Text) must carry in a JSON object.
+	ErrorMessage string
 }
 
 // Validator validates traffic against one description. Create it with [Load].
@@ -69,6 +98,11 @@ func Load(t testing.TB, path string, opts Options) *Validator {
 	if err := doc.Validate(context.Background()); err != nil {
 		t.Fatalf("validate %s: %v", path, err)
 	}
+	for _, p := range opts.Patches {
+		if err := p.Apply(doc); err != nil {
+			t.Fatalf("patch %s (%s): %v", path, p.Reason, err)
+		}
+	}
 	doc.Servers = openapi3.Servers{{URL: "http://" + specHost}}
 	rt, err := gorillamux.NewRouter(doc)
 	if err != nil {
@@ -81,10 +115,11 @@ func Load(t testing.TB, path string, opts Options) *Validator {
 
 type exemptKey struct{}
 
-// ExpectInvalidRequest marks requests made under ctx as breaking the description on purpose
-// (a test of how the server answers a bad request): only the answer is validated.
-func ExpectInvalidRequest(ctx context.Context) context.Context {
-	return context.WithValue(ctx, exemptKey{}, true)
+// ExpectInvalidRequest marks requests made under ctx as breaking the description on purpose,
+// for the reason given (a test of how the server answers a bad request): only the answer is
+// validated.
+func ExpectInvalidRequest(ctx context.Context, reason string) context.Context {
+	return context.WithValue(ctx, exemptKey{}, reason)
 }
 
 // Transport returns a RoundTripper that sends through next (nil: http.DefaultTransport) and
@@ -135,13 +170,21 @@ func (tr *transport) validateRequest(req *http.Request, body []byte) *openapi3fi
 	clone.URL.RawPath = strings.TrimPrefix(req.URL.RawPath, tr.v.opts.Prefix)
 	route, params, err := tr.v.rt.FindRoute(clone)
 	if err != nil {
+		for _, n := range tr.v.opts.NotDescribed {
+			if n.Method == req.Method && matchTemplate(n.Route, clone.URL.Path) {
+				return nil
+			}
+		}
 		tr.t.Errorf("openapi: %s %s: no such operation: %v", req.Method, req.URL.Path, err)
 		return nil
 	}
+	auth := tr.v.opts.Authenticate
+	if auth == nil {
+		auth = openapi3filter.NoopAuthenticationFunc
+	}
 	in := &openapi3filter.RequestValidationInput{Request: clone, PathParams: params, Route: route,
-		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true,
-			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
-	if exempt, _ := req.Context().Value(exemptKey{}).(bool); !exempt {
+		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true, AuthenticationFunc: auth}}
+	if reason, _ := req.Context().Value(exemptKey{}).(string); reason == "" {
 		if err := openapi3filter.ValidateRequest(req.Context(), in); err != nil {
 			tr.t.Errorf("openapi: request %s %s breaks the description: %v", req.Method, req.URL.Path, err)
 		}
@@ -155,8 +198,8 @@ func (tr *transport) validateResponse(in *openapi3filter.RequestValidationInput,
 	if in.Route.Operation.Responses.Status(resp.StatusCode) == nil {
 		for _, u := range tr.v.opts.Undocumented {
 			if u.Status == resp.StatusCode && (u.Method == "" || u.Method == method) && (u.Route == "" || u.Route == tmpl) {
-				if !u.Text && !jsonObject(body) {
-					tr.t.Errorf("openapi: %d answer to %s %s is not a JSON object: %.200s", resp.StatusCode, method, in.Request.URL.Path, body)
+				if !u.Text {
+					tr.checkErrorBody(in.Request, resp.StatusCode, body)
 				}
 				return
 			}
@@ -167,9 +210,36 @@ func (tr *transport) validateResponse(in *openapi3filter.RequestValidationInput,
 	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
 		tr.t.Errorf("openapi: answer %d to %s %s breaks the description: %v\nbody: %.600s", resp.StatusCode, method, in.Request.URL.Path, err, body)
 	}
+	if resp.StatusCode >= 400 && tr.v.opts.ErrorMessage != "" {
+		tr.checkErrorBody(in.Request, resp.StatusCode, body)
+	}
 }
 
-func jsonObject(b []byte) bool {
-	b = bytes.TrimSpace(b)
-	return len(b) > 1 && b[0] == '{' && b[len(b)-1] == '}'
+// checkErrorBody reports an error answer that is not a JSON object, or that lacks the
+// string field Options.ErrorMessage names.
+func (tr *transport) checkErrorBody(req *http.Request, status int, body []byte) {
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		tr.t.Errorf("openapi: %d answer to %s %s is not a JSON object: %.200s", status, req.Method, req.URL.Path, body)
+		return
+	}
+	if f := tr.v.opts.ErrorMessage; f != "" {
+		if _, ok := m[f].(string); !ok {
+			tr.t.Errorf("openapi: %d answer to %s %s has no string %q: %.200s", status, req.Method, req.URL.Path, f, body)
+		}
+	}
+}
+
+// matchTemplate reports whether path matches a template like /applications/{uuid}/start.
+func matchTemplate(tmpl, path string) bool {
+	ts, ps := strings.Split(tmpl, "/"), strings.Split(path, "/")
+	if len(ts) != len(ps) {
+		return false
+	}
+	for i := range ts {
+		if !strings.HasPrefix(ts[i], "{") && ts[i] != ps[i] {
+			return false
+		}
+	}
+	return true
 }

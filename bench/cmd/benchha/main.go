@@ -53,6 +53,9 @@ at most 1/0.9, so that n daemons do at least 0.9× what one does).
 ` + "`run-p50-ms`" + `, ` + "`run-p99-ms`" + `: each run's ` + "`created_at`" + ` to its ` + "`ended_at`" + `
 (the daemon's clock), so the time a run queued behind the others counts: with 200 runs
 arriving at once, the p99 is close to the whole batch's time.
+` + "`daemon-cpu-ms/run`" + `: the daemons' CPU time (user and system, each from its start to its
+exit, start-up and shutdown included) over the runs: what spreading the runs over more
+processes costs the cores they share.
 
 Every run of every pipeline takes the shared ` + "`coolify:phase1`" + ` and ` + "`coolify:phase2`" + `
 leases, so runs go through each phase one at a time whatever the number of daemons: more
@@ -73,7 +76,7 @@ func main() {
 		Title:   "Many daemons on one Redis and on a Cluster",
 		Table:   "200 runs of 50 pipelines sharing 30 services, at once",
 		Intro:   intro,
-		Metrics: []string{"runs/min", "one÷this", "run-p50-ms", "run-p99-ms", "deploys/run"},
+		Metrics: []string{"runs/min", "one÷this", "run-p50-ms", "run-p99-ms", "deploys/run", "daemon-cpu-ms/run"},
 		// Adding a daemon must not slow the fleet: n daemons do at least 0.9× what one does.
 		Goals: []gobench.Goal{{Metric: "one÷this", Max: 1 / 0.9}},
 	}, os.Args, os.Stderr)

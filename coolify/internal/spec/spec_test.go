@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/deploy-orchestrator/orchestrator/coolify/internal/spec"
+	"github.com/deploy-orchestrator/orchestrator/internal/openapicheck"
 )
 
 // recorder is a testing.TB that keeps Errorf calls instead of failing.
@@ -40,6 +41,9 @@ func TestValidatorCatchesViolations(t *testing.T) {
 		case "/api/v1/deploy":
 			w.WriteHeader(http.StatusConflict) // not documented for /deploy, not in the exceptions
 			io.WriteString(w, `{"message": "x"}`)
+		case "/api/v1/projects/nomessage":
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, `{"error": "x"}`)
 		case "/api/v1/deployments/x":
 			w.WriteHeader(http.StatusNotFound)
 			io.WriteString(w, `not json`)
@@ -56,13 +60,16 @@ func TestValidatorCatchesViolations(t *testing.T) {
 		want                           string // substring of the one expected violation; "" for none
 	}{
 		{"good answer with patched nullable and enum", "GET", "/api/v1/applications/good", "", "Bearer t", ""},
-		{"wrong type in answer", "GET", "/api/v1/applications/bad", "", "Bearer t", "response 200"},
+		{"wrong type in answer", "GET", "/api/v1/applications/bad", "", "Bearer t", "answer 200"},
 		{"no bearer token", "GET", "/api/v1/applications/good", "", "", "request GET"},
 		{"undocumented status", "POST", "/api/v1/deploy?uuid=x", "", "Bearer t", "status is not supported"},
 		{"no such operation", "GET", "/api/v1/nothing/here", "", "Bearer t", "no such operation"},
 		{"error body not JSON", "GET", "/api/v1/deployments/x", "", "Bearer t", "not a JSON object"},
 		{"bad query type", "POST", "/api/v1/deploy?uuid=x&force=maybe", "", "Bearer t", "request POST"},
 		{"bulk without data", "PATCH", "/api/v1/applications/a/envs/bulk", `{"x": 1}`, "Bearer t", "request PATCH"},
+		{"error body without message", "GET", "/api/v1/projects/nomessage", "", "Bearer t", `no string "message"`},
+		{"answered, not in the spec", "GET", "/api/v1/applications/a/start", "", "Bearer t", ""},
+		{"health's unversioned alias", "GET", "/api/health", "", "", ""},
 		{"exempt 403 on any route", "GET", "/api/v1/services/s", "", "Bearer t", ""},
 	}
 	for _, tc := range cases {
@@ -99,14 +106,14 @@ func TestExpectInvalidRequestSkipsOnlyTheRequest(t *testing.T) {
 	defer srv.Close()
 	rec := &recorder{TB: t}
 	hc := &http.Client{Transport: spec.Load(t).Transport(rec, nil)}
-	ctx := spec.ExpectInvalidRequest(context.Background(), "no token on purpose")
+	ctx := openapicheck.ExpectInvalidRequest(context.Background(), "no token on purpose")
 	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/v1/applications/x", nil)
 	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if len(rec.errs) != 1 || !strings.Contains(rec.errs[0], "response 200") {
+	if len(rec.errs) != 1 || !strings.Contains(rec.errs[0], "answer 200") {
 		t.Errorf("got %q, want only the response violation", rec.errs)
 	}
 }

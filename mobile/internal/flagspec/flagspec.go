@@ -24,6 +24,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/openapicheck"
 )
 
 //go:embed testdata/openapi.yaml
@@ -55,13 +57,7 @@ var knownDifferences = []difference{
 		reason: "the document is OpenAPI 3.1, where nullable is no keyword (kin-openapi ignores it there), yet the " +
 			"paginator's schema uses it and the server sends null on the first and last page; every nullable: true " +
 			"becomes a type that admits null",
-		patch: func(doc *openapi3.T) error {
-			seen := map[*openapi3.Schema]bool{}
-			for _, s := range doc.Components.Schemas {
-				admitNull(s, seen)
-			}
-			return nil
-		},
+		patch: openapicheck.AdmitNull,
 	},
 	{
 		what: "FeatureStateSerializerBasic.feature_state_value is readOnly",
@@ -69,7 +65,7 @@ var knownDifferences = []difference{
 			`type (the view handles the field itself; docs/outside-systems.md, "Writing on v1 environments"), which is ` +
 			"the legacy write path the client uses",
 		patch: func(doc *openapi3.T) error {
-			p, err := property(doc, "FeatureStateSerializerBasic", "feature_state_value")
+			p, err := openapicheck.Property(doc, "FeatureStateSerializerBasic", "feature_state_value")
 			if err == nil {
 				p.ReadOnly = false
 			}
@@ -111,37 +107,6 @@ func KnownDifferences() []string {
 		out[i] = d.what + ": " + d.reason
 	}
 	return out
-}
-
-// admitNull adds "null" to the type of every schema below s that says nullable: true.
-func admitNull(s *openapi3.SchemaRef, seen map[*openapi3.Schema]bool) {
-	if s == nil || s.Value == nil || seen[s.Value] {
-		return
-	}
-	v := s.Value
-	seen[v] = true
-	if v.Nullable && v.Type != nil && !v.Type.Includes("null") {
-		t := append(openapi3.Types{}, (*v.Type)...)
-		t = append(t, "null")
-		v.Type = &t
-	}
-	for _, p := range v.Properties {
-		admitNull(p, seen)
-	}
-	admitNull(v.Items, seen)
-	for _, list := range []openapi3.SchemaRefs{v.OneOf, v.AnyOf, v.AllOf} {
-		for _, x := range list {
-			admitNull(x, seen)
-		}
-	}
-}
-
-func property(doc *openapi3.T, schema, prop string) (*openapi3.Schema, error) {
-	s := doc.Components.Schemas[schema]
-	if s == nil || s.Value == nil || s.Value.Properties[prop] == nil || s.Value.Properties[prop].Value == nil {
-		return nil, fmt.Errorf("%s.%s not found", schema, prop)
-	}
-	return s.Value.Properties[prop].Value, nil
 }
 
 var (
