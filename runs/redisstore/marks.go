@@ -73,7 +73,7 @@ func (s *Store) putMark(ctx context.Context, op string, m runs.Mark, data []byte
 	if err := s.d.open(op); err != nil {
 		return runs.Mark{}, err
 	}
-	res, err := putMarkScript.Run(ctx, s.d.rdb, []string{s.d.markKey(m.UUID)}, data, m.Fence, field, own).Slice()
+	res, err := s.d.runWrite(ctx, putMarkScript, []string{s.d.markKey(m.UUID)}, data, m.Fence, field, own).Slice()
 	if err != nil {
 		return runs.Mark{}, runs.Fail(op, err)
 	}
@@ -189,7 +189,11 @@ func (s *Store) PutRunning(ctx context.Context, r runs.Running) error {
 	if err != nil {
 		return fmt.Errorf("%s: encode: %w", op, err)
 	}
-	if err := s.d.rdb.HSet(ctx, s.d.markKey(r.UUID), runningField, data).Err(); err != nil {
+	key := s.d.markKey(r.UUID)
+	err = s.d.ack.Write(ctx, s.d.rdb, key, func(c redis.Cmdable) error {
+		return c.HSet(ctx, key, runningField, data).Err()
+	})
+	if err != nil {
 		return runs.Fail(op, err)
 	}
 	return nil

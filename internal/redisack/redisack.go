@@ -1,0 +1,220 @@
+// Package redisack makes a Redis write count only once replicas confirmed it with WAIT, in
+// a way that also survives a Sentinel failover forced while the old master is alive.
+//
+// WAIT N alone is not enough with Sentinel. SENTINEL FAILOVER (or a failover of a master
+// that is slow, not dead) leaves the old master running: the sentinels send REPLICAOF NO
+// ONE to the replica they promote, see it report itself master about a second later, and
+// only then move the other replicas to it. In between, the old master still accepts writes
+// and still has those other replicas, so WAIT 1 there is satisfied by a replica that is
+// about to full-resync from the new master and drop the write. What the old master cannot
+// get in that window is the promoted replica's acknowledgement: it left at once. So on a
+// Sentinel URL a write waits for every replica the sentinels list for the master as
+// reachable and in sync (not disconnected, not down, master link ok), and for at least
+// MinReplicas: the promoted replica stays in that list until the sentinels switch the
+// master, so a write the old master takes in the window is never confirmed. A replica that
+// dies leaves the count as soon as a sentinel's link to it breaks; the old master, listed
+// as a replica after the switch, joins it once it replicates the new master.
+package redisack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultTimeout bounds each WAIT when New is given none.
+const DefaultTimeout = time.Second
+
+// ErrUnconfirmed is wrapped by Write's error when fewer replicas than needed confirmed the
+// write in time. The write may or may not survive a failover; the caller treats it as a
+// failed write of a store that is unavailable for now.
+var ErrUnconfirmed = errors.New("not confirmed by enough replicas")
+
+// countTTL is how long a count of the sentinels' replicas is reused before it is asked
+// again (an unconfirmed write asks again at once).
+const countTTL = time.Second
+
+// Confirmer runs writes that count once replicas confirmed them. A nil *Confirmer, or one
+// with MinReplicas 0, runs writes plainly. It is safe for concurrent use.
+type Confirmer struct {
+	min      int
+	timeout  time.Duration
+	sentinel *sentinelCount // nil unless the URL names a Sentinel master
+}
+
+// New returns the Confirmer for the Redis URL rawURL (the daemon's redis_url): with min 0,
+// nil (writes are not confirmed); on a Sentinel URL (master_name), one that also waits for
+// every replica the sentinels list as in sync. timeout 0 takes DefaultTimeout. Errors never
+// repeat the URL (it may hold a password).
+func New(rawURL string, min int, timeout time.Duration) (*Confirmer, error) {
+	if min < 0 {
+		return nil, fmt.Errorf("min_replicas %d is negative", min)
+	}
+	if min == 0 {
+		return nil, nil
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	c := &Confirmer{min: min, timeout: timeout}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, errors.New("parse redis URL: invalid URL")
+	}
+	if (u.Scheme == "redis" || u.Scheme == "rediss") && u.Query().Has("master_name") {
+		o, err := redis.ParseFailoverURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("parse redis sentinel URL: %w", err)
+		}
+		c.sentinel = newSentinelCount(o)
+	}
+	return c, nil
+}
+
+// Close closes the Confirmer's connections to the sentinels.
+func (c *Confirmer) Close() error {
+	if c == nil || c.sentinel == nil {
+		return nil
+	}
+	return c.sentinel.close()
+}
+
+// Write runs write on one connection to the master that serves key and then, on that
+// connection, WAITs for the replicas it needs (see the package doc). It returns write's
+// error, or one wrapping ErrUnconfirmed when too few replicas confirmed in time.
+func (c *Confirmer) Write(ctx context.Context, client redis.UniversalClient, key string, write func(redis.Cmdable) error) error {
+	if c == nil || c.min == 0 {
+		return write(client)
+	}
+	node, err := masterFor(ctx, client, key)
+	if err != nil {
+		return err
+	}
+	need, err := c.need(ctx)
+	if err != nil {
+		return err
+	}
+	conn := node.Conn()
+	defer conn.Close()
+	if err := write(conn); err != nil {
+		return err
+	}
+	n, err := conn.Wait(ctx, need, c.timeout).Result()
+	if err != nil {
+		return err
+	}
+	if int(n) < need {
+		if c.sentinel != nil {
+			c.sentinel.forget()
+		}
+		return fmt.Errorf("%w: %d of %d replicas within %s", ErrUnconfirmed, n, need, c.timeout)
+	}
+	return nil
+}
+
+// need is how many replicas must confirm a write: MinReplicas, or on Sentinel the
+// sentinels' count of replicas in sync when that is more.
+func (c *Confirmer) need(ctx context.Context) (int, error) {
+	if c.sentinel == nil {
+		return c.min, nil
+	}
+	n, err := c.sentinel.count(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return max(c.min, n), nil
+}
+
+// masterFor returns the client of the master that serves key: client itself for one server
+// or Sentinel (go-redis' failover client follows the master), the slot's master of a Cluster.
+func masterFor(ctx context.Context, client redis.UniversalClient, key string) (*redis.Client, error) {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c, nil
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	default:
+		return nil, fmt.Errorf("min_replicas needs a single-server, Sentinel or Cluster client, not %T", client)
+	}
+}
+
+// sentinelCount asks the sentinels how many replicas of the master are in sync, and keeps
+// the answer for countTTL.
+type sentinelCount struct {
+	master  string
+	clients []*redis.SentinelClient
+
+	mu sync.Mutex
+	n  int
+	at time.Time // when n was asked; zero: ask again
+}
+
+func newSentinelCount(o *redis.FailoverOptions) *sentinelCount {
+	s := &sentinelCount{master: o.MasterName}
+	for _, addr := range o.SentinelAddrs {
+		s.clients = append(s.clients, redis.NewSentinelClient(&redis.Options{
+			Addr: addr, Username: o.SentinelUsername, Password: o.SentinelPassword,
+			TLSConfig: o.TLSConfig, DialTimeout: o.DialTimeout, ContextTimeoutEnabled: true,
+		}))
+	}
+	return s
+}
+
+// forget makes the next count ask the sentinels again.
+func (s *sentinelCount) forget() {
+	s.mu.Lock()
+	s.at = time.Time{}
+	s.mu.Unlock()
+}
+
+// count returns the number of replicas in sync, asking the first sentinel that answers
+// when the kept answer is older than countTTL.
+func (s *sentinelCount) count(ctx context.Context) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.at.IsZero() && time.Since(s.at) < countTTL {
+		return s.n, nil
+	}
+	var errs []error
+	for _, sc := range s.clients {
+		reps, err := sc.Replicas(ctx, s.master).Result()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.n, s.at = inSync(reps), time.Now()
+		return s.n, nil
+	}
+	return 0, fmt.Errorf("ask the sentinels for the replicas of %q: %w", s.master, errors.Join(errs...))
+}
+
+// inSync counts the replicas of a SENTINEL REPLICAS answer that a sentinel reaches and that
+// reported their link to the master up.
+func inSync(reps []map[string]string) int {
+	n := 0
+	for _, r := range reps {
+		flags := strings.Split(r["flags"], ",")
+		if slices.Contains(flags, "disconnected") || slices.Contains(flags, "s_down") || slices.Contains(flags, "o_down") {
+			continue
+		}
+		if r["master-link-status"] == "ok" {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *sentinelCount) close() error {
+	var errs []error
+	for _, sc := range s.clients {
+		errs = append(errs, sc.Close())
+	}
+	return errors.Join(errs...)
+}
