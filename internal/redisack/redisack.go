@@ -119,6 +119,19 @@ func (c *Confirmer) Write(ctx context.Context, client redis.UniversalClient, key
 	return nil
 }
 
+// Need is how many replicas must confirm a write now, for a caller that runs its own WAIT
+// (the lock driver): MinReplicas, or on Sentinel the sentinels' count of replicas in sync
+// when that is more. After a WAIT that fell short, call Missed.
+func (c *Confirmer) Need(ctx context.Context) (int, error) { return c.need(ctx) }
+
+// Missed makes the next Need ask the sentinels again: a WAIT fell short, and the replicas
+// may have changed.
+func (c *Confirmer) Missed() {
+	if c != nil && c.sentinel != nil {
+		c.sentinel.forget()
+	}
+}
+
 // need is how many replicas must confirm a write: MinReplicas, or on Sentinel the
 // sentinels' count of replicas in sync when that is more.
 func (c *Confirmer) need(ctx context.Context) (int, error) {
