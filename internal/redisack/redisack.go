@@ -164,9 +164,10 @@ type sentinelCount struct {
 	master  string
 	clients []*redis.SentinelClient
 
-	mu sync.Mutex
-	n  int
-	at time.Time // when n was asked; zero: ask again
+	mu    sync.Mutex
+	n     int
+	at    time.Time // when n was asked; zero: ask again
+	known bool      // a sentinel has answered once: n is the last count they gave
 }
 
 func newSentinelCount(o *redis.FailoverOptions) *sentinelCount {
@@ -188,7 +189,9 @@ func (s *sentinelCount) forget() {
 }
 
 // count returns the number of replicas in sync, asking the first sentinel that answers
-// when the kept answer is older than countTTL.
+// when the kept answer is older than countTTL. When no sentinel answers, the last count
+// they gave stands for another countTTL (writes go on while the master does); before any
+// answer, that is an error.
 func (s *sentinelCount) count(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -202,7 +205,11 @@ func (s *sentinelCount) count(ctx context.Context) (int, error) {
 			errs = append(errs, err)
 			continue
 		}
-		s.n, s.at = inSync(reps), time.Now()
+		s.n, s.at, s.known = inSync(reps), time.Now(), true
+		return s.n, nil
+	}
+	if s.known {
+		s.at = time.Now()
 		return s.n, nil
 	}
 	return 0, fmt.Errorf("ask the sentinels for the replicas of %q: %w", s.master, errors.Join(errs...))
