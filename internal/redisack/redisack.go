@@ -8,12 +8,13 @@
 // and still has those other replicas, so WAIT 1 there is satisfied by a replica that is
 // about to full-resync from the new master and drop the write. What the old master cannot
 // get in that window is the promoted replica's acknowledgement: it left at once. So on a
-// Sentinel URL a write waits for every replica the sentinels list for the master as
-// reachable and in sync (not disconnected, not down, master link ok), and for at least
-// MinReplicas: the promoted replica stays in that list until the sentinels switch the
-// master, so a write the old master takes in the window is never confirmed. A replica that
-// dies leaves the count as soon as a sentinel's link to it breaks; the old master, listed
-// as a replica after the switch, joins it once it replicates the new master.
+// Sentinel URL a write waits for every replica the sentinels list for the master as alive
+// (answering their pings within 3 s, not down, reporting itself a replica), and for at
+// least MinReplicas: the promoted replica stays in that list until the sentinels switch the
+// master, so a write the old master takes in the window is never confirmed, and a sentinel
+// caught switching (naming as master a node it still lists as a replica) confirms nothing.
+// A replica that dies leaves the count once it has not answered a sentinel for 3 s; the old
+// master, listed as a replica after the switch, joins it once it reports itself a replica.
 package redisack
 
 import (
@@ -22,6 +23,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -191,7 +193,8 @@ func (s *sentinelCount) forget() {
 // count returns the number of replicas in sync, asking the first sentinel that answers
 // when the kept answer is older than countTTL. When no sentinel answers, the last count
 // they gave stands for another countTTL (writes go on while the master does); before any
-// answer, that is an error.
+// answer, that is an error. A sentinel caught switching the master (it names as master a
+// node it still lists as a replica) makes the write unconfirmed.
 func (s *sentinelCount) count(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -200,13 +203,16 @@ func (s *sentinelCount) count(ctx context.Context) (int, error) {
 	}
 	var errs []error
 	for _, sc := range s.clients {
-		reps, err := sc.Replicas(ctx, s.master).Result()
+		n, err := s.ask(ctx, sc)
+		if errors.Is(err, errSwitching) {
+			return 0, err
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		s.n, s.at, s.known = inSync(reps), time.Now(), true
-		return s.n, nil
+		s.n, s.at, s.known = n, time.Now(), true
+		return n, nil
 	}
 	if s.known {
 		s.at = time.Now()
@@ -215,18 +221,48 @@ func (s *sentinelCount) count(ctx context.Context) (int, error) {
 	return 0, fmt.Errorf("ask the sentinels for the replicas of %q: %w", s.master, errors.Join(errs...))
 }
 
-// inSync counts the replicas of a SENTINEL REPLICAS answer that a sentinel reaches and that
-// reported their link to the master up.
+// errSwitching is count's error while a sentinel is switching the master.
+var errSwitching = fmt.Errorf("%w: the sentinels are switching the master", ErrUnconfirmed)
+
+// ask returns one sentinel's count of replicas in sync.
+func (s *sentinelCount) ask(ctx context.Context, sc *redis.SentinelClient) (int, error) {
+	addr, err := sc.GetMasterAddrByName(ctx, s.master).Result()
+	if err != nil {
+		return 0, err
+	}
+	reps, err := sc.Replicas(ctx, s.master).Result()
+	if err != nil {
+		return 0, err
+	}
+	if len(addr) == 2 && slices.ContainsFunc(reps, func(r map[string]string) bool {
+		return r["ip"] == addr[0] && r["port"] == addr[1]
+	}) {
+		return 0, errSwitching
+	}
+	return inSync(reps), nil
+}
+
+// pingSilence is how long a replica may leave a sentinel's pings unanswered and still count
+// (the sentinels ping every second): a replica killed leaves the count after it.
+const pingSilence = 3000 // ms
+
+// inSync counts the replicas of a SENTINEL REPLICAS answer that answer the sentinel's pings,
+// are not down, and report themselves replicas. Not the flag "disconnected": a replica
+// being promoted drops the sentinels' connections (REPLICAOF NO ONE comes with CLIENT KILL),
+// and must still count. Not "master-link-status" either: the sentinels refresh it every 10 s
+// outside a failover, and a stale "err" would undercount. An old master the sentinels have
+// not yet converted reports role master and does not count.
 func inSync(reps []map[string]string) int {
 	n := 0
 	for _, r := range reps {
 		flags := strings.Split(r["flags"], ",")
-		if slices.Contains(flags, "disconnected") || slices.Contains(flags, "s_down") || slices.Contains(flags, "o_down") {
+		if slices.Contains(flags, "s_down") || slices.Contains(flags, "o_down") || r["role-reported"] == "master" {
 			continue
 		}
-		if r["master-link-status"] == "ok" {
-			n++
+		if silent, err := strconv.Atoi(r["last-ok-ping-reply"]); err != nil || silent > pingSilence {
+			continue
 		}
+		n++
 	}
 	return n
 }
