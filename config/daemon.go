@@ -95,7 +95,7 @@ type DaemonLocks struct {
 	// within the acquire budget; a renewal not confirmed counts as a failed renewal. It also
 	// makes the run store's writes callers rely on (a run's creation, its updates, service
 	// marks) count once confirmed; on a Sentinel URL they wait for every replica the
-	// sentinels list in sync (internal/redisack), so a forced failover does not lose them.
+	// sentinels list alive (internal/redisack), so a forced failover does not lose them.
 	MinReplicas int `koanf:"min_replicas"`
 	// ReplicaTimeout bounds each WAIT for MinReplicas (default DefaultReplicaTimeout).
 	ReplicaTimeout time.Duration `koanf:"replica_timeout"`

@@ -53,7 +53,7 @@ type Confirmer struct {
 
 // New returns the Confirmer for the Redis URL rawURL (the daemon's redis_url): with min 0,
 // nil (writes are not confirmed); on a Sentinel URL (master_name), one that also waits for
-// every replica the sentinels list as in sync. timeout 0 takes DefaultTimeout. Errors never
+// every replica the sentinels list alive. timeout 0 takes DefaultTimeout. Errors never
 // repeat the URL (it may hold a password).
 func New(rawURL string, min int, timeout time.Duration) (*Confirmer, error) {
 	if min < 0 {
@@ -122,7 +122,7 @@ func (c *Confirmer) Write(ctx context.Context, client redis.UniversalClient, key
 }
 
 // Need is how many replicas must confirm a write now, for a caller that runs its own WAIT
-// (the lock driver): MinReplicas, or on Sentinel the sentinels' count of replicas in sync
+// (the lock driver): MinReplicas, or on Sentinel the sentinels' count of live replicas
 // when that is more. After a WAIT that fell short, call Missed.
 func (c *Confirmer) Need(ctx context.Context) (int, error) { return c.need(ctx) }
 
@@ -135,7 +135,7 @@ func (c *Confirmer) Missed() {
 }
 
 // need is how many replicas must confirm a write: MinReplicas, or on Sentinel the
-// sentinels' count of replicas in sync when that is more.
+// sentinels' count of live replicas when that is more.
 func (c *Confirmer) need(ctx context.Context) (int, error) {
 	if c.sentinel == nil {
 		return c.min, nil
@@ -160,7 +160,7 @@ func masterFor(ctx context.Context, client redis.UniversalClient, key string) (*
 	}
 }
 
-// sentinelCount asks the sentinels how many replicas of the master are in sync, and keeps
+// sentinelCount asks the sentinels how many replicas of the master are alive, and keeps
 // the answer for countTTL.
 type sentinelCount struct {
 	master  string
@@ -190,7 +190,7 @@ func (s *sentinelCount) forget() {
 	s.mu.Unlock()
 }
 
-// count returns the number of replicas in sync, asking the first sentinel that answers
+// count returns the number of live replicas, asking the first sentinel that answers
 // when the kept answer is older than countTTL. When no sentinel answers, the last count
 // they gave stands for another countTTL (writes go on while the master does); before any
 // answer, that is an error. A sentinel caught switching the master (it names as master a
@@ -224,7 +224,7 @@ func (s *sentinelCount) count(ctx context.Context) (int, error) {
 // errSwitching is count's error while a sentinel is switching the master.
 var errSwitching = fmt.Errorf("%w: the sentinels are switching the master", ErrUnconfirmed)
 
-// ask returns one sentinel's count of replicas in sync.
+// ask returns one sentinel's count of live replicas.
 func (s *sentinelCount) ask(ctx context.Context, sc *redis.SentinelClient) (int, error) {
 	addr, err := sc.GetMasterAddrByName(ctx, s.master).Result()
 	if err != nil {

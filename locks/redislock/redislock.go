@@ -78,7 +78,7 @@ type Options struct {
 	// ReplicaTimeout bounds each WAIT for MinReplicas (default DefaultReplicaTimeout).
 	ReplicaTimeout time.Duration
 	// Confirm, when not nil with MinReplicas positive, says how many replicas each WAIT
-	// needs: on a Sentinel URL every replica the sentinels list in sync, at least
+	// needs: on a Sentinel URL every replica the sentinels list alive, at least
 	// MinReplicas (see redisack), which a forced failover's promotion window cannot meet.
 	Confirm *redisack.Confirmer
 }

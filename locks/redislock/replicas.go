@@ -68,7 +68,7 @@ func (d *Driver) runScript(ctx context.Context, script *redis.Script, keys []str
 }
 
 // replicasNeeded is how many replicas a WAIT needs: MinReplicas, or what Options.Confirm
-// says (on Sentinel, every replica the sentinels list in sync) when that is more.
+// says (on Sentinel, every replica the sentinels list alive) when that is more.
 func (d *Driver) replicasNeeded(ctx context.Context) (int, error) {
 	if d.ack == nil {
 		return d.minReplicas, nil
