@@ -125,3 +125,44 @@ func (c *creator) waitFor(t *testing.T, n int) {
 		time.Sleep(20 * time.Millisecond) // polling the writer's progress
 	}
 }
+
+// TestMarkWaitsOutUnconfirmedReplicas: a service mark written while no replica confirms
+// writes (both paused for 2 s, as in a failover's window) is tried again until they do,
+// instead of failing the step that records it.
+func TestMarkWaitsOutUnconfirmedReplicas(t *testing.T) {
+	topo := redistest.StartSentinel(t, redistest.SentinelOptions{})
+	rdb, err := redislock.NewClient(topo.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	ack, err := redisack.New(topo.URL(), 1, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ack.Close()
+	s := redisstore.New(rdb, redisstore.Options{Confirm: ack})
+	defer s.Close()
+
+	replicas := topo.Replicas()
+	for _, r := range replicas {
+		r.Pause()
+	}
+	resumed := make(chan struct{})
+	go func() {
+		defer close(resumed)
+		time.Sleep(2 * time.Second) // the replicas' outage, shorter than the retry budget
+		for _, r := range replicas {
+			r.Resume()
+		}
+	}()
+	m := runs.Mark{UUID: "app-1", RunID: "run-1", Pipeline: "prod", Build: "7", Fence: 3, Phase: runs.Phase1, At: time.Now().UTC()}
+	if _, err := s.PutMark(t.Context(), m); err != nil {
+		t.Fatalf("PutMark across a 2 s replica outage: %v", err)
+	}
+	<-resumed
+	got, err := s.GetMark(t.Context(), "app-1")
+	if err != nil || got.Build != "7" {
+		t.Fatalf("GetMark = %+v, %v; want build 7", got, err)
+	}
+}
