@@ -92,7 +92,10 @@ type DaemonLocks struct {
 	// MinReplicas (Redis only; 0, the default, turns it off) makes a grant, a renewal and a
 	// fence increment count only once WAIT has confirmed that this many replicas of the
 	// master have it. A grant not confirmed within ReplicaTimeout is released and retried
-	// within the acquire budget; a renewal not confirmed counts as a failed renewal.
+	// within the acquire budget; a renewal not confirmed counts as a failed renewal. It also
+	// makes the run store's writes callers rely on (a run's creation, its updates, service
+	// marks) count once confirmed; on a Sentinel URL they wait for every replica the
+	// sentinels list alive (internal/redisack), so a forced failover does not lose them.
 	MinReplicas int `koanf:"min_replicas"`
 	// ReplicaTimeout bounds each WAIT for MinReplicas (default DefaultReplicaTimeout).
 	ReplicaTimeout time.Duration `koanf:"replica_timeout"`

@@ -21,6 +21,7 @@ import (
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 	"github.com/deploy-orchestrator/orchestrator/internal/pacing"
 	"github.com/deploy-orchestrator/orchestrator/internal/private"
+	"github.com/deploy-orchestrator/orchestrator/internal/redisack"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/locks/redislock"
 	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
@@ -82,11 +83,16 @@ func openBackends(ctx context.Context, d *config.Daemon, log *slog.Logger, obs l
 			client.Close()
 			return nil, &exitError{code: exitUnreachable, err: fmt.Errorf("redis backend %s: cannot reach the server: %w (is Redis running and ORCH_REDIS_URL right?)", where, err)}
 		}
+		ack, err := redisack.New(redisURL, d.Locks.MinReplicas, d.Locks.ReplicaTimeout)
+		if err != nil {
+			client.Close()
+			return nil, usageError("redis backend: %w (check ORCH_REDIS_URL / redis_url)", err)
+		}
 		locker := locks.New(redislock.New(client, redislock.Options{Logger: log,
-			MinReplicas: d.Locks.MinReplicas, ReplicaTimeout: d.Locks.ReplicaTimeout}), lopts)
-		st := redisstore.New(client, redisstore.Options{})
+			MinReplicas: d.Locks.MinReplicas, ReplicaTimeout: d.Locks.ReplicaTimeout, Confirm: ack}), lopts)
+		st := redisstore.New(client, redisstore.Options{Confirm: ack})
 		return &backends{locker: locker, store: st, rdb: client, where: where, close: func() error {
-			return errors.Join(locker.Close(), st.Close(), client.Close())
+			return errors.Join(locker.Close(), st.Close(), ack.Close(), client.Close())
 		}}, nil
 	}
 	if abs, err := filepath.Abs(stateDir); err == nil {

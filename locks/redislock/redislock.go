@@ -51,6 +51,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/redisack"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 )
 
@@ -72,6 +73,10 @@ type Options struct {
 	MinReplicas int
 	// ReplicaTimeout bounds each WAIT for MinReplicas (default DefaultReplicaTimeout).
 	ReplicaTimeout time.Duration
+	// Confirm, when not nil with MinReplicas positive, says how many replicas each WAIT
+	// needs: on a Sentinel URL every replica the sentinels list alive, at least
+	// MinReplicas (see redisack), which a forced failover's promotion window cannot meet.
+	Confirm *redisack.Confirmer
 }
 
 // Driver is a locks.Driver on Redis. It is safe for concurrent use.
@@ -84,6 +89,7 @@ type Driver struct {
 	// minReplicas and replicaTimeout are Options.MinReplicas and ReplicaTimeout.
 	minReplicas    int
 	replicaTimeout time.Duration
+	ack            *redisack.Confirmer // Options.Confirm
 
 	// unsafeDelRelease replaces the compare-and-delete release by a plain DEL. It exists
 	// only so the fault-injection test can show that it catches the bug.
@@ -115,6 +121,7 @@ func New(client redis.UniversalClient, opts Options) *Driver {
 		log:            opts.Logger,
 		minReplicas:    opts.MinReplicas,
 		replicaTimeout: opts.ReplicaTimeout,
+		ack:            opts.Confirm,
 	}
 	d.hub = newHub(client, d.prefix, opts.Logger)
 	return d

@@ -52,14 +52,32 @@ func (d *Driver) runScript(ctx context.Context, script *redis.Script, keys []str
 	if !confirm(res) {
 		return res, nil
 	}
-	n, err := conn.Wait(ctx, d.minReplicas, d.replicaTimeout).Result()
+	need, err := d.replicasNeeded(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if int(n) < d.minReplicas {
-		return res, fmt.Errorf("%w: %d of %d replicas within %s", errUnconfirmed, n, d.minReplicas, d.replicaTimeout)
+	n, err := conn.Wait(ctx, need, d.replicaTimeout).Result()
+	if err != nil {
+		return nil, err
+	}
+	if int(n) < need {
+		d.ack.Missed()
+		return res, fmt.Errorf("%w: %d of %d replicas within %s", errUnconfirmed, n, need, d.replicaTimeout)
 	}
 	return res, nil
+}
+
+// replicasNeeded is how many replicas a WAIT needs: MinReplicas, or what Options.Confirm
+// says (on Sentinel, every replica the sentinels list alive) when that is more.
+func (d *Driver) replicasNeeded(ctx context.Context) (int, error) {
+	if d.ack == nil {
+		return d.minReplicas, nil
+	}
+	n, err := d.ack.Need(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return max(d.minReplicas, n), nil
 }
 
 // masterFor returns the client of the master that serves key: the driver's own client for

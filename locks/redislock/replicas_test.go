@@ -1,15 +1,19 @@
 package redislock
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/deploy-orchestrator/orchestrator/internal/faultproxy"
+	"github.com/deploy-orchestrator/orchestrator/internal/redisack"
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 )
@@ -187,4 +191,76 @@ func TestFailoverKeepsConfirmedGrants(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestForcedFailoverKeepsConfirmedGrants: grants of fresh keys are made without pause while
+// SENTINEL FAILOVER moves the master, the old one staying alive; every grant the driver
+// returned is on the new master. With a plain WAIT 1 (no Confirm), the old master's
+// remaining replica confirms grants made after the promotion, and then drops them.
+func TestForcedFailoverKeepsConfirmedGrants(t *testing.T) {
+	topo := redistest.StartSentinel(t, redistest.SentinelOptions{DownAfter: time.Second, MinReplicasToWrite: 1})
+	ack, err := redisack.New(topo.URL(), 1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ack.Close()
+	d := openDriver(t, topo.URL(), Options{MinReplicas: 1, Confirm: ack})
+
+	var (
+		mu      sync.Mutex
+		granted = map[string]string{} // key → token
+	)
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(granted) }
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			key := fmt.Sprintf("svc:%d", i)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			l, err := d.TryAcquire(ctx, grant(key, "p#1/x"))
+			cancel()
+			if err != nil {
+				time.Sleep(10 * time.Millisecond) // a retry pause, as the Locker backs off
+				continue
+			}
+			mu.Lock()
+			granted[key] = l.Token
+			mu.Unlock()
+		}
+	}()
+	waitGrants := func(n int) {
+		deadline := time.Now().Add(60 * time.Second)
+		for count() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d of %d grants within 60 s", count(), n)
+			}
+			time.Sleep(20 * time.Millisecond) // polling the granter's progress
+		}
+	}
+	waitGrants(20)
+	next := topo.Failover()
+	waitGrants(count() + 20) // grants resume on the new master
+	close(stop)
+	<-done
+
+	ctx := t.Context()
+	lost := 0
+	for key, tok := range granted {
+		got, err := next.Client().HGet(ctx, d.keys(key).lock, "tok").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatalf("HGET on the new master: %v", err)
+		}
+		if got != tok {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d confirmed grants are not on the new master %s", lost, len(granted), next.Addr)
+	}
+	t.Logf("%d confirmed grants, all on the new master", len(granted))
 }

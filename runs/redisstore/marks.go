@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/redisack"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -73,7 +75,11 @@ func (s *Store) putMark(ctx context.Context, op string, m runs.Mark, data []byte
 	if err := s.d.open(op); err != nil {
 		return runs.Mark{}, err
 	}
-	res, err := putMarkScript.Run(ctx, s.d.rdb, []string{s.d.markKey(m.UUID)}, data, m.Fence, field, own).Slice()
+	var res []any
+	err := s.d.retryMark(ctx, func() (err error) {
+		res, err = s.d.runWrite(ctx, putMarkScript, []string{s.d.markKey(m.UUID)}, data, m.Fence, field, own).Slice()
+		return err
+	})
 	if err != nil {
 		return runs.Mark{}, runs.Fail(op, err)
 	}
@@ -86,6 +92,33 @@ func (s *Store) putMark(ctx context.Context, op string, m runs.Mark, data []byte
 		return runs.Mark{}, runs.Fail(op, fmt.Errorf("decode: %w", err))
 	}
 	return cur, fmt.Errorf("%s: fence %d < recorded %d (run %s): %w", op, m.Fence, cur.Fence, cur.RunID, runs.ErrFenceBehind)
+}
+
+// markRetryFor bounds retryMark, as the engine bounds the retries of a run's record.
+const markRetryFor = 15 * time.Second
+
+// retryMark runs write, a mark write that may run twice (the same mark under the same
+// fence), again while the replicas do not confirm it or the master refuses it for want of
+// replicas (a failover under way), for up to markRetryFor or until ctx ends; other errors
+// return at once.
+func (d *driver) retryMark(ctx context.Context, write func() error) error {
+	deadline := time.Now().Add(markRetryFor)
+	pause := 50 * time.Millisecond
+	for {
+		err := write()
+		if err == nil || !(errors.Is(err, redisack.ErrUnconfirmed) || redis.HasErrorPrefix(err, "NOREPLICAS")) ||
+			time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		pause = min(2*pause, time.Second)
+	}
 }
 
 // GetMark implements runs.MarkStore.
@@ -189,7 +222,13 @@ func (s *Store) PutRunning(ctx context.Context, r runs.Running) error {
 	if err != nil {
 		return fmt.Errorf("%s: encode: %w", op, err)
 	}
-	if err := s.d.rdb.HSet(ctx, s.d.markKey(r.UUID), runningField, data).Err(); err != nil {
+	key := s.d.markKey(r.UUID)
+	err = s.d.retryMark(ctx, func() error {
+		return s.d.ack.Write(ctx, s.d.rdb, key, func(c redis.Cmdable) error {
+			return c.HSet(ctx, key, runningField, data).Err()
+		})
+	})
+	if err != nil {
 		return runs.Fail(op, err)
 	}
 	return nil

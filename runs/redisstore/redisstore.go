@@ -57,6 +57,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/redisack"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -67,6 +68,11 @@ const DefaultPrefix = "orch:runs:"
 type Options struct {
 	// Prefix is put before every key and channel (default DefaultPrefix).
 	Prefix string
+	// Confirm, when not nil, makes the writes callers rely on (a run's creation, its
+	// updates, the service marks and running records) count only once replicas confirmed
+	// them (see redisack); an unconfirmed write fails with ErrUnavailable, which callers
+	// retry. nil writes without waiting for replicas.
+	Confirm *redisack.Confirmer
 }
 
 // Store is the run store on Redis: runs.Portable over this package's driver, plus the
@@ -83,6 +89,7 @@ var _ runs.Driver = (*driver)(nil)
 type driver struct {
 	rdb    redis.UniversalClient
 	k      string // prefix + "{runs}:"
+	ack    *redisack.Confirmer
 	closed atomic.Bool
 
 	mu sync.Mutex     // guards ps
@@ -103,7 +110,7 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
-	d := &driver{rdb: rdb, k: opts.Prefix + "{runs}:"}
+	d := &driver{rdb: rdb, k: opts.Prefix + "{runs}:", ack: opts.Confirm}
 	return &Store{Portable: runs.New(d), d: d}
 }
 
@@ -153,7 +160,7 @@ func (d *driver) Insert(ctx context.Context, r runs.Run, e runs.Encoded) (string
 	for _, st := range e.Steps {
 		args = append(args, st.Data)
 	}
-	res, err := createScript.Run(ctx, d.rdb, keys, args...).Slice()
+	res, err := d.runWrite(ctx, createScript, keys, args...).Slice()
 	if err != nil {
 		return "", err
 	}
@@ -486,7 +493,7 @@ func (d *driver) Write(ctx context.Context, cur, next runs.Run, e runs.Encoded, 
 		for _, st := range steps {
 			args = append(args, st.Pos, st.Data)
 		}
-		return updateScript.Run(ctx, d.rdb, keys, append(args, events...)...).Int64()
+		return d.runWrite(ctx, updateScript, keys, append(args, events...)...).Int64()
 	}
 	n, err := run(e.Steps, "0")
 	if err == nil && n == -3 {
