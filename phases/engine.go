@@ -354,7 +354,7 @@ func (e *Engine) Submit(ctx context.Context, pipeline string, t orchestrator.Tri
 		return nil, false, errCutOff
 	}
 
-	r, created, err := e.d.Store.Create(ctx, runs.Run{Pipeline: pipeline, Trigger: t, Instance: e.d.Instance, Steps: initialSteps(resolved)})
+	r, created, err := e.createRun(ctx, runs.Run{Pipeline: pipeline, Trigger: t, Instance: e.d.Instance, Steps: initialSteps(resolved)})
 	if err != nil {
 		return nil, false, fmt.Errorf("create run of %q: %w", pipeline, err)
 	}

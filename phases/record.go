@@ -168,3 +168,38 @@ func withStep(phase runs.Phase, name string, fn func(*runs.Step)) func(*runs.Run
 		fn(s)
 	}
 }
+
+// createRun creates run in (as Store.Create), trying again while the store is unavailable,
+// for up to finalWriteTimeout: a Redis failover refuses writes for a few seconds, and with
+// locks.min_replicas a creation the replicas did not confirm is reported unavailable although
+// it may have been written. The run's ID is fixed before the first try, so that every try is
+// the same run: a try that finds it written (by an earlier try whose answer said unavailable)
+// confirms it by rewriting it unchanged, and one that finds it gone (lost in a failover)
+// writes it again. Without this, a creation written but not confirmed would stay queued under
+// a daemon that answered 503 and never runs it.
+func (e *Engine) createRun(ctx context.Context, in runs.Run) (runs.Run, bool, error) {
+	in.CreatedAt = time.Now().UTC()
+	in.ID = runs.NewID(in.CreatedAt)
+	ctx, cancel := context.WithTimeout(ctx, finalWriteTimeout)
+	defer cancel()
+	pause := storeRetryFirst
+	for {
+		r, created, err := e.d.Store.Create(ctx, in)
+		if errors.Is(err, runs.ErrConflict) || (err == nil && !created && r.ID == in.ID) {
+			// Written by an earlier try (its ID, or its idempotency key naming it).
+			r, err = e.d.Store.Update(ctx, in.ID, func(*runs.Run) error { return nil })
+			created = err == nil
+		}
+		if err == nil || !errors.Is(err, runs.ErrUnavailable) {
+			return r, created, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return r, false, err
+		}
+		pause = min(2*pause, storeRetryMax)
+	}
+}
