@@ -88,24 +88,43 @@ func (c *Confirmer) Close() error {
 	return c.sentinel.close()
 }
 
+// Fixed returns a Confirmer that waits for min replicas, with no Sentinel to ask for more:
+// nil (writes are not confirmed) when min is 0. timeout 0 takes DefaultTimeout.
+func Fixed(min int, timeout time.Duration) *Confirmer {
+	if min <= 0 {
+		return nil
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &Confirmer{min: min, timeout: timeout}
+}
+
 // Write runs write on one connection to the master that serves key and then, on that
 // connection, WAITs for the replicas it needs (see the package doc). It returns write's
 // error, or one wrapping ErrUnconfirmed when too few replicas confirmed in time.
 func (c *Confirmer) Write(ctx context.Context, client redis.UniversalClient, key string, write func(redis.Cmdable) error) error {
+	return c.WriteIf(ctx, client, key, func(cmd redis.Cmdable) (bool, error) { return true, write(cmd) })
+}
+
+// WriteIf is Write for a write that may turn out to change nothing that needs confirming
+// (a lock script that granted nothing): write reports whether the WAIT must follow.
+func (c *Confirmer) WriteIf(ctx context.Context, client redis.UniversalClient, key string, write func(redis.Cmdable) (bool, error)) error {
 	if c == nil || c.min == 0 {
-		return write(client)
+		_, err := write(client)
+		return err
 	}
 	node, err := masterFor(ctx, client, key)
 	if err != nil {
 		return err
 	}
-	need, err := c.need(ctx)
+	need, err := c.need(ctx) // before the write: a write that cannot be confirmed is not made
 	if err != nil {
 		return err
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	if err := write(conn); err != nil {
+	if confirm, err := write(conn); err != nil || !confirm {
 		return err
 	}
 	n, err := conn.Wait(ctx, need, c.timeout).Result()
@@ -113,20 +132,13 @@ func (c *Confirmer) Write(ctx context.Context, client redis.UniversalClient, key
 		return err
 	}
 	if int(n) < need {
-		if c.sentinel != nil {
-			c.sentinel.forget()
-		}
+		c.Missed()
 		return fmt.Errorf("%w: %d of %d replicas within %s", ErrUnconfirmed, n, need, c.timeout)
 	}
 	return nil
 }
 
-// Need is how many replicas must confirm a write now, for a caller that runs its own WAIT
-// (the lock driver): MinReplicas, or on Sentinel the sentinels' count of live replicas
-// when that is more. After a WAIT that fell short, call Missed.
-func (c *Confirmer) Need(ctx context.Context) (int, error) { return c.need(ctx) }
-
-// Missed makes the next Need ask the sentinels again: a WAIT fell short, and the replicas
+// Missed makes the next write ask the sentinels again: a WAIT fell short, and the replicas
 // may have changed.
 func (c *Confirmer) Missed() {
 	if c != nil && c.sentinel != nil {

@@ -19,15 +19,15 @@ func TestNeedFollowsTheSentinels(t *testing.T) {
 	}
 	defer c.Close()
 	ctx := t.Context()
-	if n, err := c.Need(ctx); err != nil || n != 2 {
-		t.Fatalf("Need with both replicas in sync = %d, %v; want 2", n, err)
+	if n, err := c.need(ctx); err != nil || n != 2 {
+		t.Fatalf("need with both replicas in sync = %d, %v; want 2", n, err)
 	}
 
 	topo.Replicas()[0].Stop()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		c.Missed()
-		n, err := c.Need(ctx)
+		n, err := c.need(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,8 +44,8 @@ func TestNeedFollowsTheSentinels(t *testing.T) {
 		sn.Stop()
 	}
 	c.Missed()
-	if n, err := c.Need(ctx); err != nil || n != 1 {
-		t.Fatalf("Need with every sentinel stopped = %d, %v; want the last count, 1", n, err)
+	if n, err := c.need(ctx); err != nil || n != 1 {
+		t.Fatalf("need with every sentinel stopped = %d, %v; want the last count, 1", n, err)
 	}
 }
 

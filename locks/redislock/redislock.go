@@ -73,9 +73,10 @@ type Options struct {
 	MinReplicas int
 	// ReplicaTimeout bounds each WAIT for MinReplicas (default DefaultReplicaTimeout).
 	ReplicaTimeout time.Duration
-	// Confirm, when not nil with MinReplicas positive, says how many replicas each WAIT
-	// needs: on a Sentinel URL every replica the sentinels list alive, at least
-	// MinReplicas (see redisack), which a forced failover's promotion window cannot meet.
+	// Confirm, when not nil with MinReplicas positive, confirms grants and renewals instead
+	// of a WAIT for MinReplicas: built with the same MinReplicas from a Sentinel URL
+	// (redisack.New), it waits for every replica the sentinels list alive, which a forced
+	// failover's promotion window cannot meet.
 	Confirm *redisack.Confirmer
 }
 
@@ -86,10 +87,10 @@ type Driver struct {
 	prefix     string
 	log        *slog.Logger
 	hub        *hub
-	// minReplicas and replicaTimeout are Options.MinReplicas and ReplicaTimeout.
-	minReplicas    int
-	replicaTimeout time.Duration
-	ack            *redisack.Confirmer // Options.Confirm
+	// minReplicas is Options.MinReplicas; ack confirms grants and renewals (nil without
+	// MinReplicas): Options.Confirm, or a WAIT for MinReplicas within ReplicaTimeout.
+	minReplicas int
+	ack         *redisack.Confirmer
 
 	// unsafeDelRelease replaces the compare-and-delete release by a plain DEL. It exists
 	// only so the fault-injection test can show that it catches the bug.
@@ -116,12 +117,14 @@ func New(client redis.UniversalClient, opts Options) *Driver {
 		opts.ReplicaTimeout = DefaultReplicaTimeout
 	}
 	d := &Driver{
-		client:         client,
-		prefix:         opts.Prefix,
-		log:            opts.Logger,
-		minReplicas:    opts.MinReplicas,
-		replicaTimeout: opts.ReplicaTimeout,
-		ack:            opts.Confirm,
+		client:      client,
+		prefix:      opts.Prefix,
+		log:         opts.Logger,
+		minReplicas: opts.MinReplicas,
+		ack:         redisack.Fixed(opts.MinReplicas, opts.ReplicaTimeout),
+	}
+	if opts.MinReplicas > 0 && opts.Confirm != nil {
+		d.ack = opts.Confirm
 	}
 	d.hub = newHub(client, d.prefix, opts.Logger)
 	return d
@@ -291,7 +294,7 @@ func (d *Driver) TryAcquire(ctx context.Context, g locks.Grant) (locks.Info, err
 	d.hub.noteTicket(k.channel, g.Ticket, g.TicketDeadline)
 	res, err := d.runScript(ctx, acquireScript, []string{k.lock, k.queue, k.deadlines, k.claims},
 		[]any{g.Token, g.Holder, g.Message, ms(g.TTL), g.Ticket, ticketTTL, handover, d.hub.id}, granted)
-	if errors.Is(err, errUnconfirmed) {
+	if errors.Is(err, redisack.ErrUnconfirmed) {
 		// Nobody may rely on a grant a failover can take back: give it up (the Locker
 		// retries within its budget). If the release is lost too, the lease expires.
 		rerr := d.Release(ctx, g.Key, g.Token)
@@ -363,7 +366,7 @@ func (d *Driver) Renew(ctx context.Context, key, token string, ttl time.Duration
 	const op = "renew"
 	k := d.keys(key)
 	res, err := d.runScript(ctx, renewScript, []string{k.lock}, []any{token, ms(ttl)}, granted)
-	if errors.Is(err, errUnconfirmed) {
+	if errors.Is(err, redisack.ErrUnconfirmed) {
 		return time.Time{}, fmt.Errorf("redislock: %s %q: %w: renewal %w", op, key, locks.ErrUnavailable, err)
 	}
 	if err != nil {
