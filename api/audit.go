@@ -202,7 +202,8 @@ func (s *server) handleAuditExport() http.HandlerFunc {
 
 // auditActions are the actions the audit page's filter offers.
 var auditActions = []string{runs.AuditTrigger, runs.AuditRollback, runs.AuditCancel, runs.AuditFreeze,
-	runs.AuditUnfreeze, runs.AuditForceRelease, runs.AuditOverride, runs.AuditApprove, runs.AuditReject, runs.AuditCancelDeployment, runs.AuditTakeover}
+	runs.AuditUnfreeze, runs.AuditForceRelease, runs.AuditOverride, runs.AuditApprove, runs.AuditReject, runs.AuditCancelDeployment, runs.AuditTakeover,
+	runs.AuditConfig}
 
 type auditData struct {
 	Title   string

@@ -61,6 +61,10 @@ const (
 	// AuditTakeover: the engine ended a dead daemon's runs; its target is that daemon's
 	// liveness key.
 	AuditTakeover = "takeover"
+	// AuditConfig: a daemon started with pipelines (their gates included) that differ from
+	// the last configuration the log records; its target is "pipelines", its detail a digest
+	// per pipeline.
+	AuditConfig = "config"
 )
 
 // AuditLockActions are the actions on locks, whose target is a lock key: what the lock

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,18 +46,19 @@ func TestAuditVerifyFindsTampering(t *testing.T) {
 		return out + errOut, err
 	}
 	out, err := verify()
-	if err != nil || !strings.Contains(out, "audit log intact: 3 records, from the first record to the head 3") {
+	if err != nil || !strings.Contains(out, "audit log intact: 4 records, from the first record to the head 4") {
 		t.Fatalf("verify of an intact log: %v\n%s", err, out)
 	}
 	export, errOut, err := invoke(ctx, map[string]string{}, "audit", "export", "--state-dir", state)
-	if err != nil || strings.Count(export, "\n") != 4 || !strings.Contains(export, `"subject":"api:admin"`) {
+	if err != nil || strings.Count(export, "\n") != 5 || !strings.Contains(export, `"subject":"api:admin"`) ||
+		!strings.Contains(export, `"action":"config"`) {
 		t.Fatalf("export: %v\n%s%s", err, export, errOut)
 	}
 	file := filepath.Join(t.TempDir(), "audit.jsonl")
 	if err := os.WriteFile(file, []byte(export), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := verify("--file", file); err != nil || !strings.Contains(out, "intact: 3 records") {
+	if out, err := verify("--file", file); err != nil || !strings.Contains(out, "intact: 4 records") {
 		t.Fatalf("verify of the export: %v\n%s", err, out)
 	}
 	// An export with a line removed is refused.
@@ -72,24 +75,77 @@ func TestAuditVerifyFindsTampering(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	// Changed: the first freeze's message.
-	if _, err := db.Exec(`UPDATE audit SET data = replace(data, 'launch', 'lunch') WHERE seq = 1`); err != nil {
+	// Changed: the first freeze's message (record 1 is the daemon's configuration).
+	if _, err := db.Exec(`UPDATE audit SET data = replace(data, 'launch', 'lunch') WHERE seq = 2`); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := verify(); exitCode(err) != exitFailed || !strings.Contains(err.Error(), "record 1: changed") {
+	if out, err := verify(); exitCode(err) != exitFailed || !strings.Contains(err.Error(), "record 2: changed") {
 		t.Errorf("verify of a changed record: exit %d, %v\n%s", exitCode(err), err, out)
 	}
-	if _, err := db.Exec(`UPDATE audit SET data = replace(data, 'lunch', 'launch') WHERE seq = 1`); err != nil {
+	if _, err := db.Exec(`UPDATE audit SET data = replace(data, 'lunch', 'launch') WHERE seq = 2`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := verify(); err != nil {
 		t.Fatalf("verify after undoing the change: %v", err)
 	}
 	// Removed: the unfreeze.
-	if _, err := db.Exec(`DELETE FROM audit WHERE seq = 2`); err != nil {
+	if _, err := db.Exec(`DELETE FROM audit WHERE seq = 3`); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := verify(); exitCode(err) != exitFailed || !strings.Contains(err.Error(), "record 2: missing") {
+	if out, err := verify(); exitCode(err) != exitFailed || !strings.Contains(err.Error(), "record 3: missing") {
 		t.Errorf("verify of a removed record: exit %d, %v\n%s", exitCode(err), err, out)
+	}
+}
+
+// Issue 36, item 4: a daemon that starts with pipelines other than those the audit log last
+// recorded (a gate changed by editing a file and restarting) says so in the log, naming the
+// pipelines changed, added and removed; one that starts with the same says nothing.
+func TestAuditRecordsAChangedConfiguration(t *testing.T) {
+	env, _ := daemonEnv(t)
+	pipes := env["ORCH_PIPELINES_DIR"]
+	prod, err := os.ReadFile(filepath.Join(pipes, "prod.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart := func() {
+		t.Helper()
+		d := serveDaemon(t, env)
+		d.stop()
+		if d.err != nil {
+			t.Fatalf("serve: %v\n%s", d.err, d.log)
+		}
+	}
+	write := func(name, yaml string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(pipes, name), []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restart()
+	restart() // the same pipelines: nothing to record
+	write("prod.yaml", strings.Replace(string(prod), "deploy_timeout: 10s", "deploy_timeout: 20s", 1))
+	write("stage.yaml", strings.Replace(string(prod), "deploy_timeout: 10s", "deploy_timeout: 5s", 1))
+	restart()
+	export, errOut, err := invoke(context.Background(), map[string]string{}, "audit", "export", "--state-dir", env["ORCH_STATE_DIR"])
+	if err != nil {
+		t.Fatalf("export: %v\n%s", err, errOut)
+	}
+	var reasons []string
+	for _, line := range strings.Split(strings.TrimSpace(export), "\n")[1:] {
+		var rec struct{ Action, Subject, Target, Reason string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Action != "config" || rec.Target != "pipelines" || !strings.HasPrefix(rec.Subject, "daemon:") {
+			t.Errorf("record %+v, want the daemon's config records only", rec)
+		}
+		reasons = append(reasons, rec.Reason)
+	}
+	want := []string{"first configuration recorded: prod", "changed prod; added stage"}
+	if !slices.Equal(reasons, want) {
+		t.Errorf("config records say %q, want %q", reasons, want)
+	}
+	if strings.Contains(export, "sentinel-db-password-42") {
+		t.Error("the export holds a secret value")
 	}
 }

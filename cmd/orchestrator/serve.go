@@ -122,6 +122,7 @@ func serveWith(ctx context.Context, c *cli, d *config.Daemon, pipelines map[stri
 		return usageError("listen on %s: %w (is another daemon running? set --listen or ORCH_LISTEN)", d.Listen, err)
 	}
 	instance := instanceID(c.getenv, ln.Addr().String())
+	recordConfig(ctx, b.store, instance, pipelines, log)
 	notifier := notify.New(notify.Options{Default: d.Notify, PublicURL: publicURL(d, ln.Addr().String()), Recorder: b.store,
 		Metrics: metrics.OutsideRequest, Outcome: metrics.Notification, Logger: log, Version: version})
 	// After the engine's shutdown (its runs' last messages are queued by then), the queue gets
