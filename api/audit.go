@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"time"
 
@@ -122,46 +121,11 @@ func validAuditQuery(q url.Values) (auditQuery, error) {
 	return a, nil
 }
 
-// auditPage is GET /v1/audit's answer: matching records, newest first; Before is the value
-// of before for the next page (0 on the last).
-type auditPage struct {
-	Records []runs.AuditRecord `json:"records"`
-	Before  int64              `json:"before,omitempty"`
-}
-
-// findAudit returns the records q selects, newest first, reading the log backwards a chunk
-// at a time.
-func (s *server) findAudit(ctx context.Context, q auditQuery) (auditPage, error) {
-	anchor, head, err := s.audit.AuditEnds(ctx)
-	if err != nil {
-		return auditPage{}, err
-	}
-	top := head.Seq + 1
-	if q.before > 0 && q.before < top {
-		top = q.before
-	}
-	const chunk = 500
-	page := auditPage{Records: []runs.AuditRecord{}}
-	for top > anchor.Seq+1 {
-		from := max(top-chunk, anchor.Seq+1)
-		recs, err := s.audit.AuditRecords(ctx, from-1, int(top-from))
-		if err != nil {
-			return auditPage{}, err
-		}
-		slices.Reverse(recs)
-		for _, r := range recs {
-			if !q.filter.Match(r) || (q.keep != nil && !q.keep(r)) {
-				continue
-			}
-			if len(page.Records) == q.limit {
-				page.Before = page.Records[len(page.Records)-1].Seq
-				return page, nil
-			}
-			page.Records = append(page.Records, r)
-		}
-		top = from
-	}
-	return page, nil
+// findAudit returns the records q selects, newest first (runs.NewestAudit).
+func (s *server) findAudit(ctx context.Context, q auditQuery) (runs.AuditPage, error) {
+	return runs.NewestAudit(ctx, s.audit, q.before, func(r runs.AuditRecord) bool {
+		return q.filter.Match(r) && (q.keep == nil || q.keep(r))
+	}, q.limit)
 }
 
 // handleAuditLog serves GET /v1/audit?subject=&action=&target=&since=&before=&limit=.

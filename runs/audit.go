@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -221,4 +222,45 @@ func AuditCutoff(r Retention, now time.Time) time.Time {
 		return time.Time{}
 	}
 	return now.Add(-r.MaxAge)
+}
+
+// AuditPage is records of the audit log, newest first; Before, when not 0, is the before
+// of the next page (GET /v1/audit's answer).
+type AuditPage struct {
+	Records []AuditRecord `json:"records"`
+	Before  int64         `json:"before,omitempty"`
+}
+
+// NewestAudit returns the newest limit records of l with Seq below before (0: from the
+// newest) that match selects (limit <= 0: all), reading the log backwards a chunk at a
+// time; the page's Before is set when a further record matches.
+func NewestAudit(ctx context.Context, l AuditLog, before int64, match func(AuditRecord) bool, limit int) (AuditPage, error) {
+	anchor, head, err := l.AuditEnds(ctx)
+	if err != nil {
+		return AuditPage{}, err
+	}
+	top := head.Seq + 1
+	if before > 0 && before < top {
+		top = before
+	}
+	page := AuditPage{Records: []AuditRecord{}}
+	for top > anchor.Seq+1 {
+		from := max(top-auditExportChunk, anchor.Seq+1)
+		recs, err := l.AuditRecords(ctx, from-1, int(top-from))
+		if err != nil {
+			return AuditPage{}, err
+		}
+		for _, rec := range slices.Backward(recs) {
+			if !match(rec) {
+				continue
+			}
+			if limit > 0 && len(page.Records) == limit {
+				page.Before = page.Records[len(page.Records)-1].Seq
+				return page, nil
+			}
+			page.Records = append(page.Records, rec)
+		}
+		top = from
+	}
+	return page, nil
 }

@@ -65,41 +65,13 @@ func LockAuditEntryOf(rec AuditRecord) LockAuditEntry {
 // all), newest first, in the lock view's shape: what GET /v1/locks/audit answers, for the
 // CLI on a local backend.
 func LockAudit(ctx context.Context, l AuditLog, limit int) ([]LockAuditEntry, error) {
-	recs, err := NewestAudit(ctx, l, IsLockAction, limit)
+	page, err := NewestAudit(ctx, l, 0, IsLockAction, limit)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]LockAuditEntry, len(recs))
-	for i, rec := range recs {
+	out := make([]LockAuditEntry, len(page.Records))
+	for i, rec := range page.Records {
 		out[i] = LockAuditEntryOf(rec)
-	}
-	return out, nil
-}
-
-// NewestAudit returns the newest limit records of l that match selects (limit <= 0: all),
-// newest first, reading the log backwards a chunk at a time until it has them.
-func NewestAudit(ctx context.Context, l AuditLog, match func(AuditRecord) bool, limit int) ([]AuditRecord, error) {
-	anchor, head, err := l.AuditEnds(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []AuditRecord
-	for top := head.Seq + 1; top > anchor.Seq+1; {
-		from := max(top-auditExportChunk, anchor.Seq+1)
-		recs, err := l.AuditRecords(ctx, from-1, int(top-from))
-		if err != nil {
-			return nil, err
-		}
-		for _, rec := range slices.Backward(recs) {
-			if !match(rec) {
-				continue
-			}
-			out = append(out, rec)
-			if len(out) == limit {
-				return out, nil
-			}
-		}
-		top = from
 	}
 	return out, nil
 }

@@ -30,13 +30,13 @@ const pipelineDetail = "pipeline:"
 func recordConfig(ctx context.Context, al runs.AuditLog, instance string, pipelines map[string]*config.Pipeline, log *slog.Logger) {
 	digests, err := pipelineDigests(pipelines)
 	if err == nil {
-		var last []runs.AuditRecord
-		last, err = runs.NewestAudit(ctx, al, func(r runs.AuditRecord) bool {
+		var last runs.AuditPage
+		last, err = runs.NewestAudit(ctx, al, 0, func(r runs.AuditRecord) bool {
 			return r.Action == runs.AuditConfig && r.Target == configTarget && r.Outcome == runs.AuditOK
 		}, 1)
 		var before map[string]string
-		if err == nil && len(last) == 1 {
-			before = last[0].Detail
+		if err == nil && len(last.Records) == 1 {
+			before = last.Records[0].Detail
 		}
 		if change := configChange(before, digests); err == nil && change != "" {
 			_, err = al.AppendAudit(ctx, runs.AuditRecord{Subject: "daemon:" + instance, Action: runs.AuditConfig,
