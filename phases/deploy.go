@@ -344,12 +344,8 @@ func (x *execution) requestedDeployment(ctx context.Context, s config.Service, r
 	var err error
 	for try := range lostAnswerReads {
 		if try > 0 {
-			t := time.NewTimer(pause)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, false, ctx.Err()
-			case <-t.C:
+			if err := sleepCtx(ctx, pause); err != nil {
+				return nil, false, err
 			}
 			pause *= 2
 		}

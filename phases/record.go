@@ -54,14 +54,22 @@ func (rc *recorder) write(ctx context.Context, fn func(*runs.Run) error, evs ...
 		if err == nil || !errors.Is(err, runs.ErrUnavailable) {
 			return r, err
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if sleepCtx(ctx, pause) != nil {
 			return r, err
 		}
 		pause = min(2*pause, storeRetryMax)
+	}
+}
+
+// sleepCtx pauses for d, or until ctx ends (its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -193,11 +201,7 @@ func (e *Engine) createRun(ctx context.Context, in runs.Run) (runs.Run, bool, er
 		if err == nil || !errors.Is(err, runs.ErrUnavailable) {
 			return r, created, err
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if sleepCtx(ctx, pause) != nil {
 			return r, false, err
 		}
 		pause = min(2*pause, storeRetryMax)

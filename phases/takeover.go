@@ -34,11 +34,7 @@ func (e *Engine) holdLiveness(ctx context.Context) error {
 	if err := e.liveElsewhere(ctx, key, ttl); err != nil {
 		return err
 	}
-	lease, err := e.d.Locker.Acquire(ctx, locks.Request{
-		Key: key, Holder: orchestrator.DaemonHolder(e.d.Instance), Owner: e.daemonOwner(),
-		Message: fmt.Sprintf("daemon %s is alive", e.d.Instance), TTL: ttl,
-		Budget: locks.Budget{Timeout: ttl + ttl/2, MaxRetries: 0},
-	})
+	lease, err := e.acquireLiveness(ctx, key, ttl)
 	if errors.Is(err, locks.ErrBudgetExhausted) {
 		return fmt.Errorf("instance %q: its liveness lease %q stayed held for %s: %w (give each daemon its own ORCH_INSTANCE): %w",
 			e.d.Instance, key, ttl+ttl/2, ErrInstanceLive, err)
@@ -50,6 +46,34 @@ func (e *Engine) holdLiveness(ctx context.Context) error {
 	e.live = lease
 	e.mu.Unlock()
 	return nil
+}
+
+// startBackendWait bounds how long a starting daemon tries again to take its liveness lease
+// while the lock backend is unavailable: a daemon (re)started during a Redis failover, or
+// before Redis is up, waits for it rather than exiting at once.
+const startBackendWait = 30 * time.Second
+
+// acquireLiveness takes the liveness lease on key, trying again while the backend is
+// unavailable (locks.ErrUnavailable: unreachable, or a grant its replicas did not confirm),
+// for up to startBackendWait, with a warning each time.
+func (e *Engine) acquireLiveness(ctx context.Context, key string, ttl time.Duration) (*locks.Lease, error) {
+	start, pause := time.Now(), 250*time.Millisecond
+	for {
+		lease, err := e.d.Locker.Acquire(ctx, locks.Request{
+			Key: key, Holder: orchestrator.DaemonHolder(e.d.Instance), Owner: e.daemonOwner(),
+			Message: fmt.Sprintf("daemon %s is alive", e.d.Instance), TTL: ttl,
+			Budget: locks.Budget{Timeout: ttl + ttl/2, MaxRetries: 0},
+		})
+		if err == nil || !errors.Is(err, locks.ErrUnavailable) || time.Since(start)+pause > startBackendWait {
+			return lease, err
+		}
+		e.log.LogAttrs(ctx, slog.LevelWarn, "lock backend unavailable at start; trying again",
+			slog.String(logLockKey, key), slog.Duration("in", pause), slog.String(logError, err.Error()))
+		if err := sleepCtx(ctx, pause); err != nil {
+			return nil, err
+		}
+		pause = min(2*pause, 4*time.Second)
+	}
 }
 
 // liveElsewhere watches a liveness lease on key that another process holds, until it ends
