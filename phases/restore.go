@@ -239,26 +239,7 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 
 	res.envsDone = !snap.envsWritten
 	if snap.envsWritten {
-		var puts []coolify.EnvVar
-		var dels []prevEnv
-		var unrestorable []string
-		for _, p := range snap.envs {
-			switch {
-			case p.existed && p.prev.ValueHidden(): // is_shown_once: its old value was never readable
-				unrestorable = append(unrestorable, p.key)
-			case p.existed:
-				puts = append(puts, p.prev)
-			default:
-				dels = append(dels, p)
-			}
-		}
-		if len(unrestorable) > 0 {
-			res.left = append(res.left, fmt.Sprintf("env %v, left at this run's value: Coolify never shows is_shown_once values, so the old ones are unknown", unrestorable))
-		}
-		if err := x.cl.UpsertEnvs(ctx, snap.ref, puts); err != nil {
-			return res, err
-		}
-		if err := x.deleteCreated(ctx, snap.ref, dels); err != nil {
+		if err := x.restoreEnvs(ctx, snap, &res); err != nil {
 			return res, err
 		}
 		res.envsDone = true
@@ -317,6 +298,32 @@ func (x *execution) restoreLocked(ctx context.Context, st *svcState, lease *lock
 	res.redeployed = true
 	x.recordRunning(ctx, s, res.deployment, st.runningPutBack(), true)
 	return res, nil
+}
+
+// restoreEnvs puts back the env vars Phase 1 changed (snap.envs) and deletes those it
+// created; an is_shown_once variable, whose old value Coolify never showed, is left at this
+// run's value and named in res.left.
+func (x *execution) restoreEnvs(ctx context.Context, snap *snapshot, res *restoreResult) error {
+	var puts []coolify.EnvVar
+	var dels []prevEnv
+	var unrestorable []string
+	for _, p := range snap.envs {
+		switch {
+		case p.existed && p.prev.ValueHidden(): // is_shown_once: its old value was never readable
+			unrestorable = append(unrestorable, p.key)
+		case p.existed:
+			puts = append(puts, p.prev)
+		default:
+			dels = append(dels, p)
+		}
+	}
+	if len(unrestorable) > 0 {
+		res.left = append(res.left, fmt.Sprintf("env %v, left at this run's value: Coolify never shows is_shown_once values, so the old ones are unknown", unrestorable))
+	}
+	if err := x.cl.UpsertEnvs(ctx, snap.ref, puts); err != nil {
+		return err
+	}
+	return x.deleteCreated(ctx, snap.ref, dels)
 }
 
 // putsBackUnrun reports whether the config a restore puts back is not what the service ran
