@@ -86,16 +86,7 @@ func TestPartitionedDaemonActsOnNothingTakenOver(t *testing.T) {
 func partitionScenario(t *testing.T, prepare func(*harness), reached func(*harness, string) bool, reset bool) {
 	// Deployments run long enough to be cut off in the middle of one.
 	b := newHarnessOn(t, "redis", coolifytest.WithTiming(coolifytest.Timing{Queued: 10 * time.Millisecond, RunMin: 1500 * time.Millisecond, RunMax: 1500 * time.Millisecond}))
-	u, err := url.Parse(b.redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := faultproxy.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	a := b.peerVia("daemon-a", "redis://"+proxy.Addr()+u.Path)
+	a, proxy := b.peerBehindProxy("daemon-a")
 	a.version, a.observer = "daemon-a", &takeovers{}
 	b.instance, b.version = "daemon-b", "daemon-b"
 	prepare(b)
@@ -226,4 +217,19 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 		}
 		time.Sleep(20 * time.Millisecond) // a poll interval, not a wait for an event
 	}
+}
+
+// peerBehindProxy is peer on h's Redis reached through a fault proxy, to cut it off.
+func (h *harness) peerBehindProxy(instance string) (*harness, *faultproxy.Proxy) {
+	h.t.Helper()
+	u, err := url.Parse(h.redisURL)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	proxy, err := faultproxy.Start(u.Host)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { proxy.Close() })
+	return h.peerVia(instance, "redis://"+proxy.Addr()+u.Path), proxy
 }

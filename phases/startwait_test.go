@@ -1,12 +1,10 @@
 package phases_test
 
 import (
-	"net/url"
 	"testing"
 	"time"
 
 	"github.com/deploy-orchestrator/orchestrator"
-	"github.com/deploy-orchestrator/orchestrator/internal/faultproxy"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -14,17 +12,7 @@ import (
 // yet) waits for it to come back instead of failing its start: it takes its liveness lease
 // once the backend answers, then runs as usual.
 func TestStartWaitsForTheLockBackend(t *testing.T) {
-	b := newHarnessOn(t, "redis")
-	u, err := url.Parse(b.redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := faultproxy.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	a := b.peerVia("daemon-a", "redis://"+proxy.Addr()+u.Path)
+	a, proxy := newHarnessOn(t, "redis").peerBehindProxy("daemon-a")
 	proxy.Partition(true)
 	heal := time.AfterFunc(1500*time.Millisecond, proxy.Heal) // the outage's length
 	defer heal.Stop()
