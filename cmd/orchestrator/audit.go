@@ -113,14 +113,9 @@ func addAuditSourceFlags(c *cli, fs *pflag.FlagSet) *auditSource {
 
 // openLocal opens the backend to read: on the embedded one it creates nothing.
 func (t *auditSource) openLocal(ctx context.Context, c *cli) (*backends, error) {
-	d, err := config.LoadDaemon(*t.cfg, c.getenv, t.fs)
-	if err != nil {
-		return nil, usageError("daemon config:\n%w", err)
-	}
-	log, err := newLogger(c.stderr, "warn", "text")
+	d, log, err := localDaemon(ctx, c, *t.cfg, t.fs)
 	if err != nil {
 		return nil, err
 	}
-	c.warnUnknownEnv(ctx, log)
 	return openBackendsToRead(ctx, d, log)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -101,21 +102,32 @@ type runService interface {
 	follow(ctx context.Context, id string, fn func(runs.Event) error) error
 }
 
+// localDaemon loads the daemon config a command that acts on the backend itself reads
+// (cfg and fs's --redis-url and --state-dir), with a warn-level logger on stderr, and warns
+// about unknown ORCH_* variables.
+func localDaemon(ctx context.Context, c *cli, cfg string, fs *pflag.FlagSet) (*config.Daemon, *slog.Logger, error) {
+	d, err := config.LoadDaemon(cfg, c.getenv, fs)
+	if err != nil {
+		return nil, nil, usageError("daemon config:\n%w", err)
+	}
+	log, err := newLogger(c.stderr, "warn", "text")
+	if err != nil {
+		return nil, nil, err
+	}
+	c.warnUnknownEnv(ctx, log)
+	return d, log, nil
+}
+
 func (t *target) open(ctx context.Context, c *cli) (*endpoint, error) {
 	if *t.url != "" {
 		a := newAPIClient(*t.url, *t.token, c.getenv)
 		return &endpoint{source: "daemon " + a.base, locks: remoteLocks{a}, runs: remoteRuns{a}, client: a,
 			close: func() error { return nil }}, nil
 	}
-	d, err := config.LoadDaemon(*t.cfg, c.getenv, t.fs)
-	if err != nil {
-		return nil, usageError("daemon config:\n%w", err)
-	}
-	log, err := newLogger(c.stderr, "warn", "text")
+	d, log, err := localDaemon(ctx, c, *t.cfg, t.fs)
 	if err != nil {
 		return nil, err
 	}
-	c.warnUnknownEnv(ctx, log)
 	var b *backends
 	if t.readOnly {
 		b, err = openBackendsToRead(ctx, d, log)
@@ -395,14 +407,7 @@ func cmdRunsCancel(ctx context.Context, c *cli, args []string) error {
 	if done, err := parse(fs, args); done {
 		return err
 	}
-	id, err := runIDArg(fs, "runs cancel")
-	if err != nil {
-		return err
-	}
-	if *t.url == "" {
-		return &exitError{code: exitUsage, err: fmt.Errorf("runs cancel: %w", errNeedsDaemon)}
-	}
-	e, err := t.open(ctx, c)
+	e, id, err := openRunOnDaemon(ctx, c, t, fs, "runs cancel")
 	if err != nil {
 		return err
 	}
@@ -428,7 +433,7 @@ func cmdRunsApprove(ctx context.Context, c *cli, args []string) error {
 	if done, err := parse(fs, args); done {
 		return err
 	}
-	e, id, err := openDecision(ctx, c, t, fs, "runs approve")
+	e, id, err := openRunOnDaemon(ctx, c, t, fs, "runs approve")
 	if err != nil {
 		return err
 	}
@@ -461,7 +466,7 @@ func cmdRunsReject(ctx context.Context, c *cli, args []string) error {
 	if done, err := parse(fs, args); done {
 		return err
 	}
-	e, id, err := openDecision(ctx, c, t, fs, "runs reject")
+	e, id, err := openRunOnDaemon(ctx, c, t, fs, "runs reject")
 	if err != nil {
 		return err
 	}
@@ -476,7 +481,7 @@ func cmdRunsReject(ctx context.Context, c *cli, args []string) error {
 }
 
 // openDecision reads the run ID argument and opens the daemon's API (decisions need one).
-func openDecision(ctx context.Context, c *cli, t *target, fs *pflag.FlagSet, cmd string) (*endpoint, string, error) {
+func openRunOnDaemon(ctx context.Context, c *cli, t *target, fs *pflag.FlagSet, cmd string) (*endpoint, string, error) {
 	id, err := runIDArg(fs, cmd)
 	if err != nil {
 		return nil, "", err
@@ -498,7 +503,7 @@ func cmdRunsOverride(ctx context.Context, c *cli, args []string) error {
 	if done, err := parse(fs, args); done {
 		return err
 	}
-	e, id, err := openDecision(ctx, c, t, fs, "runs override")
+	e, id, err := openRunOnDaemon(ctx, c, t, fs, "runs override")
 	if err != nil {
 		return err
 	}
