@@ -67,8 +67,9 @@ func wavesRan(failed, n int) string {
 // (with Parallel 1, one by one as a pipeline without waves does). Each goroutine deploys one
 // service through deployService, so it holds one service lock at a time and the superseded
 // check, the write rule, the deployment wait and the health check apply to each as they do
-// one by one. After a failure or a stop request no further service of the wave starts; the
-// ones already started finish (or meet their deploy timeout). The errors of all failed
+// one by one. The first Parallel services start together, whatever becomes of any of them;
+// after a failure no service still waiting for a slot starts, and after a stop request none
+// does. The ones already started finish (or meet their deploy timeout). The errors of all failed
 // services are returned together, in file order. A panic in a goroutine is raised again here,
 // once the others have ended, so the run fails as it does on any panic (recoverPanic).
 func (x *execution) deployWave(ctx context.Context, wave []*svcState) error {
@@ -83,7 +84,7 @@ func (x *execution) deployWave(ctx context.Context, wave []*svcState) error {
 	for i, st := range wave {
 		slots <- struct{}{} // a free slot: a service of the wave ended, or fewer run than Parallel
 		mu.Lock()
-		stop := failed
+		stop := failed && i >= cap(slots) // the first Parallel services start together
 		mu.Unlock()
 		if stop {
 			<-slots
