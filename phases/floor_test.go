@@ -2,6 +2,7 @@ package phases_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,8 +16,8 @@ import (
 const floorPipeline = "bench-floor"
 
 // floorRun times, on h's lock and run-store backends, the least the protocol must ask of
-// them for every service-phase of done (a run the engine just ended), one after the other as
-// the engine goes through them, and returns the time it took. Per service-phase:
+// them for every service-phase of build i of benchPipeline's n services, one after the
+// other as the engine goes through them, and returns the time it took. Per service-phase:
 //
 //	take the service's lock and release it                        lock acquire + release
 //	record the step as started under the lease's fence            run-store Update + event
@@ -35,16 +36,19 @@ const floorPipeline = "bench-floor"
 // and whatever the engine writes beyond these three (lock waits, deploy_requested_at, the
 // deployment's UUID).
 //
-// The run written is a copy of done's steps, all pending, under floorPipeline, with no
-// instance (no takeover watches it), so that each write encodes a run of the same size; the
-// locks and marks are on keys of their own. It is ended afterwards, untimed.
-func floorRun(b *testing.B, h *harness, done runs.Run) time.Duration {
+// The run written has the steps of the engine's run of benchPipeline (Phase 1, then Phase 2,
+// of every service), so that each write encodes a run of its size, under floorPipeline and
+// with no instance (no takeover watches it); the locks and marks are on keys of their own.
+// It is ended afterwards, untimed.
+func floorRun(b *testing.B, h *harness, n, i int) time.Duration {
 	b.Helper()
 	ctx := context.Background()
-	in := runs.Run{Pipeline: floorPipeline, Trigger: done.Trigger}
-	in.Trigger.IdempotencyKey, in.Trigger.IdempotencyHash = "", ""
-	for _, s := range done.Steps {
-		in.Steps = append(in.Steps, runs.Step{Phase: s.Phase, Name: s.Name, UUID: s.UUID, Wave: s.Wave, Status: runs.StepPending})
+	in := runs.Run{Pipeline: floorPipeline, Trigger: orchestrator.Trigger{Build: fmt.Sprint(i + 1), ImageTag: fmt.Sprintf("v%d", i+1), By: "bench"}}
+	for _, phase := range []runs.Phase{runs.Phase1, runs.Phase2} {
+		for k := range n {
+			name, uuid := benchService(k)
+			in.Steps = append(in.Steps, runs.Step{Phase: phase, Name: name, UUID: uuid, Status: runs.StepPending})
+		}
 	}
 	r, _, err := h.store.Create(ctx, in)
 	if err != nil {
@@ -52,9 +56,7 @@ func floorRun(b *testing.B, h *harness, done runs.Run) time.Duration {
 	}
 	start := time.Now()
 	for _, s := range in.Steps {
-		if s.UUID != "" {
-			floorStep(ctx, b, h, r, s)
-		}
+		floorStep(ctx, b, h, r, s)
 	}
 	took := time.Since(start)
 	if _, err := h.store.Update(ctx, r.ID, func(r *runs.Run) error { r.Status = runs.StatusSucceeded; return nil }); err != nil {
