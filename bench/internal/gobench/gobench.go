@@ -170,7 +170,15 @@ func (r *Result) record(bench, metric string, v float64) {
 // Goal is a bar a figure must meet: at most Max.
 type Goal struct {
 	Metric string
-	Max    float64
+	// Bench, when set, is the one sub-benchmark (e.g. "sqlite") the goal applies to; empty:
+	// every one.
+	Bench string
+	Max   float64
+}
+
+// applies reports whether g is a goal on f.
+func (g Goal) applies(f Figure) bool {
+	return g.Metric == f.Metric && (g.Bench == "" || g.Bench == f.Bench)
 }
 
 // Markdown returns a results document: title, intro (what is measured, as Markdown), the
@@ -191,7 +199,7 @@ func (r *Result) Markdown(title, intro string, metrics []string, goals []Goal) s
 			}
 			goal := ""
 			for _, g := range goals {
-				if g.Metric == m {
+				if g.applies(f) {
 					verdict := "met"
 					if f.Median > g.Max {
 						verdict = "missed"

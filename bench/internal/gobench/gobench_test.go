@@ -33,17 +33,25 @@ PASS
 	}
 }
 
+// TestAddToReportsMediansAndGoals: each metric's medians in the metrics' order; a goal
+// bounds the sub-benchmarks it names (all when it names none) and makes its metric a
+// headline on every row, as Headlines does; a ratio (÷) is in ×.
 func TestAddToReportsMediansAndGoals(t *testing.T) {
 	r := Result{Figures: []Figure{
 		{Bench: "sqlite", Metric: "read-p99-ms", Median: 12},
 		{Bench: "sqlite", Metric: "runs/s", Median: 30},
 		{Bench: "sqlite", Metric: "ignored", Median: 1},
+		{Bench: "sqlite", Metric: "a÷b", Median: 3},
+		{Bench: "redis", Metric: "a÷b", Median: 4},
 	}}
 	var rep figures.Report
-	r.addTo(&rep, "t", []string{"read-p99-ms", "runs/s"}, []Goal{{Metric: "read-p99-ms", Max: 10}})
+	r.addTo(&rep, "t", []string{"read-p99-ms", "runs/s", "a÷b"},
+		[]Goal{{Metric: "read-p99-ms", Max: 10}, {Metric: "a÷b", Bench: "redis", Max: 5}}, []string{"runs/s"})
 	want := []figures.Figure{
 		{Table: "t", Row: "sqlite", Column: "read-p99-ms", Unit: "ms", Value: 12, Max: 10, Headline: true},
-		{Table: "t", Row: "sqlite", Column: "runs/s", Unit: "/s", Value: 30},
+		{Table: "t", Row: "sqlite", Column: "runs/s", Unit: "/s", Value: 30, Headline: true},
+		{Table: "t", Row: "sqlite", Column: "a÷b", Unit: "×", Value: 3, Headline: true},
+		{Table: "t", Row: "redis", Column: "a÷b", Unit: "×", Value: 4, Max: 5, Headline: true},
 	}
 	if len(rep.Figures) != len(want) {
 		t.Fatalf("figures %+v, want %+v", rep.Figures, want)
@@ -51,6 +59,21 @@ func TestAddToReportsMediansAndGoals(t *testing.T) {
 	for i := range want {
 		if rep.Figures[i] != want[i] {
 			t.Errorf("figure %d = %+v, want %+v", i, rep.Figures[i], want[i])
+		}
+	}
+}
+
+// TestMarkdownJudgesEachGoalOnItsSubBenchmark: a goal naming a sub-benchmark gives its
+// verdict on that one's row only.
+func TestMarkdownJudgesEachGoalOnItsSubBenchmark(t *testing.T) {
+	r := Result{Figures: []Figure{
+		{Bench: "sqlite", Metric: "a÷b", Values: []float64{3}, Median: 3, Min: 3, Max: 3},
+		{Bench: "redis", Metric: "a÷b", Values: []float64{4}, Median: 4, Min: 4, Max: 4},
+	}}
+	md := r.Markdown("T", "", []string{"a÷b"}, []Goal{{Metric: "a÷b", Bench: "sqlite", Max: 2.5}, {Metric: "a÷b", Bench: "redis", Max: 5}})
+	for _, line := range []string{"| sqlite | a÷b | 3 | 3 – 3 | 3 | ≤ 2.5: missed |", "| redis | a÷b | 4 | 4 – 4 | 4 | ≤ 5: met |"} {
+		if !strings.Contains(md, line) {
+			t.Errorf("no line %q in:\n%s", line, md)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/deploy-orchestrator/orchestrator/bench/internal/figures"
@@ -22,6 +23,8 @@ type Program struct {
 	Intro   string   // what is measured, Markdown
 	Metrics []string // the metrics in the results table, in order
 	Goals   []Goal
+	// Headlines are metrics quoted in the summary besides those with a goal (which are).
+	Headlines []string
 }
 
 // Main parses the command line (-repo, -runs, -benchtime, -out, -json), runs the
@@ -52,24 +55,26 @@ func Main(ctx context.Context, p Program, args []string, stderr io.Writer) error
 	}
 	if *jsonPath != "" {
 		report.About = p.Intro
-		res.addTo(report, p.Table, p.Metrics, p.Goals)
+		res.addTo(report, p.Table, p.Metrics, p.Goals, p.Headlines)
 		return report.Finish(*jsonPath)
 	}
 	return nil
 }
 
 // addTo adds the medians of metrics to report as one table (a row per sub-benchmark, a
-// column per metric); goal metrics carry their bound and are headlines.
-func (r *Result) addTo(report *figures.Report, table string, metrics []string, goals []Goal) {
+// column per metric); figures with a goal carry its bound. The metrics of headlines and those
+// with a goal (on any sub-benchmark) are headlines.
+func (r *Result) addTo(report *figures.Report, table string, metrics []string, goals []Goal, headlines []string) {
 	for _, m := range metrics {
 		for _, f := range r.Figures {
 			if f.Metric != m {
 				continue
 			}
-			fig := figures.Figure{Table: table, Row: f.Bench, Column: m, Unit: unit(m), Value: f.Median}
+			fig := figures.Figure{Table: table, Row: f.Bench, Column: m, Unit: unit(m), Value: f.Median, Headline: slices.Contains(headlines, m)}
 			for _, g := range goals {
-				if g.Metric == m {
-					fig.Max, fig.Headline = g.Max, true
+				fig.Headline = fig.Headline || g.Metric == m
+				if g.applies(f) {
+					fig.Max = g.Max
 				}
 			}
 			report.Add(fig)
@@ -77,10 +82,12 @@ func (r *Result) addTo(report *figures.Report, table string, metrics []string, g
 	}
 }
 
-// unit is the figures unit of a metric named like "read-p99-ms", "ms/service/phase" or
-// "runs/s".
+// unit is the figures unit of a metric named like "read-p99-ms", "ms/service/phase",
+// "runs/s" or "overhead÷floor" (a ratio).
 func unit(metric string) string {
 	switch {
+	case strings.Contains(metric, "÷"):
+		return "×"
 	case strings.HasSuffix(metric, "-ms"), strings.HasPrefix(metric, "ms/"), strings.Contains(metric, "-ms/"):
 		return "ms"
 	case strings.HasSuffix(metric, "/s"):
