@@ -38,7 +38,8 @@
 // they are; their first Update rewrites them in this layout. Older builds cannot read runs
 // in this layout, so daemons sharing a Redis are upgraded together, not one by one.
 //
-// Live-follow signals reach every instance through one pattern subscription per Store.
+// Live-follow signals reach another instance only while it follows the run: a Store
+// subscribes to the run's signal channel while it has a follower of that run (see watcher).
 package redisstore
 
 import (
