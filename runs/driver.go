@@ -62,11 +62,14 @@ type Driver interface {
 	// that ended or changed instance meanwhile may be answered: Portable drops them.
 	Unfinished(ctx context.Context, instance string, held func(id string) int64) ([]Record, error)
 
-	// Watch starts passing signal the ID of each run that another process appended events
-	// to, and returns once that is active. Portable calls it once, on the first Subscribe;
-	// signals of this process's own writes come from Portable. A driver whose backend cannot
-	// signal across processes returns nil and never calls signal (Follow polls slowly).
-	Watch(ctx context.Context, signal func(id string)) error
+	// Watch starts passing signal the run's ID each time another process appends events to
+	// run id, and returns once that is active, with the function that stops it (safe to call
+	// more than once, also after Close). Portable calls it for each Subscribe and stop when
+	// that subscription closes, so a process hears of the runs it follows only, however many
+	// processes write; signals of this process's own writes come from Portable. A driver
+	// whose backend cannot signal across processes returns a stop that does nothing and never
+	// calls signal (Follow polls slowly).
+	Watch(ctx context.Context, id string, signal func(id string)) (stop func(), err error)
 
 	// Ping reports whether the backend is reachable.
 	Ping(ctx context.Context) error

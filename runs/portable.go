@@ -28,9 +28,8 @@ type Portable struct {
 	cache *cache
 	hub   *hub
 
-	watchMu  sync.Mutex
-	watching bool
-	closed   bool // guarded by watchMu
+	closeMu sync.Mutex
+	closed  bool // guarded by closeMu
 }
 
 var _ Store = (*Portable)(nil)
@@ -373,21 +372,36 @@ func (s *Portable) Events(ctx context.Context, id string, afterSeq int64, limit 
 	return evs, nil
 }
 
-// Subscribe implements Store. The first call starts the driver's signals from other
-// processes (Driver.Watch).
+// Subscribe implements Store: a subscription in this process's hub, woken by this process's
+// writes, and the driver's watch of the run for other processes' writes (Driver.Watch),
+// stopped when the subscription closes.
 func (s *Portable) Subscribe(ctx context.Context, id string) (Subscription, error) {
-	s.watchMu.Lock()
-	defer s.watchMu.Unlock()
-	if s.closed {
+	s.closeMu.Lock()
+	closed := s.closed
+	s.closeMu.Unlock()
+	if closed {
 		return nil, Closed(fmt.Sprintf("subscribe to run %q", id))
 	}
-	if !s.watching {
-		if err := s.d.Watch(ctx, s.hub.Notify); err != nil {
-			return nil, Fail(fmt.Sprintf("subscribe to run %q", id), err)
-		}
-		s.watching = true
+	// In the hub first, so that no signal the watch passes on is lost.
+	sub := s.hub.Subscribe(id)
+	stop, err := s.d.Watch(ctx, id, s.hub.Notify)
+	if err != nil {
+		_ = sub.Close()
+		return nil, Fail(fmt.Sprintf("subscribe to run %q", id), err)
 	}
-	return s.hub.Subscribe(id), nil
+	return &watched{Subscription: sub, stop: stop}, nil
+}
+
+// watched is a hub subscription and the driver's watch of its run.
+type watched struct {
+	Subscription
+	stop func()
+}
+
+// Close stops the watch and drops the subscription.
+func (w *watched) Close() error {
+	w.stop()
+	return w.Subscription.Close()
 }
 
 // Unfinished implements Store.
@@ -427,9 +441,9 @@ func (s *Portable) Ping(ctx context.Context) error {
 
 // Close ends every subscription and closes the driver. Calling it again returns nil.
 func (s *Portable) Close() error {
-	s.watchMu.Lock()
+	s.closeMu.Lock()
 	s.closed = true
-	s.watchMu.Unlock()
+	s.closeMu.Unlock()
 	err := s.d.Close()
 	s.hub.Close()
 	return err

@@ -38,7 +38,8 @@
 // they are; their first Update rewrites them in this layout. Older builds cannot read runs
 // in this layout, so daemons sharing a Redis are upgraded together, not one by one.
 //
-// Live-follow signals reach every instance through one pattern subscription per Store.
+// Live-follow signals reach another instance only while it follows the run: a Store
+// subscribes to the run's signal channel while it has a follower of that run (see watcher).
 package redisstore
 
 import (
@@ -92,9 +93,7 @@ type driver struct {
 	ack    *redisack.Confirmer
 	closed atomic.Bool
 
-	mu sync.Mutex     // guards ps
-	ps *redis.PubSub  // the pattern subscription, started by Watch
-	wg sync.WaitGroup // the goroutine forwarding ps messages
+	watch *watcher // the signals of the runs this process watches
 
 	pagesMu sync.Mutex
 	pages   map[string][]string // list query → the run IDs of the page it answered last
@@ -110,7 +109,8 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
-	d := &driver{rdb: rdb, k: opts.Prefix + "{runs}:", ack: opts.Confirm}
+	k := opts.Prefix + "{runs}:"
+	d := &driver{rdb: rdb, k: k, ack: opts.Confirm, watch: newWatcher(rdb, k+"sig:")}
 	return &Store{Portable: runs.New(d), d: d}
 }
 
@@ -594,33 +594,17 @@ func (d *driver) Events(ctx context.Context, id string, afterSeq int64, limit in
 	return out, nil
 }
 
-// Watch implements runs.Driver: one pattern subscription for all runs, confirmed by Redis
-// before it returns, and a goroutine forwarding its messages to signal until Close.
-func (d *driver) Watch(ctx context.Context, signal func(string)) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.ps != nil {
-		return nil
-	}
+// Watch implements runs.Driver: a subscription to the run's signal channel, shared by the
+// run's watchers in this process and confirmed by Redis before it returns (see watcher).
+func (d *driver) Watch(ctx context.Context, id string, signal func(string)) (stop func(), err error) {
 	if err := d.open("watch"); err != nil {
-		return err
+		return nil, err
 	}
-	ps := d.rdb.PSubscribe(ctx, d.k+"sig:*")
-	if _, err := ps.Receive(ctx); err != nil { // the subscription confirmation
-		_ = ps.Close()
-		return err
+	stop, err = d.watch.watch(ctx, id, signal)
+	if errors.Is(err, errWatcherClosed) {
+		return nil, runs.Closed("watch")
 	}
-	d.ps = ps
-	ch := ps.Channel()
-	prefix := d.k + "sig:"
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		for m := range ch {
-			signal(strings.TrimPrefix(m.Channel, prefix))
-		}
-	}()
-	return nil
+	return stop, err
 }
 
 // Unfinished implements runs.Driver: an instance's from its set of unfinished runs, every
@@ -682,18 +666,11 @@ func (d *driver) Ping(ctx context.Context) error {
 	return d.rdb.Ping(ctx).Err()
 }
 
-// Close implements runs.Driver: it ends the pattern subscription and waits for the
-// forwarding goroutine. It does not close the Redis client. Calling it again returns nil.
+// Close implements runs.Driver: it ends the run signals' subscription and waits for the
+// goroutine reading it. It does not close the Redis client. Calling it again returns nil.
 func (d *driver) Close() error {
 	if d.closed.Swap(true) {
 		return nil
 	}
-	d.mu.Lock()
-	var err error
-	if d.ps != nil {
-		err = d.ps.Close()
-	}
-	d.mu.Unlock()
-	d.wg.Wait()
-	return err
+	return d.watch.close()
 }

@@ -630,7 +630,12 @@ func (d *driver) Events(ctx context.Context, id string, afterSeq int64, limit in
 
 // Watch implements runs.Driver: SQLite cannot signal across processes, so another
 // process's appends are found by runs.Follow's poll.
-func (d *driver) Watch(context.Context, func(string)) error { return d.readable("watch") }
+func (d *driver) Watch(context.Context, string, func(string)) (func(), error) {
+	if err := d.readable("watch"); err != nil {
+		return nil, err
+	}
+	return func() {}, nil
+}
 
 // Unfinished implements runs.Driver.
 func (d *driver) Unfinished(ctx context.Context, instance string, held func(string) int64) ([]runs.Record, error) {

@@ -42,7 +42,7 @@ func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	out := fs.String("o", "RESULTS.md", "the results file to write")
 	page := fs.String("doc", "", "also write the summary into this page (docs/benchmarks.md), between its markers")
-	readme := fs.String("readme", "", "also write the line of budget figures into this file (README.md), between its markers")
+	readme := fs.String("readme", "", "also write the budget and many-daemons figures into this file (README.md), between its markers")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func run(args []string, stdout io.Writer) error {
 			if err := replaceReadme(*readme, line); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "wrote the budget figures into %s\n", *readme)
+			fmt.Fprintf(stdout, "wrote the budget and many-daemons figures into %s\n", *readme)
 		}
 	}
 	if *page == "" {

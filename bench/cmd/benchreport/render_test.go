@@ -69,3 +69,27 @@ func TestReadmeLine(t *testing.T) {
 		t.Errorf("the summary lacks the README's line:\n%s", summary)
 	}
 }
+
+// TestReadmeLineDaemons: the README's block also holds the many-daemons medians on one
+// redis-server (runs/min by daemon count, the last count over one), after the budget line.
+func TestReadmeLineDaemons(t *testing.T) {
+	start := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
+	const tbl = "200 runs of 50 pipelines sharing 30 services, at once"
+	var reports []*figures.Report
+	for i, v := range []float64{5000, 5400, 5200} {
+		r := &figures.Report{Section: "ha", Title: "Many daemons", Command: "benchha", Commit: "abc",
+			Started: start.Add(time.Duration(i) * time.Minute), Ended: start.Add(time.Duration(i)*time.Minute + 15*time.Second)}
+		r.Add(figures.Figure{Table: tbl, Row: "redis/daemons=1", Column: "runs/min", Value: v})
+		r.Add(figures.Figure{Table: tbl, Row: "redis/daemons=2", Column: "runs/min", Value: v - 100})
+		r.Add(figures.Figure{Table: tbl, Row: "redis/daemons=2", Column: "one÷this", Value: 1.02, Max: 1 / 0.9, Headline: true})
+		r.Add(figures.Figure{Table: tbl, Row: "redis/daemons=3", Column: "runs/min", Value: v - 400})
+		r.Add(figures.Figure{Table: tbl, Row: "redis/daemons=3", Column: "one÷this", Value: 1.0 + 0.05*float64(i), Max: 1 / 0.9, Headline: true})
+		reports = append(reports, r)
+	}
+	line := readmeLine(group(reports))
+	want := "Many daemons on one Redis (" + tbl + ", medians of 3 runs): runs/min by daemon count 1: 5200, 2: 5100, 3: 4800; " +
+		"3 daemons ÷ 1: 0.95× (goal: at least 0.90×)."
+	if !strings.Contains(line, want) || !strings.HasPrefix(line, readmeBegin) || !strings.HasSuffix(line, readmeEnd) {
+		t.Errorf("got %q, want %q between the markers", line, want)
+	}
+}

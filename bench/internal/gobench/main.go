@@ -27,7 +27,7 @@ type Program struct {
 	Headlines []string
 }
 
-// Main parses the command line (-repo, -runs, -benchtime, -out, -json), runs the
+// Main parses the command line (-repo, -runs, -benchtime, -bench, -out, -json), runs the
 // benchmark, writes the results file and, with -json PATH, the medians as a
 // bench/internal/figures report (what `make bench` collects, one report per run of the
 // program, to aggregate into bench/RESULTS.md). The benchmark's own output goes to stderr.
@@ -37,6 +37,7 @@ func Main(ctx context.Context, p Program, args []string, stderr io.Writer) error
 	fs.StringVar(&p.Spec.Repo, "repo", "..", "repository root")
 	fs.IntVar(&p.Spec.Runs, "runs", 5, "how many times to run the benchmark (figures are medians over the runs)")
 	fs.StringVar(&p.Spec.Benchtime, "benchtime", p.Spec.Benchtime, "-benchtime of each run")
+	fs.StringVar(&p.Spec.Bench, "bench", p.Spec.Bench, "-bench pattern of each run (e.g. to select sub-benchmarks)")
 	out := fs.String("out", p.Out, "results file (Markdown); empty: none")
 	jsonPath := fs.String("json", "", "also write the figures (medians) to this file as a bench/internal/figures report")
 	if err := fs.Parse(args[1:]); err != nil {
