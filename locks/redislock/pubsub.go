@@ -2,10 +2,8 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"time"
@@ -13,21 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
+	"github.com/deploy-orchestrator/orchestrator/internal/redissub"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 )
-
-// unsubscribeTimeout bounds the UNSUBSCRIBE a closing subscription sends.
-const unsubscribeTimeout = 5 * time.Second
-
-// healthCheckInterval is how long the pub/sub connection may stay silent before it is
-// pinged (go-redis reconnects when the ping cannot be sent). Waiters poll slowly as well,
-// so this only bounds how late a dead connection is replaced; go-redis' default of 3 s
-// would cost an idle waiter more commands than its own polling.
-const healthCheckInterval = 10 * time.Second
-
-// retryPause is the pause between two failed reads of the pub/sub connection (Redis down):
-// go-redis dials again on the next read.
-const retryPause = 100 * time.Millisecond
 
 // Subscribe returns a subscription that receives a value each time a lease on key is
 // released, force-released or unfrozen. A release names the waiter at the head of the
@@ -64,33 +50,21 @@ func (d *Driver) Ping(ctx context.Context) error {
 	return nil
 }
 
-var errHubClosed = errors.New("driver closed")
-
-// hub multiplexes every subscription of a Driver over one go-redis PubSub connection.
-//
-// go-redis resubscribes its channels by itself after a reconnect but sends SUBSCRIBE
-// without waiting for Redis to confirm it. To know when a new channel is active, hub
-// subscribes to it together with a barrier channel of a unique name: replies come in
-// order, so the confirmation of the barrier proves the channel is subscribed on the
-// current connection (after a reconnect, go-redis resubscribes both). A confirmation of a
-// channel that is already active means the connection was re-established.
+// hub multiplexes every subscription of a Driver over one pub/sub connection (a
+// redissub.Conn, which knows when each key's channels are active and says when they were
+// resubscribed after a reconnect). It keeps, per key, the Driver's subscribers, and the
+// waiters it queued (tickets), which decide whom a release wakes.
 type hub struct {
 	// id names this driver's handover channels (see inbox).
-	id     string
-	client redis.UniversalClient
-	prefix string
-	log    *slog.Logger
+	id   string
+	log  *slog.Logger
+	conn *redissub.Conn
 
-	mu       sync.Mutex
-	ps       *redis.PubSub     // created by the first subscribe
-	topics   map[string]*topic // by channel, and by its inbox (the same topic)
-	barriers map[string]*topic // pending barrier channel -> its topic
+	mu     sync.Mutex
+	topics map[string]*topic // by channel, and by its inbox (the same topic)
 	// tickets are the waiters this driver queued, by channel: a release that names one of
 	// them as the next in line wakes this driver's subscribers.
 	tickets map[string]map[string]*ticket
-	closed  bool
-	stop    chan struct{} // closed by close
-	done    chan struct{} // closed when receive returns
 }
 
 // ticket is a waiter this driver queued.
@@ -100,25 +74,22 @@ type ticket struct {
 	handed *locks.Info
 }
 
-// topic is one subscribed channel and its local subscribers.
+// topic is one key's subscription (its channel and inbox) and its local subscribers.
 type topic struct {
 	channel string
+	sub     *redissub.Topic
 	subs    map[*subscription]struct{}
-	barrier string        // pending barrier channel; "" once active
-	active  chan struct{} // closed once Redis confirmed the subscription
 }
 
 func newHub(client redis.UniversalClient, prefix string, log *slog.Logger) *hub {
-	return &hub{
-		id:       newToken(),
-		client:   client,
-		prefix:   prefix,
-		log:      log,
-		topics:   make(map[string]*topic),
-		barriers: make(map[string]*topic),
-		tickets:  make(map[string]map[string]*ticket),
-		stop:     make(chan struct{}),
+	h := &hub{
+		id:      newToken(),
+		log:     log,
+		topics:  make(map[string]*topic),
+		tickets: make(map[string]map[string]*ticket),
 	}
+	h.conn = redissub.New(client, prefix, "lock release", log, h)
+	return h
 }
 
 // inbox is the channel on which a release hands channel's key to a waiter of this driver:
@@ -128,133 +99,49 @@ func (h *hub) inbox(channel string) string { return channel + ":" + h.id }
 
 func (h *hub) subscribe(ctx context.Context, channel string) (*subscription, error) {
 	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return nil, errHubClosed
-	}
-	if h.ps == nil {
-		h.ps = h.client.Subscribe(context.WithoutCancel(ctx))
-		h.done = make(chan struct{})
-		go h.receive(h.ps, h.done)
-	}
 	t := h.topics[channel]
 	if t == nil {
-		t = &topic{
-			channel: channel,
-			subs:    make(map[*subscription]struct{}),
-			barrier: h.prefix + "barrier:" + newToken(),
-			active:  make(chan struct{}),
-		}
 		// Sent under h.mu so SUBSCRIBE and UNSUBSCRIBE of one channel reach Redis in the
 		// order the topics map changes.
-		if err := h.ps.Subscribe(ctx, channel, h.inbox(channel), t.barrier); err != nil {
-			_ = h.ps.Unsubscribe(context.WithoutCancel(ctx), channel, h.inbox(channel), t.barrier)
+		sub, err := h.conn.Subscribe(ctx, channel, h.inbox(channel))
+		if err != nil {
 			h.mu.Unlock()
 			return nil, err
 		}
+		t = &topic{channel: channel, sub: sub, subs: make(map[*subscription]struct{})}
 		h.topics[channel] = t
 		h.topics[h.inbox(channel)] = t
-		h.barriers[t.barrier] = t
 	}
 	s := &subscription{h: h, t: t, c: make(chan struct{}, 1)}
 	t.subs[s] = struct{}{}
-	active, done := t.active, h.done
 	h.mu.Unlock()
 
-	select {
-	case <-active:
-		return s, nil
-	case <-ctx.Done():
+	if err := t.sub.Active(ctx); err != nil {
 		_ = s.Close()
-		return nil, ctx.Err()
-	case <-done:
-		return nil, errHubClosed
+		return nil, err
 	}
+	return s, nil
 }
 
-// receive reads the pub/sub connection until it is closed and delivers what it reads.
-// It reads the connection itself rather than through go-redis' channel helper, which
-// would add a goroutine hop to every wake-up; it pings after healthCheckInterval of
-// silence as that helper would.
-func (h *hub) receive(ps *redis.PubSub, done chan struct{}) {
-	defer close(done)
-	ctx := context.Background()
-	pause := time.NewTimer(0)
-	defer pause.Stop()
-	failures := 0
-	for {
-		msg, err := ps.ReceiveTimeout(ctx, healthCheckInterval)
-		if err != nil {
-			var ne net.Error
-			switch {
-			case errors.Is(err, redis.ErrClosed):
-				return
-			case h.stopping():
-				return // close closed the connection under the read: not an interruption
-			case errors.As(err, &ne) && ne.Timeout():
-				_ = ps.Ping(ctx) // a write error makes go-redis reconnect
-				continue
-			}
-			failures++
-			if failures == 1 {
-				h.log.Warn("lock release subscription interrupted", logkey.Error, err.Error())
-			}
-			if failures > 1 {
-				pause.Reset(retryPause)
-				select {
-				case <-pause.C:
-				case <-h.stop:
-					return
-				}
-			}
-			continue
-		}
-		failures = 0
-		switch m := msg.(type) {
-		case *redis.Message:
-			h.mu.Lock()
-			if t := h.topics[m.Channel]; t != nil && (m.Payload == "" || h.ours(t.channel, m.Payload)) {
-				t.signal()
-			}
-			h.mu.Unlock()
-		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				h.confirmed(m.Channel)
-			}
-		}
-	}
-}
-
-// stopping reports whether close has begun.
-func (h *hub) stopping() bool {
-	select {
-	case <-h.stop:
-		return true
-	default:
-		return false
-	}
-}
-
-func (h *hub) confirmed(channel string) {
+// Message implements redissub.Handler: a release on a key's channel or this driver's inbox
+// for it wakes the key's subscribers when it names no one or one of this driver's waiters.
+func (h *hub) Message(channel, payload string) {
 	h.mu.Lock()
-	if t := h.barriers[channel]; t != nil {
-		delete(h.barriers, channel)
-		t.barrier = ""
-		close(t.active)
-		ps := h.ps
-		h.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), unsubscribeTimeout)
-		_ = ps.Unsubscribe(ctx, channel) // the barrier has done its job; its name is never reused
-		cancel()
-		return
+	defer h.mu.Unlock()
+	if t := h.topics[channel]; t != nil && (payload == "" || h.ours(t.channel, payload)) {
+		t.signal()
 	}
-	if t := h.topics[channel]; t != nil && t.barrier == "" && channel == t.channel {
-		// Confirmed again: go-redis reconnected and resubscribed. A release may have been
-		// published while the connection was down, so let every waiter look again.
+}
+
+// Restored implements redissub.Handler: a release may have been published while the
+// connection was down, so every waiter of the key looks again.
+func (h *hub) Restored(channel string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t := h.topics[channel]; t != nil {
 		h.log.Info("lock release subscription restored", logkey.Channel, channel, logkey.Waiters, len(t.subs))
 		t.signal()
 	}
-	h.mu.Unlock()
 }
 
 // noteTicket remembers that this driver queued id on channel's key until deadline.
@@ -340,23 +227,8 @@ func (t *topic) signal() {
 	}
 }
 
-// close stops the PubSub connection and waits for the receiving goroutine.
-func (h *hub) close() {
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return
-	}
-	h.closed = true
-	close(h.stop)
-	ps, done := h.ps, h.done
-	h.mu.Unlock()
-	if ps == nil {
-		return
-	}
-	_ = ps.Close()
-	<-done
-}
+// close ends the pub/sub connection and waits for the goroutine reading it.
+func (h *hub) close() { _ = h.conn.Close() }
 
 // subscription is one waiter's view of a topic.
 type subscription struct {
@@ -374,7 +246,7 @@ func (s *subscription) Handed(ticket string) (locks.Info, bool) {
 	return s.h.handed(s.t.channel, ticket)
 }
 
-// Close drops the subscription; the last one of a key unsubscribes the channel. It always
+// Close drops the subscription; the last one of a key unsubscribes its channels. It always
 // returns nil: a failed UNSUBSCRIBE only leaves an idle channel on the connection.
 func (s *subscription) Close() error {
 	s.once.Do(func() {
@@ -387,17 +259,7 @@ func (s *subscription) Close() error {
 		}
 		delete(h.topics, s.t.channel)
 		delete(h.topics, h.inbox(s.t.channel))
-		channels := []string{s.t.channel, h.inbox(s.t.channel)}
-		if s.t.barrier != "" {
-			delete(h.barriers, s.t.barrier)
-			channels = append(channels, s.t.barrier)
-		}
-		if h.closed {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), unsubscribeTimeout)
-		defer cancel()
-		if err := h.ps.Unsubscribe(ctx, channels...); err != nil {
+		if err := s.t.sub.Unsubscribe(); err != nil {
 			h.log.Warn("lock release unsubscribe failed", logkey.Channel, s.t.channel, logkey.Error, err.Error())
 		}
 	})

@@ -59,6 +59,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/deploy-orchestrator/orchestrator/internal/redisack"
+	"github.com/deploy-orchestrator/orchestrator/internal/redissub"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -601,7 +602,7 @@ func (d *driver) Watch(ctx context.Context, id string, signal func(string)) (sto
 		return nil, err
 	}
 	stop, err = d.watch.watch(ctx, id, signal)
-	if errors.Is(err, errWatcherClosed) {
+	if errors.Is(err, redissub.ErrClosed) {
 		return nil, runs.Closed("watch")
 	}
 	return stop, err
