@@ -74,7 +74,7 @@ func main() {
 		Out:     "RESULTS-ha.md",
 		Section: "ha",
 		Command: "cd bench && go run ./cmd/benchha",
-		Title:   "Many daemons on one Redis and on a Cluster",
+		Title:   "Many daemons sharing one Redis",
 		Table:   "200 runs of 50 pipelines sharing 30 services, at once",
 		Intro:   intro,
 		Metrics: []string{"runs/min", "one÷this", "run-p50-ms", "run-p99-ms", "deploys/run", "daemon-cpu-ms/run"},
