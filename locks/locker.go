@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/ctxtime"
 )
 
 // Options configure a Locker.
@@ -295,7 +297,7 @@ func (l *Locker) acquire(ctx context.Context, r Request, owner string) (*Lease, 
 	)
 	for attempt := 0; attempt <= b.MaxRetries; attempt++ {
 		if attempt > 0 {
-			if err := sleepCtx(ctx, b.BackoffAfter(attempt-1)); err != nil {
+			if err := ctxtime.Sleep(ctx, b.BackoffAfter(attempt-1)); err != nil {
 				return nil, fmt.Errorf("acquire %q: canceled after %d attempt(s) over %s: %w",
 					r.Key, attempt, time.Since(start).Round(time.Millisecond), err)
 			}
@@ -664,18 +666,4 @@ func (l *Locker) Close() error {
 		le.finish(le.lostErr("the locker was closed; the lease is left to expire", nil), true)
 	}
 	return l.d.Close()
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

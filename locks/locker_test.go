@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/ctxtime"
 	"github.com/deploy-orchestrator/orchestrator/internal/testutil"
 	"github.com/deploy-orchestrator/orchestrator/locks"
 	"github.com/deploy-orchestrator/orchestrator/locks/sqlitelock"
@@ -268,14 +269,7 @@ func TestErrSaysLostPastLocalDeadline(t *testing.T) {
 
 // sleepUntil waits until the local clock reaches at, or ctx ends.
 func sleepUntil(ctx context.Context, at time.Time) error {
-	t := time.NewTimer(time.Until(at))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ctxtime.Sleep(ctx, time.Until(at))
 }
 
 func TestLeaseSurvivesShortRenewalOutage(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/ctxtime"
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 
 	"github.com/deploy-orchestrator/orchestrator/config"
@@ -344,7 +345,7 @@ func (x *execution) requestedDeployment(ctx context.Context, s config.Service, r
 	var err error
 	for try := range lostAnswerReads {
 		if try > 0 {
-			if err := sleepCtx(ctx, pause); err != nil {
+			if err := ctxtime.Sleep(ctx, pause); err != nil {
 				return nil, false, err
 			}
 			pause *= 2

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/ctxtime"
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 
 	"github.com/deploy-orchestrator/orchestrator"
@@ -95,12 +96,8 @@ func (x *execution) endOwnDeployment(ctx context.Context, s config.Service, dep 
 		if serr.For >= s.CancelTimeout {
 			return serr
 		}
-		t := time.NewTimer(min(pause, s.CancelTimeout-serr.For))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := ctxtime.Sleep(ctx, min(pause, s.CancelTimeout-serr.For)); err != nil {
+			return err
 		}
 		pause = min(2*pause, endOwnMax)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/ctxtime"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
 
@@ -54,22 +55,10 @@ func (rc *recorder) write(ctx context.Context, fn func(*runs.Run) error, evs ...
 		if err == nil || !errors.Is(err, runs.ErrUnavailable) {
 			return r, err
 		}
-		if sleepCtx(ctx, pause) != nil {
+		if ctxtime.Sleep(ctx, pause) != nil {
 			return r, err
 		}
 		pause = min(2*pause, storeRetryMax)
-	}
-}
-
-// sleepCtx pauses for d, or until ctx ends (its error).
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
@@ -201,7 +190,7 @@ func (e *Engine) createRun(ctx context.Context, in runs.Run) (runs.Run, bool, er
 		if err == nil || !errors.Is(err, runs.ErrUnavailable) {
 			return r, created, err
 		}
-		if sleepCtx(ctx, pause) != nil {
+		if ctxtime.Sleep(ctx, pause) != nil {
 			return r, false, err
 		}
 		pause = min(2*pause, storeRetryMax)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/ctxtime"
 	"github.com/deploy-orchestrator/orchestrator/internal/logkey"
 
 	"github.com/deploy-orchestrator/orchestrator"
@@ -69,7 +70,7 @@ func (e *Engine) acquireLiveness(ctx context.Context, key string, ttl time.Durat
 		}
 		e.log.LogAttrs(ctx, slog.LevelWarn, "lock backend unavailable at start; trying again",
 			slog.String(logLockKey, key), slog.Duration("in", pause), slog.String(logError, err.Error()))
-		if err := sleepCtx(ctx, pause); err != nil {
+		if err := ctxtime.Sleep(ctx, pause); err != nil {
 			return nil, err
 		}
 		pause = min(2*pause, 4*time.Second)
@@ -170,12 +171,8 @@ func (e *Engine) watch(ctx context.Context) {
 	suspects := map[string]bool{}
 	for {
 		wait := time.Duration(float64(e.d.LivenessTTL/2) * (0.75 + rand.Float64()/2))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if ctxtime.Sleep(ctx, wait) != nil {
 			return
-		case <-t.C:
 		}
 		suspects = e.takeOverDead(ctx, suspects)
 	}

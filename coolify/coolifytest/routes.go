@@ -1,7 +1,6 @@
 package coolifytest
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"math"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/ctxtime"
 )
 
 // routes is the map of the fake's API: every route with the ability it needs. Paths are below
@@ -119,7 +120,7 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request, method, tmpl, abili
 	defer f.end(rec)
 
 	if d := f.latencyFor(method, tmpl); d > 0 {
-		if !sleep(r.Context(), d) {
+		if ctxtime.Sleep(r.Context(), d) != nil {
 			rec.Fault = "client went away during latency"
 			return
 		}
@@ -191,17 +192,6 @@ func (f *Fake) process(r *http.Request, tmpl, ability string, h handlerFunc, rec
 
 func retryAfterSeconds(d time.Duration) string {
 	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 func (f *Fake) latencyFor(method, tmpl string) time.Duration {

@@ -15,6 +15,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/ctxtime"
 	"github.com/deploy-orchestrator/orchestrator/internal/faultproxy"
 	"github.com/deploy-orchestrator/orchestrator/internal/redistest"
 	"github.com/deploy-orchestrator/orchestrator/locks"
@@ -392,9 +393,9 @@ func faultClient(ctx context.Context, id int, d *Driver, h *history) {
 
 		switch p := rng.IntN(100); {
 		case p < 70: // a short hold, then release
-			sleepCtx(ctx, time.Duration(1+rng.IntN(30))*time.Millisecond)
+			_ = ctxtime.Sleep(ctx, time.Duration(1+rng.IntN(30))*time.Millisecond)
 		case p < 85: // a longer hold kept alive by a renewal
-			sleepCtx(ctx, 120*time.Millisecond)
+			_ = ctxtime.Sleep(ctx, 120*time.Millisecond)
 			rc := h.now()
 			if rc >= deadline {
 				break // already past the local expiry: no longer believed
@@ -404,9 +405,9 @@ func faultClient(ctx context.Context, id int, d *Driver, h *history) {
 			} else if errors.Is(err, locks.ErrNotHeld) {
 				deadline = min(deadline, h.now())
 			}
-			sleepCtx(ctx, time.Duration(1+rng.IntN(60))*time.Millisecond)
+			_ = ctxtime.Sleep(ctx, time.Duration(1+rng.IntN(60))*time.Millisecond)
 		default: // a pause longer than the lease (a stalled process), then a late release
-			sleepCtx(ctx, faultTTL+time.Duration(20+rng.IntN(80))*time.Millisecond)
+			_ = ctxtime.Sleep(ctx, faultTTL+time.Duration(20+rng.IntN(80))*time.Millisecond)
 		}
 		rel := h.now()
 		end(min(rel, deadline))
@@ -414,15 +415,6 @@ func faultClient(ctx context.Context, id int, d *Driver, h *history) {
 			return
 		}
 		_ = d.Release(ctx, key, token)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
 
@@ -450,7 +442,7 @@ func leaseClient(ctx context.Context, id int, d *Driver, h *history) {
 			if ctx.Err() != nil {
 				return
 			}
-			sleepCtx(ctx, time.Duration(2+rng.IntN(20))*time.Millisecond)
+			_ = ctxtime.Sleep(ctx, time.Duration(2+rng.IntN(20))*time.Millisecond)
 			continue
 		}
 		h.add(id, lockInput{Kind: opAcquire, Key: key, Client: id, Fence: le.Fence()}, call, h.now())

@@ -21,7 +21,6 @@ package flagsmithtest
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -37,6 +36,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/deploy-orchestrator/orchestrator/internal/ctxtime"
 )
 
 // DefaultAPIKey is the organisation API key a Fake accepts unless WithAPIKey says otherwise.
@@ -782,7 +783,7 @@ func (f *Fake) serve(mux http.Handler) http.Handler {
 		}
 		f.mu.Unlock()
 
-		if latency > 0 && !sleep(r.Context(), latency) {
+		if latency > 0 && ctxtime.Sleep(r.Context(), latency) != nil {
 			rec.WriteHeader(499) // the client went away; nobody reads this
 			return
 		}
@@ -820,17 +821,6 @@ type discard struct{ header http.Header }
 func (d discard) Header() http.Header         { return d.header }
 func (d discard) Write(b []byte) (int, error) { return len(b), nil }
 func (d discard) WriteHeader(int)             {}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
 
 type detailBody struct {
 	Detail string `json:"detail"`

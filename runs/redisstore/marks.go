@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/deploy-orchestrator/orchestrator/internal/ctxtime"
 	"github.com/deploy-orchestrator/orchestrator/internal/redisack"
 	"github.com/deploy-orchestrator/orchestrator/runs"
 )
@@ -110,11 +111,7 @@ func (d *driver) retryMark(ctx context.Context, write func() error) error {
 			time.Now().Add(pause).After(deadline) {
 			return err
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if ctxtime.Sleep(ctx, pause) != nil {
 			return err
 		}
 		pause = min(2*pause, time.Second)

@@ -150,20 +150,23 @@ func TestCloseStopsGoroutines(t *testing.T) {
 	goleak.VerifyNone(t, opt)
 }
 
+// processStore is a store on a Redis client of its own, as another daemon's is, closed with
+// the test.
+func processStore(t *testing.T, addr string) *redisstore.Store {
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{addr}})
+	s := redisstore.New(rdb, redisstore.Options{})
+	t.Cleanup(func() {
+		s.Close()
+		rdb.Close()
+	})
+	return s
+}
+
 // TestFollowAcrossInstances: a follower on one daemon is woken by the engine of another
 // (the API and the engine may run on different hosts sharing one Redis).
 func TestFollowAcrossInstances(t *testing.T) {
 	srv := redistest.Start(t)
-	newStore := func() *redisstore.Store {
-		rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}})
-		s := redisstore.New(rdb, redisstore.Options{})
-		t.Cleanup(func() {
-			s.Close()
-			rdb.Close()
-		})
-		return s
-	}
-	engine, api := newStore(), newStore()
+	engine, api := processStore(t, srv.Addr), processStore(t, srv.Addr)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	r, _, err := engine.Create(ctx, runs.Run{Pipeline: "prod"})

@@ -21,16 +21,7 @@ func TestWatchHearsFollowedRunsOnly(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { rdb.Close() })
-	newStore := func() *redisstore.Store {
-		c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}})
-		s := redisstore.New(c, redisstore.Options{})
-		t.Cleanup(func() {
-			s.Close()
-			c.Close()
-		})
-		return s
-	}
-	writer, follower := newStore(), newStore()
+	writer, follower := processStore(t, srv.Addr), processStore(t, srv.Addr)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	followed, _, err := writer.Create(ctx, runs.Run{Pipeline: "prod"})
