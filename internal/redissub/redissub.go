@@ -95,6 +95,7 @@ type Topic struct {
 	channels []string
 	barrier  string        // pending barrier channel; "" once active
 	active   chan struct{} // closed once Redis confirmed the subscription
+	closed   chan struct{} // the Conn's done: closed when its connection is
 	once     sync.Once
 }
 
@@ -114,7 +115,7 @@ func (c *Conn) Subscribe(ctx context.Context, channels ...string) (*Topic, error
 		go c.receive(c.ps, c.done)
 	}
 	c.seq++
-	t := &Topic{c: c, channels: channels, barrier: c.barrier + strconv.FormatInt(c.seq, 10), active: make(chan struct{})}
+	t := &Topic{c: c, channels: channels, barrier: c.barrier + strconv.FormatInt(c.seq, 10), active: make(chan struct{}), closed: c.done}
 	all := append(slices.Clip(channels), t.barrier)
 	if err := c.ps.Subscribe(ctx, all...); err != nil {
 		_ = c.ps.Unsubscribe(context.WithoutCancel(ctx), all...)
@@ -128,15 +129,12 @@ func (c *Conn) Subscribe(ctx context.Context, channels ...string) (*Topic, error
 // Active returns once Redis confirmed t, or with ctx's error, or ErrClosed when the Conn
 // closes first.
 func (t *Topic) Active(ctx context.Context) error {
-	t.c.mu.Lock()
-	done := t.c.done
-	t.c.mu.Unlock()
 	select {
 	case <-t.active:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-done:
+	case <-t.closed:
 		return ErrClosed
 	}
 }
