@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -139,9 +138,10 @@ func (h *history) add(client int, in lockInput, call, ret int64) {
 }
 
 func TestFaultInjectionMutualExclusion(t *testing.T) {
-	res, ops := runFaultScenario(t, false, 12*time.Second, 1, faultClient)
-	if res != porcupine.Ok {
-		t.Fatalf("porcupine: %s over %d operations, want ok: two clients believed they held one key at once", res, ops)
+	sc := runFaultScenario(t, false, 12*time.Second, 1, faultClient)
+	sc.requireGrantAfterRestart(t)
+	if sc.res != porcupine.Ok {
+		t.Fatalf("porcupine: %s over %d operations, want ok: two clients believed they held one key at once", sc.res, sc.ops)
 	}
 }
 
@@ -152,15 +152,18 @@ func TestFaultInjectionMutualExclusion(t *testing.T) {
 // The overlap needs a late release to land while another client holds the key and a third
 // to take it before that hold ends; the faults are random, so a slow machine can go through
 // one 5 s scenario without it (CI once did: 67 operations, 33 grants). The scenario is run
-// again, up to plainDeleteRounds times, until the check finds the overlap.
+// again, up to plainDeleteRounds times, until the check finds the overlap. A round is not
+// required to grant anything after its restart (CI once went through the 2.5 s after it
+// without a grant): what it must find is the overlap, wherever it falls; the fence checks
+// apply to the grants there are.
 func TestFaultInjectionCatchesPlainDelete(t *testing.T) {
 	const plainDeleteRounds = 4
 	for round := 1; round <= plainDeleteRounds; round++ {
-		res, ops := runFaultScenario(t, true, 5*time.Second, 1, faultClient)
-		if res == porcupine.Illegal {
+		sc := runFaultScenario(t, true, 5*time.Second, 1, faultClient)
+		if sc.res == porcupine.Illegal {
 			return
 		}
-		t.Logf("round %d: porcupine: %s over %d operations", round, res, ops)
+		t.Logf("round %d: porcupine: %s over %d operations, %d grants after the restart", round, sc.res, sc.ops, sc.grantsAfterRestart)
 	}
 	t.Fatalf("porcupine found no overlap in %d scenarios, want illegal: the plain-DEL release went unnoticed", plainDeleteRounds)
 }
@@ -172,18 +175,35 @@ func TestFaultInjectionCatchesPlainDelete(t *testing.T) {
 // client has a proxy of its own, so one can be cut off or slowed down while the others reach
 // Redis (as one daemon's network failing), and take over a lease it cannot renew.
 func TestFaultInjectionLeases(t *testing.T) {
-	res, ops := runFaultScenario(t, false, 12*time.Second, faultClients, leaseClient)
-	if res != porcupine.Ok {
-		t.Fatalf("porcupine: %s over %d operations, want ok: two Leases were held on one key at once", res, ops)
+	sc := runFaultScenario(t, false, 12*time.Second, faultClients, leaseClient)
+	sc.requireGrantAfterRestart(t)
+	if sc.res != porcupine.Ok {
+		t.Fatalf("porcupine: %s over %d operations, want ok: two Leases were held on one key at once", sc.res, sc.ops)
 	}
 }
 
 // A faultClientFunc takes keys until ctx ends, recording in h when it believed it held them.
 type faultClientFunc func(ctx context.Context, id int, d *Driver, h *history)
 
+// scenario is what runFaultScenario found.
+type scenario struct {
+	res                porcupine.CheckResult
+	ops                int // operations in the history
+	grantsAfterRestart int // grants asked for after Redis came back
+}
+
+// requireGrantAfterRestart fails the test when nothing was granted after the restart: the
+// fences after it went unchecked.
+func (sc scenario) requireGrantAfterRestart(t *testing.T) {
+	t.Helper()
+	if sc.grantsAfterRestart == 0 {
+		t.Fatal("no grant after the restart")
+	}
+}
+
 // runFaultScenario runs clientFn for every client, through nproxies fault proxies (client c
 // uses proxy c mod nproxies; each tick's fault hits one proxy drawn at random).
-func runFaultScenario(t *testing.T, unsafeDel bool, duration time.Duration, nproxies int, clientFn faultClientFunc) (porcupine.CheckResult, int) {
+func runFaultScenario(t *testing.T, unsafeDel bool, duration time.Duration, nproxies int, clientFn faultClientFunc) scenario {
 	srv := redistest.Start(t)
 	proxies := make([]*faultproxy.Proxy, nproxies)
 	for i := range proxies {
@@ -270,7 +290,7 @@ loop:
 	}
 	h.add(-1, lockInput{Kind: opReset}, restartOp.call, restartOp.ret)
 
-	checkFences(t, h.ops, restartOp.call, restartOp.ret)
+	after := checkFences(t, h.ops, restartOp.call, restartOp.ret)
 	var acquires int
 	for _, op := range h.ops {
 		if op.Input.(lockInput).Kind == opAcquire {
@@ -289,19 +309,19 @@ loop:
 			t.Logf("visualization: %s", path)
 		}
 	}
-	return res, len(h.ops)
+	return scenario{res: res, ops: len(h.ops), grantsAfterRestart: after}
 }
 
 // checkFences asserts that fences are unique per key, and that every fence granted after
-// the restart is above every fence granted before it.
-func checkFences(t *testing.T, ops []porcupine.Operation, restartCall, restartRet int64) {
+// the restart is above every fence granted before it. It returns how many grants were asked
+// for after the restart.
+func checkFences(t *testing.T, ops []porcupine.Operation, restartCall, restartRet int64) int {
 	t.Helper()
 	seen := make(map[string]map[int64]bool)
 	maxBefore := make(map[string]int64)
 	type grant struct {
 		key   string
 		fence int64
-		call  int64
 	}
 	var after []grant
 	for _, op := range ops {
@@ -320,18 +340,15 @@ func checkFences(t *testing.T, ops []porcupine.Operation, restartCall, restartRe
 		case op.Return < restartCall:
 			maxBefore[in.Key] = max(maxBefore[in.Key], in.Fence)
 		case op.Call > restartRet:
-			after = append(after, grant{in.Key, in.Fence, op.Call})
+			after = append(after, grant{in.Key, in.Fence})
 		}
-	}
-	sort.Slice(after, func(i, j int) bool { return after[i].call < after[j].call })
-	if len(after) == 0 {
-		t.Fatal("no grant after the restart")
 	}
 	for _, g := range after {
 		if g.fence <= maxBefore[g.key] {
 			t.Errorf("fence %d of %s after the restart is not above %d from before it", g.fence, g.key, maxBefore[g.key])
 		}
 	}
+	return len(after)
 }
 
 // faultClient takes random keys until ctx ends, recording what it believed.
