@@ -450,30 +450,47 @@ func (c *Client) ListDeployments(ctx context.Context, appUUID string, skip, take
 // ActiveDeployments returns the application's queued and in_progress deployments, oldest
 // first (preview deployments of pull requests included).
 //
-// Once the client knows the application's numeric id, it reads the team's active
-// deployments (GET /deployments, queued and in_progress rows only) and keeps the
-// application's: exact, and light, since finished rows are not sent at all. Coolify names
-// the application there only by that id, which GET /applications/{uuid} does not show, so
-// until the client has seen it on one of the application's deployments (a page read here,
-// or the deployment a deploy started) it pages through the application's own deployments
-// instead (GET /deployments/applications/{uuid}, newest first) while pages still hold active
-// ones. That way costs more: with read:sensitive, which reading env values needs, every row
-// of a page carries its whole build log; and a page of ended rows (newer pull-request
-// previews, canceled deploys) can hide an older active one. Errors as
-// [Client.GetApplication].
+// It reads the team's active deployments (GET /deployments, queued and in_progress rows
+// only) and keeps the application's: exact, and light, since ended rows are not sent at all.
+// Coolify names the application there only by its numeric id, which GET
+// /applications/{uuid} does not show, so until the client has seen the id on one of the
+// application's deployments (the deployment a deploy started, or an earlier read here) it
+// first reads the application's newest deployment (GET /deployments/applications/{uuid},
+// take 1), which names it: one row, where a page of them carries, with read:sensitive, every
+// row's whole build log. When that row is the application's only one, it is the whole answer;
+// an application with no deployment has none active. Only when Coolify names no id does it
+// page through the application's deployments instead, while pages still hold active ones,
+// where a page of ended rows (newer pull-request previews, canceled deploys) can hide an
+// older active one. Errors as [Client.GetApplication].
 func (c *Client) ActiveDeployments(ctx context.Context, appUUID string) ([]Deployment, error) {
 	if id, ok := c.appIDs.Load(appUUID); ok {
 		return c.activeOf(ctx, id.(string))
 	}
+	count, newest, err := c.ListDeployments(ctx, appUUID, 0, 1)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("active deployments: %w", err)
+	case len(newest) == 0 && count == 0:
+		return nil, nil
+	case len(newest) == 1 && count == 1:
+		c.noteAppID(appUUID, newest[0].ApplicationID)
+		return slices.DeleteFunc(newest, func(d Deployment) bool { return !d.Status.Active() }), nil
+	case len(newest) > 0 && newest[0].ApplicationID != "":
+		c.noteAppID(appUUID, newest[0].ApplicationID)
+		return c.activeOf(ctx, newest[0].ApplicationID)
+	}
+	return c.pagedActive(ctx, appUUID)
+}
+
+// pagedActive returns the application's active deployments, oldest first, from its own
+// pages of deployments, newest first, read while they still hold active ones.
+func (c *Client) pagedActive(ctx context.Context, appUUID string) ([]Deployment, error) {
 	const take, maxPages = 20, 10
 	var out []Deployment
 	for page := range maxPages {
 		count, ds, err := c.ListDeployments(ctx, appUUID, page*take, take)
 		if err != nil {
 			return nil, fmt.Errorf("active deployments: %w", err)
-		}
-		if page == 0 && len(ds) > 0 {
-			c.noteAppID(appUUID, ds[0].ApplicationID)
 		}
 		active := 0
 		for _, d := range ds {

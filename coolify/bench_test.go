@@ -68,8 +68,9 @@ func BenchmarkListEnvs(b *testing.B) {
 // BenchmarkActiveDeployments measures the guard's read before every write, for an
 // application with 20 ended deployments: the team's active list (GET /deployments), since
 // the client learned the application's id from its deploys. (Before the client knows it, the
-// read is a page of the application's 20 newest rows, logs included: about 11 times the
-// memory and 13 times the allocations of this one, measured when the list replaced it.)
+// read was a page of the application's 20 newest rows, logs included: about 11 times the
+// memory and 13 times the allocations of this one, measured when the list replaced it. It
+// is now the newest row alone, which names the id, then this list.)
 func BenchmarkActiveDeployments(b *testing.B) {
 	app, c := deployingApp(b)
 	ctx := context.Background()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -537,8 +538,9 @@ func TestDeployWaitFinished(t *testing.T) {
 }
 
 // Once the client knows the application's id, its active deployments come from the team's
-// active list: exact, with no ended row sent. Before that, the application's own pages are
-// read, which 25 newer ended rows (canceled here) would hide an older active one behind.
+// active list: exact, with no ended row sent. A client that does not know it yet reads the
+// application's newest row to learn it, not a page of rows, which 25 newer ended ones
+// (canceled here) would hide an older active one behind.
 func TestActiveDeploymentsOnceTheAppIDIsKnown(t *testing.T) {
 	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	e := setup(t, []coolifytest.Option{coolifytest.WithClock(clock),
@@ -576,14 +578,55 @@ func TestActiveDeploymentsOnceTheAppIDIsKnown(t *testing.T) {
 		t.Errorf("read GET /deployments %d times and the application's pages %d times, want 1 and 0", n, pages)
 	}
 
-	// A client that has not seen the id reads the application's page, learns it from its
-	// rows, and reads the active list from then on.
-	if _, err := fresh.ActiveDeployments(ctx, e.app.UUID); err != nil {
+	// A client that has not seen the id reads the application's newest row, learns the id
+	// from it, and reads the active list, already on its first read.
+	for _, read := range []string{"first", "second"} {
+		e.srv.ResetRequests()
+		active, err = fresh.ActiveDeployments(ctx, e.app.UUID)
+		if err != nil || len(active) != 1 || active[0].UUID != first.DeploymentUUID {
+			t.Fatalf("%s read of a fresh client: got %+v, %v; want the first deployment behind 25 canceled ones", read, active, err)
+		}
+		pages := e.srv.RequestsTo("GET /deployments/applications/{uuid}")
+		wantPages := map[string]int{"first": 1, "second": 0}[read]
+		if len(pages) != wantPages || len(e.srv.RequestsTo("GET /deployments")) != 1 {
+			t.Errorf("%s read of a fresh client: %d page reads and %d of GET /deployments, want %d and 1",
+				read, len(pages), len(e.srv.RequestsTo("GET /deployments")), wantPages)
+		}
+		for _, r := range pages {
+			if q, _ := url.ParseQuery(r.RawQuery); q.Get("take") != "1" {
+				t.Errorf("page read with %q, want the newest row only (take=1)", r.RawQuery)
+			}
+		}
+	}
+}
+
+// An application whose only deployment is its newest row needs no second request: that row
+// is the answer, and it names the id for the reads after it.
+func TestActiveDeploymentsOfAnApplicationWithOneDeployment(t *testing.T) {
+	clock := coolifytest.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	e := setup(t, []coolifytest.Option{coolifytest.WithClock(clock),
+		coolifytest.WithTiming(coolifytest.Timing{RunMin: time.Hour, RunMax: time.Hour})})
+	ctx := context.Background()
+	only, err := e.c.Deploy(ctx, e.app.UUID, false)
+	if err != nil {
 		t.Fatal(err)
 	}
-	active, err = fresh.ActiveDeployments(ctx, e.app.UUID)
-	if err != nil || len(active) != 1 || active[0].UUID != first.DeploymentUUID {
-		t.Fatalf("second read of a fresh client: got %+v, %v; want the first deployment", active, err)
+	fresh := newClient(t, e.srv, e.srv.Token)
+	e.srv.ResetRequests()
+	active, err := fresh.ActiveDeployments(ctx, e.app.UUID)
+	if err != nil || len(active) != 1 || active[0].UUID != only.DeploymentUUID {
+		t.Fatalf("got %+v, %v; want the only deployment", active, err)
+	}
+	if n := len(e.srv.Requests()); n != 1 {
+		t.Errorf("%d requests, want 1 (the newest row)", n)
+	}
+	clock.Advance(2 * time.Hour) // it ends
+	e.srv.ResetRequests()
+	if active, err := fresh.ActiveDeployments(ctx, e.app.UUID); err != nil || len(active) != 0 {
+		t.Fatalf("after its end: got %+v, %v; want none", active, err)
+	}
+	if n, list := len(e.srv.Requests()), len(e.srv.RequestsTo("GET /deployments")); n != 1 || list != 1 {
+		t.Errorf("after its end: %d requests, %d of them GET /deployments; want the active list alone", n, list)
 	}
 }
 

@@ -172,8 +172,8 @@ func TestKilledWhileRestoringAFailedSync(t *testing.T) {
 	waitRequests("the tag write fail", func(reqs []coolifytest.Request) bool {
 		return slices.ContainsFunc(reqs, func(q coolifytest.Request) bool { return q.Route == "PATCH /applications/{uuid}" })
 	})
-	// Both routes the guard may read: the application's pages until the client has seen its
-	// id, the team's active list after.
+	// Both routes the guard may read: the application's newest row until the client has seen
+	// its id, the team's active list after.
 	guardReads := []string{"/deployments/applications/{uuid}", "/deployments"}
 	for _, route := range guardReads {
 		h.coolify.SetRouteLatency("GET", route, time.Minute, time.Minute)
