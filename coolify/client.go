@@ -44,6 +44,7 @@
 package coolify
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -186,7 +187,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 		c.base = u
 	}
 	c.out = outbound.New(outbound.Options{System: System, HTTPClient: c.httpc, Policy: c.retry,
-		Version: c.version, Logger: c.logger, Metrics: c.metrics, Limiter: c.limiter})
+		Version: c.version, Logger: c.logger, Metrics: c.metrics, Limiter: c.limiter, Throttled: throttled})
 	return c
 }
 
@@ -297,6 +298,28 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 }
 
 const maxBody = 32 << 20
+
+// throttled says whether a 429 is Laravel's throttle ("Too Many Attempts.": the token's
+// user spent API_RATE_LIMIT for this minute), which holds the client's pacer until its
+// Retry-After, rather than POST /deploy's full deploy queue, which refuses deploys only. It
+// reads the message and puts the body back.
+func throttled(resp *http.Response) bool {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(data), resp.Body), resp.Body}
+	if err != nil {
+		return false
+	}
+	var e APIError
+	e.decodeBody(data)
+	return !strings.Contains(strings.ToLower(e.Message), queueFullMessage)
+}
+
+// queueFullMessage is in the message of the 429 POST /deploy answers when the server's
+// deploy queue is full (deployment_queue_limit rows queued).
+const queueFullMessage = "queue is full"
 
 func (c *Client) apiError(method, path string, resp *http.Response) error {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

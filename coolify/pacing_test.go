@@ -124,3 +124,36 @@ func TestCallPriorities(t *testing.T) {
 		}
 	}
 }
+
+// When Coolify's throttle answers 429 anyway (another tool spends the same user's budget;
+// here the window is filled first), the pacer the clients share holds every call until
+// the answer's Retry-After: the other client's calls wait for the window to end instead of
+// each meeting a 429 of its own, and all of them go through after it.
+func TestThrottleHoldsTheSharedPacer(t *testing.T) {
+	const limit = 10
+	e := setup(t, []coolifytest.Option{coolifytest.WithRateLimit(limit, time.Second)})
+	pool, err := pacing.NewLocalPool(pacing.Budget{Limit: 100 * limit, Window: time.Second}, pacing.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pacer := pool.For(e.srv.URL, e.srv.Token)
+	noRetry := fastRetry
+	noRetry.MaxRetries = 0
+	a := newClient(t, e.srv, e.srv.Token, coolify.WithLimiter(pacer), coolify.WithRetry(noRetry))
+	b := newClient(t, e.srv, e.srv.Token, coolify.WithLimiter(pacer))
+	for range limit { // the window, spent
+		if _, err := a.GetApplication(t.Context(), e.app.UUID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = a.GetApplication(t.Context(), e.app.UUID)
+	wantErr(t, err, coolify.ErrRateLimited)
+	for i := range 3 {
+		if _, err := b.GetApplication(t.Context(), e.app.UUID); err != nil {
+			t.Fatalf("b's call %d: %v", i+1, err)
+		}
+	}
+	if n := e.srv.Throttled(); n != 1 {
+		t.Errorf("the throttle answered 429 %d times, want once: the first 429 holds the shared pacer", n)
+	}
+}

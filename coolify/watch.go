@@ -130,7 +130,8 @@ func withPaced(ctx context.Context, waited *atomic.Int64) context.Context {
 }
 
 // measuredLimiter is asked before each attempt: it waits on the client's limiter (l, if
-// any), tells a look (withPaced) how long that took, and counts the attempt's purpose.
+// any), tells a look (withPaced) how long that took, and counts the attempt's purpose. It
+// passes a hold on to l.
 type measuredLimiter struct {
 	l        outbound.Limiter
 	purposes func(Purpose)
@@ -150,6 +151,14 @@ func (m measuredLimiter) Wait(ctx context.Context, p outbound.Priority) error {
 		m.purposes(PurposeOf(ctx))
 	}
 	return nil
+}
+
+// Hold holds the client's limiter when it can be (outbound.Holder): the throttle refused a
+// call (see throttled).
+func (m measuredLimiter) Hold(ctx context.Context, d time.Duration) {
+	if h, ok := m.l.(outbound.Holder); ok {
+		h.Hold(ctx, d)
+	}
 }
 
 // watch is what a client's waits share: the recent deployment durations, per application

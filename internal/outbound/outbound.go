@@ -150,6 +150,15 @@ type Limiter interface {
 	Wait(ctx context.Context, p Priority) error
 }
 
+// A Holder is a Limiter that can hold every attempt it paces: Options.Throttled says an
+// answer was the server's refusal for its request budget, and Hold is told to let nothing
+// through for the Retry-After the answer asked for (up to Policy.MaxRetryAfter), since the
+// server would refuse it too.
+type Holder interface {
+	Limiter
+	Hold(ctx context.Context, d time.Duration)
+}
+
 type noLimit struct{}
 
 func (noLimit) Wait(context.Context, Priority) error { return nil }
@@ -213,6 +222,11 @@ type Options struct {
 	// header (Infisical writes it in the message). It may read resp.Body if it puts back what
 	// it read. Optional.
 	RetryAfter func(resp *http.Response) (time.Duration, bool)
+	// Throttled says whether a 429 answer is the server's throttle (the budget of the
+	// credentials is spent for now), not a refusal of this request alone; the Limiter, when
+	// it is a Holder, is then held for the answer's Retry-After. It may read resp.Body if it
+	// puts back what it read. Optional: without it, no answer holds the Limiter.
+	Throttled func(resp *http.Response) bool
 	// Now is the clock for HTTP-date Retry-After values. Default time.Now.
 	Now func() time.Time
 	// Redirects says which redirects are followed (default SameHost). It replaces
@@ -589,6 +603,24 @@ func stripURL(err error) error {
 	return err
 }
 
+// holdIfThrottled holds the Limiter when resp is the server's throttle (Options.Throttled)
+// with a Retry-After, for that wait up to Policy.MaxRetryAfter, and says so in the log.
+func (c *Client) holdIfThrottled(ctx context.Context, m meta, resp *http.Response) {
+	h, ok := c.o.Limiter.(Holder)
+	if !ok || c.o.Throttled == nil || resp.StatusCode != http.StatusTooManyRequests {
+		return
+	}
+	d, ok := c.retryAfter(resp)
+	if !ok || d <= 0 || !c.o.Throttled(resp) {
+		return
+	}
+	d = min(d, c.o.Policy.MaxRetryAfter)
+	h.Hold(ctx, d)
+	c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "outside system throttled the credentials: every call of their budget waits",
+		slog.String(logkey.System, c.o.System), slog.String(logkey.Method, m.method), slog.String(logkey.Route, m.route),
+		slog.Duration(logkey.Wait, d))
+}
+
 // limitError is a Limiter's refusal; the attempt was not made and is not retried.
 type limitError struct{ err error }
 
@@ -629,6 +661,9 @@ func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := t.next.RoundTrip(r)
 	endSpan(span, resp, err)
+	if err == nil {
+		t.c.holdIfThrottled(ctx, m, resp)
+	}
 	if t.c.o.Metrics != nil {
 		status := 0
 		if resp != nil {

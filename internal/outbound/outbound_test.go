@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -439,5 +440,53 @@ func TestRedirectsStayOnTheHost(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusTemporaryRedirect || elsewhere.Load() != 0 {
 		t.Errorf("SameHostRedirect: got status %d and %d requests elsewhere, want 307 and none", resp.StatusCode, elsewhere.Load())
+	}
+}
+
+// holder is a limiter that records the holds it is told.
+type holder struct {
+	limiter
+	holds []time.Duration
+}
+
+func (h *holder) Hold(_ context.Context, d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.holds = append(h.holds, d)
+}
+
+// A 429 that Options.Throttled calls the server's throttle holds a Limiter that is a Holder
+// for its Retry-After, up to the policy's cap; another 429, or any 429 when there is no
+// Throttled, holds nothing.
+func TestThrottledAnswerHoldsTheLimiter(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", r.URL.Query().Get("after"))
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	policy := fast
+	policy.MaxRetries = 0
+	for _, c := range []struct {
+		name      string
+		throttled func(*http.Response) bool
+		after     string
+		want      []time.Duration
+	}{
+		{"throttle", func(*http.Response) bool { return true }, "1", []time.Duration{time.Second}},
+		{"throttle past the cap", func(*http.Response) bool { return true }, "7200", []time.Duration{policy.MaxRetryAfter}},
+		{"another 429", func(*http.Response) bool { return false }, "1", nil},
+		{"no Throttled", nil, "1", nil},
+		{"no Retry-After", func(*http.Response) bool { return true }, "", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := &holder{}
+			cl := outbound.New(outbound.Options{System: "x", Policy: policy, Limiter: h, Throttled: c.throttled})
+			if status, _ := do(t, cl, "GET", srv.URL+"?after="+c.after, outbound.Auto); status != http.StatusTooManyRequests {
+				t.Fatalf("status %d, want 429", status)
+			}
+			if !slices.Equal(h.holds, c.want) {
+				t.Errorf("held %v, want %v", h.holds, c.want)
+			}
+		})
 	}
 }

@@ -24,16 +24,29 @@ func newLocalBucket(s Shape) *localBucket {
 type localBucket struct {
 	mu  sync.Mutex
 	lim *rate.Limiter
+	// until is when a hold ends (zero: none).
+	until time.Time
 }
 
 func (b *localBucket) take(_ context.Context, keep int) (time.Duration, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
+	if now.Before(b.until) {
+		return b.until.Sub(now), nil
+	}
 	tokens := b.lim.TokensAt(now)
 	if tokens >= float64(keep+1) && b.lim.AllowN(now, 1) {
 		return 0, nil
 	}
 	need := float64(keep+1) - tokens
 	return max(time.Duration(need/float64(b.lim.Limit())*float64(time.Second)), time.Millisecond), nil
+}
+
+func (b *localBucket) hold(_ context.Context, d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if until := time.Now().Add(d); until.After(b.until) {
+		b.until = until
+	}
 }

@@ -41,6 +41,15 @@
 // daemons sharing a Redis bucket the yielding is not shared: another daemon's low calls
 // compete with this one's normal calls at most as normal calls do, and never for the
 // reserve.
+//
+// # When the server says the budget is spent
+//
+// The bucket keeps this process's or this fleet's calls under the limit, but the server
+// counts every caller of the token (another tool, a second token of the same Coolify user).
+// When it answers 429 for its throttle anyway, [Pacer.Hold] holds every call of the budget,
+// priority calls included, until its Retry-After has passed: on Redis every daemon sharing
+// the bucket waits, so the fleet sends one refused request per window instead of one per
+// waiting call. internal/outbound calls it on such answers (outbound.Holder).
 package pacing
 
 import (
@@ -118,6 +127,8 @@ type bucket interface {
 	// take takes one token if more than keep tokens are there and returns 0; otherwise it
 	// takes nothing and returns how long until there would be.
 	take(ctx context.Context, keep int) (time.Duration, error)
+	// hold lets no token be taken for d from now (or until a later hold ends).
+	hold(ctx context.Context, d time.Duration)
 }
 
 // Pacer paces the calls of one instance and token. It implements outbound.Limiter and is safe
@@ -183,7 +194,16 @@ func (p *Pacer) Wait(ctx context.Context, prio outbound.Priority) error {
 	return nil
 }
 
-var _ outbound.Limiter = (*Pacer)(nil)
+var _ outbound.Holder = (*Pacer)(nil)
+
+// Hold makes every call of the budget wait d from now, whatever its priority: the server
+// refused a call for its throttle and asked to wait d (see the package comment). A hold that
+// ends later already stays.
+func (p *Pacer) Hold(ctx context.Context, d time.Duration) {
+	if d > 0 {
+		p.b.hold(ctx, d)
+	}
+}
 
 // enter and leave count a call above PriorityLow in and out of Wait.
 func (p *Pacer) enter() {

@@ -298,3 +298,30 @@ func TestRedisStalledFallsBackAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A hold makes every call of the budget wait until it ends, priority calls and, on Redis,
+// other daemons' calls included; a shorter hold after it does not shorten it.
+func TestHoldWaitsEveryCallOfTheBudget(t *testing.T) {
+	const hold = 400 * time.Millisecond
+	for name, newPool := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			budget := pacing.Budget{Limit: 600, Window: time.Minute}
+			a := newPool(budget, pacing.Options{Prefix: "hold:"}).For(url, token)
+			b := a
+			if name == "redis" {
+				b = newPool(budget, pacing.Options{Prefix: "hold:"}).For(url, token) // another daemon
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			start := time.Now()
+			a.Hold(ctx, hold)
+			a.Hold(ctx, time.Millisecond)
+			if err := b.Wait(ctx, outbound.PriorityHigh); err != nil {
+				t.Fatal(err)
+			}
+			if waited := time.Since(start); waited < hold {
+				t.Errorf("a priority call went through %v after a hold of %v", waited, hold)
+			}
+		})
+	}
+}

@@ -48,15 +48,20 @@ func NewRedisPool(rdb redis.UniversalClient, b Budget, o Options) (*Pool, error)
 }
 
 // takeScript is a token bucket on Redis's clock (so daemons' clocks need not agree).
-// KEYS[1]: the bucket, a hash {tokens, ts (µs)}. ARGV: refill per µs, burst, keep.
-// Returns 0 when a token was taken, else the µs until more than keep tokens will be there.
+// KEYS[1]: the bucket, a hash {tokens, ts (µs), hold (µs: no token before it)}. ARGV: refill
+// per µs, burst, keep. Returns 0 when a token was taken, else the µs until more than keep
+// tokens will be there (or the hold ends).
 var takeScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local keep = tonumber(ARGV[3])
-local s = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+local s = redis.call('HMGET', KEYS[1], 'tokens', 'ts', 'hold')
+local hold = tonumber(s[3])
+if hold ~= nil and hold > now then
+  return math.ceil(hold - now)
+end
 local tokens = tonumber(s[1])
 local ts = tonumber(s[2])
 if tokens == nil or ts == nil then
@@ -76,6 +81,23 @@ end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(ts))
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate / 1000) + 1000)
 return wait
+`)
+
+// holdScript holds the bucket of takeScript: no token is taken for ARGV[1] µs from now on
+// Redis's clock, unless a hold that ends later is there; the key lives at least that long.
+var holdScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local hold = now + tonumber(ARGV[1])
+local cur = tonumber(redis.call('HGET', KEYS[1], 'hold'))
+if cur == nil or cur < hold then
+  redis.call('HSET', KEYS[1], 'hold', string.format('%.0f', hold))
+  local ttl = math.ceil((hold - now) / 1000) + 1000
+  if redis.call('PTTL', KEYS[1]) < ttl then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+  end
+end
+return 0
 `)
 
 type redisBucket struct {
@@ -103,4 +125,14 @@ func (b *redisBucket) take(ctx context.Context, keep int) (time.Duration, error)
 		return b.fallback.take(ctx, keep)
 	}
 	return time.Duration(us) * time.Microsecond, nil
+}
+
+// hold holds the bucket in Redis, for every daemon sharing it, and the local fallback, which
+// this daemon uses while Redis does not answer. When Redis does not take the hold, it holds
+// this daemon only; the others meet the server's 429 themselves and hold then.
+func (b *redisBucket) hold(ctx context.Context, d time.Duration) {
+	b.fallback.hold(ctx, d)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RedisTimeout)
+	defer cancel()
+	_ = holdScript.Run(rctx, b.rdb, []string{b.key}, d.Microseconds()).Err()
 }

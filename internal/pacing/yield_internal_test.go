@@ -27,6 +27,8 @@ func (b *fakeBucket) take(_ context.Context, keep int) (time.Duration, error) {
 	return time.Millisecond, nil
 }
 
+func (b *fakeBucket) hold(context.Context, time.Duration) {}
+
 func (b *fakeBucket) put(n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
