@@ -28,12 +28,13 @@ import (
 // what was last synced to it. Each scenario also checks that fences first seen after the
 // failover are above every fence seen before, that every run ends with a terminal status (a
 // reason unless it succeeded), and that each daemon writes to the new master within
-// reconnectBound of the failover.
+// reconnectBound of the new master serving writes.
 
-// reconnectBound is how long after the failover starts (the SENTINEL FAILOVER or CLUSTER
-// FAILOVER command, or the kill -9 of the master) each daemon may take to write to the new
-// master: detection (1 s down-after here), election and promotion, then go-redis learns the
-// switch from the sentinels' +switch-master message or a MOVED answer, retrying meanwhile.
+// reconnectBound is how long after the new master serves writes (the failover function
+// returned) each daemon may take to write to it: go-redis learns the switch from the
+// sentinels' +switch-master message or a MOVED answer, retrying meanwhile. Redis's own part
+// (detection, 1 s down-after here, election, promotion, a replica's sync under
+// min-replicas-to-write) is not the daemon's, and on a loaded machine it once took 16 s.
 const reconnectBound = 15 * time.Second
 
 // haLivenessTTL is the daemons' liveness lease TTL on the topologies: longer than a
@@ -118,7 +119,8 @@ func haScenario(t *testing.T, w *world, inPhase1 bool, failover haFailover) {
 	}
 	started := time.Now()
 	failover(t)
-	t.Logf("failover complete %s after it started", time.Since(started).Round(time.Millisecond))
+	served := time.Now()
+	t.Logf("failover complete %s after it started", served.Sub(started).Round(time.Millisecond))
 
 	// Each daemon writes to the new master: a trigger creates a run record there (a daemon
 	// still talking to the demoted or dead master gets an error and answers 5xx).
@@ -127,10 +129,10 @@ func haScenario(t *testing.T, w *world, inPhase1 bool, failover haFailover) {
 	for i, d := range ds {
 		wg.Go(func() {
 			build := strconv.Itoa(200 + i)
-			r, took := triggerUntilAccepted(t, d, []string{"api", "web"}[i], orchestrator.Trigger{Build: build, ImageTag: "v" + build}, started)
-			t.Logf("daemon %s wrote to the new master %s after the failover started", d.name, took.Round(time.Millisecond))
+			r, took := triggerUntilAccepted(t, d, []string{"api", "web"}[i], orchestrator.Trigger{Build: build, ImageTag: "v" + build}, served)
+			t.Logf("daemon %s wrote to the new master %s after it served writes", d.name, took.Round(time.Millisecond))
 			if took > reconnectBound {
-				t.Errorf("daemon %s took %s to write to the new master, above the bound %s", d.name, took.Round(time.Millisecond), reconnectBound)
+				t.Errorf("daemon %s took %s to write to the new master once it served writes, above the bound %s", d.name, took.Round(time.Millisecond), reconnectBound)
 			}
 			mu.Lock()
 			all = append(all, submitted{d, r})
@@ -213,11 +215,15 @@ func haScenario(t *testing.T, w *world, inPhase1 bool, failover haFailover) {
 }
 
 // triggerUntilAccepted triggers pipeline on d until the daemon answers 202 and returns the run
-// and the time since since. It gives up after twice reconnectBound.
+// and the time since since. A request the daemon did not answer in time (it waits for the
+// run store meanwhile) counts as a refusal. It gives up after twice reconnectBound.
 func triggerUntilAccepted(t *testing.T, d *daemon, pipeline string, tr orchestrator.Trigger, since time.Time) (runs.Run, time.Duration) {
 	body := map[string]any{"build": tr.Build, "image_tag": tr.ImageTag}
 	for {
-		code, b := d.do(http.MethodPost, "/v1/pipelines/"+pipeline+"/runs", body, map[string]string{"Authorization": "Bearer " + triggerToken})
+		code, b, err := d.try(http.MethodPost, "/v1/pipelines/"+pipeline+"/runs", body, map[string]string{"Authorization": "Bearer " + triggerToken})
+		if err != nil {
+			b = []byte(err.Error())
+		}
 		if code == http.StatusAccepted {
 			var out struct {
 				Run runs.Run `json:"run"`

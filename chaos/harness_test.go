@@ -231,6 +231,17 @@ func (d *daemon) term(timeout time.Duration) error {
 // do sends an API request with the admin token (tok overrides it) and returns status and body.
 func (d *daemon) do(method, path string, body any, hdr map[string]string) (int, []byte) {
 	d.t.Helper()
+	code, b, err := d.try(method, path, body, hdr)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return code, b
+}
+
+// try is do, returning a failure to get an answer (a timeout, a refused connection) instead
+// of failing the test.
+func (d *daemon) try(method, path string, body any, hdr map[string]string) (int, []byte, error) {
+	d.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -252,14 +263,14 @@ func (d *daemon) do(method, path string, body any, hdr map[string]string) (int, 
 	}
 	resp, err := d.http.Do(req)
 	if err != nil {
-		d.t.Fatalf("%s %s on daemon %s: %v", method, path, d.name, err)
+		return 0, nil, fmt.Errorf("%s %s on daemon %s: %w", method, path, d.name, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		d.t.Fatalf("%s %s on daemon %s: read body: %v", method, path, d.name, err)
+		return 0, nil, fmt.Errorf("%s %s on daemon %s: read body: %w", method, path, d.name, err)
 	}
-	return resp.StatusCode, b
+	return resp.StatusCode, b, nil
 }
 
 // trigger starts a run of pipeline through the API with the trigger token.
