@@ -167,7 +167,7 @@ func (s *Sentinel) Failover() *Server {
 // WaitNewMaster waits until every sentinel names a master other than old and that node
 // answers as a master and takes a write (under min-replicas-to-write, only once a replica
 // has synced with it: until then it answers NOREPLICAS), and returns it. The write is to
-// ProbeKey.
+// probeKey.
 func (s *Sentinel) WaitNewMaster(old *Server, timeout time.Duration) *Server {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -189,7 +189,7 @@ func (s *Sentinel) WaitNewMaster(old *Server, timeout time.Duration) *Server {
 		if err != nil || len(role) == 0 || role[0] != "master" {
 			return false, fmt.Sprintf("%s answers ROLE %v %v", addr, role, err)
 		}
-		if err := next.client().Set(ctx, ProbeKey, addr, 0).Err(); err != nil {
+		if err := next.client().Set(ctx, probeKey, addr, 0).Err(); err != nil {
 			return false, fmt.Sprintf("%s refuses a write: %v", addr, err)
 		}
 		return true, ""
@@ -197,8 +197,8 @@ func (s *Sentinel) WaitNewMaster(old *Server, timeout time.Duration) *Server {
 	return next
 }
 
-// ProbeKey is the key WaitNewMaster writes to learn that a new master serves writes.
-const ProbeKey = "redistest:probe"
+// probeKey is the key WaitNewMaster writes to learn that a new master serves writes.
+const probeKey = "redistest:probe"
 
 // agreedMaster asks every live sentinel for the master's address; they must agree.
 func (s *Sentinel) agreedMaster(ctx context.Context) (string, error) {
